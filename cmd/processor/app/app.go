@@ -1,0 +1,232 @@
+// Package app is the processor's wiring: environment to config, the
+// transactional session, the transform chain, the pipeline, HTTP and
+// signals. It is a package rather than part of main so that a custom main
+// can compile in its own transform plugins and call Main.
+//
+// Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitConfig  = 2
+)
+
+// Main runs the processor with the transforms registered in reg (usually
+// transform.Default) and returns the exit code for os.Exit.
+func Main(reg *transform.Registry) int {
+	cfg, err := config.Load(config.Hostname())
+	if err != nil {
+		return configError(err)
+	}
+	log := newLogger(cfg)
+
+	chain, err := buildChain(reg, cfg.Transforms)
+	if err != nil {
+		return configError(err)
+	}
+	defer func() {
+		if err := chain.Close(); err != nil {
+			log.Warn("closing transforms", "err", err.Error())
+		}
+	}()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// A second signal while shutting down exits at once.
+		<-ctx.Done()
+		stop()
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
+		<-c
+		log.Error("second signal: exiting without finishing the open transaction (it will be aborted)")
+		os.Exit(exitRuntime)
+	}()
+
+	brokers := cfg.Brokers
+	if cfg.EmbeddedBroker {
+		eb, err := startEmbeddedBroker(ctx, cfg, log)
+		if err != nil {
+			log.Error("starting the embedded broker failed", "err", err.Error())
+			return exitRuntime
+		}
+		defer eb.Close()
+		brokers = eb.Addrs()
+	}
+
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	kmetrics := kprom.NewMetrics("processor", kprom.Registry(promReg), kprom.Subsystem("kafka"))
+
+	sess, err := txn.New(txn.Options{
+		Brokers:            brokers,
+		Group:              cfg.Group,
+		Topics:             cfg.InputTopics,
+		TransactionalID:    cfg.TransactionalID,
+		InstanceID:         cfg.InstanceID,
+		SessionTimeout:     cfg.SessionTimeout,
+		TransactionTimeout: cfg.TransactionTimeout,
+		Logger:             log,
+		Metrics:            txn.NewMetrics(promReg),
+		ClientOpts:         []kgo.Opt{kgo.WithHooks(kmetrics)},
+	})
+	if err != nil {
+		return configError(err)
+	}
+	p, err := pipeline.New(sess, chain, pipeline.Options{
+		OutputTopic:      cfg.OutputTopic,
+		CommitInterval:   cfg.CommitInterval,
+		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
+		StallTimeout:     cfg.TransactionTimeout,
+		ProgressInterval: cfg.ProgressInterval,
+		Logger:           log,
+		Metrics:          pipeline.NewMetrics(promReg),
+	})
+	if err != nil {
+		log.Error("building the pipeline", "err", err.Error())
+		return exitRuntime
+	}
+
+	srv, err := serveHTTP(cfg.HTTPAddr, promReg, p)
+	if err != nil {
+		return configError(&config.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
+			Want: "a free host:port (" + err.Error() + ")"})
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	log.Info("processor starting",
+		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
+		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
+		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr)
+
+	err = p.Run(ctx)
+	var fenced *txn.FencedError
+	var recErr *pipeline.RecordError
+	switch {
+	case err == nil:
+		s := p.Stats()
+		log.Info("processor stopped cleanly", "records_consumed", s.Consumed, "records_produced", s.Produced,
+			"transactions_committed", s.Commits, "transactions_aborted", s.Aborts)
+		return exitOK
+	case errors.As(err, &fenced):
+		log.Error("stopping: " + err.Error())
+	case errors.As(err, &recErr):
+		log.Error("stopping: a transform failed; nothing from this record on was committed, and a restart meets the same record again",
+			"topic", recErr.Source.Topic, "partition", recErr.Source.Partition, "offset", recErr.Source.Offset, "err", recErr.Err.Error())
+		var pe *transform.PanicError
+		if errors.As(err, &pe) {
+			log.Debug("transform panic stack", "stack", string(pe.Stack))
+		}
+	case errors.Is(err, kerr.InvalidTransactionTimeout):
+		return configError(&config.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
+			Want: "a duration the broker accepts: at most its transaction.max.timeout.ms (15m by default)"})
+	default:
+		log.Error("stopping: " + err.Error())
+	}
+	return exitRuntime
+}
+
+// configError prints one line for a configuration mistake and returns 2.
+func configError(err error) int {
+	fmt.Fprintln(os.Stderr, "processor: configuration error: "+err.Error())
+	return exitConfig
+}
+
+func newLogger(cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+// buildChain builds the transform chain, reading each transform's settings
+// from PROCESSOR_<NAME>[_<ALIAS>]_*. Every error names a variable.
+func buildChain(reg *transform.Registry, names []string) (*transform.Chain, error) {
+	entries := make([]transform.Entry, 0, len(names))
+	for _, n := range names {
+		e, err := transform.ParseEntry(n)
+		if err != nil {
+			return nil, &config.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
+				Want: "comma-separated transform names, name@alias to use one twice: " + err.Error()}
+		}
+		entries = append(entries, e)
+	}
+	chain, err := reg.Build(entries, func(e transform.Entry, settings any) error {
+		return config.Process(config.TransformPrefix(e.Name, e.Alias), settings)
+	})
+	if err != nil {
+		var cerr *config.Error
+		if errors.As(err, &cerr) {
+			return nil, err
+		}
+		var unknown *transform.UnknownError
+		if errors.As(err, &unknown) {
+			return nil, &config.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
+				Want: "registered transform names; " + unknown.Error()}
+		}
+		return nil, fmt.Errorf("PROCESSOR_TRANSFORMS=%q: %w", strings.Join(names, ","), err)
+	}
+	return chain, nil
+}
+
+// serveHTTP serves /metrics, /healthz and /readyz in the background.
+func serveHTTP(addr string, reg *prometheus.Registry, p *pipeline.Pipeline) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := p.Healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.Ready() {
+			http.Error(w, "not ready: not yet joined the group with an initialised transactional producer", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, nil
+}

@@ -1,0 +1,530 @@
+#!/usr/bin/env bash
+# kafka.sh: run a real Apache Kafka broker (or a 3-node cluster) on loopback,
+# without Docker, from the jars Maven fetches into a cache folder.
+#
+#   kafka.sh fetch            download the broker jars (skipped when cached)
+#   kafka.sh up               start one KRaft broker+controller; prints bootstrap last
+#   kafka.sh down [--wipe]    stop it (--wipe also deletes its data and logs)
+#   kafka.sh cluster-up       start 3 KRaft nodes; prints bootstrap list last
+#   kafka.sh cluster-down [--wipe]
+#   kafka.sh kill N           SIGKILL cluster node N (1-3)
+#   kafka.sh stop N           SIGTERM cluster node N and wait for it to exit
+#   kafka.sh start N          (re)start cluster node N from its data and wait
+#   kafka.sh status           show what is running
+#   kafka.sh bootstrap [single|cluster]   print the bootstrap address(es)
+#
+# See README.md beside this file for ports and environment overrides.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+POM="$SCRIPT_DIR/pom.xml"
+LOG4J_CONFIG="$SCRIPT_DIR/log4j2.xml"
+
+CACHE_DIR=${KAFKA_CACHE_DIR:-$SCRIPT_DIR/.cache}
+LIB_DIR="$CACHE_DIR/lib"
+RUN_ROOT=${KAFKA_RUN_ROOT:-$SCRIPT_DIR/.run}
+SINGLE_DIR=${KAFKA_RUN_DIR:-$RUN_ROOT/single}
+CLUSTER_DIR=${KAFKA_CLUSTER_RUN_DIR:-$RUN_ROOT/cluster}
+
+HOST=127.0.0.1
+SINGLE_PORT=${KAFKA_PORT:-19092}
+SINGLE_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((SINGLE_PORT + 1))}
+# Cluster node N: broker port BASE+100*N, controller port BASE+100*N+1.
+CLUSTER_BASE_PORT=${KAFKA_CLUSTER_BASE_PORT:-19092}
+CLUSTER_NODES=3
+
+SINGLE_HEAP=${KAFKA_HEAP_OPTS:--Xmx512m -Xms512m}
+CLUSTER_HEAP=${KAFKA_CLUSTER_HEAP_OPTS:-${KAFKA_HEAP_OPTS:--Xmx384m -Xms384m}}
+START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
+STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
+
+STARTED_MARKER='Kafka Server started'
+
+die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
+info() { printf 'kafka.sh: %s\n' "$*" >&2; }
+
+usage() {
+  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  exit "${1:-2}"
+}
+
+need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH ($2)"; }
+
+valid_port() { [[ $1 =~ ^[0-9]+$ ]] && (( $1 > 0 && $1 < 65536 )); }
+
+check_ports() {
+  valid_port "$SINGLE_PORT" || die "KAFKA_PORT='$SINGLE_PORT' is not a port number"
+  valid_port "$SINGLE_CONTROLLER_PORT" || die "KAFKA_CONTROLLER_PORT='$SINGLE_CONTROLLER_PORT' is not a port number"
+  valid_port "$CLUSTER_BASE_PORT" && valid_port $((CLUSTER_BASE_PORT + 100 * CLUSTER_NODES + 1)) \
+    || die "KAFKA_CLUSTER_BASE_PORT='$CLUSTER_BASE_PORT' is not usable"
+  [[ $START_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_START_TIMEOUT='$START_TIMEOUT' is not a number of seconds"
+  [[ $STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_STOP_TIMEOUT='$STOP_TIMEOUT' is not a number of seconds"
+}
+
+# port_open PORT: true when something accepts TCP connections on HOST:PORT.
+port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+# Serialise commands that touch one run folder (e.g. parallel `go test` packages).
+lock() {
+  mkdir -p "$1"
+  exec 9>"$1/.lock"
+  flock -w $((START_TIMEOUT + STOP_TIMEOUT + 30)) 9 || die "timed out waiting for the lock on $1 (another kafka.sh is busy there)"
+}
+
+# ---------------------------------------------------------------- fetch ----
+
+fetch() {
+  local stamp="$LIB_DIR/.complete" want
+  want=$(sha256sum "$POM" | cut -d' ' -f1)
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]] && compgen -G "$LIB_DIR/kafka_2.13-*.jar" >/dev/null; then
+    return 0
+  fi
+  mkdir -p "$CACHE_DIR"
+  exec 8>"$CACHE_DIR/.fetch.lock"
+  flock -w 600 8 || die "timed out waiting for another fetch into $CACHE_DIR"
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then exec 8>&-; return 0; fi
+  need mvn "install Maven 3.x: it downloads the Kafka jars from Maven Central"
+  info "fetching Kafka jars into $LIB_DIR (mvn dependency:copy-dependencies)"
+  local tmp="$CACHE_DIR/lib.tmp.$$"
+  rm -rf "$tmp"
+  if ! mvn -q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2; then
+    rm -rf "$tmp"
+    die "mvn could not fetch the Kafka jars (see the Maven output above)"
+  fi
+  compgen -G "$tmp/kafka_2.13-*.jar" >/dev/null || { rm -rf "$tmp"; die "mvn ran but no kafka_2.13 jar arrived in $tmp"; }
+  printf '%s\n' "$want" >"$tmp/.complete"
+  rm -rf "$LIB_DIR"
+  mv "$tmp" "$LIB_DIR"
+  exec 8>&-
+  info "fetched $(find "$LIB_DIR" -name '*.jar' | wc -l) jars"
+}
+
+# ------------------------------------------------------- node primitives ----
+# A node lives in a folder D: D/server.properties, D/data (log.dirs),
+# D/server.log (log4j2), D/server.out (JVM stdout/stderr), D/kafka.pid.
+
+# node_pid D: print the pid of the live broker of folder D, or fail.
+node_pid() {
+  local d=$1 pid
+  [[ -f $d/kafka.pid ]] || return 1
+  pid=$(cat "$d/kafka.pid" 2>/dev/null) || return 1
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  # Guard against pid reuse: the process must be our java with our config.
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$d/server.properties" || return 1
+  printf '%s\n' "$pid"
+}
+
+java_cmd() { # java_cmd D HEAP
+  local d=$1 heap=$2
+  # shellcheck disable=SC2086  # heap options are deliberately word-split
+  printf '%s\0' java $heap \
+    -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+    -Dkafka.logs.dir="$d" -Dlog4j2.configurationFile="$LOG4J_CONFIG" \
+    -cp "$LIB_DIR/*"
+}
+
+# format_storage D [extra format args...]: format D/data once.
+format_storage() {
+  local d=$1; shift
+  [[ -f $d/data/meta.properties ]] && return 0
+  local cid
+  cid=$(cat "$d/cluster.id")
+  local -a cmd
+  mapfile -d '' cmd < <(java_cmd "$d" "-Xmx256m")
+  if ! "${cmd[@]}" kafka.tools.StorageTool format --config "$d/server.properties" \
+        --cluster-id "$cid" "$@" >"$d/format.out" 2>&1; then
+    cat "$d/format.out" >&2
+    die "formatting the storage in $d/data failed (output above, also in $d/format.out)"
+  fi
+}
+
+# launch D HEAP: start the broker of D in the background (no waiting).
+launch() {
+  local d=$1 heap=$2 port p
+  port=$(sed -n 's/^# broker-port=//p' "$d/server.properties")
+  local cport
+  cport=$(sed -n 's/^# controller-port=//p' "$d/server.properties")
+  for p in "$port" "$cport"; do
+    if port_open "$p"; then
+      die "port $HOST:$p is already in use by another process; stop it or pick other ports (see README.md)"
+    fi
+  done
+  local -a cmd
+  mapfile -d '' cmd < <(java_cmd "$d" "$heap")
+  # Remember where the log ends so that wait_ready only looks at new lines.
+  stat -c %s "$d/server.log" 2>/dev/null >"$d/.log-offset" || echo 0 >"$d/.log-offset"
+  {
+    printf '\n===== %s starting: %s\n' "$(date -Is)" "${cmd[*]} kafka.Kafka $d/server.properties"
+  } >>"$d/server.out"
+  # setsid: survive the caller's process group (Ctrl-C of a test run);
+  # the inner shell records its own pid, then becomes java via exec.
+  # 8>&- 9>&-: the broker must not inherit (and so hold) kafka.sh's locks.
+  rm -f "$d/kafka.pid"
+  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$d/kafka.pid" \
+    "${cmd[@]}" kafka.Kafka "$d/server.properties" \
+    </dev/null >>"$d/server.out" 2>&1 8>&- 9>&- &
+  disown $! 2>/dev/null || true
+}
+
+# wait_ready D: wait until D's broker accepts connections and has logged
+# that it started; fail with a pointer to the log otherwise.
+wait_ready() {
+  local d=$1 name=$2 port offset deadline pid
+  port=$(sed -n 's/^# broker-port=//p' "$d/server.properties")
+  offset=$(cat "$d/.log-offset" 2>/dev/null || echo 0)
+  deadline=$((SECONDS + START_TIMEOUT))
+  # The pid file is written by the launched shell a moment after launch.
+  while [[ ! -s $d/kafka.pid ]] && (( SECONDS < deadline )); do sleep 0.1; done
+  while :; do
+    if ! pid=$(node_pid "$d"); then
+      tail -n 30 "$d/server.out" >&2 || true
+      die "$name exited during startup; see $d/server.log and $d/server.out"
+    fi
+    if port_open "$port"; then
+      local size
+      size=$(stat -c %s "$d/server.log" 2>/dev/null || echo 0)
+      (( size < offset )) && offset=0 # the log rolled over
+      if tail -c +$((offset + 1)) "$d/server.log" 2>/dev/null | grep -qF "$STARTED_MARKER"; then
+        return 0
+      fi
+    fi
+    if (( SECONDS >= deadline )); then
+      die "$name did not start within ${START_TIMEOUT}s (pid ${pid:-?}); see $d/server.log (and $d/server.out)"
+    fi
+    sleep 0.5
+  done
+}
+
+# stop_nodes SIGNAL D NAME [D NAME]...: stop brokers together. TERM waits up
+# to STOP_TIMEOUT seconds for all of them, then SIGKILLs the ones left.
+# (Stopping the nodes of a KRaft cluster one after another would leave the
+# last one without a quorum, stuck in its controlled shutdown.)
+stop_nodes() {
+  local sig=$1 d name pid
+  shift
+  local -a pids=() names=() dirs=()
+  while (($# >= 2)); do
+    d=$1 name=$2
+    shift 2
+    if pid=$(node_pid "$d"); then
+      pids+=("$pid") names+=("$name") dirs+=("$d")
+      kill "-$sig" "$pid" 2>/dev/null || true
+    else
+      rm -f "$d/kafka.pid"
+      info "$name is not running"
+    fi
+  done
+  ((${#pids[@]} > 0)) || return 0
+  local deadline=$((SECONDS + STOP_TIMEOUT)) i alive
+  [[ $sig == KILL ]] && deadline=$((SECONDS + 10))
+  while :; do
+    alive=0
+    for i in "${!pids[@]}"; do kill -0 "${pids[$i]}" 2>/dev/null && alive=1; done
+    ((alive && SECONDS < deadline)) || break
+    sleep 0.25
+  done
+  for i in "${!pids[@]}"; do
+    local how="SIG$sig"
+    if kill -0 "${pids[$i]}" 2>/dev/null; then
+      info "${names[$i]} (pid ${pids[$i]}) still running after ${STOP_TIMEOUT}s; sending SIGKILL (see ${dirs[$i]}/server.log)"
+      kill -KILL "${pids[$i]}" 2>/dev/null || true
+      local n=0
+      while kill -0 "${pids[$i]}" 2>/dev/null && ((n < 40)); do sleep 0.25; n=$((n + 1)); done
+      how="SIG$sig, then SIGKILL"
+    fi
+    rm -f "${dirs[$i]}/kafka.pid"
+    info "${names[$i]} stopped (pid ${pids[$i]}, $how)"
+  done
+}
+
+new_cluster_id() {
+  local -a cmd
+  mapfile -d '' cmd < <(java_cmd "$1" "-Xmx64m")
+  "${cmd[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1
+}
+
+# Settings shared by the single broker and the cluster nodes.
+common_props() { # common_props D
+  cat <<EOF
+process.roles=broker,controller
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$1/data
+auto.create.topics.enable=true
+num.partitions=1
+offsets.topic.num.partitions=6
+transaction.state.log.num.partitions=6
+share.coordinator.state.topic.num.partitions=6
+group.initial.rebalance.delay.ms=0
+# Small machine (2 cores): fewer threads than the defaults.
+num.network.threads=2
+num.io.threads=4
+background.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+}
+
+# ------------------------------------------------------------- single ----
+
+single_props() {
+  local d=$SINGLE_DIR
+  cat <<EOF
+# Written by kafka.sh; regenerated on every 'up'.
+# broker-port=$SINGLE_PORT
+# controller-port=$SINGLE_CONTROLLER_PORT
+node.id=1
+listeners=PLAINTEXT://$HOST:$SINGLE_PORT,CONTROLLER://$HOST:$SINGLE_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://$HOST:$SINGLE_PORT
+controller.quorum.bootstrap.servers=$HOST:$SINGLE_CONTROLLER_PORT
+$(common_props "$d")
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+EOF
+}
+
+single_up() {
+  check_ports
+  need java "install a JDK 17+"
+  fetch
+  local d=$SINGLE_DIR
+  lock "$d"
+  local addr="$HOST:$SINGLE_PORT"
+  if pid=$(node_pid "$d"); then
+    info "Kafka is already running (pid $pid), log $d/server.log"
+    printf '%s\n' "$addr"
+    return 0
+  fi
+  # The controller's address is recorded in the formatted metadata log
+  # (--standalone), so a folder formatted for other ports cannot be reused.
+  if [[ -f $d/data/meta.properties && -f $d/ports && $(cat "$d/ports") != "$SINGLE_PORT $SINGLE_CONTROLLER_PORT" ]]; then
+    die "$d was formatted for ports $(cat "$d/ports"), not $SINGLE_PORT $SINGLE_CONTROLLER_PORT; run '$0 down --wipe' first"
+  fi
+  mkdir -p "$d/data"
+  single_props >"$d/server.properties"
+  [[ -s $d/cluster.id ]] || new_cluster_id "$d" >"$d/cluster.id"
+  [[ -s $d/cluster.id ]] || die "could not generate a cluster id with kafka.tools.StorageTool random-uuid"
+  format_storage "$d" --standalone
+  echo "$SINGLE_PORT $SINGLE_CONTROLLER_PORT" >"$d/ports"
+  local t0=$SECONDS
+  info "starting Kafka on $addr (log $d/server.log)"
+  launch "$d" "$SINGLE_HEAP"
+  wait_ready "$d" "Kafka"
+  info "Kafka is up (pid $(node_pid "$d"), $((SECONDS - t0))s)"
+  printf '%s\n' "$addr"
+}
+
+single_down() {
+  local wipe=$1 d=$SINGLE_DIR
+  lock "$d"
+  stop_nodes TERM "$d" "Kafka"
+  if [[ $wipe == yes ]]; then
+    find "$d" -mindepth 1 -maxdepth 1 ! -name .lock -exec rm -rf {} +
+    info "wiped $d"
+  fi
+}
+
+# ------------------------------------------------------------ cluster ----
+
+node_dir() { printf '%s/node%s\n' "$CLUSTER_DIR" "$1"; }
+node_port() { echo $((CLUSTER_BASE_PORT + 100 * $1)); }
+node_cport() { echo $((CLUSTER_BASE_PORT + 100 * $1 + 1)); }
+
+cluster_bootstrap() {
+  local i out=""
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do out+="${out:+,}$HOST:$(node_port "$i")"; done
+  printf '%s\n' "$out"
+}
+
+cluster_voters() {
+  local i out=""
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do out+="${out:+,}$i@$HOST:$(node_cport "$i")"; done
+  printf '%s\n' "$out"
+}
+
+node_props() { # node_props N
+  local n=$1 d port cport
+  d=$(node_dir "$n"); port=$(node_port "$n"); cport=$(node_cport "$n")
+  cat <<EOF
+# Written by kafka.sh; regenerated on every start.
+# broker-port=$port
+# controller-port=$cport
+node.id=$n
+listeners=PLAINTEXT://$HOST:$port,CONTROLLER://$HOST:$cport
+advertised.listeners=PLAINTEXT://$HOST:$port
+# Static quorum: every node is a voter.
+controller.quorum.voters=$(cluster_voters)
+$(common_props "$d")
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+# Notice a killed node (and let a restarted one re-register) after 4s
+# instead of the default 9s.
+broker.session.timeout.ms=4000
+broker.heartbeat.interval.ms=1000
+EOF
+}
+
+check_node_arg() {
+  [[ ${1:-} =~ ^[0-9]+$ ]] && (( $1 >= 1 && $1 <= CLUSTER_NODES )) \
+    || die "expected a node number 1..$CLUSTER_NODES, got '${1:-}'"
+}
+
+# prepare_node N: config, cluster id and formatted storage for node N.
+prepare_node() {
+  local n=$1 d
+  d=$(node_dir "$n")
+  mkdir -p "$d/data"
+  node_props "$n" >"$d/server.properties"
+  cp "$CLUSTER_DIR/cluster.id" "$d/cluster.id"
+  format_storage "$d"
+}
+
+cluster_up() {
+  check_ports
+  need java "install a JDK 17+"
+  fetch
+  lock "$CLUSTER_DIR"
+  local ports="$(cluster_bootstrap)"
+  if [[ -f $CLUSTER_DIR/ports && $(cat "$CLUSTER_DIR/ports") != "$ports" ]] && compgen -G "$CLUSTER_DIR/node*/data/meta.properties" >/dev/null; then
+    die "$CLUSTER_DIR was formatted for $(cat "$CLUSTER_DIR/ports"); run '$0 cluster-down --wipe' first"
+  fi
+  [[ -s $CLUSTER_DIR/cluster.id ]] || new_cluster_id "$CLUSTER_DIR" >"$CLUSTER_DIR/cluster.id"
+  [[ -s $CLUSTER_DIR/cluster.id ]] || die "could not generate a cluster id with kafka.tools.StorageTool random-uuid"
+  echo "$ports" >"$CLUSTER_DIR/ports"
+  local i t0=$SECONDS started=()
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do
+    local d pid
+    d=$(node_dir "$i")
+    if pid=$(node_pid "$d"); then
+      info "node $i is already running (pid $pid)"
+      continue
+    fi
+    prepare_node "$i"
+    info "starting node $i on $HOST:$(node_port "$i") (log $d/server.log)"
+    launch "$d" "$CLUSTER_HEAP"
+    started+=("$i")
+  done
+  # The nodes need each other for a quorum: start all, then wait for all.
+  for i in "${started[@]}"; do
+    wait_ready "$(node_dir "$i")" "node $i"
+  done
+  ((${#started[@]} == 0)) || info "cluster is up ($((SECONDS - t0))s)"
+  cluster_bootstrap
+}
+
+cluster_down() {
+  local wipe=$1 i
+  local -a args=()
+  lock "$CLUSTER_DIR"
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do
+    [[ -d $(node_dir "$i") ]] && args+=("$(node_dir "$i")" "node $i")
+  done
+  ((${#args[@]} == 0)) || stop_nodes TERM "${args[@]}"
+  if [[ $wipe == yes ]]; then
+    find "$CLUSTER_DIR" -mindepth 1 -maxdepth 1 ! -name .lock -exec rm -rf {} +
+    info "wiped $CLUSTER_DIR"
+  fi
+}
+
+node_signal() { # node_signal N KILL|TERM
+  check_node_arg "${1:-}"
+  lock "$CLUSTER_DIR"
+  local d
+  d=$(node_dir "$1")
+  [[ -d $d ]] || die "node $1 has no folder $d; run '$0 cluster-up' first"
+  stop_nodes "$2" "$d" "node $1"
+}
+
+node_start() {
+  check_node_arg "${1:-}"
+  check_ports
+  need java "install a JDK 17+"
+  fetch
+  lock "$CLUSTER_DIR"
+  local n=$1 d pid
+  d=$(node_dir "$n")
+  [[ -s $CLUSTER_DIR/cluster.id ]] || die "no cluster in $CLUSTER_DIR; run '$0 cluster-up' first"
+  if pid=$(node_pid "$d"); then
+    info "node $n is already running (pid $pid)"
+  else
+    local t0=$SECONDS
+    prepare_node "$n"
+    info "starting node $n on $HOST:$(node_port "$n") (log $d/server.log)"
+    launch "$d" "$CLUSTER_HEAP"
+    wait_ready "$d" "node $n"
+    info "node $n is up ($((SECONDS - t0))s)"
+  fi
+  printf '%s:%s\n' "$HOST" "$(node_port "$n")"
+}
+
+# ------------------------------------------------------------- status ----
+
+status() {
+  local pid d i any=0 rss
+  show() { # show NAME D ADDR
+    if pid=$(node_pid "$2"); then
+      rss=$(awk '/^VmRSS/ {printf "%d MiB", $2/1024}' "/proc/$pid/status" 2>/dev/null || echo '?')
+      printf '%-8s running  pid %-7s %-16s rss %s  %s\n' "$1" "$pid" "$3" "$rss" "$2"
+      any=1
+    else
+      printf '%-8s stopped  %s\n' "$1" "$2"
+    fi
+  }
+  show single "$SINGLE_DIR" "$HOST:$SINGLE_PORT"
+  for ((i = 1; i <= CLUSTER_NODES; i++)); do
+    d=$(node_dir "$i")
+    show "node$i" "$d" "$HOST:$(node_port "$i")"
+  done
+  ((any)) || true
+}
+
+# --------------------------------------------------------------- main ----
+
+# wipe_flag ARGS...: set WIPE=yes|no from the optional --wipe argument.
+wipe_flag() {
+  WIPE=no
+  (($# <= 1)) || die "too many arguments (only --wipe is accepted)"
+  case "${1:-}" in
+    "") ;;
+    --wipe) WIPE=yes ;;
+    *) die "unknown option '$1' (only --wipe is accepted)" ;;
+  esac
+}
+
+main() {
+  local cmd=${1:-}
+  (($# > 0)) && shift
+  case "$cmd" in
+    fetch) (($# == 0)) || die "fetch takes no arguments"; fetch; info "jars in $LIB_DIR" ;;
+    up) (($# == 0)) || die "up takes no arguments"; single_up ;;
+    down) wipe_flag "$@"; single_down "$WIPE" ;;
+    cluster-up) (($# == 0)) || die "cluster-up takes no arguments"; cluster_up ;;
+    cluster-down) wipe_flag "$@"; cluster_down "$WIPE" ;;
+    kill) (($# == 1)) || die "usage: kafka.sh kill N"; node_signal "$1" KILL ;;
+    stop) (($# == 1)) || die "usage: kafka.sh stop N"; node_signal "$1" TERM ;;
+    start) (($# == 1)) || die "usage: kafka.sh start N"; node_start "$1" ;;
+    status) status ;;
+    bootstrap)
+      case "${1:-single}" in
+        single) echo "$HOST:$SINGLE_PORT" ;;
+        cluster) cluster_bootstrap ;;
+        *) die "usage: kafka.sh bootstrap [single|cluster]" ;;
+      esac ;;
+    -h | --help | help) usage 0 ;;
+    "") usage 2 ;;
+    *) info "unknown command '$cmd'"; usage 2 ;;
+  esac
+}
+
+main "$@"

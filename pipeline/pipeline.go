@@ -1,0 +1,359 @@
+// Package pipeline is the processor's loop: poll input records, run each
+// through the transform chain, produce the outputs, and end the transaction
+// after PROCESSOR_COMMIT_INTERVAL or PROCESSOR_MAX_RECORDS_PER_TXN input
+// records, whichever comes first. The per-record path takes no locks,
+// allocates nothing of its own and does not log.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
+)
+
+// Options configure a Pipeline.
+type Options struct {
+	OutputTopic      string        // where records with an empty Topic go
+	CommitInterval   time.Duration // a transaction ends after this long ...
+	MaxRecordsPerTxn int           // ... or after this many input records
+	// StallTimeout: the loop counts as stuck (Healthy fails) when one
+	// iteration takes longer. Set it to the transaction timeout.
+	StallTimeout     time.Duration
+	ProgressInterval time.Duration // 0: no progress line
+	Logger           *slog.Logger
+	Metrics          *Metrics
+
+	// InjectAbort is for tests and fault drills only: it is called before
+	// each commit with the transaction's sequence number (from 1), and
+	// returning true aborts that transaction with reason "injected".
+	InjectAbort func(seq uint64) bool
+}
+
+// Pipeline runs the consume-transform-produce loop on one session.
+type Pipeline struct {
+	s     *txn.Session
+	chain *transform.Chain
+	o     Options
+	log   *slog.Logger
+
+	// Loop-goroutine state.
+	out        []*kgo.Record
+	txnRecords int
+	txnOut     int            // outputs to the default topic this transaction
+	txnRouted  map[string]int // outputs to other topics this transaction
+	txnFilter  int
+	seq        uint64
+	lag        map[topicPartition]int64
+	lagEpoch   uint64
+	produceErr atomic.Pointer[error] // first produce failure this transaction
+	promise    func(*kgo.Record, error)
+
+	// Read by other goroutines.
+	lastLoop    atomic.Int64 // unix nanos of the loop's last iteration
+	running     atomic.Bool
+	consumed    atomic.Uint64
+	produced    atomic.Uint64
+	commits     atomic.Uint64
+	aborts      atomic.Uint64
+	totalLag    atomic.Int64
+	failure     atomic.Pointer[error]
+	initialised atomic.Bool
+}
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// New returns a pipeline; Run starts it.
+func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
+	if o.OutputTopic == "" || o.CommitInterval <= 0 || o.MaxRecordsPerTxn <= 0 || o.Metrics == nil {
+		return nil, errors.New("pipeline: OutputTopic, CommitInterval, MaxRecordsPerTxn and Metrics are required")
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Pipeline{
+		s: s, chain: chain, o: o, log: o.Logger,
+		txnRouted: make(map[string]int),
+		lag:       make(map[topicPartition]int64),
+	}
+	p.promise = p.onProduced
+	return p, nil
+}
+
+// onProduced keeps the first produce error of the transaction; the
+// transaction then aborts instead of committing.
+func (p *Pipeline) onProduced(_ *kgo.Record, err error) {
+	if err != nil {
+		p.produceErr.CompareAndSwap(nil, &err)
+	}
+}
+
+// RecordError is the fatal error of a record the chain failed on: the
+// transaction holding it was aborted, nothing from it on was committed, and
+// a restart meets the same record again.
+type RecordError struct {
+	Source transform.Source
+	Err    error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("record topic %s partition %d offset %d: %v", e.Source.Topic, e.Source.Partition, e.Source.Offset, e.Err)
+}
+
+// Unwrap returns the transform error.
+func (e *RecordError) Unwrap() error { return e.Err }
+
+// Run initialises the session, then loops until ctx ends or a fatal error.
+// On ctx's end it commits the open transaction and leaves the group, and
+// returns nil. The session is closed when Run returns.
+func (p *Pipeline) Run(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			p.failure.Store(&err)
+		}
+		p.running.Store(false)
+		p.s.Close()
+	}()
+	p.lastLoop.Store(time.Now().UnixNano())
+	p.running.Store(true)
+	if err := p.s.Init(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	p.initialised.Store(true)
+	if p.o.ProgressInterval > 0 {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go p.progress(pctx)
+	}
+	for ctx.Err() == nil {
+		p.lastLoop.Store(time.Now().UnixNano())
+		if err := p.step(ctx); err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				break
+			}
+			return err
+		}
+	}
+	return p.shutdown()
+}
+
+// step polls once, processes what arrived and ends the transaction when it
+// is due.
+func (p *Pipeline) step(ctx context.Context) error {
+	deadline := time.Now().Add(time.Second) // idle: wake up to stay healthy
+	if p.s.InTxn() {
+		deadline = p.s.Begun().Add(p.o.CommitInterval)
+	}
+	pctx, cancel := context.WithDeadline(ctx, deadline)
+	fs := p.s.Poll(pctx, p.o.MaxRecordsPerTxn-p.txnRecords)
+	cancel()
+	p.observeLag(fs)
+
+	if fs.NumRecords() > 0 {
+		if !p.s.InTxn() {
+			if err := p.s.Begin(ctx); err != nil {
+				if errors.Is(err, txn.ErrRebuilt) {
+					return nil // the new client fetches these records again
+				}
+				return err
+			}
+		}
+		if err := p.process(ctx, fs); err != nil {
+			if _, endErr := p.end(context.WithoutCancel(ctx), txn.ReasonTransform); endErr != nil {
+				p.log.Error("aborting the transaction failed", "err", endErr.Error())
+			}
+			return err
+		}
+	}
+	if p.s.InTxn() && (p.txnRecords >= p.o.MaxRecordsPerTxn || !time.Now().Before(p.s.Begun().Add(p.o.CommitInterval))) {
+		if _, err := p.end(ctx, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// process runs every polled record through the chain and produces the
+// outputs. This is the per-record path.
+func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
+	it := fs.RecordIter()
+	for !it.Done() {
+		r := it.Next()
+		src := transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+		r.Topic = ""
+		out, err := p.chain.Process(ctx, src, r, p.out[:0])
+		p.out = out[:0]
+		if err != nil {
+			return &RecordError{Source: src, Err: err}
+		}
+		p.txnRecords++
+		if len(out) == 0 {
+			p.txnFilter++
+			continue
+		}
+		for i, o := range out {
+			out[i] = nil
+			if o.Topic == "" {
+				o.Topic = p.o.OutputTopic
+				p.txnOut++
+			} else {
+				p.txnRouted[o.Topic]++
+			}
+			p.s.Produce(o, p.promise)
+		}
+	}
+	return nil
+}
+
+// end ends the open transaction, committing unless abort is set or a
+// produce failed, and accounts for it.
+func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
+	p.seq++
+	if perr := p.produceErr.Load(); perr != nil && abort == "" {
+		abort = txn.ReasonProduce
+		p.log.Warn("an output record could not be produced; aborting the transaction", "err", (*perr).Error())
+	}
+	if abort == "" && p.o.InjectAbort != nil && p.o.InjectAbort(p.seq) {
+		abort = txn.ReasonInjected
+	}
+	committed, err := p.s.End(ctx, p.txnRecords, abort)
+	if committed {
+		m := p.o.Metrics
+		m.Consumed.Add(float64(p.txnRecords))
+		m.Filtered.Add(float64(p.txnFilter))
+		out := p.txnOut
+		if p.txnOut > 0 {
+			m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(p.txnOut))
+		}
+		for t, n := range p.txnRouted {
+			m.Produced.WithLabelValues(t).Add(float64(n))
+			out += n
+		}
+		p.consumed.Add(uint64(p.txnRecords))
+		p.produced.Add(uint64(out))
+		p.commits.Add(1)
+	} else {
+		p.aborts.Add(1)
+	}
+	p.txnRecords, p.txnOut, p.txnFilter = 0, 0, 0
+	clear(p.txnRouted)
+	p.produceErr.Store(nil)
+	return committed, err
+}
+
+// shutdown commits the open transaction with a fresh deadline.
+func (p *Pipeline) shutdown() error {
+	if !p.s.InTxn() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.o.StallTimeout)
+	defer cancel()
+	committed, err := p.end(ctx, "")
+	if err != nil {
+		return fmt.Errorf("committing the last transaction at shutdown: %w", err)
+	}
+	p.log.Info("shutting down: last transaction ended", "committed", committed)
+	return nil
+}
+
+// observeLag records, per partition in this fetch, how far the consumer is
+// behind the last stable offset. Per poll, not per record.
+func (p *Pipeline) observeLag(fs kgo.Fetches) {
+	if e := p.s.AssignmentEpoch(); e != p.lagEpoch {
+		p.lagEpoch = e
+		clear(p.lag)
+	}
+	changed := false
+	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
+		if ftp.Err != nil || len(ftp.Records) == 0 {
+			return
+		}
+		end := ftp.LastStableOffset
+		if end < 0 {
+			end = ftp.HighWatermark
+		}
+		next := ftp.Records[len(ftp.Records)-1].Offset + 1
+		p.lag[topicPartition{ftp.Topic, ftp.Partition}] = max(end-next, 0)
+		changed = true
+	})
+	if changed {
+		var sum int64
+		for _, l := range p.lag {
+			sum += l
+		}
+		p.totalLag.Store(sum)
+	}
+}
+
+// progress logs one line every ProgressInterval.
+func (p *Pipeline) progress(ctx context.Context) {
+	t := time.NewTicker(p.o.ProgressInterval)
+	defer t.Stop()
+	last := time.Now()
+	var lastIn, lastOut, lastCommits, lastAborts uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			secs := now.Sub(last).Seconds()
+			in, out, c, a := p.consumed.Load(), p.produced.Load(), p.commits.Load(), p.aborts.Load()
+			p.log.Info("progress",
+				"in_per_sec", int64(float64(in-lastIn)/secs),
+				"out_per_sec", int64(float64(out-lastOut)/secs),
+				"committed", c-lastCommits,
+				"aborted", a-lastAborts,
+				"lag", p.totalLag.Load(),
+				"ready", p.Ready(),
+			)
+			last, lastIn, lastOut, lastCommits, lastAborts = now, in, out, c, a
+		}
+	}
+}
+
+// Stats is a snapshot of the pipeline's counters since start.
+type Stats struct {
+	Consumed, Produced, Commits, Aborts uint64
+	Lag                                 int64
+}
+
+// Stats returns the counters since start; safe from any goroutine.
+func (p *Pipeline) Stats() Stats {
+	return Stats{p.consumed.Load(), p.produced.Load(), p.commits.Load(), p.aborts.Load(), p.totalLag.Load()}
+}
+
+// Healthy returns nil while the loop is alive and not stuck: it is waiting
+// for Kafka, or its last iteration started within StallTimeout. After a
+// fatal error it returns that error.
+func (p *Pipeline) Healthy() error {
+	if f := p.failure.Load(); f != nil {
+		return *f
+	}
+	if !p.initialised.Load() || p.s.Connecting() {
+		return nil
+	}
+	if since := time.Since(time.Unix(0, p.lastLoop.Load())); since > p.o.StallTimeout {
+		return fmt.Errorf("the processing loop has not advanced for %s", since.Round(time.Second))
+	}
+	return nil
+}
+
+// Ready reports whether the pipeline runs, has joined its group and has
+// initialised its transactional producer.
+func (p *Pipeline) Ready() bool { return p.running.Load() && p.s.Ready() }

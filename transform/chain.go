@@ -1,0 +1,157 @@
+package transform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Entry is one element of PROCESSOR_TRANSFORMS: a registered name and an
+// optional alias that lets one transform appear twice with its own settings.
+type Entry struct {
+	Name  string
+	Alias string
+}
+
+// ParseEntry parses "name" or "name@alias". Both parts must be plain
+// identifiers, since they become part of environment variable names.
+func ParseEntry(s string) (Entry, error) {
+	name, alias, hasAlias := strings.Cut(strings.TrimSpace(s), "@")
+	if !identifier(name) {
+		return Entry{}, fmt.Errorf("%q is not a transform name (letters, digits and _)", s)
+	}
+	if hasAlias && !identifier(alias) {
+		return Entry{}, fmt.Errorf("%q has an alias that is not a plain name (letters, digits and _)", s)
+	}
+	return Entry{Name: name, Alias: alias}, nil
+}
+
+// String returns the entry as written in PROCESSOR_TRANSFORMS.
+func (e Entry) String() string {
+	if e.Alias == "" {
+		return e.Name
+	}
+	return e.Name + "@" + e.Alias
+}
+
+// Chain runs transforms in order: every output of one stage is the input of
+// the next. A Chain keeps scratch buffers and is for one goroutine.
+type Chain struct {
+	stages []stage
+	a, b   []*kgo.Record // ping-pong buffers between stages
+}
+
+type stage struct {
+	name string
+	t    Transform
+}
+
+// Build constructs the chain for entries from r. configure fills each
+// entry's settings struct (a pointer from Spec.Settings) before the
+// transform is built; the processor reads PROCESSOR_<NAME>[_<ALIAS>]_* there.
+// Duplicate entries without distinct aliases are rejected: they would share
+// one set of settings and read as a mistake.
+func (r *Registry) Build(entries []Entry, configure func(e Entry, settings any) error) (*Chain, error) {
+	if len(entries) == 0 {
+		return nil, errors.New("the transform chain is empty")
+	}
+	seen := make(map[Entry]bool, len(entries))
+	c := &Chain{}
+	for _, e := range entries {
+		if seen[e] {
+			c.Close()
+			return nil, fmt.Errorf("transform %s appears twice; give one an alias, e.g. %s@second", e, e.Name)
+		}
+		seen[e] = true
+		spec, ok := r.Lookup(e.Name)
+		if !ok {
+			c.Close()
+			return nil, &UnknownError{Name: e.Name, Known: r.Names()}
+		}
+		var settings any
+		if spec.Settings != nil {
+			settings = spec.Settings()
+			if err := configure(e, settings); err != nil {
+				c.Close()
+				return nil, err
+			}
+		}
+		t, err := spec.New(settings)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("transform %s: %w", e, err)
+		}
+		c.stages = append(c.stages, stage{name: e.String(), t: t})
+	}
+	return c, nil
+}
+
+// Len returns the number of stages.
+func (c *Chain) Len() int { return len(c.stages) }
+
+// Process runs rec through every stage and appends the final outputs to
+// out. A failing or panicking stage fails the whole input record with an
+// *Error naming the stage; out is then returned as it was given.
+func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []*kgo.Record) (res []*kgo.Record, err error) {
+	n := len(out)
+	var cur string
+	defer func() {
+		if v := recover(); v != nil {
+			res = out[:n]
+			err = &Error{Stage: cur, Err: &PanicError{Value: v, Stack: debug.Stack()}}
+		}
+	}()
+	if len(c.stages) == 1 {
+		cur = c.stages[0].name
+		if out, err = c.stages[0].t.Process(ctx, src, rec, out); err != nil {
+			return out[:n], &Error{Stage: cur, Err: err}
+		}
+		return out, nil
+	}
+	in := append(c.a[:0], rec)
+	for i, s := range c.stages {
+		cur = s.name
+		last := i == len(c.stages)-1
+		var next []*kgo.Record
+		if last {
+			next = out
+		} else {
+			next = c.b[:0]
+		}
+		for _, r := range in {
+			if next, err = s.t.Process(ctx, src, r, next); err != nil {
+				if last {
+					next = next[:n]
+				}
+				return out[:n], &Error{Stage: cur, Err: err}
+			}
+		}
+		if last {
+			out = next
+		} else {
+			// Keep both grown buffers for the next record.
+			c.a, c.b = next, in
+			in = next
+		}
+	}
+	return out, nil
+}
+
+// Close closes every stage that implements io.Closer, in reverse order, and
+// returns their errors joined.
+func (c *Chain) Close() error {
+	var errs []error
+	for i := len(c.stages) - 1; i >= 0; i-- {
+		if cl, ok := c.stages[i].t.(io.Closer); ok {
+			if err := cl.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("closing transform %s: %w", c.stages[i].name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,386 @@
+// Package txn owns the transactional session: the franz-go
+// GroupTransactSession that consumes in a group with read_committed
+// isolation and commits produced records together with consumed offsets.
+//
+// It decides what an ended transaction means: committed; aborted without
+// error (a rebalance revoked partitions, or an absorbed commit error, after
+// which the session has already rewound to the committed offsets); or an
+// error, after which the outcome is unknown and the session is rebuilt with
+// a new producer epoch. Only repeated fencing, the sign of another live
+// instance with the same transactional ID, is fatal.
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Reason says why a transaction was aborted; it is the reason label of
+// processor_transactions_aborted_total.
+type Reason string
+
+// Abort reasons.
+const (
+	ReasonRebalance    Reason = "rebalance"       // partitions were revoked or lost mid-transaction
+	ReasonOffsetCommit Reason = "offset_commit"   // committing offsets failed in a way the session absorbed
+	ReasonProduce      Reason = "produce_error"   // an output record could not be produced
+	ReasonTransform    Reason = "transform_error" // a transform failed on a record
+	ReasonFenced       Reason = "fenced"          // a newer producer with our transactional ID fenced us
+	ReasonEndError     Reason = "end_error"       // ending failed; outcome unknown, session rebuilt
+	ReasonInjected     Reason = "injected"        // a test asked for it (see pipeline.Options.InjectAbort)
+)
+
+// Options configure a Session.
+type Options struct {
+	Brokers            []string
+	Group              string
+	Topics             []string
+	TransactionalID    string
+	InstanceID         string // static membership when set
+	SessionTimeout     time.Duration
+	TransactionTimeout time.Duration
+	// FenceWindow: being fenced twice within it is fatal. Default 10m.
+	FenceWindow time.Duration
+	Logger      *slog.Logger
+	Metrics     *Metrics
+	// ClientOpts are appended to the client options, e.g. kprom hooks.
+	ClientOpts []kgo.Opt
+}
+
+// FencedError is returned when the producer was fenced again soon after a
+// rebuild: another live instance holds the same transactional ID.
+type FencedError struct {
+	TransactionalID string
+	Window          time.Duration
+	Err             error
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("producer fenced twice within %s: another live instance is using transactional ID %q; give every instance its own PROCESSOR_TRANSACTIONAL_ID (%v)",
+		e.Window, e.TransactionalID, e.Err)
+}
+
+// Unwrap returns the broker's error.
+func (e *FencedError) Unwrap() error { return e.Err }
+
+// Session is a transactional consume-produce session that survives broker
+// restarts, transaction timeouts and coordinator moves by rebuilding its
+// client. It is used from one goroutine, except for the read-only
+// accessors, which are safe anywhere.
+type Session struct {
+	opts Options
+	log  *slog.Logger
+	m    *Metrics
+
+	gts   *kgo.GroupTransactSession
+	ctx   context.Context // lives until Close; produce calls use it
+	stop  context.CancelFunc
+	begun time.Time
+	inTxn bool
+
+	lastFence time.Time
+
+	rebalanced    atomic.Bool  // partitions revoked or lost since the last End
+	assignGen     atomic.Int32 // last group generation counted as a rebalance
+	joined        atomic.Bool
+	producerReady atomic.Bool
+	connecting    atomic.Bool // Init is retrying
+	epoch         atomic.Uint64 // bumped on every assignment change; readers reset per-partition state
+}
+
+// New creates a session and its client. It does not contact the brokers;
+// call Init next.
+func New(opts Options) (*Session, error) {
+	if opts.FenceWindow <= 0 {
+		opts.FenceWindow = 10 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		return nil, errors.New("txn: Options.Metrics is required")
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics, ctx: ctx, stop: stop}
+	s.assignGen.Store(-1)
+	if err := s.open(); err != nil {
+		stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Session) open() error {
+	o := s.opts
+	kopts := []kgo.Opt{
+		kgo.SeedBrokers(o.Brokers...),
+		kgo.ClientID("processor"),
+		kgo.ConsumerGroup(o.Group),
+		kgo.ConsumeTopics(o.Topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.TransactionalID(o.TransactionalID),
+		kgo.TransactionTimeout(o.TransactionTimeout),
+		kgo.SessionTimeout(o.SessionTimeout),
+		// A record not delivered within the transaction timeout could
+		// never commit: fail it so the transaction aborts instead of
+		// hanging.
+		kgo.RecordDeliveryTimeout(o.TransactionTimeout),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+			s.joined.Store(true)
+			s.countRebalance(cl)
+		}),
+		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, rev map[string][]int32) {
+			if len(rev) > 0 {
+				s.rebalanced.Store(true)
+				s.countRebalance(cl)
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+			s.rebalanced.Store(true)
+			s.joined.Store(false)
+			s.countRebalance(cl)
+		}),
+		kgo.WithLogger(kgoLogger{s.log}),
+	}
+	if o.InstanceID != "" {
+		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
+	}
+	kopts = append(kopts, o.ClientOpts...)
+	gts, err := kgo.NewGroupTransactSession(kopts...)
+	if err != nil {
+		return fmt.Errorf("creating the Kafka client: %w", err)
+	}
+	s.gts = gts
+	return nil
+}
+
+// countRebalance counts one rebalance per group generation, however many
+// callbacks that generation fires.
+func (s *Session) countRebalance(cl *kgo.Client) {
+	s.epoch.Add(1)
+	_, gen := cl.GroupMetadata()
+	if old := s.assignGen.Swap(gen); old != gen || gen < 0 {
+		s.m.Rebalance.Inc()
+	}
+}
+
+// Init initialises the transactional producer, retrying with backoff until
+// it succeeds or ctx ends. Initialising fences any older producer with the
+// same transactional ID and aborts its open transaction, so a restarted
+// instance takes over from its dead predecessor at once. Errors that no
+// retry can fix (the broker rejects the transaction timeout, or
+// authorization) are returned.
+func (s *Session) Init(ctx context.Context) error {
+	s.connecting.Store(true)
+	defer s.connecting.Store(false)
+	backoff := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, _, err := s.gts.Client().ProducerID(actx)
+		cancel()
+		if err == nil {
+			s.producerReady.Store(true)
+			if attempt > 1 {
+				s.log.Info("connected to Kafka; transactional producer initialised", "transactional_id", s.opts.TransactionalID)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		switch {
+		case errors.Is(err, kerr.InvalidTransactionTimeout):
+			return fmt.Errorf("the broker rejects transaction timeout %s: %w", s.opts.TransactionTimeout, err)
+		case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
+			return fmt.Errorf("not authorized to use transactional ID %q: %w", s.opts.TransactionalID, err)
+		}
+		s.log.Warn("cannot initialise the transactional producer; retrying",
+			"brokers", s.opts.Brokers, "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// Poll returns up to max buffered records, waiting until some arrive or ctx
+// ends. Fetch errors are logged; the client retries them itself.
+func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
+	fs := s.gts.PollRecords(ctx, max)
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
+			return
+		}
+		s.log.Warn("fetch error", "topic", t, "partition", p, "err", err.Error())
+	})
+	return fs
+}
+
+// ErrRebuilt is returned by Begin when the producer had failed and the
+// session was rebuilt: records polled before the call belong to the old
+// client and must be dropped; the new one fetches them again from the
+// committed offsets.
+var ErrRebuilt = errors.New("transactional session rebuilt")
+
+// Begin starts a transaction. If the producer is in a failed state it
+// rebuilds the session and returns ErrRebuilt; any other error is fatal.
+func (s *Session) Begin(ctx context.Context) error {
+	if err := s.gts.Begin(); err != nil {
+		if err := s.recover(ctx, 0, fmt.Errorf("beginning a transaction: %w", err)); err != nil {
+			return err
+		}
+		return ErrRebuilt
+	}
+	s.begun = time.Now()
+	s.inTxn = true
+	return nil
+}
+
+// InTxn reports whether a transaction is open.
+func (s *Session) InTxn() bool { return s.inTxn }
+
+// Begun returns when the open transaction began.
+func (s *Session) Begun() time.Time { return s.begun }
+
+// Produce buffers r in the open transaction; promise runs when it is
+// acknowledged or fails.
+func (s *Session) Produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+	s.gts.Produce(s.ctx, r, promise)
+}
+
+// End ends the open transaction: it commits when abort is empty, and
+// aborts with that reason otherwise. records is the number of input
+// records the transaction covered.
+//
+// It returns whether the transaction committed. An abort, asked for or not,
+// leaves the session rewound to the last committed offsets, so the aborted
+// input is consumed again. When ending fails (outcome unknown, or the
+// producer was fenced), End rebuilds the session and returns nil; the
+// returned error is fatal: a *FencedError, or ctx's error.
+func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, error) {
+	committed, err := s.gts.End(ctx, kgo.TransactionEndTry(abort == ""))
+	s.inTxn = false
+	s.m.Duration.Observe(time.Since(s.begun).Seconds())
+	rebalanced := s.rebalanced.Swap(false)
+	switch {
+	case err == nil && committed:
+		s.m.Committed.Inc()
+		s.m.Records.Observe(float64(records))
+		return true, nil
+	case err == nil:
+		if abort == "" {
+			abort = ReasonOffsetCommit
+			if rebalanced {
+				abort = ReasonRebalance
+			}
+		}
+		s.m.Aborted.WithLabelValues(string(abort)).Inc()
+		s.log.Info("transaction aborted; its input will be processed again", "reason", string(abort), "records", records)
+		return false, nil
+	}
+	if ctx.Err() != nil {
+		return false, fmt.Errorf("ending the transaction: %w", ctx.Err())
+	}
+	return false, s.recover(ctx, records, err)
+}
+
+// recover handles a failed producer: it counts the abort, exits on
+// repeated fencing, and otherwise rebuilds the session.
+func (s *Session) recover(ctx context.Context, records int, err error) error {
+	reason := ReasonEndError
+	if IsFenced(err) {
+		reason = ReasonFenced
+		s.m.Fenced.Inc()
+		now := time.Now()
+		if !s.lastFence.IsZero() && now.Sub(s.lastFence) < s.opts.FenceWindow {
+			s.m.Aborted.WithLabelValues(string(reason)).Inc()
+			return &FencedError{TransactionalID: s.opts.TransactionalID, Window: s.opts.FenceWindow, Err: err}
+		}
+		s.lastFence = now
+	}
+	s.m.Aborted.WithLabelValues(string(reason)).Inc()
+	s.log.Warn("the transaction failed; rebuilding the session with a new producer epoch",
+		"reason", string(reason), "records", records, "err", err.Error())
+	return s.rebuild(ctx)
+}
+
+// IsFenced reports whether err means a newer producer with the same
+// transactional ID has taken over.
+func IsFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.FencedInstanceID)
+}
+
+// rebuild replaces the client: the old one leaves, the new one rejoins the
+// group and initialises the producer, which aborts whatever the old epoch
+// left open.
+func (s *Session) rebuild(ctx context.Context) error {
+	s.producerReady.Store(false)
+	s.joined.Store(false)
+	s.gts.Close()
+	if err := s.open(); err != nil {
+		return err
+	}
+	s.epoch.Add(1)
+	return s.Init(ctx)
+}
+
+// Close leaves the group and closes the client. End any open transaction
+// first.
+func (s *Session) Close() {
+	s.gts.Close()
+	s.stop()
+}
+
+// Ready reports whether the session has joined its group and initialised
+// its transactional producer.
+func (s *Session) Ready() bool { return s.producerReady.Load() && s.joined.Load() }
+
+// Connecting reports whether the session is waiting for the brokers to
+// initialise its producer.
+func (s *Session) Connecting() bool { return s.connecting.Load() }
+
+// AssignmentEpoch changes whenever the assignment may have changed
+// (rebalance or rebuild), so callers can drop per-partition state.
+func (s *Session) AssignmentEpoch() uint64 { return s.epoch.Load() }
+
+// Client returns the current underlying client, for admin requests. It
+// changes across rebuilds.
+func (s *Session) Client() *kgo.Client { return s.gts.Client() }
+
+// kgoLogger routes franz-go's own logs into slog. franz-go logs every
+// transaction at info, so its info becomes our debug.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	ctx := context.Background()
+	switch {
+	case k.l.Enabled(ctx, slog.LevelDebug):
+		return kgo.LogLevelInfo
+	case k.l.Enabled(ctx, slog.LevelWarn):
+		return kgo.LogLevelWarn
+	}
+	return kgo.LogLevelError
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		l = slog.LevelError
+	case kgo.LogLevelWarn:
+		l = slog.LevelWarn
+	}
+	k.l.Log(context.Background(), l, "kafka client: "+msg, keyvals...)
+}
