@@ -175,7 +175,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 			}
 		}
 		if err := p.process(ctx, fs); err != nil {
-			if _, endErr := p.end(context.WithoutCancel(ctx), txn.ReasonTransform); endErr != nil {
+			if _, endErr := p.end(ctx, txn.ReasonTransform); endErr != nil {
 				p.log.Error("aborting the transaction failed", "err", endErr.Error())
 			}
 			return err

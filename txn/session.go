@@ -268,8 +268,19 @@ func (s *Session) Produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 // input is consumed again. When ending fails (outcome unknown, or the
 // producer was fenced), End rebuilds the session and returns nil; the
 // returned error is fatal: a *FencedError, or ctx's error.
+//
+// Canceling ctx does not cut the ending short, which would leave its
+// outcome unknown: ending is bounded by the transaction timeout instead.
+// ctx bounds the rebuild that may follow.
 func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, error) {
-	committed, err := s.gts.End(ctx, kgo.TransactionEndTry(abort == ""))
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
+	defer cancel()
+	if abort == ReasonInjected {
+		// Let the doomed records reach the log first: the hardest case
+		// for readers, and the one an injected abort is there to test.
+		_ = s.gts.Client().Flush(ectx)
+	}
+	committed, err := s.gts.End(ectx, kgo.TransactionEndTry(abort == ""))
 	s.inTxn = false
 	s.m.Duration.Observe(time.Since(s.begun).Seconds())
 	rebalanced := s.rebalanced.Swap(false)

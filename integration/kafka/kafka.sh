@@ -28,7 +28,7 @@ CLUSTER_DIR=${KAFKA_CLUSTER_RUN_DIR:-$RUN_ROOT/cluster}
 
 HOST=127.0.0.1
 SINGLE_PORT=${KAFKA_PORT:-19092}
-SINGLE_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((SINGLE_PORT + 1))}
+SINGLE_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-} # default: KAFKA_PORT+1, set in check_ports
 # Cluster node N: broker port BASE+100*N, controller port BASE+100*N+1.
 CLUSTER_BASE_PORT=${KAFKA_CLUSTER_BASE_PORT:-19092}
 CLUSTER_NODES=3
@@ -37,6 +37,10 @@ SINGLE_HEAP=${KAFKA_HEAP_OPTS:--Xmx512m -Xms512m}
 CLUSTER_HEAP=${KAFKA_CLUSTER_HEAP_OPTS:-${KAFKA_HEAP_OPTS:--Xmx384m -Xms384m}}
 START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
+# G1 as in Kafka's own scripts; C1 only (TieredStopAtLevel=1) roughly halves
+# the CPU a broker burns while starting, which matters when three of them
+# start at once on two cores. Test traffic does not need C2.
+JVM_OPTS=${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:TieredStopAtLevel=1}
 
 STARTED_MARKER='Kafka Server started'
 
@@ -54,8 +58,9 @@ valid_port() { [[ $1 =~ ^[0-9]+$ ]] && (( $1 > 0 && $1 < 65536 )); }
 
 check_ports() {
   valid_port "$SINGLE_PORT" || die "KAFKA_PORT='$SINGLE_PORT' is not a port number"
+  [[ -n $SINGLE_CONTROLLER_PORT ]] || SINGLE_CONTROLLER_PORT=$((SINGLE_PORT + 1))
   valid_port "$SINGLE_CONTROLLER_PORT" || die "KAFKA_CONTROLLER_PORT='$SINGLE_CONTROLLER_PORT' is not a port number"
-  valid_port "$CLUSTER_BASE_PORT" && valid_port $((CLUSTER_BASE_PORT + 100 * CLUSTER_NODES + 1)) \
+  [[ $CLUSTER_BASE_PORT =~ ^[0-9]+$ ]] && valid_port $((CLUSTER_BASE_PORT + 100 * CLUSTER_NODES + 1)) \
     || die "KAFKA_CLUSTER_BASE_PORT='$CLUSTER_BASE_PORT' is not usable"
   [[ $START_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_START_TIMEOUT='$START_TIMEOUT' is not a number of seconds"
   [[ $STOP_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_STOP_TIMEOUT='$STOP_TIMEOUT' is not a number of seconds"
@@ -87,7 +92,9 @@ fetch() {
   info "fetching Kafka jars into $LIB_DIR (mvn dependency:copy-dependencies)"
   local tmp="$CACHE_DIR/lib.tmp.$$"
   rm -rf "$tmp"
-  if ! mvn -q -B -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2; then
+  # (sed: Maven 3.8 prints stray ANSI resets even in batch mode)
+  if ! mvn -q -B -Dstyle.color=never -f "$POM" dependency:copy-dependencies -DoutputDirectory="$tmp" 2>&1 \
+      | sed 's/\x1b\[[0-9;]*m//g' >&2; then
     rm -rf "$tmp"
     die "mvn could not fetch the Kafka jars (see the Maven output above)"
   fi
@@ -110,16 +117,14 @@ node_pid() {
   pid=$(cat "$d/kafka.pid" 2>/dev/null) || return 1
   [[ $pid =~ ^[0-9]+$ ]] || return 1
   # Guard against pid reuse: the process must be our java with our config.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$d/server.properties" || return 1
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$d/server.properties" || return 1
   printf '%s\n' "$pid"
 }
 
 java_cmd() { # java_cmd D HEAP
   local d=$1 heap=$2
   # shellcheck disable=SC2086  # heap options are deliberately word-split
-  printf '%s\0' java $heap \
-    -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
-    -XX:+ExplicitGCInvokesConcurrent -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+  printf '%s\0' java $heap $JVM_OPTS -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
     -Dkafka.logs.dir="$d" -Dlog4j2.configurationFile="$LOG4J_CONFIG" \
     -cp "$LIB_DIR/*"
 }
@@ -139,9 +144,9 @@ format_storage() {
   fi
 }
 
-# launch D HEAP: start the broker of D in the background (no waiting).
+# launch D HEAP NAME: start the broker of D in the background (no waiting).
 launch() {
-  local d=$1 heap=$2 port p
+  local d=$1 heap=$2 name=$3 port p
   port=$(sed -n 's/^# broker-port=//p' "$d/server.properties")
   local cport
   cport=$(sed -n 's/^# controller-port=//p' "$d/server.properties")
@@ -150,6 +155,7 @@ launch() {
       die "port $HOST:$p is already in use by another process; stop it or pick other ports (see README.md)"
     fi
   done
+  info "starting $name on $HOST:$port (log $d/server.log)"
   local -a cmd
   mapfile -d '' cmd < <(java_cmd "$d" "$heap")
   # Remember where the log ends so that wait_ready only looks at new lines.
@@ -190,7 +196,10 @@ wait_ready() {
       fi
     fi
     if (( SECONDS >= deadline )); then
-      die "$name did not start within ${START_TIMEOUT}s (pid ${pid:-?}); see $d/server.log (and $d/server.out)"
+      # Do not leave a half-started broker behind for the next 'up' to trust.
+      kill -KILL "$pid" 2>/dev/null || true
+      rm -f "$d/kafka.pid"
+      die "$name did not start within ${START_TIMEOUT}s (killed pid $pid); see $d/server.log (and $d/server.out)"
     fi
     sleep 0.5
   done
@@ -238,10 +247,15 @@ stop_nodes() {
   done
 }
 
+# new_cluster_id: what `kafka-storage random-uuid` prints (16 random bytes,
+# URL-safe base64, no padding, not starting with '-'), without a JVM.
 new_cluster_id() {
-  local -a cmd
-  mapfile -d '' cmd < <(java_cmd "$1" "-Xmx64m")
-  "${cmd[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1
+  local id
+  while :; do
+    id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+    [[ $id == -* ]] || break
+  done
+  printf '%s\n' "$id"
 }
 
 # Settings shared by the single broker and the cluster nodes.
@@ -297,6 +311,10 @@ single_up() {
   lock "$d"
   local addr="$HOST:$SINGLE_PORT"
   if pid=$(node_pid "$d"); then
+    local running
+    running=$(sed -n 's/^# broker-port=//p' "$d/server.properties")
+    [[ $running == "$SINGLE_PORT" ]] \
+      || die "Kafka in $d is already running on port $running, not $SINGLE_PORT; run '$0 down' first"
     info "Kafka is already running (pid $pid), log $d/server.log"
     printf '%s\n' "$addr"
     return 0
@@ -308,13 +326,12 @@ single_up() {
   fi
   mkdir -p "$d/data"
   single_props >"$d/server.properties"
-  [[ -s $d/cluster.id ]] || new_cluster_id "$d" >"$d/cluster.id"
-  [[ -s $d/cluster.id ]] || die "could not generate a cluster id with kafka.tools.StorageTool random-uuid"
+  [[ -s $d/cluster.id ]] || new_cluster_id >"$d/cluster.id"
+  [[ -s $d/cluster.id ]] || die "could not generate a cluster id"
   format_storage "$d" --standalone
   echo "$SINGLE_PORT $SINGLE_CONTROLLER_PORT" >"$d/ports"
   local t0=$SECONDS
-  info "starting Kafka on $addr (log $d/server.log)"
-  launch "$d" "$SINGLE_HEAP"
+  launch "$d" "$SINGLE_HEAP" "Kafka"
   wait_ready "$d" "Kafka"
   info "Kafka is up (pid $(node_pid "$d"), $((SECONDS - t0))s)"
   printf '%s\n' "$addr"
@@ -399,8 +416,8 @@ cluster_up() {
   if [[ -f $CLUSTER_DIR/ports && $(cat "$CLUSTER_DIR/ports") != "$ports" ]] && compgen -G "$CLUSTER_DIR/node*/data/meta.properties" >/dev/null; then
     die "$CLUSTER_DIR was formatted for $(cat "$CLUSTER_DIR/ports"); run '$0 cluster-down --wipe' first"
   fi
-  [[ -s $CLUSTER_DIR/cluster.id ]] || new_cluster_id "$CLUSTER_DIR" >"$CLUSTER_DIR/cluster.id"
-  [[ -s $CLUSTER_DIR/cluster.id ]] || die "could not generate a cluster id with kafka.tools.StorageTool random-uuid"
+  [[ -s $CLUSTER_DIR/cluster.id ]] || new_cluster_id >"$CLUSTER_DIR/cluster.id"
+  [[ -s $CLUSTER_DIR/cluster.id ]] || die "could not generate a cluster id"
   echo "$ports" >"$CLUSTER_DIR/ports"
   local i t0=$SECONDS started=()
   for ((i = 1; i <= CLUSTER_NODES; i++)); do
@@ -411,8 +428,7 @@ cluster_up() {
       continue
     fi
     prepare_node "$i"
-    info "starting node $i on $HOST:$(node_port "$i") (log $d/server.log)"
-    launch "$d" "$CLUSTER_HEAP"
+    launch "$d" "$CLUSTER_HEAP" "node $i"
     started+=("$i")
   done
   # The nodes need each other for a quorum: start all, then wait for all.
@@ -460,8 +476,7 @@ node_start() {
   else
     local t0=$SECONDS
     prepare_node "$n"
-    info "starting node $n on $HOST:$(node_port "$n") (log $d/server.log)"
-    launch "$d" "$CLUSTER_HEAP"
+    launch "$d" "$CLUSTER_HEAP" "node $n"
     wait_ready "$d" "node $n"
     info "node $n is up ($((SECONDS - t0))s)"
   fi
@@ -505,6 +520,7 @@ wipe_flag() {
 main() {
   local cmd=${1:-}
   (($# > 0)) && shift
+  check_ports
   case "$cmd" in
     fetch) (($# == 0)) || die "fetch takes no arguments"; fetch; info "jars in $LIB_DIR" ;;
     up) (($# == 0)) || die "up takes no arguments"; single_up ;;

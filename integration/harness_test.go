@@ -1,0 +1,416 @@
+// Package integration runs the processor against Kafka brokers over TCP:
+// an embedded kfake cluster that each test starts, and, when
+// PROCESSOR_TEST_BROKERS is set, a real Apache Kafka cluster as well.
+package integration
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/identity"
+	"github.com/streamproc/processor/txn"
+)
+
+// target is one broker cluster a test runs against.
+type target struct {
+	name    string
+	brokers []string
+	fake    *kfake.Cluster // nil for a real cluster
+
+	lastBehind string // what caughtUp last found behind, for failure messages
+}
+
+// forEachTarget runs fn against a fresh kfake cluster and, when
+// PROCESSOR_TEST_BROKERS is set, against that cluster too.
+func forEachTarget(t *testing.T, fn func(t *testing.T, tg *target)) {
+	t.Run("kfake", func(t *testing.T) { fn(t, newFake(t)) })
+	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
+		t.Run("kafka", func(t *testing.T) { fn(t, &target{name: "kafka", brokers: strings.Split(b, ",")}) })
+	}
+}
+
+func newFake(t *testing.T) *target {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("integration"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &target{name: "kfake", brokers: c.ListenAddrs(), fake: c}
+}
+
+// unique returns a name no earlier run used, so tests can share a real
+// cluster.
+func unique(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+func (tg *target) admin(t *testing.T) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+func (tg *target) createTopics(t *testing.T, partitions int32, topics ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := tg.admin(t).CreateTopics(ctx, partitions, -1, nil, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("creating %s: %v", r.Topic, r.Err)
+		}
+	}
+}
+
+// input is a keyed input data set: value "k<key>:<seq>", seq counting per
+// key, so output can be checked for exactly-once and per-key order.
+type input struct {
+	topic string
+	n     int
+	keys  int
+}
+
+func (in input) record(i int) *kgo.Record {
+	k := i % in.keys
+	seq := i / in.keys
+	return &kgo.Record{
+		Topic: in.topic,
+		Key:   []byte("k" + strconv.Itoa(k)),
+		Value: []byte("k" + strconv.Itoa(k) + ":" + strconv.Itoa(seq)),
+	}
+}
+
+// produce writes records [from, to) of the input, idempotently, in order.
+func (tg *target) produce(t *testing.T, in input, from, to int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(2*time.Millisecond))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer cl.Close()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for i := from; i < to; i++ {
+		wg.Add(1)
+		cl.Produce(context.Background(), in.record(i), func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if firstErr != nil {
+		t.Errorf("producing input: %v", firstErr)
+	}
+}
+
+// instance is one in-process processor: a session, a chain and a pipeline.
+type instance struct {
+	p       *pipeline.Pipeline
+	tm      *txn.Metrics
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error
+	stopped bool
+}
+
+type instanceOpts struct {
+	group, txnID, out string
+	topics            []string
+	instanceID        string
+	chain             *transform.Chain
+	injectAbort       func(uint64) bool
+	commitInterval    time.Duration
+	maxRecords        int
+}
+
+func testLogger(t *testing.T, name string) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("PROCESSOR_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level})).With("instance", name)
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func identityChain(t *testing.T) *transform.Chain {
+	t.Helper()
+	reg := &transform.Registry{}
+	reg.Register("identity", transform.Plain("", func() (transform.Transform, error) { return identity.Transform{}, nil }))
+	c, err := reg.Build([]transform.Entry{{Name: "identity"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// start runs a processor instance until stop or a fatal error.
+func (tg *target) start(t *testing.T, o instanceOpts) *instance {
+	t.Helper()
+	if o.chain == nil {
+		o.chain = identityChain(t)
+	}
+	if o.commitInterval == 0 {
+		o.commitInterval = 100 * time.Millisecond
+	}
+	if o.maxRecords == 0 {
+		o.maxRecords = 2000
+	}
+	log := testLogger(t, o.txnID)
+	reg := prometheus.NewRegistry()
+	tm := txn.NewMetrics(reg)
+	s, err := txn.New(txn.Options{
+		Brokers:            tg.brokers,
+		Group:              o.group,
+		Topics:             o.topics,
+		TransactionalID:    o.txnID,
+		InstanceID:         o.instanceID,
+		SessionTimeout:     10 * time.Second,
+		TransactionTimeout: 8 * time.Second,
+		Logger:             log,
+		Metrics:            tm,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipeline.New(s, o.chain, pipeline.Options{
+		OutputTopic:      o.out,
+		CommitInterval:   o.commitInterval,
+		MaxRecordsPerTxn: o.maxRecords,
+		StallTimeout:     8 * time.Second,
+		Logger:           log,
+		Metrics:          pipeline.NewMetrics(reg),
+		InjectAbort:      o.injectAbort,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{p: p, tm: tm, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(in.done)
+		in.err = p.Run(ctx)
+	}()
+	t.Cleanup(func() { in.stop(t) })
+	return in
+}
+
+// stop shuts the instance down cleanly and fails the test if it had failed.
+func (in *instance) stop(t *testing.T) {
+	t.Helper()
+	if in.stopped {
+		return
+	}
+	in.stopped = true
+	in.cancel()
+	select {
+	case <-in.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("instance did not stop within 30s")
+	}
+	if in.err != nil {
+		t.Errorf("instance failed: %v", in.err)
+	}
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCaughtUp waits until group has committed all of topic, failing at
+// once if one of the running instances dies.
+func (tg *target) waitCaughtUp(t *testing.T, group, topic string, running ...*instance) {
+	t.Helper()
+	defer func() {
+		if t.Failed() {
+			t.Logf("behind: %s; %s", tg.lastBehind, fmtStats(running...))
+		}
+	}()
+	waitFor(t, 90*time.Second, "the group to catch up", func() bool {
+		for _, in := range running {
+			select {
+			case <-in.done:
+				t.Fatalf("an instance stopped while catching up: %v (%s)", in.err, fmtStats(running...))
+			default:
+			}
+		}
+		return tg.caughtUp(t, group, topic)
+	})
+}
+
+// caughtUp reports whether group's committed offsets reached the end of
+// every partition of topic. On a transactional input topic the last offset
+// is a commit marker, which a consumer never sees: there the committed
+// offset may be one below the end.
+func (tg *target) caughtUp(t *testing.T, group, topic string) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := tg.admin(t)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false
+	}
+	ok := true
+	var behind []string
+	ends.Each(func(o kadm.ListedOffset) {
+		c, found := committed.Lookup(topic, o.Partition)
+		if !found || c.At != o.Offset {
+			ok = false
+			behind = append(behind, fmt.Sprintf("p%d committed %d end %d", o.Partition, c.At, o.Offset))
+		}
+	})
+	tg.lastBehind = strings.Join(behind, ", ")
+	return ok
+}
+
+// readAll reads topic from the start to its current end with the given
+// isolation and returns the records.
+func (tg *target) readAll(t *testing.T, topic string, committed bool) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ends, err := tg.admin(t).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iso := kgo.ReadUncommitted()
+	if committed {
+		iso = kgo.ReadCommitted()
+	}
+	// Control records (transaction markers) are kept so positions reach
+	// the end offsets; they are not returned.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	pos := map[int32]int64{}
+	done := func() bool {
+		ok := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if pos[o.Partition] < o.Offset {
+				ok = false
+			}
+		})
+		return ok
+	}
+	var out []*kgo.Record
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: timed out with %d records; positions %v", topic, len(out), pos)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			pos[r.Partition] = r.Offset + 1
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
+	}
+	return out
+}
+
+// checkExactlyOnce asserts that out holds every input exactly once with
+// per-key order kept.
+func checkExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
+	t.Helper()
+	seen := make(map[string]int, in.n)
+	lastSeq := map[string]int{}
+	dups, order := 0, 0
+	for _, r := range out {
+		v := string(r.Value)
+		seen[v]++
+		if seen[v] > 1 {
+			dups++
+			continue
+		}
+		k, s, _ := strings.Cut(v, ":")
+		if string(r.Key) != k {
+			t.Errorf("record %q has key %q", v, r.Key)
+		}
+		seq, _ := strconv.Atoi(s)
+		if last, ok := lastSeq[k]; ok && seq != last+1 {
+			order++
+		}
+		lastSeq[k] = seq
+	}
+	lost := 0
+	for i := 0; i < in.n; i++ {
+		if seen[string(in.record(i).Value)] == 0 {
+			lost++
+		}
+	}
+	if dups > 0 || lost > 0 || order > 0 || len(out) != in.n {
+		t.Errorf("exactly-once violated: %d outputs for %d inputs, %d duplicates, %d lost, %d per-key order breaks", len(out), in.n, dups, lost, order)
+	}
+}
+
+func sumConsumed(ins ...*instance) uint64 {
+	var n uint64
+	for _, in := range ins {
+		n += in.p.Stats().Consumed
+	}
+	return n
+}
+
+func fmtStats(ins ...*instance) string {
+	var b strings.Builder
+	for i, in := range ins {
+		s := in.p.Stats()
+		fmt.Fprintf(&b, "[%d: consumed %d commits %d aborts %d] ", i, s.Consumed, s.Commits, s.Aborts)
+	}
+	return b.String()
+}
