@@ -5,11 +5,14 @@
 package config
 
 import (
+	"cmp"
+	"encoding"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,16 +89,94 @@ func Load(hostname string) (*Config, error) {
 // environment variables under prefix. Transforms' own settings are read
 // with it (prefix PROCESSOR_<NAME> or PROCESSOR_<NAME>_<ALIAS>). A value
 // that does not parse becomes an *Error quoting the field's `desc` tag.
+//
+// Only prefixed variables are read. envconfig.Process alone falls back to
+// a field's bare tag when the prefixed variable is unset (LOG_LEVEL for
+// PROCESSOR_LOG_LEVEL, TIMEOUT for PROCESSOR_JQ_SECOND_TIMEOUT), so each
+// tagged field goes through envconfig in a one-field struct whose tag is
+// the field's full variable name, leaving nothing to fall back to.
 func Process(prefix string, spec any) error {
-	err := envconfig.Process(prefix, spec)
-	if err == nil {
-		return nil
+	v := reflect.ValueOf(spec)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("reading %s_* settings: %w", prefix, envconfig.ErrInvalidSpecification)
 	}
-	var pe *envconfig.ParseError
-	if errors.As(err, &pe) {
-		return &Error{Var: pe.KeyName, Value: pe.Value, Want: want(spec, pe.FieldName, pe.TypeName)}
+	return processStruct(prefix, v.Elem())
+}
+
+// processStruct walks s's fields the way envconfig does: nested structs
+// without their own decoding method hold more settings, under
+// <prefix>_<TAG or FIELD> (under prefix itself when embedded).
+func processStruct(prefix string, s reflect.Value) error {
+	for i := 0; i < s.NumField(); i++ {
+		f, sf := s.Field(i), s.Type().Field(i)
+		if !f.CanSet() || isTrue(sf.Tag.Get("ignored")) {
+			continue
+		}
+		inner := f
+		for inner.Kind() == reflect.Pointer {
+			if inner.IsNil() {
+				if inner.Type().Elem().Kind() != reflect.Struct {
+					break
+				}
+				inner.Set(reflect.New(inner.Type().Elem()))
+			}
+			inner = inner.Elem()
+		}
+		if inner.Kind() == reflect.Struct && !decodes(inner.Addr().Type()) {
+			p := prefix
+			if !sf.Anonymous {
+				p = strings.ToUpper(joinPrefix(prefix, cmp.Or(sf.Tag.Get("envconfig"), sf.Name)))
+			}
+			if err := processStruct(p, inner); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := processField(prefix, sf, f); err != nil {
+			return err
+		}
 	}
-	return fmt.Errorf("reading %s_* settings: %w", prefix, err)
+	return nil
+}
+
+// processField fills one field f, described by sf, with envconfig.
+func processField(prefix string, sf reflect.StructField, f reflect.Value) error {
+	p, tag := prefix, sf.Tag
+	if name := sf.Tag.Get("envconfig"); name != "" {
+		p = ""
+		tag = reflect.StructTag(fmt.Sprintf(`envconfig:%q default:%q required:%q`,
+			strings.ToUpper(joinPrefix(prefix, name)), sf.Tag.Get("default"), sf.Tag.Get("required")))
+	}
+	one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: sf.Name, Type: sf.Type, Tag: tag}}))
+	one.Elem().Field(0).Set(f)
+	if err := envconfig.Process(p, one.Interface()); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return &Error{Var: pe.KeyName, Value: pe.Value, Want: describe(sf.Tag.Get("desc"), pe.TypeName)}
+		}
+		return fmt.Errorf("reading %s_* settings: %w", prefix, err)
+	}
+	f.Set(one.Elem().Field(0))
+	return nil
+}
+
+func joinPrefix(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "_" + name
+}
+
+// decodes reports whether envconfig parses a value of type pt's element
+// with one of its methods rather than field by field.
+func decodes(pt reflect.Type) bool {
+	return pt.Implements(reflect.TypeFor[envconfig.Decoder]()) || pt.Implements(reflect.TypeFor[envconfig.Setter]()) ||
+		pt.Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) || pt.Implements(reflect.TypeFor[encoding.BinaryUnmarshaler]())
+}
+
+func isTrue(s string) bool {
+	b, _ := strconv.ParseBool(s)
+	return b
 }
 
 // want returns the desc tag of spec's field, or a description of its type.
@@ -106,10 +187,16 @@ func want(spec any, field, typ string) string {
 	}
 	if t.Kind() == reflect.Struct {
 		if f, ok := t.FieldByName(field); ok {
-			if d := f.Tag.Get("desc"); d != "" {
-				return d
-			}
+			return describe(f.Tag.Get("desc"), typ)
 		}
+	}
+	return describe("", typ)
+}
+
+// describe returns desc, or when it is empty a description of type typ.
+func describe(desc, typ string) string {
+	if desc != "" {
+		return desc
 	}
 	switch typ {
 	case "time.Duration":

@@ -91,7 +91,7 @@ type Session struct {
 	assignGen     atomic.Int32 // last group generation counted as a rebalance
 	joined        atomic.Bool
 	producerReady atomic.Bool
-	connecting    atomic.Bool // Init is retrying
+	connecting    atomic.Bool   // Init is retrying
 	epoch         atomic.Uint64 // bumped on every assignment change; readers reset per-partition state
 }
 
@@ -150,6 +150,11 @@ func (s *Session) open() error {
 			s.countRebalance(cl)
 		}),
 		kgo.WithLogger(kgoLogger{s.log}),
+		// franz-go retries CONCURRENT_TRANSACTIONS (the previous
+		// transaction's markers are still being written) after a
+		// metadata refresh, at most every MetadataMinAge: 5s by default,
+		// which would stall a transaction that follows a commit.
+		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))

@@ -92,7 +92,11 @@ func main() {
 			log.Info("loadgen progress", "written", n+1, "per_sec", int(float64(n+1)/time.Since(start).Seconds()))
 		}
 	}
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	flushFor := 30 * time.Second
+	if ctx.Err() != nil {
+		flushFor = 3 * time.Second // interrupted: the brokers may be going away too
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), flushFor)
 	defer cancel()
 	if err := cl.Flush(fctx); err != nil {
 		log.Error("flushing", "err", err.Error())

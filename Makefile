@@ -1,0 +1,46 @@
+# The processor's commands. See README.md.
+GO      ?= go
+KAFKA   := bash integration/kafka/kafka.sh
+# The integration suite runs against kfake always, and against the brokers
+# in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
+TESTFLAGS ?=
+
+.PHONY: build run test test-kafka bench vet kafka-up kafka-down clean
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+# Starts the processor on the embedded broker (data under ./data/broker) and
+# feeds it sample orders; Ctrl-C stops both cleanly.
+run: build
+	@echo "make run: processor on the embedded broker at 127.0.0.1:9092, metrics on :8080; loadgen writes 500 orders/s to 'orders'. Ctrl-C stops."
+	@trap '' INT; \
+	PROCESSOR_EMBEDDED_BROKER=true PROCESSOR_GROUP=demo PROCESSOR_INPUT_TOPICS=orders \
+	PROCESSOR_OUTPUT_TOPIC=orders-processed PROCESSOR_LOG_FORMAT=text PROCESSOR_PROGRESS_INTERVAL=2s \
+	./bin/processor & \
+	./bin/loadgen -brokers 127.0.0.1:9092 -topic orders -rate 500 -wait 30s & \
+	wait
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+test: vet
+	$(GO) test -race -count=1 $(TESTFLAGS) ./...
+
+# Starts the local Apache Kafka broker (if needed) and runs the whole suite
+# against it as well as against kfake.
+test-kafka:
+	PROCESSOR_TEST_BROKERS=$$($(KAFKA) up | tail -n 1) $(MAKE) test
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+kafka-up:
+	@$(KAFKA) up
+
+kafka-down:
+	@$(KAFKA) down
+
+clean:
+	rm -rf bin data

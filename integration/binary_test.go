@@ -1,0 +1,185 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binary builds cmd/processor once per test run and returns its path.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "processor-bin")
+		if buildErr != nil {
+			return
+		}
+		out, err := exec.Command("go", "build", "-o", binDir, "../cmd/processor", "../cmd/loadgen").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "processor")
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Bad configuration exits 2 with one line naming the variable, and no
+// stack trace.
+func TestBinaryBadConfigExits2(t *testing.T) {
+	bin := binary(t)
+	cases := []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out"}, "PROCESSOR_BROKERS is not set"},
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_COMMIT_INTERVAL=soon"}, `PROCESSOR_COMMIT_INTERVAL="soon" is invalid`},
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_TRANSFORMS=identity,nope"}, `unknown transform "nope" (known: identity)`},
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_TRANSACTION_TIMEOUT=50s"}, "PROCESSOR_TRANSACTION_TIMEOUT"},
+	}
+	for _, c := range cases {
+		cmd := exec.Command(bin)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, c.env...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%v: exit %v, want code 2", c.env, err)
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) || strings.Contains(msg, "goroutine") {
+			t.Errorf("%v: stderr %q, want one line containing %q", c.env, msg, c.want)
+		}
+	}
+}
+
+// The binary on its embedded broker becomes ready, commits transactions for
+// loadgen's input, serves metrics, and exits 0 on SIGTERM.
+func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
+	bin := binary(t)
+	broker, httpAddr := freeAddr(t), freeAddr(t)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"PROCESSOR_EMBEDDED_BROKER=true",
+		"PROCESSOR_EMBEDDED_BROKER_ADDR=" + broker,
+		"PROCESSOR_EMBEDDED_BROKER_DIR=" + t.TempDir(),
+		"PROCESSOR_GROUP=bin-demo",
+		"PROCESSOR_INPUT_TOPICS=orders",
+		"PROCESSOR_OUTPUT_TOPIC=orders-out",
+		"PROCESSOR_HTTP_ADDR=" + httpAddr,
+		"PROCESSOR_PROGRESS_INTERVAL=200ms",
+	}
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+		if t.Failed() {
+			t.Logf("processor log:\n%s", logs.String())
+		}
+	}()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+	if code, body := get("/healthz"); code != 200 {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lg := exec.CommandContext(ctx, filepath.Join(binDir, "loadgen"), "-brokers", broker, "-topic", "orders", "-records", "2000", "-rate", "0")
+	if out, err := lg.CombinedOutput(); err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, out)
+	}
+	waitFor(t, 30*time.Second, "2000 records to commit", func() bool {
+		_, body := get("/metrics")
+		return strings.Contains(body, "processor_records_consumed_total 2000")
+	})
+	_, metrics := get("/metrics")
+	for _, m := range []string{"processor_transactions_committed_total", `processor_records_produced_total{topic="orders-out"} 2000`,
+		"processor_transaction_duration_seconds_bucket", "processor_kafka_"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+
+	waitFor(t, 10*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"progress"`) })
+
+	start := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit within 20s of SIGTERM")
+	}
+	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(logs.String(), "processor stopped cleanly") {
+		t.Error("the log lacks the clean-stop line")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
