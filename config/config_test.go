@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"net"
 	"os"
 	"reflect"
 	"strconv"
@@ -652,4 +653,133 @@ func TestProcessNoSettings(t *testing.T) {
 	if err := config.Process("PROCESSOR_IDENTITY", &empty); err != nil {
 		t.Fatalf("Process of an empty struct: %v", err)
 	}
+}
+
+// The types below exercise every shape of settings struct envconfig
+// supports, to check that Process reads them as envconfig.Process does
+// (apart from never falling back to unprefixed names).
+
+type endpoint struct {
+	Host string `envconfig:"HOST" default:"localhost"`
+	Port int    `envconfig:"PORT"`
+}
+
+type Shared struct {
+	Shared string `envconfig:"SHARED"`
+}
+
+// level parses itself with envconfig's Setter interface.
+type level int
+
+func (l *level) Set(s string) error {
+	switch s {
+	case "low":
+		*l = 1
+	case "high":
+		*l = 2
+	default:
+		return errors.New("want low or high")
+	}
+	return nil
+}
+
+type shapes struct {
+	Shared                      // embedded: PREFIX_SHARED
+	Name     string             // untagged: PREFIX_NAME
+	MaxItems int                `split_words:"true"` // PREFIX_MAX_ITEMS
+	Target   endpoint           `envconfig:"TARGET"` // PREFIX_TARGET_HOST
+	Backup   *endpoint          // PREFIX_BACKUP_HOST
+	Plain    endpoint           // PREFIX_PLAIN_HOST
+	Labels   map[string]int     `envconfig:"LABELS"`
+	Addr     net.IP             `envconfig:"ADDR"` // TextUnmarshaler
+	Since    time.Time          `envconfig:"SINCE"`
+	Level    level              `envconfig:"LEVEL"`
+	Count    *int               `envconfig:"COUNT"`
+	Skip     string             `envconfig:"SKIP" ignored:"true"`
+	Must     string             `envconfig:"MUST" required:"true"`
+	Weights  map[string]float64 `envconfig:"WEIGHTS" default:"a:0.5"`
+}
+
+func TestProcessMatchesEnvconfig(t *testing.T) {
+	full := map[string]string{
+		"PROCESSOR_P_SHARED": "s", "PROCESSOR_P_NAME": "n", "PROCESSOR_P_MAX_ITEMS": "7",
+		"PROCESSOR_P_TARGET_HOST": "t", "PROCESSOR_P_TARGET_PORT": "1", "PROCESSOR_P_BACKUP_HOST": "b",
+		"PROCESSOR_P_PLAIN_PORT": "3", "PROCESSOR_P_LABELS": "x:1,y:2", "PROCESSOR_P_ADDR": "10.0.0.1",
+		"PROCESSOR_P_SINCE": "2024-01-02T03:04:05Z", "PROCESSOR_P_LEVEL": "high", "PROCESSOR_P_COUNT": "4",
+		"PROCESSOR_P_SKIP": "no", "PROCESSOR_P_MUST": "m", "PROCESSOR_P_WEIGHTS": "b:2",
+	}
+	tests := []struct {
+		name string
+		env  map[string]string
+	}{
+		{"every variable set", full},
+		{"only the required one", map[string]string{"PROCESSOR_P_MUST": "m"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var got, want shapes
+			got.Skip, want.Skip = "kept", "kept"
+			if err := envconfig.Process("PROCESSOR_P", &want); err != nil {
+				t.Fatalf("envconfig.Process: %v", err)
+			}
+			if err := config.Process("PROCESSOR_P", &got); err != nil {
+				t.Fatalf("Process: %v", err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Process and envconfig.Process differ:\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestProcessShapesErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		wantVar  string
+		wantWant string
+	}{
+		{"nested field", map[string]string{"PROCESSOR_P_TARGET_PORT": "x"}, "PROCESSOR_P_TARGET_PORT", "a value of type int"},
+		{"pointer to nested struct", map[string]string{"PROCESSOR_P_BACKUP_PORT": "x"}, "PROCESSOR_P_BACKUP_PORT", "a value of type int"},
+		{"setter", map[string]string{"PROCESSOR_P_LEVEL": "medium"}, "PROCESSOR_P_LEVEL", "a value of type config_test.level"},
+		{"text unmarshaler", map[string]string{"PROCESSOR_P_ADDR": "not-an-ip"}, "PROCESSOR_P_ADDR", "a value of type net.IP"},
+		{"split words", map[string]string{"PROCESSOR_P_MAX_ITEMS": "x"}, "PROCESSOR_P_MAX_ITEMS", "a value of type int"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv("PROCESSOR_P_MUST", "m")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var s shapes
+			err := config.Process("PROCESSOR_P", &s)
+			var cerr *config.Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("error %v (%T) is not a *config.Error", err, err)
+			}
+			if cerr.Var != tt.wantVar || cerr.Want != tt.wantWant || cerr.Value != tt.env[tt.wantVar] {
+				t.Errorf("error = %+v, want Var %s, Value %q, Want %q", *cerr, tt.wantVar, tt.env[tt.wantVar], tt.wantWant)
+			}
+		})
+	}
+
+	t.Run("required unset", func(t *testing.T) {
+		clearEnv(t)
+		t.Setenv("MUST", "bare names do not count")
+		var s shapes
+		err := config.Process("PROCESSOR_P", &s)
+		if err == nil || !strings.Contains(err.Error(), "PROCESSOR_P_MUST") {
+			t.Errorf("error = %v, want one naming PROCESSOR_P_MUST", err)
+		}
+	})
+	t.Run("nil pointer", func(t *testing.T) {
+		if err := config.Process("PROCESSOR_P", (*shapes)(nil)); !errors.Is(err, envconfig.ErrInvalidSpecification) {
+			t.Errorf("error = %v, want ErrInvalidSpecification", err)
+		}
+	})
 }

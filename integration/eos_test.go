@@ -175,6 +175,9 @@ func TestInjectedProtocolErrors(t *testing.T) {
 		{"EndTxn PRODUCER_FENCED", kmsg.EndTxn, kerr.ProducerFenced, true},
 		{"EndTxn UNKNOWN_SERVER_ERROR", kmsg.EndTxn, kerr.UnknownServerError, true},
 		{"Produce NOT_LEADER_OR_FOLLOWER", kmsg.Produce, kerr.NotLeaderForPartition, false},
+		// A record that fails for good must turn the commit into an abort:
+		// committing around it would lose it.
+		{"Produce INVALID_RECORD", kmsg.Produce, kerr.InvalidRecord, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,7 +188,11 @@ func TestInjectedProtocolErrors(t *testing.T) {
 			tg.produce(t, in, 0, in.n/2)
 			a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, maxRecords: 300})
 			waitFor(t, 30*time.Second, "a first commit", func() bool { return a.p.Stats().Commits > 0 })
-			h := tg.fake.Fault(kfake.Fault{Keys: []kmsg.Key{c.key}, Err: c.err, TopLevel: c.topLevel})
+			f := kfake.Fault{Keys: []kmsg.Key{c.key}, Err: c.err, TopLevel: c.topLevel}
+			if c.key == kmsg.Produce {
+				f.Topic = out // not the test's own input
+			}
+			h := tg.fake.Fault(f)
 			tg.produce(t, in, in.n/2, in.n)
 			tg.waitCaughtUp(t, group, in.topic, a)
 			a.stop(t)

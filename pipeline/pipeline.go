@@ -53,8 +53,6 @@ type Pipeline struct {
 	seq        uint64
 	lag        map[topicPartition]int64
 	lagEpoch   uint64
-	produceErr atomic.Pointer[error] // first produce failure this transaction
-	promise    func(*kgo.Record, error)
 
 	// Read by other goroutines.
 	lastLoop    atomic.Int64 // unix nanos of the loop's last iteration
@@ -89,16 +87,7 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 		txnRouted: make(map[string]int),
 		lag:       make(map[topicPartition]int64),
 	}
-	p.promise = p.onProduced
 	return p, nil
-}
-
-// onProduced keeps the first produce error of the transaction; the
-// transaction then aborts instead of committing.
-func (p *Pipeline) onProduced(_ *kgo.Record, err error) {
-	if err != nil {
-		p.produceErr.CompareAndSwap(nil, &err)
-	}
 }
 
 // RecordError is the fatal error of a record the chain failed on: the
@@ -215,20 +204,16 @@ func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
 			} else {
 				p.txnRouted[o.Topic]++
 			}
-			p.s.Produce(o, p.promise)
+			p.s.Produce(o)
 		}
 	}
 	return nil
 }
 
-// end ends the open transaction, committing unless abort is set or a
-// produce failed, and accounts for it.
+// end ends the open transaction, committing unless abort is set (or a
+// produce failed), and accounts for it.
 func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	p.seq++
-	if perr := p.produceErr.Load(); perr != nil && abort == "" {
-		abort = txn.ReasonProduce
-		p.log.Warn("an output record could not be produced; aborting the transaction", "err", (*perr).Error())
-	}
 	if abort == "" && p.o.InjectAbort != nil && p.o.InjectAbort(p.seq) {
 		abort = txn.ReasonInjected
 	}
@@ -253,7 +238,6 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	}
 	p.txnRecords, p.txnOut, p.txnFilter = 0, 0, 0
 	clear(p.txnRouted)
-	p.produceErr.Store(nil)
 	return committed, err
 }
 

@@ -108,10 +108,12 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 	}()
 	if len(c.stages) == 1 {
 		cur = c.stages[0].name
-		if out, err = c.stages[0].t.Process(ctx, src, rec, out); err != nil {
+		// Not into out: a failing stage may return a nil or shorter slice,
+		// and out[:n] must stay the caller's slice.
+		if res, err = c.stages[0].t.Process(ctx, src, rec, out); err != nil {
 			return out[:n], &Error{Stage: cur, Err: err}
 		}
-		return out, nil
+		return res, nil
 	}
 	in := append(c.a[:0], rec)
 	for i, s := range c.stages {
@@ -125,9 +127,6 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 		}
 		for _, r := range in {
 			if next, err = s.t.Process(ctx, src, r, next); err != nil {
-				if last {
-					next = next[:n]
-				}
 				return out[:n], &Error{Stage: cur, Err: err}
 			}
 		}

@@ -87,6 +87,8 @@ type Session struct {
 
 	lastFence time.Time
 
+	produceErr    atomic.Pointer[error] // first failed produce of the open transaction
+	promise       func(*kgo.Record, error)
 	rebalanced    atomic.Bool  // partitions revoked or lost since the last End
 	assignGen     atomic.Int32 // last group generation counted as a rebalance
 	joined        atomic.Bool
@@ -110,6 +112,7 @@ func New(opts Options) (*Session, error) {
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics, ctx: ctx, stop: stop}
 	s.assignGen.Store(-1)
+	s.promise = s.onProduced
 	if err := s.open(); err != nil {
 		stop()
 		return nil, err
@@ -130,10 +133,10 @@ func (s *Session) open() error {
 		kgo.TransactionalID(o.TransactionalID),
 		kgo.TransactionTimeout(o.TransactionTimeout),
 		kgo.SessionTimeout(o.SessionTimeout),
-		// A record not delivered within the transaction timeout could
-		// never commit: fail it so the transaction aborts instead of
-		// hanging.
-		kgo.RecordDeliveryTimeout(o.TransactionTimeout),
+		// No RecordDeliveryTimeout: franz-go measures it from the
+		// record's timestamp, which is the input's (as in Kafka Streams),
+		// so a backlog would fail as "timed out". End bounds a stuck
+		// flush by the transaction timeout instead.
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
 			s.joined.Store(true)
 			s.countRebalance(cl)
@@ -258,10 +261,17 @@ func (s *Session) InTxn() bool { return s.inTxn }
 // Begun returns when the open transaction began.
 func (s *Session) Begun() time.Time { return s.begun }
 
-// Produce buffers r in the open transaction; promise runs when it is
-// acknowledged or fails.
-func (s *Session) Produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	s.gts.Produce(s.ctx, r, promise)
+// Produce buffers r in the open transaction. A record that fails makes
+// the transaction abort at End instead of committing.
+func (s *Session) Produce(r *kgo.Record) {
+	s.gts.Produce(s.ctx, r, s.promise)
+}
+
+// onProduced keeps the first produce error of the transaction.
+func (s *Session) onProduced(_ *kgo.Record, err error) {
+	if err != nil {
+		s.produceErr.CompareAndSwap(nil, &err)
+	}
 }
 
 // End ends the open transaction: it commits when abort is empty, and
@@ -280,11 +290,18 @@ func (s *Session) Produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, error) {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
 	defer cancel()
-	if abort == ReasonInjected {
-		// Let the doomed records reach the log first: the hardest case
-		// for readers, and the one an injected abort is there to test.
-		_ = s.gts.Client().Flush(ectx)
+	if abort == "" || abort == ReasonInjected {
+		// Every record must be acknowledged before a commit: one that
+		// failed turns the commit into an abort. (An injected abort also
+		// lets its records reach the log, the hardest case for readers.)
+		if err := s.gts.Client().Flush(ectx); err == nil {
+			if perr := s.produceErr.Load(); perr != nil && abort == "" {
+				abort = ReasonProduce
+				s.log.Warn("an output record could not be produced; aborting the transaction", "err", (*perr).Error())
+			}
+		}
 	}
+	s.produceErr.Store(nil)
 	committed, err := s.gts.End(ectx, kgo.TransactionEndTry(abort == ""))
 	s.inTxn = false
 	s.m.Duration.Observe(time.Since(s.begun).Seconds())

@@ -1,0 +1,162 @@
+package integration
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a processor binary running against a target.
+type proc struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+	err  error
+
+	mu          sync.Mutex
+	firstCommit time.Time // first progress line with committed > 0
+}
+
+// startBinary runs cmd/processor with the given transactional ID against tg.
+func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, extraEnv ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary(t))
+	cmd.Env = append([]string{
+		"PATH=" + os.Getenv("PATH"),
+		"PROCESSOR_BROKERS=" + strings.Join(tg.brokers, ","),
+		"PROCESSOR_GROUP=" + group,
+		"PROCESSOR_INPUT_TOPICS=" + in,
+		"PROCESSOR_OUTPUT_TOPIC=" + out,
+		"PROCESSOR_TRANSACTIONAL_ID=" + txnID,
+		"PROCESSOR_HTTP_ADDR=127.0.0.1:0",
+		"PROCESSOR_SESSION_TIMEOUT=10s",
+		"PROCESSOR_TRANSACTION_TIMEOUT=8s",
+		"PROCESSOR_COMMIT_INTERVAL=500ms",
+		"PROCESSOR_PROGRESS_INTERVAL=100ms",
+		"PROCESSOR_LOG_FORMAT=text",
+	}, extraEnv...)
+	p := &proc{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			_, _ = p.logs.Write([]byte(line + "\n"))
+			if strings.Contains(line, "msg=progress") && !strings.Contains(line, " committed=0 ") {
+				p.mu.Lock()
+				if p.firstCommit.IsZero() {
+					p.firstCommit = time.Now()
+				}
+				p.mu.Unlock()
+			}
+		}
+	}()
+	go func() {
+		p.err = cmd.Wait()
+		pw.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("log of %s:\n%s", txnID, p.logs.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) committedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.firstCommit
+}
+
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+func (p *proc) terminate(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
+	}
+	if p.err != nil {
+		t.Errorf("exit after SIGTERM: %v", p.err)
+	}
+}
+
+// A processor SIGKILLed mid-transaction and restarted under the same
+// transactional ID fences its dead self, aborts the open transaction at
+// once and resumes; one restarted under a new ID must instead wait until
+// the dead transaction times out (its pending offsets answer
+// UNSTABLE_OFFSET_COMMIT until then). Either way the output is exactly once.
+func TestCrashRestart(t *testing.T) {
+	for _, sameID := range []bool{true, false} {
+		name := "same-transactional-id"
+		if !sameID {
+			name = "new-transactional-id"
+		}
+		t.Run(name, func(t *testing.T) {
+			forEachTarget(t, func(t *testing.T, tg *target) {
+				in := input{topic: unique("crash-in"), n: 30_000, keys: 300}
+				out, group := unique("crash-out"), unique("crash-group")
+				tg.createTopics(t, 6, in.topic, out)
+				tg.produce(t, in, 0, in.n/3)
+
+				// A restarted instance keeps its transactional ID and, with
+				// it, its static member ID, so the group hands it back its
+				// partitions without waiting out the session timeout.
+				var static []string
+				if sameID {
+					static = []string{"PROCESSOR_INSTANCE_ID=" + group + "-1"}
+				}
+				p1 := tg.startBinary(t, group, group+"-1", in.topic, out, static...)
+				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+				// Keep input arriving so the kill lands inside a transaction.
+				fed := make(chan struct{})
+				go func() {
+					defer close(fed)
+					for i := in.n / 3; i < in.n; i += in.n / 30 {
+						tg.produce(t, in, i, min(i+in.n/30, in.n))
+						time.Sleep(30 * time.Millisecond)
+					}
+				}()
+				time.Sleep(300 * time.Millisecond)
+				p1.kill(t)
+
+				id := group + "-1"
+				if !sameID {
+					id = group + "-2"
+				}
+				restarted := time.Now()
+				p2 := tg.startBinary(t, group, id, in.topic, out, static...)
+				<-fed
+				tg.waitCaughtUp(t, group, in.topic)
+				waitFor(t, 5*time.Second, "a progress line showing a commit", func() bool { return !p2.committedAt().IsZero() })
+				recovery := p2.committedAt().Sub(restarted)
+				t.Logf("%s: restart to first commit: %s", tg.name, recovery.Round(10*time.Millisecond))
+				p2.terminate(t)
+				checkExactlyOnce(t, in, tg.readAll(t, out, true))
+				if sameID && recovery > 10*time.Second {
+					t.Errorf("recovery under the same transactional ID took %s, want under 10s", recovery)
+				}
+			})
+		})
+	}
+}
