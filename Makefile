@@ -5,7 +5,7 @@ KAFKA   := bash integration/kafka/kafka.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run test test-kafka bench vet kafka-up kafka-down clean
+.PHONY: build run test test-kafka test-cluster bench vet kafka-up kafka-down clean
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -33,6 +33,11 @@ test: vet
 test-kafka:
 	PROCESSOR_TEST_BROKERS=$$($(KAFKA) up | tail -n 1) $(MAKE) test
 
+# Starts the local three-node Apache Kafka cluster (if needed) and runs the
+# broker-failure tests against it: SIGKILL of a node and its restart.
+test-cluster:
+	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
@@ -41,6 +46,7 @@ kafka-up:
 
 kafka-down:
 	@$(KAFKA) down
+	@$(KAFKA) cluster-down
 
 clean:
 	rm -rf bin data

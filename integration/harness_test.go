@@ -45,7 +45,7 @@ func forEachTarget(t *testing.T, fn func(t *testing.T, tg *target)) {
 	}
 }
 
-func newFake(t *testing.T) *target {
+func newFake(t testing.TB) *target {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("integration"))
 	if err != nil {
@@ -63,7 +63,7 @@ func unique(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-func (tg *target) admin(t *testing.T) *kadm.Client {
+func (tg *target) admin(t testing.TB) *kadm.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...))
 	if err != nil {
@@ -73,7 +73,7 @@ func (tg *target) admin(t *testing.T) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-func (tg *target) createTopics(t *testing.T, partitions int32, topics ...string) {
+func (tg *target) createTopics(t testing.TB, partitions int32, topics ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -107,7 +107,7 @@ func (in input) record(i int) *kgo.Record {
 }
 
 // produce writes records [from, to) of the input, idempotently, in order.
-func (tg *target) produce(t *testing.T, in input, from, to int) {
+func (tg *target) produce(t testing.TB, in input, from, to int) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(2*time.Millisecond))
 	if err != nil {
@@ -157,7 +157,7 @@ type instanceOpts struct {
 	maxRecords        int
 }
 
-func testLogger(t *testing.T, name string) *slog.Logger {
+func testLogger(t testing.TB, name string) *slog.Logger {
 	level := slog.LevelWarn
 	if os.Getenv("PROCESSOR_TEST_DEBUG") != "" {
 		level = slog.LevelDebug
@@ -165,14 +165,14 @@ func testLogger(t *testing.T, name string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: level})).With("instance", name)
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(b), "\n"))
 	return len(b), nil
 }
 
-func identityChain(t *testing.T) *transform.Chain {
+func identityChain(t testing.TB) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("identity", transform.Plain("", func() (transform.Transform, error) { return identity.Transform{}, nil }))
@@ -184,7 +184,7 @@ func identityChain(t *testing.T) *transform.Chain {
 }
 
 // start runs a processor instance until stop or a fatal error.
-func (tg *target) start(t *testing.T, o instanceOpts) *instance {
+func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	t.Helper()
 	if o.chain == nil {
 		o.chain = identityChain(t)
@@ -235,7 +235,7 @@ func (tg *target) start(t *testing.T, o instanceOpts) *instance {
 }
 
 // stop shuts the instance down cleanly and fails the test if it had failed.
-func (in *instance) stop(t *testing.T) {
+func (in *instance) stop(t testing.TB) {
 	t.Helper()
 	if in.stopped {
 		return
@@ -253,7 +253,7 @@ func (in *instance) stop(t *testing.T) {
 }
 
 // waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
@@ -266,7 +266,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 
 // waitCaughtUp waits until group has committed all of topic, failing at
 // once if one of the running instances dies.
-func (tg *target) waitCaughtUp(t *testing.T, group, topic string, running ...*instance) {
+func (tg *target) waitCaughtUp(t testing.TB, group, topic string, running ...*instance) {
 	t.Helper()
 	defer func() {
 		if t.Failed() {
@@ -289,7 +289,7 @@ func (tg *target) waitCaughtUp(t *testing.T, group, topic string, running ...*in
 // every partition of topic. On a transactional input topic the last offset
 // is a commit marker, which a consumer never sees: there the committed
 // offset may be one below the end.
-func (tg *target) caughtUp(t *testing.T, group, topic string) bool {
+func (tg *target) caughtUp(t testing.TB, group, topic string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -317,7 +317,7 @@ func (tg *target) caughtUp(t *testing.T, group, topic string) bool {
 
 // readAll reads topic from the start to its current end with the given
 // isolation and returns the records.
-func (tg *target) readAll(t *testing.T, topic string, committed bool) []*kgo.Record {
+func (tg *target) readAll(t testing.TB, topic string, committed bool) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -365,7 +365,7 @@ func (tg *target) readAll(t *testing.T, topic string, committed bool) []*kgo.Rec
 
 // checkExactlyOnce asserts that out holds every input exactly once with
 // per-key order kept.
-func checkExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
+func checkExactlyOnce(t testing.TB, in input, out []*kgo.Record) {
 	t.Helper()
 	seen := make(map[string]int, in.n)
 	lastSeq := map[string]int{}

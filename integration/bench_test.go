@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// BenchmarkCopy measures, side by side in one run, how fast a bare franz-go
+// GroupTransactSession copier and the processor (identity chain) drain the
+// same backlog of 100-byte records over 6 partitions, ending a transaction
+// every 10,000 records. b.N is the number of records; the result is in
+// records/s. Against kfake both share the CPU with the in-process broker,
+// so compare the ratio, not the absolute figures; set
+// PROCESSOR_TEST_BROKERS to run against a real cluster.
+func BenchmarkCopy(b *testing.B) {
+	brokers := os.Getenv("PROCESSOR_TEST_BROKERS")
+	for _, kind := range []string{"bare", "processor"} {
+		b.Run(kind, func(b *testing.B) {
+			var tg *target
+			if brokers != "" {
+				tg = &target{name: "kafka", brokers: strings.Split(brokers, ",")}
+			} else {
+				tg = newFake(b)
+			}
+			topic, out, group := unique("bench-in"), unique("bench-out"), unique("bench-group")
+			tg.createTopics(b, 6, topic, out)
+			tg.produceBacklog(b, topic, b.N, 100)
+			b.ResetTimer()
+			start := time.Now()
+			switch kind {
+			case "bare":
+				bareCopy(b, tg, group, topic, out, b.N)
+			case "processor":
+				processorCopy(b, tg, group, topic, out, b.N)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "records/s")
+		})
+	}
+}
+
+// bareCopy is the baseline: the least code that copies exactly once.
+func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
+	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tg.brokers...), kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(in), kgo.TransactionalID(group+"-bare"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for done := 0; done < n; {
+		fs := s.PollRecords(ctx, 10_000)
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := s.Begin(); err != nil {
+			b.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			r.Topic = out
+			s.Produce(ctx, r, nil)
+		})
+		committed, err := s.End(ctx, kgo.TryCommit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if committed {
+			done += fs.NumRecords()
+		}
+	}
+}
+
+func processorCopy(b *testing.B, tg *target, group, in, out string, n int) {
+	p := tg.start(b, instanceOpts{group: group, txnID: group + "-p", topics: []string{in}, out: out, maxRecords: 10_000})
+	for p.p.Stats().Consumed < uint64(n) {
+		time.Sleep(time.Millisecond)
+	}
+	p.stop(b)
+}
+
+// produceBacklog writes n keyed records of size bytes each.
+func (tg *target) produceBacklog(b *testing.B, topic string, n, size int) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	value := []byte(strings.Repeat("v", size))
+	ctx := context.Background()
+	for i := range n {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 10_000)), Value: value}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
