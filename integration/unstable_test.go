@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// An instance that died after sending its offsets in a transaction but
+// before ending it leaves pending offsets in the group. A new instance with
+// another transactional ID cannot abort that transaction; its offset fetch
+// is answered UNSTABLE_OFFSET_COMMIT until the transaction times out, and
+// only then does it start, from the last committed offsets (the dead
+// transaction's offsets were aborted with it). Nothing is skipped, nothing
+// doubled, and the dead transaction's output stays invisible.
+func TestPendingOffsetsOfDeadTransaction(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("pending-in"), n: 6000, keys: 60}
+		out, group := unique("pending-out"), unique("pending-group")
+		tg.createTopics(t, 3, in.topic, out)
+		tg.produce(t, in, 0, in.n)
+
+		const deadTimeout = 6 * time.Second
+		died := tg.deadTransactionWithOffsets(t, group, in.topic, out, deadTimeout)
+
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-new", topics: []string{in.topic}, out: out})
+		waitFor(t, 60*time.Second, "a first commit", func() bool { return a.p.Stats().Commits > 0 })
+		waited := time.Since(died)
+		tg.waitCaughtUp(t, group, in.topic, a)
+		a.stop(t)
+		t.Logf("%s: first commit %s after the transaction died (its timeout %s)", tg.name, waited.Round(10*time.Millisecond), deadTimeout)
+		if waited < deadTimeout/2 {
+			t.Errorf("the new instance committed %s after the dead transaction began, before it could have timed out (%s)", waited, deadTimeout)
+		}
+		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	})
+}
+
+// deadTransactionWithOffsets begins a transaction as transactional ID
+// group+"-dead", writes one record to out, commits offsets for half of
+// topic's partitions' input within it, and abandons it: no EndTxn, ever. It
+// returns when the transaction began.
+func (tg *target) deadTransactionWithOffsets(t *testing.T, group, topic, out string, timeout time.Duration) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	txnID := group + "-dead"
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.TransactionalID(txnID), kgo.TransactionTimeout(timeout),
+		kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close) // only after the test: closing must not end the transaction first
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: out, Key: []byte("dead"), Value: []byte("dead:0")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = txnID, pid, epoch, group
+	addResp, err := add.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(addResp.ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("AddOffsetsToTxn: %v", err)
+	}
+
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch = txnID, group, pid, epoch
+	commit.Generation, commit.MemberID = -1, ""
+	ct := kmsg.NewTxnOffsetCommitRequestTopic()
+	ct.Topic = topic
+	topics, err := tg.admin(t).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct.TopicID = topics[topic].ID // newer versions name topics by ID
+	for p := int32(0); p < 3; p++ {
+		cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		cp.Partition, cp.Offset, cp.LeaderEpoch = p, 1000, -1 // would skip 1000 records a partition, were it committed
+		ct.Partitions = append(ct.Partitions, cp)
+	}
+	commit.Topics = append(commit.Topics, ct)
+	commitResp, err := commit.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+	for _, rt := range commitResp.Topics {
+		for _, rp := range rt.Partitions {
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				t.Fatalf("TxnOffsetCommit partition %d: %v", rp.Partition, err)
+			}
+		}
+	}
+	return began
+}
