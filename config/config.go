@@ -46,6 +46,11 @@ type Config struct {
 	SessionTimeout     time.Duration `envconfig:"SESSION_TIMEOUT" default:"45s" desc:"a Go duration from 6s to 30m, e.g. 45s"`
 	TransactionTimeout time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"40s" desc:"a Go duration below PROCESSOR_SESSION_TIMEOUT and at most 15m, e.g. 40s"`
 
+	LineageHeaders bool `envconfig:"LINEAGE_HEADERS" default:"true" desc:"true or false"`
+	// TestAbortRate is for fault drills only: the fraction of transactions
+	// aborted on purpose (reason "injected") instead of committed.
+	TestAbortRate float64 `envconfig:"TEST_ABORT_RATE" default:"0" desc:"a fraction from 0 to 1; for fault drills only"`
+
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:":8080" desc:"host:port to serve /metrics, /healthz and /readyz on, e.g. :8080"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"one of debug, info, warn, error"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
@@ -305,6 +310,9 @@ func (c *Config) Validate() error {
 	case "json", "text":
 	default:
 		return bad("LOG_FORMAT", c.LogFormat, desc("LogFormat"))
+	}
+	if c.TestAbortRate < 0 || c.TestAbortRate > 1 {
+		return bad("TEST_ABORT_RATE", fmt.Sprint(c.TestAbortRate), desc("TestAbortRate"))
 	}
 	if c.ProgressInterval < 0 {
 		return bad("PROGRESS_INTERVAL", c.ProgressInterval.String(), desc("ProgressInterval"))

@@ -88,6 +88,7 @@ func TestLoadDefaults(t *testing.T) {
 		LogLevel:                 "info",
 		LogFormat:                "json",
 		ProgressInterval:         5 * time.Second,
+		LineageHeaders:           true,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("Load defaults:\n got %+v\nwant %+v", c, want)
@@ -391,6 +392,12 @@ func TestLoadErrors(t *testing.T) {
 			wantValue: "xml", wantForm: "json or text"},
 		{name: "negative progress interval", set: map[string]string{"PROGRESS_INTERVAL": "-1s"}, wantVar: "PROGRESS_INTERVAL",
 			wantValue: "-1s", wantForm: "0 turns the progress line off"},
+		{name: "abort rate above one", set: map[string]string{"TEST_ABORT_RATE": "1.5"}, wantVar: "TEST_ABORT_RATE",
+			wantValue: "1.5", wantForm: "a fraction from 0 to 1"},
+		{name: "abort rate not a number", set: map[string]string{"TEST_ABORT_RATE": "often"}, wantVar: "TEST_ABORT_RATE",
+			wantValue: "often", wantForm: "a fraction from 0 to 1"},
+		{name: "lineage not a bool", set: map[string]string{"LINEAGE_HEADERS": "maybe"}, wantVar: "LINEAGE_HEADERS",
+			wantValue: "maybe", wantForm: "true or false"},
 
 		// Embedded broker.
 		{name: "zero embedded partitions", set: map[string]string{"EMBEDDED_BROKER": "true", "EMBEDDED_BROKER_PARTITIONS": "0"},

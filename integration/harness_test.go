@@ -217,6 +217,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		CommitInterval:   o.commitInterval,
 		MaxRecordsPerTxn: o.maxRecords,
 		StallTimeout:     8 * time.Second,
+		Lineage:          true,
 		Logger:           log,
 		Metrics:          pipeline.NewMetrics(reg),
 		InjectAbort:      o.injectAbort,

@@ -28,6 +28,8 @@ type Options struct {
 	// iteration takes longer. Set it to the transaction timeout.
 	StallTimeout     time.Duration
 	ProgressInterval time.Duration // 0: no progress line
+	// Lineage stamps the processor.source.* headers on every output.
+	Lineage bool
 	Logger           *slog.Logger
 	Metrics          *Metrics
 
@@ -46,6 +48,7 @@ type Pipeline struct {
 
 	// Loop-goroutine state.
 	out        []*kgo.Record
+	lineage    *lineage // nil when Options.Lineage is off
 	txnRecords int
 	txnOut     int            // outputs to the default topic this transaction
 	txnRouted  map[string]int // outputs to other topics this transaction
@@ -86,6 +89,9 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 		s: s, chain: chain, o: o, log: o.Logger,
 		txnRouted: make(map[string]int),
 		lag:       make(map[topicPartition]int64),
+	}
+	if o.Lineage {
+		p.lineage = newLineage()
 	}
 	return p, nil
 }
@@ -204,6 +210,9 @@ func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
 			} else {
 				p.txnRouted[o.Topic]++
 			}
+			if p.lineage != nil {
+				p.lineage.stamp(o, src)
+			}
 			p.s.Produce(o)
 		}
 	}
@@ -238,6 +247,9 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	}
 	p.txnRecords, p.txnOut, p.txnFilter = 0, 0, 0
 	clear(p.txnRouted)
+	if p.lineage != nil && !p.s.InTxn() {
+		p.lineage.reset() // every record of the ended transaction is done
+	}
 	return committed, err
 }
 

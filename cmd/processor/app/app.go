@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -107,8 +108,10 @@ func Main(reg *transform.Registry) int {
 		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
 		StallTimeout:     cfg.TransactionTimeout,
 		ProgressInterval: cfg.ProgressInterval,
+		Lineage:          cfg.LineageHeaders,
 		Logger:           log,
 		Metrics:          pipeline.NewMetrics(promReg),
+		InjectAbort:      injectAbort(cfg.TestAbortRate, log),
 	})
 	if err != nil {
 		log.Error("building the pipeline", "err", err.Error())
@@ -156,6 +159,16 @@ func Main(reg *transform.Registry) int {
 		log.Error("stopping: " + err.Error())
 	}
 	return exitRuntime
+}
+
+// injectAbort returns the fault-drill hook that aborts a fraction of
+// transactions, or nil when the rate is 0.
+func injectAbort(rate float64, log *slog.Logger) func(uint64) bool {
+	if rate <= 0 {
+		return nil
+	}
+	log.Warn("FAULT DRILL: PROCESSOR_TEST_ABORT_RATE aborts transactions on purpose; never use it in production", "rate", rate)
+	return func(uint64) bool { return rand.Float64() < rate }
 }
 
 // configError prints one line for a configuration mistake and returns 2.

@@ -1,0 +1,100 @@
+package pipeline
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+)
+
+// Lineage header keys: where an output record's input came from. They let
+// anyone audit output against input (cmd/eoscheck does).
+const (
+	HeaderSourceTopic     = "processor.source.topic"
+	HeaderSourcePartition = "processor.source.partition" // ASCII decimal
+	HeaderSourceOffset    = "processor.source.offset"    // ASCII decimal
+)
+
+// lineage stamps lineage headers without allocating per record: header
+// slices and offset digits are carved from chunks that are reused once the
+// transaction holding them has ended, and topic and partition values are
+// built once.
+type lineage struct {
+	topics map[string][]byte
+	parts  [][]byte
+	hdrs   []kgo.RecordHeader
+	digits []byte
+}
+
+const (
+	hdrChunk   = 16 << 10 // headers per chunk
+	digitChunk = 64 << 10 // bytes per chunk
+)
+
+func newLineage() *lineage {
+	return &lineage{
+		topics: make(map[string][]byte),
+		hdrs:   make([]kgo.RecordHeader, 0, hdrChunk),
+		digits: make([]byte, 0, digitChunk),
+	}
+}
+
+// stamp sets r's lineage headers to src, replacing lineage headers that an
+// upstream processor left on it and keeping every other header.
+func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
+	need := len(r.Headers) + 3
+	if len(l.hdrs)+need > cap(l.hdrs) {
+		// Records of this transaction still use the old chunk.
+		l.hdrs = make([]kgo.RecordHeader, 0, max(hdrChunk, need))
+	}
+	start := len(l.hdrs)
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset:
+		default:
+			l.hdrs = append(l.hdrs, h)
+		}
+	}
+	l.hdrs = append(l.hdrs,
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: l.topic(src.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: l.partition(src.Partition)},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: l.offset(src.Offset)},
+	)
+	r.Headers = l.hdrs[start:len(l.hdrs):len(l.hdrs)]
+}
+
+func (l *lineage) topic(t string) []byte {
+	b, ok := l.topics[t]
+	if !ok {
+		b = []byte(t)
+		l.topics[t] = b
+	}
+	return b
+}
+
+func (l *lineage) partition(p int32) []byte {
+	if p < 0 {
+		return strconv.AppendInt(nil, int64(p), 10)
+	}
+	for int(p) >= len(l.parts) {
+		l.parts = append(l.parts, strconv.AppendInt(nil, int64(len(l.parts)), 10))
+	}
+	return l.parts[p]
+}
+
+func (l *lineage) offset(o int64) []byte {
+	if len(l.digits)+20 > cap(l.digits) {
+		l.digits = make([]byte, 0, digitChunk)
+	}
+	start := len(l.digits)
+	l.digits = strconv.AppendInt(l.digits, o, 10)
+	return l.digits[start:len(l.digits):len(l.digits)]
+}
+
+// reset makes the chunks reusable; call it only after the transaction that
+// used them has ended, when no record refers to them any more.
+func (l *lineage) reset() {
+	l.hdrs = l.hdrs[:0]
+	l.digits = l.digits[:0]
+}
