@@ -30,8 +30,8 @@ type Options struct {
 	ProgressInterval time.Duration // 0: no progress line
 	// Lineage stamps the processor.source.* headers on every output.
 	Lineage bool
-	Logger           *slog.Logger
-	Metrics          *Metrics
+	Logger  *slog.Logger
+	Metrics *Metrics
 
 	// InjectAbort is for tests and fault drills only: it is called before
 	// each commit with the transaction's sequence number (from 1), and
