@@ -5,7 +5,7 @@ KAFKA   := bash integration/kafka/kafka.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run test test-kafka test-cluster bench vet kafka-up kafka-down clean
+.PHONY: build run test test-kafka test-cluster chaos chaos-kafka bench vet kafka-up kafka-down clean
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -37,6 +37,16 @@ test-kafka:
 # broker-failure tests against it: SIGKILL of a node and its restart.
 test-cluster:
 	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/
+
+# The long fault drill on the embedded devbroker (kfake): 100,000 records,
+# 20 faults; ends with eoscheck's anomaly table.
+chaos: build
+	./bin/chaos -embedded -records 100000 -iterations 20
+
+# The same against the local three-node Apache Kafka cluster, whose nodes
+# are SIGKILLed and restarted as the broker fault.
+chaos-kafka: build
+	./bin/chaos -cluster -brokers $$($(KAFKA) cluster-up | tail -n 1) -records 100000 -iterations 20
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...

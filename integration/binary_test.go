@@ -23,7 +23,8 @@ var (
 	buildErr  error
 )
 
-// binary builds cmd/processor once per test run and returns its path.
+// binary builds every command (processor, loadgen, devbroker, eoscheck,
+// chaos) once per test run and returns the processor's path.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -31,7 +32,7 @@ func binary(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", binDir, "../cmd/processor", "../cmd/loadgen").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binDir, "../cmd/...").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -1,0 +1,583 @@
+// Command chaos is the processor's fault drill. It runs several processor
+// processes (the built binary) in one consumer group while a producer keeps
+// writing keyed input, applies faults on a schedule, waits for the group to
+// catch up, and then audits the output with eoscheck. It exits 1 if eoscheck
+// finds any anomaly or a processor exited when it should not have.
+//
+// Faults, applied in turn, one per iteration:
+//
+//	kill    SIGKILL an instance, restart it under the same transactional
+//	        and static member IDs (its recovery time is measured)
+//	term    SIGTERM an instance (it must exit 0), restart it
+//	stop    SIGSTOP an instance for longer than the session timeout, then
+//	        SIGCONT: the zombie must be fenced and write nothing visible
+//	scale   start one more instance; the next time, stop it again
+//	broker  restart a broker: the embedded devbroker cleanly (SIGTERM and
+//	        start from its data directory), or SIGKILL and restart a node of
+//	        the local three-node Apache Kafka cluster (-cluster)
+//
+// With "abort" in -faults, every instance also aborts a fraction of its
+// transactions on purpose (PROCESSOR_TEST_ABORT_RATE).
+//
+//	chaos -embedded -records 100000 -iterations 20
+//	chaos -cluster -brokers 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type options struct {
+	bin            string
+	brokers        string
+	embedded       bool
+	cluster        bool
+	clusterScript  string
+	instances      int
+	records        int
+	rate           int
+	iterations     int
+	faults         []string
+	pause          time.Duration
+	sessionTimeout time.Duration
+	txnTimeout     time.Duration
+	abortRate      float64
+	settle         time.Duration
+	logDir         string
+	seed           uint64
+}
+
+func main() {
+	var o options
+	var faults string
+	flag.StringVar(&o.bin, "bin", "bin", "directory with the processor, devbroker and eoscheck binaries")
+	flag.StringVar(&o.brokers, "brokers", "", "seed brokers of an existing cluster (instead of -embedded)")
+	flag.BoolVar(&o.embedded, "embedded", false, "run a devbroker (kfake) process and restart it cleanly as the broker fault")
+	flag.BoolVar(&o.cluster, "cluster", false, "the brokers are the local three-node Apache Kafka cluster: the broker fault SIGKILLs and restarts its nodes")
+	flag.StringVar(&o.clusterScript, "cluster-script", "integration/kafka/kafka.sh", "script that kills and starts cluster nodes")
+	flag.IntVar(&o.instances, "instances", 3, "processor instances in the group")
+	flag.IntVar(&o.records, "records", 100_000, "input records to write")
+	flag.IntVar(&o.rate, "rate", 4000, "input records per second")
+	flag.IntVar(&o.iterations, "iterations", 20, "faults to apply, cycling through -faults")
+	flag.StringVar(&faults, "faults", "kill,term,stop,scale,broker,abort", "faults to apply")
+	flag.DurationVar(&o.pause, "pause", 2*time.Second, "time between faults")
+	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "processors' PROCESSOR_SESSION_TIMEOUT")
+	flag.DurationVar(&o.txnTimeout, "transaction-timeout", 5*time.Second, "processors' PROCESSOR_TRANSACTION_TIMEOUT")
+	flag.Float64Var(&o.abortRate, "abort-rate", 0.05, "fraction of transactions aborted on purpose when faults include abort")
+	flag.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the group may take to catch up at the end")
+	flag.StringVar(&o.logDir, "logs", "", "directory for processor logs (default: a new temporary directory)")
+	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
+	flag.Parse()
+	o.faults = strings.Split(faults, ",")
+	for _, f := range o.faults {
+		if !slices.Contains([]string{"kill", "term", "stop", "scale", "broker", "abort"}, f) {
+			usage("unknown fault %q in -faults (known: kill, term, stop, scale, broker, abort)", f)
+		}
+	}
+	if o.embedded == (o.brokers != "") {
+		usage("give either -embedded or -brokers")
+	}
+	if o.instances < 1 || o.records < 1 || o.rate < 1 {
+		usage("-instances, -records and -rate must be at least 1")
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	if o.logDir == "" {
+		d, err := os.MkdirTemp("", "chaos-logs")
+		if err != nil {
+			fatal(err)
+		}
+		o.logDir = d
+	}
+	d := &driver{o: o, log: slog.New(slog.NewTextHandler(os.Stderr, nil)), rng: rand.New(rand.NewPCG(o.seed, 1)),
+		insts: map[int]*instance{}}
+	os.Exit(d.run())
+}
+
+func usage(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "chaos: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "chaos:", err)
+	os.Exit(1)
+}
+
+type driver struct {
+	o   options
+	log *slog.Logger
+	rng *rand.Rand
+
+	brokers    []string
+	broker     *exec.Cmd // the devbroker, with -embedded
+	brokerAddr string
+	brokerDir  string
+
+	group, in, out string
+
+	mu         sync.Mutex
+	insts      map[int]*instance
+	nextID     int
+	extra      []int // instances started by scale-out
+	unexpected []string
+	recoveries []time.Duration
+	applied    map[string]int
+}
+
+// instance is one processor process; a restart replaces cmd.
+type instance struct {
+	id          int
+	cmd         *exec.Cmd
+	done        chan struct{}
+	exitErr     error
+	expectExit  atomic.Bool
+	firstCommit atomic.Int64 // unix nanos of its first progress line with a commit
+}
+
+func (d *driver) run() int {
+	d.applied = map[string]int{}
+	if d.o.embedded {
+		if err := d.startBroker(); err != nil {
+			d.log.Error("starting the devbroker", "err", err.Error())
+			return 1
+		}
+		defer d.stopBroker()
+	} else {
+		d.brokers = strings.Split(d.o.brokers, ",")
+	}
+	suffix := strconv.FormatUint(d.rng.Uint64()%1_000_000, 36)
+	d.group, d.in, d.out = "chaos-"+suffix, "chaos-in-"+suffix, "chaos-out-"+suffix
+	if err := d.createTopics(); err != nil {
+		d.log.Error("creating topics", "err", err.Error())
+		return 1
+	}
+	d.log.Info("chaos starting", "brokers", strings.Join(d.brokers, ","), "group", d.group, "input", d.in, "output", d.out,
+		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
+		"seed", d.o.seed, "logs", d.o.logDir)
+
+	for range d.o.instances {
+		d.startNew()
+	}
+	produced := make(chan error, 1)
+	go func() { produced <- d.produce() }()
+
+	faults := slices.DeleteFunc(slices.Clone(d.o.faults), func(f string) bool { return f == "abort" })
+	for i := 0; i < d.o.iterations && len(faults) > 0; i++ {
+		time.Sleep(d.o.pause)
+		f := faults[i%len(faults)]
+		d.log.Info("fault", "iteration", i+1, "fault", f)
+		d.apply(f)
+		d.applied[f]++
+	}
+	if err := <-produced; err != nil {
+		d.log.Error("producing input", "err", err.Error())
+		return 1
+	}
+	d.log.Info("input written; waiting for the group to catch up")
+	caughtUp := d.waitCaughtUp()
+	d.stopAll()
+	return d.report(caughtUp)
+}
+
+// --- processors ---
+
+func (d *driver) startNew() int {
+	d.mu.Lock()
+	d.nextID++
+	id := d.nextID
+	d.mu.Unlock()
+	d.start(id)
+	return id
+}
+
+func (d *driver) start(id int) {
+	inst := &instance{id: id, done: make(chan struct{})}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"PROCESSOR_BROKERS=" + strings.Join(d.brokers, ","),
+		"PROCESSOR_GROUP=" + d.group,
+		"PROCESSOR_INPUT_TOPICS=" + d.in,
+		"PROCESSOR_OUTPUT_TOPIC=" + d.out,
+		fmt.Sprintf("PROCESSOR_TRANSACTIONAL_ID=%s-%d", d.group, id),
+		fmt.Sprintf("PROCESSOR_INSTANCE_ID=%s-%d", d.group, id),
+		"PROCESSOR_SESSION_TIMEOUT=" + d.o.sessionTimeout.String(),
+		"PROCESSOR_TRANSACTION_TIMEOUT=" + d.o.txnTimeout.String(),
+		"PROCESSOR_COMMIT_INTERVAL=200ms",
+		"PROCESSOR_HTTP_ADDR=127.0.0.1:0",
+		"PROCESSOR_PROGRESS_INTERVAL=250ms",
+		"PROCESSOR_LOG_FORMAT=json",
+	}
+	if slices.Contains(d.o.faults, "abort") {
+		env = append(env, fmt.Sprintf("PROCESSOR_TEST_ABORT_RATE=%g", d.o.abortRate))
+	}
+	cmd := exec.Command(filepath.Join(d.o.bin, "processor"))
+	cmd.Env = env
+	logf, err := os.OpenFile(filepath.Join(d.o.logDir, fmt.Sprintf("processor-%d.log", id)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fatal(err)
+	}
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	inst.cmd = cmd
+	if err := cmd.Start(); err != nil {
+		fatal(fmt.Errorf("starting processor %d: %w", id, err))
+	}
+	go func() {
+		defer logf.Close()
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			if inst.firstCommit.Load() == 0 && strings.Contains(line, `"msg":"progress"`) && !strings.Contains(line, `"committed":0,`) {
+				inst.firstCommit.Store(time.Now().UnixNano())
+			}
+		}
+	}()
+	go func() {
+		inst.exitErr = cmd.Wait()
+		pw.Close()
+		close(inst.done)
+		if !inst.expectExit.Load() {
+			d.mu.Lock()
+			d.unexpected = append(d.unexpected, fmt.Sprintf("processor %d exited on its own: %v (log %s)", id, inst.exitErr,
+				filepath.Join(d.o.logDir, fmt.Sprintf("processor-%d.log", id))))
+			d.mu.Unlock()
+			d.log.Error("processor exited on its own; restarting it", "instance", id, "err", fmt.Sprint(inst.exitErr))
+			d.start(id)
+		}
+	}()
+	d.mu.Lock()
+	d.insts[id] = inst
+	d.mu.Unlock()
+}
+
+func (d *driver) pick() *instance {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := make([]int, 0, len(d.insts))
+	for id := range d.insts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return d.insts[ids[d.rng.IntN(len(ids))]]
+}
+
+// stop ends inst with sig and waits; SIGTERM must end in exit 0.
+func (d *driver) stop(inst *instance, sig syscall.Signal) {
+	inst.expectExit.Store(true)
+	_ = inst.cmd.Process.Signal(sig)
+	select {
+	case <-inst.done:
+	case <-time.After(d.o.sessionTimeout + 30*time.Second):
+		d.mu.Lock()
+		d.unexpected = append(d.unexpected, fmt.Sprintf("processor %d did not exit within %s of %s", inst.id, d.o.sessionTimeout+30*time.Second, sig))
+		d.mu.Unlock()
+		_ = inst.cmd.Process.Kill()
+		<-inst.done
+	}
+	if sig == syscall.SIGTERM && inst.exitErr != nil {
+		d.mu.Lock()
+		d.unexpected = append(d.unexpected, fmt.Sprintf("processor %d exited with %v after SIGTERM, want 0", inst.id, inst.exitErr))
+		d.mu.Unlock()
+	}
+}
+
+func (d *driver) apply(fault string) {
+	switch fault {
+	case "kill":
+		inst := d.pick()
+		d.stop(inst, syscall.SIGKILL)
+		restarted := time.Now()
+		d.start(inst.id)
+		d.mu.Lock()
+		fresh := d.insts[inst.id]
+		d.mu.Unlock()
+		go func() {
+			deadline := time.Now().Add(time.Minute)
+			for time.Now().Before(deadline) {
+				if t := fresh.firstCommit.Load(); t != 0 {
+					d.mu.Lock()
+					d.recoveries = append(d.recoveries, time.Unix(0, t).Sub(restarted))
+					d.mu.Unlock()
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	case "term":
+		inst := d.pick()
+		d.stop(inst, syscall.SIGTERM)
+		d.start(inst.id)
+	case "stop":
+		inst := d.pick()
+		_ = inst.cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(d.o.sessionTimeout + 2*time.Second)
+		_ = inst.cmd.Process.Signal(syscall.SIGCONT)
+	case "scale":
+		d.mu.Lock()
+		n := len(d.extra)
+		d.mu.Unlock()
+		if n == 0 {
+			id := d.startNew()
+			d.mu.Lock()
+			d.extra = append(d.extra, id)
+			d.mu.Unlock()
+			d.log.Info("scaled out", "instance", id)
+			return
+		}
+		d.mu.Lock()
+		id := d.extra[n-1]
+		d.extra = d.extra[:n-1]
+		inst := d.insts[id]
+		delete(d.insts, id)
+		d.mu.Unlock()
+		d.stop(inst, syscall.SIGTERM)
+		d.log.Info("scaled in", "instance", id)
+	case "broker":
+		d.restartBroker()
+	}
+}
+
+func (d *driver) stopAll() {
+	d.mu.Lock()
+	insts := make([]*instance, 0, len(d.insts))
+	for _, inst := range d.insts {
+		insts = append(insts, inst)
+	}
+	d.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, inst := range insts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.stop(inst, syscall.SIGTERM)
+		}()
+	}
+	wg.Wait()
+}
+
+// --- brokers ---
+
+func (d *driver) startBroker() error {
+	if d.brokerAddr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		d.brokerAddr = ln.Addr().String()
+		ln.Close()
+		d.brokerDir = filepath.Join(d.o.logDir, "devbroker-data")
+		d.brokers = []string{d.brokerAddr}
+	}
+	cmd := exec.Command(filepath.Join(d.o.bin, "devbroker"), "-addr", d.brokerAddr, "-dir", d.brokerDir)
+	logf, err := os.OpenFile(filepath.Join(d.o.logDir, "devbroker.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	d.broker = cmd
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", d.brokerAddr); err == nil {
+			c.Close()
+			return nil
+		}
+	}
+	return errors.New("devbroker did not listen within 30s")
+}
+
+func (d *driver) stopBroker() {
+	if d.broker == nil {
+		return
+	}
+	_ = d.broker.Process.Signal(syscall.SIGTERM)
+	_ = d.broker.Wait()
+	d.broker = nil
+}
+
+func (d *driver) restartBroker() {
+	if d.o.embedded {
+		d.stopBroker()
+		time.Sleep(time.Second)
+		if err := d.startBroker(); err != nil {
+			fatal(fmt.Errorf("restarting the devbroker: %w", err))
+		}
+		return
+	}
+	if !d.o.cluster {
+		d.log.Warn("the broker fault needs -embedded or -cluster; skipped")
+		return
+	}
+	node := strconv.Itoa(1 + d.applied["broker"]%3)
+	for _, args := range [][]string{{"kill", node}, nil, {"start", node}} {
+		if args == nil {
+			time.Sleep(3 * time.Second)
+			continue
+		}
+		if out, err := exec.Command("bash", append([]string{d.o.clusterScript}, args...)...).CombinedOutput(); err != nil {
+			fatal(fmt.Errorf("%s %s: %v\n%s", d.o.clusterScript, strings.Join(args, " "), err, out))
+		}
+	}
+}
+
+// --- input and progress ---
+
+func (d *driver) admin() (*kadm.Client, func(), error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...))
+	if err != nil {
+		return nil, nil, err
+	}
+	return kadm.NewClient(cl), cl.Close, nil
+}
+
+func (d *driver) createTopics() error {
+	adm, closeFn, err := d.admin()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopics(ctx, 6, -1, nil, d.in, d.out)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			return fmt.Errorf("%s: %w", r.Topic, r.Err)
+		}
+	}
+	return nil
+}
+
+// produce writes the keyed input at the configured rate; the idempotent
+// producer rides out broker restarts without duplicating input.
+func (d *driver) produce() error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.DefaultProduceTopic(d.in), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var failed atomic.Pointer[error]
+	interval := time.Second / time.Duration(d.o.rate)
+	next := time.Now()
+	for i := range d.o.records {
+		next = next.Add(interval)
+		if w := time.Until(next); w > time.Millisecond {
+			time.Sleep(w)
+		}
+		k := strconv.Itoa(i % 1000)
+		cl.Produce(context.Background(), &kgo.Record{Key: []byte("k" + k), Value: []byte("k" + k + ":" + strconv.Itoa(i/1000))},
+			func(_ *kgo.Record, err error) {
+				if err != nil {
+					failed.CompareAndSwap(nil, &err)
+				}
+			})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	if e := failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// waitCaughtUp waits until the group has committed the whole input.
+func (d *driver) waitCaughtUp() bool {
+	adm, closeFn, err := d.admin()
+	if err != nil {
+		return false
+	}
+	defer closeFn()
+	for deadline := time.Now().Add(d.o.settle); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err1 := adm.ListEndOffsets(ctx, d.in)
+		committed, err2 := adm.FetchOffsets(ctx, d.group)
+		cancel()
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		done := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if c, ok := committed.Lookup(d.in, o.Partition); !ok || c.At < o.Offset {
+				done = false
+			}
+		})
+		if done {
+			return true
+		}
+	}
+	return false
+}
+
+// --- report ---
+
+func (d *driver) report(caughtUp bool) int {
+	fmt.Printf("\nchaos run: %d records, %d instances (+scale), seed %d, logs in %s\n", d.o.records, d.o.instances, d.o.seed, d.o.logDir)
+	fmt.Printf("%-10s %s\n", "fault", "applied")
+	for _, f := range []string{"kill", "term", "stop", "scale", "broker"} {
+		if n := d.applied[f]; n > 0 {
+			fmt.Printf("%-10s %d\n", f, n)
+		}
+	}
+	if slices.Contains(d.o.faults, "abort") {
+		fmt.Printf("%-10s rate %g of transactions\n", "abort", d.o.abortRate)
+	}
+	if len(d.recoveries) > 0 {
+		r := slices.Clone(d.recoveries)
+		slices.Sort(r)
+		fmt.Printf("recovery after SIGKILL (restart to first commit): min %s, median %s, max %s over %d restarts\n",
+			r[0].Round(10*time.Millisecond), r[len(r)/2].Round(10*time.Millisecond), r[len(r)-1].Round(10*time.Millisecond), len(r))
+	}
+	failed := false
+	if !caughtUp {
+		fmt.Printf("the group did not catch up within %s\n", d.o.settle)
+		failed = true
+	}
+	for _, u := range d.unexpected {
+		fmt.Println("unexpected:", u)
+		failed = true
+	}
+	fmt.Println()
+	cmd := exec.Command(filepath.Join(d.o.bin, "eoscheck"), "-brokers", strings.Join(d.brokers, ","), "-input", d.in, "-output", d.out,
+		"-group", d.group, "-transaction-timeout", d.o.txnTimeout.String())
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		failed = true
+	}
+	if failed {
+		fmt.Println("chaos: FAILED")
+		return 1
+	}
+	fmt.Println("chaos: every anomaly count is zero")
+	return 0
+}
