@@ -174,6 +174,10 @@ func TestInjectedProtocolErrors(t *testing.T) {
 		{"EndTxn CONCURRENT_TRANSACTIONS", kmsg.EndTxn, kerr.ConcurrentTransactions, true},
 		{"EndTxn PRODUCER_FENCED", kmsg.EndTxn, kerr.ProducerFenced, true},
 		{"EndTxn UNKNOWN_SERVER_ERROR", kmsg.EndTxn, kerr.UnknownServerError, true},
+		// kfake applies an EndTxn faulted with REQUEST_TIMED_OUT and then
+		// answers the error: the response to a completed EndTxn is lost.
+		{"EndTxn dropped response", kmsg.EndTxn, kerr.RequestTimedOut, true},
+		{"Produce PRODUCER_FENCED", kmsg.Produce, kerr.ProducerFenced, false},
 		{"Produce NOT_LEADER_OR_FOLLOWER", kmsg.Produce, kerr.NotLeaderForPartition, false},
 		// A record that fails for good must turn the commit into an abort:
 		// committing around it would lose it.
