@@ -373,3 +373,16 @@ func Hostname() string {
 	}
 	return h
 }
+
+// Vars returns the names of the environment variables that Config reads,
+// e.g. PROCESSOR_GROUP, so a caller can point out unknown ones (typos).
+func Vars() []string {
+	t := reflect.TypeFor[Config]()
+	names := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("envconfig"); tag != "" {
+			names = append(names, EnvName(tag))
+		}
+	}
+	return names
+}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -789,4 +790,16 @@ func TestProcessShapesErrors(t *testing.T) {
 			t.Errorf("error = %v, want ErrInvalidSpecification", err)
 		}
 	})
+}
+
+func TestVarsNamesEveryVariable(t *testing.T) {
+	vars := config.Vars()
+	for _, want := range []string{"PROCESSOR_BROKERS", "PROCESSOR_GROUP", "PROCESSOR_COMMIT_INTERVAL", "PROCESSOR_LINEAGE_HEADERS", "PROCESSOR_TEST_ABORT_RATE"} {
+		if !slices.Contains(vars, want) {
+			t.Errorf("Vars() lacks %s", want)
+		}
+	}
+	if n := reflect.TypeFor[config.Config]().NumField(); len(vars) != n {
+		t.Errorf("Vars() has %d names for %d fields", len(vars), n)
+	}
 }

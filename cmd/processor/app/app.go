@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -48,6 +49,7 @@ func Main(reg *transform.Registry) int {
 		return configError(err)
 	}
 	log := newLogger(cfg)
+	warnUnknownVars(log, cfg.Transforms)
 
 	chain, err := buildChain(reg, cfg.Transforms)
 	if err != nil {
@@ -169,6 +171,31 @@ func injectAbort(rate float64, log *slog.Logger) func(uint64) bool {
 	}
 	log.Warn("FAULT DRILL: PROCESSOR_TEST_ABORT_RATE aborts transactions on purpose; never use it in production", "rate", rate)
 	return func(uint64) bool { return rand.Float64() < rate }
+}
+
+// warnUnknownVars logs PROCESSOR_* variables that nothing reads, which are
+// usually typos (PROCESSOR_COMIT_INTERVAL) or settings of a transform that
+// is not in the chain.
+func warnUnknownVars(log *slog.Logger, chain []string) {
+	known := map[string]bool{}
+	for _, v := range config.Vars() {
+		known[v] = true
+	}
+	var prefixes []string
+	for _, entry := range chain {
+		if e, err := transform.ParseEntry(entry); err == nil {
+			prefixes = append(prefixes, config.TransformPrefix(e.Name, e.Alias)+"_")
+		}
+	}
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, config.Prefix+"_") || known[name] || strings.HasPrefix(name, config.Prefix+"_TEST_") {
+			continue
+		}
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			log.Warn("ignoring an unknown variable: not a processor setting, nor a setting of a transform in PROCESSOR_TRANSFORMS", "var", name)
+		}
+	}
 }
 
 // configError prints one line for a configuration mistake and returns 2.
