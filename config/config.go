@@ -46,6 +46,11 @@ type Config struct {
 	SessionTimeout     time.Duration `envconfig:"SESSION_TIMEOUT" default:"45s" desc:"a Go duration from 6s to 30m, e.g. 45s"`
 	TransactionTimeout time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"40s" desc:"a Go duration below PROCESSOR_SESSION_TIMEOUT and at most 15m, e.g. 40s"`
 
+	OnError          string        `envconfig:"ON_ERROR" default:"fail" desc:"fail, dlq or skip"`
+	DLQTopic         string        `envconfig:"DLQ_TOPIC" desc:"a topic name for dead letters, e.g. orders-dlq"`
+	MaxRetries       int           `envconfig:"MAX_RETRIES" default:"3" desc:"a whole number of retries from 0 to 100"`
+	TransformTimeout time.Duration `envconfig:"TRANSFORM_TIMEOUT" default:"0s" desc:"a Go duration such as 500ms; 0 sets no per-record deadline"`
+
 	LineageHeaders bool `envconfig:"LINEAGE_HEADERS" default:"true" desc:"true or false"`
 	// TestAbortRate is for fault drills only: the fraction of transactions
 	// aborted on purpose (reason "injected") instead of committed.
@@ -310,6 +315,31 @@ func (c *Config) Validate() error {
 	case "json", "text":
 	default:
 		return bad("LOG_FORMAT", c.LogFormat, desc("LogFormat"))
+	}
+	switch c.OnError {
+	case "fail", "skip":
+	case "dlq":
+		if c.DLQTopic == "" {
+			return unset("DLQ_TOPIC", desc("DLQTopic")+" (PROCESSOR_ON_ERROR=dlq needs one)")
+		}
+	default:
+		return bad("ON_ERROR", c.OnError, desc("OnError"))
+	}
+	if c.DLQTopic != "" {
+		if !validTopic(c.DLQTopic) {
+			return bad("DLQ_TOPIC", c.DLQTopic, desc("DLQTopic")+" (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)")
+		}
+		for _, t := range c.InputTopics {
+			if t == c.DLQTopic {
+				return bad("DLQ_TOPIC", c.DLQTopic, "a topic that is not also in PROCESSOR_INPUT_TOPICS (to replay dead letters, run a separate processor with the DLQ topic as its input)")
+			}
+		}
+	}
+	if c.MaxRetries < 0 || c.MaxRetries > 100 {
+		return bad("MAX_RETRIES", fmt.Sprint(c.MaxRetries), desc("MaxRetries"))
+	}
+	if c.TransformTimeout < 0 || (c.TransformTimeout > 0 && c.TransformTimeout >= c.TransactionTimeout) {
+		return bad("TRANSFORM_TIMEOUT", c.TransformTimeout.String(), desc("TransformTimeout")+", below PROCESSOR_TRANSACTION_TIMEOUT")
 	}
 	if c.TestAbortRate < 0 || c.TestAbortRate > 1 {
 		return bad("TEST_ABORT_RATE", fmt.Sprint(c.TestAbortRate), desc("TestAbortRate"))

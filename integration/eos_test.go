@@ -179,9 +179,9 @@ func TestInjectedProtocolErrors(t *testing.T) {
 		{"EndTxn dropped response", kmsg.EndTxn, kerr.RequestTimedOut, true},
 		{"Produce PRODUCER_FENCED", kmsg.Produce, kerr.ProducerFenced, false},
 		{"Produce NOT_LEADER_OR_FOLLOWER", kmsg.Produce, kerr.NotLeaderForPartition, false},
-		// A record that fails for good must turn the commit into an abort:
-		// committing around it would lose it.
-		{"Produce INVALID_RECORD", kmsg.Produce, kerr.InvalidRecord, false},
+		// A record that fails (here once) must turn the commit into an
+		// abort: committing around it would lose it.
+		{"Produce UNKNOWN_SERVER_ERROR", kmsg.Produce, kerr.UnknownServerError, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -30,8 +30,22 @@ type Options struct {
 	ProgressInterval time.Duration // 0: no progress line
 	// Lineage stamps the processor.source.* headers on every output.
 	Lineage bool
-	Logger  *slog.Logger
-	Metrics *Metrics
+
+	// OnError decides what happens to a record that fails for good
+	// (default Fail); DLQTopic receives dead letters under DeadLetter.
+	OnError  OnError
+	DLQTopic string
+	// MaxRetries bounds the retries of a record whose transform failed
+	// with a retriable error or timed out.
+	MaxRetries int
+	// TransformTimeout is the per-record deadline of the chain; 0 is none.
+	TransformTimeout time.Duration
+	// TxnBudget is how long a transaction may process before it must end
+	// (the watchdog aborts and shrinks the batch past it). Default: four
+	// fifths of StallTimeout, which is the transaction timeout.
+	TxnBudget time.Duration
+	Logger    *slog.Logger
+	Metrics   *Metrics
 
 	// InjectAbort is for tests and fault drills only: it is called before
 	// each commit with the transaction's sequence number (from 1), and
@@ -53,7 +67,13 @@ type Pipeline struct {
 	txnOut     int            // outputs to the default topic this transaction
 	txnRouted  map[string]int // outputs to other topics this transaction
 	txnFilter  int
+	txnDLQ     int
+	txnSkipped int
 	seq        uint64
+	pollMax    int // shrinks when the watchdog fires, grows back on commits
+	inflight   []inflight
+	poison     map[transform.Source]poison
+	dlqLineage *lineage
 	lag        map[topicPartition]int64
 	lagEpoch   uint64
 
@@ -82,13 +102,30 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute
 	}
+	if o.TxnBudget <= 0 {
+		o.TxnBudget = o.StallTimeout * 4 / 5
+	}
+	switch o.OnError {
+	case "":
+		o.OnError = Fail
+	case Fail, Skip:
+	case DeadLetter:
+		if o.DLQTopic == "" {
+			return nil, errors.New("pipeline: OnError DeadLetter needs a DLQTopic")
+		}
+	default:
+		return nil, fmt.Errorf("pipeline: unknown OnError %q", o.OnError)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Pipeline{
 		s: s, chain: chain, o: o, log: o.Logger,
-		txnRouted: make(map[string]int),
-		lag:       make(map[topicPartition]int64),
+		txnRouted:  make(map[string]int),
+		lag:        make(map[topicPartition]int64),
+		pollMax:    o.MaxRecordsPerTxn,
+		poison:     make(map[transform.Source]poison),
+		dlqLineage: newLineage(),
 	}
 	if o.Lineage {
 		p.lineage = newLineage()
@@ -156,7 +193,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 		deadline = p.s.Begun().Add(p.o.CommitInterval)
 	}
 	pctx, cancel := context.WithDeadline(ctx, deadline)
-	fs := p.s.Poll(pctx, p.o.MaxRecordsPerTxn-p.txnRecords)
+	fs := p.s.Poll(pctx, min(p.pollMax, p.o.MaxRecordsPerTxn-p.txnRecords))
 	cancel()
 	p.observeLag(fs)
 
@@ -169,7 +206,15 @@ func (p *Pipeline) step(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := p.process(ctx, fs); err != nil {
+		switch err := p.process(ctx, fs); {
+		case errors.Is(err, errWatchdog):
+			done := p.txnRecords
+			p.pollMax = max(1, done/2)
+			p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller batches",
+				"budget", p.o.TxnBudget.String(), "records_done", done, "next_batch", p.pollMax)
+			_, err := p.end(ctx, txn.ReasonWatchdog)
+			return err
+		case err != nil:
 			if _, endErr := p.end(ctx, txn.ReasonTransform); endErr != nil {
 				p.log.Error("aborting the transaction failed", "err", endErr.Error())
 			}
@@ -185,19 +230,41 @@ func (p *Pipeline) step(ctx context.Context) error {
 }
 
 // process runs every polled record through the chain and produces the
-// outputs. This is the per-record path.
+// outputs. This is the per-record path: nothing here allocates, locks or
+// logs unless a record fails.
 func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
+	budgetEnd := p.budgetEnd()
 	it := fs.RecordIter()
-	for !it.Done() {
+	for i := 0; !it.Done(); i++ {
+		if i&31 == 31 && time.Now().After(budgetEnd) {
+			return errWatchdog
+		}
 		r := it.Next()
 		src := transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		r.Topic = ""
-		out, err := p.chain.Process(ctx, src, r, p.out[:0])
-		p.out = out[:0]
-		if err != nil {
-			return &RecordError{Source: src, Err: err}
-		}
 		p.txnRecords++
+		if len(p.poison) > 0 {
+			if pz, ok := p.poison[src]; ok {
+				if err := p.poisoned(src, r, pz); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
+		out, attempts, err := p.runChain(ctx, src, r)
+		if err != nil {
+			r.Key, r.Value, r.Headers, r.Timestamp = key, value, headers, ts
+			stage := ""
+			var te *transform.Error
+			if errors.As(err, &te) {
+				stage = te.Stage
+			}
+			if err := p.failed(src, r, stage, attempts, err); err != nil {
+				return err
+			}
+			continue
+		}
 		if len(out) == 0 {
 			p.txnFilter++
 			continue
@@ -213,8 +280,29 @@ func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
 			if p.lineage != nil {
 				p.lineage.stamp(o, src)
 			}
+			p.inflight = append(p.inflight, inflight{r: o, src: src})
 			p.s.Produce(o)
 		}
+	}
+	return nil
+}
+
+// poisoned handles an input whose output could not be produced in an
+// earlier attempt: its dead letter replaces the output.
+func (p *Pipeline) poisoned(src transform.Source, r *kgo.Record, pz poison) error {
+	switch p.o.OnError {
+	case DeadLetter:
+		drop := ""
+		if pz.dlqFailed {
+			drop = "the dead letter with its value could not be written either"
+		}
+		p.deadLetter(src, r, "produce", 1, pz.err, drop)
+	case Skip:
+		p.txnSkipped++
+		p.log.Warn("skipping a record whose output cannot be produced (PROCESSOR_ON_ERROR=skip)",
+			"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "err", pz.err.Error())
+	default:
+		return &RecordError{Source: src, Err: pz.err}
 	}
 	return nil
 }
@@ -227,10 +315,17 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		abort = txn.ReasonInjected
 	}
 	committed, err := p.s.End(ctx, p.txnRecords, abort)
+	failures := p.s.TakeFailures()
 	if committed {
 		m := p.o.Metrics
 		m.Consumed.Add(float64(p.txnRecords))
 		m.Filtered.Add(float64(p.txnFilter))
+		m.DLQ.Add(float64(p.txnDLQ))
+		m.Skipped.Add(float64(p.txnSkipped))
+		if p.txnDLQ > 0 || p.txnSkipped > 0 {
+			clear(p.poison) // handled; a rebalance may hand leftovers to another instance, which finds them itself
+		}
+		p.pollMax = min(p.o.MaxRecordsPerTxn, p.pollMax*2)
 		out := p.txnOut
 		if p.txnOut > 0 {
 			m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(p.txnOut))
@@ -244,11 +339,19 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		p.commits.Add(1)
 	} else {
 		p.aborts.Add(1)
+		if perr := p.notePoison(failures); perr != nil && err == nil {
+			err = perr
+		}
 	}
-	p.txnRecords, p.txnOut, p.txnFilter = 0, 0, 0
+	clear(p.inflight) // drop the record pointers
+	p.inflight = p.inflight[:0]
+	p.txnRecords, p.txnOut, p.txnFilter, p.txnDLQ, p.txnSkipped = 0, 0, 0, 0, 0
 	clear(p.txnRouted)
-	if p.lineage != nil && !p.s.InTxn() {
-		p.lineage.reset() // every record of the ended transaction is done
+	if !p.s.InTxn() { // every record of the ended transaction is done
+		if p.lineage != nil {
+			p.lineage.reset()
+		}
+		p.dlqLineage.reset()
 	}
 	return committed, err
 }

@@ -10,6 +10,7 @@ package transform
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,7 +39,14 @@ type Source struct {
 // the chain runs; Key, Value, Headers and Timestamp are the input's.
 //
 // An error fails the input record as a whole: none of its outputs are
-// written. Process is called from one goroutine at a time per instance.
+// written, and PROCESSOR_ON_ERROR decides what happens to the input. Mark a
+// transient error with Retriable to have the record retried. Process is
+// called from one goroutine at a time per instance, with a ctx that carries
+// the per-record deadline (PROCESSOR_TRANSFORM_TIMEOUT) when one is set.
+//
+// A transform must not modify the bytes that rec's Key, Value or header
+// values point to: assign new slices instead. The pipeline keeps the
+// original ones to write a dead letter if a later stage fails.
 type Transform interface {
 	Process(ctx context.Context, src Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error)
 }
@@ -70,3 +78,25 @@ type PanicError struct {
 }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
+
+// Retriable marks err as transient: the pipeline runs the record through
+// the chain again, with backoff, up to PROCESSOR_MAX_RETRIES times within the
+// transaction's time budget, before it treats the error as permanent. Use it
+// for failures that may pass, such as a timeout of a lookup.
+func Retriable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retriableError{err}
+}
+
+// IsRetriable reports whether err was marked with Retriable.
+func IsRetriable(err error) bool {
+	var r *retriableError
+	return errors.As(err, &r)
+}
+
+type retriableError struct{ err error }
+
+func (e *retriableError) Error() string { return e.err.Error() }
+func (e *retriableError) Unwrap() error { return e.err }

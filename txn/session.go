@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,7 @@ const (
 	ReasonFenced       Reason = "fenced"          // a newer producer with our transactional ID fenced us
 	ReasonEndError     Reason = "end_error"       // ending failed; outcome unknown, session rebuilt
 	ReasonInjected     Reason = "injected"        // a test asked for it (see pipeline.Options.InjectAbort)
+	ReasonWatchdog     Reason = "watchdog"        // processing used up the transaction's time budget
 )
 
 // Options configure a Session.
@@ -88,6 +90,8 @@ type Session struct {
 	lastFence time.Time
 
 	produceErr    atomic.Pointer[error] // first failed produce of the open transaction
+	failMu        sync.Mutex
+	failures      []Failure
 	promise       func(*kgo.Record, error)
 	rebalanced    atomic.Bool  // partitions revoked or lost since the last End
 	assignGen     atomic.Int32 // last group generation counted as a rebalance
@@ -267,11 +271,38 @@ func (s *Session) Produce(r *kgo.Record) {
 	s.gts.Produce(s.ctx, r, s.promise)
 }
 
-// onProduced keeps the first produce error of the transaction.
-func (s *Session) onProduced(_ *kgo.Record, err error) {
-	if err != nil {
-		s.produceErr.CompareAndSwap(nil, &err)
+// Failure is an output record that could not be produced, and why.
+type Failure struct {
+	Record *kgo.Record
+	Err    error
+}
+
+// maxFailures bounds the failures kept per transaction.
+const maxFailures = 1000
+
+// onProduced keeps the first produce error of the transaction, and the
+// failed records.
+func (s *Session) onProduced(r *kgo.Record, err error) {
+	if err == nil {
+		return
 	}
+	s.produceErr.CompareAndSwap(nil, &err)
+	s.failMu.Lock()
+	if len(s.failures) < maxFailures {
+		s.failures = append(s.failures, Failure{Record: r, Err: err})
+	}
+	s.failMu.Unlock()
+}
+
+// TakeFailures returns the records that failed to produce since the last
+// call (at most 1000), so the caller can tell which inputs cannot be
+// written at all, and forgets them.
+func (s *Session) TakeFailures() []Failure {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	f := s.failures
+	s.failures = nil
+	return f
 }
 
 // End ends the open transaction: it commits when abort is empty, and

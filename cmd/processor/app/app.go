@@ -111,6 +111,10 @@ func Main(reg *transform.Registry) int {
 		StallTimeout:     cfg.TransactionTimeout,
 		ProgressInterval: cfg.ProgressInterval,
 		Lineage:          cfg.LineageHeaders,
+		OnError:          pipeline.OnError(cfg.OnError),
+		DLQTopic:         cfg.DLQTopic,
+		MaxRetries:       cfg.MaxRetries,
+		TransformTimeout: cfg.TransformTimeout,
 		Logger:           log,
 		Metrics:          pipeline.NewMetrics(promReg),
 		InjectAbort:      injectAbort(cfg.TestAbortRate, log),
@@ -148,12 +152,8 @@ func Main(reg *transform.Registry) int {
 	case errors.As(err, &fenced):
 		log.Error("stopping: " + err.Error())
 	case errors.As(err, &recErr):
-		log.Error("stopping: a transform failed; nothing from this record on was committed, and a restart meets the same record again",
+		log.Error("stopping: a record failed and PROCESSOR_ON_ERROR=fail; nothing from this record on was committed, and a restart meets the same record again (set PROCESSOR_ON_ERROR=dlq to set it aside)",
 			"topic", recErr.Source.Topic, "partition", recErr.Source.Partition, "offset", recErr.Source.Offset, "err", recErr.Err.Error())
-		var pe *transform.PanicError
-		if errors.As(err, &pe) {
-			log.Debug("transform panic stack", "stack", string(pe.Stack))
-		}
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
 		return configError(&config.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
 			Want: "a duration the broker accepts: at most its transaction.max.timeout.ms (15m by default)"})
