@@ -141,6 +141,7 @@ func (tg *target) produce(t testing.TB, in input, from, to int) {
 type instance struct {
 	p       *pipeline.Pipeline
 	tm      *txn.Metrics
+	pm      *pipeline.Metrics
 	cancel  context.CancelFunc
 	done    chan struct{}
 	err     error
@@ -155,6 +156,8 @@ type instanceOpts struct {
 	injectAbort       func(uint64) bool
 	commitInterval    time.Duration
 	maxRecords        int
+	onError           pipeline.OnError
+	dlqTopic          string
 }
 
 func testLogger(t testing.TB, name string) *slog.Logger {
@@ -212,6 +215,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pm := pipeline.NewMetrics(reg)
 	p, err := pipeline.New(s, o.chain, pipeline.Options{
 		OutputTopic:      o.out,
 		CommitInterval:   o.commitInterval,
@@ -219,14 +223,17 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		StallTimeout:     8 * time.Second,
 		Lineage:          true,
 		Logger:           log,
-		Metrics:          pipeline.NewMetrics(reg),
+		Metrics:          pm,
 		InjectAbort:      o.injectAbort,
+		OnError:          o.onError,
+		DLQTopic:         o.dlqTopic,
+		MaxRetries:       3,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{p: p, tm: tm, cancel: cancel, done: make(chan struct{})}
+	in := &instance{p: p, tm: tm, pm: pm, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
 		in.err = p.Run(ctx)

@@ -1,0 +1,414 @@
+package check
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fixture builds runs of an identity processor: input topic "in" with
+// partitions 0 and 1 holding n records each; output partition = input
+// partition, one committed transaction per input partition.
+type fixture struct {
+	inputs    []Input
+	outputs   []Output
+	committed map[TopicPartition]int64
+	ends      map[TopicPartition]int64
+	next      map[TopicPartition]int64 // next output offset per output partition
+}
+
+func tp(t string, p int32) TopicPartition { return TopicPartition{t, p} }
+
+func newFixture(n int64) *fixture {
+	f := &fixture{
+		committed: map[TopicPartition]int64{},
+		ends:      map[TopicPartition]int64{},
+		next:      map[TopicPartition]int64{},
+	}
+	for p := int32(0); p < 2; p++ {
+		for o := int64(0); o < n; o++ {
+			f.inputs = append(f.inputs, Input{"in", p, o})
+		}
+		f.committed[tp("in", p)] = n
+		f.ends[tp("in", p)] = n
+	}
+	return f
+}
+
+// write appends outputs for the given sources to out/<partition> as one
+// transaction ending with a marker; committed says whether it committed.
+func (f *fixture) write(part int32, committed bool, srcs ...Input) {
+	otp := tp("out", part)
+	marker := f.next[otp] + int64(len(srcs))
+	for _, s := range srcs {
+		f.outputs = append(f.outputs, Output{
+			Topic: "out", Partition: part, Offset: f.next[otp],
+			Source: s, Committed: committed, Aborted: !committed, TxnEnd: marker,
+		})
+		f.next[otp]++
+	}
+	f.next[otp]++ // the marker
+}
+
+// identity writes one committed output per input, per input partition.
+func (f *fixture) identity() *fixture {
+	for p := int32(0); p < 2; p++ {
+		var srcs []Input
+		for _, in := range f.inputs {
+			if in.Partition == p {
+				srcs = append(srcs, in)
+			}
+		}
+		f.write(p, true, srcs...)
+	}
+	return f
+}
+
+func (f *fixture) run() Run {
+	return Run{Inputs: f.inputs, Outputs: f.outputs, Committed: f.committed, InputEnds: f.ends}
+}
+
+var strict = Options{OneToOne: true, ExpectAll: true, TransactionTimeout: 3 * time.Second, StuckAfter: 3 * time.Second}
+
+// expect asserts the report's counts: want lists the non-zero ones.
+func expect(t *testing.T, rep Report, want map[Anomaly]int) {
+	t.Helper()
+	for _, a := range Anomalies {
+		if rep.Counts[a] != want[a] {
+			t.Errorf("%s: got %d, want %d", a, rep.Counts[a], want[a])
+		}
+	}
+	if got := rep.Clean(); got != (len(want) == 0) {
+		t.Errorf("Clean() = %v with %v", got, rep.Counts)
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s%v", rep.Table(), rep.Examples)
+	}
+}
+
+func in(p int32, o int64) Input { return Input{"in", p, o} }
+
+func TestCleanRun(t *testing.T) {
+	f := newFixture(10).identity()
+	rep := Check(f.run(), strict)
+	expect(t, rep, nil)
+	if rep.Inputs != 20 || rep.OutputsVisible != 20 || rep.OutputsAborted != 0 || rep.OutputsPending != 0 {
+		t.Errorf("totals: %+v", rep)
+	}
+	if !strings.Contains(rep.Table(), "CLEAN") {
+		t.Errorf("table has no verdict:\n%s", rep.Table())
+	}
+}
+
+func TestAbortedThenReprocessedIsClean(t *testing.T) {
+	f := newFixture(10)
+	// An attempt at in/0@0..4 aborts; its outputs stay in the log,
+	// invisible; the retry commits everything.
+	f.write(0, false, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4))
+	f.identity()
+	rep := Check(f.run(), strict)
+	expect(t, rep, nil)
+	if rep.OutputsAborted != 5 || rep.OutputsVisible != 20 {
+		t.Errorf("totals: aborted %d visible %d", rep.OutputsAborted, rep.OutputsVisible)
+	}
+}
+
+func TestDuplicate(t *testing.T) {
+	f := newFixture(10).identity()
+	f.write(0, true, in(0, 3)) // committed twice
+	rep := Check(f.run(), strict)
+	expect(t, rep, map[Anomaly]int{Duplicate: 1})
+	if ex := rep.Examples[Duplicate]; len(ex) != 1 || !strings.Contains(ex[0], "in/0@3 has 2 visible outputs") {
+		t.Errorf("example: %q", ex)
+	}
+}
+
+func TestLost(t *testing.T) {
+	f := newFixture(10)
+	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7), in(0, 8), in(0, 9))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 8), in(1, 9)) // no in/1@7
+	expect(t, Check(f.run(), strict), map[Anomaly]int{Lost: 1})
+
+	// Without one-to-one, a missing output is a filter at work.
+	expect(t, Check(f.run(), Options{ExpectAll: true}), nil)
+}
+
+func TestAbortedRead(t *testing.T) {
+	f := newFixture(10)
+	f.write(0, false, in(0, 2))
+	f.outputs[0].Committed = true // a read_committed reader saw the aborted attempt
+	f.identity()
+	rep := Check(f.run(), strict)
+	expect(t, rep, map[Anomaly]int{AbortedRead: 1})
+	if rep.OutputsVisible != 21 || rep.OutputsAborted != 1 {
+		t.Errorf("totals: visible %d aborted %d", rep.OutputsVisible, rep.OutputsAborted)
+	}
+}
+
+func TestTornTransaction(t *testing.T) {
+	// Outputs of in/0@5..9 are visible but the group's offset did not
+	// advance past 5: outputs and offsets were not atomic.
+	f := newFixture(10).identity()
+	f.committed[tp("in", 0)] = 5
+	expect(t, Check(f.run(), strict), map[Anomaly]int{OffsetMismatch: 5})
+	expect(t, Check(f.run(), Options{OneToOne: true}), map[Anomaly]int{OffsetMismatch: 5})
+}
+
+func TestCommittedBeyondEnd(t *testing.T) {
+	f := newFixture(10).identity()
+	f.committed[tp("in", 1)] = 12
+	expect(t, Check(f.run(), strict), map[Anomaly]int{OffsetMismatch: 1})
+}
+
+func TestReorder(t *testing.T) {
+	f := newFixture(10)
+	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 4), in(0, 3), in(0, 5), in(0, 6), in(0, 7), in(0, 8), in(0, 9))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9))
+	expect(t, Check(f.run(), strict), map[Anomaly]int{Order: 1})
+}
+
+func TestReorderAcrossOutputPartitionsIsFine(t *testing.T) {
+	// Keyed output: in/0's records spread over two output partitions, in
+	// order within each. The partitions' interleaving does not matter.
+	f := newFixture(4)
+	f.write(1, true, in(0, 1), in(0, 3), in(1, 0), in(1, 1), in(1, 2), in(1, 3))
+	f.write(0, true, in(0, 0), in(0, 2))
+	expect(t, Check(f.run(), strict), nil)
+}
+
+func TestUncommitted(t *testing.T) {
+	f := newFixture(10)
+	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9))
+	f.committed[tp("in", 0)] = 8
+	expect(t, Check(f.run(), strict), map[Anomaly]int{Uncommitted: 2})
+	expect(t, Check(f.run(), Options{OneToOne: true}), nil)
+}
+
+func TestNoCommittedOffsets(t *testing.T) {
+	f := newFixture(3)
+	f.committed = map[TopicPartition]int64{}
+	expect(t, Check(f.run(), strict), map[Anomaly]int{Uncommitted: 6})
+}
+
+func TestTransactionalInputCaughtUp(t *testing.T) {
+	// in/0 is another processor's output: data at 0..8, a commit marker
+	// at 9, log end 10. A caught-up group committed 9 (the next record
+	// it would read) or 10 (a client that skipped the marker).
+	f := newFixture(9).identity()
+	f.ends[tp("in", 0)] = 10
+	f.committed[tp("in", 0)] = 9
+	expect(t, Check(f.run(), strict), nil)
+	f.committed[tp("in", 0)] = 10
+	expect(t, Check(f.run(), strict), nil)
+	f.committed[tp("in", 0)] = 11
+	expect(t, Check(f.run(), strict), map[Anomaly]int{OffsetMismatch: 1})
+
+	// Samples of the caught-up state over a long time are not stuck:
+	// the one offset of lag is a marker.
+	f.committed[tp("in", 0)] = 9
+	r := f.run()
+	t0 := time.Unix(1000, 0)
+	for i := range 10 {
+		r.Samples = append(r.Samples, Sample{
+			At:        t0.Add(time.Duration(i) * time.Second),
+			Stable:    map[TopicPartition]int64{tp("in", 0): 10, tp("in", 1): 9},
+			High:      map[TopicPartition]int64{tp("in", 0): 10, tp("in", 1): 9},
+			Committed: maps.Clone(f.committed),
+		})
+	}
+	expect(t, Check(r, strict), nil)
+}
+
+func TestPhantom(t *testing.T) {
+	f := newFixture(5).identity()
+	f.outputs = append(f.outputs,
+		Output{Topic: "out", Partition: 0, Offset: 100, Committed: true, TxnEnd: 101},                           // no lineage
+		Output{Topic: "out", Partition: 0, Offset: 101, Source: in(0, 50), Committed: true, TxnEnd: 102},        // no such input
+		Output{Topic: "out", Partition: 0, Offset: 102, Source: Input{"x", 0, 1}, Committed: true, TxnEnd: 103}) // not an input topic
+	expect(t, Check(f.run(), strict), map[Anomaly]int{Phantom: 3})
+}
+
+func TestPendingIsNotLost(t *testing.T) {
+	// The last transaction is open: its outputs are not visible yet, and
+	// the group's offset has not moved past its inputs.
+	f := newFixture(10)
+	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9))
+	f.outputs = append(f.outputs,
+		Output{Topic: "out", Partition: 0, Offset: 9, Source: in(0, 8), Pending: true, TxnEnd: -1},
+		Output{Topic: "out", Partition: 0, Offset: 10, Source: in(0, 9), Pending: true, TxnEnd: -1})
+	f.committed[tp("in", 0)] = 8
+	rep := Check(f.run(), Options{OneToOne: true})
+	expect(t, rep, nil)
+	if rep.OutputsPending != 2 {
+		t.Errorf("pending = %d", rep.OutputsPending)
+	}
+	// Expecting everything committed, the two inputs are not done yet.
+	expect(t, Check(f.run(), strict), map[Anomaly]int{Uncommitted: 2})
+}
+
+func TestCommittedButInvisibleIsLost(t *testing.T) {
+	// A record with a commit marker that read_committed did not deliver.
+	f := newFixture(3).identity()
+	f.outputs[1].Committed = false
+	expect(t, Check(f.run(), strict), map[Anomaly]int{Lost: 1})
+}
+
+func TestLiveSnapshotBrackets(t *testing.T) {
+	// The group committed in/0 up to 10 between the two offset reads:
+	// the outputs of 5..9 were visible, so the later offsets judge them,
+	// and the earlier offsets judge what must already be visible.
+	f := newFixture(10).identity()
+	r := f.run()
+	r.CommittedEarlier = maps.Clone(f.committed)
+	r.CommittedEarlier[tp("in", 0)] = 5
+	expect(t, Check(r, strict), nil)
+
+	// Outputs of 8 and 9 not yet visible when read: not lost, because the
+	// group had not committed them when the outputs were read.
+	f = newFixture(10)
+	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9))
+	r = f.run()
+	r.CommittedEarlier = maps.Clone(f.committed)
+	r.CommittedEarlier[tp("in", 0)] = 8
+	expect(t, Check(r, Options{OneToOne: true}), nil)
+}
+
+func TestFlatMap(t *testing.T) {
+	opts := Options{ExpectAll: true}
+	f := newFixture(4)
+	// in/0@1 filtered out; in/0@2 expanded to three records.
+	f.write(0, true, in(0, 0), in(0, 2), in(0, 2), in(0, 2), in(0, 3))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3))
+	expect(t, Check(f.run(), opts), nil)
+
+	// in/0@3's outputs committed again in a later transaction.
+	f.write(0, true, in(0, 3), in(0, 3))
+	expect(t, Check(f.run(), opts), map[Anomaly]int{Duplicate: 1})
+}
+
+func samples(t0 time.Time, n int, every time.Duration, fn func(i int, s *Sample)) []Sample {
+	var out []Sample
+	for i := range n {
+		s := Sample{
+			At:        t0.Add(time.Duration(i) * every),
+			Stable:    map[TopicPartition]int64{},
+			High:      map[TopicPartition]int64{},
+			Committed: map[TopicPartition]int64{},
+		}
+		fn(i, &s)
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestHanging(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	f := newFixture(10).identity()
+	base := func(i int, s *Sample) {
+		maps.Copy(s.Committed, f.committed)
+		for p := int32(0); p < 2; p++ {
+			s.Stable[tp("in", p)], s.High[tp("in", p)] = 10, 10
+			s.Stable[tp("out", p)], s.High[tp("out", p)] = 11, 11
+		}
+	}
+
+	// out/1: a transaction opened at 11 and never ended: the last stable
+	// offset sits at 11 for 5 s, longer than the 3 s timeout.
+	r := f.run()
+	r.Samples = samples(t0, 6, time.Second, func(i int, s *Sample) {
+		base(i, s)
+		s.High[tp("out", 1)] = 14
+	})
+	rep := Check(r, strict)
+	expect(t, rep, map[Anomaly]int{Hanging: 1})
+	if ex := rep.Examples[Hanging]; len(ex) != 1 || !strings.HasPrefix(ex[0], "out/1: last stable offset stayed at 11") {
+		t.Errorf("example: %q", ex)
+	}
+	if rep.Samples != 6 || rep.Window != 5*time.Second {
+		t.Errorf("samples %d window %s", rep.Samples, rep.Window)
+	}
+
+	// Open for 3 s, within the timeout.
+	r.Samples = samples(t0, 6, time.Second, func(i int, s *Sample) {
+		base(i, s)
+		if i >= 2 {
+			s.High[tp("out", 1)] = 14
+		}
+	})
+	expect(t, Check(r, strict), nil)
+
+	// A busy topic: always a transaction open, but the stable offset keeps
+	// moving.
+	r.Samples = samples(t0, 10, time.Second, func(i int, s *Sample) {
+		base(i, s)
+		s.Stable[tp("out", 0)] = 11 + int64(i)*10
+		s.High[tp("out", 0)] = 15 + int64(i)*10
+	})
+	expect(t, Check(r, strict), nil)
+
+	// One sample says nothing about time.
+	r.Samples = r.Samples[:1]
+	r.Samples[0].High[tp("out", 0)] = 1000
+	expect(t, Check(r, strict), nil)
+}
+
+func TestStuck(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	f := newFixture(10)
+	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9))
+	f.committed[tp("in", 0)] = 5
+	opts := Options{OneToOne: true, StuckAfter: 3 * time.Second}
+
+	// in/0 has 5 records to read and the group does not move for 4 s.
+	r := f.run()
+	r.Samples = samples(t0, 5, time.Second, func(i int, s *Sample) {
+		maps.Copy(s.Committed, f.committed)
+		s.Stable[tp("in", 0)], s.High[tp("in", 0)] = 10, 10
+		s.Stable[tp("in", 1)], s.High[tp("in", 1)] = 10, 10
+	})
+	rep := Check(r, opts)
+	expect(t, rep, map[Anomaly]int{Stuck: 1})
+	if ex := rep.Examples[Stuck]; len(ex) != 1 || !strings.HasPrefix(ex[0], "in/0: committed offset stayed at 5") {
+		t.Errorf("example: %q", ex)
+	}
+
+	// The group moves every sample: slow, not stuck.
+	r.Samples = samples(t0, 5, time.Second, func(i int, s *Sample) {
+		maps.Copy(s.Committed, f.committed)
+		s.Committed[tp("in", 0)] = int64(1 + i)
+		s.Stable[tp("in", 0)], s.High[tp("in", 0)] = 10, 10
+		s.Stable[tp("in", 1)], s.High[tp("in", 1)] = 10, 10
+	})
+	expect(t, Check(r, opts), nil)
+}
+
+func TestTableFormat(t *testing.T) {
+	f := newFixture(10).identity()
+	f.write(0, true, in(0, 3))
+	got := Check(f.run(), strict).Table()
+	want := `ANOMALY          COUNT  EXAMPLE
+duplicate        1      in/0@3 has 2 visible outputs: out/0@3, out/0@11
+lost             0      -
+aborted-read     0      -
+order            0      -
+offset-mismatch  0      -
+uncommitted      0      -
+phantom          0      -
+hanging          0      -
+stuck            0      -
+inputs           20
+outputs visible  21
+outputs aborted  0
+outputs pending  0
+samples          0 over 0s
+result: 1 ANOMALIES (duplicate 1)
+`
+	if got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}

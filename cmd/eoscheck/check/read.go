@@ -1,0 +1,454 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The lineage headers the processor writes on every output record.
+const (
+	HeaderSourceTopic     = "processor.source.topic"
+	HeaderSourcePartition = "processor.source.partition"
+	HeaderSourceOffset    = "processor.source.offset"
+)
+
+// Source says which cluster, topics and group a Reader audits.
+type Source struct {
+	Brokers []string // seed brokers, host:port
+	Inputs  []string // the processor's input topics
+	Outputs []string // the topics it writes
+	Group   string   // its consumer group
+}
+
+// Reader reads a processor run from Kafka into the checker's model. It only
+// reads: it joins no group and commits nothing.
+type Reader struct {
+	src  Source
+	opts []kgo.Opt
+	cl   *kgo.Client
+	adm  *kadm.Client
+}
+
+// NewReader returns a Reader for src; opts are extra client options (TLS,
+// SASL, logging) used by every client it creates. It does not connect.
+func NewReader(src Source, opts ...kgo.Opt) (*Reader, error) {
+	if len(src.Brokers) == 0 || len(src.Inputs) == 0 || len(src.Outputs) == 0 || src.Group == "" {
+		return nil, errors.New("brokers, input topics, output topics and group are all required")
+	}
+	opts = append([]kgo.Opt{kgo.SeedBrokers(src.Brokers...)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{src: src, opts: opts, cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// Close closes the Reader's client.
+func (r *Reader) Close() { r.cl.Close() }
+
+// Ping checks that a broker answers and that every input and output topic
+// exists.
+func (r *Reader) Ping(ctx context.Context) error {
+	if err := r.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("cannot reach brokers %s: %w", strings.Join(r.src.Brokers, ","), err)
+	}
+	all := r.topics()
+	tds, err := r.adm.ListTopics(ctx, all...)
+	if err != nil {
+		return fmt.Errorf("listing topics: %w", err)
+	}
+	for _, t := range all {
+		td, ok := tds[t]
+		switch {
+		case !ok, errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+			return fmt.Errorf("topic %q does not exist", t)
+		case td.Err != nil:
+			return fmt.Errorf("topic %q: %w", t, td.Err)
+		}
+	}
+	return nil
+}
+
+func (r *Reader) topics() []string {
+	return slices.Concat(r.src.Inputs, r.src.Outputs)
+}
+
+// Sample takes one observation: the last stable offset and high watermark
+// of every input and output partition, and the group's committed offsets.
+// Partitions whose offsets could not be listed are left out.
+func (r *Reader) Sample(ctx context.Context) (Sample, error) {
+	s := Sample{At: time.Now()}
+	// The stable offset first: every transaction decided below it has its
+	// marker below the high watermark taken after it.
+	st, err := r.adm.ListCommittedOffsets(ctx, r.topics()...)
+	if err != nil && len(st) == 0 {
+		return s, fmt.Errorf("listing last stable offsets: %w", err)
+	}
+	hw, err := r.adm.ListEndOffsets(ctx, r.topics()...)
+	if err != nil && len(hw) == 0 {
+		return s, fmt.Errorf("listing high watermarks: %w", err)
+	}
+	s.Stable, s.High = listed(st), listed(hw)
+	if s.Committed, err = r.committed(ctx); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// Watch samples every interval for d (d = 0: one sample). A failed sample
+// is skipped; Watch fails only when no sample succeeded or ctx ends.
+func (r *Reader) Watch(ctx context.Context, d, every time.Duration) ([]Sample, error) {
+	var out []Sample
+	var lastErr error
+	end := time.Now().Add(d)
+	for {
+		s, err := r.Sample(ctx)
+		if err != nil {
+			lastErr = err
+		} else {
+			out = append(out, s)
+		}
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(min(every, left)):
+		}
+	}
+	if len(out) == 0 {
+		return nil, lastErr
+	}
+	return out, nil
+}
+
+func listed(l kadm.ListedOffsets) map[TopicPartition]int64 {
+	m := map[TopicPartition]int64{}
+	l.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Partition >= 0 {
+			m[TopicPartition{o.Topic, o.Partition}] = o.Offset
+		}
+	})
+	return m
+}
+
+// committed returns the group's committed offsets on the input topics.
+func (r *Reader) committed(ctx context.Context) (map[TopicPartition]int64, error) {
+	resp, err := r.adm.FetchOffsets(ctx, r.src.Group)
+	if err != nil {
+		return nil, fmt.Errorf("fetching offsets of group %q: %w", r.src.Group, err)
+	}
+	if err := resp.Error(); err != nil {
+		return nil, fmt.Errorf("fetching offsets of group %q: %w", r.src.Group, err)
+	}
+	m := map[TopicPartition]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 && slices.Contains(r.src.Inputs, o.Topic) {
+			m[TopicPartition{o.Topic, o.Partition}] = o.At
+		}
+	})
+	return m, nil
+}
+
+// ends lists the log start, last stable and high watermark offsets of
+// every partition of topics; any partition error fails.
+func (r *Reader) ends(ctx context.Context, topics []string) (start, stable, high map[TopicPartition]int64, err error) {
+	get := func(what string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[TopicPartition]int64, error) {
+		l, err := list(ctx, topics...)
+		if err == nil {
+			err = l.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing %s of %s: %w", what, strings.Join(topics, ","), err)
+		}
+		return listed(l), nil
+	}
+	if start, err = get("start offsets", r.adm.ListStartOffsets); err != nil {
+		return
+	}
+	if stable, err = get("last stable offsets", r.adm.ListCommittedOffsets); err != nil {
+		return
+	}
+	high, err = get("end offsets", r.adm.ListEndOffsets)
+	return
+}
+
+// Read reads the run: the group's committed offsets, then the ends of the
+// output topics, the committed offsets again, and the ends of the input
+// topics; then the records of both up to those ends, each topic twice:
+// read_uncommitted with control records (to learn every transaction's
+// outcome) and read_committed (what a downstream reader sees). Run.Samples
+// is left empty.
+//
+// Against a quiet processor the two offset reads agree. Against a running
+// one they bracket the outputs: the first judges which inputs must have
+// visible output (lost), the second which outputs the group's progress
+// covers.
+func (r *Reader) Read(ctx context.Context) (Run, error) {
+	var run Run
+	var err error
+	if run.CommittedEarlier, err = r.committed(ctx); err != nil {
+		return run, err
+	}
+	outStart, outStable, outHigh, err := r.ends(ctx, r.src.Outputs)
+	if err != nil {
+		return run, err
+	}
+	if run.Committed, err = r.committed(ctx); err != nil {
+		return run, err
+	}
+	inStart, inStable, inHigh, err := r.ends(ctx, r.src.Inputs)
+	if err != nil {
+		return run, err
+	}
+	run.InputEnds = inHigh
+
+	in, err := r.readTopics(ctx, inStart, inStable, inHigh)
+	if err != nil {
+		return run, fmt.Errorf("reading input: %w", err)
+	}
+	for _, o := range in {
+		if o.Committed {
+			run.Inputs = append(run.Inputs, Input{o.Topic, o.Partition, o.Offset})
+		}
+	}
+	if run.Outputs, err = r.readTopics(ctx, outStart, outStable, outHigh); err != nil {
+		return run, fmt.Errorf("reading output: %w", err)
+	}
+	return run, nil
+}
+
+// rec is what the reader keeps of a record.
+type rec struct {
+	offset  int64
+	pid     int64
+	txnal   bool
+	control bool
+	marker  bool  // control: a commit or abort marker
+	abort   bool  // control: an abort marker
+	src     Input // data: lineage; Topic empty when missing
+}
+
+// txn outcome of a data record.
+type outcome int8
+
+const (
+	decided outcome = iota // committed, or not transactional
+	aborted
+	open
+)
+
+// readTopics reads partitions [start, high) read_uncommitted and
+// [start, stable) read_committed, and returns their data records as
+// outputs with visibility and transaction outcome filled in.
+func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, error) {
+	raw, err := r.readLog(ctx, kgo.ReadUncommitted(), start, high)
+	if err != nil {
+		return nil, err
+	}
+	// A read_committed reader's position stops after the last record it
+	// is given below the stable offset (a control record, or a data
+	// record not aborted); aborted records at the end of that range are
+	// skipped without moving a position we can see.
+	outcomes := map[TopicPartition][]outcome{}
+	ends := map[TopicPartition][]int64{}
+	targets := map[TopicPartition]int64{}
+	for tp, recs := range raw {
+		outcomes[tp], ends[tp] = classify(recs)
+		for i, rc := range recs {
+			if rc.offset < stable[tp] && (rc.control || outcomes[tp][i] != aborted) {
+				targets[tp] = rc.offset + 1
+			}
+		}
+	}
+	vis, err := r.readLog(ctx, kgo.ReadCommitted(), start, targets)
+	if err != nil {
+		return nil, err
+	}
+
+	var outs []Output
+	for _, tp := range sortedKeys(raw) {
+		seen := map[int64]bool{}
+		for _, rc := range vis[tp] {
+			if !rc.control {
+				seen[rc.offset] = true
+			}
+		}
+		for i, rc := range raw[tp] {
+			if rc.control {
+				continue
+			}
+			o := Output{
+				Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src,
+				Committed: seen[rc.offset],
+				Aborted:   outcomes[tp][i] == aborted,
+				TxnEnd:    ends[tp][i],
+			}
+			o.Pending = !o.Committed && (outcomes[tp][i] == open || rc.offset >= stable[tp])
+			delete(seen, rc.offset)
+			outs = append(outs, o)
+		}
+		// Visible but absent from the read_uncommitted log: only if the
+		// log changed under us (retention); keep them as visible.
+		for _, rc := range vis[tp] {
+			if seen[rc.offset] {
+				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Committed: true, TxnEnd: -1})
+			}
+		}
+	}
+	return outs, nil
+}
+
+// classify returns, for every record of a partition's log in offset order,
+// the outcome of its transaction and the offset of the marker that ended
+// it (-1 when none): a producer's transactional records stay pending until
+// that producer's next control record, whose key (int16 version, int16
+// type) says abort (0) or commit (1).
+func classify(recs []rec) ([]outcome, []int64) {
+	outs := make([]outcome, len(recs))
+	ends := make([]int64, len(recs))
+	pending := map[int64][]int{}
+	for i, rc := range recs {
+		ends[i] = -1
+		switch {
+		case rc.control && rc.marker:
+			for _, j := range pending[rc.pid] {
+				ends[j] = rc.offset
+				if rc.abort {
+					outs[j] = aborted
+				} else {
+					outs[j] = decided
+				}
+			}
+			delete(pending, rc.pid)
+		case rc.control:
+		case rc.txnal:
+			outs[i] = open
+			pending[rc.pid] = append(pending[rc.pid], i)
+		}
+	}
+	return outs, ends
+}
+
+// readLog reads every partition in until from its log start (start) up to,
+// not including, until[tp], with the given isolation level and control
+// records kept, so positions reach offsets that hold transaction markers.
+func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, until map[TopicPartition]int64) (map[TopicPartition][]rec, error) {
+	parts := map[string]map[int32]kgo.Offset{}
+	pos := map[TopicPartition]int64{}
+	for tp, end := range until {
+		if end <= start[tp] {
+			continue
+		}
+		if parts[tp.Topic] == nil {
+			parts[tp.Topic] = map[int32]kgo.Offset{}
+		}
+		parts[tp.Topic][tp.Partition] = kgo.NewOffset().At(start[tp])
+		pos[tp] = start[tp]
+	}
+	out := map[TopicPartition][]rec{}
+	if len(pos) == 0 {
+		return out, nil
+	}
+	cl, err := kgo.NewClient(slices.Concat(r.opts, []kgo.Opt{
+		kgo.ConsumePartitions(parts),
+		kgo.FetchIsolationLevel(iso),
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(time.Second),
+	})...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	isoName := "read_uncommitted"
+	if iso == kgo.ReadCommitted() {
+		isoName = "read_committed"
+	}
+	done := func() bool {
+		for tp, p := range pos {
+			if p < until[tp] {
+				return false
+			}
+		}
+		return true
+	}
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			var behind []string
+			for _, tp := range sortedKeys(pos) {
+				if pos[tp] < until[tp] {
+					behind = append(behind, fmt.Sprintf("%s at %d of %d", tp, pos[tp], until[tp]))
+				}
+			}
+			return nil, fmt.Errorf("%s read did not reach the end: %s: %w", isoName, strings.Join(behind, ", "), ctx.Err())
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if ferr == nil {
+				ferr = fmt.Errorf("%s read of %s/%d: %w", isoName, t, p, err)
+			}
+		})
+		if ferr != nil {
+			return nil, ferr
+		}
+		fs.EachRecord(func(kr *kgo.Record) {
+			tp := TopicPartition{kr.Topic, kr.Partition}
+			if kr.Offset >= until[tp] || kr.Offset < pos[tp] {
+				return
+			}
+			pos[tp] = kr.Offset + 1
+			out[tp] = append(out[tp], toRec(kr))
+		})
+	}
+	return out, nil
+}
+
+func toRec(kr *kgo.Record) rec {
+	rc := rec{offset: kr.Offset, pid: kr.ProducerID, txnal: kr.Attrs.IsTransactional(), control: kr.Attrs.IsControl()}
+	if rc.control {
+		if len(kr.Key) >= 4 && kr.Key[2] == 0 && kr.Key[3] <= 1 {
+			rc.marker, rc.abort = true, kr.Key[3] == 0
+		}
+		return rc
+	}
+	rc.src, _ = Lineage(kr)
+	return rc
+}
+
+// Lineage returns the input record an output record was made from, read
+// from its lineage headers, and whether all three were present and valid.
+func Lineage(kr *kgo.Record) (Input, bool) {
+	var topic, part, off string
+	var has [3]bool
+	for _, h := range kr.Headers {
+		switch h.Key {
+		case HeaderSourceTopic:
+			topic, has[0] = string(h.Value), true
+		case HeaderSourcePartition:
+			part, has[1] = string(h.Value), true
+		case HeaderSourceOffset:
+			off, has[2] = string(h.Value), true
+		}
+	}
+	p, err1 := strconv.ParseInt(part, 10, 32)
+	o, err2 := strconv.ParseInt(off, 10, 64)
+	if !has[0] || !has[1] || !has[2] || topic == "" || err1 != nil || err2 != nil || p < 0 || o < 0 {
+		return Input{}, false
+	}
+	return Input{topic, int32(p), o}, true
+}

@@ -1,0 +1,291 @@
+package check
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// env is one kfake cluster over real TCP, with helpers that play both the
+// upstream producer and the processor.
+type env struct {
+	t       *testing.T
+	brokers []string
+	adm     *kadm.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &env{t: t, brokers: c.ListenAddrs(), adm: kadm.NewClient(cl)}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (e *env) createTopics(partitions int32, topics ...string) {
+	e.t.Helper()
+	resp, err := e.adm.CreateTopics(ctxT(e.t), partitions, -1, nil, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// client returns a producer that writes to the partition a record names.
+func (e *env) client(opts ...kgo.Opt) *kgo.Client {
+	e.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (e *env) produce(cl *kgo.Client, recs ...*kgo.Record) {
+	e.t.Helper()
+	if err := cl.ProduceSync(ctxT(e.t), recs...).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// txn writes recs in one transaction of cl and commits or aborts it.
+func (e *env) txn(cl *kgo.Client, commit bool, recs ...*kgo.Record) {
+	e.t.Helper()
+	if err := cl.BeginTransaction(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.produce(cl, recs...)
+	if err := cl.EndTransaction(ctxT(e.t), kgo.TransactionEndTry(commit)); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func inputRec(topic string, p int32, i int) *kgo.Record {
+	return &kgo.Record{Topic: topic, Partition: p, Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))}
+}
+
+// outputRec is what an identity processor writes for src, with lineage.
+func outputRec(topic string, p int32, src Input) *kgo.Record {
+	return &kgo.Record{Topic: topic, Partition: p, Key: []byte("k" + strconv.FormatInt(src.Offset, 10)), Headers: []kgo.RecordHeader{
+		{Key: HeaderSourceTopic, Value: []byte(src.Topic)},
+		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(src.Partition)))},
+		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
+	}}
+}
+
+// scenario writes a processed run under topic names prefixed by prefix:
+// plain input <prefix>in (2 partitions, 10 records each), transactional
+// input <prefix>in-tx (1 partition, 5 records and a commit marker), output
+// <prefix>out (2 partitions); an aborted attempt, then a committed one,
+// then the group's offsets. mutate may change the committed attempt's
+// outputs before they are written.
+func (e *env) scenario(prefix string, mutate func([]*kgo.Record) []*kgo.Record) Source {
+	e.t.Helper()
+	in, inTx, out := prefix+"in", prefix+"in-tx", prefix+"out"
+	e.createTopics(2, in, out)
+	e.createTopics(1, inTx)
+
+	plain := e.client()
+	for p := int32(0); p < 2; p++ {
+		for i := range 10 {
+			e.produce(plain, inputRec(in, p, i))
+		}
+	}
+	upstream := e.client(kgo.TransactionalID(prefix + "upstream"))
+	var recs []*kgo.Record
+	for i := range 5 {
+		recs = append(recs, inputRec(inTx, 0, i))
+	}
+	e.txn(upstream, true, recs...) // offsets 0..4, marker at 5
+
+	proc := e.client(kgo.TransactionalID(prefix + "processor"))
+	// A first attempt at in/0@0..4 aborts.
+	var attempt []*kgo.Record
+	for o := range int64(5) {
+		attempt = append(attempt, outputRec(out, 0, Input{in, 0, o}))
+	}
+	e.txn(proc, false, attempt...)
+	// The retry commits everything.
+	var all []*kgo.Record
+	for p := int32(0); p < 2; p++ {
+		for o := range int64(10) {
+			all = append(all, outputRec(out, p, Input{in, p, o}))
+		}
+	}
+	for o := range int64(5) {
+		all = append(all, outputRec(out, 1, Input{inTx, 0, o}))
+	}
+	if mutate != nil {
+		all = mutate(all)
+	}
+	e.txn(proc, true, all...)
+
+	offs := kadm.Offsets{}
+	offs.AddOffset(in, 0, 10, -1)
+	offs.AddOffset(in, 1, 10, -1)
+	offs.AddOffset(inTx, 0, 5, -1) // caught up: the marker at 5 is never read
+	if err := e.adm.CommitAllOffsets(ctxT(e.t), prefix+"group", offs); err != nil {
+		e.t.Fatal(err)
+	}
+	return Source{Brokers: e.brokers, Inputs: []string{in, inTx}, Outputs: []string{out}, Group: prefix + "group"}
+}
+
+func (e *env) read(src Source) Run {
+	e.t.Helper()
+	r, err := NewReader(src)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Ping(ctxT(e.t)); err != nil {
+		e.t.Fatal(err)
+	}
+	run, err := r.Read(ctxT(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return run
+}
+
+func TestReadCleanRun(t *testing.T) {
+	e := newEnv(t)
+	src := e.scenario("a-", nil)
+	run := e.read(src)
+	if got := run.InputEnds[TopicPartition{"a-in-tx", 0}]; got != 6 {
+		t.Errorf("transactional input end = %d, want 6", got)
+	}
+	rep := Check(run, strict)
+	expect(t, rep, nil)
+	if rep.Inputs != 25 || rep.OutputsVisible != 25 || rep.OutputsAborted != 5 || rep.OutputsPending != 0 {
+		t.Errorf("totals: inputs %d visible %d aborted %d pending %d", rep.Inputs, rep.OutputsVisible, rep.OutputsAborted, rep.OutputsPending)
+	}
+}
+
+func TestReadDuplicateAndLost(t *testing.T) {
+	e := newEnv(t)
+	src := e.scenario("b-", func(all []*kgo.Record) []*kgo.Record {
+		var out []*kgo.Record
+		for _, r := range all {
+			src, _ := Lineage(r)
+			switch src {
+			case Input{"b-in", 1, 3}: // dropped
+				continue
+			case Input{"b-in", 0, 2}: // written twice
+				out = append(out, outputRec("b-out", 0, src))
+			}
+			out = append(out, r)
+		}
+		return out
+	})
+	rep := Check(e.read(src), strict)
+	expect(t, rep, map[Anomaly]int{Duplicate: 1, Lost: 1})
+}
+
+func TestReadLiveHangingAndStuck(t *testing.T) {
+	e := newEnv(t)
+	src := e.scenario("c-", nil)
+
+	// New input the group never gets to: lag on c-in/1.
+	plain := e.client()
+	for i := range 3 {
+		e.produce(plain, inputRec("c-in", 1, 10+i))
+	}
+	// Two transactions interleave on c-out/1: one attempt writes and later
+	// aborts, another opens in between and never ends. The aborted record
+	// lies below the last stable offset and its marker above it.
+	p1 := e.client(kgo.TransactionalID("c-p1"))
+	p2 := e.client(kgo.TransactionalID("c-p2"))
+	if err := p2.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(p2, outputRec("c-out", 1, Input{"c-in", 1, 10}))
+	if err := p1.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	e.produce(p1, outputRec("c-out", 1, Input{"c-in", 1, 11}))
+	if err := p2.EndTransaction(ctxT(t), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := NewReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	samples, err := r.Watch(ctxT(t), 2*time.Second, 250*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) < 5 {
+		t.Fatalf("%d samples", len(samples))
+	}
+	run, err := r.Read(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.Samples = samples
+	opts := strict
+	opts.TransactionTimeout, opts.StuckAfter = time.Second, time.Second
+	rep := Check(run, opts)
+	expect(t, rep, map[Anomaly]int{Hanging: 1, Stuck: 1, Uncommitted: 3})
+	if rep.OutputsPending != 1 || rep.OutputsAborted != 6 {
+		t.Errorf("pending %d aborted %d, want 1 and 6", rep.OutputsPending, rep.OutputsAborted)
+	}
+	t.Logf("\n%s", rep.Table())
+
+	// Without the samples, and without expecting everything done, the
+	// same state is clean: the open transaction is pending, not lost.
+	run.Samples = nil
+	expect(t, Check(run, Options{OneToOne: true}), nil)
+}
+
+func TestPingMissingTopic(t *testing.T) {
+	e := newEnv(t)
+	e.createTopics(1, "here")
+	r, err := NewReader(Source{Brokers: e.brokers, Inputs: []string{"here"}, Outputs: []string{"missing"}, Group: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Ping(ctxT(t)); err == nil || err.Error() != `topic "missing" does not exist` {
+		t.Errorf("Ping = %v", err)
+	}
+}
+
+func TestLineage(t *testing.T) {
+	good := outputRec("o", 0, Input{"in", 3, 42})
+	if got, ok := Lineage(good); !ok || got != (Input{"in", 3, 42}) {
+		t.Errorf("Lineage = %v %v", got, ok)
+	}
+	for name, hs := range map[string][]kgo.RecordHeader{
+		"none":          nil,
+		"no offset":     good.Headers[:2],
+		"bad partition": {good.Headers[0], {Key: HeaderSourcePartition, Value: []byte("x")}, good.Headers[2]},
+		"negative":      {good.Headers[0], good.Headers[1], {Key: HeaderSourceOffset, Value: []byte("-1")}},
+	} {
+		if got, ok := Lineage(&kgo.Record{Headers: hs}); ok || got != (Input{}) {
+			t.Errorf("%s: Lineage = %v %v", name, got, ok)
+		}
+	}
+}

@@ -1,0 +1,214 @@
+// Command eoscheck audits a run of the processor for exactly-once
+// violations, the way Kafka's TransactionsTest and Jepsen's Kafka workload
+// do: it reads the input topics, the output topics (twice: as a
+// read_committed reader sees them, and read_uncommitted with transaction
+// markers to learn which transactions aborted) and the consumer group's
+// committed offsets, matches every output to its input through the lineage
+// headers the processor writes (processor.source.topic, .partition,
+// .offset), and counts anomalies.
+//
+//	eoscheck -brokers 127.0.0.1:9092 -input orders -output orders-processed -group demo
+//
+// It prints one table to stdout, a row per anomaly with its count and an
+// example, then totals and a result line, and exits 0 when clean, 1 when it
+// found an anomaly or could not read the cluster (one line on stderr saying
+// why), 2 on a usage error.
+//
+// The anomalies, in plain words:
+//
+//   - duplicate: a downstream read_committed reader sees the output of one
+//     input record twice. With -one-to-one=false (filters, flat-maps) it
+//     means one input's outputs in one output partition come from two
+//     different committed transactions.
+//   - lost: the group has committed past an input record, so it will never
+//     be processed again, yet no output of it is visible (-one-to-one only;
+//     an output still in an open transaction does not count as lost).
+//   - aborted-read: a read_committed reader was given a record of an aborted
+//     transaction.
+//   - order: within one output partition, the outputs of one input partition
+//     are not in input order (a duplicate's repeat is not counted again).
+//   - offset-mismatch: output is visible for an input at or past the group's
+//     committed offset, so outputs and offsets were not committed together
+//     (a torn transaction); or a committed offset lies beyond the input's
+//     log end.
+//   - uncommitted: input records at or past the group's committed offset, with
+//     no visible output, while -expect-all says the run should have
+//     processed everything. On a transactional input the committed offset of
+//     a caught-up group is one below the log end (a marker sits there); that
+//     is not counted.
+//   - phantom: a visible output whose lineage headers are missing or
+//     malformed, or name a record that is not in the input topics.
+//   - hanging: a partition whose last stable offset stayed at one offset
+//     below its high watermark for longer than -transaction-timeout: a
+//     transaction has been open that long, and read_committed readers of the
+//     partition are blocked behind it. Needs -watch longer than the timeout.
+//   - stuck: an input partition with records left to read whose committed
+//     offset did not move for longer than -stuck-after. Needs -watch longer
+//     than that.
+//
+// Run it against a processor that has stopped or caught up: against a
+// running one, inputs arriving and transactions in flight show up as
+// uncommitted and pending outputs. The group's offsets are read once before
+// and once after the outputs' ends, so progress made during the read is not
+// mistaken for lost or torn output. Records deleted by retention before the
+// read make their outputs phantom.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// config is the parsed command line.
+type config struct {
+	brokers, inputs, outputs []string
+	group                    string
+	opts                     check.Options
+	watch, timeout           time.Duration
+	sampleEvery              time.Duration
+}
+
+const usageText = `usage: eoscheck -input TOPICS -output TOPICS -group GROUP [flags]
+
+Audits a processor run for exactly-once violations and prints a table of
+anomalies. Exit 0 clean, 1 anomalies found or cluster unreadable, 2 usage.
+
+`
+
+func parse(args []string, stdout io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("eoscheck", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated seed brokers, host:port")
+	inputs := fs.String("input", "", "comma-separated input topics (required)")
+	outputs := fs.String("output", "", "comma-separated output topics (required)")
+	fs.StringVar(&c.group, "group", "", "the processor's consumer group (required)")
+	fs.BoolVar(&c.opts.OneToOne, "one-to-one", true, "every input has exactly one output (identity-like transforms); false for filters and flat-maps")
+	fs.BoolVar(&c.opts.ExpectAll, "expect-all", true, "the group must have committed all input")
+	fs.DurationVar(&c.opts.TransactionTimeout, "transaction-timeout", 40*time.Second, "a transaction open longer than this is hanging")
+	fs.DurationVar(&c.watch, "watch", 0, "sample partition ends and group offsets every second for this long, for hanging and stuck (0: one sample)")
+	fs.DurationVar(&c.opts.StuckAfter, "stuck-after", 30*time.Second, "an input partition with lag whose committed offset does not move for this long is stuck")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "how long reading the topics and offsets may take")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fmt.Fprint(stdout, usageText)
+			fs.PrintDefaults()
+		}
+		return c, err
+	}
+	c.sampleEvery = time.Second
+	c.brokers, c.inputs, c.outputs = split(*brokers), split(*inputs), split(*outputs)
+	switch {
+	case fs.NArg() > 0:
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case len(c.brokers) == 0:
+		return c, errors.New("-brokers is empty: want host:port[,host:port...]")
+	case len(c.inputs) == 0:
+		return c, errors.New("-input is required: the processor's input topics, comma-separated")
+	case len(c.outputs) == 0:
+		return c, errors.New("-output is required: the processor's output topics, comma-separated")
+	case c.group == "":
+		return c, errors.New("-group is required: the processor's consumer group")
+	case c.opts.TransactionTimeout <= 0:
+		return c, fmt.Errorf("-transaction-timeout %s must be positive", c.opts.TransactionTimeout)
+	case c.opts.StuckAfter <= 0:
+		return c, fmt.Errorf("-stuck-after %s must be positive", c.opts.StuckAfter)
+	case c.watch < 0:
+		return c, fmt.Errorf("-watch %s must not be negative", c.watch)
+	case c.timeout <= 0:
+		return c, fmt.Errorf("-timeout %s must be positive", c.timeout)
+	}
+	for _, t := range c.outputs {
+		if slices.Contains(c.inputs, t) {
+			return c, fmt.Errorf("topic %q is both -input and -output", t)
+		}
+	}
+	return c, nil
+}
+
+// split splits a comma-separated list, dropping empty items.
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// run is the command: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parse(args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "eoscheck: %v (see eoscheck -h)\n", err)
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "eoscheck: %v\n", err)
+		return 1
+	}
+	if c.watch > 0 && c.watch <= c.opts.TransactionTimeout {
+		fmt.Fprintf(stderr, "eoscheck: note: -watch %s is not longer than -transaction-timeout %s: hanging transactions cannot be seen\n", c.watch, c.opts.TransactionTimeout)
+	}
+	if c.watch > 0 && c.watch <= c.opts.StuckAfter {
+		fmt.Fprintf(stderr, "eoscheck: note: -watch %s is not longer than -stuck-after %s: stuck partitions cannot be seen\n", c.watch, c.opts.StuckAfter)
+	}
+
+	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, Group: c.group})
+	if err != nil {
+		return fail(err)
+	}
+	defer r.Close()
+
+	pingCtx, cancel := context.WithTimeout(ctx, min(c.timeout, 15*time.Second))
+	err = r.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+
+	watchCtx, cancel := context.WithTimeout(ctx, c.watch+c.timeout)
+	samples, err := r.Watch(watchCtx, c.watch, c.sampleEvery)
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("sampling: %w", err))
+	}
+
+	readCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	runData, err := r.Read(readCtx)
+	if err != nil {
+		return fail(err)
+	}
+	runData.Samples = samples
+
+	rep := check.Check(runData, c.opts)
+	fmt.Fprint(stdout, rep.Table())
+	if !rep.Clean() {
+		return 1
+	}
+	return 0
+}

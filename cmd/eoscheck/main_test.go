@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
+)
+
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestUsageErrors(t *testing.T) {
+	ok := []string{"-input", "in", "-output", "out", "-group", "g"}
+	for name, args := range map[string][]string{
+		"no input":        {"-output", "out", "-group", "g"},
+		"no output":       {"-input", "in", "-group", "g"},
+		"no group":        {"-input", "in", "-output", "out"},
+		"empty brokers":   append([]string{"-brokers", ","}, ok...),
+		"bad duration":    append([]string{"-watch", "soon"}, ok...),
+		"negative watch":  append([]string{"-watch", "-1s"}, ok...),
+		"zero timeout":    append([]string{"-timeout", "0s"}, ok...),
+		"unknown flag":    append([]string{"-nope"}, ok...),
+		"positional":      append(ok, "extra"),
+		"input is output": {"-input", "a,b", "-output", "b", "-group", "g"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(t, args...)
+			if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "eoscheck: ") {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, stdout, _ := runCmd(t, "-h")
+	if code != 0 || !strings.Contains(stdout, "-transaction-timeout") {
+		t.Errorf("exit %d, stdout %q", code, stdout)
+	}
+}
+
+func TestUnreachableBrokers(t *testing.T) {
+	start := time.Now()
+	code, stdout, stderr := runCmd(t, "-brokers", "127.0.0.1:1", "-input", "in", "-output", "out", "-group", "g", "-timeout", "5s")
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "cannot reach brokers 127.0.0.1:1") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+}
+
+// TestEndToEnd plays an identity processor by hand on a kfake cluster:
+// input, an aborted attempt, a committed retry with lineage, the group's
+// offsets; then the command must find it clean, and a second run with one
+// output doubled and one missing must show exactly that.
+func TestEndToEnd(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	newClient := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	adm := kadm.NewClient(newClient())
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn := func(cl *kgo.Client, commit bool, recs ...*kgo.Record) {
+		t.Helper()
+		must(cl.BeginTransaction())
+		must(cl.ProduceSync(ctx, recs...).FirstErr())
+		must(cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)))
+	}
+	out := func(topic string, p int32, src check.Input) *kgo.Record {
+		return &kgo.Record{Topic: topic, Partition: p, Value: []byte("x"), Headers: []kgo.RecordHeader{
+			{Key: check.HeaderSourceTopic, Value: []byte(src.Topic)},
+			{Key: check.HeaderSourcePartition, Value: []byte(strconv.Itoa(int(src.Partition)))},
+			{Key: check.HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
+		}}
+	}
+
+	// scenario writes one run under prefix and returns the command's args.
+	scenario := func(prefix string, dup, drop check.Input) []string {
+		in, outT, group := prefix+"in", prefix+"out", prefix+"group"
+		resp, err := adm.CreateTopics(ctx, 3, -1, nil, in, outT)
+		must(err)
+		must(resp.Error())
+		plain := newClient()
+		for p := int32(0); p < 3; p++ {
+			for i := range 8 {
+				must(plain.ProduceSync(ctx, &kgo.Record{Topic: in, Partition: p, Value: []byte(strconv.Itoa(i))}).FirstErr())
+			}
+		}
+		proc := newClient(kgo.TransactionalID(prefix + "txn"))
+		txn(proc, false, out(outT, 2, check.Input{Topic: in, Partition: 2, Offset: 0}), out(outT, 2, check.Input{Topic: in, Partition: 2, Offset: 1}))
+		var recs []*kgo.Record
+		for p := int32(0); p < 3; p++ {
+			for o := range int64(8) {
+				src := check.Input{Topic: in, Partition: p, Offset: o}
+				if src != drop {
+					recs = append(recs, out(outT, p, src))
+				}
+			}
+		}
+		txn(proc, true, recs...)
+		if dup.Topic != "" {
+			txn(proc, true, out(outT, dup.Partition, dup))
+		}
+		offs := kadm.Offsets{}
+		for p := int32(0); p < 3; p++ {
+			offs.AddOffset(in, p, 8, -1)
+		}
+		must(adm.CommitAllOffsets(ctx, group, offs))
+		return []string{"-brokers", strings.Join(brokers, ","), "-input", in, "-output", outT, "-group", group, "-timeout", "30s"}
+	}
+
+	code, stdout, stderr := runCmd(t, scenario("good-", check.Input{}, check.Input{})...)
+	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, "result: CLEAN\n") {
+		t.Errorf("clean run: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	for _, row := range []string{"inputs           24\n", "outputs visible  24\n", "outputs aborted  2\n"} {
+		if !strings.Contains(stdout, row) {
+			t.Errorf("clean run: no row %q in\n%s", row, stdout)
+		}
+	}
+
+	code, stdout, stderr = runCmd(t, scenario("bad-", check.Input{Topic: "bad-in", Partition: 1, Offset: 4}, check.Input{Topic: "bad-in", Partition: 2, Offset: 6})...)
+	if code != 1 || stderr != "" {
+		t.Errorf("bad run: exit %d, stderr %q", code, stderr)
+	}
+	want := []string{
+		"duplicate        1      bad-in/1@4 has 2 visible outputs",
+		"lost             1      bad-in/2@6 is below the committed offset 8 but has no visible output\n",
+		"result: 2 ANOMALIES (duplicate 1, lost 1)\n",
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("bad run: no %q in\n%s", w, stdout)
+		}
+	}
+	t.Logf("bad run:\n%s", stdout)
+}

@@ -1,0 +1,33 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The short chaos run: three processor processes in one group while input
+// keeps arriving, with one of each fault (SIGKILL and restart, SIGTERM and
+// restart, SIGSTOP past the session timeout, scale out, broker restart) and
+// 5% of transactions aborted on purpose; then eoscheck must find no
+// anomaly. On kfake the broker fault restarts the devbroker process
+// cleanly; against PROCESSOR_TEST_BROKERS there is no broker fault (the
+// three-node cluster's is in make chaos-kafka).
+func TestChaosShort(t *testing.T) {
+	binary(t)
+	run := func(t *testing.T, args ...string) {
+		cmd := exec.Command(filepath.Join(binDir, "chaos"), append([]string{"-bin", binDir, "-logs", t.TempDir(),
+			"-records", "15000", "-rate", "3000", "-iterations", "5", "-pause", "1s"}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "every anomaly count is zero") {
+			t.Fatalf("chaos: %v\n%s", err, out)
+		}
+		t.Logf("%s", out[strings.Index(string(out), "chaos run:"):])
+	}
+	t.Run("kfake", func(t *testing.T) { run(t, "-embedded") })
+	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
+		t.Run("kafka", func(t *testing.T) { run(t, "-brokers", b, "-faults", "kill,term,stop,scale,abort") })
+	}
+}

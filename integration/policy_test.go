@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+)
+
+// poisonInput writes n JSON records, with poison among them: malformed JSON
+// every 97th, a value that makes the transform panic every 101st, one whose
+// output is too large for the broker every 103rd, and one that fails twice
+// with a retriable error before it passes every 89th.
+func poisonValue(i int) (value string, kind string) {
+	switch {
+	case i%97 == 13:
+		return `{"seq":` + strconv.Itoa(i), "malformed"
+	case i%101 == 17:
+		return `{"seq":` + strconv.Itoa(i) + `,"panic":true}`, "panic"
+	case i%103 == 19:
+		return `{"seq":` + strconv.Itoa(i) + `,"big":true}`, "big"
+	case i%89 == 23:
+		return `{"seq":` + strconv.Itoa(i) + `,"flaky":true}`, "flaky"
+	}
+	return `{"seq":` + strconv.Itoa(i) + `}`, "good"
+}
+
+// jsonChain is a chain with one transform, "parse", that parses the value as
+// JSON (malformed JSON is a permanent error), panics on "panic", makes a
+// 2 MiB output on "big", and fails "flaky" records twice, retriably.
+func jsonChain(t testing.TB) *transform.Chain {
+	t.Helper()
+	var mu sync.Mutex
+	flakes := map[int64]int{}
+	reg := &transform.Registry{}
+	reg.Register("parse", transform.Plain("", func() (transform.Transform, error) {
+		return transform.Func(func(_ context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			var v struct {
+				Seq   int  `json:"seq"`
+				Panic bool `json:"panic"`
+				Big   bool `json:"big"`
+				Flaky bool `json:"flaky"`
+			}
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				return out, fmt.Errorf("malformed JSON: %w", err)
+			}
+			switch {
+			case v.Panic:
+				panic("poison record")
+			case v.Big:
+				r.Value = make([]byte, 2<<20)
+			case v.Flaky:
+				mu.Lock()
+				flakes[src.Offset]++
+				n := flakes[src.Offset]
+				mu.Unlock()
+				if n%3 != 0 {
+					return out, transform.Retriable(errors.New("lookup timed out"))
+				}
+			}
+			return append(out, r), nil
+		}), nil
+	}))
+	c, err := reg.Build([]transform.Entry{{Name: "parse"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func sourceOf(r *kgo.Record) (string, bool) {
+	var topic, part, off string
+	for _, h := range r.Headers {
+		switch h.Key {
+		case pipeline.HeaderSourceTopic:
+			topic = string(h.Value)
+		case pipeline.HeaderSourcePartition:
+			part = string(h.Value)
+		case pipeline.HeaderSourceOffset:
+			off = string(h.Value)
+		}
+	}
+	return topic + "/" + part + "/" + off, topic != "" && part != "" && off != ""
+}
+
+func headerValue(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// Poison records under each error policy, on a real broker: with dlq the
+// outputs plus the dead letters are the inputs, exactly once; with skip the
+// outputs are the good inputs; with fail the processor stops at the first
+// poison record and commits nothing from it on.
+func TestErrorPolicies(t *testing.T) {
+	const n = 3000
+	for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip, pipeline.Fail} {
+		t.Run(string(policy), func(t *testing.T) {
+			forEachTarget(t, func(t *testing.T, tg *target) {
+				in, out, dlq, group := unique("poison-in"), unique("poison-out"), unique("poison-dlq"), unique("poison-group")
+				partitions := int32(3)
+				if policy == pipeline.Fail {
+					partitions = 1 // one order, so a restart meets the same first poison record
+				}
+				tg.createTopics(t, partitions, in, out, dlq)
+				cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.DefaultProduceTopic(in))
+				if err != nil {
+					t.Fatal(err)
+				}
+				kinds := map[string]int{}
+				var recs []*kgo.Record
+				for i := range n {
+					v, kind := poisonValue(i)
+					kinds[kind]++
+					recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i%30)), Value: []byte(v),
+						Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte(strconv.Itoa(i))}}})
+				}
+				if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				cl.Close()
+
+				o := instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, chain: jsonChain(t), maxRecords: 400,
+					onError: policy, dlqTopic: dlq}
+				a := tg.start(t, o)
+				if policy == pipeline.Fail {
+					select {
+					case <-a.done:
+					case <-time.After(60 * time.Second):
+						t.Fatal("the fail policy did not stop the instance")
+					}
+					a.stopped = true
+					var re *pipeline.RecordError
+					if !errors.As(a.err, &re) {
+						t.Fatalf("stopped with %v, want a RecordError", a.err)
+					}
+					t.Logf("stopped at %s/%d/%d: %v", re.Source.Topic, re.Source.Partition, re.Source.Offset, re.Err)
+					committed := tg.committedOffsets(t, group, in)
+					if c, ok := committed[re.Source.Partition]; ok && c > re.Source.Offset {
+						t.Errorf("partition %d committed to %d, past the failed record at %d", re.Source.Partition, c, re.Source.Offset)
+					}
+					// A restart meets the same record again.
+					b := tg.start(t, o)
+					<-b.done
+					b.stopped = true
+					var again *pipeline.RecordError
+					if !errors.As(b.err, &again) || again.Source != re.Source {
+						t.Errorf("after a restart: %v, want the same record to fail again", b.err)
+					}
+					return
+				}
+				tg.waitCaughtUp(t, group, in, a)
+				a.stop(t)
+
+				seen := map[string]int{}
+				outs := tg.readAll(t, out, true)
+				for _, r := range outs {
+					src, ok := sourceOf(r)
+					if !ok {
+						t.Fatalf("output without lineage headers: %v", r.Headers)
+					}
+					seen[src]++
+					if headerValue(r, "trace") == "" {
+						t.Errorf("output %s lost its headers", src)
+					}
+				}
+				dead := tg.readAll(t, dlq, true)
+				for _, r := range dead {
+					src, ok := sourceOf(r)
+					if !ok {
+						t.Fatalf("dead letter without lineage headers: %v", r.Headers)
+					}
+					seen[src]++
+					if headerValue(r, pipeline.HeaderError) == "" || headerValue(r, pipeline.HeaderErrorAttempts) == "" {
+						t.Errorf("dead letter %s lacks error headers: %v", src, r.Headers)
+					}
+					if headerValue(r, "trace") == "" || len(r.Value) == 0 || len(r.Value) > 100 {
+						t.Errorf("dead letter %s is not the original record: %d-byte value, headers %v", src, len(r.Value), r.Headers)
+					}
+				}
+				bad := kinds["malformed"] + kinds["panic"] + kinds["big"]
+				wantOut, wantDead := n-bad, bad
+				if policy == pipeline.Skip {
+					wantDead = 0
+				}
+				if len(outs) != wantOut || len(dead) != wantDead {
+					t.Errorf("%d outputs and %d dead letters, want %d and %d (inputs by kind: %v)", len(outs), len(dead), wantOut, wantDead, kinds)
+				}
+				for src, c := range seen {
+					if c != 1 {
+						t.Errorf("input %s appears %d times", src, c)
+					}
+				}
+				m := a.pm
+				if got := testutil.ToFloat64(m.DLQ); int(got) != wantDead {
+					t.Errorf("records_dlq_total = %v, want %d", got, wantDead)
+				}
+				if policy == pipeline.Skip {
+					if got := testutil.ToFloat64(m.Skipped); int(got) != bad {
+						t.Errorf("records_skipped_total = %v, want %d", got, bad)
+					}
+				}
+				if got := testutil.ToFloat64(m.Retries); int(got) < 2*kinds["flaky"] {
+					t.Errorf("transform_retries_total = %v, want at least %d", got, 2*kinds["flaky"])
+				}
+				if got := testutil.ToFloat64(m.TransformErrors.WithLabelValues("parse", "panic")); got < float64(kinds["panic"]) {
+					t.Errorf("transform_errors_total{class=panic} = %v, want at least %d", got, kinds["panic"])
+				}
+				var reasons []string
+				for _, r := range dead {
+					reasons = append(reasons, headerValue(r, pipeline.HeaderErrorTransform))
+				}
+				if policy == pipeline.DeadLetter && !strings.Contains(strings.Join(reasons, ","), "produce") {
+					t.Errorf("no dead letter for an unproducible output (transforms: %v)", reasons)
+				}
+			})
+		})
+	}
+}
+
+// committedOffsets returns group's committed offsets for topic by partition.
+func (tg *target) committedOffsets(t testing.TB, group, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := tg.admin(t).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[int32]int64{}
+	for p, o := range resp[topic] {
+		m[p] = o.At
+	}
+	return m
+}
