@@ -62,6 +62,7 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
 		}
 		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		tg.audit(t, group, []string{in.topic}, []string{out})
 		if !tg.caughtUp(t, group, in.topic) {
 			t.Error("committed offsets differ from the input's end offsets after shutdown")
 		}
@@ -89,6 +90,7 @@ func TestAbortedTransactionInvisibleAndReprocessed(t *testing.T) {
 			t.Errorf("aborted{reason=injected} = %v, want 3", got)
 		}
 		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		tg.audit(t, group, []string{in.topic}, []string{out})
 		// The aborted records were written: a read_uncommitted reader sees
 		// them, a read_committed one (above) does not.
 		if dirty := tg.readAll(t, out, false); len(dirty) <= in.n {
@@ -204,6 +206,7 @@ func TestInjectedProtocolErrors(t *testing.T) {
 				t.Errorf("the fault was never hit")
 			}
 			checkExactlyOnce(t, in, tg.readAll(t, out, true))
+			tg.audit(t, group, []string{in.topic}, []string{out})
 		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/identity"
@@ -421,4 +422,24 @@ func fmtStats(ins ...*instance) string {
 		fmt.Fprintf(&b, "[%d: consumed %d commits %d aborts %d] ", i, s.Consumed, s.Commits, s.Aborts)
 	}
 	return b.String()
+}
+
+// audit runs eoscheck's reader and checker over a finished run and fails
+// the test on any anomaly, printing its table.
+func (tg *target) audit(t testing.TB, group string, inputs, outputs []string) {
+	t.Helper()
+	r, err := check.NewReader(check.Source{Brokers: tg.brokers, Inputs: inputs, Outputs: outputs, Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run, err := r.Read(ctx)
+	if err != nil {
+		t.Fatalf("eoscheck read: %v", err)
+	}
+	if rep := check.Check(run, check.Options{OneToOne: true, ExpectAll: true}); !rep.Clean() {
+		t.Errorf("eoscheck found anomalies:\n%s", rep.Table())
+	}
 }
