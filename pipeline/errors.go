@@ -146,11 +146,25 @@ func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, att
 // and lineage, to the dead-letter topic in the open transaction.
 // dropValue, when set, drops the value and says why.
 func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) {
-	hdrs := make([]kgo.RecordHeader, 0, len(r.Headers)+4)
-	for _, h := range r.Headers {
+	r.Headers = deadLetterHeaders(r.Headers, stage, attempts, err, dropValue)
+	if dropValue != "" {
+		r.Value = nil
+	}
+	r.Topic = p.o.DLQTopic
+	p.dlqLineage.stamp(r, src)
+	p.txnDLQ++
+	p.inflight = append(p.inflight, inflight{r: r, src: src, dlq: true})
+	p.s.Produce(r)
+}
+
+// deadLetterHeaders returns a new header slice: the original headers
+// (without error headers of an earlier dead-lettering, as when a replayed
+// dead letter fails again) plus the error headers.
+func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err error, dropValue string) []kgo.RecordHeader {
+	hdrs := make([]kgo.RecordHeader, 0, len(orig)+4)
+	for _, h := range orig {
 		switch h.Key {
 		case HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped:
-			// from an earlier dead-lettering of a replayed record
 		default:
 			hdrs = append(hdrs, h)
 		}
@@ -161,15 +175,9 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 		kgo.RecordHeader{Key: HeaderErrorAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
 	)
 	if dropValue != "" {
-		r.Value = nil
 		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(dropValue)})
 	}
-	r.Headers = hdrs
-	r.Topic = p.o.DLQTopic
-	p.dlqLineage.stamp(r, src)
-	p.txnDLQ++
-	p.inflight = append(p.inflight, inflight{r: r, src: src, dlq: true})
-	p.s.Produce(r)
+	return hdrs
 }
 
 // unproducible reports whether a produce error is about the record itself,

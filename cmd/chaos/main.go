@@ -110,6 +110,8 @@ func main() {
 			fatal(err)
 		}
 		o.logDir = d
+	} else if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+		fatal(err)
 	}
 	d := &driver{o: o, log: slog.New(slog.NewTextHandler(os.Stderr, nil)), rng: rand.New(rand.NewPCG(o.seed, 1)),
 		insts: map[int]*instance{}}
