@@ -228,6 +228,28 @@ func TestErrorPolicies(t *testing.T) {
 				if policy == pipeline.DeadLetter && !strings.Contains(strings.Join(reasons, ","), "produce") {
 					t.Errorf("no dead letter for an unproducible output (transforms: %v)", reasons)
 				}
+				if policy != pipeline.DeadLetter {
+					return
+				}
+
+				// Replay: a processor of its own reads the dead letters into the
+				// output with a chain that no longer fails; then every input is
+				// in the output exactly once (by its original trace header).
+				replay := unique("replay-group")
+				r := tg.start(t, instanceOpts{group: replay, txnID: replay + "-a", topics: []string{dlq}, out: out})
+				// The dead-letter topic is transactional: its last offsets are
+				// markers, so wait for the records rather than the log end.
+				waitFor(t, 60*time.Second, "the replay to commit every dead letter", func() bool { return r.p.Stats().Consumed == uint64(len(dead)) })
+				r.stop(t)
+				traces := map[string]int{}
+				for _, rec := range tg.readAll(t, out, true) {
+					traces[headerValue(rec, "trace")]++
+				}
+				for i := range n {
+					if c := traces[strconv.Itoa(i)]; c != 1 {
+						t.Errorf("after the replay, input %d is in the output %d times", i, c)
+					}
+				}
 			})
 		})
 	}
