@@ -184,3 +184,67 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// An unreachable broker at start is no crash loop: the processor retries
+// with backoff, says so plainly, answers /readyz with 503 and /healthz with
+// 200, and still stops cleanly on SIGTERM.
+func TestBinaryUnreachableBroker(t *testing.T) {
+	bin := binary(t)
+	httpAddr := freeAddr(t)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"PROCESSOR_BROKERS=" + freeAddr(t), // nothing listens there
+		"PROCESSOR_GROUP=unreachable",
+		"PROCESSOR_INPUT_TOPICS=in",
+		"PROCESSOR_OUTPUT_TOPIC=out",
+		"PROCESSOR_HTTP_ADDR=" + httpAddr,
+	}
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("log:\n%s", logs.String())
+		}
+	}()
+	status := func(path string) int {
+		resp, err := http.Get("http://" + httpAddr + path)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	waitFor(t, 30*time.Second, "a plain retry message", func() bool {
+		return strings.Contains(logs.String(), "cannot initialise the transactional producer; retrying")
+	})
+	if code := status("/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d, want 503", code)
+	}
+	if code := status("/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200 while waiting for the brokers", code)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("exited while the broker was unreachable: %v", err)
+	default:
+	}
+	if strings.Contains(logs.String(), "goroutine ") {
+		t.Error("the log has a stack trace")
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no exit within 20s of SIGTERM")
+	}
+}
