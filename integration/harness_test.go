@@ -159,6 +159,7 @@ type instanceOpts struct {
 	maxRecords        int
 	onError           pipeline.OnError
 	dlqTopic          string
+	txnBudget         time.Duration
 }
 
 func testLogger(t testing.TB, name string) *slog.Logger {
@@ -229,6 +230,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		OnError:          o.onError,
 		DLQTopic:         o.dlqTopic,
 		MaxRetries:       3,
+		TxnBudget:        o.txnBudget,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -270,3 +270,35 @@ func (tg *target) committedOffsets(t testing.TB, group, topic string) map[int32]
 	}
 	return m
 }
+
+// A transform too slow for the transaction's time budget: the watchdog
+// aborts the transaction before the transaction timeout would fence the
+// producer, batches shrink until they fit, and the output is still exactly
+// once.
+func TestWatchdogShrinksBatches(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("slow-in"), n: 400, keys: 20}
+		out, group := unique("slow-out"), unique("slow-group")
+		tg.createTopics(t, 2, in.topic, out)
+		tg.produce(t, in, 0, in.n)
+		reg := &transform.Registry{}
+		reg.Register("slow", transform.Plain("", func() (transform.Transform, error) {
+			return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+				time.Sleep(2 * time.Millisecond)
+				return append(out, r), nil
+			}), nil
+		}))
+		chain, err := reg.Build([]transform.Entry{{Name: "slow"}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
+			maxRecords: 1000, commitInterval: time.Second, txnBudget: 150 * time.Millisecond})
+		tg.waitCaughtUp(t, group, in.topic, a)
+		a.stop(t)
+		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues("watchdog")); got < 1 {
+			t.Errorf("aborted{reason=watchdog} = %v, want at least 1", got)
+		}
+		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	})
+}
