@@ -160,6 +160,7 @@ type instanceOpts struct {
 	onError           pipeline.OnError
 	dlqTopic          string
 	txnBudget         time.Duration
+	noLineage         bool
 }
 
 func testLogger(t testing.TB, name string) *slog.Logger {
@@ -223,7 +224,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		CommitInterval:   o.commitInterval,
 		MaxRecordsPerTxn: o.maxRecords,
 		StallTimeout:     8 * time.Second,
-		Lineage:          true,
+		Lineage:          !o.noLineage,
 		Logger:           log,
 		Metrics:          pm,
 		InjectAbort:      o.injectAbort,
