@@ -5,7 +5,7 @@ KAFKA   := bash integration/kafka/kafka.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run test test-kafka test-cluster chaos chaos-kafka bench vet kafka-up kafka-down clean
+.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench vet kafka-up kafka-down clean
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -20,6 +20,17 @@ run: build
 	./bin/processor & \
 	./bin/loadgen -brokers 127.0.0.1:9092 -topic orders -rate 500 -wait 30s & \
 	wait
+
+# The example WebAssembly plugins: every examples/wasm/<name>/main.go
+# becomes bin/plugins/<name>.wasm, a WASI reactor for PROCESSOR_WASM_MODULE.
+PLUGINS := $(patsubst examples/wasm/%/main.go,%,$(wildcard examples/wasm/*/main.go))
+
+plugins:
+	@mkdir -p bin/plugins
+	@for p in $(PLUGINS); do \
+		echo "GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o bin/plugins/$$p.wasm ./examples/wasm/$$p"; \
+		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o bin/plugins/$$p.wasm ./examples/wasm/$$p || exit 1; \
+	done
 
 vet:
 	$(GO) vet ./...

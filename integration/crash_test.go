@@ -2,14 +2,18 @@ package integration
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // proc is a processor binary running against a target.
@@ -159,4 +163,58 @@ func TestCrashRestart(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Dead letters are exactly-once too: a processor with PROCESSOR_ON_ERROR=dlq
+// and a jq transform, fed JSON with malformed records among it, is
+// SIGKILLed mid-run and restarted; afterwards every input is exactly once
+// in the output or the dead-letter topic (eoscheck, one-to-one over both).
+func TestDeadLettersUnderCrash(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out, dlq, group := unique("dlqcrash-in"), unique("dlqcrash-out"), unique("dlqcrash-dlq"), unique("dlqcrash-group")
+		tg.createTopics(t, 3, in, out, dlq)
+		const n = 20_000
+		write := func(from, to int) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.DefaultProduceTopic(in))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer cl.Close()
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				v := `{"seq":` + strconv.Itoa(i) + `}`
+				if i%50 == 7 {
+					v = `{"seq":` // malformed
+				}
+				recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i%40)), Value: []byte(v)})
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Error(err)
+			}
+		}
+		write(0, n/2)
+		env := []string{"PROCESSOR_INSTANCE_ID=" + group + "-1", "PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=.",
+			"PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=" + dlq}
+		p1 := tg.startBinary(t, group, group+"-1", in, out, env...)
+		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+		fed := make(chan struct{})
+		go func() {
+			defer close(fed)
+			for i := n / 2; i < n; i += n / 20 {
+				write(i, i+n/20)
+				time.Sleep(30 * time.Millisecond)
+			}
+		}()
+		time.Sleep(200 * time.Millisecond)
+		p1.kill(t)
+		p2 := tg.startBinary(t, group, group+"-1", in, out, env...)
+		<-fed
+		tg.waitCaughtUp(t, group, in)
+		p2.terminate(t)
+		tg.audit(t, group, []string{in}, []string{out, dlq})
+		if dead := tg.readAll(t, dlq, true); len(dead) != n/50 {
+			t.Errorf("%d dead letters, want %d", len(dead), n/50)
+		}
+	})
 }

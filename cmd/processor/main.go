@@ -12,7 +12,11 @@ import (
 
 	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/transform"
+	_ "github.com/streamproc/processor/transform/headers"
 	_ "github.com/streamproc/processor/transform/identity"
+	_ "github.com/streamproc/processor/transform/jq"
+	_ "github.com/streamproc/processor/transform/route"
+	_ "github.com/streamproc/processor/transform/wasm"
 )
 
 func main() { os.Exit(app.Main(transform.Default)) }

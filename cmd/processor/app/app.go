@@ -226,12 +226,21 @@ func buildChain(reg *transform.Registry, names []string) (*transform.Chain, erro
 		}
 		entries = append(entries, e)
 	}
+	var cur transform.Entry // the entry being built, for errors
 	chain, err := reg.Build(entries, func(e transform.Entry, settings any) error {
+		cur = e
 		return config.Process(config.TransformPrefix(e.Name, e.Alias), settings)
 	})
 	if err != nil {
 		var cerr *config.Error
 		if errors.As(err, &cerr) {
+			// A constructor names its settings without the alias it does
+			// not know; name the variable the user must change.
+			if rest, ok := strings.CutPrefix(cerr.Var, config.TransformPrefix(cur.Name, "")+"_"); ok && cur.Alias != "" &&
+				!strings.HasPrefix(cerr.Var, config.TransformPrefix(cur.Name, cur.Alias)+"_") {
+				cerr.Var = config.TransformPrefix(cur.Name, cur.Alias) + "_" + rest
+				return nil, fmt.Errorf("transform %s: %w", cur, cerr) // the wrapped message was formatted before
+			}
 			return nil, err
 		}
 		var unknown *transform.UnknownError

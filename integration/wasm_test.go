@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/wasm"
+)
+
+var (
+	wasmOnce sync.Once
+	wasmPath string
+	wasmErr  error
+)
+
+// uppercaseModule builds the uppercase example plugin once per test run,
+// with the Go toolchain running the tests, and returns its path.
+func uppercaseModule(t *testing.T) string {
+	t.Helper()
+	wasmOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "processor-wasm")
+		if err != nil {
+			wasmErr = err
+			return
+		}
+		wasmPath = filepath.Join(dir, "uppercase.wasm")
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", wasmPath, "../examples/wasm/uppercase")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			wasmErr = fmt.Errorf("building the uppercase plugin: %v\n%s", err, out)
+		}
+	})
+	if wasmErr != nil {
+		t.Fatal(wasmErr)
+	}
+	return wasmPath
+}
+
+// wasmChain is a chain of one wasm transform running module, built from a
+// registry of its own with the settings filled directly.
+func wasmChain(t *testing.T, module string) *transform.Chain {
+	t.Helper()
+	reg := &transform.Registry{}
+	reg.Register("wasm", transform.Typed("", wasm.New))
+	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, func(_ transform.Entry, s any) error {
+		*s.(*wasm.Settings) = wasm.Settings{Module: module, MaxMemory: 64 << 20, Timeout: time.Second}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered before the instances start, so it runs after they stop.
+	t.Cleanup(func() {
+		if err := chain.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return chain
+}
+
+// The uppercase WebAssembly plugin runs inside the exactly-once copy: two
+// instances, one stopped mid-run, and a quarter of the transactions
+// aborted on purpose, so records pass through the plugin more than once.
+// A read_committed reader then finds every input upper-cased exactly once,
+// in per-key order, with its key and lineage.
+func TestWasmPluginExactlyOnce(t *testing.T) {
+	module := uppercaseModule(t)
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("wasm-in"), n: 20_000, keys: 200}
+		out, group := unique("wasm-out"), unique("wasm-group")
+		tg.createTopics(t, 6, in.topic, out)
+		tg.produce(t, in, 0, in.n/2)
+
+		abortEvery4th := func(seq uint64) bool { return seq%4 == 0 }
+		o := instanceOpts{group: group, topics: []string{in.topic}, out: out, maxRecords: 1000, injectAbort: abortEvery4th}
+		o.txnID, o.chain = group+"-a", wasmChain(t, module)
+		a := tg.start(t, o)
+		o.txnID, o.chain = group+"-b", wasmChain(t, module)
+		b := tg.start(t, o)
+
+		waitFor(t, 60*time.Second, "a third of the input to commit", func() bool { return sumConsumed(a, b) >= uint64(in.n/3) })
+		a.stop(t)
+		tg.produce(t, in, in.n/2, in.n)
+		tg.waitCaughtUp(t, group, in.topic, b)
+		b.stop(t)
+
+		t.Logf("%s: %s", tg.name, fmtStats(a, b))
+		if got := sumConsumed(a, b); got != uint64(in.n) {
+			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
+		}
+		checkUppercasedExactlyOnce(t, in, tg.readAll(t, out, true))
+	})
+}
+
+// checkUppercasedExactlyOnce asserts that out holds every input's value
+// upper-cased exactly once, with its key, per-key order and lineage.
+func checkUppercasedExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
+	t.Helper()
+	want := make(map[string]bool, in.n)
+	for i := range in.n {
+		want[strings.ToUpper(string(in.record(i).Value))] = true
+	}
+	seen := make(map[string]int, in.n)
+	lastSeq := map[string]int{}
+	unexpected, dups, order, badKey, badLineage := 0, 0, 0, 0, 0
+	for _, r := range out {
+		v := string(r.Value)
+		if !want[v] {
+			unexpected++
+			continue
+		}
+		if seen[v]++; seen[v] > 1 {
+			dups++
+			continue
+		}
+		k, s, _ := strings.Cut(v, ":") // "K<key>:<seq>"
+		if string(r.Key) != strings.ToLower(k) {
+			badKey++
+		}
+		if lineage(r, pipeline.HeaderSourceTopic) != in.topic || lineage(r, pipeline.HeaderSourceOffset) == "" {
+			badLineage++
+		}
+		seq, _ := strconv.Atoi(s)
+		if last, ok := lastSeq[k]; ok && seq != last+1 {
+			order++
+		}
+		lastSeq[k] = seq
+	}
+	lost := in.n - len(seen)
+	if unexpected > 0 || dups > 0 || lost > 0 || order > 0 || badKey > 0 || badLineage > 0 || len(out) != in.n {
+		t.Errorf("exactly-once through the wasm plugin violated: %d outputs for %d inputs, %d not an upper-cased input, %d duplicates, %d lost, %d per-key order breaks, %d wrong keys, %d without lineage",
+			len(out), in.n, unexpected, dups, lost, order, badKey, badLineage)
+	}
+}
+
+func lineage(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

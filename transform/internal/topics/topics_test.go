@@ -1,0 +1,37 @@
+package topics
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValid(t *testing.T) {
+	for name, want := range map[string]bool{
+		"orders": true, "orders.eu-1_x": true, strings.Repeat("a", 249): true,
+		"": false, ".": false, "..": false, "a b": false, "a/b": false, "é": false, strings.Repeat("a", 250): false,
+	} {
+		if got := Valid(name); got != want {
+			t.Errorf("Valid(%q) = %v, want %v", name, got, want)
+		}
+		if got := Valid([]byte(name)); got != want {
+			t.Errorf("Valid([]byte(%q)) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestInternerAllocatesOnce(t *testing.T) {
+	var in Interner
+	b := []byte("orders-eu")
+	if s := in.String(b); s != "orders-eu" {
+		t.Fatalf("String = %q", s)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = in.String(b) }); n != 0 {
+		t.Errorf("a seen string allocates %v times, want 0", n)
+	}
+	for i := range maxInterned + 10 {
+		_ = in.String([]byte(strings.Repeat("x", i%300) + string(rune('a'+i%26))))
+	}
+	if len(in.m) > maxInterned {
+		t.Errorf("interned %d strings, want at most %d", len(in.m), maxInterned)
+	}
+}

@@ -1,0 +1,181 @@
+// Package jq registers the "jq" transform, which runs a jq program
+// (PROCESSOR_JQ_EXPR, github.com/itchyny/gojq) on every record's value:
+// each result becomes an output record, so a program filters
+// (select(...)), maps (.amount_cents *= 2) or flat-maps (.items[]).
+//
+// The program is compiled once, at start; a program that does not
+// compile is a configuration error. Per record, the value is parsed as
+// JSON (numbers keep their precision: a 64-bit id stays exact), the
+// program runs, and each result is written back JSON-encoded (gojq's
+// encoding: object keys sorted). Key, headers, timestamp and any topic an
+// earlier stage chose are kept on every output. A value that is not JSON
+// (a null value, i.e. a tombstone, included) or a jq runtime error is a
+// transform error for the record.
+//
+// Programs see no environment ($ENV and env are empty), cannot import
+// modules, and have no input/inputs. One input may produce at most
+// MaxResults outputs.
+package jq
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/itchyny/gojq"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
+)
+
+func init() {
+	transform.Register("jq", transform.Typed("runs a jq program (PROCESSOR_JQ_EXPR) on JSON values; each result is an output record", New))
+}
+
+// Settings are the jq transform's settings, read from PROCESSOR_JQ_*
+// (PROCESSOR_JQ_<ALIAS>_* for an aliased entry).
+type Settings struct {
+	// Expr is the jq program.
+	Expr string `envconfig:"EXPR" desc:"a jq program such as .amount_cents *= 2, select(.status == \"paid\") or .items[]"`
+}
+
+// MaxResults bounds the outputs of one input record, so that a program
+// such as repeat(.) fails the record instead of exhausting memory.
+const MaxResults = 10_000
+
+// Transform runs one compiled program. It keeps scratch space, so like
+// every transform it is called from one goroutine at a time.
+type Transform struct {
+	prog    *Program
+	results [][]byte // encoded results of the current record, reused
+}
+
+// New compiles s.Expr. A program that does not compile is a
+// *config.Error naming PROCESSOR_JQ_EXPR.
+func New(s *Settings) (transform.Transform, error) {
+	p, err := Compile(s.Expr)
+	if err != nil {
+		return nil, exprError(config.TransformPrefix("jq", "")+"_EXPR", s.Expr, err)
+	}
+	return &Transform{prog: p}, nil
+}
+
+// exprError is the configuration error for a jq program that is missing
+// or does not compile, in variable v.
+func exprError(v, expr string, err error) error {
+	if expr == "" {
+		return &config.Error{Var: v, Unset: true, Want: wantExpr}
+	}
+	return &config.Error{Var: v, Value: expr, Want: wantExpr + " (" + err.Error() + ")"}
+}
+
+// wantExpr is the expected form, from Settings.Expr's desc tag.
+var wantExpr = func() string {
+	f, _ := reflect.TypeFor[Settings]().FieldByName("Expr")
+	return f.Tag.Get("desc")
+}()
+
+// Process runs the program on rec's value and appends one record per
+// result: the first is rec itself, the others new records with rec's key,
+// a copy of its headers, its timestamp and topic. No result filters rec
+// out. On error rec is left as it was.
+func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	v, err := ParseValue(rec.Value)
+	if err != nil {
+		return out, err
+	}
+	t.results = t.results[:0]
+	iter := t.prog.Run(ctx, v)
+	for {
+		r, ok := iter.Next()
+		if !ok {
+			break
+		}
+		if err, isErr := r.(error); isErr {
+			clear(t.results)
+			return out, RunError(err)
+		}
+		if len(t.results) == MaxResults {
+			clear(t.results)
+			return out, fmt.Errorf("the jq program produced more than %d results for one record", MaxResults)
+		}
+		b, err := gojq.Marshal(r)
+		if err != nil {
+			clear(t.results)
+			return out, fmt.Errorf("encoding a jq result as JSON: %w", err)
+		}
+		t.results = append(t.results, b)
+	}
+	for i, b := range t.results {
+		if i == 0 {
+			rec.Value = b
+			out = append(out, rec)
+			continue
+		}
+		out = append(out, &kgo.Record{Key: rec.Key, Value: b, Headers: slices.Clone(rec.Headers), Timestamp: rec.Timestamp, Topic: rec.Topic})
+	}
+	clear(t.results) // drop references to the values
+	return out, nil
+}
+
+// Program is a compiled jq program for record values. The route
+// transform uses it too.
+type Program struct {
+	code *gojq.Code
+}
+
+// Compile parses and compiles a jq program. The environment is hidden
+// from it and it cannot import modules. Errors are one line.
+func Compile(expr string) (*Program, error) {
+	if expr == "" {
+		return nil, errors.New("the program is empty")
+	}
+	q, err := gojq.Parse(expr)
+	if err != nil {
+		var pe *gojq.ParseError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%v at offset %d", err, pe.Offset)
+		}
+		return nil, err
+	}
+	code, err := gojq.Compile(q, gojq.WithEnvironLoader(func() []string { return nil }))
+	if err != nil {
+		return nil, err
+	}
+	return &Program{code: code}, nil
+}
+
+// Run runs the program on v, a value from ParseValue. Errors come out of
+// the iterator as values of type error.
+func (p *Program) Run(ctx context.Context, v any) gojq.Iter { return p.code.RunWithContext(ctx, v) }
+
+// RunError wraps an error the program produced for a record: it names jq
+// and keeps a cancelled context visible to errors.Is, so that a shutdown
+// is not mistaken for a failing record.
+func RunError(err error) error {
+	return fmt.Errorf("jq: %w", err)
+}
+
+// ParseValue parses a record value as one JSON value, keeping numbers
+// exact (as json.Number). A null value (a Kafka tombstone), invalid JSON
+// and trailing data are errors.
+func ParseValue(b []byte) (any, error) {
+	if b == nil {
+		return nil, errors.New("the value is null (a tombstone), not JSON")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("the value is not JSON: %w", err)
+	}
+	if rest := b[dec.InputOffset():]; len(bytes.TrimSpace(rest)) != 0 {
+		return nil, fmt.Errorf("the value is not JSON: data after the value at offset %d", dec.InputOffset())
+	}
+	return v, nil
+}

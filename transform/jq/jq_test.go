@@ -1,0 +1,187 @@
+package jq
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
+)
+
+func newJQ(t *testing.T, expr string) *Transform {
+	t.Helper()
+	tr, err := New(&Settings{Expr: expr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.(*Transform)
+}
+
+func rec(v string) *kgo.Record {
+	return &kgo.Record{
+		Key: []byte("order-1"), Value: []byte(v), Topic: "routed",
+		Headers:   []kgo.RecordHeader{{Key: "h", Value: []byte("1")}},
+		Timestamp: time.UnixMilli(1_700_000_000_000),
+	}
+}
+
+var src = transform.Source{Topic: "orders", Partition: 1, Offset: 7}
+
+func run(t *testing.T, tr *Transform, r *kgo.Record) []string {
+	t.Helper()
+	out, err := tr.Process(context.Background(), src, r, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", r.Value, err)
+	}
+	var vs []string
+	for _, o := range out {
+		vs = append(vs, string(o.Value))
+	}
+	return vs
+}
+
+func TestMap(t *testing.T) {
+	tr := newJQ(t, ".amount_cents *= 2")
+	r := rec(`{"id": 12345678901234567890, "amount_cents": 250, "b": true, "a": [1.5, null]}`)
+	out, err := tr.Process(context.Background(), src, r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Numbers keep their precision; keys come out sorted.
+	want := `{"a":[1.5,null],"amount_cents":500,"b":true,"id":12345678901234567890}`
+	if len(out) != 1 || out[0] != r || string(r.Value) != want {
+		t.Fatalf("got %q, want %q in the input record", r.Value, want)
+	}
+	if string(r.Key) != "order-1" || len(r.Headers) != 1 || r.Topic != "routed" {
+		t.Errorf("key, headers or topic changed: %+v", r)
+	}
+}
+
+func TestFilter(t *testing.T) {
+	tr := newJQ(t, `select(.status == "paid")`)
+	if got := run(t, tr, rec(`{"status":"paid"}`)); len(got) != 1 || got[0] != `{"status":"paid"}` {
+		t.Errorf("paid: %q", got)
+	}
+	if got := run(t, tr, rec(`{"status":"open"}`)); len(got) != 0 {
+		t.Errorf("open should be filtered out: %q", got)
+	}
+	if got := run(t, newJQ(t, "empty"), rec(`1`)); len(got) != 0 {
+		t.Errorf("empty: %q", got)
+	}
+}
+
+func TestFlatMap(t *testing.T) {
+	tr := newJQ(t, `.order as $o | .items[] | {order: $o, sku}`)
+	r := rec(`{"order": 9, "items": [{"sku": "a"}, {"sku": "b"}, {"sku": "c"}]}`)
+	out, err := tr.Process(context.Background(), src, r, make([]*kgo.Record, 1, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out = out[1:]
+	want := []string{`{"order":9,"sku":"a"}`, `{"order":9,"sku":"b"}`, `{"order":9,"sku":"c"}`}
+	if len(out) != 3 {
+		t.Fatalf("got %d records, want 3", len(out))
+	}
+	if out[0] != r {
+		t.Error("the first result should reuse the input record")
+	}
+	for i, o := range out {
+		if string(o.Value) != want[i] || string(o.Key) != "order-1" || o.Topic != "routed" || !o.Timestamp.Equal(r.Timestamp) ||
+			len(o.Headers) != 1 || o.Headers[0].Key != "h" {
+			t.Errorf("record %d: %+v", i, o)
+		}
+	}
+	if &out[1].Headers[0] == &out[0].Headers[0] || &out[2].Headers[0] == &out[1].Headers[0] {
+		t.Error("new records must get their own header slices")
+	}
+}
+
+func TestRecordErrors(t *testing.T) {
+	cases := []struct{ expr, value, want string }{
+		{".a", `{"a":`, "the value is not JSON: unexpected EOF"},
+		{".a", `{"a":1} x`, "the value is not JSON: data after the value at offset 7"},
+		{".a", `not json`, "the value is not JSON: invalid character"},
+		{".a + 1", `{"a":"x"}`, "jq: cannot add: string (\"x\") and number (1)"},
+		{`error("bad order")`, `{}`, "jq: error: bad order"},
+		{"repeat(.)", `1`, "more than 10000 results"},
+	}
+	for _, c := range cases {
+		tr := newJQ(t, c.expr)
+		r := rec(c.value)
+		out, err := tr.Process(context.Background(), src, r, nil)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s on %s: got %v, want an error containing %q", c.expr, c.value, err, c.want)
+		}
+		if len(out) != 0 || string(r.Value) != c.value {
+			t.Errorf("%s on %s: a failed record must produce nothing and stay as it was", c.expr, c.value)
+		}
+	}
+	tr := newJQ(t, ".")
+	if _, err := tr.Process(context.Background(), src, &kgo.Record{}, nil); err == nil || !strings.Contains(err.Error(), "null (a tombstone)") {
+		t.Errorf("a tombstone: %v", err)
+	}
+}
+
+// A cancelled context (shutdown) stays visible through the error.
+func TestCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	tr := newJQ(t, "[range(100000)] | length")
+	_, err := tr.Process(ctx, src, rec(`1`), nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
+	}
+}
+
+// The environment is hidden from programs.
+func TestNoEnvironment(t *testing.T) {
+	t.Setenv("PROCESSOR_SECRET", "hunter2")
+	if got := run(t, newJQ(t, "[$ENV.PROCESSOR_SECRET, env.PROCESSOR_SECRET]"), rec(`1`)); got[0] != "[null,null]" {
+		t.Errorf("the environment leaked: %s", got)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for expr, want := range map[string]string{
+		"":                   "PROCESSOR_JQ_EXPR is not set: want a jq program",
+		".a |":               `PROCESSOR_JQ_EXPR=".a |" is invalid: want a jq program such as .amount_cents *= 2, select(.status == "paid") or .items[] (unexpected EOF at offset 4)`,
+		"nosuch":             "function not defined: nosuch/0",
+		"$missing":           "variable not defined: $missing",
+		`import "x" as x; .`: "cannot load module",
+		"input":              "input(s)/0 is not allowed",
+	} {
+		_, err := New(&Settings{Expr: expr})
+		var cerr *config.Error
+		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: got %v, want a one-line *config.Error containing %q", expr, err, want)
+		}
+	}
+}
+
+// An aliased entry reads PROCESSOR_JQ_<ALIAS>_EXPR through the registry,
+// as the processor's wiring does.
+func TestAliasesThroughRegistry(t *testing.T) {
+	t.Setenv("PROCESSOR_JQ_EXPR", ".a")
+	t.Setenv("PROCESSOR_JQ_SECOND_EXPR", ".b")
+	spec, ok := transform.Default.Lookup("jq")
+	if !ok {
+		t.Fatal(`"jq" is not registered`)
+	}
+	reg := &transform.Registry{}
+	reg.Register("jq", spec)
+	chain, err := reg.Build([]transform.Entry{{Name: "jq"}, {Name: "jq", Alias: "second"}}, func(e transform.Entry, s any) error {
+		return config.Process(config.TransformPrefix(e.Name, e.Alias), s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := chain.Process(context.Background(), src, rec(`{"a":{"b":"deep"}}`), nil)
+	if err != nil || len(out) != 1 || string(out[0].Value) != `"deep"` {
+		t.Fatalf("got %v, %v", out, err)
+	}
+}

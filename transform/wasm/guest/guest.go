@@ -1,0 +1,92 @@
+// Package guest is the Go SDK for writing WebAssembly transforms for the
+// processor's wasm transform (ABI version 1, see ../ABI.md). A plugin
+// registers one function in init and is built as a WASI reactor:
+//
+//	package main
+//
+//	import "github.com/streamproc/processor/transform/wasm/guest"
+//
+//	func init() { guest.Handle(process) }
+//
+//	func process(in guest.Record) ([]guest.Record, error) {
+//		in.Value = bytes.ToUpper(in.Value)
+//		return []guest.Record{in}, nil
+//	}
+//
+//	func main() {} // required, but never called in a reactor
+//
+//	// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o upper.wasm .
+//
+// The package implements the ABI's exports (processor_abi_version,
+// processor_alloc, processor_process) with //go:wasmexport when built for
+// wasip1; on other platforms it compiles too, so a plugin's logic can be
+// unit-tested natively by calling its function directly.
+//
+// Memory: every input record arrives in one buffer the host wrote into
+// guest memory, and the Record the function receives points into it (no
+// copies), so its slices and strings are valid only until the function
+// returns; keep anything longer with bytes.Clone or strings.Clone.
+// Modifying in.Value in place is allowed and is the cheapest way to
+// transform a value. The records the function returns are not encoded
+// either: the host reads their bytes where they are, after the function
+// returns and before the next call, so a function may return the same
+// slices (of records, of bytes) on every call, as the examples in
+// examples/wasm do to allocate nothing.
+//
+// Cost: under the host's deadline (PROCESSOR_WASM_TIMEOUT) every loop
+// iteration and most branches of Go code compiled to WebAssembly cost
+// about 25 ns more, so per-record work in few iterations (eight bytes at
+// a time, no reflection) is what makes a fast plugin; see ../ABI.md.
+package guest
+
+// ABIVersion is the version of the host-guest interface this package
+// implements; the host refuses modules that report another.
+const ABIVersion = 1
+
+// Record is one Kafka record crossing the boundary.
+//
+// On input, Key, Value and Headers are the input record's (nil Key or
+// Value is a Kafka null), Source tells where it came from, Timestamp is its
+// timestamp, and Topic is empty. On output, Topic chooses the destination
+// topic ("" is the processor's default output topic, PROCESSOR_OUTPUT_TOPIC);
+// Source and Timestamp are ignored: outputs keep the input's timestamp.
+type Record struct {
+	Key     []byte
+	Value   []byte
+	Headers []Header
+	Topic   string
+
+	Source    Source
+	Timestamp int64 // the input's timestamp, Unix milliseconds
+}
+
+// Header is one record header; a nil Value is a null header value.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Source is where the input record was read: the same for every output
+// of one input, and across every retry of it, so it is the right key for
+// deterministic ids and idempotent side effects.
+type Source struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// Func is a plugin's transform: it returns zero (filter), one or many
+// records, or an error, which fails the input record in the processor as
+// any transform error does. A panic is recovered and reported as an error.
+type Func func(in Record) ([]Record, error)
+
+var handler Func
+
+// Handle registers fn as the plugin's transform. Call it once, from init:
+// a reactor module's main is never run.
+func Handle(fn Func) {
+	if handler != nil {
+		panic("guest: Handle called twice")
+	}
+	handler = fn
+}

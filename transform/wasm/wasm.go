@@ -1,0 +1,381 @@
+// Package wasm registers the "wasm" transform, which runs every record
+// through a WebAssembly module loaded at start from PROCESSOR_WASM_MODULE,
+// sandboxed by wazero (pure Go, no cgo).
+//
+// The module speaks ABI version 1 (ABI.md beside this file): the host
+// writes one length-prefixed input buffer (key, value, headers, source
+// topic, partition, offset, timestamp) into guest memory that the guest's
+// processor_alloc handed out, calls processor_process once, and reads one
+// output buffer holding zero or more records (key, value, headers,
+// optional topic) or an error message. Go plugins use the SDK in
+// transform/wasm/guest and build with
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared
+//
+// The module is compiled once, at start; instances are pooled and reused
+// record after record, never instantiated per record. Each instance gets a
+// memory limit (PROCESSOR_WASM_MAX_MEMORY), each call a deadline
+// (PROCESSOR_WASM_TIMEOUT) that stops even a guest in an infinite loop.
+// Guests get no filesystem, no network, no arguments or environment, a
+// deterministic random source, and, unless PROCESSOR_WASM_ALLOW_CLOCK is
+// true, a fake clock (wazero's default: wall time starts at 2022-01-01 and
+// both clocks advance 1ms per reading; sleeping returns at once).
+//
+// A trap, an exit, a deadline, or output that does not follow the ABI is
+// a transform error for the record; the instance involved is discarded
+// and a fresh one serves the next record. An error the guest returns is a
+// transform error too, but the instance is kept.
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
+)
+
+func init() {
+	transform.Register("wasm", transform.Typed("runs every record through a sandboxed WebAssembly module (PROCESSOR_WASM_MODULE)", New))
+}
+
+// ABIVersion is the host-guest interface version this host speaks; a
+// module whose processor_abi_version returns another is refused at start.
+const ABIVersion = 1
+
+// Settings are the wasm transform's settings, read from PROCESSOR_WASM_*
+// (PROCESSOR_WASM_<ALIAS>_* for an aliased entry).
+type Settings struct {
+	// Module is the path of the .wasm file.
+	Module string `envconfig:"MODULE" desc:"the path of a WebAssembly module implementing the processor's wasm ABI version 1, e.g. bin/plugins/uppercase.wasm"`
+	// MaxMemory caps each instance's linear memory. A guest that grows
+	// past it fails the record (a Go guest exits with "out of memory").
+	MaxMemory ByteSize `envconfig:"MAX_MEMORY" default:"64MiB" desc:"a size from 1MiB to 4GiB such as 64MiB, 512KiB or 1GiB (a plain number is bytes)"`
+	// Timeout bounds one call into the guest; a guest still running then
+	// is stopped and the record fails. 0 turns the deadline off, and with
+	// it the checks that wazero compiles into every loop and branch of the
+	// guest to make it stoppable, which roughly halves the cost of a call
+	// into a Go guest; a guest that never returns then hangs the
+	// processor until /healthz reports it stuck. Only for trusted modules.
+	Timeout time.Duration `envconfig:"TIMEOUT" default:"100ms" desc:"a Go duration from 1ms to 1m such as 100ms, or 0 for no deadline (trusted modules only)"`
+	// AllowClock gives the guest the real wall and monotonic clocks
+	// instead of wazero's fake ones. Output that depends on the clock
+	// differs between the attempts of an aborted and retried transaction.
+	AllowClock bool `envconfig:"ALLOW_CLOCK" default:"false" desc:"true or false"`
+}
+
+// Errors a record can fail with, for errors.Is. The message names the
+// cause in more detail.
+var (
+	// ErrTimeout: the call ran past PROCESSOR_WASM_TIMEOUT and was stopped.
+	ErrTimeout = errors.New("wasm guest exceeded its deadline")
+	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack
+	// overflow) or exited (a Go guest's fatal error or unrecovered panic
+	// outside the SDK, running out of memory).
+	ErrTrap = errors.New("wasm guest trapped")
+	// ErrBadOutput: the guest's output does not follow the ABI.
+	ErrBadOutput = errors.New("wasm guest returned malformed output")
+	// ErrGuest: the guest reported an error for the record (its message
+	// follows); panics in an SDK plugin's function end up here too.
+	ErrGuest = errors.New("wasm guest failed")
+)
+
+// Limits on what the host accepts and at start.
+const (
+	minMemory    = 1 << 20
+	maxMemory    = 4 << 30
+	pageSize     = 64 << 10
+	minTimeout   = time.Millisecond
+	maxTimeout   = time.Minute
+	startTimeout = 10 * time.Second // instantiation, including the guest's init
+)
+
+// Transform runs records through pooled instances of one compiled module:
+// wazero compiles the module to machine code once, when New loads it, and
+// keeps that code in memory for every instance. It is safe for concurrent
+// use; each concurrent caller gets an instance of its own. Close releases
+// the runtime.
+type Transform struct {
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	modCfg   wazero.ModuleConfig
+	timeout  time.Duration
+
+	mu     sync.Mutex
+	idle   []*instance
+	closed bool
+}
+
+// maxIdle is how many idle instances the pool keeps; the pipeline uses one.
+const maxIdle = 4
+
+// New loads, checks and compiles the module, and instantiates one instance
+// so that a module that cannot start fails at start, not on the first
+// record. Every error names the setting at fault.
+func New(s *Settings) (transform.Transform, error) {
+	return newTransform(s, nil)
+}
+
+// newTransform is New with an optional shared compilation cache (tests use
+// one to compile each guest once).
+func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error) {
+	bad := func(name, value, want string) error {
+		return &config.Error{Var: config.TransformPrefix("wasm", "") + "_" + name, Value: value, Want: want}
+	}
+	if s.Module == "" {
+		return nil, &config.Error{Var: config.TransformPrefix("wasm", "") + "_MODULE", Unset: true, Want: wantOf("Module")}
+	}
+	if s.MaxMemory < minMemory || s.MaxMemory > maxMemory {
+		return nil, bad("MAX_MEMORY", s.MaxMemory.String(), wantOf("MaxMemory"))
+	}
+	if s.Timeout != 0 && (s.Timeout < minTimeout || s.Timeout > maxTimeout) {
+		return nil, bad("TIMEOUT", s.Timeout.String(), wantOf("Timeout"))
+	}
+	bin, err := os.ReadFile(s.Module)
+	if err != nil {
+		return nil, bad("MODULE", s.Module, "a readable WebAssembly module file ("+firstLine(err)+")")
+	}
+
+	ctx := context.Background()
+	pages := uint32((uint64(s.MaxMemory) + pageSize - 1) / pageSize)
+	rc := wazero.NewRuntimeConfig().
+		WithCloseOnContextDone(s.Timeout > 0). // lets a deadline stop a runaway loop
+		WithMemoryLimitPages(pages)
+	if cache != nil {
+		rc = rc.WithCompilationCache(cache)
+	}
+	t := &Transform{rt: wazero.NewRuntimeWithConfig(ctx, rc), timeout: s.Timeout}
+	fail := func(err error) (*Transform, error) {
+		_ = t.rt.Close(ctx)
+		return nil, err
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, t.rt); err != nil {
+		return fail(fmt.Errorf("instantiating WASI: %w", err))
+	}
+	if t.compiled, err = t.rt.CompileModule(ctx, bin); err != nil {
+		want := "a valid WebAssembly module (" + firstLine(err) + ")"
+		if strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
+			return fail(bad("MAX_MEMORY", s.MaxMemory.String(), "at least the module's minimum memory ("+firstLine(err)+")"))
+		}
+		return fail(bad("MODULE", s.Module, want))
+	}
+	if err := checkModule(t.compiled); err != nil {
+		return fail(bad("MODULE", s.Module, "a module implementing the processor's wasm ABI version 1 (see transform/wasm/ABI.md): "+err.Error()))
+	}
+	t.modCfg = wazero.NewModuleConfig().
+		WithName(""). // anonymous, so one compiled module instantiates many times
+		WithStartFunctions("_initialize").
+		WithStdout(io.Discard)
+	if s.AllowClock {
+		t.modCfg = t.modCfg.WithSysWalltime().WithSysNanotime()
+	}
+
+	// One instance now: a module that cannot start is a configuration
+	// error, and the first record does not pay for instantiation.
+	inst, err := t.instantiate()
+	if err != nil {
+		if strings.Contains(err.Error(), "memory") {
+			return fail(bad("MAX_MEMORY", s.MaxMemory.String(), wantOf("MaxMemory")+", enough for the module to start ("+firstLine(err)+")"))
+		}
+		return fail(bad("MODULE", s.Module, "a module that starts: "+firstLine(err)))
+	}
+	if v, err := inst.abiVersion(); err != nil || v != ABIVersion {
+		inst.close()
+		if err != nil {
+			return fail(bad("MODULE", s.Module, "a module whose processor_abi_version answers: "+firstLine(err)))
+		}
+		return fail(bad("MODULE", s.Module, fmt.Sprintf("a module implementing the processor's wasm ABI version %d (it implements version %d)", ABIVersion, v)))
+	}
+	t.idle = append(t.idle, inst)
+	return t, nil
+}
+
+// checkModule checks the module's exports and imports against the ABI
+// before anything runs.
+func checkModule(m wazero.CompiledModule) error {
+	i32 := api.ValueTypeI32
+	want := []struct {
+		name            string
+		params, results []api.ValueType
+	}{
+		{"processor_abi_version", nil, []api.ValueType{i32}},
+		{"processor_alloc", []api.ValueType{i32}, []api.ValueType{i32}},
+		{"processor_process", []api.ValueType{i32, i32}, []api.ValueType{i32}},
+	}
+	exports := m.ExportedFunctions()
+	if _, cmd := exports["_start"]; cmd {
+		if _, reactor := exports["_initialize"]; !reactor {
+			return errors.New("it is a WASI command (it exports _start, not _initialize); build a Go plugin as a reactor with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared")
+		}
+	}
+	for _, w := range want {
+		f, ok := exports[w.name]
+		if !ok {
+			return fmt.Errorf("it does not export %s", w.name)
+		}
+		if !sameTypes(f.ParamTypes(), w.params) || !sameTypes(f.ResultTypes(), w.results) {
+			return fmt.Errorf("its %s has the wrong signature", w.name)
+		}
+	}
+	if _, ok := m.ExportedMemories()["memory"]; !ok {
+		return errors.New(`it does not export its memory as "memory"`)
+	}
+	for _, f := range m.ImportedFunctions() {
+		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
+			return fmt.Errorf("it imports %s.%s; only %s is provided", mod, name, wasi_snapshot_preview1.ModuleName)
+		}
+	}
+	return nil
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Process runs rec through one pooled instance. The first output reuses
+// rec; others are new records with rec's timestamp. Output bytes equal to
+// the input's (an unchanged key, header values) share the input's memory.
+// On error rec is left as it was.
+//
+// ctx is not passed on to the guest: a call is bounded by the deadline,
+// and stopping a guest at shutdown would fail a record that the
+// processor could otherwise commit.
+func (t *Transform) Process(_ context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	inst, err := t.get()
+	if err != nil {
+		return out, err
+	}
+	res, err := inst.process(src, rec, out)
+	if inst.broken {
+		inst.close()
+	} else {
+		t.put(inst)
+	}
+	if err != nil {
+		return out, err
+	}
+	return res, nil
+}
+
+// get takes an idle instance or instantiates a new one (after a trap, or
+// when callers run concurrently).
+func (t *Transform) get() (*instance, error) {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil, errors.New("wasm transform is closed")
+	}
+	if n := len(t.idle); n > 0 {
+		inst := t.idle[n-1]
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		return inst, nil
+	}
+	t.mu.Unlock()
+	inst, err := t.instantiate()
+	if err != nil {
+		return nil, fmt.Errorf("instantiating a replacement wasm instance: %w", err)
+	}
+	return inst, nil
+}
+
+// put returns inst to the pool, or closes it when the pool is full or
+// closed.
+func (t *Transform) put(inst *instance) {
+	t.mu.Lock()
+	if !t.closed && len(t.idle) < maxIdle {
+		t.idle = append(t.idle, inst)
+		inst = nil
+	}
+	t.mu.Unlock()
+	if inst != nil {
+		inst.close()
+	}
+}
+
+// Close closes the idle instances and the runtime, which also stops
+// instances still in use. It implements io.Closer.
+func (t *Transform) Close() error {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle, t.closed = nil, true
+	t.mu.Unlock()
+	for _, inst := range idle {
+		inst.close()
+	}
+	if err := t.rt.Close(context.Background()); err != nil {
+		return fmt.Errorf("closing the wasm runtime: %w", err)
+	}
+	return nil
+}
+
+// ByteSize is a size in bytes, written as a number with an optional unit
+// B, KiB, MiB or GiB (powers of 1024), e.g. 64MiB.
+type ByteSize uint64
+
+var units = []struct {
+	suffix string
+	mult   uint64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// Decode parses s; envconfig calls it for PROCESSOR_WASM_MAX_MEMORY.
+func (b *ByteSize) Decode(s string) error {
+	num, mult := strings.TrimSpace(s), uint64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n > maxMemory/mult*4 {
+		return fmt.Errorf("%q is not a size such as 64MiB", s)
+	}
+	*b = ByteSize(n * mult)
+	return nil
+}
+
+// String formats b in the largest unit that divides it.
+func (b ByteSize) String() string {
+	for _, u := range units {
+		if b != 0 && uint64(b)%u.mult == 0 {
+			return strconv.FormatUint(uint64(b)/u.mult, 10) + u.suffix
+		}
+	}
+	return "0B"
+}
+
+// wantOf returns the desc tag of a Settings field: the expected form that
+// configuration errors quote.
+func wantOf(field string) string {
+	f, _ := reflect.TypeFor[Settings]().FieldByName(field)
+	return f.Tag.Get("desc")
+}
+
+// firstLine returns err's message up to its first newline: wazero's errors
+// carry guest stack traces, and configuration errors are one line.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
