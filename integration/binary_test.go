@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -91,11 +90,8 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 // The binary on its embedded broker becomes ready, commits transactions for
 // loadgen's input, serves metrics, and exits 0 on SIGTERM.
 func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
-	bin := binary(t)
 	broker, httpAddr := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
+	p := runBinary(t, "processor", []string{
 		"PROCESSOR_EMBEDDED_BROKER=true",
 		"PROCESSOR_EMBEDDED_BROKER_ADDR=" + broker,
 		"PROCESSOR_EMBEDDED_BROKER_DIR=" + t.TempDir(),
@@ -104,22 +100,8 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 		"PROCESSOR_OUTPUT_TOPIC=orders-out",
 		"PROCESSOR_HTTP_ADDR=" + httpAddr,
 		"PROCESSOR_PROGRESS_INTERVAL=200ms",
-	}
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
-		if t.Failed() {
-			t.Logf("processor log:\n%s", logs.String())
-		}
-	}()
+	})
+	logs := p.logs
 
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + httpAddr + path)
@@ -157,15 +139,7 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	waitFor(t, 10*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"progress"`) })
 
 	start := time.Now()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v, want 0", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no exit within 20s of SIGTERM")
-	}
+	p.terminate(t)
 	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(logs.String(), "processor stopped cleanly") {
 		t.Error("the log lacks the clean-stop line")
@@ -194,30 +168,15 @@ func (s *syncBuffer) String() string {
 // with backoff, says so plainly, answers /readyz with 503 and /healthz with
 // 200, and still stops cleanly on SIGTERM.
 func TestBinaryUnreachableBroker(t *testing.T) {
-	bin := binary(t)
 	httpAddr := freeAddr(t)
-	cmd := exec.Command(bin)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
+	p := runBinary(t, "processor", []string{
 		"PROCESSOR_BROKERS=" + freeAddr(t), // nothing listens there
 		"PROCESSOR_GROUP=unreachable",
 		"PROCESSOR_INPUT_TOPICS=in",
 		"PROCESSOR_OUTPUT_TOPIC=out",
 		"PROCESSOR_HTTP_ADDR=" + httpAddr,
-	}
-	logs := &syncBuffer{}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("log:\n%s", logs.String())
-		}
-	}()
+	})
+	logs := p.logs
 	status := func(path string) int {
 		resp, err := http.Get("http://" + httpAddr + path)
 		if err != nil {
@@ -236,20 +195,12 @@ func TestBinaryUnreachableBroker(t *testing.T) {
 		t.Errorf("/healthz = %d, want 200 while waiting for the brokers", code)
 	}
 	select {
-	case err := <-exited:
-		t.Fatalf("exited while the broker was unreachable: %v", err)
+	case <-p.done:
+		t.Fatalf("exited while the broker was unreachable: %v", p.err)
 	default:
 	}
 	if strings.Contains(logs.String(), "goroutine ") {
 		t.Error("the log has a stack trace")
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v, want 0", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no exit within 20s of SIGTERM")
-	}
+	p.terminate(t)
 }

@@ -30,9 +30,7 @@ type proc struct {
 // startBinary runs cmd/processor with the given transactional ID against tg.
 func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, extraEnv ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary(t))
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"),
+	return runBinary(t, txnID, append([]string{
 		"PROCESSOR_BROKERS=" + strings.Join(tg.brokers, ","),
 		"PROCESSOR_GROUP=" + group,
 		"PROCESSOR_INPUT_TOPICS=" + in,
@@ -44,7 +42,15 @@ func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, extraE
 		"PROCESSOR_COMMIT_INTERVAL=500ms",
 		"PROCESSOR_PROGRESS_INTERVAL=100ms",
 		"PROCESSOR_LOG_FORMAT=text",
-	}, extraEnv...)
+	}, extraEnv...))
+}
+
+// runBinary runs cmd/processor with env (and PATH) as its whole
+// environment; its log is kept, and shown if the test fails.
+func runBinary(t *testing.T, name string, env []string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary(t))
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	p := &proc{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
@@ -74,7 +80,7 @@ func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, extraE
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("log of %s:\n%s", txnID, p.logs.String())
+			t.Logf("log of %s:\n%s", name, p.logs.String())
 		}
 	})
 	return p
