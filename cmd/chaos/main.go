@@ -156,6 +156,7 @@ type instance struct {
 	done        chan struct{}
 	exitErr     error
 	expectExit  atomic.Bool
+	started     atomic.Bool  // it logged "processor starting": its signal handling is up
 	firstCommit atomic.Int64 // unix nanos of its first progress line with a commit
 }
 
@@ -254,6 +255,9 @@ func (d *driver) start(id int) {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, line)
+			if !inst.started.Load() && strings.Contains(line, `"msg":"processor starting"`) {
+				inst.started.Store(true)
+			}
 			if inst.firstCommit.Load() == 0 && strings.Contains(line, `"msg":"progress"`) && !strings.Contains(line, `"committed":0,`) {
 				inst.firstCommit.Store(time.Now().UnixNano())
 			}
@@ -291,6 +295,15 @@ func (d *driver) pick() *instance {
 // stop ends inst with sig and waits; SIGTERM must end in exit 0.
 func (d *driver) stop(inst *instance, sig syscall.Signal) {
 	inst.expectExit.Store(true)
+	// A process signalled before Go's runtime installed its handlers dies
+	// of the signal; wait for the first log line of a fresh one.
+	for deadline := time.Now().Add(10 * time.Second); !inst.started.Load() && time.Now().Before(deadline); {
+		select {
+		case <-inst.done:
+			deadline = time.Time{} // already gone
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 	_ = inst.cmd.Process.Signal(sig)
 	select {
 	case <-inst.done:

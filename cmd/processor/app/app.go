@@ -44,25 +44,18 @@ const (
 // Main runs the processor with the transforms registered in reg (usually
 // transform.Default) and returns the exit code for os.Exit.
 func Main(reg *transform.Registry) int {
+	// Signals first: a SIGTERM that arrives while starting (a module
+	// compiling, a broker unreachable) stops the processor cleanly rather
+	// than killing it.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
 	cfg, err := config.Load(config.Hostname())
 	if err != nil {
 		return configError(err)
 	}
 	log := newLogger(cfg)
 	warnUnknownVars(log, cfg.Transforms)
-
-	chain, err := buildChain(reg, cfg.Transforms)
-	if err != nil {
-		return configError(err)
-	}
-	defer func() {
-		if err := chain.Close(); err != nil {
-			log.Warn("closing transforms", "err", err.Error())
-		}
-	}()
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	go func() {
 		// A second signal while shutting down exits at once.
 		<-ctx.Done()
@@ -74,9 +67,28 @@ func Main(reg *transform.Registry) int {
 		os.Exit(exitRuntime)
 	}()
 
+	chain, err := buildChain(reg, cfg.Transforms)
+	if err != nil {
+		return configError(err)
+	}
+	defer func() {
+		if err := chain.Close(); err != nil {
+			log.Warn("closing transforms", "err", err.Error())
+		}
+	}()
+
+	if ctx.Err() != nil {
+		log.Info("stopped while starting")
+		return exitOK
+	}
+
 	brokers := cfg.Brokers
 	if cfg.EmbeddedBroker {
 		eb, err := startEmbeddedBroker(ctx, cfg, log)
+		if err != nil && ctx.Err() != nil {
+			log.Info("stopped while starting")
+			return exitOK
+		}
 		if err != nil {
 			log.Error("starting the embedded broker failed", "err", err.Error())
 			return exitRuntime
