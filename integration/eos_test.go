@@ -120,7 +120,7 @@ func TestSameTransactionalIDFences(t *testing.T) {
 		fed := make(chan struct{})
 		go func() {
 			defer close(fed)
-			step := in.n / 40
+			step := (in.n * 3 / 4) / 200 // about 10 s of input, so both keep meeting the fence
 			for i := in.n / 4; i < in.n; i += step {
 				select {
 				case <-stopFeed:
