@@ -204,3 +204,34 @@ func TestBinaryUnreachableBroker(t *testing.T) {
 	}
 	p.terminate(t)
 }
+
+// A missing output or dead-letter topic is a configuration error found at
+// start (exit 2, naming the variable), not a loop of aborted transactions.
+func TestBinaryMissingTopicExits2(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out, dlq, group := unique("missing-in"), unique("missing-out"), unique("missing-dlq"), unique("missing-group")
+		tg.createTopics(t, 1, in, out)
+		for _, c := range []struct {
+			name, want string
+			env        []string
+		}{
+			{"output", "PROCESSOR_OUTPUT_TOPIC", nil},
+			{"dlq", "PROCESSOR_DLQ_TOPIC", []string{"PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=" + dlq}},
+		} {
+			target := out
+			if c.name == "output" {
+				target = unique("never-created")
+			}
+			p := tg.startBinary(t, group, group+"-"+c.name, in, target, c.env...)
+			select {
+			case <-p.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%s: still running with a missing topic", c.name)
+			}
+			var ee *exec.ExitError
+			if !errors.As(p.err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.logs.String(), c.want) {
+				t.Errorf("%s: exit %v, log %q; want exit 2 naming %s", c.name, p.err, p.logs.String(), c.want)
+			}
+		}
+	})
+}

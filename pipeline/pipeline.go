@@ -47,6 +47,11 @@ type Options struct {
 	Logger    *slog.Logger
 	Metrics   *Metrics
 
+	// RequireTopics must exist before the loop starts (the output and
+	// dead-letter topics): producing to a missing topic would abort every
+	// transaction forever. Run returns a *MissingTopicsError otherwise.
+	RequireTopics []string
+
 	// InjectAbort is for tests and fault drills only: it is called before
 	// each commit with the transaction's sequence number (from 1), and
 	// returning true aborts that transaction with reason "injected".
@@ -167,6 +172,9 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
+	if err := p.checkTopics(ctx); err != nil {
+		return err
+	}
 	p.initialised.Store(true)
 	if p.o.ProgressInterval > 0 {
 		pctx, stop := context.WithCancel(ctx)
@@ -183,6 +191,29 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		}
 	}
 	return p.shutdown()
+}
+
+// MissingTopicsError names required topics that do not exist.
+type MissingTopicsError struct{ Topics []string }
+
+func (e *MissingTopicsError) Error() string {
+	return fmt.Sprintf("topics %v do not exist; create them before starting the processor", e.Topics)
+}
+
+// checkTopics fails on missing required topics. A cluster that cannot
+// answer is not a reason to stop: the loop finds out soon enough.
+func (p *Pipeline) checkTopics(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	missing, err := p.s.MissingTopics(cctx, p.o.RequireTopics)
+	if err != nil {
+		p.log.Warn("could not check that the output topics exist", "err", err.Error())
+		return nil
+	}
+	if len(missing) > 0 {
+		return &MissingTopicsError{Topics: missing}
+	}
+	return nil
 }
 
 // step polls once, processes what arrived and ends the transaction when it

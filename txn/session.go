@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -226,6 +227,25 @@ func (s *Session) Init(ctx context.Context) error {
 	}
 }
 
+// MissingTopics returns which of topics the cluster does not have. It
+// answers nil, nil for no topics, and an error when the cluster cannot say.
+func (s *Session) MissingTopics(ctx context.Context, topics []string) ([]string, error) {
+	if len(topics) == 0 {
+		return nil, nil
+	}
+	details, err := kadm.NewClient(s.gts.Client()).ListTopics(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("listing topics: %w", err)
+	}
+	var missing []string
+	for _, t := range topics {
+		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			missing = append(missing, t)
+		}
+	}
+	return missing, nil
+}
+
 // Poll returns up to max buffered records, waiting until some arrive or ctx
 // ends. Fetch errors are logged; the client retries them itself.
 func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
@@ -392,6 +412,7 @@ func IsFenced(err error) bool {
 func (s *Session) rebuild(ctx context.Context) error {
 	s.producerReady.Store(false)
 	s.joined.Store(false)
+	s.leave()
 	s.gts.Close()
 	if err := s.open(); err != nil {
 		return err
@@ -401,10 +422,34 @@ func (s *Session) rebuild(ctx context.Context) error {
 }
 
 // Close leaves the group and closes the client. End any open transaction
-// first.
+// first. It gives up waiting after a few seconds: an unreachable broker
+// must not hold up a shutdown, and the group notices a member that is gone
+// after the session timeout anyway.
 func (s *Session) Close() {
-	s.gts.Close()
+	s.leave()
+	closed := make(chan struct{})
+	go func() {
+		s.gts.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(closeTimeout):
+		s.log.Warn("closing the Kafka client is taking long; exiting without waiting", "waited", closeTimeout.String())
+	}
 	s.stop()
+}
+
+// closeTimeout bounds leaving the group and closing the client.
+const closeTimeout = 5 * time.Second
+
+// leave leaves the group, waiting at most closeTimeout.
+func (s *Session) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+	defer cancel()
+	if err := s.gts.Client().LeaveGroupContext(ctx); err != nil && ctx.Err() != nil {
+		s.log.Warn("leaving the group timed out; its coordinator will notice after the session timeout", "err", err.Error())
+	}
 }
 
 // Ready reports whether the session has joined its group and initialised

@@ -242,30 +242,21 @@ func (d *driver) start(id int) {
 	if err != nil {
 		fatal(err)
 	}
-	pr, pw := io.Pipe()
-	cmd.Stderr = pw
+	// The log file is the process's stderr itself: nothing of ours sits
+	// between a processor and its log, so a slow reader can never block it.
+	cmd.Stderr = logf
 	inst.cmd = cmd
+	from, err := logf.Seek(0, io.SeekEnd) // where this run's lines begin
+	if err != nil {
+		fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		fatal(fmt.Errorf("starting processor %d: %w", id, err))
 	}
-	go func() {
-		defer logf.Close()
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			fmt.Fprintln(logf, line)
-			if !inst.started.Load() && strings.Contains(line, `"msg":"processor starting"`) {
-				inst.started.Store(true)
-			}
-			if inst.firstCommit.Load() == 0 && strings.Contains(line, `"msg":"progress"`) && !strings.Contains(line, `"committed":0,`) {
-				inst.firstCommit.Store(time.Now().UnixNano())
-			}
-		}
-	}()
+	go inst.watchLog(logf.Name(), from)
 	go func() {
 		inst.exitErr = cmd.Wait()
-		pw.Close()
+		logf.Close()
 		close(inst.done)
 		if !inst.expectExit.Load() {
 			d.mu.Lock()
@@ -279,6 +270,43 @@ func (d *driver) start(id int) {
 	d.mu.Lock()
 	d.insts[id] = inst
 	d.mu.Unlock()
+}
+
+// watchLog follows the instance's log file from offset from, noting when
+// the process has started and when it first committed.
+func (inst *instance) watchLog(path string, from int64) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return
+	}
+	r := bufio.NewReader(f)
+	var partial string
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil { // no complete line yet
+			partial += line
+			select {
+			case <-inst.done:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		line, partial = partial+line, ""
+		if !inst.started.Load() && strings.Contains(line, `"msg":"processor starting"`) {
+			inst.started.Store(true)
+		}
+		if inst.firstCommit.Load() == 0 && strings.Contains(line, `"msg":"progress"`) && !strings.Contains(line, `"committed":0,`) {
+			inst.firstCommit.Store(time.Now().UnixNano())
+		}
+		if inst.started.Load() && inst.firstCommit.Load() != 0 {
+			return // nothing more to learn
+		}
+	}
 }
 
 func (d *driver) pick() *instance {

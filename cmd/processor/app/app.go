@@ -127,6 +127,7 @@ func Main(reg *transform.Registry) int {
 		DLQTopic:         cfg.DLQTopic,
 		MaxRetries:       cfg.MaxRetries,
 		TransformTimeout: cfg.TransformTimeout,
+		RequireTopics:    requiredTopics(cfg),
 		Logger:           log,
 		Metrics:          pipeline.NewMetrics(promReg),
 		InjectAbort:      injectAbort(cfg.TestAbortRate, log),
@@ -154,6 +155,7 @@ func Main(reg *transform.Registry) int {
 
 	err = p.Run(ctx)
 	var fenced *txn.FencedError
+	var missing *pipeline.MissingTopicsError
 	var recErr *pipeline.RecordError
 	switch {
 	case err == nil:
@@ -161,6 +163,13 @@ func Main(reg *transform.Registry) int {
 		log.Info("processor stopped cleanly", "records_consumed", s.Consumed, "records_produced", s.Produced,
 			"transactions_committed", s.Commits, "transactions_aborted", s.Aborts)
 		return exitOK
+	case errors.As(err, &missing):
+		name, value := "OUTPUT_TOPIC", cfg.OutputTopic
+		if !slices.Contains(missing.Topics, cfg.OutputTopic) {
+			name, value = "DLQ_TOPIC", cfg.DLQTopic
+		}
+		return configError(&config.Error{Var: config.EnvName(name), Value: value,
+			Want: "a topic that exists in the cluster (it does not; create it first, e.g. kafka-topics.sh --create --topic " + value + ")"})
 	case errors.As(err, &fenced):
 		log.Error("stopping: " + err.Error())
 	case errors.As(err, &recErr):
@@ -173,6 +182,15 @@ func Main(reg *transform.Registry) int {
 		log.Error("stopping: " + err.Error())
 	}
 	return exitRuntime
+}
+
+// requiredTopics are the topics that must exist before processing starts.
+func requiredTopics(cfg *config.Config) []string {
+	topics := []string{cfg.OutputTopic}
+	if cfg.OnError == "dlq" {
+		topics = append(topics, cfg.DLQTopic)
+	}
+	return topics
 }
 
 // injectAbort returns the fault-drill hook that aborts a fraction of

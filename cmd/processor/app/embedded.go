@@ -38,6 +38,9 @@ func startEmbeddedBroker(ctx context.Context, cfg *config.Config, log *slog.Logg
 	}
 	eb := &embeddedBroker{c: c}
 	topics := append(append([]string{}, cfg.InputTopics...), cfg.OutputTopic)
+	if cfg.DLQTopic != "" {
+		topics = append(topics, cfg.DLQTopic)
+	}
 	if err := eb.ensureTopics(ctx, cfg.EmbeddedBrokerPartitions, topics); err != nil {
 		c.Close()
 		return nil, err
