@@ -260,14 +260,14 @@ func (c *Config) Validate() error {
 		return unset("INPUT_TOPICS", desc("InputTopics"))
 	}
 	for _, t := range c.InputTopics {
-		if !validTopic(t) {
+		if !ValidTopic(t) {
 			return bad("INPUT_TOPICS", strings.Join(c.InputTopics, ","), desc("InputTopics")+" (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)")
 		}
 	}
 	if c.OutputTopic == "" {
 		return unset("OUTPUT_TOPIC", desc("OutputTopic"))
 	}
-	if !validTopic(c.OutputTopic) {
+	if !ValidTopic(c.OutputTopic) {
 		return bad("OUTPUT_TOPIC", c.OutputTopic, desc("OutputTopic")+" (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)")
 	}
 	for _, t := range c.InputTopics {
@@ -326,7 +326,7 @@ func (c *Config) Validate() error {
 		return bad("ON_ERROR", c.OnError, desc("OnError"))
 	}
 	if c.DLQTopic != "" {
-		if !validTopic(c.DLQTopic) {
+		if !ValidTopic(c.DLQTopic) {
 			return bad("DLQ_TOPIC", c.DLQTopic, desc("DLQTopic")+" (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)")
 		}
 		for _, t := range c.InputTopics {
@@ -360,19 +360,25 @@ func TransformPrefix(name, alias string) string {
 	return p
 }
 
-func validTopic(t string) bool {
-	if t == "" || t == "." || t == ".." || len(t) > 249 {
+// ValidTopic reports whether name is a legal Kafka topic name: 1 to 249
+// of a-z A-Z 0-9 . _ -, and not "." or "..". Transforms that choose topics
+// per record check them with it too (it does not allocate).
+func ValidTopic[S string | []byte](name S) bool {
+	if len(name) == 0 || len(name) > 249 || string(name) == "." || string(name) == ".." {
 		return false
 	}
-	for _, r := range t {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
 		default:
 			return false
 		}
 	}
 	return true
 }
+
+// TopicForm is the expected form of a topic name, for error messages.
+const TopicForm = "a topic name of 1 to 249 characters a-z A-Z 0-9 . _ -"
 
 // checkHostPort accepts host:port; with emptyHost, ":port" too.
 func checkHostPort(s string, emptyHost bool) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 )
@@ -79,19 +80,10 @@ func jsonChain(t testing.TB) *transform.Chain {
 	return c
 }
 
+// sourceOf names the input an output came from, by its lineage headers.
 func sourceOf(r *kgo.Record) (string, bool) {
-	var topic, part, off string
-	for _, h := range r.Headers {
-		switch h.Key {
-		case pipeline.HeaderSourceTopic:
-			topic = string(h.Value)
-		case pipeline.HeaderSourcePartition:
-			part = string(h.Value)
-		case pipeline.HeaderSourceOffset:
-			off = string(h.Value)
-		}
-	}
-	return topic + "/" + part + "/" + off, topic != "" && part != "" && off != ""
+	in, ok := check.Lineage(r)
+	return in.String(), ok
 }
 
 func headerValue(r *kgo.Record, key string) string {

@@ -69,25 +69,31 @@ type inflight struct {
 
 // runChain runs r through the chain, retrying retriable failures with
 // backoff up to MaxRetries times within the transaction's budget. It
-// returns the outputs, or the final error and the number of attempts.
-func (p *Pipeline) runChain(ctx context.Context, src transform.Source, r *kgo.Record) ([]*kgo.Record, int, error) {
+// returns the outputs; or, with r restored to how it arrived, the final
+// error, the chain entry that failed and the number of attempts.
+func (p *Pipeline) runChain(ctx context.Context, src transform.Source, r *kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
+	defer func() {
+		if err != nil {
+			r.Key, r.Value, r.Headers, r.Timestamp = key, value, headers, ts
+		}
+	}()
 	backoff := 10 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		rctx, cancel := ctx, context.CancelFunc(nil)
 		if p.o.TransformTimeout > 0 {
 			rctx, cancel = context.WithTimeout(ctx, p.o.TransformTimeout)
 		}
-		out, err := p.chain.Process(rctx, src, r, p.out[:0])
+		out, err = p.chain.Process(rctx, src, r, p.out[:0])
 		timedOut := err != nil && rctx.Err() != nil && ctx.Err() == nil
 		if cancel != nil {
 			cancel()
 		}
 		p.out = out[:0]
 		if err == nil {
-			return out, attempt, nil
+			return out, "", attempt, nil
 		}
-		stage, class := "", classPermanent
+		class := classPermanent
 		var te *transform.Error
 		if errors.As(err, &te) {
 			stage = te.Stage
@@ -107,12 +113,12 @@ func (p *Pipeline) runChain(ctx context.Context, src transform.Source, r *kgo.Re
 		p.o.Metrics.TransformErrors.WithLabelValues(stage, class).Inc()
 		retry := class == classRetriable || class == classTimeout
 		if !retry || attempt > p.o.MaxRetries || time.Now().Add(backoff).After(p.budgetEnd()) || ctx.Err() != nil {
-			return nil, attempt, err
+			return nil, stage, attempt, err
 		}
 		p.o.Metrics.Retries.Inc()
 		select {
 		case <-ctx.Done():
-			return nil, attempt, err
+			return nil, stage, attempt, err
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, time.Second)
@@ -126,12 +132,14 @@ func (p *Pipeline) budgetEnd() time.Time {
 	return p.s.Begun().Add(p.o.TxnBudget)
 }
 
-// failed applies the error policy to an input record that failed for good.
-// Only Fail returns an error.
-func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, attempts int, err error) error {
+// failed applies the error policy to an input record that failed for good:
+// its chain entry stage failed after attempts runs, or (stage "produce") its
+// output could not be produced. dropValue, when set, says why its dead
+// letter goes without the value. Only Fail returns an error.
+func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) error {
 	switch p.o.OnError {
 	case DeadLetter:
-		p.deadLetter(src, r, stage, attempts, err, "")
+		p.deadLetter(src, r, stage, attempts, err, dropValue)
 		return nil
 	case Skip:
 		p.txnSkipped++

@@ -275,23 +275,21 @@ func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
 		r.Topic = ""
 		p.txnRecords++
 		if len(p.poison) > 0 {
+			// Its output could not be produced in an earlier attempt.
 			if pz, ok := p.poison[src]; ok {
-				if err := p.poisoned(src, r, pz); err != nil {
+				drop := ""
+				if pz.dlqFailed {
+					drop = "the dead letter with its value could not be written either"
+				}
+				if err := p.failed(src, r, "produce", 1, pz.err, drop); err != nil {
 					return err
 				}
 				continue
 			}
 		}
-		key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
-		out, attempts, err := p.runChain(ctx, src, r)
+		out, stage, attempts, err := p.runChain(ctx, src, r)
 		if err != nil {
-			r.Key, r.Value, r.Headers, r.Timestamp = key, value, headers, ts
-			stage := ""
-			var te *transform.Error
-			if errors.As(err, &te) {
-				stage = te.Stage
-			}
-			if err := p.failed(src, r, stage, attempts, err); err != nil {
+			if err := p.failed(src, r, stage, attempts, err, ""); err != nil {
 				return err
 			}
 			continue
@@ -314,26 +312,6 @@ func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
 			p.inflight = append(p.inflight, inflight{r: o, src: src})
 			p.s.Produce(o)
 		}
-	}
-	return nil
-}
-
-// poisoned handles an input whose output could not be produced in an
-// earlier attempt: its dead letter replaces the output.
-func (p *Pipeline) poisoned(src transform.Source, r *kgo.Record, pz poison) error {
-	switch p.o.OnError {
-	case DeadLetter:
-		drop := ""
-		if pz.dlqFailed {
-			drop = "the dead letter with its value could not be written either"
-		}
-		p.deadLetter(src, r, "produce", 1, pz.err, drop)
-	case Skip:
-		p.txnSkipped++
-		p.log.Warn("skipping a record whose output cannot be produced (PROCESSOR_ON_ERROR=skip)",
-			"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "err", pz.err.Error())
-	default:
-		return &RecordError{Source: src, Err: pz.err}
 	}
 	return nil
 }

@@ -67,7 +67,7 @@ func New(s *Settings) (transform.Transform, error) {
 		return nil, &config.Error{Var: prefix + "HEADER", Value: s.Header,
 			Want: "unset while " + prefix + "EXPR is set: exactly one of the two chooses the topic"}
 	}
-	if s.Default != "" && !topics.Valid(s.Default) {
+	if s.Default != "" && !config.ValidTopic(s.Default) {
 		return nil, &config.Error{Var: prefix + "DEFAULT", Value: s.Default, Want: want("Default")}
 	}
 	t := &Transform{header: s.Header, def: s.Default}
@@ -113,8 +113,8 @@ func (t *Transform) topic(ctx context.Context, rec *kgo.Record) (string, error) 
 	if t.prog == nil {
 		for i := len(rec.Headers) - 1; i >= 0; i-- {
 			if h := rec.Headers[i]; h.Key == t.header {
-				if !topics.Valid(h.Value) {
-					return "", fmt.Errorf("%w: header %q is %q, not %s", errUnplaced, t.header, h.Value, topics.Want)
+				if !config.ValidTopic(h.Value) {
+					return "", fmt.Errorf("%w: header %q is %q, not %s", errUnplaced, t.header, h.Value, config.TopicForm)
 				}
 				return t.names.String(h.Value), nil
 			}
@@ -133,8 +133,8 @@ func (t *Transform) topic(ctx context.Context, rec *kgo.Record) (string, error) 
 	case error:
 		return "", jq.RunError(r)
 	case string:
-		if !topics.Valid(r) {
-			return "", fmt.Errorf("%w: the jq program's result %q is not %s", errUnplaced, r, topics.Want)
+		if !config.ValidTopic(r) {
+			return "", fmt.Errorf("%w: the jq program's result %q is not %s", errUnplaced, r, config.TopicForm)
 		}
 		return r, nil
 	default:

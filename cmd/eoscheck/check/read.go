@@ -12,13 +12,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/pipeline"
 )
 
 // The lineage headers the processor writes on every output record.
 const (
-	HeaderSourceTopic     = "processor.source.topic"
-	HeaderSourcePartition = "processor.source.partition"
-	HeaderSourceOffset    = "processor.source.offset"
+	HeaderSourceTopic     = pipeline.HeaderSourceTopic
+	HeaderSourcePartition = pipeline.HeaderSourcePartition
+	HeaderSourceOffset    = pipeline.HeaderSourceOffset
 )
 
 // Source says which cluster, topics and group a Reader audits.

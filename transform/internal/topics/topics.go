@@ -1,26 +1,7 @@
-// Package topics checks Kafka topic names and interns the ones transforms
-// compute per record, so routing a record allocates no string once its
-// topic has been seen.
+// Package topics interns the topic names transforms compute per record, so
+// routing a record allocates no string once its topic has been seen. (Names
+// are checked with config.ValidTopic.)
 package topics
-
-// Valid reports whether name is a legal Kafka topic name: 1 to 249 of
-// a-z A-Z 0-9 . _ -, and not "." or "..".
-func Valid[S string | []byte](name S) bool {
-	if len(name) == 0 || len(name) > 249 || string(name) == "." || string(name) == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// Want is the expected form of a topic name, for error messages.
-const Want = "a topic name of 1 to 249 characters a-z A-Z 0-9 . _ -"
 
 // maxInterned bounds an Interner: past it, strings are allocated per call
 // rather than growing the table without end on high-cardinality data.

@@ -5,20 +5,6 @@ import (
 	"testing"
 )
 
-func TestValid(t *testing.T) {
-	for name, want := range map[string]bool{
-		"orders": true, "orders.eu-1_x": true, strings.Repeat("a", 249): true,
-		"": false, ".": false, "..": false, "a b": false, "a/b": false, "é": false, strings.Repeat("a", 250): false,
-	} {
-		if got := Valid(name); got != want {
-			t.Errorf("Valid(%q) = %v, want %v", name, got, want)
-		}
-		if got := Valid([]byte(name)); got != want {
-			t.Errorf("Valid([]byte(%q)) = %v, want %v", name, got, want)
-		}
-	}
-}
-
 func TestInternerAllocatesOnce(t *testing.T) {
 	var in Interner
 	b := []byte("orders-eu")

@@ -1,0 +1,40 @@
+// Package transformtest holds what the transforms' tests and benchmarks
+// share, so that their per-record figures are measured the same way and can
+// be compared.
+package transformtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+)
+
+// Order256 is a 256-byte JSON order, the record every transform benchmark
+// uses.
+const Order256 = `{"order_id":"ord-000123456","customer_id":"cust-98765","amount_cents":12345,"currency":"EUR","status":"paid","items":[{"sku":"sku-1","qty":2},{"sku":"sku-22","qty":1}],"created_at":"2026-11-29T10:00:00Z","region":"eu-west","note":"leave at the door......"}`
+
+// Bench runs tr on Order256 once per iteration, reporting bytes and
+// allocations per record. wantOutputs is the number of outputs each call
+// must return, or -1 for any.
+func Bench(b *testing.B, tr transform.Transform, wantOutputs int) {
+	if len(Order256) != 256 {
+		b.Fatalf("the benchmark record is %d bytes, want 256", len(Order256))
+	}
+	src := transform.Source{Topic: "orders", Partition: 3, Offset: 12345}
+	key, value := []byte("cust-98765"), []byte(Order256)
+	rec := &kgo.Record{}
+	out := make([]*kgo.Record, 0, 4)
+	ctx := context.Background()
+	b.SetBytes(int64(len(value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		*rec = kgo.Record{Key: key, Value: value}
+		res, err := tr.Process(ctx, src, rec, out[:0])
+		if err != nil || (wantOutputs >= 0 && len(res) != wantOutputs) {
+			b.Fatal(res, err)
+		}
+	}
+}
