@@ -41,8 +41,10 @@ type Config struct {
 	InstanceID      string   `envconfig:"INSTANCE_ID" desc:"a static group member id unique to this instance (KIP-345)"`
 	Transforms      []string `envconfig:"TRANSFORMS" default:"identity" desc:"comma-separated transform names, name@alias to use one twice, e.g. jq,route"`
 
-	CommitInterval     time.Duration `envconfig:"COMMIT_INTERVAL" default:"100ms" desc:"a Go duration such as 100ms or 1s, below PROCESSOR_TRANSACTION_TIMEOUT"`
-	MaxRecordsPerTxn   int           `envconfig:"MAX_RECORDS_PER_TXN" default:"10000" desc:"a whole number of records from 1 to 10000000"`
+	CommitInterval   time.Duration `envconfig:"COMMIT_INTERVAL" default:"100ms" desc:"a Go duration such as 100ms or 1s, below PROCESSOR_TRANSACTION_TIMEOUT"`
+	MaxRecordsPerTxn int           `envconfig:"MAX_RECORDS_PER_TXN" default:"10000" desc:"a whole number of records from 1 to 10000000"`
+	// MaxTxnBytes bounds the output bytes one transaction holds in memory.
+	MaxTxnBytes        ByteSize      `envconfig:"MAX_TXN_BYTES" default:"64MiB" desc:"a size from 1MiB to 1GiB such as 64MiB (B, KiB, MiB, GiB; a plain number is bytes)"`
 	SessionTimeout     time.Duration `envconfig:"SESSION_TIMEOUT" default:"45s" desc:"a Go duration from 6s to 30m, e.g. 45s"`
 	TransactionTimeout time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"40s" desc:"a Go duration below PROCESSOR_SESSION_TIMEOUT and at most 15m, e.g. 40s"`
 
@@ -287,6 +289,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxRecordsPerTxn < 1 || c.MaxRecordsPerTxn > 10_000_000 {
 		return bad("MAX_RECORDS_PER_TXN", fmt.Sprint(c.MaxRecordsPerTxn), desc("MaxRecordsPerTxn"))
+	}
+	if c.MaxTxnBytes < 1<<20 || c.MaxTxnBytes > 1<<30 {
+		return bad("MAX_TXN_BYTES", c.MaxTxnBytes.String(), desc("MaxTxnBytes"))
 	}
 	if c.SessionTimeout < 6*time.Second || c.SessionTimeout > 30*time.Minute {
 		return bad("SESSION_TIMEOUT", c.SessionTimeout.String(), desc("SessionTimeout"))

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,58 +54,89 @@ const (
 // errWatchdog ends a transaction that ran out of its time budget.
 var errWatchdog = errors.New("transaction time budget used up")
 
-// poison is an input record whose output could not be produced, so that
-// its next attempt goes where the policy says instead of to the output.
+// stageProduce is the failed stage of a record whose output could not be
+// written: the broker rejected it, its topic does not exist, or it was
+// routed to an input or the dead-letter topic.
+const stageProduce = "produce"
+
+// failure is why an input record failed for good.
+type failure struct {
+	stage    string // the chain entry that failed, or stageProduce
+	attempts int
+	err      error
+}
+
+// poison is an input record that failed for good in an aborted attempt
+// (its output could not be produced, its dead letter could not be written,
+// or it alone used up the transaction's budget), so that its next attempt
+// goes where the policy says.
 type poison struct {
-	err       error
+	failure
 	dlqFailed bool // its dead letter could not be written either
 }
 
 // inflight links a produced record to its input, for the rare case that
 // producing it fails for good.
 type inflight struct {
-	r   *kgo.Record
-	src transform.Source
-	dlq bool
+	r    *kgo.Record
+	src  transform.Source
+	dead *failure // set on a dead letter: why its input failed
 }
 
-// runChain runs r through the chain, retrying retriable failures with
-// backoff up to MaxRetries times within the transaction's budget. It
-// returns the outputs; or, with r restored to how it arrived, the final
-// error, the chain entry that failed and the number of attempts.
-func (p *Pipeline) runChain(ctx context.Context, src transform.Source, r *kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
+// Retry backoff: from firstBackoff, doubling up to maxBackoff.
+const (
+	firstBackoff = 10 * time.Millisecond
+	maxBackoff   = time.Second
+)
+
+// runChain runs r through the chain under the open transaction's context,
+// retrying retriable failures with backoff up to MaxRetries times, and
+// checks where the outputs go. It returns the outputs; or, with r restored
+// to how it arrived, the final error (clipped to maxQuote bytes), the
+// chain entry that failed and the number of attempts.
+//
+// When the transaction's budget runs out first (a deadline the processor
+// set, not the record's doing) the error is errWatchdog, and no retry
+// starts that could not end within the budget.
+func (p *Pipeline) runChain(src transform.Source, r *kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
 	defer func() {
 		if err != nil {
 			r.Key, r.Value, r.Headers, r.Timestamp = key, value, headers, ts
 		}
 	}()
-	backoff := 10 * time.Millisecond
+	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
-		rctx, cancel := ctx, context.CancelFunc(nil)
+		rctx, cancel := p.txn, context.CancelFunc(nil)
 		if p.o.TransformTimeout > 0 {
-			rctx, cancel = context.WithTimeout(ctx, p.o.TransformTimeout)
+			rctx, cancel = context.WithTimeout(p.txn, p.o.TransformTimeout)
 		}
 		out, err = p.chain.Process(rctx, src, r, p.out[:0])
-		timedOut := err != nil && rctx.Err() != nil && ctx.Err() == nil
+		timedOut := err != nil && rctx.Err() != nil
 		if cancel != nil {
 			cancel()
 		}
 		p.out = out[:0]
 		if err == nil {
+			if err = p.checkDestinations(out); err != nil {
+				return nil, stageProduce, attempt, clipErr(err)
+			}
 			return out, "", attempt, nil
 		}
-		class := classPermanent
 		var te *transform.Error
 		if errors.As(err, &te) {
 			stage = te.Stage
 		}
+		if p.txn.Err() != nil {
+			return nil, stage, attempt, errWatchdog
+		}
+		class := classPermanent
 		var pe *transform.PanicError
 		switch {
 		case errors.As(err, &pe):
 			class = classPanic
 			p.log.Debug("transform panic stack", "transform", stage, "topic", src.Topic, "partition", src.Partition,
-				"offset", src.Offset, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+				"offset", src.Offset, "panic", clip(fmt.Sprint(pe.Value)), "stack", string(pe.Stack))
 		case timedOut:
 			class = classTimeout
 			err = fmt.Errorf("%w (PROCESSOR_TRANSFORM_TIMEOUT=%s)", err, p.o.TransformTimeout)
@@ -111,19 +144,134 @@ func (p *Pipeline) runChain(ctx context.Context, src transform.Source, r *kgo.Re
 			class = classRetriable
 		}
 		p.o.Metrics.TransformErrors.WithLabelValues(stage, class).Inc()
-		retry := class == classRetriable || class == classTimeout
-		if !retry || attempt > p.o.MaxRetries || time.Now().Add(backoff).After(p.budgetEnd()) || ctx.Err() != nil {
-			return nil, stage, attempt, err
+		if retry := class == classRetriable || class == classTimeout; !retry || attempt > p.o.MaxRetries {
+			return nil, stage, attempt, clipErr(err)
+		}
+		if time.Now().Add(backoff).After(p.budgetEnd()) {
+			return nil, stage, attempt, errWatchdog
 		}
 		p.o.Metrics.Retries.Inc()
+		t := time.NewTimer(backoff)
 		select {
-		case <-ctx.Done():
-			return nil, stage, attempt, err
-		case <-time.After(backoff):
+		case <-p.txn.Done():
+			t.Stop()
+			return nil, stage, attempt, errWatchdog
+		case <-t.C:
 		}
-		backoff = min(backoff*2, time.Second)
+		backoff = min(backoff*2, maxBackoff)
 		r.Key, r.Value, r.Headers, r.Timestamp, r.Topic = key, value, headers, ts, ""
 	}
+}
+
+// missingTTL is how long a destination topic the cluster confirmed missing
+// fails records without another produce attempt; after it, the next
+// record routed there tries again (the topic may have been created).
+const missingTTL = 30 * time.Second
+
+// checkDestinations fails a record whose outputs go where they must not:
+// to an input topic or the dead-letter topic (the processor would consume
+// its own output, or mix outputs into its dead letters), or to a topic the
+// cluster recently confirmed missing. Per routed output it costs a few
+// string comparisons.
+func (p *Pipeline) checkDestinations(out []*kgo.Record) error {
+	for _, o := range out {
+		t := o.Topic
+		if t == "" {
+			continue
+		}
+		if t == p.o.DLQTopic {
+			return fmt.Errorf("an output is routed to the dead-letter topic %q; route it to another topic", t)
+		}
+		for _, in := range p.o.InputTopics {
+			if t == in {
+				return fmt.Errorf("an output is routed to the input topic %q, which would feed it back into the processor", t)
+			}
+		}
+		if len(p.missing) > 0 {
+			if at, ok := p.missing[t]; ok && time.Since(at) < missingTTL {
+				return fmt.Errorf("an output is routed to topic %q, which does not exist; create it or change the routing", t)
+			}
+		}
+	}
+	return nil
+}
+
+// recordBytes is what a produced record holds in memory, near enough.
+func recordBytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// maxQuote bounds how much of an error message the processor repeats in
+// logs, /healthz and dead-letter headers: transform errors may quote the
+// record (jq quotes the value it failed on), which can be megabytes.
+const maxQuote = 256
+
+// clip shortens s to maxQuote bytes, saying how long it was.
+func clip(s string) string {
+	if len(s) <= maxQuote {
+		return s
+	}
+	cut := maxQuote
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// clippedError is an error whose message was clipped; errors.Is and As
+// still see the original.
+type clippedError struct {
+	msg string
+	err error
+}
+
+func (e *clippedError) Error() string { return e.msg }
+func (e *clippedError) Unwrap() error { return e.err }
+
+// clipErr returns err, or an error with its message clipped to maxQuote.
+func clipErr(err error) error {
+	if msg := err.Error(); len(msg) > maxQuote {
+		return &clippedError{msg: clip(msg), err: err}
+	}
+	return err
+}
+
+// BudgetError is returned by New when one record's worst case, every
+// attempt running to its deadline plus the backoff between retries, does
+// not fit the transaction's time budget: such a record could never be
+// processed, nor be failed by the policy, within a transaction.
+type BudgetError struct {
+	Worst, Budget time.Duration
+	Attempts      int             // 1 + MaxRetries
+	PerAttempt    time.Duration   // the longest one attempt may take
+	Entry         transform.Entry // the chain entry whose own deadline is PerAttempt; zero when it is TransformTimeout or there is none
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("one record may take %s (%d attempts of up to %s each, plus backoff between retries), more than the transaction's time budget of %s",
+		e.Worst, e.Attempts, e.PerAttempt, e.Budget)
+}
+
+// checkBudget checks that one record's retries fit the budget. An
+// attempt is bounded by TransformTimeout and by the chain's own deadlines
+// (a stage with its own deadline may not watch the context).
+func checkBudget(o Options, chain *transform.Chain) error {
+	per, entry := chain.CallTimeout()
+	if o.TransformTimeout >= per {
+		per, entry = o.TransformTimeout, transform.Entry{}
+	}
+	worst := time.Duration(o.MaxRetries+1) * per
+	for i, b := 0, firstBackoff; i < o.MaxRetries; i, b = i+1, min(b*2, maxBackoff) {
+		worst += b
+	}
+	if worst >= o.TxnBudget {
+		return &BudgetError{Worst: worst, Budget: o.TxnBudget, Attempts: o.MaxRetries + 1, PerAttempt: per, Entry: entry}
+	}
+	return nil
 }
 
 // budgetEnd is when the open transaction must start ending, so that it
@@ -161,8 +309,8 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 	r.Topic = p.o.DLQTopic
 	p.dlqLineage.stamp(r, src)
 	p.txnDLQ++
-	p.inflight = append(p.inflight, inflight{r: r, src: src, dlq: true})
-	p.s.Produce(r)
+	p.inflight = append(p.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
+	p.s.Produce(p.work, r)
 }
 
 // deadLetterHeaders returns a new header slice: the original headers
@@ -201,12 +349,20 @@ func unproducible(err error) bool {
 }
 
 // notePoison records, after an aborted transaction, the inputs whose
-// outputs could not be produced at all. It returns an error when nothing
-// can be done: the policy is Fail, or a dead letter failed even without
-// its value.
-func (p *Pipeline) notePoison(failures []txn.Failure) error {
+// outputs could not be produced at all: the broker rejected them for good,
+// or their topic does not exist (confirmed with a fresh metadata request,
+// so that a topic still being created is not mistaken for a missing one).
+// It returns an error when nothing can be done: the policy is Fail, or a
+// dead letter failed even without its value.
+func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error {
+	missing := p.confirmMissing(ctx, failures)
 	for _, f := range failures {
-		if !unproducible(f.Err) {
+		cause := f.Err
+		switch {
+		case unproducible(f.Err):
+		case missing[f.Record.Topic]:
+			cause = fmt.Errorf("topic %q does not exist: %w", f.Record.Topic, f.Err)
+		default:
 			continue // transient: the retry of the transaction may pass
 		}
 		for _, in := range p.inflight {
@@ -215,19 +371,50 @@ func (p *Pipeline) notePoison(failures []txn.Failure) error {
 			}
 			prev, seen := p.poison[in.src]
 			switch {
-			case in.dlq && seen && prev.dlqFailed:
-				return &RecordError{Source: in.src, Err: fmt.Errorf("its dead letter cannot be written even without its value: %w", f.Err)}
-			case in.dlq:
-				p.poison[in.src] = poison{err: prev.err, dlqFailed: true}
+			case in.dead != nil && seen && prev.dlqFailed:
+				return &RecordError{Source: in.src, Err: fmt.Errorf("its dead letter cannot be written to %s even without its value (the record failed with: %v): %w",
+					f.Record.Topic, in.dead.err, cause)}
+			case in.dead != nil:
+				p.poison[in.src] = poison{failure: *in.dead, dlqFailed: true}
 			case p.o.OnError == Fail:
-				return &RecordError{Source: in.src, Err: fmt.Errorf("its output cannot be produced to %s: %w", f.Record.Topic, f.Err)}
+				return &RecordError{Source: in.src, Err: fmt.Errorf("its output cannot be produced to %s: %w", f.Record.Topic, cause)}
 			default:
-				p.poison[in.src] = poison{err: fmt.Errorf("output to %s cannot be produced: %w", f.Record.Topic, f.Err)}
+				p.poison[in.src] = poison{failure: failure{stage: stageProduce, attempts: 1,
+					err: fmt.Errorf("output to %s cannot be produced: %w", f.Record.Topic, cause)}}
 			}
 			p.log.Warn("a record's output cannot be produced; the transaction is retried without it",
-				"topic", in.src.Topic, "partition", in.src.Partition, "offset", in.src.Offset, "policy", string(p.o.OnError), "err", f.Err.Error())
+				"topic", in.src.Topic, "partition", in.src.Partition, "offset", in.src.Offset, "policy", string(p.o.OnError), "err", cause.Error())
 			break
 		}
 	}
 	return nil
+}
+
+// confirmMissing asks the cluster about the topics that failures blame as
+// unknown, and returns those it confirms missing (also remembered in
+// p.missing, so later records routed there fail without an abort). A
+// cluster that cannot answer confirms nothing.
+func (p *Pipeline) confirmMissing(ctx context.Context, failures []txn.Failure) map[string]bool {
+	var unknown []string
+	for _, f := range failures {
+		if errors.Is(f.Err, kerr.UnknownTopicOrPartition) && !slices.Contains(unknown, f.Record.Topic) {
+			unknown = append(unknown, f.Record.Topic)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	gone, err := p.s.MissingTopics(cctx, unknown)
+	if err != nil {
+		p.log.Warn("could not check whether output topics exist; retrying the transaction", "topics", unknown, "err", err.Error())
+		return nil
+	}
+	confirmed := make(map[string]bool, len(gone))
+	for _, t := range gone {
+		confirmed[t] = true
+		p.missing[t] = time.Now()
+	}
+	return confirmed
 }

@@ -47,6 +47,17 @@ type Options struct {
 	Logger    *slog.Logger
 	Metrics   *Metrics
 
+	// InputTopics are the topics the session consumes. An output routed to
+	// one of them, or to DLQTopic, fails its record: it would feed the
+	// processor its own output.
+	InputTopics []string
+	// MaxTxnBytes bounds the output bytes (keys, values, headers) that one
+	// transaction holds until it ends: the transaction ends at the first
+	// poll boundary past it, and polls are sized from the bytes per input
+	// record of the transaction before, so a transaction holds about
+	// MaxTxnBytes plus one record's outputs. 0 is no bound.
+	MaxTxnBytes int64
+
 	// RequireTopics must exist before the loop starts (the output and
 	// dead-letter topics): producing to a missing topic would abort every
 	// transaction forever. Run returns a *MissingTopicsError otherwise.
@@ -74,13 +85,26 @@ type Pipeline struct {
 	txnFilter  int
 	txnDLQ     int
 	txnSkipped int
+	txnBytes   int64 // output bytes of this transaction
 	seq        uint64
-	pollMax    int // shrinks when the watchdog fires, grows back on commits
+	txnMax     int   // input records per transaction: the watchdog halves it, commits double it back
+	perRecord  int64 // output bytes per input record in the last transaction, to size polls
 	inflight   []inflight
 	poison     map[transform.Source]poison
+	missing    map[string]time.Time // destination topics the cluster confirmed missing, and when
 	dlqLineage *lineage
 	lag        map[topicPartition]int64
 	lagEpoch   uint64
+
+	// work is the context records are processed and produced under: a
+	// stop does not cancel it, so a shutdown never fails a record; it
+	// ends TxnBudget after the stop, when the open transaction's budget
+	// has run out anyway, so a produce blocked on a full buffer cannot hold
+	// up the shutdown. txn is work bounded by the open transaction's
+	// budget: every record's deadline.
+	work      context.Context
+	txn       context.Context
+	txnCancel context.CancelFunc
 
 	// Read by other goroutines.
 	lastLoop    atomic.Int64 // unix nanos of the loop's last iteration
@@ -124,12 +148,19 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := checkBudget(o, chain); err != nil {
+		return nil, err
+	}
 	p := &Pipeline{
 		s: s, chain: chain, o: o, log: o.Logger,
 		txnRouted:  make(map[string]int),
 		lag:        make(map[topicPartition]int64),
-		pollMax:    o.MaxRecordsPerTxn,
+		txnMax:     o.MaxRecordsPerTxn,
 		poison:     make(map[transform.Source]poison),
+		missing:    make(map[string]time.Time),
+		work:       context.Background(),
+		txn:        context.Background(),
+		txnCancel:  func() {},
 		dlqLineage: newLineage(),
 	}
 	if o.Lineage {
@@ -154,9 +185,16 @@ func (e *RecordError) Error() string {
 func (e *RecordError) Unwrap() error { return e.Err }
 
 // Run initialises the session, then loops until ctx ends or a fatal error.
-// On ctx's end it commits the open transaction and leaves the group, and
-// returns nil. The session is closed when Run returns.
+// On ctx's end it stops polling, finishes the records already polled
+// (within the open transaction's time budget), commits the open
+// transaction and leaves the group, and returns nil. Ending ctx is never a
+// record failure. The session is closed when Run returns.
 func (p *Pipeline) Run(ctx context.Context) (err error) {
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	stopWork := context.AfterFunc(ctx, func() { time.AfterFunc(p.o.TxnBudget, cancelWork) })
+	defer stopWork()
+	p.work = work
 	defer func() {
 		if err != nil {
 			p.failure.Store(&err)
@@ -224,7 +262,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 		deadline = p.s.Begun().Add(p.o.CommitInterval)
 	}
 	pctx, cancel := context.WithDeadline(ctx, deadline)
-	fs := p.s.Poll(pctx, min(p.pollMax, p.o.MaxRecordsPerTxn-p.txnRecords))
+	fs := p.s.Poll(pctx, p.pollSize())
 	cancel()
 	p.observeLag(fs)
 
@@ -236,13 +274,14 @@ func (p *Pipeline) step(ctx context.Context) error {
 				}
 				return err
 			}
+			p.txn, p.txnCancel = context.WithDeadline(p.work, p.budgetEnd())
 		}
-		switch err := p.process(ctx, fs); {
+		switch err := p.process(fs); {
 		case errors.Is(err, errWatchdog):
 			done := p.txnRecords
-			p.pollMax = max(1, done/2)
-			p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller batches",
-				"budget", p.o.TxnBudget.String(), "records_done", done, "next_batch", p.pollMax)
+			p.txnMax = max(1, done/2)
+			p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller transactions",
+				"budget", p.o.TxnBudget.String(), "records_done", done, "next_max_records", p.txnMax)
 			_, err := p.end(ctx, txn.ReasonWatchdog)
 			return err
 		case err != nil:
@@ -252,7 +291,8 @@ func (p *Pipeline) step(ctx context.Context) error {
 			return err
 		}
 	}
-	if p.s.InTxn() && (p.txnRecords >= p.o.MaxRecordsPerTxn || !time.Now().Before(p.s.Begun().Add(p.o.CommitInterval))) {
+	if p.s.InTxn() && (p.txnRecords >= p.txnMax || (p.o.MaxTxnBytes > 0 && p.txnBytes >= p.o.MaxTxnBytes) ||
+		!time.Now().Before(p.s.Begun().Add(p.o.CommitInterval))) {
 		if _, err := p.end(ctx, ""); err != nil {
 			return err
 		}
@@ -260,34 +300,55 @@ func (p *Pipeline) step(ctx context.Context) error {
 	return nil
 }
 
+// pollSize is how many records the next poll may return: what is left of
+// the transaction's record count and, once the bytes per record are
+// known, of its byte bound.
+func (p *Pipeline) pollSize() int {
+	n := p.txnMax - p.txnRecords
+	if p.o.MaxTxnBytes > 0 && p.perRecord > 0 {
+		n = min(n, int(max(1, (p.o.MaxTxnBytes-p.txnBytes)/p.perRecord)))
+	}
+	return max(1, n)
+}
+
 // process runs every polled record through the chain and produces the
 // outputs. This is the per-record path: nothing here allocates, locks or
 // logs unless a record fails.
-func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
-	budgetEnd := p.budgetEnd()
+func (p *Pipeline) process(fs kgo.Fetches) error {
 	it := fs.RecordIter()
-	for i := 0; !it.Done(); i++ {
-		if i&31 == 31 && time.Now().After(budgetEnd) {
+	for !it.Done() {
+		select {
+		case <-p.txn.Done():
 			return errWatchdog
+		default:
 		}
 		r := it.Next()
 		src := transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		r.Topic = ""
 		p.txnRecords++
 		if len(p.poison) > 0 {
-			// Its output could not be produced in an earlier attempt.
+			// It failed for good in an earlier, aborted attempt.
 			if pz, ok := p.poison[src]; ok {
 				drop := ""
 				if pz.dlqFailed {
 					drop = "the dead letter with its value could not be written either"
 				}
-				if err := p.failed(src, r, "produce", 1, pz.err, drop); err != nil {
+				if err := p.failed(src, r, pz.stage, pz.attempts, pz.err, drop); err != nil {
 					return err
 				}
 				continue
 			}
 		}
-		out, stage, attempts, err := p.runChain(ctx, src, r)
+		out, stage, attempts, err := p.runChain(src, r)
+		if errors.Is(err, errWatchdog) {
+			if p.txnRecords == 1 {
+				// Alone in its transaction and still over the budget: no
+				// smaller transaction can help. Its next attempt fails it.
+				p.poison[src] = poison{failure: failure{stage: stage, attempts: attempts,
+					err: fmt.Errorf("the record did not finish within the transaction's time budget (%s) even alone in its transaction", p.o.TxnBudget)}}
+			}
+			return err
+		}
 		if err != nil {
 			if err := p.failed(src, r, stage, attempts, err, ""); err != nil {
 				return err
@@ -309,8 +370,11 @@ func (p *Pipeline) process(ctx context.Context, fs kgo.Fetches) error {
 			if p.lineage != nil {
 				p.lineage.stamp(o, src)
 			}
+			if p.o.MaxTxnBytes > 0 {
+				p.txnBytes += recordBytes(o)
+			}
 			p.inflight = append(p.inflight, inflight{r: o, src: src})
-			p.s.Produce(o)
+			p.s.Produce(p.work, o)
 		}
 	}
 	return nil
@@ -325,6 +389,10 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	}
 	committed, err := p.s.End(ctx, p.txnRecords, abort)
 	failures := p.s.TakeFailures()
+	p.txnCancel()
+	if p.txnRecords > 0 {
+		p.perRecord = p.txnBytes / int64(p.txnRecords)
+	}
 	if committed {
 		m := p.o.Metrics
 		m.Consumed.Add(float64(p.txnRecords))
@@ -334,7 +402,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		if p.txnDLQ > 0 || p.txnSkipped > 0 {
 			clear(p.poison) // handled; a rebalance may hand leftovers to another instance, which finds them itself
 		}
-		p.pollMax = min(p.o.MaxRecordsPerTxn, p.pollMax*2)
+		p.txnMax = min(p.o.MaxRecordsPerTxn, p.txnMax*2)
 		out := p.txnOut
 		if p.txnOut > 0 {
 			m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(p.txnOut))
@@ -348,13 +416,13 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		p.commits.Add(1)
 	} else {
 		p.aborts.Add(1)
-		if perr := p.notePoison(failures); perr != nil && err == nil {
+		if perr := p.notePoison(ctx, failures); perr != nil && err == nil {
 			err = perr
 		}
 	}
 	clear(p.inflight) // drop the record pointers
 	p.inflight = p.inflight[:0]
-	p.txnRecords, p.txnOut, p.txnFilter, p.txnDLQ, p.txnSkipped = 0, 0, 0, 0, 0
+	p.txnRecords, p.txnOut, p.txnFilter, p.txnDLQ, p.txnSkipped, p.txnBytes = 0, 0, 0, 0, 0, 0
 	clear(p.txnRouted)
 	if !p.s.InTxn() { // every record of the ended transaction is done
 		if p.lineage != nil {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -47,8 +50,9 @@ type Chain struct {
 }
 
 type stage struct {
-	name string
-	t    Transform
+	entry Entry
+	name  string
+	t     Transform
 }
 
 // Build constructs the chain for entries from r. configure fills each
@@ -86,13 +90,54 @@ func (r *Registry) Build(entries []Entry, configure func(e Entry, settings any) 
 			c.Close()
 			return nil, fmt.Errorf("transform %s: %w", e, err)
 		}
-		c.stages = append(c.stages, stage{name: e.String(), t: t})
+		c.stages = append(c.stages, stage{entry: e, name: e.String(), t: t})
 	}
 	return c, nil
 }
 
 // Len returns the number of stages.
 func (c *Chain) Len() int { return len(c.stages) }
+
+// CallTimeout returns the longest one run of the chain may take by the
+// stages' own deadlines (the stages implementing Timed, added up), and the
+// entry with the longest one, to name in errors; 0 when no stage bounds
+// its calls.
+func (c *Chain) CallTimeout() (time.Duration, Entry) {
+	var total, longest time.Duration
+	var at Entry
+	for _, s := range c.stages {
+		if t, ok := s.t.(Timed); ok {
+			d := t.CallTimeout()
+			total += d
+			if d > longest {
+				longest, at = d, s.entry
+			}
+		}
+	}
+	return total, at
+}
+
+// Destination is a fixed topic that a chain entry's setting names.
+type Destination struct {
+	Entry   Entry
+	Setting string // the setting's field name, e.g. "DEFAULT"
+	Topic   string
+}
+
+// Destinations returns the fixed topics the stages implementing
+// Destinations write to, in chain order.
+func (c *Chain) Destinations() []Destination {
+	var ds []Destination
+	for _, s := range c.stages {
+		if d, ok := s.t.(Destinations); ok {
+			m := d.Destinations()
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				ds = append(ds, Destination{Entry: s.entry, Setting: k, Topic: m[k]})
+			}
+		}
+	}
+	return ds
+}
 
 // Process runs rec through every stage and appends the final outputs to
 // out. A failing or panicking stage fails the whole input record with an

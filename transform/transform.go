@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -100,3 +101,22 @@ type retriableError struct{ err error }
 
 func (e *retriableError) Error() string { return e.err.Error() }
 func (e *retriableError) Unwrap() error { return e.err }
+
+// Timed is an optional interface of a transform whose every call carries
+// its own deadline (the wasm transform's PROCESSOR_WASM_TIMEOUT). The
+// processor checks at start that one record's worst case, retries
+// included, fits the transaction's time budget.
+type Timed interface {
+	// CallTimeout is the longest one Process call may take; 0 is unbounded.
+	CallTimeout() time.Duration
+}
+
+// Destinations is an optional interface of a transform that writes to fixed
+// topics named in its settings (the route transform's
+// PROCESSOR_ROUTE_DEFAULT). The processor checks at start that they exist,
+// as it does for the output topic.
+type Destinations interface {
+	// Destinations maps a setting's field name (e.g. "DEFAULT") to the
+	// topic it names; unset settings are left out.
+	Destinations() map[string]string
+}

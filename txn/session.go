@@ -38,6 +38,7 @@ const (
 	ReasonEndError     Reason = "end_error"       // ending failed; outcome unknown, session rebuilt
 	ReasonInjected     Reason = "injected"        // a test asked for it (see pipeline.Options.InjectAbort)
 	ReasonWatchdog     Reason = "watchdog"        // processing used up the transaction's time budget
+	ReasonTimeout      Reason = "timeout"         // the broker aborted the transaction at the transaction timeout (epoch bumped); session rebuilt
 )
 
 // Options configure a Session.
@@ -83,8 +84,6 @@ type Session struct {
 	m    *Metrics
 
 	gts   *kgo.GroupTransactSession
-	ctx   context.Context // lives until Close; produce calls use it
-	stop  context.CancelFunc
 	begun time.Time
 	inTxn bool
 
@@ -114,12 +113,10 @@ func New(opts Options) (*Session, error) {
 	if opts.Metrics == nil {
 		return nil, errors.New("txn: Options.Metrics is required")
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics, ctx: ctx, stop: stop}
+	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics}
 	s.assignGen.Store(-1)
 	s.promise = s.onProduced
 	if err := s.open(); err != nil {
-		stop()
 		return nil, err
 	}
 	return s, nil
@@ -269,7 +266,7 @@ var ErrRebuilt = errors.New("transactional session rebuilt")
 // rebuilds the session and returns ErrRebuilt; any other error is fatal.
 func (s *Session) Begin(ctx context.Context) error {
 	if err := s.gts.Begin(); err != nil {
-		if err := s.recover(ctx, 0, fmt.Errorf("beginning a transaction: %w", err)); err != nil {
+		if err := s.recover(ctx, 0, 0, fmt.Errorf("beginning a transaction: %w", err)); err != nil {
 			return err
 		}
 		return ErrRebuilt
@@ -286,9 +283,12 @@ func (s *Session) InTxn() bool { return s.inTxn }
 func (s *Session) Begun() time.Time { return s.begun }
 
 // Produce buffers r in the open transaction. A record that fails makes
-// the transaction abort at End instead of committing.
-func (s *Session) Produce(r *kgo.Record) {
-	s.gts.Produce(s.ctx, r, s.promise)
+// the transaction abort at End instead of committing. ctx bounds the wait
+// for buffer space (the client holds at most 10,000 unacknowledged
+// records): when it ends first, r fails with ctx's error, which aborts the
+// transaction.
+func (s *Session) Produce(ctx context.Context, r *kgo.Record) {
+	s.gts.Produce(ctx, r, s.promise)
 }
 
 // Failure is an output record that could not be produced, and why.
@@ -352,10 +352,14 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 			}
 		}
 	}
-	s.produceErr.Store(nil)
 	committed, err := s.gts.End(ectx, kgo.TransactionEndTry(abort == ""))
+	// Every record of the transaction has been acknowledged or failed by
+	// now (End flushes, or fails what is buffered), so no error of this
+	// transaction can reach the next one's.
+	s.produceErr.Store(nil)
 	s.inTxn = false
-	s.m.Duration.Observe(time.Since(s.begun).Seconds())
+	age := time.Since(s.begun)
+	s.m.Duration.Observe(age.Seconds())
 	rebalanced := s.rebalanced.Swap(false)
 	switch {
 	case err == nil && committed:
@@ -376,14 +380,21 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	if ctx.Err() != nil {
 		return false, fmt.Errorf("ending the transaction: %w", ctx.Err())
 	}
-	return false, s.recover(ctx, records, err)
+	return false, s.recover(ctx, records, age, err)
 }
 
 // recover handles a failed producer: it counts the abort, exits on
-// repeated fencing, and otherwise rebuilds the session.
-func (s *Session) recover(ctx context.Context, records int, err error) error {
+// repeated fencing, and otherwise rebuilds the session. age is how long
+// the failed transaction had been open (0 when none was): a transaction
+// open for the transaction timeout was aborted by the broker, which bumps
+// the producer epoch, so the fencing error that follows is our own
+// timeout and not another instance.
+func (s *Session) recover(ctx context.Context, records int, age time.Duration, err error) error {
 	reason := ReasonEndError
-	if IsFenced(err) {
+	switch {
+	case IsFenced(err) && age >= s.opts.TransactionTimeout:
+		reason = ReasonTimeout
+	case IsFenced(err):
 		reason = ReasonFenced
 		s.m.Fenced.Inc()
 		now := time.Now()
@@ -437,7 +448,6 @@ func (s *Session) Close() {
 	case <-time.After(closeTimeout):
 		s.log.Warn("closing the Kafka client is taking long; exiting without waiting", "waited", closeTimeout.String())
 	}
-	s.stop()
 }
 
 // closeTimeout bounds leaving the group and closing the client.

@@ -12,9 +12,10 @@
 // topic, which would feed the record back into the processor. Routing
 // allocates nothing per record once a topic has been seen.
 //
-// Topics are created by the broker's auto-creation or not at all: make
-// sure every topic the rule can choose exists, or a produce fails and the
-// processor stops.
+// PROCESSOR_ROUTE_DEFAULT must exist when the processor starts, like its
+// output topic. A topic the rule chooses that the cluster confirms does
+// not exist fails the record under PROCESSOR_ON_ERROR (the processor
+// checks this, and refuses routes to its input and dead-letter topics).
 package route
 
 import (
@@ -80,6 +81,17 @@ func New(s *Settings) (transform.Transform, error) {
 	}
 	return t, nil
 }
+
+// Destinations names the default topic, so that the processor checks at
+// start that it exists, as it does for its output topic.
+func (t *Transform) Destinations() map[string]string {
+	if t.def == "" {
+		return nil
+	}
+	return map[string]string{"DEFAULT": t.def}
+}
+
+var _ transform.Destinations = (*Transform)(nil)
 
 // want returns a Settings field's desc tag, the expected form.
 func want(field string) string {

@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -116,10 +118,13 @@ func Main(reg *transform.Registry) int {
 	if err != nil {
 		return configError(err)
 	}
+	required := requiredTopics(cfg, chain)
 	p, err := pipeline.New(sess, chain, pipeline.Options{
 		OutputTopic:      cfg.OutputTopic,
 		CommitInterval:   cfg.CommitInterval,
 		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
+		MaxTxnBytes:      int64(cfg.MaxTxnBytes),
+		InputTopics:      cfg.InputTopics,
 		StallTimeout:     cfg.TransactionTimeout,
 		ProgressInterval: cfg.ProgressInterval,
 		Lineage:          cfg.LineageHeaders,
@@ -127,11 +132,15 @@ func Main(reg *transform.Registry) int {
 		DLQTopic:         cfg.DLQTopic,
 		MaxRetries:       cfg.MaxRetries,
 		TransformTimeout: cfg.TransformTimeout,
-		RequireTopics:    requiredTopics(cfg),
+		RequireTopics:    slices.Collect(maps.Keys(required)),
 		Logger:           log,
 		Metrics:          pipeline.NewMetrics(promReg),
 		InjectAbort:      injectAbort(cfg.TestAbortRate, log),
 	})
+	var budget *pipeline.BudgetError
+	if errors.As(err, &budget) {
+		return configError(budgetError(cfg, budget))
+	}
 	if err != nil {
 		log.Error("building the pipeline", "err", err.Error())
 		return exitRuntime
@@ -164,17 +173,17 @@ func Main(reg *transform.Registry) int {
 			"transactions_committed", s.Commits, "transactions_aborted", s.Aborts)
 		return exitOK
 	case errors.As(err, &missing):
-		name, value := "OUTPUT_TOPIC", cfg.OutputTopic
-		if !slices.Contains(missing.Topics, cfg.OutputTopic) {
-			name, value = "DLQ_TOPIC", cfg.DLQTopic
-		}
-		return configError(&config.Error{Var: config.EnvName(name), Value: value,
+		value := missing.Topics[0]
+		return configError(&config.Error{Var: required[value], Value: value,
 			Want: "a topic that exists in the cluster (it does not; create it first, e.g. kafka-topics.sh --create --topic " + value + ")"})
 	case errors.As(err, &fenced):
 		log.Error("stopping: " + err.Error())
 	case errors.As(err, &recErr):
-		log.Error("stopping: a record failed and PROCESSOR_ON_ERROR=fail; nothing from this record on was committed, and a restart meets the same record again (set PROCESSOR_ON_ERROR=dlq to set it aside)",
-			"topic", recErr.Source.Topic, "partition", recErr.Source.Partition, "offset", recErr.Source.Offset, "err", recErr.Err.Error())
+		msg := "stopping: a record failed and PROCESSOR_ON_ERROR=fail; nothing from this record on was committed, and a restart meets the same record again (set PROCESSOR_ON_ERROR=dlq to set it aside)"
+		if cfg.OnError != "fail" {
+			msg = "stopping: a record failed and its dead letter cannot be written even without its value; nothing from this record on was committed, and a restart meets the same record again (check the dead-letter topic and its max.message.bytes)"
+		}
+		log.Error(msg, "topic", recErr.Source.Topic, "partition", recErr.Source.Partition, "offset", recErr.Source.Offset, "err", recErr.Err.Error())
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
 		return configError(&config.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
 			Want: "a duration the broker accepts: at most its transaction.max.timeout.ms (15m by default)"})
@@ -184,13 +193,35 @@ func Main(reg *transform.Registry) int {
 	return exitRuntime
 }
 
-// requiredTopics are the topics that must exist before processing starts.
-func requiredTopics(cfg *config.Config) []string {
-	topics := []string{cfg.OutputTopic}
+// requiredTopics maps the topics that must exist before processing starts
+// (the output topic, the dead-letter topic, and the fixed destinations of
+// the chain's transforms, such as PROCESSOR_ROUTE_DEFAULT) to the variable
+// that names each.
+func requiredTopics(cfg *config.Config, chain *transform.Chain) map[string]string {
+	topics := map[string]string{cfg.OutputTopic: config.EnvName("OUTPUT_TOPIC")}
 	if cfg.OnError == "dlq" {
-		topics = append(topics, cfg.DLQTopic)
+		topics[cfg.DLQTopic] = config.EnvName("DLQ_TOPIC")
+	}
+	for _, d := range chain.Destinations() {
+		if _, ok := topics[d.Topic]; !ok {
+			topics[d.Topic] = config.TransformPrefix(d.Entry.Name, d.Entry.Alias) + "_" + d.Setting
+		}
 	}
 	return topics
+}
+
+// budgetError names the setting to change when one record's retries
+// cannot fit the transaction's time budget.
+func budgetError(cfg *config.Config, e *pipeline.BudgetError) error {
+	fits := fmt.Sprintf("a value with which one record's %d attempts fit four fifths of PROCESSOR_TRANSACTION_TIMEOUT (%s): %s",
+		e.Attempts, e.Budget, e.Error())
+	switch {
+	case e.Entry != (transform.Entry{}):
+		return &config.Error{Var: config.TransformPrefix(e.Entry.Name, e.Entry.Alias) + "_TIMEOUT", Value: e.PerAttempt.String(), Want: fits}
+	case e.PerAttempt > 0:
+		return &config.Error{Var: config.EnvName("TRANSFORM_TIMEOUT"), Value: cfg.TransformTimeout.String(), Want: fits}
+	}
+	return &config.Error{Var: config.EnvName("MAX_RETRIES"), Value: strconv.Itoa(cfg.MaxRetries), Want: fits}
 }
 
 // injectAbort returns the fault-drill hook that aborts a fraction of

@@ -1,0 +1,45 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// ByteSize is a size in bytes, written as a number with an optional unit
+// B, KiB, MiB or GiB (powers of 1024), e.g. 64MiB. Settings of that form
+// (PROCESSOR_MAX_TXN_BYTES, PROCESSOR_WASM_MAX_MEMORY) use it.
+type ByteSize uint64
+
+var units = []struct {
+	suffix string
+	mult   uint64
+}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
+
+// Decode parses s; envconfig calls it.
+func (b *ByteSize) Decode(s string) error {
+	num, mult := strings.TrimSpace(s), uint64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || n > math.MaxInt64/mult {
+		return fmt.Errorf("%q is not a size such as 64MiB", s)
+	}
+	*b = ByteSize(n * mult)
+	return nil
+}
+
+// String formats b in the largest unit that divides it.
+func (b ByteSize) String() string {
+	for _, u := range units {
+		if b != 0 && uint64(b)%u.mult == 0 {
+			return strconv.FormatUint(uint64(b)/u.mult, 10) + u.suffix
+		}
+	}
+	return "0B"
+}
