@@ -161,6 +161,9 @@ type instanceOpts struct {
 	dlqTopic          string
 	txnBudget         time.Duration
 	noLineage         bool
+	maxTxnBytes       int64
+	txnTimeout        time.Duration // default 8s; the session timeout is 2s more
+	transformTimeout  time.Duration
 }
 
 func testLogger(t testing.TB, name string) *slog.Logger {
@@ -201,6 +204,9 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	if o.maxRecords == 0 {
 		o.maxRecords = 2000
 	}
+	if o.txnTimeout == 0 {
+		o.txnTimeout = 8 * time.Second
+	}
 	log := testLogger(t, o.txnID)
 	reg := prometheus.NewRegistry()
 	tm := txn.NewMetrics(reg)
@@ -210,8 +216,8 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		Topics:             o.topics,
 		TransactionalID:    o.txnID,
 		InstanceID:         o.instanceID,
-		SessionTimeout:     10 * time.Second,
-		TransactionTimeout: 8 * time.Second,
+		SessionTimeout:     o.txnTimeout + 2*time.Second,
+		TransactionTimeout: o.txnTimeout,
 		Logger:             log,
 		Metrics:            tm,
 	})
@@ -223,7 +229,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		OutputTopic:      o.out,
 		CommitInterval:   o.commitInterval,
 		MaxRecordsPerTxn: o.maxRecords,
-		StallTimeout:     8 * time.Second,
+		StallTimeout:     o.txnTimeout,
 		Lineage:          !o.noLineage,
 		Logger:           log,
 		Metrics:          pm,
@@ -232,6 +238,9 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		DLQTopic:         o.dlqTopic,
 		MaxRetries:       3,
 		TxnBudget:        o.txnBudget,
+		TransformTimeout: o.transformTimeout,
+		InputTopics:      o.topics,
+		MaxTxnBytes:      o.maxTxnBytes,
 	})
 	if err != nil {
 		t.Fatal(err)
