@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Times this instance's transactional producer was fenced by a newer one with the same transactional ID.",
 		}),
 	}
-	for _, r := range []Reason{ReasonRebalance, ReasonOffsetCommit, ReasonProduce, ReasonTransform, ReasonFenced, ReasonEndError, ReasonWatchdog} {
+	for _, r := range []Reason{ReasonRebalance, ReasonOffsetCommit, ReasonProduce, ReasonTransform, ReasonFenced, ReasonEndError, ReasonWatchdog, ReasonTimeout} {
 		m.Aborted.WithLabelValues(string(r)) // export zeros so rate() works from the start
 	}
 	reg.MustRegister(m.Committed, m.Aborted, m.Duration, m.Records, m.Rebalance, m.Fenced)
