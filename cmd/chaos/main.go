@@ -8,7 +8,9 @@
 //
 //	kill    SIGKILL an instance, restart it under the same transactional
 //	        and static member IDs (its recovery time is measured)
-//	term    SIGTERM an instance (it must exit 0), restart it
+//	term    SIGSTOP an instance for -term-backlog so input piles up,
+//	        SIGCONT, and SIGTERM it while it works through the backlog (it
+//	        must fail no record and exit 0); restart it
 //	stop    SIGSTOP an instance for longer than the session timeout, then
 //	        SIGCONT: the zombie must be fenced and write nothing visible
 //	scale   start one more instance; the next time, stop it again
@@ -19,13 +21,25 @@
 // With "abort" in -faults, every instance also aborts a fraction of its
 // transactions on purpose (PROCESSOR_TEST_ABORT_RATE).
 //
+// The instances run a transform chain (-transforms, PROCESSOR_TRANSFORMS;
+// by default jq with a program that keeps every record, -jq-expr) and an
+// error policy each (-policies, PROCESSOR_ON_ERROR), taken in turn by
+// instance number, so one group mixes fail, dlq and skip. The input values
+// are JSON objects carrying a sequence number, so they never fail a
+// transform: every dead letter (dlq instances write to a dead-letter topic
+// the drill creates, and eoscheck reads it with -dlq) and every dropped
+// record (skip instances; eoscheck's lost) is a good record the processor
+// gave up on, and a fail instance exits 1 on such a record.
+//
 //	chaos -embedded -records 100000 -iterations 20
+//	chaos -embedded -transforms identity -policies fail
 //	chaos -cluster -brokers 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 package main
 
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -63,14 +77,25 @@ type options struct {
 	sessionTimeout time.Duration
 	txnTimeout     time.Duration
 	abortRate      float64
+	termBacklog    time.Duration
 	settle         time.Duration
 	logDir         string
 	seed           uint64
+	transforms     []string // PROCESSOR_TRANSFORMS entries
+	jqExpr         string   // PROCESSOR_JQ_EXPR when jq is in transforms
+	policies       []string // PROCESSOR_ON_ERROR per instance, in turn
 }
+
+// knownTransforms are the transforms the drill can run: both keep every
+// input record as exactly one output, as eoscheck's one-to-one audit needs.
+var knownTransforms = []string{"identity", "jq"}
+
+// knownPolicies are the values of PROCESSOR_ON_ERROR.
+var knownPolicies = []string{"fail", "dlq", "skip"}
 
 func main() {
 	var o options
-	var faults string
+	var faults, transforms, policies string
 	flag.StringVar(&o.bin, "bin", "bin", "directory with the processor, devbroker and eoscheck binaries")
 	flag.StringVar(&o.brokers, "brokers", "", "seed brokers of an existing cluster (instead of -embedded)")
 	flag.BoolVar(&o.embedded, "embedded", false, "run a devbroker (kfake) process and restart it cleanly as the broker fault")
@@ -84,16 +109,41 @@ func main() {
 	flag.DurationVar(&o.pause, "pause", 2*time.Second, "time between faults")
 	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "processors' PROCESSOR_SESSION_TIMEOUT")
 	flag.DurationVar(&o.txnTimeout, "transaction-timeout", 5*time.Second, "processors' PROCESSOR_TRANSACTION_TIMEOUT")
+	flag.DurationVar(&o.termBacklog, "term-backlog", time.Second, "the term fault first freezes the instance this long (SIGSTOP), so that the SIGTERM lands while it works through the backlog (0: SIGTERM at once)")
 	flag.Float64Var(&o.abortRate, "abort-rate", 0.05, "fraction of transactions aborted on purpose when faults include abort")
 	flag.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the group may take to catch up at the end")
 	flag.StringVar(&o.logDir, "logs", "", "directory for processor logs (default: a new temporary directory)")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
+	flag.StringVar(&transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity and jq, comma-separated")
+	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
+	flag.StringVar(&policies, "policies", "fail,dlq,skip", "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number")
 	flag.Parse()
 	o.faults = strings.Split(faults, ",")
 	for _, f := range o.faults {
 		if !slices.Contains([]string{"kill", "term", "stop", "scale", "broker", "abort"}, f) {
 			usage("unknown fault %q in -faults (known: kill, term, stop, scale, broker, abort)", f)
 		}
+	}
+	o.transforms = strings.Split(transforms, ",")
+	for i, t := range o.transforms {
+		if !slices.Contains(knownTransforms, t) {
+			usage("unknown transform %q in -transforms (known: %s)", t, strings.Join(knownTransforms, ", "))
+		}
+		if slices.Contains(o.transforms[:i], t) {
+			usage("transform %q appears twice in -transforms", t)
+		}
+	}
+	if slices.Contains(o.transforms, "jq") && strings.TrimSpace(o.jqExpr) == "" {
+		usage("-jq-expr is empty")
+	}
+	o.policies = strings.Split(policies, ",")
+	for _, p := range o.policies {
+		if !slices.Contains(knownPolicies, p) {
+			usage("unknown policy %q in -policies (known: %s)", p, strings.Join(knownPolicies, ", "))
+		}
+	}
+	if o.termBacklog < 0 || o.termBacklog >= o.sessionTimeout || o.termBacklog >= o.txnTimeout {
+		usage("-term-backlog %s must be at least 0 and below -session-timeout and -transaction-timeout", o.termBacklog)
 	}
 	if o.embedded == (o.brokers != "") {
 		usage("give either -embedded or -brokers")
@@ -139,6 +189,7 @@ type driver struct {
 	brokerDir  string
 
 	group, in, out string
+	dlq            string // the dead-letter topic, when a policy is dlq
 
 	mu         sync.Mutex
 	insts      map[int]*instance
@@ -173,13 +224,16 @@ func (d *driver) run() int {
 	}
 	suffix := strconv.FormatUint(d.rng.Uint64()%1_000_000, 36)
 	d.group, d.in, d.out = "chaos-"+suffix, "chaos-in-"+suffix, "chaos-out-"+suffix
+	if slices.Contains(d.o.policies, "dlq") {
+		d.dlq = "chaos-dlq-" + suffix
+	}
 	if err := d.createTopics(); err != nil {
 		d.log.Error("creating topics", "err", err.Error())
 		return 1
 	}
 	d.log.Info("chaos starting", "brokers", strings.Join(d.brokers, ","), "group", d.group, "input", d.in, "output", d.out,
-		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
-		"seed", d.o.seed, "logs", d.o.logDir)
+		"dlq", d.dlq, "instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
+		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","), "seed", d.o.seed, "logs", d.o.logDir)
 
 	for range d.o.instances {
 		d.startNew()
@@ -236,6 +290,15 @@ func (d *driver) start(id int) {
 	if slices.Contains(d.o.faults, "abort") {
 		env = append(env, fmt.Sprintf("PROCESSOR_TEST_ABORT_RATE=%g", d.o.abortRate))
 	}
+	env = append(env, "PROCESSOR_TRANSFORMS="+strings.Join(d.o.transforms, ","))
+	if slices.Contains(d.o.transforms, "jq") {
+		env = append(env, "PROCESSOR_JQ_EXPR="+d.o.jqExpr)
+	}
+	policy := d.policy(id)
+	env = append(env, "PROCESSOR_ON_ERROR="+policy)
+	if policy == "dlq" {
+		env = append(env, "PROCESSOR_DLQ_TOPIC="+d.dlq)
+	}
 	cmd := exec.Command(filepath.Join(d.o.bin, "processor"))
 	cmd.Env = env
 	logf, err := os.OpenFile(filepath.Join(d.o.logDir, fmt.Sprintf("processor-%d.log", id)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -270,6 +333,12 @@ func (d *driver) start(id int) {
 	d.mu.Lock()
 	d.insts[id] = inst
 	d.mu.Unlock()
+}
+
+// policy returns instance id's error policy: the policies in turn by
+// instance number, so a restart keeps its policy.
+func (d *driver) policy(id int) string {
+	return d.o.policies[(id-1)%len(d.o.policies)]
 }
 
 // watchLog follows the instance's log file from offset from, noting when
@@ -373,6 +442,14 @@ func (d *driver) apply(fault string) {
 		}()
 	case "term":
 		inst := d.pick()
+		if d.o.termBacklog > 0 {
+			// Let input pile up, then signal the instance while it
+			// works through it: the SIGTERM lands mid-batch.
+			_ = inst.cmd.Process.Signal(syscall.SIGSTOP)
+			time.Sleep(d.o.termBacklog)
+			_ = inst.cmd.Process.Signal(syscall.SIGCONT)
+			time.Sleep(time.Duration(d.rng.IntN(20)) * time.Millisecond)
+		}
 		d.stop(inst, syscall.SIGTERM)
 		d.start(inst.id)
 	case "stop":
@@ -507,7 +584,11 @@ func (d *driver) createTopics() error {
 	defer closeFn()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopics(ctx, 6, -1, nil, d.in, d.out)
+	topics := []string{d.in, d.out}
+	if d.dlq != "" {
+		topics = append(topics, d.dlq)
+	}
+	resp, err := adm.CreateTopics(ctx, 6, -1, nil, topics...)
 	if err != nil {
 		return err
 	}
@@ -520,7 +601,9 @@ func (d *driver) createTopics() error {
 }
 
 // produce writes the keyed input at the configured rate; the idempotent
-// producer rides out broker restarts without duplicating input.
+// producer rides out broker restarts without duplicating input. Each value
+// is a JSON object with the record's key and sequence number, e.g.
+// {"key":"k7","seq":1007}, which any one-to-one jq program accepts.
 func (d *driver) produce() error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.DefaultProduceTopic(d.in), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
@@ -535,8 +618,12 @@ func (d *driver) produce() error {
 		if w := time.Until(next); w > time.Millisecond {
 			time.Sleep(w)
 		}
-		k := strconv.Itoa(i % 1000)
-		cl.Produce(context.Background(), &kgo.Record{Key: []byte("k" + k), Value: []byte("k" + k + ":" + strconv.Itoa(i/1000))},
+		key := "k" + strconv.Itoa(i%1000)
+		value, err := json.Marshal(inputValue{Key: key, Seq: i})
+		if err != nil {
+			return err
+		}
+		cl.Produce(context.Background(), &kgo.Record{Key: []byte(key), Value: value},
 			func(_ *kgo.Record, err error) {
 				if err != nil {
 					failed.CompareAndSwap(nil, &err)
@@ -552,6 +639,12 @@ func (d *driver) produce() error {
 		return *e
 	}
 	return nil
+}
+
+// inputValue is the JSON value of an input record.
+type inputValue struct {
+	Key string `json:"key"`
+	Seq int    `json:"seq"`
 }
 
 // waitCaughtUp waits until the group has committed the whole input.
@@ -595,6 +688,31 @@ func (d *driver) report(caughtUp bool) int {
 	if slices.Contains(d.o.faults, "abort") {
 		fmt.Printf("%-10s rate %g of transactions\n", "abort", d.o.abortRate)
 	}
+	chain := strings.Join(d.o.transforms, ",")
+	if slices.Contains(d.o.transforms, "jq") {
+		chain += fmt.Sprintf(" (jq: %s)", d.o.jqExpr)
+	}
+	fmt.Printf("transforms %s\n", chain)
+	d.mu.Lock()
+	last := d.nextID
+	d.mu.Unlock()
+	var byPolicy []string
+	for _, p := range knownPolicies {
+		var ids []string
+		for id := 1; id <= last; id++ {
+			if d.policy(id) == p {
+				ids = append(ids, strconv.Itoa(id))
+			}
+		}
+		switch len(ids) {
+		case 0:
+		case 1:
+			byPolicy = append(byPolicy, fmt.Sprintf("%s (instance %s)", p, ids[0]))
+		default:
+			byPolicy = append(byPolicy, fmt.Sprintf("%s (instances %s)", p, strings.Join(ids, ", ")))
+		}
+	}
+	fmt.Printf("policies   %s\n", strings.Join(byPolicy, ", "))
 	if len(d.recoveries) > 0 {
 		r := slices.Clone(d.recoveries)
 		slices.Sort(r)
@@ -611,8 +729,12 @@ func (d *driver) report(caughtUp bool) int {
 		failed = true
 	}
 	fmt.Println()
-	cmd := exec.Command(filepath.Join(d.o.bin, "eoscheck"), "-brokers", strings.Join(d.brokers, ","), "-input", d.in, "-output", d.out,
-		"-group", d.group, "-transaction-timeout", d.o.txnTimeout.String())
+	args := []string{"-brokers", strings.Join(d.brokers, ","), "-input", d.in, "-output", d.out,
+		"-group", d.group, "-transaction-timeout", d.o.txnTimeout.String()}
+	if d.dlq != "" {
+		args = append(args, "-dlq", d.dlq)
+	}
+	cmd := exec.Command(filepath.Join(d.o.bin, "eoscheck"), args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		failed = true

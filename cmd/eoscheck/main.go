@@ -5,9 +5,13 @@
 // markers to learn which transactions aborted) and the consumer group's
 // committed offsets, matches every output to its input through the lineage
 // headers the processor writes (processor.source.topic, .partition,
-// .offset), and counts anomalies.
+// .offset), and counts anomalies. With -dlq it also reads the dead-letter
+// topics (PROCESSOR_DLQ_TOPIC) and flags every dead letter a read_committed
+// reader sees: for runs whose input has no bad records, such as the fault
+// drill's.
 //
 //	eoscheck -brokers 127.0.0.1:9092 -input orders -output orders-processed -group demo
+//	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos
 //
 // It prints one table to stdout, a row per anomaly with its count and an
 // example, then totals and a result line, and exits 0 when clean, 1 when it
@@ -22,7 +26,10 @@
 //     different committed transactions.
 //   - lost: the group has committed past an input record, so it will never
 //     be processed again, yet no output of it is visible (-one-to-one only;
-//     an output still in an open transaction does not count as lost).
+//     an output still in an open transaction does not count as lost). A
+//     record dropped by PROCESSOR_ON_ERROR=skip shows up here too: lost or
+//     skipped, the output is missing. A record with a visible dead letter
+//     (-dlq) is not lost; it is a dead-letter.
 //   - aborted-read: a read_committed reader was given a record of an aborted
 //     transaction.
 //   - order: within one output partition, the outputs of one input partition
@@ -45,6 +52,11 @@
 //   - stuck: an input partition with records left to read whose committed
 //     offset did not move for longer than -stuck-after. Needs -watch longer
 //     than that.
+//   - dead-letter: a record in a -dlq topic that a read_committed reader
+//     sees: the processor gave up on an input (PROCESSOR_ON_ERROR=dlq). The
+//     example names its input (from its processor.source.* headers) and its
+//     processor.error header, cut to 200 bytes. An input with a dead letter
+//     and another visible output or dead letter is also a duplicate.
 //
 // Run it against a processor that has stopped or caught up: against a
 // running one, inputs arriving and transactions in flight show up as
@@ -80,6 +92,7 @@ func main() {
 // config is the parsed command line.
 type config struct {
 	brokers, inputs, outputs []string
+	deadLetters              []string
 	group                    string
 	opts                     check.Options
 	watch, timeout           time.Duration
@@ -100,6 +113,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	brokers := fs.String("brokers", "127.0.0.1:9092", "comma-separated seed brokers, host:port")
 	inputs := fs.String("input", "", "comma-separated input topics (required)")
 	outputs := fs.String("output", "", "comma-separated output topics (required)")
+	dlq := fs.String("dlq", "", "comma-separated dead-letter topics: every dead letter visible in them is an anomaly (for runs without bad records)")
 	fs.StringVar(&c.group, "group", "", "the processor's consumer group (required)")
 	fs.BoolVar(&c.opts.OneToOne, "one-to-one", true, "every input has exactly one output (identity-like transforms); false for filters and flat-maps")
 	fs.BoolVar(&c.opts.ExpectAll, "expect-all", true, "the group must have committed all input")
@@ -116,7 +130,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 		return c, err
 	}
 	c.sampleEvery = time.Second
-	c.brokers, c.inputs, c.outputs = split(*brokers), split(*inputs), split(*outputs)
+	c.brokers, c.inputs, c.outputs, c.deadLetters = split(*brokers), split(*inputs), split(*outputs), split(*dlq)
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -140,6 +154,11 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	for _, t := range c.outputs {
 		if slices.Contains(c.inputs, t) {
 			return c, fmt.Errorf("topic %q is both -input and -output", t)
+		}
+	}
+	for _, t := range c.deadLetters {
+		if slices.Contains(c.inputs, t) || slices.Contains(c.outputs, t) {
+			return c, fmt.Errorf("topic %q is both -dlq and -input or -output", t)
 		}
 	}
 	return c, nil
@@ -177,7 +196,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "eoscheck: note: -watch %s is not longer than -stuck-after %s: stuck partitions cannot be seen\n", c.watch, c.opts.StuckAfter)
 	}
 
-	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, Group: c.group})
+	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group})
 	if err != nil {
 		return fail(err)
 	}

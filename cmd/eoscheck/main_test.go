@@ -35,6 +35,8 @@ func TestUsageErrors(t *testing.T) {
 		"unknown flag":    append([]string{"-nope"}, ok...),
 		"positional":      append(ok, "extra"),
 		"input is output": {"-input", "a,b", "-output", "b", "-group", "g"},
+		"dlq is output":   append([]string{"-dlq", "d,out"}, ok...),
+		"dlq is input":    append([]string{"-dlq", "in"}, ok...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, args...)
@@ -156,7 +158,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	want := []string{
 		"duplicate        1      bad-in/1@4 has 2 visible outputs",
-		"lost             1      bad-in/2@6 is below the committed offset 8 but has no visible output\n",
+		"lost             1      bad-in/2@6 is below the committed offset 8 but has no visible output (lost or skipped)\n",
 		"result: 2 ANOMALIES (duplicate 1, lost 1)\n",
 	}
 	for _, w := range want {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // TopicPartition names one partition of one topic.
@@ -82,6 +83,21 @@ func (o Output) String() string {
 	return Input{o.Topic, o.Partition, o.Offset}.String()
 }
 
+// DeadLetterRecord is a data record in a dead-letter topic: an input record the
+// processor gave up on (PROCESSOR_ON_ERROR=dlq), written with the lineage
+// headers of that input and the error that made it give up. The embedded
+// Output holds its position, lineage (Source) and transaction outcome, read
+// the same way as the outputs'.
+type DeadLetterRecord struct {
+	Output
+	// Error is the record's processor.error header, cut to about
+	// MaxErrorLen bytes; empty when the header is missing.
+	Error string
+}
+
+// MaxErrorLen bounds the processor.error text kept per dead letter.
+const MaxErrorLen = 200
+
 // Sample is one observation of partition ends and group progress.
 type Sample struct {
 	At time.Time
@@ -116,6 +132,10 @@ type Run struct {
 	InputEnds map[TopicPartition]int64
 	// Samples are observations over time, for hanging and stuck.
 	Samples []Sample
+	// DeadLetters are all data records of the dead-letter topics, visible
+	// or not; empty when none were read. Every visible one is a
+	// dead-letter anomaly.
+	DeadLetters []DeadLetterRecord
 }
 
 // Options say what a correct run looks like.
@@ -172,10 +192,15 @@ const (
 	// Stuck: an input partition with lag whose committed offset did not
 	// move for longer than the stuck threshold.
 	Stuck Anomaly = "stuck"
+	// DeadLetter: a dead letter a read_committed reader of a
+	// dead-letter topic sees. The audited run is expected to have no bad
+	// records (as in the fault drill), so each one is a good record the
+	// processor gave up on.
+	DeadLetter Anomaly = "dead-letter"
 )
 
 // Anomalies lists every anomaly in report order.
-var Anomalies = []Anomaly{Duplicate, Lost, AbortedRead, Order, OffsetMismatch, Uncommitted, Phantom, Hanging, Stuck}
+var Anomalies = []Anomaly{Duplicate, Lost, AbortedRead, Order, OffsetMismatch, Uncommitted, Phantom, Hanging, Stuck, DeadLetter}
 
 // Report is the checker's verdict.
 type Report struct {
@@ -336,9 +361,49 @@ func Check(run Run, opts Options) Report {
 		visible[o.Source] = append(visible[o.Source], o)
 	}
 
+	// Dead letters: every visible one is an anomaly. One with valid
+	// lineage also accounts for its input below: that input is not lost,
+	// and any other visible output or dead letter of it is a duplicate.
+	dead := map[Input][]Output{} // existing input -> its visible dead letters
+	dls := slices.Clone(run.DeadLetters)
+	slices.SortFunc(dls, func(a, b DeadLetterRecord) int {
+		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
+	})
+	for _, d := range dls {
+		if d.Pending && !d.Committed {
+			pending[d.Source] = true
+		}
+		if !d.Committed {
+			continue
+		}
+		msg := strconv.Quote(TruncateError(d.Error))
+		if d.Error == "" {
+			msg = "missing"
+		}
+		switch {
+		case d.Source.Topic == "":
+			rp.add(DeadLetter, "%s is a dead letter without valid %s headers, %s %s", d.Output, lineageHeaders, HeaderError, msg)
+		case !exists[d.Source]:
+			rp.add(DeadLetter, "%s is a dead letter claiming source %s, which is not an input record, %s %s", d.Output, d.Source, HeaderError, msg)
+		default:
+			rp.add(DeadLetter, "%s is a dead letter of %s, %s %s", d.Output, d.Source, HeaderError, msg)
+		}
+		if d.Aborted {
+			rp.add(AbortedRead, "%s (dead letter of %s) is visible to read_committed but its transaction aborted (marker at %d)", d.Output, d.Source, d.TxnEnd)
+			continue
+		}
+		if exists[d.Source] {
+			dead[d.Source] = append(dead[d.Source], d.Output)
+		}
+	}
+
 	// Duplicates, per input.
 	for _, in := range inputs {
 		outs := visible[in]
+		if dl := dead[in]; len(dl) > 1 || len(dl) == 1 && len(outs) > 0 {
+			rp.add(Duplicate, "%s has %d visible outputs and %d dead letters: %s", in, len(outs), len(dl), outputList(slices.Concat(outs, dl)))
+			continue
+		}
 		if opts.OneToOne {
 			if len(outs) > 1 {
 				rp.add(Duplicate, "%s has %d visible outputs: %s", in, len(outs), outputList(outs))
@@ -365,12 +430,13 @@ func Check(run Run, opts Options) Report {
 	for _, in := range inputs {
 		tp := in.TP()
 		c := committedAt(committed, tp)
-		if opts.OneToOne && len(visible[in]) == 0 && !pending[in] && in.Offset < committedAt(earlier, tp) {
-			rp.add(Lost, "%s is below the committed offset %d but has no visible output", in, committedAt(earlier, tp))
+		done := slices.Concat(visible[in], dead[in])
+		if opts.OneToOne && len(done) == 0 && !pending[in] && in.Offset < committedAt(earlier, tp) {
+			rp.add(Lost, "%s is below the committed offset %d but has no visible output (lost or skipped)", in, committedAt(earlier, tp))
 		}
 		if in.Offset >= c {
-			if len(visible[in]) > 0 {
-				rp.add(OffsetMismatch, "%s has visible output %s but the group's committed offset is %d", in, visible[in][0], c)
+			if len(done) > 0 {
+				rp.add(OffsetMismatch, "%s has visible output %s but the group's committed offset is %d", in, done[0], c)
 			} else if opts.ExpectAll {
 				rp.add(Uncommitted, "%s is at or past the committed offset %d", in, c)
 			}
@@ -523,6 +589,22 @@ func sortedKeys[V any](m map[TopicPartition]V) []TopicPartition {
 	}
 	slices.SortFunc(ks, cmpTP)
 	return ks
+}
+
+// lineageHeaders names the three lineage headers in examples.
+var lineageHeaders = strings.TrimSuffix(HeaderSourceTopic, "topic") + "*"
+
+// TruncateError cuts a processor.error text to about MaxErrorLen bytes, at
+// a UTF-8 boundary, marking the cut with "...".
+func TruncateError(s string) string {
+	if len(s) <= MaxErrorLen {
+		return s
+	}
+	cut := MaxErrorLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 func outputList(outs []Output) string {

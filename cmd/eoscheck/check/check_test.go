@@ -128,7 +128,12 @@ func TestLost(t *testing.T) {
 	f := newFixture(10)
 	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7), in(0, 8), in(0, 9))
 	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 8), in(1, 9)) // no in/1@7
-	expect(t, Check(f.run(), strict), map[Anomaly]int{Lost: 1})
+	rep := Check(f.run(), strict)
+	expect(t, rep, map[Anomaly]int{Lost: 1})
+	// A record dropped by PROCESSOR_ON_ERROR=skip looks just the same.
+	if ex := rep.Examples[Lost]; len(ex) != 1 || ex[0] != "in/1@7 is below the committed offset 10 but has no visible output (lost or skipped)" {
+		t.Errorf("example: %q", ex)
+	}
 
 	// Without one-to-one, a missing output is a filter at work.
 	expect(t, Check(f.run(), Options{ExpectAll: true}), nil)
@@ -401,6 +406,7 @@ uncommitted      0      -
 phantom          0      -
 hanging          0      -
 stuck            0      -
+dead-letter      0      -
 inputs           20
 outputs visible  21
 outputs aborted  0
@@ -410,5 +416,131 @@ result: 1 ANOMALIES (duplicate 1)
 `
 	if got != want {
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// deadLetter returns a dead letter of src at dlq/<part>@off, committed or
+// aborted.
+func deadLetter(part int32, off int64, src Input, committed bool, msg string) DeadLetterRecord {
+	return DeadLetterRecord{
+		Output: Output{Topic: "dlq", Partition: part, Offset: off, Source: src, Committed: committed, Aborted: !committed, TxnEnd: off + 1},
+		Error:  msg,
+	}
+}
+
+// allBut writes one committed output per input except skip, per input
+// partition.
+func (f *fixture) allBut(skip Input) *fixture {
+	for p := int32(0); p < 2; p++ {
+		var srcs []Input
+		for _, in := range f.inputs {
+			if in.Partition == p && in != skip {
+				srcs = append(srcs, in)
+			}
+		}
+		f.write(p, true, srcs...)
+	}
+	return f
+}
+
+func TestDeadLetterCleanRun(t *testing.T) {
+	// No dead letters at all, and a dead letter whose transaction aborted
+	// (its input was then processed normally): clean.
+	f := newFixture(10).identity()
+	r := f.run()
+	expect(t, Check(r, strict), nil)
+	r.DeadLetters = []DeadLetterRecord{deadLetter(0, 0, in(0, 4), false, "context canceled")}
+	expect(t, Check(r, strict), nil)
+}
+
+func TestDeadLetter(t *testing.T) {
+	// in/1@7 was dead-lettered instead of written: one dead-letter, and
+	// not lost, since the dead letter accounts for it.
+	f := newFixture(10).allBut(in(1, 7))
+	r := f.run()
+	r.DeadLetters = []DeadLetterRecord{deadLetter(2, 5, in(1, 7), true, "jq: context canceled")}
+	rep := Check(r, strict)
+	expect(t, rep, map[Anomaly]int{DeadLetter: 1})
+	want := `dlq/2@5 is a dead letter of in/1@7, processor.error "jq: context canceled"`
+	if ex := rep.Examples[DeadLetter]; len(ex) != 1 || ex[0] != want {
+		t.Errorf("example: %q, want %q", ex, want)
+	}
+	if !strings.Contains(rep.Table(), "dead-letter      1      "+want+"\n") || !strings.HasSuffix(rep.Table(), "result: 1 ANOMALIES (dead-letter 1)\n") {
+		t.Errorf("table:\n%s", rep.Table())
+	}
+
+	// Its dead letter still in an open transaction: neither a dead letter
+	// yet nor lost.
+	r.DeadLetters[0].Committed, r.DeadLetters[0].Pending = false, true
+	expect(t, Check(r, Options{OneToOne: true}), nil)
+}
+
+func TestDeadLetterAndOutput(t *testing.T) {
+	// in/0@3 has a visible output and a visible dead letter: processed
+	// twice. Two dead letters of one input are a duplicate too, in either
+	// mode.
+	f := newFixture(10).identity()
+	r := f.run()
+	r.DeadLetters = []DeadLetterRecord{deadLetter(0, 0, in(0, 3), true, "boom")}
+	rep := Check(r, strict)
+	expect(t, rep, map[Anomaly]int{DeadLetter: 1, Duplicate: 1})
+	if ex := rep.Examples[Duplicate]; len(ex) != 1 || ex[0] != "in/0@3 has 1 visible outputs and 1 dead letters: out/0@3, dlq/0@0" {
+		t.Errorf("example: %q", ex)
+	}
+
+	f = newFixture(10).allBut(in(0, 3))
+	r = f.run()
+	r.DeadLetters = []DeadLetterRecord{deadLetter(0, 0, in(0, 3), true, "boom"), deadLetter(0, 2, in(0, 3), true, "boom")}
+	expect(t, Check(r, strict), map[Anomaly]int{DeadLetter: 2, Duplicate: 1})
+	expect(t, Check(r, Options{ExpectAll: true}), map[Anomaly]int{DeadLetter: 2, Duplicate: 1})
+}
+
+func TestDeadLetterPastCommittedOffset(t *testing.T) {
+	// A dead letter visible for an input the group has not committed
+	// past: dead letters and offsets were not committed together.
+	f := newFixture(10).allBut(in(0, 9))
+	f.committed[tp("in", 0)] = 9
+	r := f.run()
+	r.DeadLetters = []DeadLetterRecord{deadLetter(0, 0, in(0, 9), true, "boom")}
+	expect(t, Check(r, strict), map[Anomaly]int{DeadLetter: 1, OffsetMismatch: 1})
+}
+
+func TestDeadLetterWithoutLineage(t *testing.T) {
+	long := strings.Repeat("é", 150) // 300 bytes
+	f := newFixture(10).identity()
+	r := f.run()
+	r.DeadLetters = []DeadLetterRecord{
+		deadLetter(0, 0, Input{}, true, ""),
+		deadLetter(0, 2, Input{"x", 0, 1}, true, long),
+	}
+	rep := Check(r, strict)
+	expect(t, rep, map[Anomaly]int{DeadLetter: 2})
+	ex := rep.Examples[DeadLetter]
+	if len(ex) != 2 || ex[0] != "dlq/0@0 is a dead letter without valid processor.source.* headers, processor.error missing" {
+		t.Fatalf("examples: %q", ex)
+	}
+	if !strings.HasPrefix(ex[1], "dlq/0@2 is a dead letter claiming source x/0@1, which is not an input record, processor.error \"éé") ||
+		!strings.HasSuffix(ex[1], "é...\"") || len(ex[1]) > 300 {
+		t.Errorf("example: %q", ex[1])
+	}
+}
+
+func TestDeadLetterVisibleButAborted(t *testing.T) {
+	f := newFixture(10).allBut(in(0, 3))
+	r := f.run()
+	d := deadLetter(0, 0, in(0, 3), false, "boom")
+	d.Committed = true // a read_committed reader saw an aborted dead letter
+	r.DeadLetters = []DeadLetterRecord{d}
+	expect(t, Check(r, strict), map[Anomaly]int{DeadLetter: 1, AbortedRead: 1, Lost: 1})
+}
+
+func TestTruncateError(t *testing.T) {
+	if got := TruncateError("short"); got != "short" {
+		t.Errorf("short: %q", got)
+	}
+	s := strings.Repeat("a", MaxErrorLen-1) + "€" + "tail" // the cut falls inside the euro sign
+	got := TruncateError(s)
+	if got != strings.Repeat("a", MaxErrorLen-1)+"..." {
+		t.Errorf("cut: %q", got)
 	}
 }

@@ -23,12 +23,19 @@ const (
 	HeaderSourceOffset    = pipeline.HeaderSourceOffset
 )
 
+// HeaderError is the header holding a dead letter's error message.
+const HeaderError = pipeline.HeaderError
+
 // Source says which cluster, topics and group a Reader audits.
 type Source struct {
 	Brokers []string // seed brokers, host:port
 	Inputs  []string // the processor's input topics
 	Outputs []string // the topics it writes
 	Group   string   // its consumer group
+	// DeadLetters are dead-letter topics (PROCESSOR_DLQ_TOPIC) to read;
+	// optional. Each dead letter a read_committed reader sees is a
+	// dead-letter anomaly.
+	DeadLetters []string
 }
 
 // Reader reads a processor run from Kafka into the checker's model. It only
@@ -57,8 +64,8 @@ func NewReader(src Source, opts ...kgo.Opt) (*Reader, error) {
 // Close closes the Reader's client.
 func (r *Reader) Close() { r.cl.Close() }
 
-// Ping checks that a broker answers and that every input and output topic
-// exists.
+// Ping checks that a broker answers and that every input, output and
+// dead-letter topic exists.
 func (r *Reader) Ping(ctx context.Context) error {
 	if err := r.cl.Ping(ctx); err != nil {
 		return fmt.Errorf("cannot reach brokers %s: %w", strings.Join(r.src.Brokers, ","), err)
@@ -81,11 +88,12 @@ func (r *Reader) Ping(ctx context.Context) error {
 }
 
 func (r *Reader) topics() []string {
-	return slices.Concat(r.src.Inputs, r.src.Outputs)
+	return slices.Concat(r.src.Inputs, r.src.Outputs, r.src.DeadLetters)
 }
 
 // Sample takes one observation: the last stable offset and high watermark
-// of every input and output partition, and the group's committed offsets.
+// of every input, output and dead-letter partition, and the group's
+// committed offsets.
 // Partitions whose offsets could not be listed are left out.
 func (r *Reader) Sample(ctx context.Context) (Sample, error) {
 	s := Sample{At: time.Now()}
@@ -190,8 +198,9 @@ func (r *Reader) ends(ctx context.Context, topics []string) (start, stable, high
 }
 
 // Read reads the run: the group's committed offsets, then the ends of the
-// output topics, the committed offsets again, and the ends of the input
-// topics; then the records of both up to those ends, each topic twice:
+// output and dead-letter topics (written in the same transactions), the
+// committed offsets again, and the ends of the input topics; then the
+// records of all of them up to those ends, each topic twice:
 // read_uncommitted with control records (to learn every transaction's
 // outcome) and read_committed (what a downstream reader sees). Run.Samples
 // is left empty.
@@ -206,7 +215,8 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 	if run.CommittedEarlier, err = r.committed(ctx); err != nil {
 		return run, err
 	}
-	outStart, outStable, outHigh, err := r.ends(ctx, r.src.Outputs)
+	written := slices.Concat(r.src.Outputs, r.src.DeadLetters)
+	outStart, outStable, outHigh, err := r.ends(ctx, written)
 	if err != nil {
 		return run, err
 	}
@@ -219,7 +229,7 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 	}
 	run.InputEnds = inHigh
 
-	in, err := r.readTopics(ctx, inStart, inStable, inHigh)
+	in, _, err := r.readTopics(ctx, inStart, inStable, inHigh)
 	if err != nil {
 		return run, fmt.Errorf("reading input: %w", err)
 	}
@@ -228,8 +238,16 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 			run.Inputs = append(run.Inputs, Input{o.Topic, o.Partition, o.Offset})
 		}
 	}
-	if run.Outputs, err = r.readTopics(ctx, outStart, outStable, outHigh); err != nil {
+	outs, errs, err := r.readTopics(ctx, outStart, outStable, outHigh)
+	if err != nil {
 		return run, fmt.Errorf("reading output: %w", err)
+	}
+	for i, o := range outs {
+		if slices.Contains(r.src.DeadLetters, o.Topic) {
+			run.DeadLetters = append(run.DeadLetters, DeadLetterRecord{Output: o, Error: errs[i]})
+		} else {
+			run.Outputs = append(run.Outputs, o)
+		}
 	}
 	return run, nil
 }
@@ -240,9 +258,10 @@ type rec struct {
 	pid     int64
 	txnal   bool
 	control bool
-	marker  bool  // control: a commit or abort marker
-	abort   bool  // control: an abort marker
-	src     Input // data: lineage; Topic empty when missing
+	marker  bool   // control: a commit or abort marker
+	abort   bool   // control: an abort marker
+	src     Input  // data: lineage; Topic empty when missing
+	err     string // data: the processor.error header, truncated
 }
 
 // txn outcome of a data record.
@@ -256,11 +275,13 @@ const (
 
 // readTopics reads partitions [start, high) read_uncommitted and
 // [start, stable) read_committed, and returns their data records as
-// outputs with visibility and transaction outcome filled in.
-func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, error) {
+// outputs with visibility and transaction outcome filled in, and, at the
+// same index, each one's processor.error header (truncated; empty when
+// absent).
+func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, []string, error) {
 	raw, err := r.readLog(ctx, kgo.ReadUncommitted(), start, high)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// A read_committed reader's position stops after the last record it
 	// is given below the stable offset (a control record, or a data
@@ -279,10 +300,11 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 	}
 	vis, err := r.readLog(ctx, kgo.ReadCommitted(), start, targets)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	var outs []Output
+	var errs []string
 	for _, tp := range sortedKeys(raw) {
 		seen := map[int64]bool{}
 		for _, rc := range vis[tp] {
@@ -303,16 +325,18 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 			o.Pending = !o.Committed && (outcomes[tp][i] == open || rc.offset >= stable[tp])
 			delete(seen, rc.offset)
 			outs = append(outs, o)
+			errs = append(errs, rc.err)
 		}
 		// Visible but absent from the read_uncommitted log: only if the
 		// log changed under us (retention); keep them as visible.
 		for _, rc := range vis[tp] {
 			if seen[rc.offset] {
 				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Committed: true, TxnEnd: -1})
+				errs = append(errs, rc.err)
 			}
 		}
 	}
-	return outs, nil
+	return outs, errs, nil
 }
 
 // classify returns, for every record of a partition's log in offset order,
@@ -429,6 +453,11 @@ func toRec(kr *kgo.Record) rec {
 		return rc
 	}
 	rc.src, _ = Lineage(kr)
+	for _, h := range kr.Headers {
+		if h.Key == HeaderError {
+			rc.err = TruncateError(string(h.Value))
+		}
+	}
 	return rc
 }
 

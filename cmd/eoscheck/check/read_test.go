@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,6 +201,51 @@ func TestReadDuplicateAndLost(t *testing.T) {
 	})
 	rep := Check(e.read(src), strict)
 	expect(t, rep, map[Anomaly]int{Duplicate: 1, Lost: 1})
+}
+
+func TestReadDeadLetters(t *testing.T) {
+	e := newEnv(t)
+	e.createTopics(2, "d-dlq")
+	long := strings.Repeat("x", 1000)
+	dl := func(src Input, msg string) *kgo.Record {
+		r := outputRec("d-dlq", src.Partition, src)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderError, Value: []byte(msg)})
+		return r
+	}
+	// An attempt that dead-lettered d-in/0@1 aborts: invisible, fine.
+	e.txn(e.client(kgo.TransactionalID("d-other")), false, dl(Input{"d-in", 0, 1}, "aborted attempt"))
+	// The committed attempt dead-letters d-in/1@3 instead of writing it.
+	src := e.scenario("d-", func(all []*kgo.Record) []*kgo.Record {
+		var out []*kgo.Record
+		for _, r := range all {
+			if s, _ := Lineage(r); s == (Input{"d-in", 1, 3}) {
+				out = append(out, dl(s, "jq: context canceled "+long))
+				continue
+			}
+			out = append(out, r)
+		}
+		return out
+	})
+
+	// Without the dead-letter topic the input looks lost (or skipped).
+	expect(t, Check(e.read(src), strict), map[Anomaly]int{Lost: 1})
+
+	src.DeadLetters = []string{"d-dlq"}
+	run := e.read(src)
+	if len(run.DeadLetters) != 2 || len(run.Outputs) != 29 {
+		t.Fatalf("%d dead letters, %d outputs", len(run.DeadLetters), len(run.Outputs))
+	}
+	for _, d := range run.DeadLetters {
+		if len(d.Error) > MaxErrorLen+3 {
+			t.Errorf("error header kept whole: %d bytes", len(d.Error))
+		}
+	}
+	rep := Check(run, strict)
+	expect(t, rep, map[Anomaly]int{DeadLetter: 1})
+	if ex := rep.Examples[DeadLetter]; len(ex) != 1 || !strings.HasPrefix(ex[0], `d-dlq/1@`) ||
+		!strings.Contains(ex[0], ` is a dead letter of d-in/1@3, processor.error "jq: context canceled xxx`) {
+		t.Errorf("example: %q", ex)
+	}
 }
 
 func TestReadLiveHangingAndStuck(t *testing.T) {
