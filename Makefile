@@ -50,7 +50,8 @@ test-cluster:
 	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/
 
 # The long fault drill on the embedded devbroker (kfake): 100,000 records,
-# 20 faults; ends with eoscheck's anomaly table.
+# 20 faults, the jq transform with the fail, dlq and skip policies mixed in
+# one group; ends with eoscheck's anomaly table.
 chaos: build
 	./bin/chaos -embedded -records 100000 -iterations 20
 
