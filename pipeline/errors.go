@@ -349,51 +349,102 @@ func unproducible(err error) bool {
 }
 
 // notePoison records, after an aborted transaction, the inputs whose
-// outputs could not be produced at all: the broker rejected them for good,
-// or their topic does not exist (confirmed with a fresh metadata request,
-// so that a topic still being created is not mistaken for a missing one).
-// It returns an error when nothing can be done: the policy is Fail, or a
-// dead letter failed even without its value.
+// outputs can never be produced (the broker rejected them for good), so
+// that their next attempt goes where the policy says. Outputs to a topic
+// the cluster confirms missing need no entry: checkDestinations fails them
+// from now on.
+//
+// A broker rejects a whole batch (the records of one partition in one
+// request) for one record too large, so a failure blames its input only
+// where every failed record of its partition comes from that input.
+// Otherwise the transactions shrink to one input each until the culprit
+// fails alone, the way the watchdog shrinks them.
+//
+// It returns an error when nothing can be done: the policy is Fail, a
+// dead letter failed even without its value, or the dead-letter topic is
+// gone.
 func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error {
 	missing := p.confirmMissing(ctx, failures)
+	if missing[p.o.DLQTopic] {
+		return fmt.Errorf("the dead-letter topic %q does not exist any more; create it again (PROCESSOR_DLQ_TOPIC)", p.o.DLQTopic)
+	}
+	type blame struct {
+		in        inflight
+		cause     error
+		ambiguous bool
+	}
+	var at map[*kgo.Record]int
+	byPart := map[topicPartition]*blame{}
+	var order []topicPartition
 	for _, f := range failures {
-		cause := f.Err
-		switch {
-		case unproducible(f.Err):
-		case missing[f.Record.Topic]:
-			cause = fmt.Errorf("topic %q does not exist: %w", f.Record.Topic, f.Err)
-		default:
-			continue // transient: the retry of the transaction may pass
+		if !unproducible(f.Err) {
+			continue // transient, or a missing topic: the retry deals with it
 		}
-		for _, in := range p.inflight {
-			if in.r != f.Record {
-				continue
+		if at == nil {
+			at = make(map[*kgo.Record]int, len(p.inflight))
+			for i, in := range p.inflight {
+				at[in.r] = i
 			}
-			prev, seen := p.poison[in.src]
-			switch {
-			case in.dead != nil && seen && prev.dlqFailed:
-				return &RecordError{Source: in.src, Err: fmt.Errorf("its dead letter cannot be written to %s even without its value (the record failed with: %v): %w",
-					f.Record.Topic, in.dead.err, cause)}
-			case in.dead != nil:
-				p.poison[in.src] = poison{failure: *in.dead, dlqFailed: true}
-			case p.o.OnError == Fail:
-				return &RecordError{Source: in.src, Err: fmt.Errorf("its output cannot be produced to %s: %w", f.Record.Topic, cause)}
-			default:
-				p.poison[in.src] = poison{failure: failure{stage: stageProduce, attempts: 1,
-					err: fmt.Errorf("output to %s cannot be produced: %w", f.Record.Topic, cause)}}
-			}
-			p.log.Warn("a record's output cannot be produced; the transaction is retried without it",
-				"topic", in.src.Topic, "partition", in.src.Partition, "offset", in.src.Offset, "policy", string(p.o.OnError), "err", cause.Error())
-			break
 		}
+		i, ok := at[f.Record]
+		if !ok {
+			continue
+		}
+		in, tp := p.inflight[i], topicPartition{f.Record.Topic, f.Record.Partition}
+		switch b, seen := byPart[tp]; {
+		case !seen:
+			byPart[tp] = &blame{in: in, cause: f.Err}
+			order = append(order, tp)
+		case b.in.src != in.src:
+			b.ambiguous = true
+		}
+	}
+	shrink := false
+	for _, tp := range order {
+		b := byPart[tp]
+		if b.ambiguous {
+			shrink = true
+			continue
+		}
+		if err := p.poisonInput(b.in, b.cause); err != nil {
+			return err
+		}
+	}
+	if shrink && p.txnMax > 1 {
+		p.txnMax = 1
+		p.log.Warn("the broker rejected a batch holding the outputs of several inputs; retrying one input per transaction to find the one at fault")
 	}
 	return nil
 }
 
+// poisonInput records that in's output could not be produced because of
+// cause, or returns the error that ends the processor.
+func (p *Pipeline) poisonInput(in inflight, cause error) error {
+	topic := in.r.Topic
+	prev, seen := p.poison[in.src]
+	switch {
+	case in.dead != nil && seen && prev.dlqFailed:
+		return &RecordError{Source: in.src, Err: fmt.Errorf("its dead letter cannot be written to %s even without its value (the record failed with: %v): %w",
+			topic, in.dead.err, cause)}
+	case in.dead != nil:
+		p.poison[in.src] = poison{failure: *in.dead, dlqFailed: true}
+	case p.o.OnError == Fail:
+		return &RecordError{Source: in.src, Err: fmt.Errorf("its output cannot be produced to %s: %w", topic, cause)}
+	default:
+		p.poison[in.src] = poison{failure: failure{stage: stageProduce, attempts: 1,
+			err: fmt.Errorf("output to %s cannot be produced: %w", topic, cause)}}
+	}
+	p.log.Warn("a record's output cannot be produced; the transaction is retried without it",
+		"topic", in.src.Topic, "partition", in.src.Partition, "offset", in.src.Offset, "policy", string(p.o.OnError), "err", cause.Error())
+	return nil
+}
+
 // confirmMissing asks the cluster about the topics that failures blame as
-// unknown, and returns those it confirms missing (also remembered in
-// p.missing, so later records routed there fail without an abort). A
-// cluster that cannot answer confirms nothing.
+// unknown (with a fresh metadata request, so that a topic still being
+// created is not mistaken for a missing one), and returns those it
+// confirms missing, also remembered in p.missing so that records routed
+// there fail without an abort. A cluster that cannot answer confirms
+// nothing.
 func (p *Pipeline) confirmMissing(ctx context.Context, failures []txn.Failure) map[string]bool {
 	var unknown []string
 	for _, f := range failures {

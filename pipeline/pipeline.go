@@ -91,6 +91,7 @@ type Pipeline struct {
 	perRecord  int64 // output bytes per input record in the last transaction, to size polls
 	inflight   []inflight
 	poison     map[transform.Source]poison
+	applied    []transform.Source   // poison entries this transaction applied
 	missing    map[string]time.Time // destination topics the cluster confirmed missing, and when
 	dlqLineage *lineage
 	lag        map[topicPartition]int64
@@ -329,6 +330,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		if len(p.poison) > 0 {
 			// It failed for good in an earlier, aborted attempt.
 			if pz, ok := p.poison[src]; ok {
+				p.applied = append(p.applied, src)
 				drop := ""
 				if pz.dlqFailed {
 					drop = "the dead letter with its value could not be written either"
@@ -399,8 +401,8 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		m.Filtered.Add(float64(p.txnFilter))
 		m.DLQ.Add(float64(p.txnDLQ))
 		m.Skipped.Add(float64(p.txnSkipped))
-		if p.txnDLQ > 0 || p.txnSkipped > 0 {
-			clear(p.poison) // handled; a rebalance may hand leftovers to another instance, which finds them itself
+		for _, src := range p.applied {
+			delete(p.poison, src) // handled; a rebalance may hand leftovers to another instance, which finds them itself
 		}
 		p.txnMax = min(p.o.MaxRecordsPerTxn, p.txnMax*2)
 		out := p.txnOut
@@ -422,6 +424,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	}
 	clear(p.inflight) // drop the record pointers
 	p.inflight = p.inflight[:0]
+	p.applied = p.applied[:0]
 	p.txnRecords, p.txnOut, p.txnFilter, p.txnDLQ, p.txnSkipped, p.txnBytes = 0, 0, 0, 0, 0, 0
 	clear(p.txnRouted)
 	if !p.s.InTxn() { // every record of the ended transaction is done

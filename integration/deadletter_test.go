@@ -1,0 +1,320 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/identity"
+	"github.com/streamproc/processor/txn"
+)
+
+// Dead letters that cannot be written: a dead-letter topic whose
+// max.message.bytes is below the failing records' size.
+const (
+	dlMaxMessageBytes = 20_000 // the dead-letter topic's max.message.bytes
+	dlValueLimit      = 30_000 // the chain fails values larger than this
+	dlBigValue        = 50_000 // the size of a bad record's value
+	dlBigKey          = 40_000 // a key too large for the dead-letter topic on its own
+)
+
+// dlLimitErr is the start of the error the size-limit transform fails with:
+// the original error every dead letter must carry.
+const dlLimitErr = "value over the size limit"
+
+// createTopicWithConfigs creates topics with the given topic configs
+// (kadm.CreateTopics), failing the test with the broker's answer.
+func (tg *target) createTopicWithConfigs(t testing.TB, partitions int32, configs map[string]string, topics ...string) {
+	t.Helper()
+	cfg := make(map[string]*string, len(configs))
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := tg.admin(t).CreateTopics(ctx, partitions, -1, cfg, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range resp.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("creating %s with %v: %v", r.Topic, configs, r.Err)
+		}
+	}
+}
+
+// sizeLimitChain is identity followed by "sizecheck@big", which fails every
+// record whose value is larger than limit with a permanent error.
+func sizeLimitChain(t testing.TB, limit int) *transform.Chain {
+	t.Helper()
+	reg := &transform.Registry{}
+	reg.Register("identity", transform.Plain("", func() (transform.Transform, error) { return identity.Transform{}, nil }))
+	reg.Register("sizecheck", transform.Plain("", func() (transform.Transform, error) {
+		return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			if len(r.Value) > limit {
+				return out, fmt.Errorf("%s: %d bytes, more than %d", dlLimitErr, len(r.Value), limit)
+			}
+			return append(out, r), nil
+		}), nil
+	}))
+	c, err := reg.Build([]transform.Entry{{Name: "identity"}, {Name: "sizecheck", Alias: "big"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// produceSync writes recs, waits for every acknowledgement and returns them
+// with their partitions and offsets set.
+func (tg *target) produceSync(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("producing: %v", err)
+	}
+	return recs
+}
+
+// waitCaughtUpWithin is waitCaughtUp with a deadline of the caller's,
+// failing at once when an instance stops.
+func (tg *target) waitCaughtUpWithin(t testing.TB, timeout time.Duration, group, topic string, running ...*instance) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !tg.caughtUp(t, group, topic) {
+		for _, in := range running {
+			select {
+			case <-in.done:
+				t.Fatalf("an instance stopped before the group caught up on %s: %v (%s)", topic, in.err, fmtStats(running...))
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not catch up on %s within %s (behind: %s; %s)", topic, timeout, tg.lastBehind, fmtStats(running...))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitStopped waits for in to stop on its own and returns Run's error; the
+// test fails if it still runs after timeout.
+func waitStopped(t testing.TB, in *instance, timeout time.Duration, what string) error {
+	t.Helper()
+	select {
+	case <-in.done:
+	case <-time.After(timeout):
+		t.Fatalf("the instance still runs %s after %s", timeout, what)
+	}
+	in.stopped = true
+	return in.err
+}
+
+// incompressible returns n random bytes: the producer compresses batches,
+// and the broker measures the compressed batch against max.message.bytes.
+func incompressible(n int, seed uint64) []byte {
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// srcKey names where r was read from the way lineage headers do.
+func srcKey(r *kgo.Record) string {
+	return check.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}.String()
+}
+
+// dlBadRecord is an input record the size-limit chain fails: an
+// incompressible value of dlBigValue bytes, and a trace header naming it.
+func dlBadRecord(topic string, i int, key []byte) *kgo.Record {
+	if key == nil {
+		key = []byte("bad" + strconv.Itoa(i))
+	}
+	return &kgo.Record{Topic: topic, Key: key, Value: incompressible(dlBigValue, uint64(i)),
+		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("bad-" + strconv.Itoa(i))}}}
+}
+
+// A record fails in the chain and its dead letter, value included, is too
+// large for the dead-letter topic: the dead letter is written again without
+// the value, with processor.error.value.dropped set, and still carries the
+// original transform error (not the produce error) and the chain entry that
+// failed. The good records around it are output exactly once, and the
+// instance keeps running.
+func TestDeadLetterValueDropped(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("dlbig-in"), n: 1200, keys: 24}
+		out, dlq, group := unique("dlbig-out"), unique("dlbig-dlq"), unique("dlbig-group")
+		tg.createTopics(t, 3, in.topic, out)
+
+		// Good and bad records interleaved, the bad ones spread over the
+		// input partitions. Each bad record's key sends its dead letter to
+		// a dead-letter partition of its own, so that no two dead letters
+		// share a produce batch: the broker accepts or rejects a batch as
+		// a whole.
+		const nBad = 6
+		tg.createTopicWithConfigs(t, nBad, map[string]string{"max.message.bytes": strconv.Itoa(dlMaxMessageBytes)}, dlq)
+		keys := keysForPartitions(dlq, nBad)
+		var bad []*kgo.Record
+		tg.produce(t, in, 0, in.n/2)
+		for i := range nBad / 2 {
+			bad = append(bad, tg.produceSync(t, dlBadRecord(in.topic, i, keys[i]))...)
+		}
+		tg.produce(t, in, in.n/2, in.n)
+		for i := nBad / 2; i < nBad; i++ {
+			bad = append(bad, tg.produceSync(t, dlBadRecord(in.topic, i, keys[i]))...)
+		}
+		wantBad := map[string]*kgo.Record{}
+		for _, r := range bad {
+			wantBad[srcKey(r)] = r
+		}
+
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
+			chain: sizeLimitChain(t, dlValueLimit), onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 300})
+		tg.waitCaughtUpWithin(t, 45*time.Second, group, in.topic, a)
+		select {
+		case <-a.done:
+			t.Fatalf("the instance stopped: %v", a.err)
+		default:
+		}
+		a.stop(t)
+
+		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+
+		dead := tg.readAll(t, dlq, true)
+		if len(dead) != nBad {
+			t.Errorf("%d dead letters, want %d (one per bad record)", len(dead), nBad)
+		}
+		seen := map[string]int{}
+		for _, r := range dead {
+			src, ok := sourceOf(r)
+			if !ok {
+				t.Errorf("dead letter without lineage headers: %v", headerKeys(r))
+				continue
+			}
+			seen[src]++
+			orig, ok := wantBad[src]
+			if !ok {
+				t.Errorf("dead letter for %s, which is not a bad record", src)
+				continue
+			}
+			if len(r.Value) != 0 {
+				t.Errorf("dead letter %s has a %d-byte value, want it dropped", src, len(r.Value))
+			}
+			if headerValue(r, pipeline.HeaderErrorValueDropped) == "" {
+				t.Errorf("dead letter %s lacks %s: %v", src, pipeline.HeaderErrorValueDropped, headerKeys(r))
+			}
+			if e := headerValue(r, pipeline.HeaderError); !strings.Contains(e, dlLimitErr) || strings.Contains(strings.ToUpper(e), "TOO_LARGE") {
+				t.Errorf("dead letter %s: %s = %q, want the original transform error %q", src, pipeline.HeaderError, e, dlLimitErr)
+			}
+			if st := headerValue(r, pipeline.HeaderErrorTransform); st != "sizecheck@big" {
+				t.Errorf("dead letter %s: %s = %q, want the failed chain entry sizecheck@big", src, pipeline.HeaderErrorTransform, st)
+			}
+			if at := headerValue(r, pipeline.HeaderErrorAttempts); at != "1" {
+				t.Errorf("dead letter %s: %s = %q, want 1 (a permanent error is not retried)", src, pipeline.HeaderErrorAttempts, at)
+			}
+			if string(r.Key) != string(orig.Key) || headerValue(r, "trace") != headerValue(orig, "trace") {
+				t.Errorf("dead letter %s: key %q trace %q, want the original's %q and %q", src, r.Key, headerValue(r, "trace"), orig.Key, headerValue(orig, "trace"))
+			}
+		}
+		for src := range wantBad {
+			if seen[src] != 1 {
+				t.Errorf("bad record %s has %d dead letters, want 1", src, seen[src])
+			}
+		}
+		if got := testutil.ToFloat64(a.pm.DLQ); int(got) != nBad {
+			t.Errorf("records_dlq_total = %v, want %d", got, nBad)
+		}
+		// The first dead letters, with their values, did fail: the
+		// dead-letter topic really rejects them.
+		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonProduce))); got < 1 {
+			t.Errorf("aborted{reason=%s} = %v, want at least 1", txn.ReasonProduce, got)
+		}
+	})
+}
+
+// A failed record whose dead letter is too large even without its value
+// (its key alone is over the dead-letter topic's max.message.bytes) stops
+// the instance: Run returns a *pipeline.RecordError naming the record's
+// topic, partition and offset and the original error, never a panic, and
+// nothing from that record on is committed.
+func TestDeadLetterTooLargeEvenWithoutValue(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("dlkey-in"), n: 400, keys: 8}
+		out, dlq, group := unique("dlkey-out"), unique("dlkey-dlq"), unique("dlkey-group")
+		tg.createTopics(t, 1, in.topic, out)
+		tg.createTopicWithConfigs(t, 1, map[string]string{"max.message.bytes": strconv.Itoa(dlMaxMessageBytes)}, dlq)
+
+		tg.produce(t, in, 0, in.n/2)
+		bad := tg.produceSync(t, dlBadRecord(in.topic, 0, incompressible(dlBigKey, 99)))[0]
+		tg.produce(t, in, in.n/2, in.n)
+
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
+			chain: sizeLimitChain(t, dlValueLimit), onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 100})
+		err := waitStopped(t, a, 30*time.Second, "its bad record's dead letter could not be written even without the value")
+		var re *pipeline.RecordError
+		if !errors.As(err, &re) {
+			t.Fatalf("Run returned %v, want a *pipeline.RecordError", err)
+		}
+		want := fmt.Sprintf("record topic %s partition %d offset %d", bad.Topic, bad.Partition, bad.Offset)
+		if re.Source.Topic != bad.Topic || re.Source.Partition != bad.Partition || re.Source.Offset != bad.Offset || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run returned %q for %s/%d/%d, want it to name the bad record: %q", err, re.Source.Topic, re.Source.Partition, re.Source.Offset, want)
+		}
+		if !strings.Contains(err.Error(), dlLimitErr) {
+			t.Errorf("Run returned %q, want it to quote the record's original error %q", err, dlLimitErr)
+		}
+		if c, ok := tg.committedOffsets(t, group, in.topic)[bad.Partition]; ok && c > bad.Offset {
+			t.Errorf("partition %d committed to %d, past the failed record at %d", bad.Partition, c, bad.Offset)
+		}
+		// What was committed before the bad record is in the output once;
+		// nothing of the bad record is anywhere.
+		for _, r := range tg.readAll(t, dlq, true) {
+			t.Errorf("a dead letter was committed: key of %d bytes, headers %v", len(r.Key), headerKeys(r))
+		}
+		outs := tg.readAll(t, out, true)
+		if len(outs) > int(bad.Offset) {
+			t.Errorf("%d outputs committed, more than the %d records before the bad one", len(outs), bad.Offset)
+		}
+	})
+}
+
+// keysForPartitions returns n keys that the producer's default partitioner
+// (murmur2 of the key, as Kafka's) sends to partitions 0 to n-1 of a topic
+// with n partitions, one each.
+func keysForPartitions(topic string, n int32) [][]byte {
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+	keys := make([][]byte, n)
+	for i, found := 0, int32(0); found < n; i++ {
+		k := []byte("bad" + strconv.Itoa(i))
+		if p := part.Partition(&kgo.Record{Key: k}, int(n)); keys[p] == nil {
+			keys[p] = k
+			found++
+		}
+	}
+	return keys
+}
+
+// headerKeys lists r's header keys, for failure messages.
+func headerKeys(r *kgo.Record) []string {
+	ks := make([]string, 0, len(r.Headers))
+	for _, h := range r.Headers {
+		ks = append(ks, h.Key)
+	}
+	return ks
+}
