@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 
 	"github.com/tetratelabs/wazero/api"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,8 +32,12 @@ const (
 	outRecordSize = 32 // topic, key, value, headers: address and length each
 	outHeaderSize = 16 // key address, len; value address, len
 
-	// maxOutputs bounds the records one input may produce.
-	maxOutputs = 1 << 20
+	// maxOutputs bounds the records one input may produce, and
+	// maxOutputHeaders the headers of all of them together: output
+	// records may share one header table, so the count of each record
+	// alone does not bound what the host allocates for a call.
+	maxOutputs       = 1 << 20
+	maxOutputHeaders = 1 << 20
 	// maxGuestMessage caps how much of a guest's error message is quoted.
 	maxGuestMessage = 1024
 )
@@ -110,6 +116,15 @@ type decoder struct {
 	recs []rawRecord
 	hdrs []rawHeader
 	err  error // the first read outside guest memory
+
+	// maxBytes bounds the bytes of one call's outputs taken together:
+	// the sum of the lengths of their topics, keys, values, header keys
+	// and header values, which is what materializing them copies. Output
+	// fields may point at the same guest bytes, so the guest's memory
+	// alone does not bound it. It is the instance's memory limit
+	// (PROCESSOR_WASM_MAX_MEMORY in whole pages): a guest that writes
+	// each output byte once cannot exceed it.
+	maxBytes uint64
 }
 
 // view returns n bytes of guest memory at ptr; -1 is nil (null).
@@ -161,18 +176,33 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 		return out, nil // filtered
 	}
 	table := d.view(ptr, int32(count*outRecordSize), "the record table")
-	d.recs, d.hdrs = d.recs[:0], d.hdrs[:0]
+	if d.err != nil {
+		return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
+	}
+	// Records may share one header table, so their header counts are
+	// added up, and bounded, before anything is read for them.
+	var nhdrs uint64
+	for i := range count {
+		nhdrs += uint64(le.Uint32(table[i*outRecordSize+28:]))
+	}
+	if nhdrs > maxOutputHeaders {
+		return out, fmt.Errorf("%w: %d output records carry %d headers in all, %d more than the %d one call may return", ErrBadOutput, count, nhdrs, nhdrs-maxOutputHeaders, maxOutputHeaders)
+	}
+
+	// Read the table into views of guest memory, adding up the bytes
+	// the outputs would copy; nothing is copied until all of it is known
+	// to be within bounds.
+	d.recs, d.hdrs = scratch(d.recs, int(count)), scratch(d.hdrs, int(nhdrs))
+	var nbytes uint64
 	for i := uint32(0); i < count && d.err == nil; i++ {
 		r := table[i*outRecordSize:]
 		var rr rawRecord
 		rr.topic = d.view(le.Uint32(r), int32(le.Uint32(r[4:])), "a topic")
 		rr.key = d.view(le.Uint32(r[8:]), int32(le.Uint32(r[12:])), "a key")
 		rr.value = d.view(le.Uint32(r[16:]), int32(le.Uint32(r[20:])), "a value")
+		nbytes += uint64(len(rr.topic) + len(rr.key) + len(rr.value))
 		nh := le.Uint32(r[28:])
 		if nh > 0 {
-			if nh > maxOutputs {
-				return out, fmt.Errorf("%w: record %d has %d headers", ErrBadOutput, i, nh)
-			}
 			ht := d.view(le.Uint32(r[24:]), int32(nh*outHeaderSize), "a header table")
 			for j := uint32(0); j < nh && d.err == nil; j++ {
 				h := ht[j*outHeaderSize:]
@@ -180,7 +210,9 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 				if k == nil && d.err == nil {
 					d.err = errors.New("a header key is null")
 				}
-				d.hdrs = append(d.hdrs, rawHeader{key: k, value: d.view(le.Uint32(h[8:]), int32(le.Uint32(h[12:])), "a header value")})
+				v := d.view(le.Uint32(h[8:]), int32(le.Uint32(h[12:])), "a header value")
+				nbytes += uint64(len(k) + len(v))
+				d.hdrs = append(d.hdrs, rawHeader{key: k, value: v})
 			}
 		}
 		rr.hdrs = int(nh)
@@ -189,10 +221,13 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 	if d.err != nil {
 		return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
 	}
+	if nbytes > d.maxBytes {
+		return out, fmt.Errorf("%w: %d output records hold %d bytes in all (topics, keys, values, headers), %d more than the %d one call may return (PROCESSOR_WASM_MAX_MEMORY=%s)", ErrBadOutput, count, nbytes, nbytes-d.maxBytes, d.maxBytes, ByteSize(d.maxBytes))
+	}
 	for i, rr := range d.recs {
 		if len(rr.topic) > 0 {
 			if !config.ValidTopic(rr.topic) {
-				return out, fmt.Errorf("output record %d names topic %q: want %s", i, rr.topic, config.TopicForm)
+				return out, fmt.Errorf("output record %d names topic %s: want %s", i, quoteHead(rr.topic), config.TopicForm)
 			}
 			if string(rr.topic) == src.Topic {
 				return out, fmt.Errorf("output record %d names its input topic %q, which would feed it back into the processor", i, rr.topic)
@@ -224,6 +259,32 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// maxQuoted caps how much of an invalid topic an error message quotes: a
+// guest's "topic" may be megabytes, and the message ends up in logs and
+// dead-letter headers.
+const maxQuoted = 256
+
+// quoteHead quotes b, or its first maxQuoted bytes and its length.
+func quoteHead(b []byte) string {
+	if len(b) <= maxQuoted {
+		return strconv.Quote(string(b))
+	}
+	return fmt.Sprintf("%q... (%d bytes)", b[:maxQuoted], len(b))
+}
+
+// keepScratch is the most records or headers a decoder's scratch keeps
+// room for between calls that need less, so that one large output does
+// not pin its arrays for the instance's life.
+const keepScratch = 4096
+
+// scratch returns s emptied, with room for n elements.
+func scratch[T any](s []T, n int) []T {
+	if cap(s) > keepScratch && n <= keepScratch {
+		s = nil
+	}
+	return slices.Grow(s[:0], n)
 }
 
 // sameHeaders reports whether the guest returned the input's headers.

@@ -29,9 +29,10 @@ type instance struct {
 	// The input buffer the guest handed out through processor_alloc.
 	inPtr, inCap uint32
 
-	// The deadline: ctx is cancelled by timer, which each call arms and
-	// disarms; wazero then stops the guest (WithCloseOnContextDone).
-	// Reusing one context and one timer keeps calls allocation-free.
+	// The deadline: ctx is cancelled by timer, which each Process call
+	// arms and disarms; wazero then stops the guest
+	// (WithCloseOnContextDone). Reusing one context and one timer keeps
+	// calls allocation-free.
 	ctx    context.Context
 	cancel context.CancelFunc
 	timer  *time.Timer
@@ -65,7 +66,7 @@ func (t *Transform) instantiate() (*instance, error) {
 		processFn: mod.ExportedFunction("processor_process"),
 		stderr:    stderr,
 	}
-	inst.dec.mem = inst.mem
+	inst.dec.mem, inst.dec.maxBytes = inst.mem, t.maxBytes
 	inst.ctx, inst.cancel = context.WithCancel(context.Background())
 	inst.timer = time.AfterFunc(time.Hour, inst.cancel)
 	inst.timer.Stop()
@@ -79,24 +80,44 @@ func (inst *instance) close() {
 	_ = inst.mod.Close(context.Background())
 }
 
-// call runs f with the per-call deadline. An error marks the instance
-// broken: after a trap or a deadline the guest's state is unknown.
-func (inst *instance) call(f api.Function) error {
+// arm starts the deadline of one use of the instance: every guest call
+// until disarm shares it, so PROCESSOR_WASM_TIMEOUT bounds the guest's
+// time per record (processor_alloc and processor_process together), not
+// per call.
+func (inst *instance) arm() {
 	inst.stderr.reset()
 	if inst.t.timeout > 0 {
 		inst.timer.Reset(inst.t.timeout)
 	}
-	err := f.CallWithStack(inst.ctx, inst.stack[:])
+}
+
+// disarm stops the deadline. If it has fired, possibly just after the
+// guest returned, the context is cancelled for good: the instance is
+// broken and the record fails with ErrTimeout.
+func (inst *instance) disarm() error {
 	if inst.t.timeout > 0 && !inst.timer.Stop() {
-		// The deadline fired, possibly just after the call returned; the
-		// context is cancelled for good either way.
 		inst.broken = true
-		return fmt.Errorf("%w: stopped after PROCESSOR_WASM_TIMEOUT=%s", ErrTimeout, inst.t.timeout)
+		return inst.timedOut()
 	}
+	return nil
+}
+
+func (inst *instance) timedOut() error {
+	return fmt.Errorf("%w: stopped after PROCESSOR_WASM_TIMEOUT=%s", ErrTimeout, inst.t.timeout)
+}
+
+// call runs f under the deadline arm started. An error marks the
+// instance broken: after a trap or a deadline the guest's state is
+// unknown.
+func (inst *instance) call(f api.Function) error {
+	err := f.CallWithStack(inst.ctx, inst.stack[:])
 	if err == nil {
 		return nil
 	}
 	inst.broken = true
+	if inst.ctx.Err() != nil {
+		return inst.timedOut()
+	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		err = fmt.Errorf("%w: the guest exited with code %d", ErrTrap, exit.ExitCode())
@@ -111,7 +132,12 @@ func (inst *instance) call(f api.Function) error {
 
 // abiVersion calls processor_abi_version.
 func (inst *instance) abiVersion() (uint32, error) {
-	if err := inst.call(inst.versionFn); err != nil {
+	inst.arm()
+	err := inst.call(inst.versionFn)
+	if derr := inst.disarm(); err == nil {
+		err = derr
+	}
+	if err != nil {
 		return 0, err
 	}
 	return uint32(inst.stack[0]), nil
@@ -154,14 +180,12 @@ func (inst *instance) process(src transform.Source, rec *kgo.Record, out []*kgo.
 	if err != nil {
 		return out, err
 	}
-	buf, err := inst.inputView(n)
-	if err != nil {
-		return out, err
+	inst.arm()
+	err = inst.run(src, rec, n)
+	if derr := inst.disarm(); err == nil {
+		err = derr
 	}
-	encodeInput(buf, src, rec)
-
-	inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(n)
-	if err := inst.call(inst.processFn); err != nil {
+	if err != nil {
 		return out, err
 	}
 	res, err := inst.dec.decode(uint32(inst.stack[0]), src, rec, out, &inst.arena)
@@ -169,6 +193,18 @@ func (inst *instance) process(src transform.Source, rec *kgo.Record, out []*kgo.
 		inst.broken = true
 	}
 	return res, err
+}
+
+// run writes the input of n bytes into the guest and calls
+// processor_process, which leaves the result's address in stack[0].
+func (inst *instance) run(src transform.Source, rec *kgo.Record, n uint32) error {
+	buf, err := inst.inputView(n)
+	if err != nil {
+		return err
+	}
+	encodeInput(buf, src, rec)
+	inst.stack[0], inst.stack[1] = uint64(inst.inPtr), uint64(n)
+	return inst.call(inst.processFn)
 }
 
 // stderrHead keeps the first bytes a guest wrote to stderr since the last

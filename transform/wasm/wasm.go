@@ -14,8 +14,13 @@
 //
 // The module is compiled once, at start; instances are pooled and reused
 // record after record, never instantiated per record. Each instance gets a
-// memory limit (PROCESSOR_WASM_MAX_MEMORY), each call a deadline
+// memory limit (PROCESSOR_WASM_MAX_MEMORY), each record a deadline
 // (PROCESSOR_WASM_TIMEOUT) that stops even a guest in an infinite loop.
+// What one call may hand back is bounded before anything is copied: at
+// most 2^20 records, 2^20 headers and the memory limit's worth of bytes
+// in all, however many of them point at the same guest memory. WebAssembly
+// reference types are off, and a module's table is limited, so a guest
+// cannot make the host allocate tables outside its memory limit either.
 // Guests get no filesystem, no network, no arguments or environment, a
 // deterministic random source, and, unless PROCESSOR_WASM_ALLOW_CLOCK is
 // true, a fake clock (wazero's default: wall time starts at 2022-01-01 and
@@ -34,7 +39,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,12 +67,15 @@ type Settings struct {
 	Module string `envconfig:"MODULE" desc:"the path of a WebAssembly module implementing the processor's wasm ABI version 1, e.g. bin/plugins/uppercase.wasm"`
 	// MaxMemory caps each instance's linear memory. A guest that grows
 	// past it fails the record (a Go guest exits with "out of memory").
+	// It also caps the bytes one call's outputs may hold in all (topics,
+	// keys, values, headers), counting bytes that several outputs share
+	// once per output; more fails the record as malformed output.
 	MaxMemory ByteSize `envconfig:"MAX_MEMORY" default:"64MiB" desc:"a size from 1MiB to 4GiB such as 64MiB, 512KiB or 1GiB (a plain number is bytes)"`
-	// Timeout bounds one call into the guest; a guest still running then
-	// is stopped and the record fails. 0 turns the deadline off, and with
-	// it the checks that wazero compiles into every loop and branch of the
-	// guest to make it stoppable, which roughly halves the cost of a call
-	// into a Go guest; a guest that never returns then hangs the
+	// Timeout bounds the guest's time per record; a guest still running
+	// then is stopped and the record fails. 0 turns the deadline off, and
+	// with it the checks that wazero compiles into every loop and branch of
+	// the guest to make it stoppable, which roughly halves the cost of a
+	// call into a Go guest; a guest that never returns then hangs the
 	// processor until /healthz reports it stuck. Only for trusted modules.
 	Timeout time.Duration `envconfig:"TIMEOUT" default:"100ms" desc:"a Go duration from 1ms to 1m such as 100ms, or 0 for no deadline (trusted modules only)"`
 	// AllowClock gives the guest the real wall and monotonic clocks
@@ -113,6 +120,7 @@ type Transform struct {
 	compiled wazero.CompiledModule
 	modCfg   wazero.ModuleConfig
 	timeout  time.Duration
+	maxBytes uint64 // the memory limit: what one call's outputs may hold
 
 	mu     sync.Mutex
 	idle   []*instance
@@ -121,6 +129,24 @@ type Transform struct {
 
 // maxIdle is how many idle instances the pool keeps; the pipeline uses one.
 const maxIdle = 4
+
+// Compile-time checks of the optional interfaces Transform implements.
+var (
+	_ transform.Timed = (*Transform)(nil)
+	_ io.Closer       = (*Transform)(nil)
+)
+
+// coreFeatures are the WebAssembly features a module may use: 2.0 without
+// reference types. Reference types would let a guest make the host
+// allocate without bound, outside its memory limit: table.grow and
+// table.fill on tables of any size, and any number of tables. The ABI
+// needs none of it, nor do Go guests. They do need bulk memory
+// (memory.copy, memory.fill), sign extension and non-trapping
+// float-to-int conversion, which like SIMD and multi-value (kept for
+// guests compiled by LLVM) work within the instance's own memory and
+// stack. Bulk memory's table.copy and table.init stay within a table's
+// declared size.
+const coreFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
 // New loads, checks and compiles the module, and instantiates one instance
 // so that a module that cannot start fails at start, not on the first
@@ -152,12 +178,17 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	ctx := context.Background()
 	pages := uint32((uint64(s.MaxMemory) + pageSize - 1) / pageSize)
 	rc := wazero.NewRuntimeConfig().
+		WithCoreFeatures(coreFeatures).
 		WithCloseOnContextDone(s.Timeout > 0). // lets a deadline stop a runaway loop
 		WithMemoryLimitPages(pages)
 	if cache != nil {
 		rc = rc.WithCompilationCache(cache)
 	}
-	t := &Transform{rt: wazero.NewRuntimeWithConfig(ctx, rc), timeout: s.Timeout}
+	t := &Transform{
+		rt:       wazero.NewRuntimeWithConfig(ctx, rc),
+		timeout:  s.Timeout,
+		maxBytes: uint64(pages) * pageSize,
+	}
 	fail := func(err error) (*Transform, error) {
 		_ = t.rt.Close(ctx)
 		return nil, err
@@ -170,7 +201,15 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 		if strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
 			return fail(bad("MAX_MEMORY", s.MaxMemory.String(), "at least the module's minimum memory ("+firstLine(err)+")"))
 		}
+		if strings.Contains(err.Error(), `feature "reference-types" is disabled`) {
+			want = "a WebAssembly module that does not use reference types, which the host turns off (" + firstLine(err) + ")"
+		}
 		return fail(bad("MODULE", s.Module, want))
+	}
+	// wazero allocates a module's table when it instantiates it, one word
+	// an entry, however big the table is declared.
+	if n := tableSize(bin); n > maxTable {
+		return fail(bad("MODULE", s.Module, fmt.Sprintf("a module whose table holds at most %d entries (it declares %d)", maxTable, n)))
 	}
 	if err := checkModule(t.compiled); err != nil {
 		return fail(bad("MODULE", s.Module, "a module implementing the processor's wasm ABI version 1 (see transform/wasm/ABI.md): "+err.Error()))
@@ -253,6 +292,15 @@ func sameTypes(a, b []api.ValueType) bool {
 	return true
 }
 
+// CallTimeout returns PROCESSOR_WASM_TIMEOUT, the longest one Process
+// call may run the guest for, or 0 when the deadline is off. It
+// implements transform.Timed. A call takes longer than this by the host's
+// own work around the guest (writing the input, copying the outputs) and,
+// when it needs a new instance (after a trap, a timeout or malformed
+// output, or for a concurrent caller), by instantiating one: a few
+// milliseconds for a Go guest, at most 10s for any.
+func (t *Transform) CallTimeout() time.Duration { return t.timeout }
+
 // Process runs rec through one pooled instance. The first output reuses
 // rec; others are new records with rec's timestamp. Output bytes equal to
 // the input's (an unchanged key, header values) share the input's memory.
@@ -330,41 +378,8 @@ func (t *Transform) Close() error {
 	return nil
 }
 
-// ByteSize is a size in bytes, written as a number with an optional unit
-// B, KiB, MiB or GiB (powers of 1024), e.g. 64MiB.
-type ByteSize uint64
-
-var units = []struct {
-	suffix string
-	mult   uint64
-}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
-
-// Decode parses s; envconfig calls it for PROCESSOR_WASM_MAX_MEMORY.
-func (b *ByteSize) Decode(s string) error {
-	num, mult := strings.TrimSpace(s), uint64(1)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(num, u.suffix); ok {
-			num, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || n > maxMemory/mult*4 {
-		return fmt.Errorf("%q is not a size such as 64MiB", s)
-	}
-	*b = ByteSize(n * mult)
-	return nil
-}
-
-// String formats b in the largest unit that divides it.
-func (b ByteSize) String() string {
-	for _, u := range units {
-		if b != 0 && uint64(b)%u.mult == 0 {
-			return strconv.FormatUint(uint64(b)/u.mult, 10) + u.suffix
-		}
-	}
-	return "0B"
-}
+// ByteSize is a size in bytes such as 64MiB (see config.ByteSize).
+type ByteSize = config.ByteSize
 
 // wantOf returns the desc tag of a Settings field: the expected form that
 // configuration errors quote.

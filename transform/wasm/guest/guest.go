@@ -78,6 +78,12 @@ type Source struct {
 // Func is a plugin's transform: it returns zero (filter), one or many
 // records, or an error, which fails the input record in the processor as
 // any transform error does. A panic is recovered and reported as an error.
+//
+// The host bounds what one call may return (../ABI.md): at most 1,048,576
+// records and 1,048,576 headers in all, and at most the instance's memory
+// limit (PROCESSOR_WASM_MAX_MEMORY) of topic, key, value and header bytes
+// in all, counting bytes that several records share once per record.
+// Returning more fails the input record.
 type Func func(in Record) ([]Record, error)
 
 var handler Func

@@ -18,7 +18,15 @@ var (
 	rec [8]uint32
 	hdr [4]uint32
 	msg = []byte("garbage guest error")
+
+	// For "shared-headers": sharedRecs records that all point at one
+	// table of sharedHdrs headers.
+	sharedRecs [sharedN * 8]uint32
+	sharedHdrs [sharedN * 4]uint32
+	headerKey  = []byte("k")
 )
+
+const sharedN = 30000
 
 //go:wasmexport processor_abi_version
 func abiVersion() int32 {
@@ -54,7 +62,7 @@ func process(ptr, size uint32) uint32 {
 	case "count":
 		res[1] = 1 << 30
 	case "many":
-		res[1] = 1 << 16 // the table runs off the end of memory
+		res[1] = 1 << 20 // allowed, but the 32MiB table runs off the end of memory
 	case "table-outside":
 		res[2] = 0xFFFF0000
 	case "key-length":
@@ -67,6 +75,15 @@ func process(ptr, size uint32) uint32 {
 	case "null-header-key":
 		rec[6], rec[7] = addr(unsafe.Pointer(&hdr[0])), 1
 		hdr = [4]uint32{0, 0xFFFFFFFF, 0, 0xFFFFFFFF}
+	case "shared-headers":
+		// 30,000 records with the same 30,000 headers: 1.4MB of guest
+		// memory that names 900,000,000 headers.
+		for i := 0; i < sharedN; i++ {
+			copy(sharedHdrs[i*4:], []uint32{addr(unsafe.Pointer(&headerKey[0])), 1, 0, 0xFFFFFFFF})
+			copy(sharedRecs[i*8:], rec[:6])
+			sharedRecs[i*8+6], sharedRecs[i*8+7] = addr(unsafe.Pointer(&sharedHdrs[0])), sharedN
+		}
+		res = [4]uint32{0, sharedN, addr(unsafe.Pointer(&sharedRecs[0])), 0}
 	case "message-outside":
 		res = [4]uint32{1, 10, 0xFFFFFFF8, 0}
 	case "error":

@@ -70,6 +70,18 @@ func handle(in guest.Record) ([]guest.Record, error) {
 		var n int
 		fmt.Sscan(v[4:], &n)
 		return []guest.Record{{Key: in.Key, Value: []byte(strings.Repeat("b", n))}}, nil
+	case strings.HasPrefix(v, "amplify:"):
+		// amplify:<records>:<bytes>: that many records whose values are
+		// all the same region of that many bytes, which the guest holds
+		// once but the host would copy once per record.
+		var n, size int
+		fmt.Sscanf(v[len("amplify:"):], "%d:%d", &n, &size)
+		region := make([]byte, size)
+		outs := make([]guest.Record, n)
+		for i := range outs {
+			outs[i] = guest.Record{Key: in.Key, Value: region}
+		}
+		return outs, nil
 	case v == "stderr-panic":
 		fmt.Fprintln(os.Stderr, "about to fail")
 		var m map[string]int
