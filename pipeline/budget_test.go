@@ -159,7 +159,11 @@ func TestBudgetCheckAtStart(t *testing.T) {
 					*be, budget, c.retries+1, c.wantPer, worst, c.wantEntry)
 			}
 			msg := be.Error()
-			for _, want := range []string{worst.String(), budget.String(), c.wantPer.String()} {
+			wants := []string{worst.String(), budget.String(), c.wantPer.String()}
+			if c.wantPer == 0 {
+				wants[2] = "backoff"
+			}
+			for _, want := range wants {
 				if !strings.Contains(msg, want) {
 					t.Errorf("message %q does not mention %s", msg, want)
 				}

@@ -252,14 +252,21 @@ type BudgetError struct {
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("one record may take %s (%d attempts of up to %s each, plus backoff between retries), more than the transaction's time budget of %s",
+	if e.PerAttempt == 0 {
+		return fmt.Sprintf("the backoff between one record's %d retries adds up to %s, which does not fit the transaction's time budget of %s",
+			e.Attempts-1, e.Worst, e.Budget)
+	}
+	return fmt.Sprintf("one record may take %s (%d attempts of up to %s each, plus backoff between retries), which does not fit the transaction's time budget of %s",
 		e.Worst, e.Attempts, e.PerAttempt, e.Budget)
 }
 
-// checkBudget checks that one record's retries fit the budget. An
-// attempt is bounded by TransformTimeout and by the chain's own deadlines
-// (a stage with its own deadline may not watch the context).
-func checkBudget(o Options, chain *transform.Chain) error {
+// CheckBudget returns a *BudgetError when one record's retries cannot fit
+// the transaction's time budget (New checks it too; a caller can check
+// before it connects anything). An attempt is bounded by TransformTimeout
+// and by the chain's own deadlines (a stage with its own deadline may not
+// watch the context).
+func CheckBudget(o Options, chain *transform.Chain) error {
+	o.TxnBudget = o.budget()
 	per, entry := chain.CallTimeout()
 	if o.TransformTimeout >= per {
 		per, entry = o.TransformTimeout, transform.Entry{}

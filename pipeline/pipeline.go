@@ -54,8 +54,8 @@ type Options struct {
 	// MaxTxnBytes bounds the output bytes (keys, values, headers) that one
 	// transaction holds until it ends: the transaction ends at the first
 	// poll boundary past it, and polls are sized from the bytes per input
-	// record of the transaction before, so a transaction holds about
-	// MaxTxnBytes plus one record's outputs. 0 is no bound.
+	// record seen so far, so a transaction overshoots it only when its
+	// records suddenly grow. 0 is no bound.
 	MaxTxnBytes int64
 
 	// RequireTopics must exist before the loop starts (the output and
@@ -67,6 +67,18 @@ type Options struct {
 	// each commit with the transaction's sequence number (from 1), and
 	// returning true aborts that transaction with reason "injected".
 	InjectAbort func(seq uint64) bool
+}
+
+// budget returns TxnBudget, or its default: four fifths of StallTimeout
+// (StallTimeout itself defaults to a minute).
+func (o Options) budget() time.Duration {
+	switch {
+	case o.TxnBudget > 0:
+		return o.TxnBudget
+	case o.StallTimeout > 0:
+		return o.StallTimeout * 4 / 5
+	}
+	return time.Minute * 4 / 5
 }
 
 // Pipeline runs the consume-transform-produce loop on one session.
@@ -89,6 +101,7 @@ type Pipeline struct {
 	seq        uint64
 	txnMax     int   // input records per transaction: the watchdog halves it, commits double it back
 	perRecord  int64 // output bytes per input record in the last transaction, to size polls
+	sized      bool  // perRecord has been measured
 	inflight   []inflight
 	poison     map[transform.Source]poison
 	applied    []transform.Source   // poison entries this transaction applied
@@ -132,9 +145,7 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute
 	}
-	if o.TxnBudget <= 0 {
-		o.TxnBudget = o.StallTimeout * 4 / 5
-	}
+	o.TxnBudget = o.budget()
 	switch o.OnError {
 	case "":
 		o.OnError = Fail
@@ -149,7 +160,7 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if err := checkBudget(o, chain); err != nil {
+	if err := CheckBudget(o, chain); err != nil {
 		return nil, err
 	}
 	p := &Pipeline{
@@ -302,12 +313,21 @@ func (p *Pipeline) step(ctx context.Context) error {
 }
 
 // pollSize is how many records the next poll may return: what is left of
-// the transaction's record count and, once the bytes per record are
-// known, of its byte bound.
+// the transaction's record count and of its byte bound, at the bytes per
+// record seen so far (one record, to learn them, before any was seen).
 func (p *Pipeline) pollSize() int {
 	n := p.txnMax - p.txnRecords
-	if p.o.MaxTxnBytes > 0 && p.perRecord > 0 {
-		n = min(n, int(max(1, (p.o.MaxTxnBytes-p.txnBytes)/p.perRecord)))
+	if p.o.MaxTxnBytes > 0 {
+		per := p.perRecord
+		if p.txnRecords > 0 {
+			per = max(per, p.txnBytes/int64(p.txnRecords))
+		}
+		switch {
+		case per > 0:
+			n = min(n, int(max(1, (p.o.MaxTxnBytes-p.txnBytes)/per)))
+		case !p.sized && p.txnRecords == 0:
+			n = 1
+		}
 	}
 	return max(1, n)
 }
@@ -393,7 +413,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	failures := p.s.TakeFailures()
 	p.txnCancel()
 	if p.txnRecords > 0 {
-		p.perRecord = p.txnBytes / int64(p.txnRecords)
+		p.perRecord, p.sized = p.txnBytes/int64(p.txnRecords), true
 	}
 	if committed {
 		m := p.o.Metrics

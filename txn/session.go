@@ -284,9 +284,9 @@ func (s *Session) Begun() time.Time { return s.begun }
 
 // Produce buffers r in the open transaction. A record that fails makes
 // the transaction abort at End instead of committing. ctx bounds the wait
-// for buffer space (the client holds at most 10,000 unacknowledged
-// records): when it ends first, r fails with ctx's error, which aborts the
-// transaction.
+// for buffer space (the client holds at most 50,000 unacknowledged
+// records, franz-go's default): when it ends first, r fails with ctx's
+// error, which aborts the transaction.
 func (s *Session) Produce(ctx context.Context, r *kgo.Record) {
 	s.gts.Produce(ctx, r, s.promise)
 }
@@ -348,7 +348,12 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 		if err := s.gts.Client().Flush(ectx); err == nil {
 			if perr := s.produceErr.Load(); perr != nil && abort == "" {
 				abort = ReasonProduce
-				s.log.Warn("an output record could not be produced; aborting the transaction", "err", (*perr).Error())
+				if time.Since(s.begun) >= s.opts.TransactionTimeout {
+					// The broker aborted it at the timeout; Kafka 4
+					// (KIP-890) then fails its produces this way.
+					abort = ReasonTimeout
+				}
+				s.log.Warn("an output record could not be produced; aborting the transaction", "reason", string(abort), "err", (*perr).Error())
 			}
 		}
 	}

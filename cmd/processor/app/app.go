@@ -79,6 +79,14 @@ func Main(reg *transform.Registry) int {
 		}
 	}()
 
+	// Before anything connects: one record's retries must fit the
+	// transaction's time budget.
+	var budget *pipeline.BudgetError
+	if err := pipeline.CheckBudget(pipeline.Options{StallTimeout: cfg.TransactionTimeout, MaxRetries: cfg.MaxRetries,
+		TransformTimeout: cfg.TransformTimeout}, chain); errors.As(err, &budget) {
+		return configError(budgetError(cfg, budget))
+	}
+
 	if ctx.Err() != nil {
 		log.Info("stopped while starting")
 		return exitOK
@@ -137,11 +145,8 @@ func Main(reg *transform.Registry) int {
 		Metrics:          pipeline.NewMetrics(promReg),
 		InjectAbort:      injectAbort(cfg.TestAbortRate, log),
 	})
-	var budget *pipeline.BudgetError
-	if errors.As(err, &budget) {
-		return configError(budgetError(cfg, budget))
-	}
 	if err != nil {
+		sess.Close()
 		log.Error("building the pipeline", "err", err.Error())
 		return exitRuntime
 	}

@@ -1,0 +1,667 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
+)
+
+// The tests of the transaction's time budget, the broker's transaction
+// timeout and PROCESSOR_MAX_TXN_BYTES.
+
+// budgetChain is a chain with the one transform fn, named name.
+func budgetChain(t testing.TB, name string, fn transform.Func) *transform.Chain {
+	t.Helper()
+	reg := &transform.Registry{}
+	reg.Register(name, transform.Plain("", func() (transform.Transform, error) { return fn, nil }))
+	c, err := reg.Build([]transform.Entry{{Name: name}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// budgetHeaderTxn is a header the tests' transforms stamp on every output:
+// the deadline of the context the record was processed under. With no
+// PROCESSOR_TRANSFORM_TIMEOUT that is the open transaction's budget end,
+// which differs from one transaction to the next, so the committed output
+// grouped by it gives the input records of every committed transaction.
+const budgetHeaderTxn = "test.txn"
+
+func budgetTxnTag(ctx context.Context) []byte {
+	if d, ok := ctx.Deadline(); ok {
+		return strconv.AppendInt(nil, d.UnixNano(), 10)
+	}
+	return []byte("no-deadline")
+}
+
+// budgetPerTxn returns the number of outputs per committed transaction, in
+// the order the transactions began, and the largest.
+func budgetPerTxn(outs []*kgo.Record) (sizes []int, largest int) {
+	m := map[string]int{}
+	for _, r := range outs {
+		m[headerValue(r, budgetHeaderTxn)]++
+	}
+	tags := make([]string, 0, len(m))
+	for tag := range m {
+		tags = append(tags, tag)
+	}
+	sort.Slice(tags, func(i, j int) bool { // equal lengths: nanoseconds since 1970
+		return len(tags[i]) < len(tags[j]) || len(tags[i]) == len(tags[j]) && tags[i] < tags[j]
+	})
+	for _, tag := range tags {
+		sizes = append(sizes, m[tag])
+		largest = max(largest, m[tag])
+	}
+	return sizes, largest
+}
+
+// budgetHistogram reads h (e.g. processor_transaction_records): its count, sum,
+// and cumulative count per upper bound.
+func budgetHistogram(t testing.TB, h prometheus.Histogram) (count uint64, sum float64, le map[float64]uint64) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(h)
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
+		t.Fatalf("gathering the histogram: %v (%d families)", err, len(mfs))
+	}
+	hh := mfs[0].GetMetric()[0].GetHistogram()
+	le = map[float64]uint64{}
+	for _, b := range hh.GetBucket() {
+		le[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	return hh.GetSampleCount(), hh.GetSampleSum(), le
+}
+
+// budgetAborts formats the non-zero abort counts by reason.
+func budgetAborts(tm *txn.Metrics) string {
+	var parts []string
+	for _, r := range []txn.Reason{txn.ReasonRebalance, txn.ReasonOffsetCommit, txn.ReasonProduce, txn.ReasonTransform, txn.ReasonFenced,
+		txn.ReasonEndError, txn.ReasonInjected, txn.ReasonWatchdog, txn.ReasonTimeout} {
+		if n := testutil.ToFloat64(tm.Aborted.WithLabelValues(string(r))); n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%v", r, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
+}
+
+// budgetCaughtUp is waitCaughtUp with a bound of the test's choosing.
+func (tg *target) budgetCaughtUp(t testing.TB, d time.Duration, group, topic string, running ...*instance) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, in := range running {
+			select {
+			case <-in.done:
+				in.stopped = true
+				t.Fatalf("an instance stopped while catching up: %v (%s)", in.err, fmtStats(running...))
+			default:
+			}
+		}
+		if tg.caughtUp(t, group, topic) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not catch up within %s: behind: %s; %s", d, tg.lastBehind, fmtStats(running...))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// budgetBusy keeps n goroutines spinning until the returned stop is called.
+func budgetBusy(n int) (stop func()) {
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := 0
+			for !done.Load() {
+				for i := range 10_000 {
+					x += i
+				}
+				// Yield now and then, as busy request handlers do at every
+				// channel or syscall: a goroutine that never does delays
+				// every other one by the 10ms preemption slice, which
+				// under -cpu 1 measures the scheduler, not the processor.
+				runtime.Gosched()
+			}
+			_ = x
+		}()
+	}
+	return func() { done.Store(true); wg.Wait() }
+}
+
+// A configuration in which one record's retries cannot fit the
+// transaction's time budget is refused at start: exit 2, one line naming the
+// setting to change (the per-record timeout when there is one, else the
+// retries). The broker is a listener that accepts and never answers, so
+// that the Kafka client, which the processor creates before the check,
+// cannot add log lines of its own (with a refused connection it does, about
+// half the time).
+func TestBudgetBinaryExits2(t *testing.T) {
+	bin := binary(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted atomic.Int32
+	go func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			conns = append(conns, c)
+		}
+	}()
+	base := []string{"PROCESSOR_BROKERS=" + ln.Addr().String(), "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
+		"PROCESSOR_HTTP_ADDR=127.0.0.1:0"}
+	cases := []struct {
+		env  []string
+		want []string
+	}{
+		// Budget 8s (four fifths of 10s); 4 attempts of 3s plus 70ms of backoff.
+		{[]string{"PROCESSOR_TRANSACTION_TIMEOUT=10s", "PROCESSOR_SESSION_TIMEOUT=12s", "PROCESSOR_TRANSFORM_TIMEOUT=3s", "PROCESSOR_MAX_RETRIES=3"},
+			[]string{`PROCESSOR_TRANSFORM_TIMEOUT="3s"`, "12.07s", "8s"}},
+		// Budget 32s (default 40s); no timeouts, but 100 retries back off for 94.27s.
+		{[]string{"PROCESSOR_MAX_RETRIES=100"}, []string{`PROCESSOR_MAX_RETRIES="100"`, "1m34.27s", "32s"}},
+	}
+	for _, c := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, append(base, c.env...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Errorf("%v: still running after 20s (a budget that cannot fit must be refused at start): %s", c.env, stderr.String())
+			continue
+		}
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%v: exit %v, want code 2; stderr %q", c.env, err, stderr.String())
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Count(msg, "\n") != 0 || strings.Contains(msg, "goroutine") {
+			t.Errorf("%v: stderr %q, want one line", c.env, msg)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(msg, w) {
+				t.Errorf("%v: stderr %q lacks %q", c.env, msg, w)
+			}
+		}
+	}
+	t.Logf("connections to the broker before the configuration was refused: %d", accepted.Load())
+}
+
+// The watchdog shortens the transaction, not only the next poll: with a
+// transform too slow for the budget (2ms a record, 150ms budget, a commit
+// interval of 1s and up to 1000 records), every committed transaction holds
+// at most the records that fit the budget (76); a produce failed by an
+// aborted transaction does not abort the next one (no produce_error); the
+// output is exactly once. Also under CPU load: a goroutine spinning
+// alongside.
+func TestWatchdogShortensTransactions(t *testing.T) {
+	for _, load := range []bool{false, true} {
+		name := "idle"
+		if load {
+			name = "cpu-load"
+		}
+		t.Run(name, func(t *testing.T) {
+			forEachTarget(t, func(t *testing.T, tg *target) {
+				const budget, perRecord = 150 * time.Millisecond, 2 * time.Millisecond
+				in := input{topic: unique("wdtxn-in"), n: 400, keys: 20}
+				out, group := unique("wdtxn-out"), unique("wdtxn-group")
+				tg.createTopics(t, 2, in.topic, out)
+				tg.produce(t, in, 0, in.n)
+				if load {
+					defer budgetBusy(1)()
+				}
+				chain := budgetChain(t, "slow", func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+					time.Sleep(perRecord)
+					r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
+					return append(out, r), nil
+				})
+				began := time.Now()
+				a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
+					maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
+				tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+				a.stop(t)
+				t.Logf("%s: caught up in %s; aborts: %s", tg.name, time.Since(began).Round(time.Millisecond), budgetAborts(a.tm))
+
+				if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog))); got < 1 {
+					t.Errorf("aborted{reason=watchdog} = %v, want at least 1", got)
+				}
+				if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonProduce))); got != 0 {
+					t.Errorf("aborted{reason=produce_error} = %v, want 0: a produce failed by an aborted transaction reached the next one", got)
+				}
+				outs := tg.readAll(t, out, true)
+				checkExactlyOnce(t, in, outs)
+
+				// A record starts only while the budget lasts, and each takes
+				// at least 2ms: at most 150/2+1 records per transaction.
+				maxPer := int(budget/perRecord) + 1
+				sizes, largest := budgetPerTxn(outs)
+				t.Logf("input records per committed transaction, in order: %v", sizes)
+				if largest > maxPer {
+					t.Errorf("a committed transaction holds %v input records, want at most %d (what fits the %s budget)", sizes, maxPer, budget)
+				}
+				count, sum, le := budgetHistogram(t, a.tm.Records)
+				commits := testutil.ToFloat64(a.tm.Committed)
+				if float64(count) != commits || int(sum) != in.n {
+					t.Errorf("transaction_records: %d transactions with %v records, want %v with %d", count, sum, commits, in.n)
+				}
+				if le[256] != count {
+					t.Errorf("transaction_records: %d of %d committed transactions hold more than 256 records", count-le[256], count)
+				}
+				if count > 0 && sum/float64(count) > float64(maxPer) {
+					t.Errorf("transaction_records: %v records per transaction on average, want at most %d", sum/float64(count), maxPer)
+				}
+			})
+		})
+	}
+}
+
+// A record that takes longer than the budget even alone in its
+// transaction (its transform waits 300ms, or until its context ends, on
+// partition 0 offset 5; budget 150ms) is no endless abort loop: the
+// transactions shrink around it until it is alone, then it is
+// dead-lettered with an error saying why; every other record is in the
+// output exactly once, in order per key.
+func TestBudgetRecordAloneDeadLettered(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("alone-in"), n: 300, keys: 10}
+		out, dlq, group := unique("alone-out"), unique("alone-dlq"), unique("alone-group")
+		tg.createTopics(t, 2, in.topic, out, dlq)
+		tg.produce(t, in, 0, in.n)
+		var slowCalls atomic.Int32
+		chain := budgetChain(t, "slow", func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			if src.Partition == 0 && src.Offset == 5 {
+				slowCalls.Add(1)
+				tm := time.NewTimer(300 * time.Millisecond)
+				defer tm.Stop()
+				select {
+				case <-ctx.Done():
+					return out, ctx.Err()
+				case <-tm.C:
+				}
+			}
+			return append(out, r), nil
+		})
+		began := time.Now()
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
+			onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 1000, commitInterval: 500 * time.Millisecond, txnBudget: 150 * time.Millisecond})
+		tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+		a.stop(t)
+		watchdog := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog)))
+		t.Logf("%s: caught up in %s; the slow record was tried %d times; aborts: %s", tg.name, time.Since(began).Round(time.Millisecond),
+			slowCalls.Load(), budgetAborts(a.tm))
+		if watchdog < 1 || watchdog > 20 {
+			t.Errorf("aborted{reason=watchdog} = %v, want between 1 and 20", watchdog)
+		}
+
+		dead := tg.readAll(t, dlq, true)
+		if len(dead) != 1 {
+			t.Fatalf("%d dead letters, want 1", len(dead))
+		}
+		d := dead[0]
+		if src, ok := check.Lineage(d); !ok || src != (check.Input{Topic: in.topic, Partition: 0, Offset: 5}) {
+			t.Errorf("the dead letter is of %+v (lineage headers found: %v), want %s partition 0 offset 5", src, ok, in.topic)
+		}
+		if msg := headerValue(d, pipeline.HeaderError); !strings.Contains(msg, "did not finish within the transaction's time budget") {
+			t.Errorf("the dead letter's %s is %q, want it to say the record did not finish within the transaction's time budget", pipeline.HeaderError, msg)
+		}
+		if got := headerValue(d, pipeline.HeaderErrorTransform); got != "slow" {
+			t.Errorf("the dead letter's %s is %q, want slow", pipeline.HeaderErrorTransform, got)
+		}
+		if got := testutil.ToFloat64(a.pm.DLQ); got != 1 {
+			t.Errorf("records_dlq_total = %v, want 1", got)
+		}
+
+		// Every other input exactly once, in order per key.
+		deadValue := string(d.Value)
+		outs := tg.readAll(t, out, true)
+		seen := map[string]int{}
+		last := map[string]int{}
+		for _, r := range outs {
+			v := string(r.Value)
+			seen[v]++
+			k, s, _ := strings.Cut(v, ":")
+			seq, _ := strconv.Atoi(s)
+			if l, ok := last[k]; ok && seq <= l {
+				t.Errorf("key %s: %s after seq %d", k, v, l)
+			}
+			last[k] = seq
+		}
+		if seen[deadValue] != 0 {
+			t.Errorf("the dead-lettered record %q is in the output too", deadValue)
+		}
+		for i := range in.n {
+			v := string(in.record(i).Value)
+			if v != deadValue && seen[v] != 1 {
+				t.Errorf("input %q is in the output %d times", v, seen[v])
+			}
+		}
+		if len(outs) != in.n-1 {
+			t.Errorf("%d outputs, want %d", len(outs), in.n-1)
+		}
+	})
+}
+
+// A retry that could not end within the budget is not started, and the
+// record is not failed for it: the transaction is aborted and retried
+// smaller, and the record, whose transform fails retriably three times
+// (the first time only just before the budget ends) and then passes,
+// reaches the output. Nothing is dead-lettered; exactly once.
+func TestBudgetRetriesNotPastBudget(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		const budget = 150 * time.Millisecond
+		in := input{topic: unique("retry-in"), n: 60, keys: 6}
+		out, dlq, group := unique("retry-out"), unique("retry-dlq"), unique("retry-group")
+		tg.createTopics(t, 1, in.topic, out, dlq)
+		tg.produce(t, in, 0, in.n)
+		var attempts atomic.Int32
+		chain := budgetChain(t, "flaky", func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			if src.Offset != 5 {
+				return append(out, r), nil
+			}
+			switch n := attempts.Add(1); {
+			case n == 1:
+				// Use the budget up but for 5ms: the 10ms backoff before
+				// the retry would cross it.
+				wait := budget - 5*time.Millisecond
+				if d, ok := ctx.Deadline(); ok {
+					wait = time.Until(d) - 5*time.Millisecond
+				}
+				time.Sleep(wait)
+				return out, transform.Retriable(errors.New("lookup timed out"))
+			case n <= 3:
+				return out, transform.Retriable(errors.New("lookup timed out"))
+			}
+			return append(out, r), nil
+		})
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
+			onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
+		tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+		a.stop(t)
+		t.Logf("%s: the flaky record was tried %d times; retries %v; aborts: %s", tg.name, attempts.Load(),
+			testutil.ToFloat64(a.pm.Retries), budgetAborts(a.tm))
+		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
+			t.Errorf("%d dead letters, want none; the first says %q", len(dead), headerValue(dead[0], pipeline.HeaderError))
+		}
+		if got := testutil.ToFloat64(a.pm.DLQ); got != 0 {
+			t.Errorf("records_dlq_total = %v, want 0", got)
+		}
+		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog))); got < 1 {
+			t.Errorf("aborted{reason=watchdog} = %v, want at least 1 (the retry that would cross the budget)", got)
+		}
+		if got := attempts.Load(); got < 4 {
+			t.Errorf("the flaky record was tried %d times, want at least 4 (three failures, then a pass)", got)
+		}
+		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	})
+}
+
+// budgetWaitBrokerAbort waits, up to max, until the broker has aborted the
+// open transaction of txnID at its transaction timeout: the transaction was
+// seen ongoing and is no longer, or its producer epoch moved on. It reports
+// whether that was seen.
+func budgetWaitBrokerAbort(ctx context.Context, adm *kadm.Client, txnID string, max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	var epoch int16 = -1
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ds, err := adm.DescribeTransactions(rctx, txnID)
+		cancel()
+		if d, ok := ds[txnID]; err == nil && ok && d.Err == nil {
+			switch {
+			case d.State == "Ongoing" && epoch < 0:
+				epoch = d.ProducerEpoch
+			case epoch >= 0 && (d.State != "Ongoing" || d.ProducerEpoch != epoch):
+				return true
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// A transaction the broker aborts at the transaction timeout bumps the
+// producer epoch; that is not another instance fencing this one. The
+// transform blocks on two records (in two transactions) until the broker has
+// aborted the open transaction (the budget is longer than the transaction
+// timeout, so the watchdog stays out of it). The instance must recover both
+// times (aborts counted as reason "timeout"), not stop with a *txn.FencedError nor count a fencing; the
+// output is exactly once.
+func TestTxnTimeoutIsNotFencing(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		// The shortest transaction timeout the harness can have: its
+		// session timeout (2s more) must be at least 6s
+		// (group.min.session.timeout.ms, in kfake too).
+		txnTimeout, waitAbort, bound := 4*time.Second, 10*time.Second, 30*time.Second
+		if tg.fake == nil {
+			// Kafka looks for timed-out transactions every 10s
+			// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
+			waitAbort, bound = 16*time.Second, 50*time.Second
+		}
+		in := input{topic: unique("tmo-in"), n: 100, keys: 10}
+		out, group := unique("tmo-out"), unique("tmo-group")
+		txnID := group + "-a"
+		tg.createTopics(t, 1, in.topic, out)
+		tg.produce(t, in, 0, in.n)
+		adm := tg.admin(t)
+		// Offset 5 blocks on its first attempt. The transaction stays open
+		// after that (its producer has failed, but the records of the poll
+		// go on), so offset 50 blocks only once offset 5 came round again:
+		// in a transaction of the rebuilt session.
+		var mu sync.Mutex
+		visits := map[int64]int{}
+		var waits []string
+		chain := budgetChain(t, "block", func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			mu.Lock()
+			visits[src.Offset]++
+			block := (src.Offset == 5 && visits[5] == 1) || (src.Offset == 50 && visits[5] >= 2 && len(waits) == 1)
+			if block {
+				waits = append(waits, "")
+			}
+			mu.Unlock()
+			if block {
+				start := time.Now()
+				aborted := budgetWaitBrokerAbort(ctx, adm, txnID, waitAbort)
+				mu.Lock()
+				waits[len(waits)-1] = fmt.Sprintf("offset %d: %s (broker abort seen: %v)", src.Offset, time.Since(start).Round(10*time.Millisecond), aborted)
+				mu.Unlock()
+			}
+			return append(out, r), nil
+		})
+		began := time.Now()
+		a := tg.start(t, instanceOpts{group: group, txnID: txnID, topics: []string{in.topic}, out: out, chain: chain,
+			txnTimeout: txnTimeout, txnBudget: 2 * waitAbort})
+		tg.budgetCaughtUp(t, bound, group, in.topic, a)
+		a.stop(t)
+		mu.Lock()
+		t.Logf("%s: caught up in %s; blocked: %s; aborts: %s; fenced %v", tg.name, time.Since(began).Round(10*time.Millisecond),
+			strings.Join(waits, ", "), budgetAborts(a.tm), testutil.ToFloat64(a.tm.Fenced))
+		if len(waits) != 2 {
+			t.Errorf("the transform blocked %d times, want 2", len(waits))
+		}
+		mu.Unlock()
+		var fe *txn.FencedError
+		if errors.As(a.err, &fe) {
+			t.Errorf("the instance stopped as fenced: %v", a.err)
+		}
+		timeouts := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonTimeout)))
+		produce := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonProduce)))
+		if fenced := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonFenced))); fenced != 0 {
+			t.Errorf("aborted{reason=fenced} = %v, want 0: the broker's transaction timeout counted as fencing", fenced)
+		}
+		// One abort per block, counted as the broker's timeout: on kfake
+		// the end fails with a fencing error and the session is rebuilt;
+		// Kafka 4 (KIP-890 transactions) accepts the client's abort, and the
+		// produces after the timeout fail with INVALID_PRODUCER_EPOCH.
+		if timeouts < 2 || produce != 0 {
+			t.Errorf("aborted{reason=timeout} = %v, aborted{reason=produce_error} = %v; want at least 2 and 0, one timeout per blocked record (aborts: %s)",
+				timeouts, produce, budgetAborts(a.tm))
+		}
+		if got := testutil.ToFloat64(a.tm.Fenced); got != 0 {
+			t.Errorf("producer_fenced_total = %v, want 0: the broker's transaction timeout counted as fencing", got)
+		}
+		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	})
+}
+
+// PROCESSOR_MAX_TXN_BYTES bounds a transaction's output: with 1MiB, 8KiB
+// records, up to 10000 records and a commit interval of 5s, no committed
+// transaction holds more than 1MiB/8KiB records and a few; exactly once.
+func TestMaxTxnBytes(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		const maxBytes, size = 1 << 20, 8 << 10
+		in := input{topic: unique("bytes-in"), n: 2000, keys: 20}
+		out, group := unique("bytes-out"), unique("bytes-group")
+		tg.createTopics(t, 3, in.topic, out)
+		pad := "|" + strings.Repeat("x", size)
+		cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(2*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for i := range in.n {
+			r := in.record(i)
+			r.Value = append(r.Value, pad...)
+			recs = append(recs, r)
+		}
+		pctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = cl.ProduceSync(pctx, recs...).FirstErr()
+		cancel()
+		cl.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := budgetChain(t, "tag", func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
+			return append(out, r), nil
+		})
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
+			maxRecords: 10000, commitInterval: 5 * time.Second, maxTxnBytes: maxBytes})
+		tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+		a.stop(t)
+		outs := tg.readAll(t, out, true)
+		sizes, largest := budgetPerTxn(outs)
+		t.Logf("%s: input records per committed transaction, in order: %v; aborts: %s", tg.name, sizes, budgetAborts(a.tm))
+		if limit := maxBytes/size + 8; largest > limit {
+			t.Errorf("committed transactions hold %v records of %d bytes, in order; want at most %d each (PROCESSOR_MAX_TXN_BYTES=1MiB)", sizes, size, limit)
+		}
+		if count, _, le := budgetHistogram(t, a.tm.Records); le[256] != count {
+			t.Errorf("transaction_records: %d of %d committed transactions hold more than 256 records", count-le[256], count)
+		}
+		for _, r := range outs {
+			if len(r.Value) != len(pad)+bytes.IndexByte(r.Value, '|') {
+				t.Fatalf("output value of %d bytes, not an input's", len(r.Value))
+			}
+			r.Value = r.Value[:bytes.IndexByte(r.Value, '|')]
+		}
+		checkExactlyOnce(t, in, outs)
+	})
+}
+
+// A produce blocked on a full client buffer while the brokers are gone
+// does not hold up a stop for longer than its bound. A private kfake
+// cluster; the instance holds its first record in the transform until a
+// backlog of 80000 records is fetched and the cluster is closed, then lets
+// them through: the outputs fill the client's buffer (50000 records in
+// franz-go v1.22) and Produce blocks. Run must return within the budget,
+// the transaction timeout and 15s (leaving the group and closing the client
+// are bounded by 5s each) of the stop.
+func TestShutdownBlockedProduce(t *testing.T) {
+	tg := newFake(t)
+	const txnTimeout = 6 * time.Second
+	budget := txnTimeout * 4 / 5
+	in := input{topic: unique("blocked-in"), n: 80_000, keys: 100}
+	out, group := unique("blocked-out"), unique("blocked-group")
+	tg.createTopics(t, 6, in.topic, out)
+	tg.produce(t, in, 0, in.n)
+	gate, entered := make(chan struct{}), make(chan struct{})
+	var enteredOnce sync.Once
+	var released atomic.Bool
+	var after atomic.Int64
+	chain := budgetChain(t, "gate", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		if !released.Load() {
+			enteredOnce.Do(func() { close(entered) })
+			<-gate
+		}
+		after.Add(1)
+		return append(out, r), nil
+	})
+	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
+		txnTimeout: txnTimeout, maxRecords: 200_000, commitInterval: 5 * time.Second})
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no record reached the transform within 20s")
+	}
+	time.Sleep(700 * time.Millisecond) // the client fetches the backlog meanwhile
+	tg.fake.Close()
+	released.Store(true)
+	close(gate)
+	full := 50_001 // the output that cannot be buffered
+	deadline := time.Now().Add(budget / 2)
+	for after.Load() < int64(full) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	through := after.Load()
+	t.Logf("records through the transform after the brokers went: %d", through)
+	if through < int64(full) {
+		t.Errorf("only %d records went through the transform after the brokers went: the client's buffer (50000) did not fill, so no Produce blocked", through)
+	}
+
+	stopped := time.Now()
+	a.stopped = true
+	a.cancel()
+	bound := budget + txnTimeout + 15*time.Second
+	select {
+	case <-a.done:
+		t.Logf("Run returned %s after the stop (bound %s): %v", time.Since(stopped).Round(10*time.Millisecond), bound, a.err)
+	case <-time.After(bound):
+		t.Fatalf("Run did not return within %s of the stop (budget %s + transaction timeout %s + 15s): a Produce blocked on the full buffer holds up the shutdown",
+			bound, budget, txnTimeout)
+	}
+}
