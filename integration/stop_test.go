@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,20 +15,38 @@ import (
 	"github.com/streamproc/processor/transform"
 )
 
+// processed records, per input partition, the highest offset a transform
+// has passed on.
+type processed struct {
+	mu  sync.Mutex
+	max map[int32]int64
+}
+
+func (p *processed) note(src transform.Source) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o, ok := p.max[src.Partition]; !ok || src.Offset > o {
+		p.max[src.Partition] = src.Offset
+	}
+}
+
 // ctxChain is a chain whose one transform takes about d per record and,
 // like gojq or a lookup client, gives up with the context's error as soon
-// as its context ends.
-func ctxChain(t testing.TB, d time.Duration) *transform.Chain {
+// as its context ends. Records it passes on are noted in seen, if given.
+func ctxChain(t testing.TB, d time.Duration, seen ...*processed) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("wait", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			tm := time.NewTimer(d)
 			defer tm.Stop()
 			select {
 			case <-ctx.Done():
 				return out, ctx.Err()
 			case <-tm.C:
+			}
+			for _, s := range seen {
+				s.note(src)
 			}
 			return append(out, r), nil
 		}), nil
@@ -43,21 +62,35 @@ func ctxChain(t testing.TB, d time.Duration) *transform.Chain {
 // failure. Instances are stopped mid-transaction, while records they have
 // polled are still going through a transform that gives up when its context
 // ends; under dlq and under skip, no record may be dead-lettered or skipped,
-// every stop must commit its open transaction at once (no abort, offsets at
-// what the instance consumed), and the output stays exactly once.
+// every stop must commit its open transaction at once (no abort; the
+// group's offsets cover every record the transform passed on, and equal
+// what the instances counted as consumed), and the output stays exactly
+// once.
 func TestStopNeverFailsRecords(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip} {
 			t.Run(string(policy), func(t *testing.T) {
-				in := input{topic: unique("stop-in"), n: 6000, keys: 40}
+				in := input{topic: unique("stop-in"), n: 12000, keys: 40}
 				out, dlq, group := unique("stop-out"), unique("stop-dlq"), unique("stop-group")
 				tg.createTopics(t, 3, in.topic, out, dlq)
-				tg.produce(t, in, 0, in.n)
+				// Input arrives while the instances run, about 2,000 records
+				// a second: polls are small, a transaction spans several of
+				// them, and the transform is busy most of the time, so a
+				// stop lands with a transaction open and records in hand.
+				fed := make(chan struct{})
+				go func() {
+					defer close(fed)
+					for from := 0; from < in.n; from += 100 {
+						tg.produce(t, in, from, from+100)
+						time.Sleep(50 * time.Millisecond)
+					}
+				}()
 				opts := instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-					onError: policy, dlqTopic: dlq, maxRecords: 1000, commitInterval: 400 * time.Millisecond}
+					onError: policy, dlqTopic: dlq, maxRecords: 100000, commitInterval: 400 * time.Millisecond}
 				var stopped []*instance
 				for round := range 3 {
-					opts.chain = ctxChain(t, 200*time.Microsecond)
+					seen := &processed{max: map[int32]int64{}}
+					opts.chain = ctxChain(t, 400*time.Microsecond, seen)
 					a := tg.start(t, opts)
 					waitFor(t, 60*time.Second, "a first commit", func() bool { return a.p.Stats().Commits > 0 })
 					time.Sleep(150 * time.Millisecond) // mid-transaction: polled records are in the transform
@@ -67,16 +100,24 @@ func TestStopNeverFailsRecords(t *testing.T) {
 						t.Errorf("round %d: stopping took %s", round, took.Round(time.Millisecond))
 					}
 					var committed int64
-					for _, o := range tg.committedOffsets(t, group, in.topic) {
+					offsets := tg.committedOffsets(t, group, in.topic)
+					for _, o := range offsets {
 						committed += o
+					}
+					for p, o := range seen.max {
+						if offsets[p] <= o {
+							t.Errorf("round %d: partition %d: the transform passed on offset %d, but the group committed only up to %d: the stop did not commit its open transaction", round, p, o, offsets[p])
+						}
 					}
 					if consumed := sumConsumed(append(stopped, a)...); uint64(committed) != consumed {
 						t.Errorf("round %d: the group committed %d input records, the instances consumed %d: the stop did not commit its open transaction", round, committed, consumed)
 					}
 					stopped = append(stopped, a)
-					if committed >= int64(in.n) {
-						break
-					}
+				}
+				select {
+				case <-fed:
+				case <-time.After(60 * time.Second):
+					t.Fatal("writing the input took more than 60s")
 				}
 				opts.chain = ctxChain(t, 0)
 				last := tg.start(t, opts)
