@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -44,12 +45,13 @@ const (
 )
 
 // Main runs the processor with the transforms registered in reg (usually
-// transform.Default) and returns the exit code for os.Exit.
+// transform.Default) and returns the exit code for os.Exit. It never exits
+// the process itself, so a custom main decides what happens after it.
 func Main(reg *transform.Registry) int {
 	// Signals first: a SIGTERM that arrives while starting (a module
 	// compiling, a broker unreachable) stops the processor cleanly rather
 	// than killing it.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, again, stop := handleSignals()
 	defer stop()
 
 	cfg, err := config.Load(config.Hostname())
@@ -58,59 +60,144 @@ func Main(reg *transform.Registry) int {
 	}
 	log := newLogger(cfg)
 	warnUnknownVars(log, cfg.Transforms)
-	go func() {
-		// A second signal while shutting down exits at once.
-		<-ctx.Done()
-		stop()
-		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM)
-		<-c
-		log.Error("second signal: exiting without finishing the open transaction (it will be aborted)")
-		os.Exit(exitRuntime)
-	}()
 
 	chain, err := buildChain(reg, cfg.Transforms)
 	if err != nil {
 		return configError(err)
 	}
+	inUse := false // a run abandoned by a second signal may still use the chain
 	defer func() {
+		if inUse {
+			return
+		}
 		if err := chain.Close(); err != nil {
 			log.Warn("closing transforms", "err", err.Error())
 		}
 	}()
-
-	// Before anything connects: one record's retries must fit the
-	// transaction's time budget.
-	var budget *pipeline.BudgetError
-	if err := pipeline.CheckBudget(pipeline.Options{StallTimeout: cfg.TransactionTimeout, MaxRetries: cfg.MaxRetries,
-		TransformTimeout: cfg.TransformTimeout}, chain); errors.As(err, &budget) {
-		return configError(budgetError(cfg, budget))
+	if err := checkBudget(cfg, chain); err != nil {
+		return configError(err)
 	}
-
 	if ctx.Err() != nil {
 		log.Info("stopped while starting")
 		return exitOK
 	}
 
-	brokers := cfg.Brokers
-	if cfg.EmbeddedBroker {
-		eb, err := startEmbeddedBroker(ctx, cfg, log)
-		if err != nil && ctx.Err() != nil {
-			log.Info("stopped while starting")
-			return exitOK
-		}
-		if err != nil {
-			log.Error("starting the embedded broker failed", "err", err.Error())
-			return exitRuntime
-		}
-		defer eb.Close()
-		brokers = eb.Addrs()
+	brokers, closeBroker, code := connectBrokers(ctx, cfg, log)
+	if brokers == nil {
+		return code
 	}
+	defer closeBroker()
 
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promReg := newRegistry()
+	required := requiredTopics(cfg, chain)
+	p, err := newPipeline(cfg, brokers, chain, required, promReg, log)
+	if err != nil {
+		log.Error("building the processor", "err", err.Error())
+		return exitRuntime
+	}
+	srv, err := serveHTTP(cfg.HTTPAddr, promReg, p)
+	if err != nil {
+		return configError(&config.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
+			Want: "a free host:port (" + err.Error() + ")"})
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	log.Info("processor starting",
+		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
+		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
+		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr)
+
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case err = <-done:
+		return exitCode(err, cfg, required, p, log)
+	case <-again:
+		inUse = true
+		log.Error("second signal: exiting without finishing the open transaction (it will be aborted)")
+		return exitRuntime
+	}
+}
+
+// handleSignals returns a context that the first SIGINT or SIGTERM
+// cancels, a channel that a second one closes (give up finishing the open
+// transaction), and a function that stops listening.
+func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
+	ctx, stopFirst := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	second := make(chan struct{})
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-quit:
+			return
+		}
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM) // before stopFirst, so no signal goes unhandled
+		defer signal.Stop(c)
+		stopFirst()
+		select {
+		case <-c:
+			close(second)
+		case <-quit:
+		}
+	}()
+	var once sync.Once
+	return ctx, second, func() {
+		once.Do(func() {
+			close(quit)
+			stopFirst()
+		})
+	}
+}
+
+// checkBudget fails, before anything connects, when one record's retries
+// cannot fit the transaction's time budget.
+func checkBudget(cfg *config.Config, chain *transform.Chain) error {
+	var budget *pipeline.BudgetError
+	if err := pipeline.CheckBudget(pipeline.Options{StallTimeout: cfg.TransactionTimeout, MaxRetries: cfg.MaxRetries,
+		TransformTimeout: cfg.TransformTimeout}, chain); errors.As(err, &budget) {
+		return budgetError(cfg, budget)
+	}
+	return nil
+}
+
+// connectBrokers returns the seed brokers, starting the embedded broker
+// when configured, and how to stop it. When it returns no brokers, code is
+// the exit code.
+func connectBrokers(ctx context.Context, cfg *config.Config, log *slog.Logger) (brokers []string, closeBroker func(), code int) {
+	if !cfg.EmbeddedBroker {
+		return cfg.Brokers, func() {}, exitOK
+	}
+	eb, err := startEmbeddedBroker(ctx, cfg, log)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		log.Info("stopped while starting")
+		return nil, nil, exitOK
+	case err != nil:
+		log.Error("starting the embedded broker failed", "err", err.Error())
+		return nil, nil, exitRuntime
+	}
+	return eb.Addrs(), eb.Close, exitOK
+}
+
+// newRegistry returns the Prometheus registry with the Go runtime and
+// process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// newPipeline builds the transactional session and the pipeline on it,
+// registering their metrics (and the Kafka client's) with promReg.
+func newPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, required map[string]string,
+	promReg *prometheus.Registry, log *slog.Logger) (*pipeline.Pipeline, error) {
 	kmetrics := kprom.NewMetrics("processor", kprom.Registry(promReg), kprom.Subsystem("kafka"))
-
 	sess, err := txn.New(txn.Options{
 		Brokers:            brokers,
 		Group:              cfg.Group,
@@ -124,9 +211,8 @@ func Main(reg *transform.Registry) int {
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(kmetrics)},
 	})
 	if err != nil {
-		return configError(err)
+		return nil, err
 	}
-	required := requiredTopics(cfg, chain)
 	p, err := pipeline.New(sess, chain, pipeline.Options{
 		OutputTopic:      cfg.OutputTopic,
 		CommitInterval:   cfg.CommitInterval,
@@ -147,27 +233,13 @@ func Main(reg *transform.Registry) int {
 	})
 	if err != nil {
 		sess.Close()
-		log.Error("building the pipeline", "err", err.Error())
-		return exitRuntime
+		return nil, err
 	}
+	return p, nil
+}
 
-	srv, err := serveHTTP(cfg.HTTPAddr, promReg, p)
-	if err != nil {
-		return configError(&config.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
-			Want: "a free host:port (" + err.Error() + ")"})
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-
-	log.Info("processor starting",
-		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
-		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
-		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr)
-
-	err = p.Run(ctx)
+// exitCode logs how the run ended and returns the exit code.
+func exitCode(err error, cfg *config.Config, required map[string]string, p *pipeline.Pipeline, log *slog.Logger) int {
 	var fenced *txn.FencedError
 	var missing *pipeline.MissingTopicsError
 	var recErr *pipeline.RecordError
