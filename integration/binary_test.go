@@ -22,6 +22,17 @@ var (
 	buildErr  error
 )
 
+// Deadlines of the tests that run a binary: each wait fails the test with
+// a message instead of hanging until go test's global timeout.
+const (
+	buildTimeout = 5 * time.Minute  // building every command once
+	exitTimeout  = 20 * time.Second // a binary that must exit by itself (bad configuration)
+)
+
+// binaryHTTP bounds every request to a running binary's HTTP server: a
+// server that accepts and never answers fails the wait it is polled from.
+var binaryHTTP = &http.Client{Timeout: 5 * time.Second}
+
 // binary builds every command (processor, loadgen, devbroker, eoscheck,
 // chaos) once per test run and returns the processor's path.
 func binary(t *testing.T) string {
@@ -31,8 +42,13 @@ func binary(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		out, err := exec.Command("go", "build", "-o", binDir, "../cmd/...").CombinedOutput()
-		if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", binDir, "../cmd/...").CombinedOutput()
+		switch {
+		case ctx.Err() != nil:
+			buildErr = fmt.Errorf("go build did not finish within %s\n%s", buildTimeout, out)
+		case err != nil:
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
@@ -71,11 +87,19 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 			"PROCESSOR_TRANSFORMS=wasm", "PROCESSOR_WASM_MODULE=/nonexistent.wasm"}, "PROCESSOR_WASM_MODULE"},
 	}
 	for _, c := range cases {
-		cmd := exec.Command(bin)
+		ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+		cmd := exec.CommandContext(ctx, bin) // killed at the deadline
+		cmd.WaitDelay = 5 * time.Second      // and Run returns even if something still holds its stderr
 		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, c.env...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Errorf("%v: still running %s after start, killed; bad configuration must exit 2 at once (stderr %q)", c.env, exitTimeout, stderr.String())
+			continue
+		}
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
 			t.Errorf("%v: exit %v, want code 2", c.env, err)
@@ -104,7 +128,7 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	logs := p.logs
 
 	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + httpAddr + path)
+		resp, err := binaryHTTP.Get("http://" + httpAddr + path)
 		if err != nil {
 			return 0, err.Error()
 		}
@@ -178,7 +202,7 @@ func TestBinaryUnreachableBroker(t *testing.T) {
 	})
 	logs := p.logs
 	status := func(path string) int {
-		resp, err := http.Get("http://" + httpAddr + path)
+		resp, err := binaryHTTP.Get("http://" + httpAddr + path)
 		if err != nil {
 			return 0
 		}

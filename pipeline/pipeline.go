@@ -271,7 +271,7 @@ func (p *Pipeline) checkTopics(ctx context.Context) error {
 func (p *Pipeline) step(ctx context.Context) error {
 	deadline := time.Now().Add(time.Second) // idle: wake up to stay healthy
 	if p.s.InTxn() {
-		deadline = p.s.Begun().Add(p.o.CommitInterval)
+		deadline = p.due()
 	}
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	fs := p.s.Poll(pctx, p.pollSize())
@@ -304,12 +304,20 @@ func (p *Pipeline) step(ctx context.Context) error {
 		}
 	}
 	if p.s.InTxn() && (p.txnRecords >= p.txnMax || (p.o.MaxTxnBytes > 0 && p.txnBytes >= p.o.MaxTxnBytes) ||
-		!time.Now().Before(p.s.Begun().Add(p.o.CommitInterval))) {
+		!time.Now().Before(p.due())) {
 		if _, err := p.end(ctx, ""); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// due is when the open transaction ends: after the commit interval, or at
+// the end of its time budget if that comes first (a commit interval close
+// to the transaction timeout must not let an idle transaction run into
+// the watchdog).
+func (p *Pipeline) due() time.Time {
+	return p.s.Begun().Add(min(p.o.CommitInterval, p.o.TxnBudget))
 }
 
 // pollSize is how many records the next poll may return: what is left of
