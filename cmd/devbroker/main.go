@@ -14,12 +14,11 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/streamproc/processor/cmd/internal/devkafka"
 )
 
 func main() {
@@ -29,21 +28,15 @@ func main() {
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 
-	c, err := kfake.NewCluster(
-		kfake.NumBrokers(1),
-		kfake.DataDir(*dir),
-		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, *addr) }),
-		kfake.AllowAutoTopicCreation(),
-		kfake.DefaultNumPartitions(*partitions),
-	)
+	b, err := devkafka.Start(context.Background(), devkafka.Options{Addr: *addr, Dir: *dir, Partitions: int32(*partitions)})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "devbroker: listening on %s with data in %s: %v\n", *addr, *dir, err)
+		fmt.Fprintf(os.Stderr, "devbroker: %v\n", err)
 		os.Exit(1)
 	}
-	log.Info("devbroker started", "addr", c.ListenAddrs()[0], "dir", *dir)
+	log.Info("devbroker started", "addr", b.Addrs()[0], "dir", *dir)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	<-ctx.Done()
-	c.Close()
+	b.Close()
 	log.Info("devbroker stopped; data flushed", "dir", *dir)
 }

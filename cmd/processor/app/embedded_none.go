@@ -1,0 +1,22 @@
+//go:build noembedded
+
+package app
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/streamproc/processor/config"
+)
+
+// embeddedBroker stands in for the broker a noembedded build leaves out.
+type embeddedBroker interface {
+	Addrs() []string
+	Close()
+}
+
+// startEmbeddedBroker fails: this build has no embedded broker.
+func startEmbeddedBroker(context.Context, *config.Config, *slog.Logger) (embeddedBroker, error) {
+	return nil, errors.New("this build has no embedded broker (built with -tags noembedded); set PROCESSOR_BROKERS instead")
+}
