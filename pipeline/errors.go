@@ -297,7 +297,7 @@ func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, att
 		p.deadLetter(src, r, stage, attempts, err, dropValue)
 		return nil
 	case Skip:
-		p.txnSkipped++
+		p.cur.skipped++
 		p.log.Warn("skipping a record that failed (PROCESSOR_ON_ERROR=skip): it will not be processed again",
 			"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "transform", stage, "attempts", attempts, "err", err.Error())
 		return nil
@@ -315,7 +315,7 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 	}
 	r.Topic = p.o.DLQTopic
 	p.dlqLineage.stamp(r, src)
-	p.txnDLQ++
+	p.cur.dlq++
 	p.inflight = append(p.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
 	p.s.Produce(p.work, r)
 }

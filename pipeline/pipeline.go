@@ -90,14 +90,8 @@ type Pipeline struct {
 
 	// Loop-goroutine state.
 	out        []*kgo.Record
-	lineage    *lineage // nil when Options.Lineage is off
-	txnRecords int
-	txnOut     int            // outputs to the default topic this transaction
-	txnRouted  map[string]int // outputs to other topics this transaction
-	txnFilter  int
-	txnDLQ     int
-	txnSkipped int
-	txnBytes   int64 // output bytes of this transaction
+	lineage    *lineage  // nil when Options.Lineage is off
+	cur        txnCounts // the open transaction's counts
 	seq        uint64
 	txnMax     int   // input records per transaction: the watchdog halves it, commits double it back
 	perRecord  int64 // output bytes per input record in the last transaction, to size polls
@@ -130,6 +124,23 @@ type Pipeline struct {
 	totalLag    atomic.Int64
 	failure     atomic.Pointer[error]
 	initialised atomic.Bool
+}
+
+// txnCounts are the open transaction's counts, reset when it ends.
+type txnCounts struct {
+	records  int            // input records
+	out      int            // outputs to the default topic
+	routed   map[string]int // outputs to other topics
+	filtered int
+	dlq      int
+	skipped  int
+	bytes    int64 // output bytes (keys, values, headers)
+}
+
+// reset zeroes the counts, keeping the routed map.
+func (c *txnCounts) reset() {
+	clear(c.routed)
+	*c = txnCounts{routed: c.routed}
 }
 
 type topicPartition struct {
@@ -165,7 +176,7 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 	}
 	p := &Pipeline{
 		s: s, chain: chain, o: o, log: o.Logger,
-		txnRouted:  make(map[string]int),
+		cur:        txnCounts{routed: make(map[string]int)},
 		lag:        make(map[topicPartition]int64),
 		txnMax:     o.MaxRecordsPerTxn,
 		poison:     make(map[transform.Source]poison),
@@ -290,7 +301,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 		}
 		switch err := p.process(fs); {
 		case errors.Is(err, errWatchdog):
-			done := p.txnRecords
+			done := p.cur.records
 			p.txnMax = max(1, done/2)
 			p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller transactions",
 				"budget", p.o.TxnBudget.String(), "records_done", done, "next_max_records", p.txnMax)
@@ -303,7 +314,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 			return err
 		}
 	}
-	if p.s.InTxn() && (p.txnRecords >= p.txnMax || (p.o.MaxTxnBytes > 0 && p.txnBytes >= p.o.MaxTxnBytes) ||
+	if p.s.InTxn() && (p.cur.records >= p.txnMax || (p.o.MaxTxnBytes > 0 && p.cur.bytes >= p.o.MaxTxnBytes) ||
 		!time.Now().Before(p.due())) {
 		if _, err := p.end(ctx, ""); err != nil {
 			return err
@@ -324,16 +335,16 @@ func (p *Pipeline) due() time.Time {
 // the transaction's record count and of its byte bound, at the bytes per
 // record seen so far (one record, to learn them, before any was seen).
 func (p *Pipeline) pollSize() int {
-	n := p.txnMax - p.txnRecords
+	n := p.txnMax - p.cur.records
 	if p.o.MaxTxnBytes > 0 {
 		per := p.perRecord
-		if p.txnRecords > 0 {
-			per = max(per, p.txnBytes/int64(p.txnRecords))
+		if p.cur.records > 0 {
+			per = max(per, p.cur.bytes/int64(p.cur.records))
 		}
 		switch {
 		case per > 0:
-			n = min(n, int(max(1, (p.o.MaxTxnBytes-p.txnBytes)/per)))
-		case !p.sized && p.txnRecords == 0:
+			n = min(n, int(max(1, (p.o.MaxTxnBytes-p.cur.bytes)/per)))
+		case !p.sized && p.cur.records == 0:
 			n = 1
 		}
 	}
@@ -354,7 +365,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		r := it.Next()
 		src := transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		r.Topic = ""
-		p.txnRecords++
+		p.cur.records++
 		if len(p.poison) > 0 {
 			// It failed for good in an earlier, aborted attempt.
 			if pz, ok := p.poison[src]; ok {
@@ -371,7 +382,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		}
 		out, stage, attempts, err := p.runChain(src, r)
 		if errors.Is(err, errWatchdog) {
-			if p.txnRecords == 1 {
+			if p.cur.records == 1 {
 				// Alone in its transaction and still over the budget: no
 				// smaller transaction can help. Its next attempt fails it.
 				p.poison[src] = poison{failure: failure{stage: stage, attempts: attempts,
@@ -386,22 +397,22 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 			continue
 		}
 		if len(out) == 0 {
-			p.txnFilter++
+			p.cur.filtered++
 			continue
 		}
 		for i, o := range out {
 			out[i] = nil
 			if o.Topic == "" {
 				o.Topic = p.o.OutputTopic
-				p.txnOut++
+				p.cur.out++
 			} else {
-				p.txnRouted[o.Topic]++
+				p.cur.routed[o.Topic]++
 			}
 			if p.lineage != nil {
 				p.lineage.stamp(o, src)
 			}
 			if p.o.MaxTxnBytes > 0 {
-				p.txnBytes += recordBytes(o)
+				p.cur.bytes += recordBytes(o)
 			}
 			p.inflight = append(p.inflight, inflight{r: o, src: src})
 			p.s.Produce(p.work, o)
@@ -417,31 +428,31 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	if abort == "" && p.o.InjectAbort != nil && p.o.InjectAbort(p.seq) {
 		abort = txn.ReasonInjected
 	}
-	committed, err := p.s.End(ctx, p.txnRecords, abort)
+	committed, err := p.s.End(ctx, p.cur.records, abort)
 	failures := p.s.TakeFailures()
 	p.txnCancel()
-	if p.txnRecords > 0 {
-		p.perRecord, p.sized = p.txnBytes/int64(p.txnRecords), true
+	if p.cur.records > 0 {
+		p.perRecord, p.sized = p.cur.bytes/int64(p.cur.records), true
 	}
 	if committed {
 		m := p.o.Metrics
-		m.Consumed.Add(float64(p.txnRecords))
-		m.Filtered.Add(float64(p.txnFilter))
-		m.DLQ.Add(float64(p.txnDLQ))
-		m.Skipped.Add(float64(p.txnSkipped))
+		m.Consumed.Add(float64(p.cur.records))
+		m.Filtered.Add(float64(p.cur.filtered))
+		m.DLQ.Add(float64(p.cur.dlq))
+		m.Skipped.Add(float64(p.cur.skipped))
 		for _, src := range p.applied {
 			delete(p.poison, src) // handled; a rebalance may hand leftovers to another instance, which finds them itself
 		}
 		p.txnMax = min(p.o.MaxRecordsPerTxn, p.txnMax*2)
-		out := p.txnOut
-		if p.txnOut > 0 {
-			m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(p.txnOut))
+		out := p.cur.out
+		if p.cur.out > 0 {
+			m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(p.cur.out))
 		}
-		for t, n := range p.txnRouted {
+		for t, n := range p.cur.routed {
 			m.Produced.WithLabelValues(t).Add(float64(n))
 			out += n
 		}
-		p.consumed.Add(uint64(p.txnRecords))
+		p.consumed.Add(uint64(p.cur.records))
 		p.produced.Add(uint64(out))
 		p.commits.Add(1)
 	} else {
@@ -453,8 +464,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	clear(p.inflight) // drop the record pointers
 	p.inflight = p.inflight[:0]
 	p.applied = p.applied[:0]
-	p.txnRecords, p.txnOut, p.txnFilter, p.txnDLQ, p.txnSkipped, p.txnBytes = 0, 0, 0, 0, 0, 0
-	clear(p.txnRouted)
+	p.cur.reset()
 	if !p.s.InTxn() { // every record of the ended transaction is done
 		if p.lineage != nil {
 			p.lineage.reset()
