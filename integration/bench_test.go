@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -45,6 +44,12 @@ func BenchmarkCopy(b *testing.B) {
 	}
 }
 
+// benchTimeout bounds each step of a benchmark of n records (writing the
+// backlog, copying it): two minutes, and a millisecond a record.
+func benchTimeout(n int) time.Duration {
+	return 2*time.Minute + time.Duration(n)*time.Millisecond
+}
+
 // bareCopy is the baseline: the least code that copies exactly once.
 func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
 	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tg.brokers...), kgo.ConsumerGroup(group),
@@ -54,9 +59,13 @@ func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	ctx := context.Background()
+	d := benchTimeout(n)
+	ctx := testContext(b, d)
 	for done := 0; done < n; {
 		fs := s.PollRecords(ctx, 10_000)
+		if ctx.Err() != nil {
+			b.Fatalf("bare copy: %d of %d records committed within %s", done, n, d)
+		}
 		if fs.NumRecords() == 0 {
 			continue
 		}
@@ -69,7 +78,7 @@ func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
 		})
 		committed, err := s.End(ctx, kgo.TryCommit)
 		if err != nil {
-			b.Fatal(err)
+			b.Fatalf("bare copy, ending a transaction with %d of %d records committed: %v", done, n, err)
 		}
 		if committed {
 			done += fs.NumRecords()
@@ -79,7 +88,18 @@ func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
 
 func processorCopy(b *testing.B, tg *target, group, in, out string, n int, lineage bool) {
 	p := tg.start(b, instanceOpts{group: group, txnID: group + "-p", topics: []string{in}, out: out, maxRecords: 10_000, noLineage: !lineage})
+	d := benchTimeout(n)
+	deadline := time.Now().Add(d)
 	for p.p.Stats().Consumed < uint64(n) {
+		select {
+		case <-p.done:
+			p.stopped = true
+			b.Fatalf("processor copy: the instance stopped with %d of %d records committed: %v", p.p.Stats().Consumed, n, p.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("processor copy: %d of %d records committed within %s", p.p.Stats().Consumed, n, d)
+		}
 		time.Sleep(time.Millisecond)
 	}
 	p.stop(b)
@@ -93,11 +113,12 @@ func (tg *target) produceBacklog(b *testing.B, topic string, n, size int) {
 	}
 	defer cl.Close()
 	value := []byte(strings.Repeat("v", size))
-	ctx := context.Background()
+	d := benchTimeout(n)
+	ctx := testContext(b, d)
 	for i := range n {
 		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 10_000)), Value: value}, nil)
 	}
 	if err := cl.Flush(ctx); err != nil {
-		b.Fatal(err)
+		b.Fatalf("producing a backlog of %d records to %s: not flushed within %s: %v", n, topic, d, err)
 	}
 }

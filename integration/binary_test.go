@@ -25,8 +25,11 @@ var (
 // Deadlines of the tests that run a binary: each wait fails the test with
 // a message instead of hanging until go test's global timeout.
 const (
-	buildTimeout = 5 * time.Minute  // building every command once
-	exitTimeout  = 20 * time.Second // a binary that must exit by itself (bad configuration)
+	buildTimeout      = 5 * time.Minute  // building every command once
+	exitTimeout       = 20 * time.Second // a binary that must exit by itself (bad configuration)
+	binaryRunTimeout  = 5 * time.Minute  // a processor binary's whole run (runBinary); killed then
+	binaryKillTimeout = 30 * time.Second // a binary to exit after SIGKILL
+	loadgenTimeout    = 30 * time.Second // loadgen writing its records
 )
 
 // binaryHTTP bounds every request to a running binary's HTTP server: a
@@ -142,10 +145,15 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), loadgenTimeout)
 	defer cancel()
 	lg := exec.CommandContext(ctx, filepath.Join(binDir, "loadgen"), "-brokers", broker, "-topic", "orders", "-records", "2000", "-rate", "0")
-	if out, err := lg.CombinedOutput(); err != nil {
+	lg.WaitDelay = 5 * time.Second
+	out, err := lg.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("loadgen did not finish within %s, killed: %v\n%s", loadgenTimeout, err, out)
+	}
+	if err != nil {
 		t.Fatalf("loadgen: %v\n%s", err, out)
 	}
 	waitFor(t, 30*time.Second, "2000 records to commit", func() bool {

@@ -632,6 +632,11 @@ func TestShutdownBlockedProduce(t *testing.T) {
 	})
 	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
 		txnTimeout: txnTimeout, maxRecords: 200_000, commitInterval: 5 * time.Second})
+	// A test that fails before it opens the gate opens it at cleanup (before
+	// a's stop), so the held transform does not block forever.
+	var gateOnce sync.Once
+	openGate := func() { gateOnce.Do(func() { close(gate) }) }
+	t.Cleanup(openGate)
 	select {
 	case <-entered:
 	case <-time.After(20 * time.Second):
@@ -640,7 +645,7 @@ func TestShutdownBlockedProduce(t *testing.T) {
 	time.Sleep(700 * time.Millisecond) // the client fetches the backlog meanwhile
 	tg.fake.Close()
 	released.Store(true)
-	close(gate)
+	openGate()
 	full := 50_001 // the output that cannot be buffered
 	deadline := time.Now().Add(budget / 2)
 	for after.Load() < int64(full) && time.Now().Before(deadline) {

@@ -1,12 +1,62 @@
 package integration
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
+
+// chaosTimeout bounds one short chaos run; then chaos is killed, and the
+// processes it started with it (killTree).
+const chaosTimeout = 10 * time.Minute
+
+// killTree SIGKILLs p and then the processes descended from it, as /proc
+// listed them just before (on Linux; elsewhere only p is killed): killed
+// alone, chaos would leave its processors and broker running.
+func killTree(p *os.Process) error {
+	children := map[int][]int{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...", where comm may hold spaces and ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	var tree []int
+	var walk func(int)
+	walk = func(pid int) {
+		for _, c := range children[pid] {
+			tree = append(tree, c)
+			walk(c)
+		}
+	}
+	walk(p.Pid)
+	err := p.Kill() // first, so that it starts no more processes
+	for _, pid := range tree {
+		if q, ferr := os.FindProcess(pid); ferr == nil {
+			_ = q.Kill()
+		}
+	}
+	return err
+}
 
 // The short chaos run: three processor processes in one group while input
 // keeps arriving, with one of each fault (SIGKILL and restart, SIGTERM and
@@ -22,9 +72,18 @@ import (
 func TestChaosShort(t *testing.T) {
 	binary(t)
 	run := func(t *testing.T, args ...string) {
-		cmd := exec.Command(filepath.Join(binDir, "chaos"), append([]string{"-bin", binDir, "-logs", t.TempDir(),
+		ctx, cancel := context.WithTimeout(context.Background(), chaosTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "chaos"), append([]string{"-bin", binDir, "-logs", t.TempDir(),
 			"-records", "15000", "-rate", "3000", "-iterations", "5", "-pause", "1s"}, args...)...)
+		// Killed at the deadline with what it started; WaitDelay lets
+		// CombinedOutput return even if a process still holds its output.
+		cmd.Cancel = func() error { return killTree(cmd.Process) }
+		cmd.WaitDelay = 10 * time.Second
 		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("chaos did not finish within %s, killed: %v\n%s", chaosTimeout, err, out)
+		}
 		if err != nil || !strings.Contains(string(out), "every anomaly count is zero") {
 			t.Fatalf("chaos: %v\n%s", err, out)
 		}

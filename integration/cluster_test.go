@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -8,10 +9,24 @@ import (
 	"time"
 )
 
+// kafkaScriptTimeout bounds one kafka.sh command: a node's start waits up
+// to 90s for the broker (KAFKA_START_TIMEOUT) after up to 150s for the run
+// folder's lock.
+const kafkaScriptTimeout = 5 * time.Minute
+
 // kafkaScript runs integration/kafka/kafka.sh with args.
 func kafkaScript(t *testing.T, args ...string) {
 	t.Helper()
-	out, err := exec.Command("bash", append([]string{"kafka/kafka.sh"}, args...)...).CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), kafkaScriptTimeout)
+	defer cancel()
+	// Killed at the deadline; WaitDelay lets CombinedOutput return even if
+	// a broker it started still holds its output.
+	cmd := exec.CommandContext(ctx, "bash", append([]string{"kafka/kafka.sh"}, args...)...)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("kafka.sh %s did not finish within %s, killed: %v\n%s", strings.Join(args, " "), kafkaScriptTimeout, err, out)
+	}
 	if err != nil {
 		t.Fatalf("kafka.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -45,7 +60,9 @@ func TestClusterBrokerKillAndRestart(t *testing.T) {
 	go func() {
 		defer close(fed)
 		for i := in.n / 3; i < in.n; i += in.n / 60 {
-			tg.produce(t, in, i, min(i+in.n/60, in.n))
+			if t.Context().Err() != nil || !tg.produce(t, in, i, min(i+in.n/60, in.n)) {
+				return
+			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
@@ -55,7 +72,7 @@ func TestClusterBrokerKillAndRestart(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	kafkaScript(t, "start", "2")
 	t.Logf("broker 2 down for %s", time.Since(killed).Round(100*time.Millisecond))
-	<-fed
+	waitClosed(t, fed, feedTimeout, "the input feeder to write the last two thirds of the input")
 	tg.waitCaughtUp(t, group, in.topic, a, b)
 	t.Logf("after the broker kill: %s", fmtStats(a, b))
 	a.stop(t)

@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -18,10 +19,12 @@ import (
 
 // proc is a processor binary running against a target.
 type proc struct {
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{}
-	err  error
+	name     string
+	cmd      *exec.Cmd
+	logs     *syncBuffer
+	done     chan struct{}
+	err      error
+	timedOut bool // killed at binaryRunTimeout; set before done is closed
 
 	mu          sync.Mutex
 	firstCommit time.Time // first progress line with committed > 0
@@ -46,15 +49,19 @@ func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, extraE
 }
 
 // runBinary runs cmd/processor with env (and PATH) as its whole
-// environment; its log is kept, and shown if the test fails.
+// environment; its log is kept, and shown if the test fails. It is killed
+// when the test ends, or binaryRunTimeout after start, which fails the test.
 func runBinary(t *testing.T, name string, env []string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary(t))
+	ctx, cancel := context.WithTimeout(context.Background(), binaryRunTimeout)
+	cmd := exec.CommandContext(ctx, binary(t)) // killed at the deadline
+	cmd.WaitDelay = 10 * time.Second           // and Wait returns even if something still holds its stderr
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	p := &proc{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	go func() {
@@ -73,12 +80,24 @@ func runBinary(t *testing.T, name string, env []string) *proc {
 	}()
 	go func() {
 		p.err = cmd.Wait()
+		if ctx.Err() != nil {
+			p.timedOut = true
+			p.err = fmt.Errorf("killed %s after start, at the deadline of a test's binary: %w", binaryRunTimeout, p.err)
+		}
+		cancel()
 		pw.Close()
 		close(p.done)
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-p.done
+		select {
+		case <-p.done:
+			if p.timedOut {
+				t.Errorf("%s was still running %s after start and was killed then: %v", name, binaryRunTimeout, p.err)
+			}
+		case <-time.After(binaryKillTimeout):
+			t.Errorf("%s did not exit within %s of SIGKILL", name, binaryKillTimeout)
+		}
 		if t.Failed() {
 			t.Logf("log of %s:\n%s", name, p.logs.String())
 		}
@@ -95,7 +114,11 @@ func (p *proc) committedAt() time.Time {
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
 	_ = p.cmd.Process.Kill()
-	<-p.done
+	select {
+	case <-p.done:
+	case <-time.After(binaryKillTimeout):
+		t.Fatalf("%s did not exit within %s of SIGKILL", p.name, binaryKillTimeout)
+	}
 }
 
 func (p *proc) terminate(t *testing.T) {
@@ -142,7 +165,9 @@ func TestCrashRestart(t *testing.T) {
 				go func() {
 					defer close(fed)
 					for i := in.n / 3; i < in.n; i += in.n / 30 {
-						tg.produce(t, in, i, min(i+in.n/30, in.n))
+						if t.Context().Err() != nil || !tg.produce(t, in, i, min(i+in.n/30, in.n)) {
+							return
+						}
 						time.Sleep(30 * time.Millisecond)
 					}
 				}()
@@ -155,7 +180,7 @@ func TestCrashRestart(t *testing.T) {
 				}
 				restarted := time.Now()
 				p2 := tg.startBinary(t, group, id, in.topic, out, static)
-				<-fed
+				waitClosed(t, fed, feedTimeout, "the input feeder to write the last two thirds of the input")
 				tg.waitCaughtUp(t, group, in.topic)
 				waitFor(t, 5*time.Second, "a progress line showing a commit", func() bool { return !p2.committedAt().IsZero() })
 				recovery := p2.committedAt().Sub(restarted)
@@ -180,11 +205,13 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 		in, out, dlq, group := unique("dlqcrash-in"), unique("dlqcrash-out"), unique("dlqcrash-dlq"), unique("dlqcrash-group")
 		tg.createTopics(t, 3, in, out, dlq)
 		const n = 20_000
-		write := func(from, to int) {
+		// write reports whether records [from, to) were all acknowledged,
+		// within produceTimeout; it may be called from any goroutine.
+		write := func(from, to int) bool {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.DefaultProduceTopic(in))
 			if err != nil {
 				t.Error(err)
-				return
+				return false
 			}
 			defer cl.Close()
 			var recs []*kgo.Record
@@ -195,9 +222,15 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 				}
 				recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i%40)), Value: []byte(v)})
 			}
-			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-				t.Error(err)
+			ctx, cancel := context.WithTimeout(t.Context(), produceTimeout)
+			defer cancel()
+			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				if t.Context().Err() == nil { // else the test has ended: nobody to tell
+					t.Errorf("writing records [%d, %d) to %s (deadline %s): %v", from, to, in, produceTimeout, err)
+				}
+				return false
 			}
+			return true
 		}
 		write(0, n/2)
 		env := []string{"PROCESSOR_INSTANCE_ID=" + group + "-1", "PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=.",
@@ -208,14 +241,16 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 		go func() {
 			defer close(fed)
 			for i := n / 2; i < n; i += n / 20 {
-				write(i, i+n/20)
+				if t.Context().Err() != nil || !write(i, i+n/20) {
+					return
+				}
 				time.Sleep(30 * time.Millisecond)
 			}
 		}()
 		time.Sleep(200 * time.Millisecond)
 		p1.kill(t)
 		p2 := tg.startBinary(t, group, group+"-1", in, out, env...)
-		<-fed
+		waitClosed(t, fed, feedTimeout, "the input feeder to write the second half of the input")
 		tg.waitCaughtUp(t, group, in)
 		p2.terminate(t)
 		tg.audit(t, group, []string{in}, []string{out, dlq})

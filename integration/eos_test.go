@@ -40,10 +40,16 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 			const chunks = 20
 			for i := range chunks {
 				if i == chunks/2 {
-					<-aStopped
+					select {
+					case <-aStopped:
+					case <-t.Context().Done(): // the test failed before stopping a
+						return
+					}
 				}
 				lo, hi := in.n/2+i*(in.n/2)/chunks, in.n/2+(i+1)*(in.n/2)/chunks
-				tg.produce(t, in, lo, hi)
+				if !tg.produce(t, in, lo, hi) {
+					return
+				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
@@ -53,7 +59,7 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 		waitFor(t, 60*time.Second, "a third of the input to commit", func() bool { return sumConsumed(a, b) >= uint64(in.n/3) })
 		a.stop(t)
 		close(aStopped)
-		<-produced
+		waitClosed(t, produced, feedTimeout, "the input feeder to write the second half of the input")
 		tg.waitCaughtUp(t, group, in.topic, b)
 		b.stop(t)
 
@@ -126,9 +132,13 @@ func TestSameTransactionalIDFences(t *testing.T) {
 				case <-stopFeed:
 					tg.produce(t, in, i, in.n)
 					return
+				case <-t.Context().Done(): // the test failed before an instance stopped fenced
+					return
 				case <-time.After(50 * time.Millisecond):
 				}
-				tg.produce(t, in, i, min(i+step, in.n))
+				if !tg.produce(t, in, i, min(i+step, in.n)) {
+					return
+				}
 			}
 		}()
 		var loser, winner *instance
@@ -144,7 +154,7 @@ func TestSameTransactionalIDFences(t *testing.T) {
 			return false
 		})
 		close(stopFeed)
-		<-fed
+		waitClosed(t, fed, feedTimeout, "the input feeder to write the rest of the input after the fencing")
 		var fe *txn.FencedError
 		if !errors.As(loser.err, &fe) || fe.TransactionalID != o.txnID {
 			t.Fatalf("the stopped instance returned %v, want a FencedError for %q", loser.err, o.txnID)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,21 +108,57 @@ func (in input) record(i int) *kgo.Record {
 	}
 }
 
-// produce writes records [from, to) of the input, idempotently, in order.
-func (tg *target) produce(t testing.TB, in input, from, to int) {
+// Deadlines of waits on a broker that have no bound of their own: each
+// fails the test with a message naming what it waited for, never by go
+// test's global timeout.
+const (
+	produceTimeout = 60 * time.Second // writing one call's worth of test input
+	produceGrace   = 10 * time.Second // then for records already sent, which the deadline does not fail
+	feedTimeout    = 2 * time.Minute  // a goroutine feeding input while instances run
+)
+
+// testContext returns a context that ends after d, when t ends, or at t's
+// cleanup, whichever comes first. Call it from the test's goroutine.
+func testContext(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitClosed waits up to d for ch to be closed, failing the test with a
+// message naming what it waited for if it is not. Call it from the test's
+// goroutine.
+func waitClosed(t testing.TB, ch <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(d):
+		t.Fatalf("timed out after %s waiting for %s", d, what)
+	}
+}
+
+// produce writes records [from, to) of the input, idempotently, in order,
+// and reports whether every one was acknowledged. It may be called from any
+// goroutine: a failure, or records not acknowledged within produceTimeout
+// (a dead broker is retried until then), is reported with t.Errorf, unless
+// the test has already ended.
+func (tg *target) produce(t testing.TB, in input, from, to int) bool {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(2*time.Millisecond))
 	if err != nil {
 		t.Error(err)
-		return
+		return false
 	}
 	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), produceTimeout)
+	defer cancel()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
+	var acked atomic.Int64
 	for i := from; i < to; i++ {
 		wg.Add(1)
-		cl.Produce(context.Background(), in.record(i), func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, in.record(i), func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			if err != nil {
 				mu.Lock()
@@ -129,13 +166,39 @@ func (tg *target) produce(t testing.TB, in input, from, to int) {
 					firstErr = err
 				}
 				mu.Unlock()
+				return
 			}
+			acked.Add(1)
 		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		t.Errorf("producing input: %v", firstErr)
+	acknowledged := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(acknowledged)
+	}()
+	// The deadline fails the records not yet sent; ones a broker holds
+	// without answering are given up on a little later.
+	dl, _ := ctx.Deadline()
+	select {
+	case <-acknowledged:
+	case <-time.After(time.Until(dl) + produceGrace):
+		if t.Context().Err() == nil {
+			t.Errorf("producing %s records [%d, %d): %d of %d acknowledged, the rest unanswered %s after the %s deadline",
+				in.topic, from, to, acked.Load(), to-from, produceGrace, produceTimeout)
+		}
+		return false
 	}
+	if firstErr == nil {
+		return true
+	}
+	switch {
+	case t.Context().Err() != nil: // the test has ended: nobody to tell
+	case ctx.Err() != nil:
+		t.Errorf("producing %s records [%d, %d): %d of %d acknowledged within %s: %v", in.topic, from, to, acked.Load(), to-from, produceTimeout, firstErr)
+	default:
+		t.Errorf("producing %s records [%d, %d): %d of %d acknowledged: %v", in.topic, from, to, acked.Load(), to-from, firstErr)
+	}
+	return false
 }
 
 // instance is one in-process processor: a session, a chain and a pipeline.

@@ -122,10 +122,13 @@ func TestErrorPolicies(t *testing.T) {
 					recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i%30)), Value: []byte(v),
 						Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte(strconv.Itoa(i))}}})
 				}
-				if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
+				pctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
+				err = cl.ProduceSync(pctx, recs...).FirstErr()
+				cancel()
 				cl.Close()
+				if err != nil {
+					t.Fatalf("producing the %d input records to %s (deadline %s): %v", n, in, produceTimeout, err)
+				}
 
 				o := instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, chain: jsonChain(t), maxRecords: 400,
 					onError: policy, dlqTopic: dlq}
@@ -148,7 +151,11 @@ func TestErrorPolicies(t *testing.T) {
 					}
 					// A restart meets the same record again.
 					b := tg.start(t, o)
-					<-b.done
+					select {
+					case <-b.done:
+					case <-time.After(60 * time.Second):
+						t.Fatal("after a restart, the fail policy did not stop the instance within 60s")
+					}
 					b.stopped = true
 					var again *pipeline.RecordError
 					if !errors.As(b.err, &again) || again.Source != re.Source {

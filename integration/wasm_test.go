@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,9 +36,16 @@ func uppercaseModule(t *testing.T) string {
 			return
 		}
 		wasmPath = filepath.Join(dir, "uppercase.wasm")
-		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", wasmPath, "../examples/wasm/uppercase")
+		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-o", wasmPath, "../examples/wasm/uppercase")
+		cmd.WaitDelay = 10 * time.Second
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		switch {
+		case ctx.Err() != nil:
+			wasmErr = fmt.Errorf("building the uppercase plugin did not finish within %s, killed: %v\n%s", buildTimeout, err, out)
+		case err != nil:
 			wasmErr = fmt.Errorf("building the uppercase plugin: %v\n%s", err, out)
 		}
 	})
