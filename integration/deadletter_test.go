@@ -33,27 +33,6 @@ const (
 // the original error every dead letter must carry.
 const dlLimitErr = "value over the size limit"
 
-// createTopicWithConfigs creates topics with the given topic configs
-// (kadm.CreateTopics), failing the test with the broker's answer.
-func (tg *target) createTopicWithConfigs(t testing.TB, partitions int32, configs map[string]string, topics ...string) {
-	t.Helper()
-	cfg := make(map[string]*string, len(configs))
-	for k, v := range configs {
-		cfg[k] = &v
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := tg.admin(t).CreateTopics(ctx, partitions, -1, cfg, topics...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			t.Fatalf("creating %s with %v: %v", r.Topic, configs, r.Err)
-		}
-	}
-}
-
 // sizeLimitChain is identity followed by "sizecheck@big", which fails every
 // record whose value is larger than limit with a permanent error.
 func sizeLimitChain(t testing.TB, limit int) *transform.Chain {

@@ -75,17 +75,32 @@ func (tg *target) admin(t testing.TB) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
+// createTopics creates topics with the broker's default settings.
 func (tg *target) createTopics(t testing.TB, partitions int32, topics ...string) {
 	t.Helper()
+	tg.createTopicWithConfigs(t, partitions, nil, topics...)
+}
+
+// createTopicWithConfigs creates topics with the given topic configs (e.g.
+// max.message.bytes), failing the test with the broker's answer.
+func (tg *target) createTopicWithConfigs(t testing.TB, partitions int32, configs map[string]string, topics ...string) {
+	t.Helper()
+	var cfg map[string]*string
+	if len(configs) > 0 {
+		cfg = make(map[string]*string, len(configs))
+		for k, v := range configs {
+			cfg[k] = &v
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := tg.admin(t).CreateTopics(ctx, partitions, -1, nil, topics...)
+	resp, err := tg.admin(t).CreateTopics(ctx, partitions, -1, cfg, topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range resp.Sorted() {
 		if r.Err != nil {
-			t.Fatalf("creating %s: %v", r.Topic, r.Err)
+			t.Fatalf("creating %s with %v: %v", r.Topic, configs, r.Err)
 		}
 	}
 }
