@@ -5,7 +5,7 @@ KAFKA   := bash integration/kafka/kafka.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench vet kafka-up kafka-down clean
+.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench mutate vet kafka-up kafka-down clean
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -62,6 +62,25 @@ chaos-kafka: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+# Mutation testing with gremlins (not run in CI; docs/testing.md has the
+# figures): each package in MUTATE_PKGS is mutated and tested with its own
+# tests only. It runs in a temporary copy of the files git tracks or would
+# track, because gremlins copies the whole module for its workers (bin/,
+# the local broker's data). -count=1: gremlins times each mutant against
+# the first test run, which must not come from the test cache.
+GREMLINS_VERSION ?= v0.6.0
+MUTATE_PKGS      ?= config txn pipeline
+MUTATE_WORKERS   ?= 1
+
+mutate:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	git ls-files -z --cached --others --exclude-standard | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$$tmp" && \
+	for p in $(MUTATE_PKGS); do \
+		echo "== gremlins $(GREMLINS_VERSION) unleash ./$$p"; \
+		(cd "$$tmp" && GOFLAGS="$(GOFLAGS) -count=1" $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION) \
+			unleash --workers $(MUTATE_WORKERS) --output-statuses lt ./$$p) || exit 1; \
+	done
 
 kafka-up:
 	@$(KAFKA) up

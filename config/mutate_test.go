@@ -1,0 +1,116 @@
+package config_test
+
+// Tests that pin the exact limits of the settings: each documented bound
+// is itself valid, so an off-by-one in Validate fails here. Mutation
+// testing (make mutate, docs/testing.md) found them missing.
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/streamproc/processor/config"
+)
+
+func TestLoadAcceptsTheLimits(t *testing.T) {
+	tests := []struct {
+		name  string
+		set   map[string]string
+		check func(c *config.Config) bool
+	}{
+		{"one embedded partition", map[string]string{"EMBEDDED_BROKER": "true", "EMBEDDED_BROKER_PARTITIONS": "1"},
+			func(c *config.Config) bool { return c.EmbeddedBrokerPartitions == 1 }},
+		{"1000 embedded partitions", map[string]string{"EMBEDDED_BROKER": "true", "EMBEDDED_BROKER_PARTITIONS": "1000"},
+			func(c *config.Config) bool { return c.EmbeddedBrokerPartitions == 1000 }},
+		{"1MiB per transaction", map[string]string{"MAX_TXN_BYTES": "1MiB"},
+			func(c *config.Config) bool { return c.MaxTxnBytes == 1<<20 }},
+		{"1GiB per transaction", map[string]string{"MAX_TXN_BYTES": "1GiB"},
+			func(c *config.Config) bool { return c.MaxTxnBytes == 1<<30 }},
+		{"one record per transaction", map[string]string{"MAX_RECORDS_PER_TXN": "1"},
+			func(c *config.Config) bool { return c.MaxRecordsPerTxn == 1 }},
+		{"ten million records per transaction", map[string]string{"MAX_RECORDS_PER_TXN": "10000000"},
+			func(c *config.Config) bool { return c.MaxRecordsPerTxn == 10_000_000 }},
+		{"no retries", map[string]string{"MAX_RETRIES": "0"},
+			func(c *config.Config) bool { return c.MaxRetries == 0 }},
+		{"100 retries", map[string]string{"MAX_RETRIES": "100"},
+			func(c *config.Config) bool { return c.MaxRetries == 100 }},
+		{"abort rate 0", map[string]string{"TEST_ABORT_RATE": "0"},
+			func(c *config.Config) bool { return c.TestAbortRate == 0 }},
+		{"abort rate 1", map[string]string{"TEST_ABORT_RATE": "1"},
+			func(c *config.Config) bool { return c.TestAbortRate == 1 }},
+		{"shortest session timeout", map[string]string{"SESSION_TIMEOUT": "6s", "TRANSACTION_TIMEOUT": "5s"},
+			func(c *config.Config) bool { return c.SessionTimeout.String() == "6s" }},
+		{"longest session timeout", map[string]string{"SESSION_TIMEOUT": "30m"},
+			func(c *config.Config) bool { return c.SessionTimeout.String() == "30m0s" }},
+		{"longest transaction timeout", map[string]string{"SESSION_TIMEOUT": "30m", "TRANSACTION_TIMEOUT": "15m"},
+			func(c *config.Config) bool { return c.TransactionTimeout.String() == "15m0s" }},
+		{"transform timeout just below the transaction timeout", map[string]string{"TRANSACTION_TIMEOUT": "40s", "TRANSFORM_TIMEOUT": "39.999s"},
+			func(c *config.Config) bool { return c.TransformTimeout.String() == "39.999s" }},
+		{"progress line off", map[string]string{"PROGRESS_INTERVAL": "0s"},
+			func(c *config.Config) bool { return c.ProgressInterval == 0 }},
+		{"dead letters to a topic of their own", map[string]string{"ON_ERROR": "dlq", "DLQ_TOPIC": "orders-dlq"},
+			func(c *config.Config) bool { return c.OnError == "dlq" && c.DLQTopic == "orders-dlq" }},
+		{"a dead-letter topic under another policy", map[string]string{"ON_ERROR": "skip", "DLQ_TOPIC": "orders-dlq"},
+			func(c *config.Config) bool { return c.DLQTopic == "orders-dlq" }},
+		{"topic name of 249 characters", map[string]string{"OUTPUT_TOPIC": strings.Repeat("o", 249)},
+			func(c *config.Config) bool { return len(c.OutputTopic) == 249 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setEnv(t, tt.set)
+			c, err := config.Load("h")
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if !tt.check(c) {
+				t.Errorf("Load gave %+v", c)
+			}
+		})
+	}
+}
+
+// Every character class of a topic name is accepted up to its last
+// character, and the characters around each class are refused.
+func TestValidTopicCharacterEdges(t *testing.T) {
+	if !config.ValidTopic("azAZ09._-") {
+		t.Error(`ValidTopic("azAZ09._-") = false`)
+	}
+	for _, c := range "`{@[/:,+" {
+		if name := "a" + string(c) + "b"; config.ValidTopic(name) {
+			t.Errorf("ValidTopic(%q) = true", name)
+		}
+	}
+}
+
+// The largest size that fits in an int64 is accepted in every unit; one
+// more is refused.
+func TestByteSizeLimits(t *testing.T) {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"B", 1}, {"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		largest := uint64(math.MaxInt64) / u.mult
+		var b config.ByteSize
+		in := fmt.Sprintf("%d%s", largest, u.suffix)
+		if err := b.Decode(in); err != nil || uint64(b) != largest*u.mult {
+			t.Errorf("Decode(%q) = %d, %v; want %d", in, uint64(b), err, largest*u.mult)
+		}
+		in = fmt.Sprintf("%d%s", largest+1, u.suffix)
+		if err := b.Decode(in); err == nil {
+			t.Errorf("Decode(%q) = %d, want an error", in, uint64(b))
+		}
+	}
+}
+
+// Hostname is the machine's host name when it can be read.
+func TestHostnameIsTheMachines(t *testing.T) {
+	want, err := os.Hostname()
+	if err != nil || want == "" {
+		t.Skipf("os.Hostname: %q, %v", want, err)
+	}
+	if got := config.Hostname(); got != want {
+		t.Errorf("Hostname() = %q, want %q", got, want)
+	}
+}
