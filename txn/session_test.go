@@ -651,6 +651,20 @@ func TestOffsetCommitAbort(t *testing.T) {
 	}
 }
 
+// pollInBackground keeps f polling, so that it joins the group and stays
+// in it, until the returned function is called.
+func pollInBackground(f *fixture) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for ctx.Err() == nil {
+			f.Poll(ctx, 100)
+		}
+	}()
+	return func() { cancel(); <-polled }
+}
+
 // Partitions revoked mid-transaction abort it with reason rebalance.
 func TestRebalanceAbort(t *testing.T) {
 	t.Parallel()
@@ -667,15 +681,7 @@ func TestRebalanceAbort(t *testing.T) {
 
 	b := c.session(t, "g", "tx-b", []string{"in"}, nil)
 	b.init(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for ctx.Err() == nil {
-			b.Poll(ctx, 100)
-		}
-	}()
-	defer func() { cancel(); <-polled }()
+	defer pollInBackground(b)()
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	if _, err := c.fake.WaitGroupInfo(wctx, "g", func(gi *kfake.GroupInfo) bool {
@@ -721,15 +727,7 @@ func TestRebalanceTakingNothing(t *testing.T) {
 
 	b := c.session(t, "g", "tx-b", []string{"in"}, nil)
 	b.init(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	polled := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for ctx.Err() == nil {
-			b.Poll(ctx, 100)
-		}
-	}()
-	defer func() { cancel(); <-polled }()
+	defer pollInBackground(b)()
 	// a's (empty) revocation comes before its assignment in the new
 	// generation, which moves its epoch.
 	waitFor(t, "a's assignment in the new generation", func() bool { return a.AssignmentEpoch() > epoch })
