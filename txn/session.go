@@ -38,7 +38,7 @@ const (
 	ReasonEndError     Reason = "end_error"       // ending failed; outcome unknown, session rebuilt
 	ReasonInjected     Reason = "injected"        // a test asked for it (see pipeline.Options.InjectAbort)
 	ReasonWatchdog     Reason = "watchdog"        // processing used up the transaction's time budget
-	ReasonTimeout      Reason = "timeout"         // the broker aborted the transaction at the transaction timeout (epoch bumped); session rebuilt
+	ReasonTimeout      Reason = "timeout"         // the broker aborted the transaction at the transaction timeout (and bumped the epoch)
 )
 
 // Options configure a Session.
