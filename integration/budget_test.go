@@ -111,29 +111,6 @@ func budgetAborts(tm *txn.Metrics) string {
 	return strings.Join(parts, " ")
 }
 
-// budgetCaughtUp is waitCaughtUp with a bound of the test's choosing.
-func (tg *target) budgetCaughtUp(t testing.TB, d time.Duration, group, topic string, running ...*instance) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		for _, in := range running {
-			select {
-			case <-in.done:
-				in.stopped = true
-				t.Fatalf("an instance stopped while catching up: %v (%s)", in.err, fmtStats(running...))
-			default:
-			}
-		}
-		if tg.caughtUp(t, group, topic) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group did not catch up within %s: behind: %s; %s", d, tg.lastBehind, fmtStats(running...))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // budgetBusy keeps n goroutines spinning until the returned stop is called.
 func budgetBusy(n int) (stop func()) {
 	var done atomic.Bool
@@ -263,7 +240,7 @@ func TestWatchdogShortensTransactions(t *testing.T) {
 				began := time.Now()
 				a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
 					maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
-				tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+				tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
 				a.stop(t)
 				t.Logf("%s: caught up in %s; aborts: %s", tg.name, time.Since(began).Round(time.Millisecond), budgetAborts(a.tm))
 
@@ -329,7 +306,7 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 		began := time.Now()
 		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
 			onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 1000, commitInterval: 500 * time.Millisecond, txnBudget: 150 * time.Millisecond})
-		tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
 		a.stop(t)
 		watchdog := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog)))
 		t.Logf("%s: caught up in %s; the slow record was tried %d times; aborts: %s", tg.name, time.Since(began).Round(time.Millisecond),
@@ -420,7 +397,7 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 		})
 		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
 			onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
-		tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
 		a.stop(t)
 		t.Logf("%s: the flaky record was tried %d times; retries %v; aborts: %s", tg.name, attempts.Load(),
 			testutil.ToFloat64(a.pm.Retries), budgetAborts(a.tm))
@@ -515,7 +492,7 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 		began := time.Now()
 		a := tg.start(t, instanceOpts{group: group, txnID: txnID, topics: []string{in.topic}, out: out, chain: chain,
 			txnTimeout: txnTimeout, txnBudget: 2 * waitAbort})
-		tg.budgetCaughtUp(t, bound, group, in.topic, a)
+		tg.waitCaughtUpWithin(t, bound, group, in.topic, a)
 		a.stop(t)
 		mu.Lock()
 		t.Logf("%s: caught up in %s; blocked: %s; aborts: %s; fenced %v", tg.name, time.Since(began).Round(10*time.Millisecond),
@@ -581,7 +558,7 @@ func TestMaxTxnBytes(t *testing.T) {
 		})
 		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
 			maxRecords: 10000, commitInterval: 5 * time.Second, maxTxnBytes: maxBytes})
-		tg.budgetCaughtUp(t, 30*time.Second, group, in.topic, a)
+		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
 		a.stop(t)
 		outs := tg.readAll(t, out, true)
 		sizes, largest := budgetPerTxn(outs)

@@ -71,26 +71,6 @@ func (tg *target) produceSync(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
 	return recs
 }
 
-// waitCaughtUpWithin is waitCaughtUp with a deadline of the caller's,
-// failing at once when an instance stops.
-func (tg *target) waitCaughtUpWithin(t testing.TB, timeout time.Duration, group, topic string, running ...*instance) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !tg.caughtUp(t, group, topic) {
-		for _, in := range running {
-			select {
-			case <-in.done:
-				t.Fatalf("an instance stopped before the group caught up on %s: %v (%s)", topic, in.err, fmtStats(running...))
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the group did not catch up on %s within %s (behind: %s; %s)", topic, timeout, tg.lastBehind, fmtStats(running...))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // waitStopped waits for in to stop on its own and returns Run's error; the
 // test fails if it still runs after timeout.
 func waitStopped(t testing.TB, in *instance, timeout time.Duration, what string) error {

@@ -367,21 +367,27 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // once if one of the running instances dies.
 func (tg *target) waitCaughtUp(t testing.TB, group, topic string, running ...*instance) {
 	t.Helper()
-	defer func() {
-		if t.Failed() {
-			t.Logf("behind: %s; %s", tg.lastBehind, fmtStats(running...))
-		}
-	}()
-	waitFor(t, 90*time.Second, "the group to catch up", func() bool {
+	tg.waitCaughtUpWithin(t, 90*time.Second, group, topic, running...)
+}
+
+// waitCaughtUpWithin is waitCaughtUp with the caller's deadline.
+func (tg *target) waitCaughtUpWithin(t testing.TB, timeout time.Duration, group, topic string, running ...*instance) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !tg.caughtUp(t, group, topic) {
 		for _, in := range running {
 			select {
 			case <-in.done:
-				t.Fatalf("an instance stopped while catching up: %v (%s)", in.err, fmtStats(running...))
+				in.stopped = true
+				t.Fatalf("an instance stopped before the group caught up on %s: %v (%s)", topic, in.err, fmtStats(running...))
 			default:
 			}
 		}
-		return tg.caughtUp(t, group, topic)
-	})
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not catch up on %s within %s (behind: %s; %s)", topic, timeout, tg.lastBehind, fmtStats(running...))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // caughtUp reports whether group's committed offsets reached the end of

@@ -665,23 +665,34 @@ func pollInBackground(f *fixture) (stop func()) {
 	return func() { cancel(); <-polled }
 }
 
-// Partitions revoked mid-transaction abort it with reason rebalance.
-func TestRebalanceAbort(t *testing.T) {
-	t.Parallel()
+// rebalanceMidTransaction opens a transaction on session tx-a of group g
+// holding the n records of topic in (of the given partitions), copied to
+// out, and then has a second member, tx-b, join the group and keep polling
+// until the test ends. It returns a, its records and its assignment epoch
+// from before the join.
+func rebalanceMidTransaction(t *testing.T, partitions int32, n int) (*cluster, *fixture, []*kgo.Record, uint64) {
+	t.Helper()
 	c := newCluster(t)
-	c.createTopic(t, "in", 2)
+	c.createTopic(t, "in", partitions)
 	c.createTopic(t, "out", 1)
-	c.produce(t, "in", 20)
+	c.produce(t, "in", n)
 	a := c.session(t, "g", "tx-a", []string{"in"}, nil)
 	a.init(t)
-	in := a.pollN(t, 20)
+	in := a.pollN(t, n)
 	epoch := a.AssignmentEpoch()
 	a.begin(t)
 	a.copyTo("out", in)
 
 	b := c.session(t, "g", "tx-b", []string{"in"}, nil)
 	b.init(t)
-	defer pollInBackground(b)()
+	t.Cleanup(pollInBackground(b))
+	return c, a, in, epoch
+}
+
+// Partitions revoked mid-transaction abort it with reason rebalance.
+func TestRebalanceAbort(t *testing.T) {
+	t.Parallel()
+	c, a, in, epoch := rebalanceMidTransaction(t, 2, 20)
 	wctx, wcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer wcancel()
 	if _, err := c.fake.WaitGroupInfo(wctx, "g", func(gi *kfake.GroupInfo) bool {
@@ -714,20 +725,7 @@ func TestRebalanceAbort(t *testing.T) {
 // with nothing in it, at the end of the old generation.
 func TestRebalanceTakingNothing(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t)
-	c.createTopic(t, "in", 1)
-	c.createTopic(t, "out", 1)
-	c.produce(t, "in", 5)
-	a := c.session(t, "g", "tx-a", []string{"in"}, nil)
-	a.init(t)
-	in := a.pollN(t, 5)
-	epoch := a.AssignmentEpoch()
-	a.begin(t)
-	a.copyTo("out", in)
-
-	b := c.session(t, "g", "tx-b", []string{"in"}, nil)
-	b.init(t)
-	defer pollInBackground(b)()
+	c, a, in, epoch := rebalanceMidTransaction(t, 1, 5)
 	// a's (empty) revocation comes before its assignment in the new
 	// generation, which moves its epoch.
 	waitFor(t, "a's assignment in the new generation", func() bool { return a.AssignmentEpoch() > epoch })
