@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+
+	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/internal/topic"
 )
 
 // Prefix is the prefix of every environment variable the processor reads.
@@ -44,7 +47,7 @@ type Config struct {
 	CommitInterval   time.Duration `envconfig:"COMMIT_INTERVAL" default:"100ms" desc:"a Go duration such as 100ms or 1s, below PROCESSOR_TRANSACTION_TIMEOUT"`
 	MaxRecordsPerTxn int           `envconfig:"MAX_RECORDS_PER_TXN" default:"10000" desc:"a whole number of records from 1 to 10000000"`
 	// MaxTxnBytes bounds the output bytes one transaction holds in memory.
-	MaxTxnBytes        ByteSize      `envconfig:"MAX_TXN_BYTES" default:"64MiB" desc:"a size from 1MiB to 1GiB such as 64MiB (B, KiB, MiB, GiB; a plain number is bytes)"`
+	MaxTxnBytes        bytesize.Size `envconfig:"MAX_TXN_BYTES" default:"64MiB" desc:"a size from 1MiB to 1GiB such as 64MiB (B, KiB, MiB, GiB; a plain number is bytes)"`
 	SessionTimeout     time.Duration `envconfig:"SESSION_TIMEOUT" default:"45s" desc:"a Go duration from 6s to 30m, e.g. 45s"`
 	TransactionTimeout time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"40s" desc:"a Go duration below PROCESSOR_SESSION_TIMEOUT and at most 15m, e.g. 40s"`
 
@@ -262,14 +265,14 @@ func (c *Config) Validate() error {
 		return unset("INPUT_TOPICS", desc("InputTopics"))
 	}
 	for _, t := range c.InputTopics {
-		if !ValidTopic(t) {
+		if !topic.Valid(t) {
 			return bad("INPUT_TOPICS", strings.Join(c.InputTopics, ","), desc("InputTopics")+" (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)")
 		}
 	}
 	if c.OutputTopic == "" {
 		return unset("OUTPUT_TOPIC", desc("OutputTopic"))
 	}
-	if !ValidTopic(c.OutputTopic) {
+	if !topic.Valid(c.OutputTopic) {
 		return bad("OUTPUT_TOPIC", c.OutputTopic, desc("OutputTopic")+" (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)")
 	}
 	for _, t := range c.InputTopics {
@@ -331,7 +334,7 @@ func (c *Config) Validate() error {
 		return bad("ON_ERROR", c.OnError, desc("OnError"))
 	}
 	if c.DLQTopic != "" {
-		if !ValidTopic(c.DLQTopic) {
+		if !topic.Valid(c.DLQTopic) {
 			return bad("DLQ_TOPIC", c.DLQTopic, desc("DLQTopic")+" (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)")
 		}
 		for _, t := range c.InputTopics {
@@ -364,26 +367,6 @@ func TransformPrefix(name, alias string) string {
 	}
 	return p
 }
-
-// ValidTopic reports whether name is a legal Kafka topic name: 1 to 249
-// of a-z A-Z 0-9 . _ -, and not "." or "..". Transforms that choose topics
-// per record check them with it too (it does not allocate).
-func ValidTopic[S string | []byte](name S) bool {
-	if len(name) == 0 || len(name) > 249 || string(name) == "." || string(name) == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// TopicForm is the expected form of a topic name, for error messages.
-const TopicForm = "a topic name of 1 to 249 characters a-z A-Z 0-9 . _ -"
 
 // checkHostPort accepts host:port; with emptyHost, ":port" too.
 func checkHostPort(s string, emptyHost bool) error {

@@ -824,17 +824,3 @@ func TestVarsNamesEveryVariable(t *testing.T) {
 		t.Errorf("Vars() has %d names for %d fields", len(vars), n)
 	}
 }
-
-func TestValidTopic(t *testing.T) {
-	for name, want := range map[string]bool{
-		"orders": true, "orders.eu-1_x": true, strings.Repeat("a", 249): true,
-		"": false, ".": false, "..": false, "a b": false, "a/b": false, "é": false, strings.Repeat("a", 250): false,
-	} {
-		if got := config.ValidTopic(name); got != want {
-			t.Errorf("ValidTopic(%q) = %v, want %v", name, got, want)
-		}
-		if got := config.ValidTopic([]byte(name)); got != want {
-			t.Errorf("ValidTopic([]byte(%q)) = %v, want %v", name, got, want)
-		}
-	}
-}

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/topic"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
 	"github.com/streamproc/processor/transform/jq"
@@ -68,7 +69,7 @@ func New(s *Settings) (transform.Transform, error) {
 		return nil, &config.Error{Var: prefix + "HEADER", Value: s.Header,
 			Want: "unset while " + prefix + "EXPR is set: exactly one of the two chooses the topic"}
 	}
-	if s.Default != "" && !config.ValidTopic(s.Default) {
+	if s.Default != "" && !topic.Valid(s.Default) {
 		return nil, &config.Error{Var: prefix + "DEFAULT", Value: s.Default, Want: want("Default")}
 	}
 	t := &Transform{header: s.Header, def: s.Default}
@@ -125,8 +126,8 @@ func (t *Transform) topic(ctx context.Context, rec *kgo.Record) (string, error) 
 	if t.prog == nil {
 		for i := len(rec.Headers) - 1; i >= 0; i-- {
 			if h := rec.Headers[i]; h.Key == t.header {
-				if !config.ValidTopic(h.Value) {
-					return "", fmt.Errorf("%w: header %q is %q, not %s", errUnplaced, t.header, h.Value, config.TopicForm)
+				if !topic.Valid(h.Value) {
+					return "", fmt.Errorf("%w: header %q is %q, not %s", errUnplaced, t.header, h.Value, topic.Form)
 				}
 				return t.names.String(h.Value), nil
 			}
@@ -145,8 +146,8 @@ func (t *Transform) topic(ctx context.Context, rec *kgo.Record) (string, error) 
 	case error:
 		return "", jq.RunError(r)
 	case string:
-		if !config.ValidTopic(r) {
-			return "", fmt.Errorf("%w: the jq program's result %q is not %s", errUnplaced, r, config.TopicForm)
+		if !topic.Valid(r) {
+			return "", fmt.Errorf("%w: the jq program's result %q is not %s", errUnplaced, r, topic.Form)
 		}
 		return r, nil
 	default:

@@ -12,7 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/topic"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
 )
@@ -226,8 +226,8 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 	}
 	for i, rr := range d.recs {
 		if len(rr.topic) > 0 {
-			if !config.ValidTopic(rr.topic) {
-				return out, fmt.Errorf("output record %d names topic %s: want %s", i, quoteHead(rr.topic), config.TopicForm)
+			if !topic.Valid(rr.topic) {
+				return out, fmt.Errorf("output record %d names topic %s: want %s", i, quoteHead(rr.topic), topic.Form)
 			}
 			if string(rr.topic) == src.Topic {
 				return out, fmt.Errorf("output record %d names its input topic %q, which would feed it back into the processor", i, rr.topic)

@@ -49,6 +49,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/bytesize"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -378,8 +379,8 @@ func (t *Transform) Close() error {
 	return nil
 }
 
-// ByteSize is a size in bytes such as 64MiB (see config.ByteSize).
-type ByteSize = config.ByteSize
+// ByteSize is a size in bytes such as 64MiB (see bytesize.Size).
+type ByteSize = bytesize.Size
 
 // wantOf returns the desc tag of a Settings field: the expected form that
 // configuration errors quote.

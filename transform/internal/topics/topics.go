@@ -1,6 +1,6 @@
 // Package topics interns the topic names transforms compute per record, so
 // routing a record allocates no string once its topic has been seen. (Names
-// are checked with config.ValidTopic.)
+// are checked with topic.Valid.)
 package topics
 
 // maxInterned bounds an Interner: past it, strings are allocated per call

@@ -1,4 +1,6 @@
-package config
+// Package bytesize parses and prints sizes in bytes such as 64MiB, the form
+// of every size setting (PROCESSOR_MAX_TXN_BYTES, PROCESSOR_WASM_MAX_MEMORY).
+package bytesize
 
 import (
 	"fmt"
@@ -7,10 +9,10 @@ import (
 	"strings"
 )
 
-// ByteSize is a size in bytes, written as a number with an optional unit
+// Size is a size in bytes, written as a number with an optional unit
 // B, KiB, MiB or GiB (powers of 1024), e.g. 64MiB. Settings of that form
 // (PROCESSOR_MAX_TXN_BYTES, PROCESSOR_WASM_MAX_MEMORY) use it.
-type ByteSize uint64
+type Size uint64
 
 var units = []struct {
 	suffix string
@@ -18,7 +20,7 @@ var units = []struct {
 }{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
 
 // Decode parses s; envconfig calls it.
-func (b *ByteSize) Decode(s string) error {
+func (b *Size) Decode(s string) error {
 	num, mult := strings.TrimSpace(s), uint64(1)
 	for _, u := range units {
 		if n, ok := strings.CutSuffix(num, u.suffix); ok {
@@ -30,12 +32,12 @@ func (b *ByteSize) Decode(s string) error {
 	if err != nil || n > math.MaxInt64/mult {
 		return fmt.Errorf("%q is not a size such as 64MiB", s)
 	}
-	*b = ByteSize(n * mult)
+	*b = Size(n * mult)
 	return nil
 }
 
 // String formats b in the largest unit that divides it.
-func (b ByteSize) String() string {
+func (b Size) String() string {
 	for _, u := range units {
 		if b != 0 && uint64(b)%u.mult == 0 {
 			return strconv.FormatUint(uint64(b)/u.mult, 10) + u.suffix
