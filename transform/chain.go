@@ -55,40 +55,52 @@ type stage struct {
 	t     Transform
 }
 
-// Build constructs the chain for entries from r. configure fills each
-// entry's settings struct (a pointer from Spec.Settings) before the
-// transform is built; the processor reads PROCESSOR_<NAME>[_<ALIAS>]_* there.
-// Duplicate entries without distinct aliases are rejected: they would share
-// one set of settings and read as a mistake.
-func (r *Registry) Build(entries []Entry, configure func(e Entry, settings any) error) (*Chain, error) {
+// Build constructs the chain for entries from r. Each entry's settings
+// come from lookup (its defaults for what lookup does not give; nil gives
+// nothing). A setting that does not parse, is missing, or that New refuses
+// is a *SettingError naming the entry. Duplicate entries without distinct
+// aliases are rejected: they would share one set of settings and read as a
+// mistake.
+func (r *Registry) Build(entries []Entry, lookup Lookup) (*Chain, error) {
 	if len(entries) == 0 {
 		return nil, errors.New("the transform chain is empty")
 	}
 	seen := make(map[Entry]bool, len(entries))
 	c := &Chain{}
+	fail := func(err error) (*Chain, error) {
+		c.Close()
+		return nil, err
+	}
 	for _, e := range entries {
 		if seen[e] {
-			c.Close()
-			return nil, fmt.Errorf("transform %s appears twice; give one an alias, e.g. %s@second", e, e.Name)
+			return fail(fmt.Errorf("transform %s appears twice; give one an alias, e.g. %s@second", e, e.Name))
 		}
 		seen[e] = true
 		spec, ok := r.Lookup(e.Name)
 		if !ok {
-			c.Close()
-			return nil, &UnknownError{Name: e.Name, Known: r.Names()}
+			return fail(&UnknownError{Name: e.Name, Known: r.Names()})
 		}
 		var settings any
+		var fields []Field
 		if spec.Settings != nil {
-			settings = spec.Settings()
-			if err := configure(e, settings); err != nil {
-				c.Close()
-				return nil, err
+			settings, fields = spec.Settings(), spec.Fields()
+			if err := fill(e, fields, settings, lookup); err != nil {
+				return fail(err)
 			}
 		}
 		t, err := spec.New(settings)
 		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("transform %s: %w", e, err)
+			var se *SettingError
+			if errors.As(err, &se) {
+				se.Entry = e
+				for _, f := range fields {
+					if f.Name == se.Field && se.Want == "" {
+						se.Want = f.Form
+					}
+				}
+				return fail(se)
+			}
+			return fail(fmt.Errorf("transform %s: %w", e, err))
 		}
 		c.stages = append(c.stages, stage{entry: e, name: e.String(), t: t})
 	}

@@ -108,25 +108,21 @@ func (c *closer) Close() error {
 
 var _ io.Closer = (*closer)(nil)
 
-// closerSpec registers a closer whose name is the entry's alias (set through
-// its settings), or the transform name for an unaliased entry.
+// closerSpec registers a closer named by its NAME setting, which
+// closerLookup sets to its entry; its Close fails with errs[name].
 type closerSettings struct {
-	Name string
-	Err  error
+	Name string `setting:"NAME" doc:"the closer's name" form:"any string"`
 }
 
-func closerSpec(log *[]string) transform.Spec {
+func closerSpec(log *[]string, errs map[string]error) transform.Spec {
 	return transform.Typed("closes", func(s *closerSettings) (transform.Transform, error) {
-		return &closer{name: s.Name, log: log, err: s.Err}, nil
+		return &closer{name: s.Name, log: log, err: errs[s.Name]}, nil
 	})
 }
 
-// closerConfigure names each closer after its entry.
-func closerConfigure(e transform.Entry, settings any) error {
-	if s, ok := settings.(*closerSettings); ok {
-		s.Name = e.String()
-	}
-	return nil
+// closerLookup names each closer after its entry.
+func closerLookup(e transform.Entry, setting string) (string, bool) {
+	return e.String(), setting == "NAME"
 }
 
 // testRegistry returns a registry with the stages above.
@@ -161,7 +157,7 @@ func entries(t testing.TB, names ...string) []transform.Entry {
 
 func build(t testing.TB, r *transform.Registry, names ...string) *transform.Chain {
 	t.Helper()
-	c, err := r.Build(entries(t, names...), func(transform.Entry, any) error { return nil })
+	c, err := r.Build(entries(t, names...), nil)
 	if err != nil {
 		t.Fatalf("Build(%q): %v", names, err)
 	}
@@ -227,12 +223,16 @@ func TestBuildErrors(t *testing.T) {
 	})
 }
 
-type suffixSettings struct{ Suffix string }
+type suffixSettings struct {
+	Suffix string `setting:"SUFFIX" doc:"appended to every value" form:"any string"`
+}
 
+// Each entry gets a settings struct of its own, filled from lookup for that
+// entry (aliases included); a transform without settings is not asked.
 func TestBuildAliasesGetTheirOwnSettings(t *testing.T) {
 	r := &transform.Registry{}
 	var built []*suffixSettings
-	r.Register("suffix", transform.Typed("appends Suffix", func(s *suffixSettings) (transform.Transform, error) {
+	r.Register("suffix", transform.Typed("appends SUFFIX", func(s *suffixSettings) (transform.Transform, error) {
 		built = append(built, s)
 		return transform.Func(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			rec.Value = append(rec.Value, s.Suffix...)
@@ -241,47 +241,29 @@ func TestBuildAliasesGetTheirOwnSettings(t *testing.T) {
 	}))
 	r.Register("plain", fn(tag))
 
-	type call struct {
-		e        transform.Entry
-		settings any
-	}
-	var calls []call
+	var asked []transform.Entry
 	es := entries(t, "suffix@first", "plain", "suffix@second", "suffix")
-	c, err := r.Build(es, func(e transform.Entry, settings any) error {
-		s, ok := settings.(*suffixSettings)
-		if !ok {
-			t.Errorf("configure(%v) got settings %T, want *suffixSettings", e, settings)
-			return nil
+	c, err := r.Build(es, func(e transform.Entry, setting string) (string, bool) {
+		if setting != "SUFFIX" {
+			t.Errorf("lookup(%v, %q): not a declared setting", e, setting)
 		}
-		if s.Suffix != "" {
-			t.Errorf("configure(%v) got used settings %+v", e, s)
-		}
-		calls = append(calls, call{e, settings})
-		s.Suffix = "-" + e.Alias
+		asked = append(asked, e)
 		if e.Alias == "" {
-			s.Suffix = "-bare"
+			return "-bare", true
 		}
-		return nil
+		return "-" + e.Alias, true
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// configure runs once per entry with settings, in order, and not for a
-	// transform without settings.
 	wantEntries := []transform.Entry{es[0], es[2], es[3]}
-	if len(calls) != len(wantEntries) {
-		t.Fatalf("configure called %d times, want %d", len(calls), len(wantEntries))
+	if !reflect.DeepEqual(asked, wantEntries) {
+		t.Errorf("lookup asked for %v, want %v", asked, wantEntries)
 	}
-	for i, c := range calls {
-		if c.e != wantEntries[i] {
-			t.Errorf("configure call %d got %v, want %v", i, c.e, wantEntries[i])
-		}
-		if c.settings != any(built[i]) {
-			t.Errorf("configure call %d settings %p differ from the ones New got %p", i, c.settings, built[i])
-		}
+	for i := range built {
 		for j := range i {
-			if calls[j].settings == c.settings {
-				t.Errorf("entries %v and %v share one settings struct", calls[j].e, c.e)
+			if built[i] == built[j] {
+				t.Errorf("entries %v and %v share one settings struct", wantEntries[j], wantEntries[i])
 			}
 		}
 	}
@@ -294,19 +276,30 @@ func TestBuildAliasesGetTheirOwnSettings(t *testing.T) {
 	}
 }
 
-func TestBuildConfigureErrorReturnedAsIs(t *testing.T) {
+// A setting that does not parse is a *SettingError naming the entry, the
+// setting, the value and the field's form; the stages built before it are
+// closed.
+func TestBuildSettingErrorNamesTheEntry(t *testing.T) {
+	type numSettings struct {
+		N int `setting:"N" default:"3" doc:"a number" form:"a whole number such as 3"`
+	}
 	var log []string
 	r := &transform.Registry{}
-	r.Register("c", closerSpec(&log))
-	cfgErr := errors.New("PROCESSOR_C_B_X is bad")
-	_, err := r.Build(entries(t, "c@a", "c@b"), func(e transform.Entry, settings any) error {
-		if e.Alias == "b" {
-			return cfgErr
+	r.Register("c", closerSpec(&log, nil))
+	r.Register("num", transform.Typed("takes N", func(*numSettings) (transform.Transform, error) { return fn(tag).New(nil) }))
+	_, err := r.Build(entries(t, "c@a", "num@b"), func(e transform.Entry, setting string) (string, bool) {
+		if e.Name == "num" {
+			return "three", true
 		}
-		return closerConfigure(e, settings)
+		return closerLookup(e, setting)
 	})
-	if err != cfgErr {
-		t.Errorf("error = %v (%T), want the configure error itself", err, err)
+	var se *transform.SettingError
+	if !errors.As(err, &se) || se.Entry != (transform.Entry{Name: "num", Alias: "b"}) || se.Field != "N" || se.Value != "three" ||
+		se.Want != "a whole number such as 3" || se.Unset {
+		t.Fatalf("error = %#v, want a *SettingError for num@b's N", err)
+	}
+	if want := `transform num@b: setting N="three" is invalid: want a whole number such as 3`; err.Error() != want {
+		t.Errorf("error = %q, want %q", err, want)
 	}
 	if !reflect.DeepEqual(log, []string{"c@a"}) {
 		t.Errorf("closed %q, want [c@a]", log)
@@ -319,7 +312,7 @@ func TestBuildNewErrorWrapped(t *testing.T) {
 	r.Register("bad", transform.Typed("fails", func(*suffixSettings) (transform.Transform, error) { return nil, newErr }))
 	r.Register("badplain", transform.Plain("fails", func() (transform.Transform, error) { return nil, newErr }))
 	for _, name := range []string{"bad", "bad@x", "badplain"} {
-		_, err := r.Build(entries(t, name), func(transform.Entry, any) error { return nil })
+		_, err := r.Build(entries(t, name), nil)
 		if !errors.Is(err, newErr) {
 			t.Errorf("Build(%s) error %v does not wrap the New error", name, err)
 		}
@@ -331,28 +324,33 @@ func TestBuildNewErrorWrapped(t *testing.T) {
 
 func TestBuildClosesBuiltStagesOnFailure(t *testing.T) {
 	tests := []struct {
-		name      string
-		last      string
-		configure func(transform.Entry, any) error
+		name   string
+		last   string
+		lookup transform.Lookup
 	}{
-		{"unknown transform", "nope", closerConfigure},
-		{"New fails", "bad", closerConfigure},
-		{"duplicate entry", "c@a", closerConfigure},
-		{"configure fails", "c@z", func(e transform.Entry, s any) error {
-			if e.Alias == "z" {
-				return errBoom
+		{"unknown transform", "nope", closerLookup},
+		{"New fails", "bad", closerLookup},
+		{"duplicate entry", "c@a", closerLookup},
+		{"a setting does not parse", "num", func(e transform.Entry, setting string) (string, bool) {
+			if e.Name == "num" {
+				return "many", true
 			}
-			return closerConfigure(e, s)
+			return closerLookup(e, setting)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var log []string
 			r := &transform.Registry{}
-			r.Register("c", closerSpec(&log))
+			r.Register("c", closerSpec(&log, nil))
 			r.Register("plain", fn(tag))
 			r.Register("bad", transform.Plain("fails", func() (transform.Transform, error) { return nil, errBoom }))
-			c, err := r.Build(entries(t, "c@a", "plain", "c@b", "c", tt.last), tt.configure)
+			r.Register("num", transform.Typed("takes N", func(*struct {
+				N int `setting:"N" doc:"a number" form:"a whole number"`
+			}) (transform.Transform, error) {
+				return fn(tag).New(nil)
+			}))
+			c, err := r.Build(entries(t, "c@a", "plain", "c@b", "c", tt.last), tt.lookup)
 			if err == nil || c != nil {
 				t.Fatalf("Build = %v, %v; want an error", c, err)
 			}
@@ -696,19 +694,9 @@ func TestChainClose(t *testing.T) {
 	errA, errC := errors.New("a failed"), errors.New("c failed")
 	var log []string
 	r := &transform.Registry{}
-	r.Register("c", closerSpec(&log))
+	r.Register("c", closerSpec(&log, map[string]error{"c@a": errA, "c": errC}))
 	r.Register("plain", fn(tag))
-	ch, err := r.Build(entries(t, "c@a", "plain", "c@b", "c"), func(e transform.Entry, settings any) error {
-		s := settings.(*closerSettings)
-		s.Name = e.String()
-		switch e.String() {
-		case "c@a":
-			s.Err = errA
-		case "c":
-			s.Err = errC
-		}
-		return nil
-	})
+	ch, err := r.Build(entries(t, "c@a", "plain", "c@b", "c"), closerLookup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -726,7 +714,10 @@ func TestChainClose(t *testing.T) {
 
 	// Without failures, or without closers, Close returns nil.
 	log = nil
-	ch2, err := r.Build(entries(t, "c", "plain"), closerConfigure)
+	r = &transform.Registry{}
+	r.Register("c", closerSpec(&log, nil))
+	r.Register("plain", fn(tag))
+	ch2, err := r.Build(entries(t, "c", "plain"), closerLookup)
 	if err != nil {
 		t.Fatal(err)
 	}

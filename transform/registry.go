@@ -8,19 +8,29 @@ import (
 )
 
 // Spec describes one kind of transform: its documentation, its settings and
-// how to build it. Settings are a struct with envconfig tags; the processor
-// fills a fresh one from PROCESSOR_<NAME>_* (PROCESSOR_<NAME>_<ALIAS>_* for
-// an aliased entry) and hands it to New, so a transform never reads the
-// environment itself.
+// how to build it. Settings are a struct whose fields declare themselves in
+// tags (see Field); the processor fills a fresh one, from
+// PROCESSOR_<NAME>_<SETTING> (PROCESSOR_<NAME>_<ALIAS>_<SETTING> for an
+// aliased entry), and hands it to New, so a transform never reads the
+// environment, nor knows the variables' names.
 type Spec struct {
 	// Doc is a one-line description shown in listings.
 	Doc string
-	// Settings returns a pointer to a new settings struct with its
-	// defaults, or nil for a transform without settings.
+	// Settings returns a pointer to a new, zero settings struct, or nil for
+	// a transform without settings.
 	Settings func() any
 	// New builds a transform from filled settings (nil when Settings is
-	// nil). It validates them and returns an error naming the bad one.
+	// nil). It validates them; a refused value is a *SettingError (see
+	// Invalid and Missing).
 	New func(settings any) (Transform, error)
+}
+
+// Fields returns the settings the spec declares, in struct order.
+func (s Spec) Fields() []Field {
+	if s.Settings == nil {
+		return nil
+	}
+	return fieldsOf(s.Settings())
 }
 
 // Typed builds a Spec from a constructor taking a pointer to its own
@@ -50,8 +60,9 @@ type Registry struct {
 var Default = &Registry{}
 
 // Register adds a transform to Default. It panics if the name is taken or
-// is not a plain identifier, as database/sql.Register does: both are
-// programming mistakes found at start-up.
+// is not a plain identifier, or if the settings' tags cannot work, as
+// database/sql.Register does: all are programming mistakes found at
+// start-up.
 func Register(name string, spec Spec) { Default.Register(name, spec) }
 
 // Register adds a transform to r; see the package-level Register.
@@ -62,6 +73,7 @@ func (r *Registry) Register(name string, spec Spec) {
 	if spec.New == nil {
 		panic(fmt.Sprintf("transform: Register %q with a nil New", name))
 	}
+	spec.Fields() // panics on settings tags that cannot work
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.specs == nil {

@@ -19,8 +19,10 @@ var units = []struct {
 	mult   uint64
 }{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}}
 
-// Decode parses s; envconfig calls it.
-func (b *Size) Decode(s string) error {
+// UnmarshalText parses a size such as 64MiB; the configuration and the
+// transforms' settings read sizes with it.
+func (b *Size) UnmarshalText(text []byte) error {
+	s := string(text)
 	num, mult := strings.TrimSpace(s), uint64(1)
 	for _, u := range units {
 		if n, ok := strings.CutSuffix(num, u.suffix); ok {

@@ -16,12 +16,10 @@ package headers
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -33,9 +31,9 @@ func init() {
 // PROCESSOR_HEADERS_* (PROCESSOR_HEADERS_<ALIAS>_* for an aliased entry).
 type Settings struct {
 	// Set is "key=value" pairs, comma-separated.
-	Set string `envconfig:"SET" desc:"comma-separated key=value pairs with distinct, non-empty keys, e.g. source=eu,schema=v2 (values cannot contain commas)"`
+	Set string `setting:"SET" doc:"headers to set on every record, replacing headers of the same key" form:"comma-separated key=value pairs with distinct, non-empty keys, e.g. source=eu,schema=v2 (values cannot contain commas)"`
 	// Remove is header keys, comma-separated.
-	Remove string `envconfig:"REMOVE" desc:"comma-separated header keys, e.g. debug,trace-id"`
+	Remove string `setting:"REMOVE" doc:"header keys to remove from every record" form:"comma-separated header keys, e.g. debug,trace-id"`
 }
 
 // Transform rewrites headers. It keeps its chunk of header memory, so like
@@ -50,15 +48,14 @@ type Transform struct {
 const chunkSize = 1024
 
 // New parses the settings; at least one must be set. Errors are
-// *config.Error.
+// *transform.SettingError.
 func New(s *Settings) (transform.Transform, error) {
-	prefix := config.TransformPrefix("headers", "") + "_"
 	t := &Transform{drop: map[string]bool{}}
 	if strings.TrimSpace(s.Set) != "" {
 		for item := range strings.SplitSeq(s.Set, ",") {
 			k, v, ok := strings.Cut(strings.TrimSpace(item), "=")
 			if !ok || k == "" || t.drop[k] {
-				return nil, &config.Error{Var: prefix + "SET", Value: s.Set, Want: want("Set")}
+				return nil, transform.Invalid("SET", s.Set, "")
 			}
 			t.drop[k] = true
 			t.set = append(t.set, kgo.RecordHeader{Key: k, Value: []byte(v)})
@@ -68,13 +65,12 @@ func New(s *Settings) (transform.Transform, error) {
 		for item := range strings.SplitSeq(s.Remove, ",") {
 			k := strings.TrimSpace(item)
 			if k == "" {
-				return nil, &config.Error{Var: prefix + "REMOVE", Value: s.Remove, Want: want("Remove")}
+				return nil, transform.Invalid("REMOVE", s.Remove, "")
 			}
 			if t.drop[k] {
 				for _, h := range t.set {
 					if h.Key == k {
-						return nil, &config.Error{Var: prefix + "REMOVE", Value: s.Remove,
-							Want: fmt.Sprintf("%s, and none also in %sSET (%q is in both)", want("Remove"), prefix, k)}
+						return nil, transform.Invalid("REMOVE", s.Remove, fmt.Sprintf(", and none also in SET (%q is in both)", k))
 					}
 				}
 			}
@@ -82,15 +78,9 @@ func New(s *Settings) (transform.Transform, error) {
 		}
 	}
 	if len(t.drop) == 0 {
-		return nil, &config.Error{Var: prefix + "SET", Unset: true, Want: want("Set") + "; or " + prefix + "REMOVE set"}
+		return nil, transform.Missing("SET", "; or REMOVE set")
 	}
 	return t, nil
-}
-
-// want returns a Settings field's desc tag, the expected form.
-func want(field string) string {
-	f, _ := reflect.TypeFor[Settings]().FieldByName(field)
-	return f.Tag.Get("desc")
 }
 
 // Process rewrites rec's headers and appends rec.

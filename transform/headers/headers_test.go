@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/transformtest"
 )
 
 func newHeaders(t testing.TB, s Settings) *Transform {
@@ -90,23 +90,25 @@ func TestNoAllocations(t *testing.T) {
 	}
 }
 
-func TestConfigErrors(t *testing.T) {
+// Every bad setting is a one-line *transform.SettingError naming the
+// setting, its value and the expected form.
+func TestSettingErrors(t *testing.T) {
 	for _, c := range []struct {
-		s    Settings
+		s    map[string]string
 		want string
 	}{
-		{Settings{}, "PROCESSOR_HEADERS_SET is not set: want comma-separated key=value pairs"},
-		{Settings{Set: "novalue"}, `PROCESSOR_HEADERS_SET="novalue" is invalid: want comma-separated key=value pairs`},
-		{Settings{Set: "=v"}, `PROCESSOR_HEADERS_SET="=v" is invalid`},
-		{Settings{Set: "a=1,a=2"}, `PROCESSOR_HEADERS_SET="a=1,a=2" is invalid: want comma-separated key=value pairs with distinct, non-empty keys`},
-		{Settings{Set: "a=1,"}, `PROCESSOR_HEADERS_SET="a=1," is invalid`},
-		{Settings{Remove: "a,,b"}, `PROCESSOR_HEADERS_REMOVE="a,,b" is invalid: want comma-separated header keys`},
-		{Settings{Set: "a=1", Remove: "a"}, `PROCESSOR_HEADERS_REMOVE="a" is invalid: want comma-separated header keys, e.g. debug,trace-id, and none also in PROCESSOR_HEADERS_SET ("a" is in both)`},
+		{map[string]string{}, "setting SET is not set: want comma-separated key=value pairs with distinct, non-empty keys, e.g. source=eu,schema=v2 (values cannot contain commas); or REMOVE set"},
+		{map[string]string{"SET": "novalue"}, `setting SET="novalue" is invalid: want comma-separated key=value pairs`},
+		{map[string]string{"SET": "=v"}, `setting SET="=v" is invalid`},
+		{map[string]string{"SET": "a=1,a=2"}, `setting SET="a=1,a=2" is invalid: want comma-separated key=value pairs with distinct, non-empty keys`},
+		{map[string]string{"SET": "a=1,"}, `setting SET="a=1," is invalid`},
+		{map[string]string{"REMOVE": "a,,b"}, `setting REMOVE="a,,b" is invalid: want comma-separated header keys`},
+		{map[string]string{"SET": "a=1", "REMOVE": "a"}, `setting REMOVE="a" is invalid: want comma-separated header keys, e.g. debug,trace-id, and none also in SET ("a" is in both)`},
 	} {
-		_, err := New(&c.s)
-		var cerr *config.Error
-		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%+v: got %v, want a one-line *config.Error containing %q", c.s, err, c.want)
+		_, err := transformtest.Build("headers", c.s)
+		var se *transform.SettingError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: got %v, want a one-line *transform.SettingError containing %q", c.s, err, c.want)
 		}
 	}
 }

@@ -23,13 +23,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 
 	"github.com/itchyny/gojq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -41,7 +39,7 @@ func init() {
 // (PROCESSOR_JQ_<ALIAS>_* for an aliased entry).
 type Settings struct {
 	// Expr is the jq program.
-	Expr string `envconfig:"EXPR" desc:"a jq program such as .amount_cents *= 2, select(.status == \"paid\") or .items[]"`
+	Expr string `setting:"EXPR" required:"true" doc:"the jq program each JSON value runs through; each result is an output record" form:"a jq program such as .amount_cents *= 2, select(.status == \"paid\") or .items[]"`
 }
 
 // MaxResults bounds the outputs of one input record, so that a program
@@ -55,30 +53,25 @@ type Transform struct {
 	results [][]byte // encoded results of the current record, reused
 }
 
-// New compiles s.Expr. A program that does not compile is a
-// *config.Error naming PROCESSOR_JQ_EXPR.
+// New compiles s.Expr. A program that is empty or does not compile is a
+// *transform.SettingError naming EXPR.
 func New(s *Settings) (transform.Transform, error) {
 	p, err := Compile(s.Expr)
 	if err != nil {
-		return nil, exprError(config.TransformPrefix("jq", "")+"_EXPR", s.Expr, err)
+		return nil, ExprError("EXPR", s.Expr, err)
 	}
 	return &Transform{prog: p}, nil
 }
 
-// exprError is the configuration error for a jq program that is missing
-// or does not compile, in variable v.
-func exprError(v, expr string, err error) error {
+// ExprError is the setting error for a jq program in setting field that is
+// empty or does not compile with err (transforms that take a jq program
+// share it).
+func ExprError(field, expr string, err error) *transform.SettingError {
 	if expr == "" {
-		return &config.Error{Var: v, Unset: true, Want: wantExpr}
+		return transform.Missing(field, "")
 	}
-	return &config.Error{Var: v, Value: expr, Want: wantExpr + " (" + err.Error() + ")"}
+	return transform.Invalid(field, expr, " ("+err.Error()+")")
 }
-
-// wantExpr is the expected form, from Settings.Expr's desc tag.
-var wantExpr = func() string {
-	f, _ := reflect.TypeFor[Settings]().FieldByName("Expr")
-	return f.Tag.Get("desc")
-}()
 
 // Process runs the program on rec's value and appends one record per
 // result: the first is rec itself, the others new records with rec's key,

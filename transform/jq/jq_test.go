@@ -9,8 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/transformtest"
 )
 
 func newJQ(t *testing.T, expr string) *Transform {
@@ -146,36 +146,43 @@ func TestNoEnvironment(t *testing.T) {
 	}
 }
 
-func TestConfigErrors(t *testing.T) {
-	for expr, want := range map[string]string{
-		"":                   "PROCESSOR_JQ_EXPR is not set: want a jq program",
-		".a |":               `PROCESSOR_JQ_EXPR=".a |" is invalid: want a jq program such as .amount_cents *= 2, select(.status == "paid") or .items[] (unexpected EOF at offset 4)`,
+// A missing or broken program is a one-line *transform.SettingError
+// naming EXPR, with the compiler's complaint.
+func TestSettingErrors(t *testing.T) {
+	cases := map[string]string{
+		"":                   "setting EXPR is not set: want a jq program",
+		".a |":               `setting EXPR=".a |" is invalid: want a jq program such as .amount_cents *= 2, select(.status == "paid") or .items[] (unexpected EOF at offset 4)`,
 		"nosuch":             "function not defined: nosuch/0",
 		"$missing":           "variable not defined: $missing",
 		`import "x" as x; .`: "cannot load module",
 		"input":              "input(s)/0 is not allowed",
-	} {
-		_, err := New(&Settings{Expr: expr})
-		var cerr *config.Error
-		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%q: got %v, want a one-line *config.Error containing %q", expr, err, want)
+	}
+	for expr, want := range cases {
+		_, err := transformtest.Build("jq", map[string]string{"EXPR": expr})
+		var se *transform.SettingError
+		if !errors.As(err, &se) || se.Field != "EXPR" || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: got %v, want a one-line *transform.SettingError containing %q", expr, err, want)
 		}
+	}
+	// Not given at all: EXPR is required.
+	if _, err := transformtest.Build("jq", nil); err == nil || !strings.Contains(err.Error(), "setting EXPR is not set: want a jq program") {
+		t.Errorf("no EXPR: %v", err)
 	}
 }
 
-// An aliased entry reads PROCESSOR_JQ_<ALIAS>_EXPR through the registry,
-// as the processor's wiring does.
+// Two entries of jq, one aliased, each get their own program through the
+// registry, as the processor's wiring builds them.
 func TestAliasesThroughRegistry(t *testing.T) {
-	t.Setenv("PROCESSOR_JQ_EXPR", ".a")
-	t.Setenv("PROCESSOR_JQ_SECOND_EXPR", ".b")
 	spec, ok := transform.Default.Lookup("jq")
 	if !ok {
 		t.Fatal(`"jq" is not registered`)
 	}
 	reg := &transform.Registry{}
 	reg.Register("jq", spec)
-	chain, err := reg.Build([]transform.Entry{{Name: "jq"}, {Name: "jq", Alias: "second"}}, func(e transform.Entry, s any) error {
-		return config.Process(config.TransformPrefix(e.Name, e.Alias), s)
+	exprs := map[string]string{"jq": ".a", "jq@second": ".b"}
+	chain, err := reg.Build([]transform.Entry{{Name: "jq"}, {Name: "jq", Alias: "second"}}, func(e transform.Entry, setting string) (string, bool) {
+		v, ok := exprs[e.String()]
+		return v, ok && setting == "EXPR"
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -22,11 +22,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/topic"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
@@ -41,11 +39,11 @@ func init() {
 // (PROCESSOR_ROUTE_<ALIAS>_* for an aliased entry).
 type Settings struct {
 	// Expr is a jq program whose first result is the topic.
-	Expr string `envconfig:"EXPR" desc:"a jq program whose first result is a topic name, e.g. \"orders-\" + .region"`
+	Expr string `setting:"EXPR" doc:"a jq program choosing each record's topic (or set HEADER)" form:"a jq program whose first result is a topic name, e.g. \"orders-\" + .region"`
 	// Header is the name of the header holding the topic.
-	Header string `envconfig:"HEADER" desc:"the name of a record header holding the topic name, e.g. destination"`
+	Header string `setting:"HEADER" doc:"a record header naming each record's topic (or set EXPR)" form:"the name of a record header holding the topic name, e.g. destination"`
 	// Default is where records the rule cannot place go; unset, they fail.
-	Default string `envconfig:"DEFAULT" desc:"a topic name (a-z A-Z 0-9 . _ -, at most 249 characters) for records the rule cannot place"`
+	Default string `setting:"DEFAULT" doc:"where records go that the rule cannot place; unset, they fail under PROCESSOR_ON_ERROR" form:"a topic name (a-z A-Z 0-9 . _ -, at most 249 characters) for records the rule cannot place"`
 }
 
 // Transform sets rec.Topic. Like every transform it is called from one
@@ -58,25 +56,23 @@ type Transform struct {
 }
 
 // New checks the settings: exactly one of Expr and Header, a program that
-// compiles, a valid default topic. Errors are *config.Error.
+// compiles, a valid default topic. Errors are *transform.SettingError.
 func New(s *Settings) (transform.Transform, error) {
-	prefix := config.TransformPrefix("route", "") + "_"
 	switch {
 	case s.Expr == "" && s.Header == "":
-		return nil, &config.Error{Var: prefix + "EXPR", Unset: true,
-			Want: want("Expr") + "; or set " + prefix + "HEADER to route by a header"}
+		return nil, transform.Missing("EXPR", "; or set HEADER to route by a header")
 	case s.Expr != "" && s.Header != "":
-		return nil, &config.Error{Var: prefix + "HEADER", Value: s.Header,
-			Want: "unset while " + prefix + "EXPR is set: exactly one of the two chooses the topic"}
+		return nil, &transform.SettingError{Field: "HEADER", Value: s.Header,
+			Want: "unset while EXPR is set: exactly one of the two chooses the topic"}
 	}
 	if s.Default != "" && !topic.Valid(s.Default) {
-		return nil, &config.Error{Var: prefix + "DEFAULT", Value: s.Default, Want: want("Default")}
+		return nil, transform.Invalid("DEFAULT", s.Default, "")
 	}
 	t := &Transform{header: s.Header, def: s.Default}
 	if s.Expr != "" {
 		p, err := jq.Compile(s.Expr)
 		if err != nil {
-			return nil, &config.Error{Var: prefix + "EXPR", Value: s.Expr, Want: want("Expr") + " (" + err.Error() + ")"}
+			return nil, jq.ExprError("EXPR", s.Expr, err)
 		}
 		t.prog = p
 	}
@@ -93,12 +89,6 @@ func (t *Transform) Destinations() map[string]string {
 }
 
 var _ transform.Destinations = (*Transform)(nil)
-
-// want returns a Settings field's desc tag, the expected form.
-func want(field string) string {
-	f, _ := reflect.TypeFor[Settings]().FieldByName(field)
-	return f.Tag.Get("desc")
-}
 
 // errUnplaced marks a record the rule could not place; with a default
 // topic it goes there instead of failing.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/transformtest"
 )
 
 var src = transform.Source{Topic: "orders", Partition: 0, Offset: 1}
@@ -112,20 +112,22 @@ func TestNoLoopBack(t *testing.T) {
 	}
 }
 
-func TestConfigErrors(t *testing.T) {
+// Every bad setting is a one-line *transform.SettingError naming the
+// setting; one naming another setting names it too.
+func TestSettingErrors(t *testing.T) {
 	for _, c := range []struct {
-		s    Settings
+		s    map[string]string
 		want string
 	}{
-		{Settings{}, "PROCESSOR_ROUTE_EXPR is not set: want a jq program whose first result is a topic name"},
-		{Settings{Expr: ".a", Header: "h"}, `PROCESSOR_ROUTE_HEADER="h" is invalid: want unset while PROCESSOR_ROUTE_EXPR is set`},
-		{Settings{Expr: ".a |"}, `PROCESSOR_ROUTE_EXPR=".a |" is invalid: want a jq program whose first result is a topic name, e.g. "orders-" + .region (unexpected EOF at offset 4)`},
-		{Settings{Header: "h", Default: "no good"}, `PROCESSOR_ROUTE_DEFAULT="no good" is invalid: want a topic name`},
+		{map[string]string{}, "setting EXPR is not set: want a jq program whose first result is a topic name, e.g. \"orders-\" + .region; or set HEADER to route by a header"},
+		{map[string]string{"EXPR": ".a", "HEADER": "h"}, `setting HEADER="h" is invalid: want unset while EXPR is set`},
+		{map[string]string{"EXPR": ".a |"}, `setting EXPR=".a |" is invalid: want a jq program whose first result is a topic name, e.g. "orders-" + .region (unexpected EOF at offset 4)`},
+		{map[string]string{"HEADER": "h", "DEFAULT": "no good"}, `setting DEFAULT="no good" is invalid: want a topic name`},
 	} {
-		_, err := New(&c.s)
-		var cerr *config.Error
-		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%+v: got %v, want a one-line *config.Error containing %q", c.s, err, c.want)
+		_, err := transformtest.Build("route", c.s)
+		var se *transform.SettingError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%+v: got %v, want a one-line *transform.SettingError containing %q", c.s, err, c.want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/bytesize"
 	"github.com/streamproc/processor/internal/topic"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
@@ -222,7 +223,7 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 		return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
 	}
 	if nbytes > d.maxBytes {
-		return out, fmt.Errorf("%w: %d output records hold %d bytes in all (topics, keys, values, headers), %d more than the %d one call may return (PROCESSOR_WASM_MAX_MEMORY=%s)", ErrBadOutput, count, nbytes, nbytes-d.maxBytes, d.maxBytes, ByteSize(d.maxBytes))
+		return out, fmt.Errorf("%w: %d output records hold %d bytes in all (topics, keys, values, headers), %d more than the %d one call may return (its MAX_MEMORY setting is %s)", ErrBadOutput, count, nbytes, nbytes-d.maxBytes, d.maxBytes, bytesize.Size(d.maxBytes))
 	}
 	for i, rr := range d.recs {
 		if len(rr.topic) > 0 {

@@ -16,7 +16,6 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -122,7 +121,7 @@ func TestDecodeByteBound(t *testing.T) {
 		{"one", 1, region + 2 + 1 + 1, ""},
 		{"exactly the bound", 10, 10 * (region + 2 + 1 + 1), ""},
 		{"one byte over", 10, 10*(region+2+1+1) - 1, "10 output records hold 10485800 bytes in all (topics, keys, values, headers), 1 more than the 10485799 one call may return"},
-		{"a thousand views of one region", 1000, 64 << 20, "1000 output records hold 1048580000 bytes in all (topics, keys, values, headers), 981471136 more than the 67108864 one call may return (PROCESSOR_WASM_MAX_MEMORY=64MiB)"},
+		{"a thousand views of one region", 1000, 64 << 20, "1000 output records hold 1048580000 bytes in all (topics, keys, values, headers), 981471136 more than the 67108864 one call may return (its MAX_MEMORY setting is 64MiB)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := newOutputs(4 << 20)
@@ -219,7 +218,7 @@ func TestOutputAmplification(t *testing.T) {
 		guest, value string
 		want         string
 	}{
-		{misbehave, "amplify:1000:4194304", "1000 output records hold 4194306000 bytes in all (topics, keys, values, headers), 4127197136 more than the 67108864 one call may return (PROCESSOR_WASM_MAX_MEMORY=64MiB)"},
+		{misbehave, "amplify:1000:4194304", "1000 output records hold 4194306000 bytes in all (topics, keys, values, headers), 4127197136 more than the 67108864 one call may return (its MAX_MEMORY setting is 64MiB)"},
 		{garbage, "shared-headers", "30000 output records carry 900000000 headers in all, 898951424 more than the 1048576 one call may return"},
 	}
 	for _, c := range cases {
@@ -414,9 +413,9 @@ func TestHostileModules(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			_, err := New(&Settings{Module: path, MaxMemory: 64 << 20, Timeout: time.Second})
 			runtime.ReadMemStats(&after)
-			var cerr *config.Error
-			if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_WASM_MODULE" || cerr.Value != path {
-				t.Fatalf("got %v (%T), want a *config.Error naming PROCESSOR_WASM_MODULE", err, err)
+			var se *transform.SettingError
+			if !errors.As(err, &se) || se.Field != "MODULE" || se.Value != path {
+				t.Fatalf("got %v (%T), want a *transform.SettingError naming MODULE", err, err)
 			}
 			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("got %q, want one line containing %q", err, c.want)

@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +47,6 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/bytesize"
 	"github.com/streamproc/processor/transform"
 )
@@ -65,24 +63,24 @@ const ABIVersion = 1
 // (PROCESSOR_WASM_<ALIAS>_* for an aliased entry).
 type Settings struct {
 	// Module is the path of the .wasm file.
-	Module string `envconfig:"MODULE" desc:"the path of a WebAssembly module implementing the processor's wasm ABI version 1, e.g. bin/plugins/uppercase.wasm"`
+	Module string `setting:"MODULE" required:"true" doc:"the WebAssembly module every record runs through" form:"the path of a WebAssembly module implementing the processor's wasm ABI version 1, e.g. bin/plugins/uppercase.wasm"`
 	// MaxMemory caps each instance's linear memory. A guest that grows
 	// past it fails the record (a Go guest exits with "out of memory").
 	// It also caps the bytes one call's outputs may hold in all (topics,
 	// keys, values, headers), counting bytes that several outputs share
 	// once per output; more fails the record as malformed output.
-	MaxMemory ByteSize `envconfig:"MAX_MEMORY" default:"64MiB" desc:"a size from 1MiB to 4GiB such as 64MiB, 512KiB or 1GiB (a plain number is bytes)"`
+	MaxMemory bytesize.Size `setting:"MAX_MEMORY" default:"64MiB" doc:"the cap on each instance's memory and on one call's output bytes" form:"a size from 1MiB to 4GiB such as 64MiB, 512KiB or 1GiB (a plain number is bytes)"`
 	// Timeout bounds the guest's time per record; a guest still running
 	// then is stopped and the record fails. 0 turns the deadline off, and
 	// with it the checks that wazero compiles into every loop and branch of
 	// the guest to make it stoppable, which roughly halves the cost of a
 	// call into a Go guest; a guest that never returns then hangs the
 	// processor until /healthz reports it stuck. Only for trusted modules.
-	Timeout time.Duration `envconfig:"TIMEOUT" default:"100ms" desc:"a Go duration from 1ms to 1m such as 100ms, or 0 for no deadline (trusted modules only)"`
+	Timeout time.Duration `setting:"TIMEOUT" default:"100ms" doc:"the guest's deadline per record; 0 turns it off (trusted modules only)" form:"a Go duration from 1ms to 1m such as 100ms, or 0 for no deadline (trusted modules only)"`
 	// AllowClock gives the guest the real wall and monotonic clocks
 	// instead of wazero's fake ones. Output that depends on the clock
 	// differs between the attempts of an aborted and retried transaction.
-	AllowClock bool `envconfig:"ALLOW_CLOCK" default:"false" desc:"true or false"`
+	AllowClock bool `setting:"ALLOW_CLOCK" default:"false" doc:"give the guest the real clocks instead of fake ones" form:"true or false"`
 }
 
 // Errors a record can fail with, for errors.Is. The message names the
@@ -160,16 +158,16 @@ func New(s *Settings) (transform.Transform, error) {
 // one to compile each guest once).
 func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error) {
 	bad := func(name, value, want string) error {
-		return &config.Error{Var: config.TransformPrefix("wasm", "") + "_" + name, Value: value, Want: want}
+		return &transform.SettingError{Field: name, Value: value, Want: want}
 	}
 	if s.Module == "" {
-		return nil, &config.Error{Var: config.TransformPrefix("wasm", "") + "_MODULE", Unset: true, Want: wantOf("Module")}
+		return nil, transform.Missing("MODULE", "")
 	}
 	if s.MaxMemory < minMemory || s.MaxMemory > maxMemory {
-		return nil, bad("MAX_MEMORY", s.MaxMemory.String(), wantOf("MaxMemory"))
+		return nil, transform.Invalid("MAX_MEMORY", s.MaxMemory.String(), "")
 	}
 	if s.Timeout != 0 && (s.Timeout < minTimeout || s.Timeout > maxTimeout) {
-		return nil, bad("TIMEOUT", s.Timeout.String(), wantOf("Timeout"))
+		return nil, transform.Invalid("TIMEOUT", s.Timeout.String(), "")
 	}
 	bin, err := os.ReadFile(s.Module)
 	if err != nil {
@@ -228,7 +226,7 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	inst, err := t.instantiate()
 	if err != nil {
 		if strings.Contains(err.Error(), "memory") {
-			return fail(bad("MAX_MEMORY", s.MaxMemory.String(), wantOf("MaxMemory")+", enough for the module to start ("+firstLine(err)+")"))
+			return fail(transform.Invalid("MAX_MEMORY", s.MaxMemory.String(), ", enough for the module to start ("+firstLine(err)+")"))
 		}
 		return fail(bad("MODULE", s.Module, "a module that starts: "+firstLine(err)))
 	}
@@ -377,16 +375,6 @@ func (t *Transform) Close() error {
 		return fmt.Errorf("closing the wasm runtime: %w", err)
 	}
 	return nil
-}
-
-// ByteSize is a size in bytes such as 64MiB (see bytesize.Size).
-type ByteSize = bytesize.Size
-
-// wantOf returns the desc tag of a Settings field: the expected form that
-// configuration errors quote.
-func wantOf(field string) string {
-	f, _ := reflect.TypeFor[Settings]().FieldByName(field)
-	return f.Tag.Get("desc")
 }
 
 // firstLine returns err's message up to its first newline: wazero's errors

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,8 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/transformtest"
 )
 
 const (
@@ -392,27 +393,28 @@ func TestConfigErrors(t *testing.T) {
 		set  func(*Settings)
 		want string
 	}{
-		{"unset", func(s *Settings) { ok(s); s.Module = "" }, "PROCESSOR_WASM_MODULE is not set"},
-		{"missing", func(s *Settings) { ok(s); s.Module = filepath.Join(dir, "nope.wasm") }, `PROCESSOR_WASM_MODULE="` + filepath.Join(dir, "nope.wasm") + `" is invalid: want a readable WebAssembly module file (open `},
+		{"unset", func(s *Settings) { ok(s); s.Module = "" }, "setting MODULE is not set"},
+		{"missing", func(s *Settings) { ok(s); s.Module = filepath.Join(dir, "nope.wasm") }, `setting MODULE="` + filepath.Join(dir, "nope.wasm") + `" is invalid: want a readable WebAssembly module file (open `},
 		{"not wasm", func(s *Settings) { ok(s); s.Module = notWasm }, "is invalid: want a valid WebAssembly module ("},
 		{"command", func(s *Settings) { ok(s); s.Module = guestPathWith(t, uppercase) }, "it is a WASI command (it exports _start, not _initialize); build a Go plugin as a reactor with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared"},
 		{"abi 2", func(s *Settings) {
 			ok(s)
 			s.Module = guestPathWith(t, garbage, "-buildmode=c-shared", "-ldflags=-X main.version=2")
 		}, "want a module implementing the processor's wasm ABI version 1 (it implements version 2)"},
-		{"memory too small", func(s *Settings) { ok(s); s.MaxMemory = 1 << 20 }, `PROCESSOR_WASM_MAX_MEMORY="1MiB" is invalid: want`},
-		{"memory out of range", func(s *Settings) { ok(s); s.MaxMemory = 5 << 30 }, `PROCESSOR_WASM_MAX_MEMORY="5GiB" is invalid: want a size from 1MiB to 4GiB`},
-		{"timeout", func(s *Settings) { ok(s); s.Timeout = time.Microsecond }, `PROCESSOR_WASM_TIMEOUT="1µs" is invalid: want a Go duration from 1ms to 1m`},
-		{"negative timeout", func(s *Settings) { ok(s); s.Timeout = -time.Second }, `PROCESSOR_WASM_TIMEOUT="-1s" is invalid`},
+		{"memory too small", func(s *Settings) { ok(s); s.MaxMemory = 1 << 20 }, `setting MAX_MEMORY="1MiB" is invalid: want`},
+		{"memory out of range", func(s *Settings) { ok(s); s.MaxMemory = 5 << 30 }, `setting MAX_MEMORY="5GiB" is invalid: want a size from 1MiB to 4GiB`},
+		{"timeout", func(s *Settings) { ok(s); s.Timeout = time.Microsecond }, `setting TIMEOUT="1µs" is invalid: want a Go duration from 1ms to 1m`},
+		{"negative timeout", func(s *Settings) { ok(s); s.Timeout = -time.Second }, `setting TIMEOUT="-1s" is invalid`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := &Settings{}
 			c.set(s)
-			_, err := New(s)
-			var cerr *config.Error
-			if !errors.As(err, &cerr) {
-				t.Fatalf("got %v (%T), want a *config.Error", err, err)
+			_, err := transformtest.Build("wasm", map[string]string{"MODULE": s.Module, "MAX_MEMORY": s.MaxMemory.String(),
+				"TIMEOUT": s.Timeout.String(), "ALLOW_CLOCK": strconv.FormatBool(s.AllowClock)})
+			var se *transform.SettingError
+			if !errors.As(err, &se) {
+				t.Fatalf("got %v (%T), want a *transform.SettingError", err, err)
 			}
 			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("got %q, want one line containing %q", err, c.want)
@@ -421,30 +423,22 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// The settings read from the environment through config.Process, with
-// defaults, and with an alias.
-func TestSettingsFromEnv(t *testing.T) {
-	var s Settings
-	if err := config.Process(config.TransformPrefix("wasm", ""), &s); err != nil {
-		t.Fatal(err)
+// The settings' defaults, and a value that does not parse.
+func TestSettingsDeclared(t *testing.T) {
+	spec, ok := transform.Default.Lookup("wasm")
+	if !ok {
+		t.Fatal(`"wasm" is not registered`)
 	}
-	if s.MaxMemory != 64<<20 || s.Timeout != 100*time.Millisecond || s.AllowClock {
-		t.Errorf("defaults: %+v", s)
+	defaults := map[string]string{}
+	for _, f := range spec.Fields() {
+		defaults[f.Name] = f.Default
 	}
-	t.Setenv("PROCESSOR_WASM_SECOND_MODULE", "x.wasm")
-	t.Setenv("PROCESSOR_WASM_SECOND_MAX_MEMORY", "512KiB")
-	t.Setenv("PROCESSOR_WASM_SECOND_TIMEOUT", "0")
-	s = Settings{}
-	if err := config.Process(config.TransformPrefix("wasm", "second"), &s); err != nil {
-		t.Fatal(err)
+	if want := map[string]string{"MODULE": "", "MAX_MEMORY": "64MiB", "TIMEOUT": "100ms", "ALLOW_CLOCK": "false"}; !maps.Equal(defaults, want) {
+		t.Errorf("defaults %v, want %v", defaults, want)
 	}
-	if s.Module != "x.wasm" || s.MaxMemory != 512<<10 || s.Timeout != 0 {
-		t.Errorf("aliased: %+v", s)
-	}
-	t.Setenv("PROCESSOR_WASM_MAX_MEMORY", "lots")
-	err := config.Process(config.TransformPrefix("wasm", ""), &Settings{})
-	var cerr *config.Error
-	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_WASM_MAX_MEMORY" || !strings.Contains(err.Error(), "want a size from 1MiB to 4GiB") {
+	_, err := transformtest.Build("wasm", map[string]string{"MODULE": "x.wasm", "MAX_MEMORY": "lots"})
+	var se *transform.SettingError
+	if !errors.As(err, &se) || se.Field != "MAX_MEMORY" || se.Value != "lots" || !strings.Contains(err.Error(), "want a size from 1MiB to 4GiB") {
 		t.Errorf("got %v", err)
 	}
 }

@@ -59,7 +59,7 @@ func Main(reg *transform.Registry) int {
 		return configError(err)
 	}
 	log := newLogger(cfg)
-	warnUnknownVars(log, cfg.Transforms)
+	warnUnknownVars(log, reg, cfg.Transforms)
 
 	chain, err := buildChain(reg, cfg.Transforms)
 	if err != nil {

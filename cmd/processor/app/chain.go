@@ -5,41 +5,27 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 )
 
-// buildChain builds the transform chain, reading each transform's settings
-// from PROCESSOR_<NAME>[_<ALIAS>]_*. Every error names a variable.
+// buildChain builds the transform chain, each entry's settings read from
+// PROCESSOR_<NAME>[_<ALIAS>]_<SETTING>. Every error names a variable.
 func buildChain(reg *transform.Registry, names []string) (*transform.Chain, error) {
-	entries := make([]transform.Entry, 0, len(names))
-	for _, n := range names {
-		e, err := transform.ParseEntry(n)
-		if err != nil {
-			return nil, &config.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
-				Want: "comma-separated transform names, name@alias to use one twice: " + err.Error()}
-		}
-		entries = append(entries, e)
+	entries, err := parseEntries(names)
+	if err != nil {
+		return nil, err
 	}
-	var cur transform.Entry // the entry being built, for errors
-	chain, err := reg.Build(entries, func(e transform.Entry, settings any) error {
-		cur = e
-		return config.Process(config.TransformPrefix(e.Name, e.Alias), settings)
+	chain, err := reg.Build(entries, func(e transform.Entry, setting string) (string, bool) {
+		return os.LookupEnv(settingVar(e, setting))
 	})
 	if err != nil {
-		var cerr *config.Error
-		if errors.As(err, &cerr) {
-			// A constructor names its settings without the alias it does
-			// not know; name the variable the user must change.
-			if rest, ok := strings.CutPrefix(cerr.Var, config.TransformPrefix(cur.Name, "")+"_"); ok && cur.Alias != "" &&
-				!strings.HasPrefix(cerr.Var, config.TransformPrefix(cur.Name, cur.Alias)+"_") {
-				cerr.Var = config.TransformPrefix(cur.Name, cur.Alias) + "_" + rest
-				return nil, fmt.Errorf("transform %s: %w", cur, cerr) // the wrapped message was formatted before
-			}
-			return nil, err
+		var se *transform.SettingError
+		if errors.As(err, &se) {
+			spec, _ := reg.Lookup(se.Entry.Name)
+			return nil, fmt.Errorf("transform %s: %w", se.Entry, settingError(se, spec))
 		}
 		var unknown *transform.UnknownError
 		if errors.As(err, &unknown) {
@@ -51,26 +37,81 @@ func buildChain(reg *transform.Registry, names []string) (*transform.Chain, erro
 	return chain, nil
 }
 
+// parseEntries parses PROCESSOR_TRANSFORMS.
+func parseEntries(names []string) ([]transform.Entry, error) {
+	entries := make([]transform.Entry, 0, len(names))
+	for _, n := range names {
+		e, err := transform.ParseEntry(n)
+		if err != nil {
+			return nil, &config.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
+				Want: "comma-separated transform names, name@alias to use one twice: " + err.Error()}
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// settingVar is the variable of one setting of a chain entry:
+// PROCESSOR_<NAME>_<SETTING>, or PROCESSOR_<NAME>_<ALIAS>_<SETTING>.
+func settingVar(e transform.Entry, setting string) string {
+	return config.TransformPrefix(e.Name, e.Alias) + "_" + setting
+}
+
+// settingError turns a transform's setting error into the configuration
+// error naming the variable; settings of the same transform that its
+// message names (HEADER) are shown as variables too.
+func settingError(se *transform.SettingError, spec transform.Spec) *config.Error {
+	want := se.Want + se.Detail
+	for _, f := range spec.Fields() {
+		want = replaceWord(want, f.Name, settingVar(se.Entry, f.Name))
+	}
+	return &config.Error{Var: settingVar(se.Entry, se.Field), Value: se.Value, Unset: se.Unset, Want: want}
+}
+
+// replaceWord replaces whole-word occurrences of word in s (words are runs
+// of A-Z, 0-9 and _).
+func replaceWord(s, word, with string) string {
+	inWord := func(c byte) bool { return c == '_' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	var b strings.Builder
+	for {
+		i := strings.Index(s, word)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + len(word)
+		whole := (i == 0 || !inWord(s[i-1])) && (end == len(s) || !inWord(s[end]))
+		b.WriteString(s[:i])
+		if whole {
+			b.WriteString(with)
+		} else {
+			b.WriteString(word)
+		}
+		s = s[end:]
+	}
+}
+
 // warnUnknownVars logs PROCESSOR_* variables that nothing reads, which are
-// usually typos (PROCESSOR_COMIT_INTERVAL) or settings of a transform that
-// is not in the chain.
-func warnUnknownVars(log *slog.Logger, chain []string) {
+// usually typos (PROCESSOR_COMIT_INTERVAL, PROCESSOR_JQ_EXPRESSION) or
+// settings of a transform that is not in the chain.
+func warnUnknownVars(log *slog.Logger, reg *transform.Registry, chain []string) {
 	known := map[string]bool{}
 	for _, v := range config.Vars() {
 		known[v] = true
 	}
-	var prefixes []string
 	for _, entry := range chain {
-		if e, err := transform.ParseEntry(entry); err == nil {
-			prefixes = append(prefixes, config.TransformPrefix(e.Name, e.Alias)+"_")
+		e, err := transform.ParseEntry(entry)
+		if err != nil {
+			continue
+		}
+		spec, _ := reg.Lookup(e.Name)
+		for _, f := range spec.Fields() {
+			known[settingVar(e, f.Name)] = true
 		}
 	}
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, config.Prefix+"_") || known[name] || strings.HasPrefix(name, config.Prefix+"_TEST_") {
-			continue
-		}
-		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+		if strings.HasPrefix(name, config.Prefix+"_") && !known[name] && !strings.HasPrefix(name, config.Prefix+"_TEST_") {
 			log.Warn("ignoring an unknown variable: not a processor setting, nor a setting of a transform in PROCESSOR_TRANSFORMS", "var", name)
 		}
 	}

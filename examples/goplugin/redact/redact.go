@@ -8,6 +8,7 @@
 // A processor binary gets it by blank-importing this package (see
 // ../main.go); the processor then fills Settings from PROCESSOR_REDACT_*
 // (PROCESSOR_REDACT_<ALIAS>_* for an aliased entry) and calls New once.
+// The plugin itself never sees a variable name.
 package redact
 
 import (
@@ -18,7 +19,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -29,12 +29,12 @@ func init() {
 	transform.Register("redact", transform.Typed("masks fields of JSON object values (PROCESSOR_REDACT_FIELDS)", New))
 }
 
-// Settings are read from PROCESSOR_REDACT_*: the envconfig tag names the
-// variable, default its default, desc the expected form that
-// configuration errors quote.
+// Settings declare themselves in tags: setting is the name (the
+// processor reads PROCESSOR_REDACT_<setting>), default its default, doc
+// what it does and form the values it takes, which errors quote.
 type Settings struct {
-	Fields string `envconfig:"FIELDS" desc:"comma-separated top-level JSON fields to mask, e.g. card_number,email"`
-	Mask   string `envconfig:"MASK" default:"***" desc:"the string masked fields are replaced with"`
+	Fields string `setting:"FIELDS" required:"true" doc:"the JSON fields to mask" form:"comma-separated top-level JSON fields to mask, e.g. card_number,email"`
+	Mask   string `setting:"MASK" default:"***" doc:"what masked fields become" form:"any string; it is written as a JSON string"`
 }
 
 // Transform masks fields. It keeps no per-record state, so it is safe for
@@ -44,8 +44,8 @@ type Transform struct {
 	mask   json.RawMessage
 }
 
-// New validates the settings. Returning a *config.Error makes the
-// processor print one line naming the variable and exit 2.
+// New validates the settings. Returning a *transform.SettingError makes
+// the processor print one line naming the variable and exit 2.
 func New(s *Settings) (transform.Transform, error) {
 	t := &Transform{}
 	for f := range strings.SplitSeq(s.Fields, ",") {
@@ -54,8 +54,10 @@ func New(s *Settings) (transform.Transform, error) {
 		}
 	}
 	if len(t.fields) == 0 {
-		return nil, &config.Error{Var: config.TransformPrefix("redact", "") + "_FIELDS", Unset: s.Fields == "", Value: s.Fields,
-			Want: "comma-separated top-level JSON fields to mask, e.g. card_number,email"}
+		if s.Fields == "" {
+			return nil, transform.Missing("FIELDS", "")
+		}
+		return nil, transform.Invalid("FIELDS", s.Fields, "")
 	}
 	mask, err := json.Marshal(s.Mask)
 	if err != nil {

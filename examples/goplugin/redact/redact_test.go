@@ -3,12 +3,13 @@ package redact
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/transformtest"
 )
 
 func TestRedact(t *testing.T) {
@@ -29,23 +30,22 @@ func TestRedact(t *testing.T) {
 	}
 }
 
-// The settings come from PROCESSOR_REDACT_*, as the processor reads them.
-func TestSettingsFromEnv(t *testing.T) {
-	t.Setenv("PROCESSOR_REDACT_FIELDS", "email")
-	spec, ok := transform.Default.Lookup("redact")
-	if !ok {
-		t.Fatal(`"redact" is not registered`)
-	}
-	s := spec.Settings()
-	if err := config.Process(config.TransformPrefix("redact", ""), s); err != nil {
+// The settings as the processor builds them: MASK defaults to ***, and
+// FIELDS is required.
+func TestSettingsThroughRegistry(t *testing.T) {
+	c, err := transformtest.Build("redact", map[string]string{"FIELDS": "email"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.(*Settings); got.Fields != "email" || got.Mask != "***" {
-		t.Errorf("settings: %+v", got)
+	out, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: []byte(`{"email":"a@b.c"}`)}, nil)
+	if err != nil || len(out) != 1 || string(out[0].Value) != `{"email":"***"}` {
+		t.Errorf("got %v, %v", out, err)
 	}
-	_, err := New(&Settings{})
-	var cerr *config.Error
-	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_REDACT_FIELDS" {
-		t.Errorf("no fields: %v", err)
+	for _, given := range []map[string]string{nil, {"FIELDS": ""}, {"FIELDS": " , "}} {
+		_, err = transformtest.Build("redact", given)
+		var se *transform.SettingError
+		if !errors.As(err, &se) || se.Field != "FIELDS" || !strings.Contains(err.Error(), "want comma-separated top-level JSON fields") {
+			t.Errorf("%v: %v", given, err)
+		}
 	}
 }

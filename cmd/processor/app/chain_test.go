@@ -1,0 +1,90 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
+	_ "github.com/streamproc/processor/transform/headers"
+	_ "github.com/streamproc/processor/transform/jq"
+	_ "github.com/streamproc/processor/transform/route"
+)
+
+// The wiring reads each entry's settings from PROCESSOR_<NAME>_<SETTING>,
+// or PROCESSOR_<NAME>_<ALIAS>_<SETTING> for an aliased entry, and turns a
+// transform's setting error into a one-line *config.Error naming the
+// variable, with the other settings its message names shown as variables
+// of the same entry.
+func TestBuildChainNamesVariables(t *testing.T) {
+	for _, c := range []struct {
+		env     map[string]string
+		chain   []string
+		wantVar string
+		want    string
+	}{
+		{map[string]string{"PROCESSOR_JQ_EXPR": ".", "PROCESSOR_JQ_SECOND_EXPR": ".a |"}, []string{"jq", "jq@second"},
+			"PROCESSOR_JQ_SECOND_EXPR", `transform jq@second: PROCESSOR_JQ_SECOND_EXPR=".a |" is invalid: want a jq program such as`},
+		{map[string]string{"PROCESSOR_JQ_EXPR": "."}, []string{"jq@other"},
+			"PROCESSOR_JQ_OTHER_EXPR", "transform jq@other: PROCESSOR_JQ_OTHER_EXPR is not set: want a jq program"},
+		{map[string]string{"PROCESSOR_ROUTE_R2_EXPR": ".a", "PROCESSOR_ROUTE_R2_HEADER": "h"}, []string{"route@r2"},
+			"PROCESSOR_ROUTE_R2_HEADER", `PROCESSOR_ROUTE_R2_HEADER="h" is invalid: want unset while PROCESSOR_ROUTE_R2_EXPR is set`},
+		{nil, []string{"route"},
+			"PROCESSOR_ROUTE_EXPR", "PROCESSOR_ROUTE_EXPR is not set: want a jq program whose first result is a topic name, e.g. \"orders-\" + .region; or set PROCESSOR_ROUTE_HEADER to route"},
+		{map[string]string{"PROCESSOR_HEADERS_SET": "a=1", "PROCESSOR_HEADERS_REMOVE": "a"}, []string{"headers"},
+			"PROCESSOR_HEADERS_REMOVE", `and none also in PROCESSOR_HEADERS_SET ("a" is in both)`},
+	} {
+		t.Run(c.wantVar, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v) // restored when the subtest ends
+			}
+			_, err := buildChain(transform.Default, c.chain)
+			var cerr *config.Error
+			if !errors.As(err, &cerr) || cerr.Var != c.wantVar || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%v %v: got %v, want a one-line *config.Error for %s containing %q", c.chain, c.env, err, c.wantVar, c.want)
+			}
+		})
+	}
+	if _, err := buildChain(transform.Default, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "PROCESSOR_TRANSFORMS") {
+		t.Errorf("unknown transform: %v", err)
+	}
+}
+
+// Only a setting's whole name is replaced by its variable.
+func TestReplaceWord(t *testing.T) {
+	for _, c := range [][3]string{
+		{"unset while EXPR is set", "EXPR", "unset while P_EXPR is set"},
+		{"EXPR", "EXPR", "P_EXPR"},
+		{"EXPRESSION or MY_EXPR or EXPR2, EXPR.", "EXPR", "EXPRESSION or MY_EXPR or EXPR2, P_EXPR."},
+		{"no mention", "EXPR", "no mention"},
+	} {
+		if got := replaceWord(c[0], c[1], "P_"+c[1]); got != c[2] {
+			t.Errorf("replaceWord(%q) = %q, want %q", c[0], got, c[2])
+		}
+	}
+}
+
+// A PROCESSOR_ variable that is neither a processor setting nor a declared
+// setting of an entry in the chain is reported; the others are not.
+func TestWarnUnknownVars(t *testing.T) {
+	for _, v := range []string{"PROCESSOR_JQ_EXPR", "PROCESSOR_JQ_SECOND_EXPR", "PROCESSOR_GROUP", "PROCESSOR_TEST_BROKERS",
+		"PROCESSOR_JQ_EXPRESSION", "PROCESSOR_ROUTE_EXPR", "PROCESSOR_COMIT_INTERVAL"} {
+		t.Setenv(v, "x")
+	}
+	var buf bytes.Buffer
+	warnUnknownVars(slog.New(slog.NewTextHandler(&buf, nil)), transform.Default, []string{"jq", "jq@second"})
+	out := buf.String()
+	for _, v := range []string{"PROCESSOR_JQ_EXPRESSION", "PROCESSOR_ROUTE_EXPR", "PROCESSOR_COMIT_INTERVAL"} {
+		if !strings.Contains(out, "var="+v+"\n") {
+			t.Errorf("%s was not reported: %s", v, out)
+		}
+	}
+	for _, v := range []string{"PROCESSOR_JQ_EXPR", "PROCESSOR_JQ_SECOND_EXPR", "PROCESSOR_GROUP", "PROCESSOR_TEST_BROKERS"} {
+		if strings.Contains(out, "var="+v+"\n") {
+			t.Errorf("%s was reported: %s", v, out)
+		}
+	}
+}
