@@ -1,0 +1,181 @@
+package config
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/streamproc/processor/internal/topic"
+)
+
+// Validate checks every setting and the relations between them, rule by
+// rule in the order of rules. It returns the first problem as an *Error.
+func (c *Config) Validate() error {
+	for _, r := range rules {
+		if (r.when == nil || r.when(c)) && !r.ok(c) {
+			return r.failure(c)
+		}
+	}
+	return nil
+}
+
+// rule is one check of Validate: of a setting, or of a setting against
+// others. Its error names the variable of field, quotes that field's value
+// (unless unset) and gives the expected form.
+type rule struct {
+	// field is the Config field the rule is about: its envconfig tag is the
+	// variable the error names, its desc tag the expected form.
+	field string
+	// when limits the rule to the configurations it applies to; nil: all.
+	when func(c *Config) bool
+	// ok is the check; the rule fails when it returns false.
+	ok func(c *Config) bool
+	// unset makes a failure mean that the variable is required but not set.
+	unset bool
+	// form gives the expected form from the field's desc tag; nil: desc.
+	form func(c *Config, desc string) string
+}
+
+// rules are Validate's checks in the order it makes them. A later rule may
+// rely on the earlier ones having passed (e.g. on a positive transaction
+// timeout).
+var rules = []rule{
+	// Where the brokers are: the embedded one's settings, or the seed list.
+	{field: "EmbeddedBrokerAddr", when: embedded, ok: func(c *Config) bool { return checkHostPort(c.EmbeddedBrokerAddr, true) == nil }},
+	{field: "EmbeddedBrokerDir", when: embedded, unset: true, ok: func(c *Config) bool { return c.EmbeddedBrokerDir != "" }},
+	{field: "EmbeddedBrokerPartitions", when: embedded, ok: func(c *Config) bool { return within(c.EmbeddedBrokerPartitions, 1, 1000) }},
+	{field: "Brokers", when: external, unset: true, ok: func(c *Config) bool { return len(c.Brokers) > 0 },
+		form: note(", or PROCESSOR_EMBEDDED_BROKER=true to try the processor on one machine")},
+	{field: "Brokers", when: external, ok: func(c *Config) bool { return all(c.Brokers, isBroker) }},
+
+	// What is consumed and produced, by whom.
+	{field: "Group", unset: true, ok: func(c *Config) bool { return c.Group != "" }},
+	{field: "InputTopics", unset: true, ok: func(c *Config) bool { return len(c.InputTopics) > 0 }},
+	{field: "InputTopics", ok: func(c *Config) bool { return all(c.InputTopics, topic.Valid[string]) }, form: note(topicNote)},
+	{field: "OutputTopic", unset: true, ok: func(c *Config) bool { return c.OutputTopic != "" }},
+	{field: "OutputTopic", ok: func(c *Config) bool { return topic.Valid(c.OutputTopic) }, form: note(topicNote)},
+	{field: "OutputTopic", ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.OutputTopic) },
+		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)")},
+	{field: "TransactionalID", unset: true, ok: func(c *Config) bool { return c.TransactionalID != "" }},
+	{field: "Transforms", unset: true, ok: func(c *Config) bool { return len(c.Transforms) > 0 }},
+
+	// Transactions: their bounds, and their timeout between the commit
+	// interval and the session timeout.
+	{field: "CommitInterval", ok: func(c *Config) bool { return c.CommitInterval > 0 }},
+	{field: "MaxRecordsPerTxn", ok: func(c *Config) bool { return within(c.MaxRecordsPerTxn, 1, 10_000_000) }},
+	{field: "MaxTxnBytes", ok: func(c *Config) bool { return within(c.MaxTxnBytes, 1<<20, 1<<30) }},
+	{field: "SessionTimeout", ok: func(c *Config) bool { return within(c.SessionTimeout, 6*time.Second, 30*time.Minute) }},
+	{field: "TransactionTimeout", ok: func(c *Config) bool { return within(c.TransactionTimeout, 1, 15*time.Minute) }},
+	{field: "TransactionTimeout", ok: func(c *Config) bool { return c.TransactionTimeout < c.SessionTimeout },
+		form: func(c *Config, _ string) string {
+			return fmt.Sprintf("a duration below PROCESSOR_SESSION_TIMEOUT (%s), so a stalled member's transaction is aborted before its partitions move", c.SessionTimeout)
+		}},
+	{field: "CommitInterval", ok: func(c *Config) bool { return c.CommitInterval < c.TransactionTimeout },
+		form: func(c *Config, _ string) string {
+			return fmt.Sprintf("a duration well below PROCESSOR_TRANSACTION_TIMEOUT (%s)", c.TransactionTimeout)
+		}},
+
+	// Serving and logging.
+	{field: "HTTPAddr", ok: func(c *Config) bool { return checkHostPort(c.HTTPAddr, true) == nil }},
+	{field: "LogLevel", ok: func(c *Config) bool { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
+	{field: "LogFormat", ok: func(c *Config) bool { return oneOf(c.LogFormat, "json", "text") }},
+
+	// Records that fail.
+	{field: "OnError", ok: func(c *Config) bool { return oneOf(c.OnError, "fail", "dlq", "skip") }},
+	{field: "DLQTopic", when: func(c *Config) bool { return c.OnError == "dlq" }, unset: true,
+		ok: func(c *Config) bool { return c.DLQTopic != "" }, form: note(" (PROCESSOR_ON_ERROR=dlq needs one)")},
+	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return topic.Valid(c.DLQTopic) }, form: note(topicNote)},
+	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.DLQTopic) },
+		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (to replay dead letters, run a separate processor with the DLQ topic as its input)")},
+	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},
+	// The transaction timeout is positive by now, so 0 (no deadline) passes.
+	{field: "TransformTimeout", ok: func(c *Config) bool { return c.TransformTimeout >= 0 && c.TransformTimeout < c.TransactionTimeout },
+		form: note(", below PROCESSOR_TRANSACTION_TIMEOUT")},
+	{field: "TestAbortRate", ok: func(c *Config) bool { return within(c.TestAbortRate, 0, 1) }},
+	{field: "ProgressInterval", ok: func(c *Config) bool { return c.ProgressInterval >= 0 }},
+}
+
+// topicNote follows the form of a setting whose topic name topic.Valid
+// refuses.
+const topicNote = " (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)"
+
+// failure is the *Error that reports r failing on c.
+func (r rule) failure(c *Config) *Error {
+	f, _ := reflect.TypeFor[Config]().FieldByName(r.field)
+	e := &Error{Var: EnvName(f.Tag.Get("envconfig")), Unset: r.unset, Want: f.Tag.Get("desc")}
+	if r.form != nil {
+		e.Want = r.form(c, e.Want)
+	}
+	if !r.unset {
+		e.Value = show(reflect.ValueOf(c).Elem().FieldByIndex(f.Index).Interface())
+	}
+	return e
+}
+
+// show writes a setting's value back the way it would be set: a list
+// comma-separated, anything else as fmt prints it (durations and sizes by
+// their String methods).
+func show(v any) string {
+	if list, ok := v.([]string); ok {
+		return strings.Join(list, ",")
+	}
+	return fmt.Sprint(v)
+}
+
+// note returns a form: the desc tag followed by s.
+func note(s string) func(*Config, string) string {
+	return func(_ *Config, desc string) string { return desc + s }
+}
+
+// fixed returns a form: s in place of the desc tag.
+func fixed(s string) func(*Config, string) string {
+	return func(*Config, string) string { return s }
+}
+
+func embedded(c *Config) bool { return c.EmbeddedBroker }
+func external(c *Config) bool { return !c.EmbeddedBroker }
+func hasDLQ(c *Config) bool   { return c.DLQTopic != "" }
+
+// within reports whether v is not outside lo..hi. A NaN is not outside.
+func within[T cmp.Ordered](v, lo, hi T) bool { return !(v < lo || v > hi) }
+
+// oneOf reports whether v is one of the choices.
+func oneOf(v string, choices ...string) bool { return slices.Contains(choices, v) }
+
+// all reports whether ok holds for every element of list.
+func all(list []string, ok func(string) bool) bool {
+	for _, s := range list {
+		if !ok(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// isBroker reports whether s is a seed broker's host:port.
+func isBroker(s string) bool { return checkHostPort(s, false) == nil }
+
+// checkHostPort accepts host:port; with emptyHost, ":port" too.
+func checkHostPort(s string, emptyHost bool) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return err
+	}
+	if host == "" && !emptyHost {
+		return errors.New("missing host")
+	}
+	if port == "" {
+		return errors.New("missing port")
+	}
+	for _, r := range port {
+		if r < '0' || r > '9' {
+			return errors.New("bad port")
+		}
+	}
+	return nil
+}
