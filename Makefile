@@ -5,7 +5,7 @@ KAFKA   := bash integration/kafka/kafka.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench mutate vet kafka-up kafka-down clean
+.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench mutate docs vet kafka-up kafka-down clean
 
 build:
 	$(GO) build -o bin/ ./cmd/...
@@ -81,6 +81,11 @@ mutate:
 		(cd "$$tmp" && GOFLAGS="$(GOFLAGS) -count=1" $(GO) run github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION) \
 			unleash --workers $(MUTATE_WORKERS) --output-statuses lt ./$$p) || exit 1; \
 	done
+
+# docs/configuration.md is generated from config's tags and the built-in
+# transforms' declared settings; cmd/processor's tests fail when it is stale.
+docs:
+	$(GO) run ./cmd/processor config -markdown > docs/configuration.md
 
 kafka-up:
 	@$(KAFKA) up

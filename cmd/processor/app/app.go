@@ -48,6 +48,9 @@ const (
 // transform.Default) and returns the exit code for os.Exit. It never exits
 // the process itself, so a custom main decides what happens after it.
 func Main(reg *transform.Registry) int {
+	if code, handled := runCommand(os.Args[1:], reg, os.Stdout, os.Stderr); handled {
+		return code // processor config, processor --help
+	}
 	// Signals first: a SIGTERM that arrives while starting (a module
 	// compiling, a broker unreachable) stops the processor cleanly rather
 	// than killing it.

@@ -1,0 +1,41 @@
+package app
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
+)
+
+// The command line: no argument runs the processor; --help and config
+// print every core variable and every registered transform's settings;
+// anything else is a usage error (exit 2).
+func TestRunCommand(t *testing.T) {
+	if _, handled := runCommand(nil, transform.Default, &bytes.Buffer{}, &bytes.Buffer{}); handled {
+		t.Error("no arguments was handled as a command")
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"config"}} {
+		var out, errOut bytes.Buffer
+		code, handled := runCommand(args, transform.Default, &out, &errOut)
+		if !handled || code != 0 || errOut.Len() > 0 {
+			t.Errorf("%q: code %d, handled %v, stderr %q", args, code, handled, errOut.String())
+		}
+		for _, v := range append(config.Vars(), "PROCESSOR_JQ_EXPR (required)", "PROCESSOR_HEADERS_SET", "Transform route: chooses") {
+			if !strings.Contains(out.String(), v) {
+				t.Errorf("%q does not print %q", args, v)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if code, _ := runCommand([]string{"config", "-markdown"}, transform.Default, &out, &bytes.Buffer{}); code != 0 ||
+		out.String() != markdownReference(transform.Default) || !strings.Contains(out.String(), "| `PROCESSOR_ROUTE_DEFAULT` |") {
+		t.Errorf("config -markdown: code %d, %d bytes", code, out.Len())
+	}
+	var errOut bytes.Buffer
+	if code, handled := runCommand([]string{"conifg"}, transform.Default, &bytes.Buffer{}, &errOut); !handled || code != exitConfig ||
+		!strings.Contains(errOut.String(), `unknown arguments ["conifg"]`) || !strings.Contains(errOut.String(), "usage:") {
+		t.Errorf("a typo: code %d, stderr %q", code, errOut.String())
+	}
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/streamproc/processor/cmd/processor/app"
+	"github.com/streamproc/processor/transform"
+)
+
+// docs/configuration.md is exactly what this binary's `processor config
+// -markdown` prints (the core settings and every built-in transform's):
+// a setting added, renamed or redocumented without `make docs` fails here.
+func TestConfigurationReferenceIsCurrent(t *testing.T) {
+	var b bytes.Buffer
+	app.WriteReference(&b, transform.Default, true)
+	file, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(file), b.String(); got != want {
+		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+		for i := range max(len(gl), len(wl)) {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("docs/configuration.md is out of date (run make docs); line %d is\n  %q\nwant\n  %q", i+1, g, w)
+			}
+		}
+	}
+}
+
+// Every PROCESSOR_ variable the README and the guides name exists: a core
+// setting, a built-in transform's setting (also under an alias), a test
+// variable, or a pattern such as PROCESSOR_<NAME>_<SETTING>.
+func TestDocsNameOnlyRealVariables(t *testing.T) {
+	var b bytes.Buffer
+	app.WriteReference(&b, transform.Default, true)
+	ref := b.String()
+	known := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(PROCESSOR_[A-Z0-9_]+)`").FindAllStringSubmatch(ref, -1) {
+		known[m[1]] = true
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	files = append(files, filepath.Join("..", "..", "README.md"))
+	name := regexp.MustCompile(`PROCESSOR_[A-Z0-9_]*[A-Z0-9]`)
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, loc := range name.FindAllIndex(text, -1) {
+			v := string(text[loc[0]:loc[1]])
+			if next := text[loc[1]:]; len(next) > 0 && (next[0] == '<' || next[0] == '*' || bytes.HasPrefix(next, []byte("_<")) || bytes.HasPrefix(next, []byte("_*"))) {
+				continue // a pattern: PROCESSOR_<NAME>_..., PROCESSOR_TLS_*
+			}
+			if known[v] || strings.HasPrefix(v, "PROCESSOR_TEST_") || knownAliased(v, known) || v == "PROCESSOR_COMIT_INTERVAL" /* the README's example of a typo */ ||
+				strings.HasPrefix(v, "PROCESSOR_REDACT_") /* the example plugin's (examples/goplugin) */ {
+				continue
+			}
+			t.Errorf("%s names %s, which the processor does not read", filepath.Base(f), v)
+		}
+	}
+}
+
+// knownAliased reports whether v is a transform setting under an alias:
+// PROCESSOR_<NAME>_<ALIAS>_<SETTING> for a known PROCESSOR_<NAME>_<SETTING>.
+func knownAliased(v string, known map[string]bool) bool {
+	for k := range known {
+		parts := strings.SplitN(strings.TrimPrefix(k, "PROCESSOR_"), "_", 2)
+		if len(parts) == 2 && strings.HasPrefix(v, "PROCESSOR_"+parts[0]+"_") && strings.HasSuffix(v, "_"+parts[1]) &&
+			len(v) > len(k)+1 && k != v {
+			return true
+		}
+	}
+	return false
+}
