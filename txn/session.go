@@ -479,10 +479,6 @@ func (s *Session) Connecting() bool { return s.connecting.Load() }
 // (rebalance or rebuild), so callers can drop per-partition state.
 func (s *Session) AssignmentEpoch() uint64 { return s.epoch.Load() }
 
-// Client returns the current underlying client, for admin requests. It
-// changes across rebuilds.
-func (s *Session) Client() *kgo.Client { return s.gts.Client() }
-
 // kgoLogger routes franz-go's own logs into slog. franz-go logs every
 // transaction at info, so its info becomes our debug.
 type kgoLogger struct{ l *slog.Logger }

@@ -358,7 +358,7 @@ func TestCommit(t *testing.T) {
 		t.Error("AssignmentEpoch did not change on the first assignment")
 	}
 	// More callbacks in the same generation count no more rebalances.
-	f.countRebalance(f.Client())
+	f.countRebalance(f.gts.Client())
 	if n := testutil.ToFloat64(f.m.Rebalance); n != 1 {
 		t.Errorf("rebalances_total after a second callback in the same generation = %v, want 1", n)
 	}
@@ -754,7 +754,7 @@ func TestEndErrorRebuilds(t *testing.T) {
 	f := c.session(t, "g", "tx-end", []string{"in"}, nil)
 	f.init(t)
 	in := f.pollN(t, 3)
-	old, epoch := f.Client(), f.AssignmentEpoch()
+	old, epoch := f.gts.Client(), f.AssignmentEpoch()
 	h := c.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true})
 	f.begin(t)
 	f.copyTo("out", in)
@@ -767,7 +767,7 @@ func TestEndErrorRebuilds(t *testing.T) {
 	if n := f.aborted(ReasonEndError); n != 1 {
 		t.Errorf("aborted{end_error} = %v, want 1", n)
 	}
-	if f.Client() == old {
+	if f.gts.Client() == old {
 		t.Error("the client was not replaced")
 	}
 	if f.AssignmentEpoch() == epoch {
@@ -795,7 +795,7 @@ func TestEndErrorWithCanceledContext(t *testing.T) {
 	c.createTopic(t, "out", 1)
 	f := c.session(t, "g", "tx-cancel", []string{"in"}, nil)
 	f.init(t)
-	old := f.Client()
+	old := f.gts.Client()
 	c.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true})
 	f.begin(t)
 	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("x")})
@@ -805,7 +805,7 @@ func TestEndErrorWithCanceledContext(t *testing.T) {
 	if committed || !errors.Is(err, context.Canceled) {
 		t.Fatalf("End = %v, %v; want false and context.Canceled", committed, err)
 	}
-	if f.Client() != old {
+	if f.gts.Client() != old {
 		t.Error("the session was rebuilt despite the canceled context")
 	}
 }
@@ -818,13 +818,13 @@ func TestBeginFailureRebuilds(t *testing.T) {
 	c.createTopic(t, "out", 1)
 	f := c.session(t, "g", "tx-begin", []string{"in"}, nil)
 	f.init(t)
-	old := f.Client()
+	old := f.gts.Client()
 	f.begin(t)
 	// A second Begin without End is refused by the client.
 	if err := f.Begin(context.Background()); !errors.Is(err, ErrRebuilt) {
 		t.Fatalf("Begin on an open transaction = %v, want ErrRebuilt", err)
 	}
-	if f.Client() == old {
+	if f.gts.Client() == old {
 		t.Error("the client was not replaced")
 	}
 	if n := f.aborted(ReasonEndError); n != 1 {

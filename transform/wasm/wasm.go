@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -264,7 +265,7 @@ func checkModule(m wazero.CompiledModule) error {
 		if !ok {
 			return fmt.Errorf("it does not export %s", w.name)
 		}
-		if !sameTypes(f.ParamTypes(), w.params) || !sameTypes(f.ResultTypes(), w.results) {
+		if !slices.Equal(f.ParamTypes(), w.params) || !slices.Equal(f.ResultTypes(), w.results) {
 			return fmt.Errorf("its %s has the wrong signature", w.name)
 		}
 	}
@@ -277,18 +278,6 @@ func checkModule(m wazero.CompiledModule) error {
 		}
 	}
 	return nil
-}
-
-func sameTypes(a, b []api.ValueType) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // CallTimeout returns PROCESSOR_WASM_TIMEOUT, the longest one Process
