@@ -73,8 +73,12 @@ func (l *lineage) topic(t string) []byte {
 	return b
 }
 
+// maxCachedPartition bounds the partition values built once: a topic
+// rarely has more partitions, and the cache must not grow with a huge one.
+const maxCachedPartition = 1 << 16
+
 func (l *lineage) partition(p int32) []byte {
-	if p < 0 {
+	if p < 0 || p >= maxCachedPartition {
 		return strconv.AppendInt(nil, int64(p), 10)
 	}
 	for int(p) >= len(l.parts) {
@@ -97,4 +101,29 @@ func (l *lineage) offset(o int64) []byte {
 func (l *lineage) reset() {
 	l.hdrs = l.hdrs[:0]
 	l.digits = l.digits[:0]
+}
+
+// Lineage reads an output record's lineage headers back: the input it was
+// made from, and whether all three headers were present and valid (a
+// non-empty topic, a partition and an offset that are non-negative
+// decimals). Audits of the output (cmd/eoscheck, the tests) read it here.
+func Lineage(r *kgo.Record) (transform.Source, bool) {
+	var topic, part, off string
+	var has [3]bool
+	for _, h := range r.Headers {
+		switch h.Key {
+		case HeaderSourceTopic:
+			topic, has[0] = string(h.Value), true
+		case HeaderSourcePartition:
+			part, has[1] = string(h.Value), true
+		case HeaderSourceOffset:
+			off, has[2] = string(h.Value), true
+		}
+	}
+	p, err1 := strconv.ParseInt(part, 10, 32)
+	o, err2 := strconv.ParseInt(off, 10, 64)
+	if !has[0] || !has[1] || !has[2] || topic == "" || err1 != nil || err2 != nil || p < 0 || o < 0 {
+		return transform.Source{}, false
+	}
+	return transform.Source{Topic: topic, Partition: int32(p), Offset: o}, true
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -462,24 +461,9 @@ func toRec(kr *kgo.Record) rec {
 }
 
 // Lineage returns the input record an output record was made from, read
-// from its lineage headers, and whether all three were present and valid.
+// from its lineage headers, and whether all three were present and valid
+// (pipeline.Lineage).
 func Lineage(kr *kgo.Record) (Input, bool) {
-	var topic, part, off string
-	var has [3]bool
-	for _, h := range kr.Headers {
-		switch h.Key {
-		case HeaderSourceTopic:
-			topic, has[0] = string(h.Value), true
-		case HeaderSourcePartition:
-			part, has[1] = string(h.Value), true
-		case HeaderSourceOffset:
-			off, has[2] = string(h.Value), true
-		}
-	}
-	p, err1 := strconv.ParseInt(part, 10, 32)
-	o, err2 := strconv.ParseInt(off, 10, 64)
-	if !has[0] || !has[1] || !has[2] || topic == "" || err1 != nil || err2 != nil || p < 0 || o < 0 {
-		return Input{}, false
-	}
-	return Input{topic, int32(p), o}, true
+	src, ok := pipeline.Lineage(kr)
+	return Input(src), ok
 }
