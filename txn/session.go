@@ -99,6 +99,10 @@ type Session struct {
 	producerReady atomic.Bool
 	connecting    atomic.Bool   // Init is retrying
 	epoch         atomic.Uint64 // bumped on every assignment change; readers reset per-partition state
+	assigned      assignment
+
+	adminClient *kgo.Client // for end offsets, from any goroutine; not rebuilt
+	admin       *kadm.Client
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -119,6 +123,12 @@ func New(opts Options) (*Session, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
+	admin, err := kgo.NewClient(kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("processor-admin"), kgo.WithLogger(kgoLogger{s.log}))
+	if err != nil {
+		s.gts.Close()
+		return nil, fmt.Errorf("creating the Kafka admin client: %w", err)
+	}
+	s.adminClient, s.admin = admin, kadm.NewClient(admin)
 	return s, nil
 }
 
@@ -139,17 +149,20 @@ func (s *Session) open() error {
 		// record's timestamp, which is the input's (as in Kafka Streams),
 		// so a backlog would fail as "timed out". End bounds a stuck
 		// flush by the transaction timeout instead.
-		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, added map[string][]int32) {
+			s.assigned.add(cl, added)
 			s.joined.Store(true)
 			s.countRebalance(cl)
 		}),
 		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, rev map[string][]int32) {
 			if len(rev) > 0 {
+				s.assigned.remove(rev)
 				s.rebalanced.Store(true)
 				s.countRebalance(cl)
 			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+			s.assigned.clear()
 			s.rebalanced.Store(true)
 			s.joined.Store(false)
 			s.countRebalance(cl)
@@ -446,6 +459,7 @@ func (s *Session) Close() {
 	closed := make(chan struct{})
 	go func() {
 		s.gts.Close()
+		s.adminClient.Close()
 		close(closed)
 	}()
 	select {
