@@ -24,11 +24,7 @@ func routeChain(t testing.TB, def string) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("route", transform.Typed("", route.New))
-	c, err := reg.Build([]transform.Entry{{Name: "route"}}, func(_ transform.Entry, settings any) error {
-		s := settings.(*route.Settings)
-		s.Header, s.Default = "dest", def
-		return nil
-	})
+	c, err := reg.Build([]transform.Entry{{Name: "route"}}, settingsLookup(map[string]string{"HEADER": "dest", "DEFAULT": def}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,6 +24,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/cmd/processor/app"
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/bytesize"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/identity"
@@ -216,7 +220,8 @@ func (tg *target) produce(t testing.TB, in input, from, to int) bool {
 	return false
 }
 
-// instance is one in-process processor: a session, a chain and a pipeline.
+// instance is one in-process processor, built by app.NewPipeline: a
+// session, a chain and a pipeline, and the metrics they report through.
 type instance struct {
 	p       *pipeline.Pipeline
 	tm      *txn.Metrics
@@ -227,6 +232,8 @@ type instance struct {
 	stopped bool
 }
 
+// instanceOpts are the settings a test gives an instance; unset ones are
+// the harness's defaults (see instanceConfig), then the processor's own.
 type instanceOpts struct {
 	group, txnID, out string
 	topics            []string
@@ -270,61 +277,80 @@ func identityChain(t testing.TB) *transform.Chain {
 	return c
 }
 
-// start runs a processor instance until stop or a fatal error.
+// defaultsPrefix is an environment prefix no variable is set under, so
+// that config.Process fills a Config with the defaults of its tags alone.
+const defaultsPrefix = "PROCESSOR_INTEGRATION_DEFAULTS_UNSET"
+
+// defaultConfig returns the processor's configuration with every default
+// as the binary applies it (config's tags), read from no variable.
+func defaultConfig(t testing.TB) *config.Config {
+	t.Helper()
+	var cfg config.Config
+	if err := config.Process(defaultsPrefix, &cfg); err != nil {
+		t.Fatalf("reading the configuration's defaults: %v", err)
+	}
+	return &cfg
+}
+
+// instanceConfig returns the configuration of an instance with o's
+// settings, on tg's brokers: the defaults of defaultConfig, except that the
+// harness defaults to at most 2000 records per transaction and a
+// transaction timeout of 8s (the session timeout 2s more), so that tests
+// run in seconds.
+func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
+	t.Helper()
+	cfg := defaultConfig(t)
+	cfg.Brokers = tg.brokers
+	cfg.Group = o.group
+	cfg.InputTopics = o.topics
+	cfg.OutputTopic = o.out
+	cfg.TransactionalID = o.txnID
+	cfg.InstanceID = o.instanceID
+	cfg.MaxRecordsPerTxn = cmp.Or(o.maxRecords, 2000)
+	cfg.TransactionTimeout = cmp.Or(o.txnTimeout, 8*time.Second)
+	cfg.SessionTimeout = cfg.TransactionTimeout + 2*time.Second
+	cfg.LineageHeaders = !o.noLineage
+	cfg.DLQTopic = o.dlqTopic
+	if o.commitInterval > 0 {
+		cfg.CommitInterval = o.commitInterval
+	}
+	if o.onError != "" {
+		cfg.OnError = string(o.onError)
+	}
+	if o.maxTxnBytes > 0 {
+		cfg.MaxTxnBytes = bytesize.Size(o.maxTxnBytes)
+	}
+	if o.transformTimeout > 0 {
+		cfg.TransformTimeout = o.transformTimeout
+	}
+	return cfg
+}
+
+// settingsLookup gives a chain's entries the settings in m, by setting
+// name (e.g. "HEADER"), as the processor gives them its
+// PROCESSOR_<NAME>_<SETTING> variables.
+func settingsLookup(m map[string]string) transform.Lookup {
+	return func(_ transform.Entry, setting string) (string, bool) {
+		v, ok := m[setting]
+		return v, ok
+	}
+}
+
+// start runs a processor instance until stop or a fatal error. It is built
+// as the binary builds one (app.NewPipeline), from tg.instanceConfig(o),
+// with the identity chain unless o has one.
 func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	t.Helper()
 	if o.chain == nil {
 		o.chain = identityChain(t)
 	}
-	if o.commitInterval == 0 {
-		o.commitInterval = 100 * time.Millisecond
-	}
-	if o.maxRecords == 0 {
-		o.maxRecords = 2000
-	}
-	if o.txnTimeout == 0 {
-		o.txnTimeout = 8 * time.Second
-	}
-	log := testLogger(t, o.txnID)
-	reg := prometheus.NewRegistry()
-	tm := txn.NewMetrics(reg)
-	s, err := txn.New(txn.Options{
-		Brokers:            tg.brokers,
-		Group:              o.group,
-		Topics:             o.topics,
-		TransactionalID:    o.txnID,
-		InstanceID:         o.instanceID,
-		SessionTimeout:     o.txnTimeout + 2*time.Second,
-		TransactionTimeout: o.txnTimeout,
-		Logger:             log,
-		Metrics:            tm,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pm := pipeline.NewMetrics(reg)
-	p, err := pipeline.New(s, o.chain, pipeline.Options{
-		OutputTopic:      o.out,
-		CommitInterval:   o.commitInterval,
-		MaxRecordsPerTxn: o.maxRecords,
-		StallTimeout:     o.txnTimeout,
-		Lineage:          !o.noLineage,
-		Logger:           log,
-		Metrics:          pm,
-		InjectAbort:      o.injectAbort,
-		OnError:          o.onError,
-		DLQTopic:         o.dlqTopic,
-		MaxRetries:       3,
-		TxnBudget:        o.txnBudget,
-		TransformTimeout: o.transformTimeout,
-		InputTopics:      o.topics,
-		MaxTxnBytes:      o.maxTxnBytes,
-	})
+	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.brokers, o.chain, prometheus.NewRegistry(), testLogger(t, o.txnID),
+		app.Overrides{TxnBudget: o.txnBudget, InjectAbort: o.injectAbort})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{p: p, tm: tm, pm: pm, cancel: cancel, done: make(chan struct{})}
+	in := &instance{p: p, tm: m.Txn, pm: m.Pipeline, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
 		in.err = p.Run(ctx)

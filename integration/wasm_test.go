@@ -56,15 +56,12 @@ func uppercaseModule(t *testing.T) string {
 }
 
 // wasmChain is a chain of one wasm transform running module, built from a
-// registry of its own with the settings filled directly.
+// registry of its own with the settings given directly.
 func wasmChain(t *testing.T, module string) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("wasm", transform.Typed("", wasm.New))
-	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, func(_ transform.Entry, s any) error {
-		*s.(*wasm.Settings) = wasm.Settings{Module: module, MaxMemory: 64 << 20, Timeout: time.Second}
-		return nil
-	})
+	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, settingsLookup(map[string]string{"MODULE": module, "MAX_MEMORY": "64MiB", "TIMEOUT": "1s"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
@@ -93,7 +92,7 @@ func Main(reg *transform.Registry) int {
 
 	promReg := newRegistry()
 	required := requiredTopics(cfg, chain)
-	p, err := newPipeline(cfg, brokers, chain, required, promReg, log)
+	p, _, err := NewPipeline(cfg, brokers, chain, promReg, log, Overrides{})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime
@@ -196,27 +195,66 @@ func newRegistry() *prometheus.Registry {
 	return reg
 }
 
-// newPipeline builds the transactional session and the pipeline on it,
-// registering their metrics (and the Kafka client's) with promReg.
-func newPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, required map[string]string,
-	promReg *prometheus.Registry, log *slog.Logger) (*pipeline.Pipeline, error) {
-	kmetrics := kprom.NewMetrics("processor", kprom.Registry(promReg), kprom.Subsystem("kafka"))
-	sess, err := txn.New(txn.Options{
-		Brokers:            brokers,
-		Group:              cfg.Group,
-		Topics:             cfg.InputTopics,
-		TransactionalID:    cfg.TransactionalID,
-		InstanceID:         cfg.InstanceID,
-		SessionTimeout:     cfg.SessionTimeout,
-		TransactionTimeout: cfg.TransactionTimeout,
-		Logger:             log,
-		Metrics:            txn.NewMetrics(promReg),
-		ClientOpts:         []kgo.Opt{kgo.WithHooks(kmetrics)},
-	})
-	if err != nil {
-		return nil, err
+// Metrics are the handles of the processor's own metrics that NewPipeline
+// registers, for a caller that reads them directly (tests do); a scrape of
+// the registry shows the same values.
+type Metrics struct {
+	// Txn: processor_transactions_*, processor_transaction_*,
+	// processor_rebalances_total and processor_producer_fenced_total.
+	Txn *txn.Metrics
+	// Pipeline: processor_records_* and processor_transform_*.
+	Pipeline *pipeline.Metrics
+}
+
+// Overrides are settings that config.Config has no variable for, for tests
+// and fault drills only. The zero value overrides nothing: NewPipeline then
+// builds exactly what Main runs.
+type Overrides struct {
+	// TxnBudget is how long a transaction may process before the watchdog
+	// aborts it (reason "watchdog") and halves the batch. 0 keeps the
+	// default, four fifths of cfg.TransactionTimeout. Past the transaction
+	// timeout the broker aborts the transaction first (reason "timeout").
+	TxnBudget time.Duration
+	// InjectAbort, when set, replaces the random aborts of
+	// PROCESSOR_TEST_ABORT_RATE: it is called before each commit with the
+	// transaction's sequence number (from 1), and returning true aborts
+	// that transaction (reason "injected") instead of committing it.
+	InjectAbort func(seq uint64) bool
+}
+
+// NewPipeline builds one processor instance from cfg the way Main does:
+// the transactional session (consumer group cfg.Group on cfg.InputTopics,
+// producer cfg.TransactionalID) on brokers, which stand in for cfg.Brokers
+// so that an embedded broker's addresses can be passed, and the pipeline
+// that runs chain on it. It registers the processor's metrics, and the
+// Kafka client's (kprom, processor_kafka_*), with promReg, and returns
+// their handles; promReg must not hold them already (registering twice
+// panics), so every instance needs a registry of its own.
+//
+// The pipeline requires the output topic, the dead-letter topic (with
+// PROCESSOR_ON_ERROR=dlq) and the chain's fixed destinations (such as
+// PROCESSOR_ROUTE_DEFAULT) to exist: its Run returns a
+// *pipeline.MissingTopicsError otherwise. PROCESSOR_TEST_ABORT_RATE, unless
+// ov.InjectAbort replaces it, aborts that fraction of transactions, with a
+// warning on log.
+//
+// The Kafka client is created here and starts joining the group at once,
+// so call Run promptly: Run initialises the transactional producer and
+// closes the session when it returns. The caller keeps chain and closes it
+// after Run has returned. NewPipeline fails, leaving nothing open, when cfg
+// does not validate (a *config.Error), when one record's retries cannot
+// fit the transaction's budget (a *pipeline.BudgetError), or when the
+// Kafka client cannot be created.
+func NewPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, promReg *prometheus.Registry,
+	log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
-	p, err := pipeline.New(sess, chain, pipeline.Options{
+	inject := ov.InjectAbort
+	if inject == nil {
+		inject = injectAbort(cfg.TestAbortRate, log)
+	}
+	opts := pipeline.Options{
 		OutputTopic:      cfg.OutputTopic,
 		CommitInterval:   cfg.CommitInterval,
 		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
@@ -229,16 +267,39 @@ func newPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, r
 		DLQTopic:         cfg.DLQTopic,
 		MaxRetries:       cfg.MaxRetries,
 		TransformTimeout: cfg.TransformTimeout,
-		RequireTopics:    slices.Collect(maps.Keys(required)),
+		TxnBudget:        ov.TxnBudget,
+		RequireTopics:    slices.Sorted(maps.Keys(requiredTopics(cfg, chain))),
 		Logger:           log,
-		Metrics:          pipeline.NewMetrics(promReg),
-		InjectAbort:      injectAbort(cfg.TestAbortRate, log),
+		InjectAbort:      inject,
+	}
+	// Before the session exists, so that a budget that cannot work leaves
+	// no client behind (pipeline.New checks it again).
+	if err := pipeline.CheckBudget(opts, chain); err != nil {
+		return nil, nil, fmt.Errorf("building the pipeline: %w", err)
+	}
+	m := &Metrics{Txn: txn.NewMetrics(promReg), Pipeline: pipeline.NewMetrics(promReg)}
+	opts.Metrics = m.Pipeline
+	sess, err := txn.New(txn.Options{
+		Brokers:            brokers,
+		Group:              cfg.Group,
+		Topics:             cfg.InputTopics,
+		TransactionalID:    cfg.TransactionalID,
+		InstanceID:         cfg.InstanceID,
+		SessionTimeout:     cfg.SessionTimeout,
+		TransactionTimeout: cfg.TransactionTimeout,
+		Logger:             log,
+		Metrics:            m.Txn,
+		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
 	})
 	if err != nil {
-		sess.Close()
-		return nil, err
+		return nil, nil, fmt.Errorf("creating the transactional session: %w", err)
 	}
-	return p, nil
+	p, err := pipeline.New(sess, chain, opts)
+	if err != nil {
+		sess.Close()
+		return nil, nil, fmt.Errorf("building the pipeline: %w", err)
+	}
+	return p, m, nil
 }
 
 // exitCode logs how the run ended and returns the exit code.
