@@ -7,8 +7,13 @@ TESTFLAGS ?=
 
 .PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench mutate docs vet kafka-up kafka-down clean
 
+# The version is baked in (processor --version, the start log line,
+# processor_build_info); without git it is "devel".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+LDFLAGS := -X github.com/streamproc/processor/cmd/processor/app.Version=$(VERSION)
+
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 # Starts the processor on the embedded broker (data under ./data/broker) and
 # feeds it sample orders; Ctrl-C stops both cleanly.

@@ -108,7 +108,7 @@ func Main(reg *transform.Registry) int {
 		_ = srv.Shutdown(sctx)
 	}()
 
-	log.Info("processor starting",
+	log.Info("processor starting", "version", version(),
 		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
 		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
 		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr)
@@ -192,6 +192,7 @@ func connectBrokers(ctx context.Context, cfg *config.Config, log *slog.Logger) (
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg)
 	return reg
 }
 

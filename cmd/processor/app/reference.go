@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 
 	"github.com/streamproc/processor/config"
@@ -150,7 +151,8 @@ func upperFirst(s string) string {
 // usage is the first line of `processor --help`.
 const usage = `usage: processor             run (configured by PROCESSOR_* environment variables)
        processor config      print every variable, with its default and values
-       processor config -markdown   the same as Markdown (docs/configuration.md)`
+       processor config -markdown   the same as Markdown (docs/configuration.md)
+       processor --version   print the version`
 
 // runCommand handles the command line: Main runs the processor only when
 // there are no arguments. It returns the exit code and whether an argument
@@ -162,6 +164,8 @@ func runCommand(args []string, reg *transform.Registry, stdout, stderr io.Writer
 	case len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help"):
 		fmt.Fprint(stdout, usage+"\n\n")
 		WriteReference(stdout, reg, false)
+	case len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version"):
+		fmt.Fprintln(stdout, "processor", version(), runtime.Version())
 	case len(args) == 1 && args[0] == "config":
 		WriteReference(stdout, reg, false)
 	case len(args) == 2 && args[0] == "config" && (args[1] == "-markdown" || args[1] == "--markdown"):

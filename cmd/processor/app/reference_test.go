@@ -33,6 +33,11 @@ func TestRunCommand(t *testing.T) {
 		out.String() != markdownReference(transform.Default) || !strings.Contains(out.String(), "| `PROCESSOR_ROUTE_DEFAULT` |") {
 		t.Errorf("config -markdown: code %d, %d bytes", code, out.Len())
 	}
+	var ver bytes.Buffer
+	if code, handled := runCommand([]string{"--version"}, transform.Default, &ver, &bytes.Buffer{}); !handled || code != 0 ||
+		!strings.HasPrefix(ver.String(), "processor "+version()+" go1.") {
+		t.Errorf("--version: code %d, %q", code, ver.String())
+	}
 	var errOut bytes.Buffer
 	if code, handled := runCommand([]string{"conifg"}, transform.Default, &bytes.Buffer{}, &errOut); !handled || code != exitConfig ||
 		!strings.Contains(errOut.String(), `unknown arguments ["conifg"]`) || !strings.Contains(errOut.String(), "usage:") {
