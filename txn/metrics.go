@@ -1,6 +1,12 @@
 package txn
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the transaction metrics named in CONVENTIONS.md. One Metrics
 // serves every Session of a process, across rebuilds.
@@ -11,6 +17,54 @@ type Metrics struct {
 	Records   prometheus.Histogram
 	Rebalance prometheus.Counter
 	Fenced    prometheus.Counter
+	// LastCommit is processor_last_commit_timestamp_seconds.
+	LastCommit prometheus.Gauge
+
+	// What a status page reads without scraping: when the open
+	// transaction began (unix nanoseconds, 0 when none is open; it is also
+	// processor_transaction_open_age_seconds), the aborts by reason, and
+	// the last one.
+	openSince atomic.Int64
+	aborts    sync.Map // Reason -> *atomic.Uint64
+	lastAbort atomic.Pointer[Abort]
+}
+
+// Abort is one aborted transaction.
+type Abort struct {
+	At     time.Time
+	Reason Reason
+	Detail string // the error, when there was one
+}
+
+// allReasons are the abort reasons, for exporting zeros.
+var allReasons = []Reason{ReasonRebalance, ReasonOffsetCommit, ReasonProduce, ReasonTransform, ReasonFenced, ReasonEndError, ReasonWatchdog, ReasonTimeout}
+
+// countAbort counts an aborted transaction.
+func (m *Metrics) countAbort(reason Reason, detail string) {
+	m.Aborted.WithLabelValues(string(reason)).Inc()
+	n, _ := m.aborts.LoadOrStore(reason, new(atomic.Uint64))
+	n.(*atomic.Uint64).Add(1)
+	m.lastAbort.Store(&Abort{At: time.Now(), Reason: reason, Detail: detail})
+}
+
+// Aborts returns the aborted transactions so far by reason, and the last
+// one (nil if none). Safe from any goroutine.
+func (m *Metrics) Aborts() (map[Reason]uint64, *Abort) {
+	out := map[Reason]uint64{}
+	m.aborts.Range(func(k, v any) bool {
+		out[k.(Reason)] = v.(*atomic.Uint64).Load()
+		return true
+	})
+	return out, m.lastAbort.Load()
+}
+
+// OpenSince returns when the open transaction began, or the zero time
+// when none is open. Safe from any goroutine.
+func (m *Metrics) OpenSince() time.Time {
+	if n := m.openSince.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // NewMetrics creates the transaction metrics and registers them with reg.
@@ -42,10 +96,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Namespace: "processor", Name: "producer_fenced_total",
 			Help: "Times this instance's transactional producer was fenced by a newer one with the same transactional ID.",
 		}),
+		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "processor", Name: "last_commit_timestamp_seconds",
+			Help: "When a transaction last committed, in unix seconds; 0 before the first commit.",
+		}),
 	}
-	for _, r := range []Reason{ReasonRebalance, ReasonOffsetCommit, ReasonProduce, ReasonTransform, ReasonFenced, ReasonEndError, ReasonWatchdog, ReasonTimeout} {
+	openAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "processor", Name: "transaction_open_age_seconds",
+		Help: "How long the open transaction has been open; 0 when none is. Near the transaction timeout, the broker is about to abort it.",
+	}, func() float64 {
+		if since := m.OpenSince(); !since.IsZero() {
+			return time.Since(since).Seconds()
+		}
+		return 0
+	})
+	for _, r := range allReasons {
 		m.Aborted.WithLabelValues(string(r)) // export zeros so rate() works from the start
 	}
-	reg.MustRegister(m.Committed, m.Aborted, m.Duration, m.Records, m.Rebalance, m.Fenced)
+	reg.MustRegister(m.Committed, m.Aborted, m.Duration, m.Records, m.Rebalance, m.Fenced, m.LastCommit, openAge)
 	return m
 }

@@ -71,6 +71,12 @@ func (s *Session) Assigned() map[string][]int32 {
 	return out
 }
 
+// Identity returns the group and the transactional ID the session was
+// made for.
+func (s *Session) Identity() (group, transactionalID string) {
+	return s.opts.Group, s.opts.TransactionalID
+}
+
 // Member returns this member's ID and group generation as of its last
 // assignment ("" and 0 before it joined). Safe from any goroutine.
 func (s *Session) Member() (memberID string, generation int32) {
@@ -96,6 +102,7 @@ func (s *Session) CommittedOffsets() map[string]map[int32]int64 {
 
 // Ends are one partition's end offsets.
 type Ends struct {
+	LogStart   int64 // the first offset still in the log
 	LogEnd     int64 // the high watermark: the offset the next record will get
 	LastStable int64 // below it, every transaction is decided; what read_committed reads up to
 }
@@ -117,6 +124,13 @@ func (s *Session) EndOffsets(ctx context.Context, topics []string) (map[string]m
 	if err != nil {
 		return nil, fmt.Errorf("listing last stable offsets: %w", err)
 	}
+	start, err := s.admin.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = start.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing start offsets: %w", err)
+	}
 	out := map[string]map[int32]Ends{}
 	hwm.Each(func(o kadm.ListedOffset) {
 		if out[o.Topic] == nil {
@@ -125,6 +139,9 @@ func (s *Session) EndOffsets(ctx context.Context, topics []string) (map[string]m
 		e := Ends{LogEnd: o.Offset, LastStable: o.Offset}
 		if l, ok := lso.Lookup(o.Topic, o.Partition); ok {
 			e.LastStable = l.Offset
+		}
+		if l, ok := start.Lookup(o.Topic, o.Partition); ok {
+			e.LogStart = l.Offset
 		}
 		out[o.Topic][o.Partition] = e
 	})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -129,7 +130,7 @@ func TestEndOffsets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ends, err = f.EndOffsets(ctx, []string{"tx"}); err != nil || ends["tx"][0] != (Ends{LogEnd: 5, LastStable: 0}) {
+	if ends, err = f.EndOffsets(ctx, []string{"tx"}); err != nil || ends["tx"][0] != (Ends{LogStart: 0, LogEnd: 5, LastStable: 0}) {
 		t.Errorf("with a transaction open: %v, %v; want log end 5, last stable 0", ends, err)
 	}
 	if err := p.EndTransaction(ctx, kgo.TryCommit); err != nil {
@@ -139,4 +140,93 @@ func TestEndOffsets(t *testing.T) {
 		ends, err = f.EndOffsets(ctx, []string{"tx"})
 		return err == nil && ends["tx"][0] == Ends{LogEnd: 6, LastStable: 6}
 	})
+}
+
+// Log start offsets follow deletions: records deleted from the front of a
+// partition move its log start.
+func TestEndOffsetsLogStart(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.createTopic(t, "in", 1)
+	c.produce(t, "in", 10)
+	f := c.session(t, "g", "tx-a", []string{"in"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := f.admin.DeleteRecords(ctx, kadm.Offsets{"in": {0: kadm.Offset{Topic: "in", Partition: 0, At: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := f.EndOffsets(ctx, []string{"in"})
+	if err != nil || ends["in"][0] != (Ends{LogStart: 4, LogEnd: 10, LastStable: 10}) {
+		t.Errorf("EndOffsets = %v, %v; want log start 4, end 10", ends, err)
+	}
+	if g, id := f.Identity(); g != "g" || id != "tx-a" {
+		t.Errorf("Identity() = %q, %q", g, id)
+	}
+}
+
+// The status a page reads without scraping: the open transaction's start
+// (and processor_transaction_open_age_seconds), the last commit's time,
+// and aborts by reason with the last one.
+func TestTransactionStatus(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.createTopic(t, "in", 1)
+	c.createTopic(t, "out", 1)
+	c.produce(t, "in", 5)
+	f := c.session(t, "g", "tx", []string{"in"}, nil)
+	f.init(t)
+	in := f.pollN(t, 5)
+	if !f.m.OpenSince().IsZero() || gauge(t, f, "processor_transaction_open_age_seconds") != 0 {
+		t.Error("a transaction counts as open before Begin")
+	}
+	f.begin(t)
+	time.Sleep(20 * time.Millisecond)
+	if since := f.m.OpenSince(); since.IsZero() || time.Since(since) < 20*time.Millisecond {
+		t.Errorf("OpenSince() = %v while open", since)
+	}
+	if age := gauge(t, f, "processor_transaction_open_age_seconds"); age < 0.02 {
+		t.Errorf("open age %v s, want at least 0.02", age)
+	}
+	f.copyTo("out", in)
+	before := time.Now()
+	if !f.end(t, 5, "") {
+		t.Fatal("did not commit")
+	}
+	if last := gauge(t, f, "processor_last_commit_timestamp_seconds"); last < float64(before.Unix()) || last > float64(time.Now().Unix()+1) {
+		t.Errorf("last commit timestamp %v, want about %v", last, before.Unix())
+	}
+	if !f.m.OpenSince().IsZero() || gauge(t, f, "processor_transaction_open_age_seconds") != 0 {
+		t.Error("a transaction counts as open after End")
+	}
+	if counts, last := f.m.Aborts(); len(counts) != 0 || last != nil {
+		t.Errorf("Aborts() = %v, %v before any abort", counts, last)
+	}
+	for _, r := range []Reason{ReasonInjected, ReasonWatchdog, ReasonInjected} {
+		f.begin(t)
+		f.copyTo("out", in)
+		f.end(t, 5, r)
+	}
+	counts, last := f.m.Aborts()
+	if counts[ReasonInjected] != 2 || counts[ReasonWatchdog] != 1 || len(counts) != 2 {
+		t.Errorf("Aborts() = %v, want 2 injected and 1 watchdog", counts)
+	}
+	if last == nil || last.Reason != ReasonInjected || time.Since(last.At) > 10*time.Second {
+		t.Errorf("last abort = %+v", last)
+	}
+}
+
+// gauge reads one unlabelled gauge from the fixture's registry.
+func gauge(t *testing.T, f *fixture, name string) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
 }

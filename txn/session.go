@@ -286,6 +286,7 @@ func (s *Session) Begin(ctx context.Context) error {
 	}
 	s.begun = time.Now()
 	s.inTxn = true
+	s.m.openSince.Store(s.begun.UnixNano())
 	return nil
 }
 
@@ -354,6 +355,7 @@ func (s *Session) TakeFailures() []Failure {
 func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, error) {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
 	defer cancel()
+	var detail string // why, for an abort the session decides
 	if abort == "" || abort == ReasonInjected {
 		// Every record must be acknowledged before a commit: one that
 		// failed turns the commit into an abort. (An injected abort also
@@ -366,6 +368,7 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 					// (KIP-890) then fails its produces this way.
 					abort = ReasonTimeout
 				}
+				detail = "an output record could not be produced: " + (*perr).Error()
 				s.log.Warn("an output record could not be produced; aborting the transaction", "reason", string(abort), "err", (*perr).Error())
 			}
 		}
@@ -376,6 +379,7 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	// transaction can reach the next one's.
 	s.produceErr.Store(nil)
 	s.inTxn = false
+	s.m.openSince.Store(0)
 	age := time.Since(s.begun)
 	s.m.Duration.Observe(age.Seconds())
 	rebalanced := s.rebalanced.Swap(false)
@@ -383,6 +387,7 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	case err == nil && committed:
 		s.m.Committed.Inc()
 		s.m.Records.Observe(float64(records))
+		s.m.LastCommit.Set(float64(time.Now().UnixNano()) / 1e9)
 		return true, nil
 	case err == nil:
 		if abort == "" {
@@ -391,7 +396,7 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 				abort = ReasonRebalance
 			}
 		}
-		s.m.Aborted.WithLabelValues(string(abort)).Inc()
+		s.m.countAbort(abort, detail)
 		s.log.Info("transaction aborted; its input will be processed again", "reason", string(abort), "records", records)
 		return false, nil
 	}
@@ -417,12 +422,12 @@ func (s *Session) recover(ctx context.Context, records int, age time.Duration, e
 		s.m.Fenced.Inc()
 		now := time.Now()
 		if !s.lastFence.IsZero() && now.Sub(s.lastFence) < s.opts.FenceWindow {
-			s.m.Aborted.WithLabelValues(string(reason)).Inc()
+			s.m.countAbort(reason, err.Error())
 			return &FencedError{TransactionalID: s.opts.TransactionalID, Window: s.opts.FenceWindow, Err: err}
 		}
 		s.lastFence = now
 	}
-	s.m.Aborted.WithLabelValues(string(reason)).Inc()
+	s.m.countAbort(reason, err.Error())
 	s.log.Warn("the transaction failed; rebuilding the session with a new producer epoch",
 		"reason", string(reason), "records", records, "err", err.Error())
 	return s.rebuild(ctx)
