@@ -16,6 +16,14 @@ type Metrics struct {
 	// transactions included.
 	TransformErrors *prometheus.CounterVec // {transform,class}
 	Retries         prometheus.Counter
+
+	// Per assigned partition {topic,partition}: where it stands. A revoked
+	// partition's series are deleted.
+	ConsumerLag      *prometheus.GaugeVec // last stable offset minus committed offset
+	CommittedOffset  *prometheus.GaugeVec
+	LogEndOffset     *prometheus.GaugeVec
+	LastStableOffset *prometheus.GaugeVec
+	UnstableRecords  *prometheus.GaugeVec // log end minus last stable offset
 }
 
 // NewMetrics creates the record metrics and registers them with reg.
@@ -50,6 +58,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Retries of records whose transform failed with a retriable error or timed out.",
 		}),
 	}
-	reg.MustRegister(m.Consumed, m.Produced, m.Filtered, m.DLQ, m.Skipped, m.TransformErrors, m.Retries)
+	partition := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "processor", Name: name, Help: help}, []string{"topic", "partition"})
+	}
+	m.ConsumerLag = partition("consumer_lag_records",
+		"Records of an assigned input partition that a read_committed reader could read and the group has not committed: last stable offset minus committed offset (0 when caught up, transaction markers included).")
+	m.CommittedOffset = partition("committed_offset", "The next offset the group has committed for an assigned input partition.")
+	m.LogEndOffset = partition("log_end_offset", "The log-end offset (high watermark) of an assigned input partition.")
+	m.LastStableOffset = partition("last_stable_offset", "The last stable offset of an assigned input partition: read_committed readers read up to it.")
+	m.UnstableRecords = partition("partition_unstable_records",
+		"Log-end minus last stable offset of an assigned input partition: records of upstream transactions not yet decided; one left open shows here first.")
+	reg.MustRegister(m.Consumed, m.Produced, m.Filtered, m.DLQ, m.Skipped, m.TransformErrors, m.Retries,
+		m.ConsumerLag, m.CommittedOffset, m.LogEndOffset, m.LastStableOffset, m.UnstableRecords)
 	return m
 }

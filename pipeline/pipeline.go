@@ -58,6 +58,10 @@ type Options struct {
 	// records suddenly grow. 0 is no bound.
 	MaxTxnBytes int64
 
+	// EndOffsetsInterval is how often the assigned partitions' end offsets
+	// are read for the lag gauges while no record arrives. Default 5s.
+	EndOffsetsInterval time.Duration
+
 	// RequireTopics must exist before the loop starts (the output and
 	// dead-letter topics): producing to a missing topic would abort every
 	// transaction forever. Run returns a *MissingTopicsError otherwise.
@@ -101,8 +105,8 @@ type Pipeline struct {
 	applied    []transform.Source   // poison entries this transaction applied
 	missing    map[string]time.Time // destination topics the cluster confirmed missing, and when
 	dlqLineage *lineage
-	lag        map[topicPartition]int64
-	lagEpoch   uint64
+	parts      *partitions // also read by Status and the refresher
+	partsEpoch uint64      // the session's assignment epoch parts reflects
 
 	// work is the context records are processed and produced under: a
 	// stop does not cancel it, so a shutdown never fails a record; it
@@ -121,8 +125,9 @@ type Pipeline struct {
 	produced    atomic.Uint64
 	commits     atomic.Uint64
 	aborts      atomic.Uint64
-	totalLag    atomic.Int64
+	openRecords atomic.Int64 // input records of the open transaction, as of the last poll
 	failure     atomic.Pointer[error]
+	failedAt    atomic.Int64 // unix nanoseconds
 	initialised atomic.Bool
 }
 
@@ -171,13 +176,16 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.EndOffsetsInterval <= 0 {
+		o.EndOffsetsInterval = 5 * time.Second
+	}
 	if err := CheckBudget(o, chain); err != nil {
 		return nil, err
 	}
 	p := &Pipeline{
 		s: s, chain: chain, o: o, log: o.Logger,
 		cur:        txnCounts{routed: make(map[string]int)},
-		lag:        make(map[topicPartition]int64),
+		parts:      newPartitions(o.Metrics),
 		txnMax:     o.MaxRecordsPerTxn,
 		poison:     make(map[transform.Source]poison),
 		missing:    make(map[string]time.Time),
@@ -220,6 +228,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	p.work = work
 	defer func() {
 		if err != nil {
+			p.failedAt.Store(time.Now().UnixNano())
 			p.failure.Store(&err)
 		}
 		p.running.Store(false)
@@ -237,10 +246,11 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		return err
 	}
 	p.initialised.Store(true)
+	bg, stopBg := context.WithCancel(ctx)
+	defer stopBg()
+	go p.refreshEnds(bg, p.o.EndOffsetsInterval)
 	if p.o.ProgressInterval > 0 {
-		pctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go p.progress(pctx)
+		go p.progress(bg)
 	}
 	for ctx.Err() == nil {
 		p.lastLoop.Store(time.Now().UnixNano())
@@ -287,7 +297,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 	pctx, cancel := context.WithDeadline(ctx, deadline)
 	fs := p.s.Poll(pctx, p.pollSize())
 	cancel()
-	p.observeLag(fs)
+	p.observe(fs)
 
 	if fs.NumRecords() > 0 {
 		if !p.s.InTxn() {
@@ -299,7 +309,9 @@ func (p *Pipeline) step(ctx context.Context) error {
 			}
 			p.txn, p.txnCancel = context.WithDeadline(p.work, p.budgetEnd())
 		}
-		switch err := p.process(fs); {
+		err := p.process(fs)
+		p.openRecords.Store(int64(p.cur.records))
+		switch {
 		case errors.Is(err, errWatchdog):
 			done := p.cur.records
 			p.txnMax = max(1, done/2)
@@ -363,6 +375,9 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		default:
 		}
 		r := it.Next()
+		if r.Attrs.IsControl() {
+			continue // a transaction marker: kept so that committed offsets step over it
+		}
 		src := transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		r.Topic = ""
 		p.cur.records++
@@ -455,6 +470,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		p.consumed.Add(uint64(p.cur.records))
 		p.produced.Add(uint64(out))
 		p.commits.Add(1)
+		p.parts.committed(p.s.CommittedOffsets())
 	} else {
 		p.aborts.Add(1)
 		if perr := p.notePoison(ctx, failures); perr != nil && err == nil {
@@ -465,6 +481,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	p.inflight = p.inflight[:0]
 	p.applied = p.applied[:0]
 	p.cur.reset()
+	p.openRecords.Store(0)
 	if !p.s.InTxn() { // every record of the ended transaction is done
 		if p.lineage != nil {
 			p.lineage.reset()
@@ -489,33 +506,16 @@ func (p *Pipeline) shutdown() error {
 	return nil
 }
 
-// observeLag records, per partition in this fetch, how far the consumer is
-// behind the last stable offset. Per poll, not per record.
-func (p *Pipeline) observeLag(fs kgo.Fetches) {
-	if e := p.s.AssignmentEpoch(); e != p.lagEpoch {
-		p.lagEpoch = e
-		clear(p.lag)
+// observe tracks the partitions once per poll: the assignment when it
+// changed (with the offsets the group committed for it), and the
+// positions and end offsets the poll brought.
+func (p *Pipeline) observe(fs kgo.Fetches) {
+	if e := p.s.AssignmentEpoch(); e != p.partsEpoch {
+		p.partsEpoch = e
+		p.parts.assign(p.s.Assigned())
+		p.parts.committed(p.s.CommittedOffsets())
 	}
-	changed := false
-	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
-		if ftp.Err != nil || len(ftp.Records) == 0 {
-			return
-		}
-		end := ftp.LastStableOffset
-		if end < 0 {
-			end = ftp.HighWatermark
-		}
-		next := ftp.Records[len(ftp.Records)-1].Offset + 1
-		p.lag[topicPartition{ftp.Topic, ftp.Partition}] = max(end-next, 0)
-		changed = true
-	})
-	if changed {
-		var sum int64
-		for _, l := range p.lag {
-			sum += l
-		}
-		p.totalLag.Store(sum)
-	}
+	p.parts.fetched(fs)
 }
 
 // progress logs one line every ProgressInterval.
@@ -536,7 +536,7 @@ func (p *Pipeline) progress(ctx context.Context) {
 				"out_per_sec", int64(float64(out-lastOut)/secs),
 				"committed", c-lastCommits,
 				"aborted", a-lastAborts,
-				"lag", p.totalLag.Load(),
+				"lag", p.lag(),
 				"ready", p.Ready(),
 			)
 			last, lastIn, lastOut, lastCommits, lastAborts = now, in, out, c, a
@@ -547,12 +547,18 @@ func (p *Pipeline) progress(ctx context.Context) {
 // Stats is a snapshot of the pipeline's counters since start.
 type Stats struct {
 	Consumed, Produced, Commits, Aborts uint64
-	Lag                                 int64
+	Lag                                 int64 // of the assigned partitions: last stable offset minus committed offset, summed
 }
 
 // Stats returns the counters since start; safe from any goroutine.
 func (p *Pipeline) Stats() Stats {
-	return Stats{p.consumed.Load(), p.produced.Load(), p.commits.Load(), p.aborts.Load(), p.totalLag.Load()}
+	return Stats{p.consumed.Load(), p.produced.Load(), p.commits.Load(), p.aborts.Load(), p.lag()}
+}
+
+// lag is the assigned partitions' lag, summed.
+func (p *Pipeline) lag() int64 {
+	_, total := p.parts.snapshot()
+	return total
 }
 
 // Healthy returns nil while the loop is alive and not stuck: it is waiting

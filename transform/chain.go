@@ -110,6 +110,16 @@ func (r *Registry) Build(entries []Entry, lookup Lookup) (*Chain, error) {
 // Len returns the number of stages.
 func (c *Chain) Len() int { return len(c.stages) }
 
+// Entries returns the chain's entries in order, as written in
+// PROCESSOR_TRANSFORMS.
+func (c *Chain) Entries() []Entry {
+	es := make([]Entry, len(c.stages))
+	for i, s := range c.stages {
+		es[i] = s.entry
+	}
+	return es
+}
+
 // CallTimeout returns the longest one run of the chain may take by the
 // stages' own deadlines (the stages implementing Timed, added up), and the
 // entry with the longest one, to name in errors; 0 when no stage bounds

@@ -24,9 +24,10 @@ type Metrics struct {
 	// transaction began (unix nanoseconds, 0 when none is open; it is also
 	// processor_transaction_open_age_seconds), the aborts by reason, and
 	// the last one.
-	openSince atomic.Int64
-	aborts    sync.Map // Reason -> *atomic.Uint64
-	lastAbort atomic.Pointer[Abort]
+	openSince  atomic.Int64
+	lastCommit atomic.Int64 // unix nanoseconds
+	aborts     sync.Map     // Reason -> *atomic.Uint64
+	lastAbort  atomic.Pointer[Abort]
 }
 
 // Abort is one aborted transaction.
@@ -56,6 +57,15 @@ func (m *Metrics) Aborts() (map[Reason]uint64, *Abort) {
 		return true
 	})
 	return out, m.lastAbort.Load()
+}
+
+// LastCommitAt returns when a transaction last committed, or the zero
+// time. Safe from any goroutine.
+func (m *Metrics) LastCommitAt() time.Time {
+	if n := m.lastCommit.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // OpenSince returns when the open transaction began, or the zero time

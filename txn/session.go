@@ -140,6 +140,11 @@ func (s *Session) open() error {
 		kgo.ConsumerGroup(o.Group),
 		kgo.ConsumeTopics(o.Topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Transaction markers come with the records, so that the offsets
+		// committed step over them, as Kafka's own consumer's position
+		// does: a caught-up group then shows no lag on transactional
+		// input. The pipeline skips them.
+		kgo.KeepControlRecords(),
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.TransactionalID(o.TransactionalID),
@@ -387,7 +392,9 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	case err == nil && committed:
 		s.m.Committed.Inc()
 		s.m.Records.Observe(float64(records))
-		s.m.LastCommit.Set(float64(time.Now().UnixNano()) / 1e9)
+		now := time.Now().UnixNano()
+		s.m.lastCommit.Store(now)
+		s.m.LastCommit.Set(float64(now) / 1e9)
 		return true, nil
 	case err == nil:
 		if abort == "" {
@@ -493,6 +500,10 @@ func (s *Session) Ready() bool { return s.producerReady.Load() && s.joined.Load(
 // Connecting reports whether the session is waiting for the brokers to
 // initialise its producer.
 func (s *Session) Connecting() bool { return s.connecting.Load() }
+
+// Metrics returns the session's transaction metrics, whose accessors
+// (Aborts, OpenSince, LastCommitAt) a status page reads.
+func (s *Session) Metrics() *Metrics { return s.m }
 
 // AssignmentEpoch changes whenever the assignment may have changed
 // (rebalance or rebuild), so callers can drop per-partition state.

@@ -392,7 +392,8 @@ func newLogger(cfg *config.Config) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 }
 
-// serveHTTP serves /metrics, /healthz and /readyz in the background.
+// serveHTTP serves the status page (/), /status, /metrics, /healthz and
+// /readyz in the background.
 func serveHTTP(addr string, reg *prometheus.Registry, p *pipeline.Pipeline) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -400,6 +401,9 @@ func serveHTTP(addr string, reg *prometheus.Registry, p *pipeline.Pipeline) (*ht
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	status := &statusHandlers{snapshot: p.Status}
+	mux.HandleFunc("/status", status.json)
+	mux.HandleFunc("/", status.page)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := p.Healthy(); err != nil {
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)

@@ -1,0 +1,117 @@
+package pipeline
+
+import "time"
+
+// Status is a snapshot of the processor for /status and the status page:
+// who it is, what it holds, and how its transactions go. JSON field names
+// are part of the /status interface.
+type Status struct {
+	TransactionalID string `json:"transactional_id"`
+	Group           string `json:"group"`
+	MemberID        string `json:"member_id"`
+	Generation      int32  `json:"generation"`
+	// Guarantee is the delivery guarantee: "exactly_once".
+	Guarantee string   `json:"guarantee"`
+	Chain     []string `json:"transforms"`
+	Ready     bool     `json:"ready"`
+	// Health is "ok", or why /healthz fails.
+	Health string `json:"health"`
+
+	// Partitions are the assigned partitions, by topic and partition.
+	Partitions []PartitionStatus `json:"partitions"`
+	// Lag is the sum of the partitions' lag.
+	Lag int64 `json:"lag"`
+
+	// OpenTransaction is the transaction in progress, if any.
+	OpenTransaction *OpenTransaction `json:"open_transaction"`
+	// LastCommit is when a transaction last committed; zero if none has.
+	LastCommit time.Time `json:"last_commit"`
+	Commits    uint64    `json:"commits"`
+	// Aborts counts aborted transactions by reason.
+	Aborts   map[string]uint64 `json:"aborts"`
+	Consumed uint64            `json:"records_consumed"`
+	Produced uint64            `json:"records_produced"`
+	// LastError is the latest abort or failure, if any.
+	LastError *Event `json:"last_error"`
+}
+
+// PartitionStatus is where one assigned partition stands. An offset not
+// known yet is -1.
+type PartitionStatus struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Position is the next offset the processor will read.
+	Position int64 `json:"position"`
+	// Committed is the next offset the group has committed: where a new
+	// owner would start.
+	Committed int64 `json:"committed"`
+	// LogEnd is the high watermark, LastStable the last stable offset
+	// (read_committed readers see records below it).
+	LogEnd     int64 `json:"log_end"`
+	LastStable int64 `json:"last_stable"`
+	// Lag is LastStable minus Committed (from the log start before the
+	// group's first commit): records a reader could read that the group
+	// has not committed. Unstable is LogEnd minus LastStable: records of
+	// upstream transactions not decided yet.
+	Lag      int64 `json:"lag"`
+	Unstable int64 `json:"unstable"`
+}
+
+// OpenTransaction is the transaction in progress.
+type OpenTransaction struct {
+	Began   time.Time `json:"began"`
+	Age     float64   `json:"age_seconds"`
+	Records int64     `json:"records"` // input records so far
+}
+
+// Event is something that went wrong, with when.
+type Event struct {
+	At      time.Time `json:"at"`
+	Message string    `json:"message"`
+}
+
+// Status returns a snapshot of the processor; safe from any goroutine.
+func (p *Pipeline) Status() Status {
+	group, txnID := p.s.Identity()
+	member, gen := p.s.Member()
+	st := Status{
+		TransactionalID: txnID,
+		Group:           group,
+		MemberID:        member,
+		Generation:      gen,
+		Guarantee:       "exactly_once",
+		Ready:           p.Ready(),
+		Health:          "ok",
+		Commits:         p.commits.Load(),
+		Consumed:        p.consumed.Load(),
+		Produced:        p.produced.Load(),
+		Aborts:          map[string]uint64{},
+	}
+	for _, e := range p.chain.Entries() {
+		st.Chain = append(st.Chain, e.String())
+	}
+	if err := p.Healthy(); err != nil {
+		st.Health = err.Error()
+	}
+	st.Partitions, st.Lag = p.parts.snapshot()
+	m := p.s.Metrics()
+	if since := m.OpenSince(); !since.IsZero() {
+		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.openRecords.Load()}
+	}
+	st.LastCommit = m.LastCommitAt()
+	aborts, last := m.Aborts()
+	for r, n := range aborts {
+		st.Aborts[string(r)] = n
+	}
+	if last != nil {
+		msg := "transaction aborted (" + string(last.Reason) + ")"
+		if last.Detail != "" {
+			msg += ": " + clip(last.Detail)
+		}
+		st.LastError = &Event{At: last.At, Message: msg}
+	}
+	if f := p.failure.Load(); f != nil {
+		st.LastError = &Event{At: time.Unix(0, p.failedAt.Load()), Message: clip((*f).Error())}
+	}
+	return st
+}
