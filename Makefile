@@ -5,7 +5,7 @@ KAFKA   := bash integration/kafka/kafka.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench mutate docs vet kafka-up kafka-down clean
+.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench mutate docs rules-test vet kafka-up kafka-down clean
 
 # The version is baked in (processor --version, the start log line,
 # processor_build_info); without git it is "devel".
@@ -91,6 +91,13 @@ mutate:
 # transforms' declared settings; cmd/processor's tests fail when it is stale.
 docs:
 	$(GO) run ./cmd/processor config -markdown > docs/configuration.md
+
+# The alerting rules: promtool's check and their unit tests (promtool:
+# apt-get install prometheus). go test ./deploy/ runs them too, and checks
+# the dashboard.
+rules-test:
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 
 kafka-up:
 	@$(KAFKA) up
