@@ -88,3 +88,17 @@ func TestStatusPage(t *testing.T) {
 		t.Errorf("/nope = %d, want 404", code)
 	}
 }
+
+// Without aborts the page says how many transactions committed, in words
+// that agree with the number.
+func TestStatusPageWithoutAborts(t *testing.T) {
+	for n, want := range map[uint64]string{1: "1 transaction committed", 2: "2 transactions committed"} {
+		s := pipeline.Status{Commits: n}
+		h := &statusHandlers{snapshot: func() pipeline.Status { return s }}
+		rec := httptest.NewRecorder()
+		h.page(rec, httptest.NewRequest("GET", "/", nil))
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("%d: %s", n, rec.Body.String()[len(rec.Body.String())-300:])
+		}
+	}
+}
