@@ -75,6 +75,11 @@ func freeAddr(t *testing.T) string {
 // stack trace.
 func TestBinaryBadConfigExits2(t *testing.T) {
 	bin := binary(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0") // a port in use
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	cases := []struct {
 		env  []string
 		want string
@@ -88,6 +93,8 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 			"PROCESSOR_TRANSFORMS=jq,jq@second", "PROCESSOR_JQ_EXPR=.", "PROCESSOR_JQ_SECOND_EXPR=.a |"}, `PROCESSOR_JQ_SECOND_EXPR=".a |" is invalid`},
 		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
 			"PROCESSOR_TRANSFORMS=wasm", "PROCESSOR_WASM_MODULE=/nonexistent.wasm"}, "PROCESSOR_WASM_MODULE"},
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
+			"PROCESSOR_HTTP_ADDR=" + busy.Addr().String()}, `PROCESSOR_HTTP_ADDR="` + busy.Addr().String() + `" is invalid: want a free host:port`},
 	}
 	for _, c := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)

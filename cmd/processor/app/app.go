@@ -83,6 +83,14 @@ func Main(reg *transform.Registry) int {
 		log.Info("stopped while starting")
 		return exitOK
 	}
+	// The HTTP port before anything connects: a port in use is a
+	// configuration error, found before a client joins the group.
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return configError(&config.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
+			Want: "a free host:port (" + err.Error() + ")"})
+	}
+	defer ln.Close() // for the early returns; the server's Shutdown closes it too
 
 	brokers, closeBroker, code := connectBrokers(ctx, cfg, log)
 	if brokers == nil {
@@ -97,11 +105,7 @@ func Main(reg *transform.Registry) int {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime
 	}
-	srv, err := serveHTTP(cfg.HTTPAddr, promReg, p)
-	if err != nil {
-		return configError(&config.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
-			Want: "a free host:port (" + err.Error() + ")"})
-	}
+	srv := serveHTTP(ln, promReg, p)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -394,11 +398,7 @@ func newLogger(cfg *config.Config) *slog.Logger {
 
 // serveHTTP serves the status page (/), /status, /metrics, /healthz and
 // /readyz in the background.
-func serveHTTP(addr string, reg *prometheus.Registry, p *pipeline.Pipeline) (*http.Server, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, err
-	}
+func serveHTTP(ln net.Listener, reg *prometheus.Registry, p *pipeline.Pipeline) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	status := &statusHandlers{snapshot: p.Status}
@@ -420,5 +420,5 @@ func serveHTTP(addr string, reg *prometheus.Registry, p *pipeline.Pipeline) (*ht
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return srv, nil
+	return srv
 }
