@@ -418,8 +418,8 @@ func (tg *target) waitCaughtUpWithin(t testing.TB, timeout time.Duration, group,
 
 // caughtUp reports whether group's committed offsets reached the end of
 // every partition of topic. On a transactional input topic the last offset
-// is a commit marker, which a consumer never sees: there the committed
-// offset may be one below the end.
+// is a commit marker: the processor commits past it once it has fetched
+// it, and may be one below the end until then.
 func (tg *target) caughtUp(t testing.TB, group, topic string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -2,7 +2,7 @@
 # kafka.sh: run a real Apache Kafka broker (or a 3-node cluster) on loopback,
 # without Docker, from the jars Maven fetches into a cache folder.
 #
-#   kafka.sh fetch            download the broker jars (skipped when cached)
+#   kafka.sh fetch            download the broker and tools jars (skipped when cached)
 #   kafka.sh up               start one KRaft broker+controller; prints bootstrap last
 #   kafka.sh down [--wipe]    stop it (--wipe also deletes its data and logs)
 #   kafka.sh cluster-up       start 3 KRaft nodes; prints bootstrap list last
@@ -12,6 +12,9 @@
 #   kafka.sh start N          (re)start cluster node N from its data and wait
 #   kafka.sh status           show what is running
 #   kafka.sh bootstrap [single|cluster]   print the bootstrap address(es)
+#   kafka.sh consumer-groups ARGS...   Kafka's kafka-consumer-groups tool, e.g.
+#                             --describe --group G (default --bootstrap-server
+#                             is the single broker)
 #
 # See README.md beside this file for ports and environment overrides.
 set -euo pipefail
@@ -41,6 +44,9 @@ STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
 # the CPU a broker burns while starting, which matters when three of them
 # start at once on two cores. Test traffic does not need C2.
 JVM_OPTS=${KAFKA_JVM_PERFORMANCE_OPTS:--XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:TieredStopAtLevel=1}
+# The command-line tools are short-lived clients: a small heap, the serial
+# collector and C1 only start them fastest.
+TOOLS_JVM_OPTS=${KAFKA_TOOLS_JVM_OPTS:--Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1}
 
 STARTED_MARKER='Kafka Server started'
 
@@ -48,7 +54,7 @@ die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
 info() { printf 'kafka.sh: %s\n' "$*" >&2; }
 
 usage() {
-  sed -n '2,16s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit "${1:-2}"
 }
 
@@ -78,16 +84,37 @@ lock() {
 
 # ---------------------------------------------------------------- fetch ----
 
+# Jars the commands start classes from: the broker (kafka.Kafka,
+# kafka.tools.StorageTool) and the tools (org.apache.kafka.tools.*). Globs
+# in LIB_DIR; kafka-tools-[0-9]* so that kafka-tools-api-*.jar, which the
+# broker brings alone, does not count.
+REQUIRED_JARS=('kafka_2.13-[0-9]*.jar' 'kafka-tools-[0-9]*.jar')
+
+# has_jars DIR: DIR holds every required jar; otherwise print the first
+# missing glob and fail.
+has_jars() {
+  local g
+  for g in "${REQUIRED_JARS[@]}"; do
+    compgen -G "$1/$g" >/dev/null || { printf '%s\n' "$g"; return 1; }
+  done
+}
+
+# cache_ok SUM: the cache was filled from a pom.xml with sha256 SUM and
+# holds every required jar. A cache filled before a jar was added to the pom
+# (or one emptied by hand) is not: fetch fills it again.
+cache_ok() {
+  local stamp="$LIB_DIR/.complete"
+  [[ -f $stamp && $(cat "$stamp") == "$1" ]] && has_jars "$LIB_DIR" >/dev/null
+}
+
 fetch() {
-  local stamp="$LIB_DIR/.complete" want
+  local want missing
   want=$(sha256sum "$POM" | cut -d' ' -f1)
-  if [[ -f $stamp && $(cat "$stamp") == "$want" ]] && compgen -G "$LIB_DIR/kafka_2.13-*.jar" >/dev/null; then
-    return 0
-  fi
+  cache_ok "$want" && return 0
   mkdir -p "$CACHE_DIR"
   exec 8>"$CACHE_DIR/.fetch.lock"
   flock -w 600 8 || die "timed out waiting for another fetch into $CACHE_DIR"
-  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then exec 8>&-; return 0; fi
+  if cache_ok "$want"; then exec 8>&-; return 0; fi
   need mvn "install Maven 3.x: it downloads the Kafka jars from Maven Central"
   info "fetching Kafka jars into $LIB_DIR (mvn dependency:copy-dependencies)"
   local tmp="$CACHE_DIR/lib.tmp.$$"
@@ -98,7 +125,10 @@ fetch() {
     rm -rf "$tmp"
     die "mvn could not fetch the Kafka jars (see the Maven output above)"
   fi
-  compgen -G "$tmp/kafka_2.13-*.jar" >/dev/null || { rm -rf "$tmp"; die "mvn ran but no kafka_2.13 jar arrived in $tmp"; }
+  if ! missing=$(has_jars "$tmp"); then
+    rm -rf "$tmp"
+    die "mvn ran but no $missing arrived (is it in $POM?)"
+  fi
   printf '%s\n' "$want" >"$tmp/.complete"
   rm -rf "$LIB_DIR"
   mv "$tmp" "$LIB_DIR"
@@ -483,6 +513,63 @@ node_start() {
   printf '%s:%s\n' "$HOST" "$(node_port "$n")"
 }
 
+# -------------------------------------------------------------- tools ----
+
+# tools_log4j: print the path of the log4j2 config of the tools (written on
+# first use): warnings and errors to stderr, so that stdout carries only the
+# tool's own output, which scripts and tests parse.
+tools_log4j() {
+  local f="$CACHE_DIR/tools-log4j2.xml" tmp
+  if [[ ! -s $f ]]; then
+    mkdir -p "$CACHE_DIR"
+    tmp="$f.tmp.$$"
+    cat >"$tmp" <<'EOF'
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by kafka.sh for Kafka's command-line tools: WARN and above to stderr. -->
+<Configuration status="WARN" name="kafka-tools">
+  <Appenders>
+    <Console name="stderr" target="SYSTEM_ERR">
+      <PatternLayout pattern="[%d{ISO8601}] %-5p %m (%c{1})%n"/>
+    </Console>
+  </Appenders>
+  <Loggers>
+    <Root level="WARN">
+      <AppenderRef ref="stderr"/>
+    </Root>
+  </Loggers>
+</Configuration>
+EOF
+    mv -f "$tmp" "$f"
+  fi
+  printf '%s\n' "$f"
+}
+
+# run_tool CLASS ARGS...: replace this shell with one of Kafka's
+# command-line tools, run with the cached jars (fetched first if needed).
+# Its stdout, stderr and exit status are the tool's.
+run_tool() {
+  local class=$1 log4j
+  shift
+  need java "install a JDK 17+"
+  fetch
+  log4j=$(tools_log4j)
+  # shellcheck disable=SC2086  # JVM options are deliberately word-split
+  exec java $TOOLS_JVM_OPTS -Djava.awt.headless=true -Dlog4j2.configurationFile="$log4j" \
+    -cp "$LIB_DIR/*" "$class" "$@"
+}
+
+# consumer_groups ARGS...: kafka-consumer-groups.sh; without a
+# --bootstrap-server it talks to the single broker.
+consumer_groups() {
+  local a
+  for a in "$@"; do
+    case "$a" in
+      --bootstrap-server | --bootstrap-server=*) run_tool org.apache.kafka.tools.consumer.group.ConsumerGroupCommand "$@" ;;
+    esac
+  done
+  run_tool org.apache.kafka.tools.consumer.group.ConsumerGroupCommand --bootstrap-server "$HOST:$SINGLE_PORT" "$@"
+}
+
 # ------------------------------------------------------------- status ----
 
 status() {
@@ -531,6 +618,7 @@ main() {
     stop) (($# == 1)) || die "usage: kafka.sh stop N"; node_signal "$1" TERM ;;
     start) (($# == 1)) || die "usage: kafka.sh start N"; node_start "$1" ;;
     status) status ;;
+    consumer-groups) consumer_groups "$@" ;;
     bootstrap)
       case "${1:-single}" in
         single) echo "$HOST:$SINGLE_PORT" ;;

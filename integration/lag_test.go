@@ -1,0 +1,825 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+)
+
+// The per-partition gauges (processor_consumer_lag_records,
+// processor_committed_offset, processor_log_end_offset,
+// processor_last_stable_offset, processor_partition_unstable_records)
+// against what Kafka itself reports: kadm on every target, and on the real
+// broker also Kafka's own kafka-consumer-groups tool.
+//
+// The instances here are built by app.NewPipeline, so the end offsets are
+// refreshed every 5s (pipeline.Options.EndOffsetsInterval's default): the
+// waits for the gauges to agree allow for that, with deadlines of their
+// own.
+
+const (
+	lagParts      = 3
+	lagAgreeWait  = 20 * time.Second // gauges to agree with Kafka: a 5s end-offset refresh plus slack for a loaded machine
+	lagHoldWait   = 30 * time.Second // the processor to reach the held record
+	lagHoldMax    = 40 * time.Second // the gate lets go by itself after this, so a failed test does not hang
+	lagCatchUp    = 60 * time.Second // the group to commit everything once let go
+	lagTxnTimeout = 60 * time.Second // the processor's transaction timeout: the held transaction must outlive the hold
+	lagToolWait   = 2 * time.Minute  // one kafka-consumer-groups run (JVM start; the first fetches its jars with mvn)
+)
+
+// While the processor is held behind on plain (non-transactional) input,
+// and once it has caught up, its gauges agree with Kafka.
+func TestLagAgreesWithKafkaPlainInput(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, false) })
+}
+
+// The same on transactional input, whose commit markers take offsets: a
+// caught-up group has committed past the last marker, so its lag is 0 by
+// our gauges and by Kafka's tool alike. While behind, an upstream
+// transaction is also left open on partition 0, so that its high watermark
+// and last stable offset differ.
+func TestLagAgreesWithKafkaTransactionalInput(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, true) })
+}
+
+func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
+	kind := "plain"
+	if transactional {
+		kind = "txn"
+	}
+	// 30 keys over 3 partitions, record i to partition i%3: each key stays
+	// in one partition, so per-key order can be checked at the end.
+	in := input{topic: unique("lag-" + kind + "-in"), n: 600, keys: 30}
+	out, group := unique("lag-"+kind+"-out"), unique("lag-"+kind+"-group")
+	tg.createTopics(t, lagParts, in.topic, out)
+	perTxn := 0
+	if transactional {
+		perTxn = 15 // 40 transactions, each with a commit marker on every partition
+	}
+	tg.produceLagInput(t, in, lagParts, perTxn)
+	// Upstream commit markers are written after EndTransaction returns:
+	// start from a settled input, whose end offsets no longer move.
+	waitKafka(t, tg, lagAgreeWait, "the input's transactions to settle (last stable = log end)", group, in.topic, nil, func(k map[int32]kafkaOffsets) []string {
+		var diffs []string
+		for p, o := range k {
+			if o.lastStable != o.logEnd {
+				diffs = append(diffs, fmt.Sprintf("p%d last stable %d log end %d", p, o.lastStable, o.logEnd))
+			}
+		}
+		return diffs
+	})
+
+	// Each partition has 200 records; transactions hold at most 40, so
+	// once every partition has had 50 through the transform, each has had
+	// some committed. The gate holds the record that completes that.
+	gate := newLagGate(lagParts, 50)
+	defer gate.open()
+	inst := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
+		chain: gate.chain(t), maxRecords: 40, txnTimeout: lagTxnTimeout})
+	waitClosed(t, gate.entered, lagHoldWait, "the processor to reach the held record")
+	if c := inst.p.Stats().Commits; c == 0 {
+		t.Fatalf("held with no transaction committed before; the test needs committed offsets (stats: %s)", fmtStats(inst))
+	}
+
+	var up *kgo.Client
+	if transactional {
+		up = tg.openUpstreamTransaction(t, in.topic, 0, 5)
+	}
+
+	// Behind: the gauges are Kafka's offsets, and the lag is last stable
+	// minus committed.
+	behind := waitGaugesAgree(t, tg, inst, group, in.topic, "the gauges to agree with kadm while behind")
+	var lag int64
+	for p, o := range behind {
+		if o.committed < 0 {
+			t.Errorf("p%d: the group has committed nothing while held; the gate should have waited for that", p)
+		}
+		lag += o.lastStable - max(o.committed, 0)
+	}
+	if lag <= 0 || lag >= int64(in.n) {
+		t.Fatalf("lag %d by kadm while held; the test needs a backlog (%v)", lag, behind)
+	}
+	if transactional && behind[0].logEnd != behind[0].lastStable+5 {
+		t.Fatalf("p0: log end %d, last stable %d while an upstream transaction of 5 records is open; want them 5 apart",
+			behind[0].logEnd, behind[0].lastStable)
+	}
+	checkStatus(t, inst, in.topic, behind)
+	if tg.fake == nil {
+		checkConsumerGroupsTool(t, tg, inst, group, in.topic)
+	}
+
+	if up != nil {
+		ctx := testContext(t, produceTimeout)
+		if err := up.EndTransaction(ctx, kgo.TryAbort); err != nil {
+			t.Fatalf("aborting the open upstream transaction: %v", err)
+		}
+	}
+	gate.open()
+
+	// Caught up: the group committed up to the last stable offsets (past
+	// the last marker on transactional input), and every gauge says so.
+	waitKafka(t, tg, lagCatchUp, "the group to commit up to the last stable offsets", group, in.topic, inst, func(k map[int32]kafkaOffsets) []string {
+		var diffs []string
+		for p, o := range k {
+			if o.committed != o.lastStable || o.lastStable != o.logEnd {
+				diffs = append(diffs, fmt.Sprintf("p%d committed %d last stable %d log end %d", p, o.committed, o.lastStable, o.logEnd))
+			}
+		}
+		return diffs
+	})
+	caught := waitGaugesAgree(t, tg, inst, group, in.topic, "the gauges to agree with kadm once caught up")
+	for p := range caught {
+		if v, ok := partitionGauges(inst.pm.ConsumerLag, in.topic)[p]; !ok || v != 0 {
+			t.Errorf("processor_consumer_lag_records{partition=%d} = %v (series exists: %v) once caught up, want 0", p, v, ok)
+		}
+	}
+	if s := inst.p.Status(); s.Lag != 0 {
+		t.Errorf("Status().Lag = %d once caught up, want 0", s.Lag)
+	}
+	checkStatus(t, inst, in.topic, caught)
+	if tg.fake == nil {
+		rows := checkConsumerGroupsTool(t, tg, inst, group, in.topic)
+		for p, r := range rows {
+			if r.lag != 0 {
+				t.Errorf("kafka-consumer-groups: p%d LAG %d once caught up (%s input), want 0", p, r.lag, kind)
+			}
+		}
+	}
+	inst.stop(t)
+	checkExactlyOnce(t, in, tg.readAll(t, out, true))
+}
+
+// When a second instance joins the group, the partitions it takes are
+// revoked from the first: their series vanish there and appear at the
+// second. Each instance's series are exactly its assignment as the broker
+// describes it, so each partition is reported by exactly one instance.
+func TestLagSeriesOfRevokedPartitionsVanish(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		const parts = 4
+		in := input{topic: unique("lagrev-in"), n: 400, keys: 40}
+		out, group := unique("lagrev-out"), unique("lagrev-group")
+		tg.createTopics(t, parts, in.topic, out)
+		tg.produceLagInput(t, in, parts, 0)
+		all := []int32{0, 1, 2, 3}
+
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out})
+		waitSeries(t, tg, group, in.topic, lagAgreeWait, "the first instance to report every partition", a)
+		if got := seriesPartitions(a.pm.ConsumerLag, in.topic); !slices.Equal(got, all) {
+			t.Fatalf("first instance alone reports %v, want %v", got, all)
+		}
+
+		b := tg.start(t, instanceOpts{group: group, txnID: group + "-b", topics: []string{in.topic}, out: out})
+		assigned := waitSeries(t, tg, group, in.topic, 45*time.Second, "each instance's series to be its share of the partitions", a, b)
+		pa, pb := assigned[0], assigned[1]
+		if len(pa) == 0 || len(pb) == 0 || len(pa) >= parts {
+			t.Errorf("after the second joined: first reports %v, second %v; want the first's series to shrink to its share", pa, pb)
+		}
+		seen := map[int32]int{}
+		for _, p := range append(slices.Clone(pa), pb...) {
+			seen[p]++
+		}
+		for _, p := range all {
+			if seen[p] != 1 {
+				t.Errorf("partition %d reported by %d instances (first %v, second %v), want 1", p, seen[p], pa, pb)
+			}
+		}
+		tg.waitCaughtUpWithin(t, lagCatchUp, group, in.topic, a, b)
+		b.stop(t)
+		a.stop(t)
+	})
+}
+
+// ---------------------------------------------------------------- input ----
+
+// produceLagInput writes in's records, record i to partition i%parts:
+// idempotently when perTxn is 0, else in committed transactions of perTxn
+// records by one transactional producer.
+func (tg *target) produceLagInput(t testing.TB, in input, parts int32, perTxn int) {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(tg.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MetadataMinAge(250 * time.Millisecond)} // see kafka/README.md: prompt retries of CONCURRENT_TRANSACTIONS
+	if perTxn > 0 {
+		opts = append(opts, kgo.TransactionalID(unique("lag-upstream")))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testContext(t, produceTimeout)
+	batch := func(from, to int) []*kgo.Record {
+		rs := make([]*kgo.Record, 0, to-from)
+		for i := from; i < to; i++ {
+			r := in.record(i)
+			r.Partition = int32(i) % parts
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	if perTxn == 0 {
+		if err := cl.ProduceSync(ctx, batch(0, in.n)...).FirstErr(); err != nil {
+			t.Fatalf("producing %s: %v", in.topic, err)
+		}
+		return
+	}
+	for from := 0; from < in.n; from += perTxn {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, batch(from, min(from+perTxn, in.n))...).FirstErr(); err != nil {
+			t.Fatalf("producing %s records [%d, %d) in a transaction: %v", in.topic, from, from+perTxn, err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			t.Fatalf("committing the transaction of %s records [%d, %d): %v", in.topic, from, from+perTxn, err)
+		}
+	}
+}
+
+// openUpstreamTransaction begins a transaction, writes n records to
+// partition p of topic in it, and leaves it open; the caller ends it
+// (closing the client at the test's end aborts it otherwise).
+func (tg *target) openUpstreamTransaction(t testing.TB, topic string, p int32, n int) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.TransactionalID(unique("lag-open")),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t, produceTimeout)
+	for i := range n {
+		r := &kgo.Record{Topic: topic, Partition: p, Value: []byte("open-upstream-" + strconv.Itoa(i))}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("producing into the open upstream transaction: %v", err)
+		}
+	}
+	return cl
+}
+
+// lagGate passes records through and holds, once, the first record by
+// which every one of parts partitions has had at least min records.
+type lagGate struct {
+	parts, min int
+	mu         sync.Mutex
+	seen       map[int32]int
+	held       bool
+	entered    chan struct{} // closed when the held record is inside the transform
+	release    chan struct{}
+	relOnce    sync.Once
+}
+
+func newLagGate(parts, min int) *lagGate {
+	return &lagGate{parts: parts, min: min, seen: map[int32]int{}, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// open lets the held record go on; safe to call more than once.
+func (g *lagGate) open() { g.relOnce.Do(func() { close(g.release) }) }
+
+func (g *lagGate) chain(t testing.TB) *transform.Chain {
+	t.Helper()
+	reg := &transform.Registry{}
+	reg.Register("laggate", transform.Plain("", func() (transform.Transform, error) {
+		return transform.Func(func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			g.mu.Lock()
+			g.seen[src.Partition]++
+			hold := !g.held && len(g.seen) == g.parts
+			for _, n := range g.seen {
+				hold = hold && n >= g.min
+			}
+			g.held = g.held || hold
+			g.mu.Unlock()
+			if hold {
+				close(g.entered)
+				select { // bounded: a test that fails before opening the gate does not hang
+				case <-g.release:
+				case <-ctx.Done():
+				case <-time.After(lagHoldMax):
+				}
+			}
+			return append(out, r), nil
+		}), nil
+	}))
+	c, err := reg.Build([]transform.Entry{{Name: "laggate"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ---------------------------------------------------------------- kafka ----
+
+// kafkaOffsets are one partition's offsets as Kafka reports them (kadm).
+type kafkaOffsets struct {
+	logEnd     int64 // high watermark: ListOffsets latest, read_uncommitted
+	lastStable int64 // ListOffsets latest, read_committed
+	committed  int64 // the group's committed offset (OffsetFetch); -1 if none
+}
+
+// kafkaView reads topic's offsets and group's committed offsets with kadm.
+func (tg *target) kafkaView(t testing.TB, group, topic string) (map[int32]kafkaOffsets, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := tg.admin(t)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets: %w", err)
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = stable.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing last stable offsets: %w", err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) { // kfake, before the group's first join; Kafka answers with no offsets
+		committed, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetching the group's offsets: %w", err)
+	}
+	out := map[int32]kafkaOffsets{}
+	ends.Each(func(o kadm.ListedOffset) {
+		k := kafkaOffsets{logEnd: o.Offset, lastStable: -1, committed: -1}
+		if s, ok := stable.Lookup(topic, o.Partition); ok {
+			k.lastStable = s.Offset
+		}
+		if c, ok := committed.Lookup(topic, o.Partition); ok && c.At >= 0 {
+			k.committed = c.At
+		}
+		out[o.Partition] = k
+	})
+	return out, nil
+}
+
+// waitKafka polls kadm until check finds nothing amiss, failing the test
+// with check's last findings after d, or at once if running stops.
+func waitKafka(t testing.TB, tg *target, d time.Duration, what, group, topic string, running *instance,
+	check func(map[int32]kafkaOffsets) []string) map[int32]kafkaOffsets {
+	t.Helper()
+	var last []string
+	deadline := time.Now().Add(d)
+	for {
+		k, err := tg.kafkaView(t, group, topic)
+		if err != nil {
+			last = []string{err.Error()}
+		} else if last = check(k); len(last) == 0 {
+			return k
+		}
+		if running != nil {
+			select {
+			case <-running.done:
+				running.stopped = true
+				t.Fatalf("the instance stopped while waiting for %s: %v (%s)", what, running.err, strings.Join(last, "; "))
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; still: %s", d, what, strings.Join(last, "; "))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// --------------------------------------------------------------- gauges ----
+
+// partitionGauges returns the value of each series of g for topic, by
+// partition, without creating any.
+func partitionGauges(g *prometheus.GaugeVec, topic string) map[int32]float64 {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(g)
+	mfs, err := reg.Gather()
+	if err != nil {
+		panic(err) // a GaugeVec always gathers
+	}
+	out := map[int32]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			p, err := strconv.Atoi(l["partition"])
+			if l["topic"] != topic || err != nil {
+				continue
+			}
+			out[int32(p)] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// seriesPartitions returns the partitions of topic that g has series for.
+func seriesPartitions(g *prometheus.GaugeVec, topic string) []int32 {
+	var ps []int32
+	for p := range partitionGauges(g, topic) {
+		ps = append(ps, p)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+type namedGauge struct {
+	name string
+	g    *prometheus.GaugeVec
+}
+
+func partitionGaugeVecs(pm *pipeline.Metrics) []namedGauge {
+	return []namedGauge{
+		{"processor_consumer_lag_records", pm.ConsumerLag},
+		{"processor_committed_offset", pm.CommittedOffset},
+		{"processor_log_end_offset", pm.LogEndOffset},
+		{"processor_last_stable_offset", pm.LastStableOffset},
+		{"processor_partition_unstable_records", pm.UnstableRecords},
+	}
+}
+
+// gaugeMismatches compares an instance's gauges for topic with Kafka's
+// offsets k, for an instance assigned every partition of k: lag is last
+// stable minus committed (from the log start, 0 in these tests, before
+// the group's first commit); unstable is log end minus last stable; a
+// partition without a committed offset has no committed series.
+func gaugeMismatches(pm *pipeline.Metrics, topic string, k map[int32]kafkaOffsets) []string {
+	var diffs []string
+	for _, ng := range partitionGaugeVecs(pm) {
+		vals := partitionGauges(ng.g, topic)
+		for p, o := range k {
+			want, wantSeries := float64(0), true
+			switch ng.g {
+			case pm.ConsumerLag:
+				want = float64(o.lastStable - max(o.committed, 0))
+			case pm.CommittedOffset:
+				want, wantSeries = float64(o.committed), o.committed >= 0
+			case pm.LogEndOffset:
+				want = float64(o.logEnd)
+			case pm.LastStableOffset:
+				want = float64(o.lastStable)
+			case pm.UnstableRecords:
+				want = float64(o.logEnd - o.lastStable)
+			}
+			got, ok := vals[p]
+			switch {
+			case !wantSeries && ok:
+				diffs = append(diffs, fmt.Sprintf("%s{partition=%d} = %v, want no series (nothing committed)", ng.name, p, got))
+			case wantSeries && !ok:
+				diffs = append(diffs, fmt.Sprintf("%s{partition=%d} missing, want %v", ng.name, p, want))
+			case wantSeries && got != want:
+				diffs = append(diffs, fmt.Sprintf("%s{partition=%d} = %v, want %v", ng.name, p, got, want))
+			}
+		}
+		for p := range vals {
+			if _, ok := k[p]; !ok {
+				diffs = append(diffs, fmt.Sprintf("%s has a series for partition %d, which the topic does not have", ng.name, p))
+			}
+		}
+	}
+	slices.Sort(diffs)
+	return diffs
+}
+
+// waitGaugesAgree waits until inst's gauges agree with Kafka's offsets
+// read just before and just after them (unchanged in between), and
+// returns those offsets.
+func waitGaugesAgree(t testing.TB, tg *target, inst *instance, group, topic, what string) map[int32]kafkaOffsets {
+	t.Helper()
+	var agreed map[int32]kafkaOffsets
+	waitKafka(t, tg, lagAgreeWait, what, group, topic, inst, func(k map[int32]kafkaOffsets) []string {
+		if diffs := gaugeMismatches(inst.pm, topic, k); len(diffs) > 0 {
+			return diffs
+		}
+		again, err := tg.kafkaView(t, group, topic)
+		if err != nil {
+			return []string{err.Error()}
+		}
+		if !mapsEqual(k, again) {
+			return []string{fmt.Sprintf("Kafka's offsets moved while reading the gauges: %v, then %v", k, again)}
+		}
+		agreed = k
+		return nil
+	})
+	return agreed
+}
+
+func mapsEqual(a, b map[int32]kafkaOffsets) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for p, o := range a {
+		if b[p] != o {
+			return false
+		}
+	}
+	return true
+}
+
+// checkStatus asserts that Status() reports the offsets k too.
+func checkStatus(t testing.TB, inst *instance, topic string, k map[int32]kafkaOffsets) {
+	t.Helper()
+	s := inst.p.Status()
+	var total int64
+	for _, ps := range s.Partitions {
+		o, ok := k[ps.Partition]
+		if ps.Topic != topic || !ok {
+			t.Errorf("Status() reports %s/%d, not a partition of %s", ps.Topic, ps.Partition, topic)
+			continue
+		}
+		wantLag := o.lastStable - max(o.committed, 0)
+		total += wantLag
+		if ps.Committed != o.committed || ps.LogEnd != o.logEnd || ps.LastStable != o.lastStable || ps.Lag != wantLag ||
+			ps.Unstable != o.logEnd-o.lastStable {
+			t.Errorf("Status() p%d: committed %d log end %d last stable %d lag %d unstable %d; Kafka: committed %d log end %d last stable %d",
+				ps.Partition, ps.Committed, ps.LogEnd, ps.LastStable, ps.Lag, ps.Unstable, o.committed, o.logEnd, o.lastStable)
+		}
+	}
+	if len(s.Partitions) != len(k) || s.Lag != total {
+		t.Errorf("Status(): %d partitions, lag %d; want %d partitions, lag %d", len(s.Partitions), s.Lag, len(k), total)
+	}
+}
+
+// waitSeries waits until the broker describes group as stable with one
+// member per instance, and every partition gauge of each instance has
+// series for exactly the partitions of topic the broker assigned it. It
+// returns each instance's partitions.
+func waitSeries(t testing.TB, tg *target, group, topic string, d time.Duration, what string, ins ...*instance) [][]int32 {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	for {
+		assigned, err := tg.assignment(t, group, topic)
+		var diffs []string
+		if err != nil {
+			diffs = append(diffs, err.Error())
+		}
+		out := make([][]int32, len(ins))
+		for i, in := range ins {
+			member := in.p.Status().MemberID
+			want, ok := assigned[member]
+			if !ok {
+				diffs = append(diffs, fmt.Sprintf("instance %d (member %q) has no assignment in the group's description %v", i, member, assigned))
+				continue
+			}
+			out[i] = want
+			for _, ng := range partitionGaugeVecs(in.pm) {
+				if got := seriesPartitions(ng.g, topic); !slices.Equal(got, want) {
+					diffs = append(diffs, fmt.Sprintf("instance %d: %s has series for %v, assigned %v", i, ng.name, got, want))
+				}
+			}
+		}
+		if err == nil && len(assigned) != len(ins) {
+			diffs = append(diffs, fmt.Sprintf("the group has %d members with assignments, want %d", len(assigned), len(ins)))
+		}
+		if len(diffs) == 0 {
+			return out
+		}
+		last = strings.Join(diffs, "; ")
+		for _, in := range ins {
+			select {
+			case <-in.done:
+				in.stopped = true
+				t.Fatalf("an instance stopped while waiting for %s: %v (%s)", what, in.err, last)
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; still: %s", d, what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// assignment returns the partitions of topic that the broker has assigned
+// each member of group, by member ID, once the group is stable.
+func (tg *target) assignment(t testing.TB, group, topic string) (map[string][]int32, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	described, err := tg.admin(t).DescribeGroups(ctx, group)
+	if err == nil {
+		err = described.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("describing the group: %w", err)
+	}
+	g, ok := described[group]
+	if !ok || g.State != "Stable" {
+		return nil, fmt.Errorf("group %s is %q, not Stable", group, g.State)
+	}
+	out := map[string][]int32{}
+	for _, m := range g.Members {
+		c, ok := m.Assigned.AsConsumer()
+		if !ok {
+			return nil, fmt.Errorf("member %s has no consumer assignment", m.MemberID)
+		}
+		var ps []int32
+		for _, at := range c.Topics {
+			if at.Topic == topic {
+				ps = append(ps, at.Partitions...)
+			}
+		}
+		slices.Sort(ps)
+		out[m.MemberID] = ps
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------- kafka-consumer-groups --
+
+// toolRow is one partition's line of kafka-consumer-groups --describe; -1
+// stands for its "-" (nothing committed).
+type toolRow struct{ current, logEnd, lag int64 }
+
+// consumerGroupsTool runs Kafka's kafka-consumer-groups --describe for
+// group through kafka/kafka.sh consumer-groups (java and the jars the
+// script fetches) and returns topic's rows by partition. It fails the test
+// when the tool cannot run: a real broker is configured, so this check is
+// due.
+func consumerGroupsTool(t testing.TB, tg *target, group, topic string) map[int32]toolRow {
+	t.Helper()
+	const script = "kafka/kafka.sh"
+	if _, err := os.Stat(script); err != nil {
+		t.Fatalf("PROCESSOR_TEST_BROKERS is set, so the lag is compared with Kafka's kafka-consumer-groups, run by %s: %v", script, err)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Fatalf("PROCESSOR_TEST_BROKERS is set, so the lag is compared with Kafka's kafka-consumer-groups, which needs java (17+) on PATH: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lagToolWait)
+	defer cancel()
+	args := []string{script, "consumer-groups", "--bootstrap-server", strings.Join(tg.brokers, ","), "--describe", "--group", group}
+	cmd := exec.CommandContext(ctx, "bash", args...)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	what := "bash " + strings.Join(args, " ")
+	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("%s did not finish within %s, killed: %v\nstdout:\n%s\nstderr:\n%s", what, lagToolWait, err, &stdout, &stderr)
+	case err != nil:
+		t.Fatalf("%s failed (it needs java 17+, and mvn the first time to fetch kafka-tools; see kafka/README.md): %v\nstdout:\n%s\nstderr:\n%s",
+			what, err, &stdout, &stderr)
+	}
+	rows, err := parseConsumerGroups(stdout.String(), topic)
+	if err != nil {
+		// The tool prints its own errors ("Error: ...") and exits 0.
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", what, err, &stdout, &stderr)
+	}
+	t.Logf("%s:\n%s", what, strings.TrimSpace(stdout.String()))
+	return rows
+}
+
+// parseConsumerGroups reads the table of kafka-consumer-groups --describe:
+// a header line (GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG
+// CONSUMER-ID HOST CLIENT-ID), then one line per partition, columns
+// separated by spaces, "-" for a value it does not have.
+func parseConsumerGroups(out, topic string) (map[int32]toolRow, error) {
+	if i := strings.Index(out, "Error:"); i >= 0 {
+		line, _, _ := strings.Cut(out[i:], "\n")
+		return nil, fmt.Errorf("the tool failed: %s", line)
+	}
+	var header []string
+	col := map[string]int{}
+	rows := map[int32]toolRow{}
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if header == nil {
+			if f[0] == "GROUP" && slices.Contains(f, "CURRENT-OFFSET") {
+				header = f
+				for i, name := range f {
+					col[name] = i
+				}
+				for _, name := range []string{"TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"} {
+					if _, ok := col[name]; !ok {
+						return nil, fmt.Errorf("no %s column in the header %q", name, strings.TrimSpace(line))
+					}
+				}
+			}
+			continue
+		}
+		if len(f) != len(header) {
+			return nil, fmt.Errorf("line %q has %d columns, the header %d", strings.TrimSpace(line), len(f), len(header))
+		}
+		if f[col["TOPIC"]] != topic {
+			continue
+		}
+		p, err := strconv.Atoi(f[col["PARTITION"]])
+		if err != nil {
+			return nil, fmt.Errorf("line %q: partition: %w", strings.TrimSpace(line), err)
+		}
+		var r toolRow
+		for _, c := range []struct {
+			name string
+			to   *int64
+		}{{"CURRENT-OFFSET", &r.current}, {"LOG-END-OFFSET", &r.logEnd}, {"LAG", &r.lag}} {
+			v := f[col[c.name]]
+			if v == "-" {
+				*c.to = -1
+				continue
+			}
+			if *c.to, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return nil, fmt.Errorf("line %q: %s: %w", strings.TrimSpace(line), c.name, err)
+			}
+		}
+		rows[int32(p)] = r
+	}
+	if header == nil {
+		return nil, errors.New("no table (no GROUP ... CURRENT-OFFSET header line)")
+	}
+	return rows, nil
+}
+
+// checkConsumerGroupsTool runs kafka-consumer-groups while the offsets of
+// group and topic stand still (the processor held, or caught up) and
+// asserts that its table agrees with kadm and with inst's gauges. It
+// returns the tool's rows.
+//
+// What the tool reports (Kafka 4.4.0, checked against the broker here):
+// CURRENT-OFFSET is the group's committed offset; LOG-END-OFFSET is the
+// high watermark, not the last stable offset, also for a group that reads
+// read_committed (it lists offsets read_uncommitted and cannot know how the
+// group reads); LAG is LOG-END-OFFSET minus CURRENT-OFFSET. So the tool's
+// LAG is our lag plus our unstable records (records of upstream
+// transactions not decided yet). Caught up, it is 0 on transactional input
+// too: the processor commits past the last transaction marker.
+func checkConsumerGroupsTool(t testing.TB, tg *target, inst *instance, group, topic string) map[int32]toolRow {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		before, err := tg.kafkaView(t, group, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := consumerGroupsTool(t, tg, group, topic)
+		after, err := tg.kafkaView(t, group, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mapsEqual(before, after) {
+			if attempt < 3 {
+				continue
+			}
+			t.Fatalf("Kafka's offsets moved during kafka-consumer-groups, %d times: %v, then %v", attempt, before, after)
+		}
+		lag := partitionGauges(inst.pm.ConsumerLag, topic)
+		committed := partitionGauges(inst.pm.CommittedOffset, topic)
+		logEnd := partitionGauges(inst.pm.LogEndOffset, topic)
+		unstable := partitionGauges(inst.pm.UnstableRecords, topic)
+		if len(rows) != len(before) {
+			t.Errorf("kafka-consumer-groups lists %d partitions of %s, Kafka has %d", len(rows), topic, len(before))
+		}
+		for p, k := range before {
+			r, ok := rows[p]
+			if !ok {
+				t.Errorf("kafka-consumer-groups: no line for p%d", p)
+				continue
+			}
+			wantLag := int64(-1)
+			if k.committed >= 0 {
+				wantLag = k.logEnd - k.committed
+			}
+			if r.current != k.committed || r.logEnd != k.logEnd || r.lag != wantLag {
+				t.Errorf("kafka-consumer-groups p%d: CURRENT-OFFSET %d LOG-END-OFFSET %d LAG %d; kadm: committed %d, high watermark %d, last stable %d (want LAG %d, high watermark minus committed)",
+					p, r.current, r.logEnd, r.lag, k.committed, k.logEnd, k.lastStable, wantLag)
+			}
+			if c, ok := committed[p]; (ok || r.current >= 0) && (!ok || int64(c) != r.current) {
+				t.Errorf("p%d: processor_committed_offset %v (series: %v), kafka-consumer-groups CURRENT-OFFSET %d", p, c, ok, r.current)
+			}
+			if int64(logEnd[p]) != r.logEnd {
+				t.Errorf("p%d: processor_log_end_offset %v, kafka-consumer-groups LOG-END-OFFSET %d", p, logEnd[p], r.logEnd)
+			}
+			if r.lag >= 0 && int64(lag[p]+unstable[p]) != r.lag {
+				t.Errorf("p%d: processor_consumer_lag_records %v + processor_partition_unstable_records %v, kafka-consumer-groups LAG %d",
+					p, lag[p], unstable[p], r.lag)
+			}
+		}
+		return rows
+	}
+}
