@@ -12,8 +12,11 @@ TESTFLAGS ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 LDFLAGS := -X github.com/streamproc/processor/cmd/processor/app.Version=$(VERSION)
 
+# -trimpath: no build machine paths in the binaries, so that a build is
+# reproducible; deploy/Dockerfile builds the image's binary with the same
+# flags (go test ./deploy/ compares them).
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 # Starts the processor on the embedded broker (data under ./data/broker) and
 # feeds it sample orders; Ctrl-C stops both cleanly.

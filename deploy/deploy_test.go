@@ -427,6 +427,12 @@ func TestPromtoolTestRules(t *testing.T) {
 	runPromtool(t, "test", "rules", filepath.Join("deploy", rulesTestFile))
 }
 
+// TestPromtoolCheckConfig checks the Compose stack's Prometheus
+// configuration, and through its rule_files the alerting rules beside it.
+func TestPromtoolCheckConfig(t *testing.T) {
+	runPromtool(t, "check", "config", filepath.Join("deploy", promConfigFile))
+}
+
 // TestDashboardQueriesParse has promtool parse every query of the
 // dashboard, written as a recording rule with Grafana's variables filled in.
 func TestDashboardQueriesParse(t *testing.T) {
