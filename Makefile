@@ -5,7 +5,7 @@ KAFKA   := bash integration/kafka/kafka.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench mutate docs rules-test vet kafka-up kafka-down clean
+.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench bench-micro mutate docs rules-test vet kafka-up kafka-down clean
 
 # The version is baked in (processor --version, the start log line,
 # processor_build_info); without git it is "devel".
@@ -68,7 +68,22 @@ chaos: build
 chaos-kafka: build
 	./bin/chaos -cluster -brokers $$($(KAFKA) cluster-up | tail -n 1) -records 100000 -iterations 20
 
+# The side-by-side benchmark (bench/run; docs/benchmarks.md): the bare
+# franz-go copier, the processor (exactly once, at least once, a jq chain at
+# 1 worker and at all cores) and Kafka Streams 4.4.0 drain the same input on
+# the local Apache Kafka broker if it is up (make kafka-up), else on a kfake
+# devbroker. BENCH=quick (default, under 5 minutes) or BENCH=full; more
+# flags with BENCH_FLAGS, e.g. BENCH_FLAGS='-records 200000 -rounds 3'.
+# Prints one Markdown table and writes it to bench/results/latest.md, with
+# BENCH_NOTE (e.g. BENCH_NOTE='quiet machine') among its conditions.
+BENCH       ?= quick
+BENCH_FLAGS ?=
+
 bench:
+	$(GO) run ./bench/run -mode $(BENCH) $(BENCH_FLAGS)
+
+# The Go micro-benchmarks (transforms, BenchmarkCopy against kfake).
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
 # Mutation testing with gremlins (not run in CI; docs/testing.md has the

@@ -1,0 +1,82 @@
+package benchcopy;
+
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Produced;
+
+/**
+ * The Kafka Streams baseline of `make bench`: copies every record of the
+ * input topics to the output topic, exactly once (exactly_once_v2), with
+ * ByteArray serdes and an identity topology, stream(inputs).to(output).
+ * Every other setting is Kafka Streams' default: one stream thread,
+ * auto.offset.reset=earliest, output records keep the input record's
+ * timestamp.
+ *
+ * <pre>
+ * java -jar kstreams-bench.jar BOOTSTRAP APPLICATION_ID IN1[,IN2...] OUT COMMIT_INTERVAL_MS STATE_DIR
+ * </pre>
+ *
+ * SIGTERM closes it cleanly (exit 0); an error in a stream thread, or the
+ * client going to ERROR, exits 1.
+ */
+public final class BenchCopy {
+    private BenchCopy() {}
+
+    public static void main(String[] args) throws InterruptedException {
+        if (args.length != 6) {
+            System.err.println("usage: BenchCopy BOOTSTRAP APPLICATION_ID IN1[,IN2...] OUT COMMIT_INTERVAL_MS STATE_DIR");
+            System.exit(2);
+        }
+        List<String> inputs = Arrays.asList(args[2].split(","));
+        Properties p = new Properties();
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, args[1]);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(args[4]));
+        p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
+        p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
+        p.put(StreamsConfig.STATE_DIR_CONFIG, args[5]); // where, not how: the topology has no state
+
+        StreamsBuilder b = new StreamsBuilder();
+        b.stream(inputs, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                .to(args[3], Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+
+        KafkaStreams streams = new KafkaStreams(b.build(), p);
+        CountDownLatch stopped = new CountDownLatch(1);
+        int[] code = {0};
+        streams.setUncaughtExceptionHandler(e -> {
+            System.err.println("BenchCopy: stream thread failed: " + e);
+            code[0] = 1;
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+        streams.setStateListener((now, before) -> {
+            System.err.println("BenchCopy: state " + before + " -> " + now);
+            if (now == KafkaStreams.State.ERROR) {
+                code[0] = 1;
+            }
+            if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
+                stopped.countDown();
+            }
+        });
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            streams.close(Duration.ofSeconds(20));
+            stopped.countDown();
+        }));
+        streams.start();
+        stopped.await();
+        if (code[0] != 0) {
+            streams.close(Duration.ofSeconds(5));
+            System.exit(code[0]);
+        }
+    }
+}

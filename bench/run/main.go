@@ -1,0 +1,362 @@
+// Command run is `make bench`: the side-by-side throughput benchmark. It
+// drains the same pre-loaded input with a bare franz-go
+// GroupTransactSession copier (bench/copier), the processor (exactly once,
+// at least once, and with a CPU-bound jq chain at one worker and at all
+// cores) and a Kafka Streams 4.4.0 application (bench/kstreams), each in
+// its own fresh consumer group writing to its own output topic, in
+// alternating rounds, and prints one Markdown table of the medians.
+//
+//	go run ./bench/run -mode quick           # make bench
+//	go run ./bench/run -mode full            # make bench BENCH=full
+//
+// The broker is the project's Apache Kafka (integration/kafka/kafka.sh) when
+// it answers on 127.0.0.1:19092, otherwise a kfake devbroker process that
+// this command starts and stops; -broker and -brokers choose explicitly.
+// docs/benchmarks.md describes the method and the columns.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the command's flags.
+type options struct {
+	mode        string
+	records     int
+	rounds      int
+	sizes       []int
+	intervals   []time.Duration
+	systems     []string
+	partitions  int
+	broker      string
+	brokers     string
+	liveRate    int
+	liveFor     time.Duration
+	out         string
+	keep        bool
+	noBuild     bool
+	runTimeout  time.Duration
+	settle      time.Duration
+	processorEx []string // extra PROCESSOR_* settings for every processor run
+	note        string
+}
+
+// modes are the defaults of -mode; flags given explicitly win.
+var modes = map[string]struct {
+	records, rounds, liveRate int
+	liveFor                   time.Duration
+}{
+	"quick": {records: 50_000, rounds: 2, liveRate: 1000, liveFor: time.Second},
+	"full":  {records: 500_000, rounds: 5, liveRate: 2000, liveFor: 3 * time.Second},
+}
+
+func main() {
+	var o options
+	var sizes, intervals, systems string
+	flag.StringVar(&o.mode, "mode", envOr("BENCH", "quick"), "quick or full: the defaults of -records, -rounds, -live-rate and -live-for ($BENCH)")
+	flag.IntVar(&o.records, "records", 0, "input records per record size (default: quick 50000, full 500000)")
+	flag.IntVar(&o.rounds, "rounds", 0, "alternating rounds; the table shows medians (default: quick 2, full 5)")
+	flag.StringVar(&sizes, "sizes", "100,1024", "record sizes in bytes (JSON order events padded to the size)")
+	flag.StringVar(&intervals, "intervals", "100ms,1s", "commit intervals")
+	flag.StringVar(&systems, "systems", strings.Join(systemKeys(), ","), "systems to run, in this order within a round")
+	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the input and output topics")
+	flag.StringVar(&o.broker, "broker", "auto", "auto (Apache Kafka on 127.0.0.1:19092 if it answers, else kfake), kafka (kafka.sh up first) or kfake")
+	flag.StringVar(&o.brokers, "brokers", "", "use these seed brokers instead (comma-separated); overrides -broker")
+	flag.IntVar(&o.liveRate, "live-rate", 0, "records/s written after each drain to measure end-to-end latency (default: quick 1000, full 2000)")
+	flag.DurationVar(&o.liveFor, "live-for", 0, "how long the latency phase writes (default: quick 1s, full 3s)")
+	flag.StringVar(&o.out, "out", "bench/results/latest.md", "where the table and its conditions are written")
+	flag.BoolVar(&o.keep, "keep", false, "keep the topics and groups this run created")
+	flag.BoolVar(&o.noBuild, "no-build", false, "use the binaries and jar already built")
+	flag.DurationVar(&o.runTimeout, "run-timeout", 0, "give up on a run that has not drained by then (default 2m + 1ms a record)")
+	flag.DurationVar(&o.settle, "settle", 250*time.Millisecond, "pause between runs")
+	flag.Func("processor-env", "an extra PROCESSOR_NAME=value for every processor run; repeatable (e.g. -processor-env PROCESSOR_LINEAGE_HEADERS=false)", func(kv string) error {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "PROCESSOR_") {
+			return fmt.Errorf("%q is not PROCESSOR_NAME=value", kv)
+		}
+		o.processorEx = append(o.processorEx, kv)
+		return nil
+	})
+	flag.StringVar(&o.note, "note", os.Getenv("BENCH_NOTE"), "a line about the conditions for the results file, e.g. \"other test runs used the machine\" ($BENCH_NOTE)")
+	flag.Parse()
+
+	m, ok := modes[o.mode]
+	if !ok {
+		fatalf(2, "-mode must be quick or full, not %q", o.mode)
+	}
+	if o.records == 0 {
+		o.records = m.records
+	}
+	if o.rounds == 0 {
+		o.rounds = m.rounds
+	}
+	if o.liveRate == 0 {
+		o.liveRate = m.liveRate
+	}
+	if o.liveFor == 0 {
+		o.liveFor = m.liveFor
+	}
+	if o.runTimeout == 0 {
+		o.runTimeout = 2*time.Minute + time.Duration(o.records)*time.Millisecond
+	}
+	var err error
+	if o.sizes, err = parseInts(sizes); err != nil {
+		fatalf(2, "-sizes: %v", err)
+	}
+	if o.intervals, err = parseDurations(intervals); err != nil {
+		fatalf(2, "-intervals: %v", err)
+	}
+	for _, k := range strings.Split(systems, ",") {
+		if _, ok := systemByKey(k); !ok {
+			fatalf(2, "-systems: unknown system %q (known: %s)", k, strings.Join(systemKeys(), ", "))
+		}
+		o.systems = append(o.systems, k)
+	}
+	if o.records < 1 || o.rounds < 1 || o.partitions < 1 || o.liveRate < 1 || o.liveFor <= 0 {
+		fatalf(2, "-records, -rounds, -partitions, -live-rate and -live-for must be positive")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fatalf(1, "%v", err)
+	}
+}
+
+// run is the whole benchmark: build, broker, pre-load, rounds, table.
+func run(ctx context.Context, o options) error {
+	began := time.Now()
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if err := os.Chdir(root); err != nil {
+		return err
+	}
+	cache := filepath.Join(root, "bench", ".cache")
+	logs := filepath.Join(cache, "logs")
+	if err := os.RemoveAll(logs); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	loadBefore := loadAvg()
+	say("make bench: mode %s, %d records per size, %s, sizes %v, commit intervals %v, %d cores, load average %s",
+		o.mode, o.records, plural(o.rounds, "round"), o.sizes, o.intervals, runtime.NumCPU(), loadBefore)
+
+	env := &environment{root: root, cache: cache, logs: logs}
+	if !o.noBuild {
+		if err := env.build(ctx, o); err != nil {
+			return err
+		}
+	} else {
+		env.locate(o)
+	}
+	buildDone := time.Now()
+
+	b, err := openBroker(ctx, o, env)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	say("broker: %s", b.describe)
+	b.sweepGroups(ctx)
+
+	env.avail = availability(o, env)
+	for _, k := range o.systems {
+		if why := env.avail[k]; why != "" {
+			s, _ := systemByKey(k)
+			say("%s: not available: %s", s.label, why)
+		}
+	}
+
+	runID := time.Now().Format("20060102-150405")
+	prefix := "bench-" + runID
+	var created []string // the input topics, deleted at the end
+	defer func() {
+		if o.keep {
+			say("kept the topics and groups of this run (names start with %s)", prefix)
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		b.cleanup(cctx, created, nil)
+		b.sweepGroups(cctx)
+	}()
+
+	inputs := map[int]*input{}
+	for _, size := range o.sizes {
+		in := &input{topic: fmt.Sprintf("%s-in-%d", prefix, size), size: size, records: o.records}
+		created = append(created, in.topic)
+		if err := b.createTopics(ctx, o.partitions, in.topic); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := b.preload(ctx, in); err != nil {
+			return err
+		}
+		say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
+		inputs[size] = in
+	}
+	preloadDone := time.Now()
+
+	var results []*result
+	for round := 1; round <= o.rounds; round++ {
+		for _, size := range o.sizes {
+			for _, iv := range o.intervals {
+				for _, k := range o.systems {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					s, _ := systemByKey(k)
+					if env.avail[k] != "" {
+						continue
+					}
+					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
+					spec := &runSpec{
+						sys: s, name: name, group: name, round: round, interval: iv, in: inputs[size],
+						out: name + "-out", live: name + "-live", log: filepath.Join(logs, strings.TrimPrefix(name, prefix+"-")+".log"),
+						stateDir: filepath.Join(cache, "kstreams-state", name),
+					}
+					r := runOne(ctx, o, env, b, spec)
+					results = append(results, r)
+					_ = os.RemoveAll(spec.stateDir)
+					if !o.keep {
+						// The outputs go as soon as they are counted: a full
+						// run would otherwise keep gigabytes of copies.
+						cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+						b.cleanup(cctx, []string{spec.out, spec.live}, []string{spec.group})
+						cancel()
+					}
+					if r.unavailable != "" {
+						env.avail[k] = r.unavailable
+						say("%s: not available: %s", s.label, r.unavailable)
+					}
+					time.Sleep(o.settle)
+				}
+			}
+		}
+	}
+	rep := &report{
+		o: o, env: env, broker: b.describe, began: began, loadBefore: loadBefore, loadAfter: loadAvg(),
+		buildTime: buildDone.Sub(began), preloadTime: preloadDone.Sub(buildDone), total: time.Since(began),
+		inputs: inputs, results: results,
+	}
+	md := rep.markdown()
+	fmt.Println()
+	fmt.Print(md)
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.out, []byte(md), 0o644); err != nil {
+		return err
+	}
+	raw, err := rep.json()
+	if err != nil {
+		return err
+	}
+	rawPath := strings.TrimSuffix(o.out, filepath.Ext(o.out)) + ".json"
+	if err := os.WriteFile(rawPath, raw, 0o644); err != nil {
+		return err
+	}
+	say("written to %s (every run: %s); per-run logs in %s", o.out, rawPath, logs)
+	return nil
+}
+
+func say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func fatalf(code int, format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	os.Exit(code)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive whole number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseDurations(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(strings.TrimSpace(f))
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%q is not a positive Go duration", f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// durName is a duration as it goes into topic names: 100ms, 1s.
+func durName(d time.Duration) string {
+	if d%time.Second == 0 {
+		return strconv.Itoa(int(d/time.Second)) + "s"
+	}
+	return strconv.Itoa(int(d/time.Millisecond)) + "ms"
+}
+
+// moduleRoot is the directory of go.mod, found upwards from the working
+// directory, so that the command runs from anywhere in the repository.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "bench", "copier")); err == nil {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("not inside the processor's repository (no go.mod with bench/copier above %s)", dir)
+		}
+		dir = parent
+	}
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// report turns the runs into one Markdown table of medians, with the
+// conditions it was measured under.
+type report struct {
+	o                      options
+	env                    *environment
+	broker                 string
+	began                  time.Time
+	loadBefore, loadAfter  string
+	buildTime, preloadTime time.Duration
+	total                  time.Duration
+	inputs                 map[int]*input
+	results                []*result
+}
+
+// row is the medians of one system on one input and commit interval.
+type row struct {
+	sys               system
+	size              int
+	interval          time.Duration
+	ok, runs          int
+	rate, lo, hi      float64 // records/s: median, min, max
+	mbs, cpuM, rssMiB float64
+	p50, p99, first   time.Duration
+	na, failed        string
+	warnings          []string
+}
+
+func (rp *report) rows() []*row {
+	var rows []*row
+	for _, size := range rp.o.sizes {
+		in := rp.inputs[size]
+		for _, iv := range rp.o.intervals {
+			for _, k := range rp.o.systems {
+				s, _ := systemByKey(k)
+				rw := &row{sys: s, size: size, interval: iv, na: rp.env.avail[k]}
+				var rates, cpus, rss, p50s, p99s, firsts []float64
+				for _, r := range rp.results {
+					if r.spec.sys.key != k || r.spec.in.size != size || r.spec.interval != iv {
+						continue
+					}
+					if r.unavailable != "" {
+						continue
+					}
+					rw.runs++
+					if r.err != "" {
+						rw.failed = r.err
+						continue
+					}
+					rw.ok++
+					rates = append(rates, float64(in.records)/r.wall.Seconds())
+					cpus = append(cpus, r.cpu/float64(in.records)*1e6)
+					rss = append(rss, float64(r.hwm)/(1<<20))
+					p50s = append(p50s, float64(percentile(r.lat, 0.50)))
+					p99s = append(p99s, float64(percentile(r.lat, 0.99)))
+					firsts = append(firsts, float64(r.first))
+					for _, w := range r.warnings {
+						rw.warnings = append(rw.warnings, fmt.Sprintf("round %d: %s", r.spec.round, w))
+					}
+				}
+				if rw.ok > 0 {
+					rw.rate, rw.lo, rw.hi = median(rates), slices.Min(rates), slices.Max(rates)
+					rw.mbs = rw.rate * float64(in.bytes) / float64(in.records) / 1e6
+					rw.cpuM, rw.rssMiB = median(cpus), median(rss)
+					rw.p50, rw.p99 = time.Duration(median(p50s)), time.Duration(median(p99s))
+					rw.first = time.Duration(median(firsts))
+				}
+				rows = append(rows, rw)
+			}
+		}
+	}
+	return rows
+}
+
+func (rp *report) markdown() string {
+	var b strings.Builder
+	o := rp.o
+	host, _ := os.Hostname()
+	fmt.Fprintf(&b, "<!-- Written by `make bench` (bench/run); quoted by docs/benchmarks.md. -->\n")
+	fmt.Fprintf(&b, "### `make bench` (%s), %s\n\n", o.mode, rp.began.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- Machine: %s, %d cores, %s; load average %s before, %s after.\n", host, runtime.NumCPU(), memTotal(), rp.loadBefore, rp.loadAfter)
+	if o.note != "" {
+		fmt.Fprintf(&b, "- Note: %s\n", o.note)
+	}
+	fmt.Fprintf(&b, "- Broker: %s.\n", rp.broker)
+	fmt.Fprintf(&b, "- Input: %d records per size (JSON order events keyed by customer, padded to the size; key and value bytes: ", o.records)
+	var sz []string
+	for _, s := range o.sizes {
+		in := rp.inputs[s]
+		sz = append(sz, fmt.Sprintf("%d B → %.1f MB", s, float64(in.bytes)/1e6))
+	}
+	fmt.Fprintf(&b, "%s) in %d partitions, pre-loaded once; every run drains it from the start in a fresh group to its own output topic.\n", strings.Join(sz, ", "), o.partitions)
+	rounds := plural(o.rounds, "round")
+	fmt.Fprintf(&b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
+	fmt.Fprintf(&b, "- Latency: after each drain, %d records/s for %s into a second input topic, each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
+	fmt.Fprintf(&b, "- Versions: %s; %s; Kafka Streams 4.4.0 (%s), JVM defaults.\n", orQ(rp.env.processorVersion), orQ(rp.env.goVersion), orQ(rp.env.javaVersion))
+	if len(o.processorEx) > 0 {
+		fmt.Fprintf(&b, "- Extra processor settings: `%s`.\n", strings.Join(o.processorEx, "`, `"))
+	}
+	fmt.Fprintf(&b, "- Took %s (builds %s, pre-load %s, runs %s).\n\n", rp.total.Round(time.Second),
+		rp.buildTime.Round(time.Second), rp.preloadTime.Round(time.Second), (rp.total - rp.buildTime - rp.preloadTime).Round(time.Second))
+
+	rows := rp.rows()
+	fmt.Fprintf(&b, "| record | commit | system | records/s | MB/s | first output s | CPU s / M records | peak RSS MiB | latency p50 ms | latency p99 ms | vs copier (rate, CPU) | vs Kafka Streams (rate, CPU) |\n")
+	fmt.Fprintf(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	var notes []string
+	note := func(s string) string {
+		for i, n := range notes {
+			if n == s {
+				return sup(i + 1)
+			}
+		}
+		notes = append(notes, s)
+		return sup(len(notes))
+	}
+	for _, rw := range rows {
+		base := find(rows, rw.size, rw.interval, "copier")
+		ks := find(rows, rw.size, rw.interval, "kstreams")
+		fmt.Fprintf(&b, "| %s | %s | %s | ", sizeName(rw.size), rw.interval, rw.sys.label)
+		switch {
+		case rw.na != "":
+			fmt.Fprintf(&b, "not available%s | – | – | – | – | – | – | – | – |\n", note(rw.na))
+			continue
+		case rw.ok == 0 && rw.runs == 0:
+			fmt.Fprintf(&b, "not run | – | – | – | – | – | – | – | – |\n")
+			continue
+		case rw.ok == 0:
+			fmt.Fprintf(&b, "failed%s | – | – | – | – | – | – | – | – |\n", note(rw.failed))
+			continue
+		}
+		rate := fmt.Sprintf("%s (%s–%s)", thousands(rw.rate), short(rw.lo), short(rw.hi))
+		if rw.ok == 1 {
+			rate = thousands(rw.rate)
+		}
+		if rw.ok < rw.runs {
+			rate += note(fmt.Sprintf("%d of %d runs failed; the last failure: %s", rw.runs-rw.ok, rw.runs, rw.failed))
+		}
+		for _, w := range rw.warnings {
+			rate += note(rw.sys.label + ", " + sizeName(rw.size) + ", commit " + rw.interval.String() + ", " + w)
+		}
+		fmt.Fprintf(&b, "%s | %.1f | %.1f | %.1f | %.0f | %s | %s | %s | %s |\n", rate, rw.mbs, rw.first.Seconds(), rw.cpuM, rw.rssMiB,
+			ms(rw.p50), ms(rw.p99), ratio(rw, base), ratio(rw, ks))
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for i, n := range notes {
+			fmt.Fprintf(&b, "%s %s\n", sup(i+1), n)
+			if i < len(notes)-1 {
+				b.WriteString("\n")
+			}
+		}
+	}
+	b.WriteString("\nrecords/s: input records / wall time from the start of the process until the group's committed offsets reach the input's end offsets (startup and group join included). MB/s: the same for key and value bytes. First output: from the start of the process until the reader sees the first output record (startup, group join, first transaction). CPU: utime+stime of the process (children included) over that time, in 10 ms ticks. Peak RSS: VmHWM at the end of the drain. Ratios: records/s and CPU s / M records over the bare copier's and Kafka Streams' on the same input and commit interval.\n")
+	return b.String()
+}
+
+func find(rows []*row, size int, iv time.Duration, key string) *row {
+	for _, r := range rows {
+		if r.size == size && r.interval == iv && r.sys.key == key {
+			return r
+		}
+	}
+	return nil
+}
+
+func ratio(rw, base *row) string {
+	if base == nil || base.ok == 0 || rw.ok == 0 {
+		return "–"
+	}
+	if base == rw {
+		return "1"
+	}
+	return fmt.Sprintf("%.2f×, %.2f×", rw.rate/base.rate, rw.cpuM/base.cpuM)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+func sizeName(n int) string {
+	if n%1024 == 0 {
+		return strconv.Itoa(n/1024) + " KiB"
+	}
+	return strconv.Itoa(n) + " B"
+}
+
+func ms(d time.Duration) string {
+	f := float64(d) / float64(time.Millisecond)
+	if f < 10 {
+		return fmt.Sprintf("%.1f", f)
+	}
+	return fmt.Sprintf("%.0f", f)
+}
+
+func thousands(f float64) string {
+	s := strconv.FormatInt(int64(f+0.5), 10)
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+func short(f float64) string {
+	switch {
+	case f >= 1e6:
+		return fmt.Sprintf("%.2fM", f/1e6)
+	case f >= 1e4:
+		return fmt.Sprintf("%.0fk", f/1e3)
+	case f >= 1e3:
+		return fmt.Sprintf("%.1fk", f/1e3)
+	}
+	return fmt.Sprintf("%.0f", f)
+}
+
+func sup(n int) string {
+	const digits = "⁰¹²³⁴⁵⁶⁷⁸⁹"
+	var out []rune
+	for _, c := range strconv.Itoa(n) {
+		out = append(out, []rune(digits)[c-'0'])
+	}
+	return string(out)
+}
+
+func orQ(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+func memTotal() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return "? memory"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			f := strings.Fields(rest)
+			kb, _ := strconv.ParseInt(f[0], 10, 64)
+			return fmt.Sprintf("%.0f GiB memory", float64(kb)/(1<<20))
+		}
+	}
+	return "? memory"
+}
+
+// runJSON is one run in the raw results file (latest.json beside the table).
+type runJSON struct {
+	System        string   `json:"system"`
+	RecordBytes   int      `json:"record_bytes"`
+	Commit        string   `json:"commit_interval"`
+	Round         int      `json:"round"`
+	Records       int      `json:"records"`
+	WallSeconds   float64  `json:"wall_seconds,omitempty"`
+	FirstOutput   float64  `json:"first_output_seconds,omitempty"`
+	RecordsPerSec float64  `json:"records_per_second,omitempty"`
+	CPUSeconds    float64  `json:"cpu_seconds,omitempty"`
+	PeakRSSBytes  int64    `json:"peak_rss_bytes,omitempty"`
+	LatencyMs     latJSON  `json:"latency_ms"`
+	Outputs       int64    `json:"outputs"`
+	Expected      int64    `json:"expected_outputs"`
+	Warnings      []string `json:"warnings,omitempty"`
+	Error         string   `json:"error,omitempty"`
+	Unavailable   string   `json:"unavailable,omitempty"`
+}
+
+type latJSON struct {
+	Samples int     `json:"samples"`
+	P50     float64 `json:"p50"`
+	P90     float64 `json:"p90"`
+	P99     float64 `json:"p99"`
+	Max     float64 `json:"max"`
+}
+
+func (rp *report) json() ([]byte, error) {
+	msf := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	var runs []runJSON
+	for _, r := range rp.results {
+		j := runJSON{System: r.spec.sys.key, RecordBytes: r.spec.in.size, Commit: r.spec.interval.String(), Round: r.spec.round,
+			Records: r.spec.in.records, Outputs: r.outputs, Expected: r.expected, Warnings: r.warnings, Error: r.err, Unavailable: r.unavailable}
+		if r.err == "" && r.unavailable == "" {
+			j.WallSeconds, j.FirstOutput = r.wall.Seconds(), r.first.Seconds()
+			j.RecordsPerSec = float64(r.spec.in.records) / r.wall.Seconds()
+			j.CPUSeconds, j.PeakRSSBytes = r.cpu, r.hwm
+			j.LatencyMs = latJSON{Samples: len(r.lat), P50: msf(percentile(r.lat, 0.5)), P90: msf(percentile(r.lat, 0.9)),
+				P99: msf(percentile(r.lat, 0.99)), Max: msf(percentile(r.lat, 1))}
+		}
+		runs = append(runs, j)
+	}
+	return json.MarshalIndent(map[string]any{"mode": rp.o.mode, "broker": rp.broker, "began": rp.began, "runs": runs}, "", "  ")
+}

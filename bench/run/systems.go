@@ -1,0 +1,143 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// jqExpr is the CPU-bound chain of the jq rows: it parses each JSON order,
+// derives five fields (arithmetic, a conditional, string functions, a join)
+// and drops the padding; one output record per input record.
+const jqExpr = `.amount = (.amount_cents / 100)` +
+	` | .tier = (if .amount_cents >= 50000 then "gold" elif .amount_cents >= 10000 then "silver" else "bronze" end)` +
+	` | .customer_no = (.customer | ltrimstr("customer-") | tonumber)` +
+	` | .ref = ([.order_id, .customer, (.seq | tostring)] | join(":") | ascii_upcase)` +
+	` | .pad_len = ((.pad // "") | length)` +
+	` | del(.pad)`
+
+// system is one column of contestants: how to start it for a run.
+type system struct {
+	key   string
+	label string
+	// needs are processor settings that the processor must know (listed by
+	// `processor config -markdown`), or the row is "not available": setting an
+	// unknown variable would measure something else.
+	needs []string
+	cmd   func(e *environment, b *broker, s *runSpec, extra []string) (*exec.Cmd, error)
+}
+
+var systems = []system{
+	{key: "copier", label: "bare franz-go GroupTransactSession copier", cmd: copierCmd},
+	{key: "processor", label: "processor, exactly once (identity)", cmd: processorCmd(nil)},
+	{key: "processor-alo", label: "processor, PROCESSOR_GUARANTEE=at_least_once (identity)",
+		needs: []string{"PROCESSOR_GUARANTEE"}, cmd: processorCmd([]string{"PROCESSOR_GUARANTEE=at_least_once"})},
+	{key: "jq-1", label: "processor, jq chain, PROCESSOR_WORKERS=1",
+		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd([]string{"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=1"})},
+	{key: "jq-n", label: fmt.Sprintf("processor, jq chain, PROCESSOR_WORKERS=%d (all cores)", runtime.NumCPU()),
+		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd([]string{"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=" + strconv.Itoa(runtime.NumCPU())})},
+	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", cmd: kstreamsCmd},
+}
+
+func systemKeys() []string {
+	var ks []string
+	for _, s := range systems {
+		ks = append(ks, s.key)
+	}
+	return ks
+}
+
+func systemByKey(k string) (system, bool) {
+	for _, s := range systems {
+		if s.key == k {
+			return s, true
+		}
+	}
+	return system{}, false
+}
+
+// availability says, before any run, which systems cannot be measured and
+// why: a processor setting that this build does not know, or no Kafka
+// Streams jar.
+func availability(o options, e *environment) map[string]string {
+	why := map[string]string{}
+	ref, err := exec.Command(e.processor, "config", "-markdown").Output()
+	for _, k := range o.systems {
+		s, _ := systemByKey(k)
+		for _, v := range s.needs {
+			switch {
+			case err != nil:
+				why[k] = fmt.Sprintf("`processor config` failed (%v), so whether it knows %s is unknown", err, v)
+			case !strings.Contains(string(ref), "`"+v+"`"):
+				why[k] = fmt.Sprintf("this processor build does not know %s yet (not in `processor config`)", v)
+			}
+		}
+		if k == "kstreams" && e.jar == "" {
+			why[k] = e.jarWhy
+		}
+	}
+	return why
+}
+
+// runSpec is one run: one system draining one input with one commit
+// interval, in its own group, to its own output topic.
+type runSpec struct {
+	sys      system
+	name     string
+	group    string
+	round    int
+	interval time.Duration
+	in       *input
+	out      string // output topic
+	live     string // second input topic, written to only in the latency phase
+	log      string
+	stateDir string
+}
+
+func copierCmd(e *environment, b *broker, s *runSpec, _ []string) (*exec.Cmd, error) {
+	return exec.Command(e.copier, "-brokers", strings.Join(b.addrs, ","), "-group", s.group,
+		"-topics", s.in.topic+","+s.live, "-out", s.out, "-txn-id", s.group+"-copier",
+		"-commit-interval", s.interval.String()), nil
+}
+
+// processorCmd runs bin/processor with its defaults, except for what a run
+// must set (brokers, group, topics, transactional ID, commit interval, an
+// ephemeral HTTP port) and the system's own settings. PROCESSOR_* variables
+// of the caller's environment are not passed on.
+func processorCmd(settings []string) func(*environment, *broker, *runSpec, []string) (*exec.Cmd, error) {
+	return func(e *environment, b *broker, s *runSpec, extra []string) (*exec.Cmd, error) {
+		cmd := exec.Command(e.processor)
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "PROCESSOR_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env,
+			"PROCESSOR_BROKERS="+strings.Join(b.addrs, ","),
+			"PROCESSOR_GROUP="+s.group,
+			"PROCESSOR_INPUT_TOPICS="+s.in.topic+","+s.live,
+			"PROCESSOR_OUTPUT_TOPIC="+s.out,
+			"PROCESSOR_TRANSACTIONAL_ID="+s.group+"-p",
+			"PROCESSOR_COMMIT_INTERVAL="+s.interval.String(),
+			"PROCESSOR_HTTP_ADDR=127.0.0.1:0",
+			"PROCESSOR_LOG_FORMAT=json",
+		)
+		cmd.Env = append(cmd.Env, settings...)
+		cmd.Env = append(cmd.Env, extra...)
+		return cmd, nil
+	}
+}
+
+// kstreamsCmd runs the Kafka Streams application with the JVM's defaults.
+func kstreamsCmd(e *environment, b *broker, s *runSpec, _ []string) (*exec.Cmd, error) {
+	if err := os.MkdirAll(s.stateDir, 0o755); err != nil {
+		return nil, err
+	}
+	return exec.Command(e.java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", e.jar,
+		strings.Join(b.addrs, ","), s.group, s.in.topic+","+s.live, s.out,
+		strconv.FormatInt(s.interval.Milliseconds(), 10), s.stateDir), nil
+}
