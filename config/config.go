@@ -9,6 +9,7 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"reflect"
 	"strconv"
@@ -35,6 +36,19 @@ type Config struct {
 	// EmbeddedBrokerPartitions is the partition count of the topics the
 	// embedded broker creates for the processor.
 	EmbeddedBrokerPartitions int32 `envconfig:"EMBEDDED_BROKER_PARTITIONS" default:"6" desc:"a partition count from 1 to 1000" doc:"partitions of the topics the embedded broker creates (the input, output and dead-letter topics, at start if missing)"`
+
+	// How the brokers are reached: TLS and SASL. The files are read, and
+	// checked, when the processor starts (cmd/processor/app), not here.
+	TLSEnabled    bool   `envconfig:"TLS_ENABLED" default:"false" desc:"true or false" doc:"connect to the brokers over TLS (1.2 or later), verifying their certificates against the system's roots, or PROCESSOR_TLS_CA_FILE; not with the embedded broker, which speaks plaintext"`
+	TLSCAFile     string `envconfig:"TLS_CA_FILE" desc:"a path to a PEM file of CA certificates, e.g. /etc/kafka/ca.pem" doc:"trust the brokers' certificates that these CAs signed, instead of the system's roots; needs PROCESSOR_TLS_ENABLED=true"`
+	TLSCertFile   string `envconfig:"TLS_CERT_FILE" desc:"a path to a PEM client certificate (chain), with PROCESSOR_TLS_KEY_FILE" doc:"the client certificate for mutual TLS, with PROCESSOR_TLS_KEY_FILE (both or neither); needs PROCESSOR_TLS_ENABLED=true"`
+	TLSKeyFile    string `envconfig:"TLS_KEY_FILE" desc:"a path to the PEM private key of PROCESSOR_TLS_CERT_FILE" doc:"the private key of PROCESSOR_TLS_CERT_FILE (both or neither); needs PROCESSOR_TLS_ENABLED=true"`
+	TLSServerName string `envconfig:"TLS_SERVER_NAME" desc:"a host name, e.g. kafka.internal" doc:"the name the brokers' certificates must be valid for, instead of the host of each broker's address; needs PROCESSOR_TLS_ENABLED=true"`
+	SASLMechanism string `envconfig:"SASL_MECHANISM" desc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512" doc:"authenticate to the brokers with this SASL mechanism, as PROCESSOR_SASL_USERNAME; no SASL when unset; PLAIN sends the password as it is, so use it over TLS"`
+	SASLUsername  string `envconfig:"SASL_USERNAME" desc:"a SASL user name, e.g. orders-enricher" doc:"the SASL user; required with PROCESSOR_SASL_MECHANISM"`
+	// SASLPassword is a Secret: printing it shows a placeholder.
+	SASLPassword     Secret `envconfig:"SASL_PASSWORD" desc:"the SASL user's password (never shown)" doc:"the SASL user's password; set it or PROCESSOR_SASL_PASSWORD_FILE, not both; never logged or shown"`
+	SASLPasswordFile string `envconfig:"SASL_PASSWORD_FILE" desc:"a path to a file holding the SASL password, e.g. /var/run/secrets/kafka/password" doc:"a file holding the SASL user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
 
 	Group           string   `envconfig:"GROUP" desc:"the consumer group id, e.g. orders-enricher" doc:"the consumer group that the instances of one processor share; required"`
 	InputTopics     []string `envconfig:"INPUT_TOPICS" desc:"comma-separated topic names, e.g. orders,refunds" doc:"the topics the processor consumes; required"`
@@ -70,17 +84,51 @@ type Config struct {
 // the form that was expected. Its message is one line meant for the user.
 type Error struct {
 	Var   string // full variable name, e.g. PROCESSOR_COMMIT_INTERVAL
-	Value string // the offending value; empty when the variable is unset
+	Value string // the offending value; empty when the variable is unset or Secret
 	Unset bool   // the variable is required but not set
-	Want  string // the expected form
+	// Secret: the variable holds a secret (a password), so the message
+	// does not quote its value, and Value is empty.
+	Secret bool
+	Want   string // the expected form
 }
 
 func (e *Error) Error() string {
-	if e.Unset {
+	switch {
+	case e.Unset:
 		return fmt.Sprintf("%s is not set: want %s", e.Var, e.Want)
+	case e.Secret:
+		return fmt.Sprintf("%s is invalid (its value is not shown): want %s", e.Var, e.Want)
 	}
 	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
 }
+
+// Secret is a setting that must not be shown: a password. fmt, log/slog,
+// encoding/json and the like print a placeholder in its place; Reveal
+// returns the value itself, for the one place that needs it.
+type Secret string
+
+// redacted is what a Secret shows instead of its value.
+const redacted = "[redacted]"
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+// String returns a placeholder, or "" when the secret is empty.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return redacted
+}
+
+// GoString returns a placeholder, also for %#v.
+func (s Secret) GoString() string { return strconv.Quote(s.String()) }
+
+// LogValue returns a placeholder for log/slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText returns a placeholder, for encoding/json and the like.
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Load reads the PROCESSOR_* environment into a Config, applies defaults
 // (the transactional ID defaults to <group>-<hostname>) and validates it.

@@ -53,6 +53,29 @@ var rules = []rule{
 		form: note(", or PROCESSOR_EMBEDDED_BROKER=true to try the processor on one machine")},
 	{field: "Brokers", when: external, ok: func(c *Config) bool { return all(c.Brokers, isBroker) }},
 
+	// How the brokers are reached: TLS, and SASL with exactly one source
+	// of the password. (cmd/processor/app reads the files at start.)
+	{field: "TLSEnabled", when: embedded, ok: func(c *Config) bool { return !c.TLSEnabled },
+		form: fixed("false with PROCESSOR_EMBEDDED_BROKER=true (the embedded broker speaks plaintext only; PROCESSOR_SASL_* work with it)")},
+	{field: "TLSCAFile", when: tlsOff, ok: func(c *Config) bool { return c.TLSCAFile == "" }, form: needsTLS},
+	{field: "TLSCertFile", when: tlsOff, ok: func(c *Config) bool { return c.TLSCertFile == "" }, form: needsTLS},
+	{field: "TLSKeyFile", when: tlsOff, ok: func(c *Config) bool { return c.TLSKeyFile == "" }, form: needsTLS},
+	{field: "TLSServerName", when: tlsOff, ok: func(c *Config) bool { return c.TLSServerName == "" }, form: needsTLS},
+	{field: "TLSKeyFile", when: func(c *Config) bool { return c.TLSCertFile != "" }, unset: true,
+		ok: func(c *Config) bool { return c.TLSKeyFile != "" }, form: note(" (PROCESSOR_TLS_CERT_FILE needs its key)")},
+	{field: "TLSCertFile", when: func(c *Config) bool { return c.TLSKeyFile != "" }, unset: true,
+		ok: func(c *Config) bool { return c.TLSCertFile != "" }, form: note(" (PROCESSOR_TLS_KEY_FILE is the key of a certificate)")},
+	{field: "SASLMechanism", when: hasSASL, ok: func(c *Config) bool { return oneOf(c.SASLMechanism, SASLMechanisms...) }},
+	{field: "SASLUsername", when: hasSASL, unset: true, ok: func(c *Config) bool { return c.SASLUsername != "" },
+		form: note(" (PROCESSOR_SASL_MECHANISM needs one)")},
+	{field: "SASLPassword", when: hasSASL, unset: true, ok: func(c *Config) bool { return c.SASLPassword != "" || c.SASLPasswordFile != "" },
+		form: note(", or PROCESSOR_SASL_PASSWORD_FILE (PROCESSOR_SASL_MECHANISM needs one of them)")},
+	{field: "SASLPasswordFile", when: hasSASL, ok: func(c *Config) bool { return c.SASLPassword == "" || c.SASLPasswordFile == "" },
+		form: fixed("unset while PROCESSOR_SASL_PASSWORD is set: set one of them, not both")},
+	{field: "SASLUsername", when: noSASL, ok: func(c *Config) bool { return c.SASLUsername == "" }, form: needsSASL},
+	{field: "SASLPassword", when: noSASL, ok: func(c *Config) bool { return c.SASLPassword == "" }, form: needsSASL},
+	{field: "SASLPasswordFile", when: noSASL, ok: func(c *Config) bool { return c.SASLPasswordFile == "" }, form: needsSASL},
+
 	// What is consumed and produced, by whom.
 	{field: "Group", unset: true, ok: func(c *Config) bool { return c.Group != "" }},
 	{field: "InputTopics", unset: true, ok: func(c *Config) bool { return len(c.InputTopics) > 0 }},
@@ -100,6 +123,19 @@ var rules = []rule{
 	{field: "ProgressInterval", ok: func(c *Config) bool { return c.ProgressInterval >= 0 }},
 }
 
+// SASLMechanisms are the values PROCESSOR_SASL_MECHANISM takes.
+var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+// needsTLS is the form of a TLS setting made while TLS is off.
+func needsTLS(*Config, string) string {
+	return "PROCESSOR_TLS_ENABLED=true along with it, or the variable unset (TLS is off, so it would do nothing)"
+}
+
+// needsSASL is the form of a SASL setting made without a mechanism.
+func needsSASL(*Config, string) string {
+	return "PROCESSOR_SASL_MECHANISM set along with it, or the variable unset (without a mechanism there is no SASL, so it would do nothing)"
+}
+
 // topicNote follows the form of a setting whose topic name topic.Valid
 // refuses.
 const topicNote = " (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)"
@@ -111,7 +147,10 @@ func (r rule) failure(c *Config) *Error {
 	if r.form != nil {
 		e.Want = r.form(c, e.Want)
 	}
-	if !r.unset {
+	switch {
+	case f.Type == reflect.TypeFor[Secret]():
+		e.Secret = !r.unset // never quoted
+	case !r.unset:
 		e.Value = show(reflect.ValueOf(c).Elem().FieldByIndex(f.Index).Interface())
 	}
 	return e
@@ -140,6 +179,9 @@ func fixed(s string) func(*Config, string) string {
 func embedded(c *Config) bool { return c.EmbeddedBroker }
 func external(c *Config) bool { return !c.EmbeddedBroker }
 func hasDLQ(c *Config) bool   { return c.DLQTopic != "" }
+func tlsOff(c *Config) bool   { return !c.TLSEnabled }
+func hasSASL(c *Config) bool  { return c.SASLMechanism != "" }
+func noSASL(c *Config) bool   { return c.SASLMechanism == "" }
 
 // within reports whether v is not outside lo..hi. A NaN is not outside.
 func within[T cmp.Ordered](v, lo, hi T) bool { return !(v < lo || v > hi) }

@@ -38,6 +38,9 @@ type target struct {
 	name    string
 	brokers []string
 	fake    *kfake.Cluster // nil for a real cluster
+	// conn are the options the test's own clients need to reach a secured
+	// cluster (TLS, SASL); see secure_test.go.
+	conn []kgo.Opt
 
 	lastBehind string // what caughtUp last found behind, for failure messages
 }
@@ -69,9 +72,15 @@ func unique(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
+// clientOpts are the options of a test client of tg: its brokers, how to
+// reach them, then more.
+func (tg *target) clientOpts(more ...kgo.Opt) []kgo.Opt {
+	return append(append([]kgo.Opt{kgo.SeedBrokers(tg.brokers...)}, tg.conn...), more...)
+}
+
 func (tg *target) admin(t testing.TB) *kadm.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...))
+	cl, err := kgo.NewClient(tg.clientOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +172,7 @@ func waitClosed(t testing.TB, ch <-chan struct{}, d time.Duration, what string) 
 // the test has already ended.
 func (tg *target) produce(t testing.TB, in input, from, to int) bool {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(2*time.Millisecond))
+	cl, err := kgo.NewClient(tg.clientOpts(kgo.ProducerLinger(2 * time.Millisecond))...)
 	if err != nil {
 		t.Error(err)
 		return false
@@ -249,6 +258,7 @@ type instanceOpts struct {
 	maxTxnBytes       int64
 	txnTimeout        time.Duration // default 8s; the session timeout is 2s more
 	transformTimeout  time.Duration
+	configure         func(*config.Config) // last: e.g. TLS and SASL settings
 }
 
 func testLogger(t testing.TB, name string) *slog.Logger {
@@ -322,6 +332,9 @@ func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
 	}
 	if o.transformTimeout > 0 {
 		cfg.TransformTimeout = o.transformTimeout
+	}
+	if o.configure != nil {
+		o.configure(cfg)
 	}
 	return cfg
 }
@@ -462,8 +475,8 @@ func (tg *target) readAll(t testing.TB, topic string, committed bool) []*kgo.Rec
 	}
 	// Control records (transaction markers) are kept so positions reach
 	// the end offsets; they are not returned.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
+	cl, err := kgo.NewClient(tg.clientOpts(kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,8 +54,16 @@ type Options struct {
 	FenceWindow time.Duration
 	Logger      *slog.Logger
 	Metrics     *Metrics
-	// ClientOpts are appended to the client options, e.g. kprom hooks.
+	// ClientOpts are appended to the options of the group client, e.g.
+	// kprom hooks.
 	ClientOpts []kgo.Opt
+	// ConnOpts say how to reach the brokers: TLS (kgo.DialTLSConfig) and
+	// SASL (kgo.SASL), for instance. Unlike ClientOpts they apply to every
+	// client the session makes: the group client, each time it is
+	// rebuilt, and the admin client. When the brokers and the client do
+	// not accept each other (credentials, certificates), Init returns an
+	// *AccessError instead of retrying.
+	ConnOpts []kgo.Opt
 }
 
 // FencedError is returned when the producer was fenced again soon after a
@@ -103,6 +111,8 @@ type Session struct {
 
 	adminClient *kgo.Client // for end offsets, from any goroutine; not rebuilt
 	admin       *kadm.Client
+
+	sasl saslWatch // a hook of the group client, across rebuilds
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -123,7 +133,8 @@ func New(opts Options) (*Session, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	admin, err := kgo.NewClient(kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("processor-admin"), kgo.WithLogger(kgoLogger{s.log}))
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("processor-admin"),
+		kgo.WithLogger(kgoLogger{s.log})}, opts.ConnOpts...)...)
 	if err != nil {
 		s.gts.Close()
 		return nil, fmt.Errorf("creating the Kafka admin client: %w", err)
@@ -178,10 +189,12 @@ func (s *Session) open() error {
 		// metadata refresh, at most every MetadataMinAge: 5s by default,
 		// which would stall a transaction that follows a commit.
 		kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.WithHooks(&s.sasl),
 	}
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
 	}
+	kopts = append(kopts, o.ConnOpts...)
 	kopts = append(kopts, o.ClientOpts...)
 	gts, err := kgo.NewGroupTransactSession(kopts...)
 	if err != nil {
@@ -205,16 +218,28 @@ func (s *Session) countRebalance(cl *kgo.Client) {
 // it succeeds or ctx ends. Initialising fences any older producer with the
 // same transactional ID and aborts its open transaction, so a restarted
 // instance takes over from its dead predecessor at once. Errors that no
-// retry can fix (the broker rejects the transaction timeout, or
-// authorization) are returned.
+// retry can fix are returned at once: the broker rejects the transaction
+// timeout, or the brokers and the client do not accept each other or the
+// user is not authorized (an *AccessError). Brokers that cannot be
+// reached, or answer that they are not ready, are retried.
 func (s *Session) Init(ctx context.Context) error {
 	s.connecting.Store(true)
 	defer s.connecting.Store(false)
 	backoff := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		tctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Second)
+		actx, cancel := context.WithCancelCause(tctx)
+		s.sasl.arm(cancel)
 		_, _, err := s.gts.Client().ProducerID(actx)
-		cancel()
+		s.sasl.disarm()
+		if cause := context.Cause(actx); err != nil && errors.Is(cause, errSASLDropped) && ctx.Err() == nil {
+			err = cause
+		}
+		if err == nil {
+			err = s.checkReadAccess(actx)
+		}
+		cancel(nil)
+		cancelTimeout()
 		if err == nil {
 			s.producerReady.Store(true)
 			if attempt > 1 {
@@ -225,11 +250,19 @@ func (s *Session) Init(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		switch {
-		case errors.Is(err, kerr.InvalidTransactionTimeout):
+		if errors.Is(err, kerr.InvalidTransactionTimeout) {
 			return fmt.Errorf("the broker rejects transaction timeout %s: %w", s.opts.TransactionTimeout, err)
-		case errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed):
-			return fmt.Errorf("not authorized to use transactional ID %q: %w", s.opts.TransactionalID, err)
+		}
+		var access *AccessError
+		if errors.As(err, &access) {
+			return access
+		}
+		if kind := accessKind(err); kind != 0 {
+			e := &AccessError{Kind: kind, Err: err}
+			if kind == AccessDenied {
+				e.Resource = fmt.Sprintf("transactional ID %q", s.opts.TransactionalID)
+			}
+			return e
 		}
 		s.log.Warn("cannot initialise the transactional producer; retrying",
 			"brokers", s.opts.Brokers, "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
@@ -510,7 +543,10 @@ func (s *Session) Metrics() *Metrics { return s.m }
 func (s *Session) AssignmentEpoch() uint64 { return s.epoch.Load() }
 
 // kgoLogger routes franz-go's own logs into slog. franz-go logs every
-// transaction at info, so its info becomes our debug.
+// transaction at info, so its info becomes our debug; and so do its
+// warnings and errors about a refused connection (credentials,
+// certificates), which it logs per connection attempt: Init reports the
+// refusal itself, once, as the error that stops the processor.
 type kgoLogger struct{ l *slog.Logger }
 
 func (k kgoLogger) Level() kgo.LogLevel {
@@ -526,11 +562,23 @@ func (k kgoLogger) Level() kgo.LogLevel {
 
 func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	l := slog.LevelDebug
-	switch level {
-	case kgo.LogLevelError:
+	switch {
+	case refusal(keyvals):
+	case level == kgo.LogLevelError:
 		l = slog.LevelError
-	case kgo.LogLevelWarn:
+	case level == kgo.LogLevelWarn:
 		l = slog.LevelWarn
 	}
 	k.l.Log(context.Background(), l, "kafka client: "+msg, keyvals...)
+}
+
+// refusal reports whether one of a log line's values is an error that
+// accessKind recognises.
+func refusal(keyvals []any) bool {
+	for _, v := range keyvals {
+		if err, ok := v.(error); ok && accessKind(err) != 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -3,7 +3,11 @@
 # without Docker, from the jars Maven fetches into a cache folder.
 #
 #   kafka.sh fetch            download the broker and tools jars (skipped when cached)
-#   kafka.sh up               start one KRaft broker+controller; prints bootstrap last
+#   kafka.sh up               start one KRaft broker+controller (plaintext, plus
+#                             secured listeners: SASL_SSL and mutual TLS); prints
+#                             the plaintext bootstrap last
+#   kafka.sh secure-env       print the settings of a client of the secured
+#                             listeners, as shell exports (after 'up')
 #   kafka.sh down [--wipe]    stop it (--wipe also deletes its data and logs)
 #   kafka.sh cluster-up       start 3 KRaft nodes; prints bootstrap list last
 #   kafka.sh cluster-down [--wipe]
@@ -32,6 +36,9 @@ CLUSTER_DIR=${KAFKA_CLUSTER_RUN_DIR:-$RUN_ROOT/cluster}
 HOST=127.0.0.1
 SINGLE_PORT=${KAFKA_PORT:-19092}
 SINGLE_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-} # default: KAFKA_PORT+1, set in check_ports
+# The single broker's secured listeners (see "Secured listeners" in README.md).
+SINGLE_SASL_PORT=${KAFKA_SASL_SSL_PORT:-} # SASL_SSL; default: KAFKA_PORT+2
+SINGLE_MTLS_PORT=${KAFKA_MTLS_PORT:-}     # SSL with client certificates required; default: KAFKA_PORT+3
 # Cluster node N: broker port BASE+100*N, controller port BASE+100*N+1.
 CLUSTER_BASE_PORT=${KAFKA_CLUSTER_BASE_PORT:-19092}
 CLUSTER_NODES=3
@@ -54,7 +61,7 @@ die() { printf 'kafka.sh: error: %s\n' "$*" >&2; exit 1; }
 info() { printf 'kafka.sh: %s\n' "$*" >&2; }
 
 usage() {
-  sed -n '2,19s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,23s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit "${1:-2}"
 }
 
@@ -66,6 +73,10 @@ check_ports() {
   valid_port "$SINGLE_PORT" || die "KAFKA_PORT='$SINGLE_PORT' is not a port number"
   [[ -n $SINGLE_CONTROLLER_PORT ]] || SINGLE_CONTROLLER_PORT=$((SINGLE_PORT + 1))
   valid_port "$SINGLE_CONTROLLER_PORT" || die "KAFKA_CONTROLLER_PORT='$SINGLE_CONTROLLER_PORT' is not a port number"
+  [[ -n $SINGLE_SASL_PORT ]] || SINGLE_SASL_PORT=$((SINGLE_PORT + 2))
+  valid_port "$SINGLE_SASL_PORT" || die "KAFKA_SASL_SSL_PORT='$SINGLE_SASL_PORT' is not a port number"
+  [[ -n $SINGLE_MTLS_PORT ]] || SINGLE_MTLS_PORT=$((SINGLE_PORT + 3))
+  valid_port "$SINGLE_MTLS_PORT" || die "KAFKA_MTLS_PORT='$SINGLE_MTLS_PORT' is not a port number"
   [[ $CLUSTER_BASE_PORT =~ ^[0-9]+$ ]] && valid_port $((CLUSTER_BASE_PORT + 100 * CLUSTER_NODES + 1)) \
     || die "KAFKA_CLUSTER_BASE_PORT='$CLUSTER_BASE_PORT' is not usable"
   [[ $START_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_START_TIMEOUT='$START_TIMEOUT' is not a number of seconds"
@@ -178,9 +189,11 @@ format_storage() {
 launch() {
   local d=$1 heap=$2 name=$3 port p
   port=$(sed -n 's/^# broker-port=//p' "$d/server.properties")
-  local cport
+  local cport more
   cport=$(sed -n 's/^# controller-port=//p' "$d/server.properties")
-  for p in "$port" "$cport"; do
+  more=$(sed -n 's/^# secured-ports=//p' "$d/server.properties")
+  # shellcheck disable=SC2086  # the secured ports are a space-separated list
+  for p in "$port" "$cport" $more; do
     if port_open "$p"; then
       die "port $HOST:$p is already in use by another process; stop it or pick other ports (see README.md)"
     fi
@@ -289,11 +302,11 @@ new_cluster_id() {
 }
 
 # Settings shared by the single broker and the cluster nodes.
-common_props() { # common_props D
+common_props() { # common_props D [MORE_PROTOCOL_MAP_ENTRIES]
   cat <<EOF
 process.roles=broker,controller
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT${2:+,$2}
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$1/data
 auto.create.topics.enable=true
@@ -310,6 +323,170 @@ num.recovery.threads.per.data.dir=1
 EOF
 }
 
+# ------------------------------------------------------------ secured ----
+# The single broker's secured listeners: SASL_SSL (SCRAM-SHA-512 or PLAIN
+# over TLS) and SSL that requires a client certificate (mutual TLS). A test
+# CA, the broker's keystore, a client certificate and the users' passwords
+# are made on first use into D/secure, and kept until 'down --wipe':
+#
+#   ca.p12, ca.pem           the CA (keystore; its certificate in PEM, for clients)
+#   broker.p12               the broker's key and certificate (127.0.0.1, localhost)
+#   truststore.p12           the CA, to which client certificates must chain
+#   client.pem, client.key   a client certificate (CN=processor-client) and its key
+#   processor.password       the password (SCRAM-SHA-512 and PLAIN) of user processor
+#   reader.password          ... of user reader, who may do nothing (no ACLs)
+#   store.pass               the keystores' password
+#
+# keytool (part of the JDK) makes the CA and the broker's keystore and signs
+# the client certificate; the client's key and request come from openssl,
+# without which there is no client certificate (secure-env leaves it out).
+
+SECURE_USER=processor  # a super user: may do everything
+SECURE_READER=reader   # no ACLs: authenticates, then is refused everything
+SECURE_CLIENT_CN=processor-client
+
+# random_secret: 24 random letters and digits, which the credential syntax
+# of kafka-storage and kafka-configs takes without quoting.
+random_secret() {
+  local s
+  s=$(head -c 600 /dev/urandom | LC_ALL=C tr -dc 'A-Za-z0-9')
+  ((${#s} >= 24)) || die "could not make a random password"
+  printf '%s\n' "${s:0:24}"
+}
+
+# keytool_in DIR ARGS...: keytool ARGS, its output kept in DIR/keytool.out.
+keytool_in() {
+  local dir=$1
+  shift
+  if ! keytool "$@" >>"$dir/keytool.out" 2>&1; then
+    tail -n 20 "$dir/keytool.out" >&2
+    die "keytool $1 failed (output above, also in $dir/keytool.out)"
+  fi
+}
+
+# secure_material D: make D/secure, unless it is complete.
+secure_material() {
+  local s=$1/secure
+  [[ -f $s/.complete ]] && return 0
+  need keytool "it comes with the JDK; install a JDK 17+"
+  rm -rf "$s"
+  mkdir -p "$s"
+  chmod 700 "$s"
+  info "making a test CA, the broker's keystore and a client certificate in $s"
+  random_secret >"$s/store.pass"
+  random_secret >"$s/$SECURE_USER.password"
+  random_secret >"$s/$SECURE_READER.password"
+  local -a pass=(-storetype PKCS12 -storepass:file "$s/store.pass")
+  local -a ec=(-keyalg EC -groupname secp256r1 -validity 3650)
+  keytool_in "$s" -genkeypair -keystore "$s/ca.p12" "${pass[@]}" -alias ca -dname "CN=kafka.sh test CA" "${ec[@]}" \
+    -ext bc:c -ext ku:c=keyCertSign,cRLSign
+  keytool_in "$s" -exportcert -keystore "$s/ca.p12" "${pass[@]}" -alias ca -rfc -file "$s/ca.pem"
+  keytool_in "$s" -genkeypair -keystore "$s/broker.p12" "${pass[@]}" -alias broker -dname "CN=localhost" "${ec[@]}"
+  keytool_in "$s" -certreq -keystore "$s/broker.p12" "${pass[@]}" -alias broker -file "$s/broker.csr"
+  keytool_in "$s" -gencert -keystore "$s/ca.p12" "${pass[@]}" -alias ca -infile "$s/broker.csr" -outfile "$s/broker.pem" \
+    -rfc -validity 3650 -ext san=ip:127.0.0.1,dns:localhost -ext eku=serverAuth -ext ku=digitalSignature
+  keytool_in "$s" -importcert -keystore "$s/broker.p12" "${pass[@]}" -alias ca -file "$s/ca.pem" -noprompt
+  keytool_in "$s" -importcert -keystore "$s/broker.p12" "${pass[@]}" -alias broker -file "$s/broker.pem"
+  keytool_in "$s" -importcert -keystore "$s/truststore.p12" "${pass[@]}" -alias ca -file "$s/ca.pem" -noprompt
+  if command -v openssl >/dev/null 2>&1; then
+    if ! { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$s/client.key" &&
+      openssl req -new -key "$s/client.key" -subj "/CN=$SECURE_CLIENT_CN" -out "$s/client.csr"; } >>"$s/openssl.out" 2>&1; then
+      cat "$s/openssl.out" >&2
+      die "openssl could not make the client's key (output above, also in $s/openssl.out)"
+    fi
+    chmod 600 "$s/client.key"
+    keytool_in "$s" -gencert -keystore "$s/ca.p12" "${pass[@]}" -alias ca -infile "$s/client.csr" -outfile "$s/client.pem" \
+      -rfc -validity 3650 -ext eku=clientAuth -ext ku=digitalSignature
+  else
+    info "openssl not found: no client certificate for the mutual TLS listener (secure-env leaves it out)"
+  fi
+  rm -f "$s"/*.csr
+  touch "$s/.complete"
+}
+
+# secure_props D: the broker settings of the secured listeners.
+secure_props() {
+  local s=$1/secure sp up rp
+  sp=$(cat "$s/store.pass")
+  up=$(cat "$s/$SECURE_USER.password")
+  rp=$(cat "$s/$SECURE_READER.password")
+  cat <<EOF
+# Secured listeners: TLS with the broker's certificate from the test CA;
+# SASL_SSL takes SCRAM-SHA-512 (users in the metadata log) or PLAIN (users
+# below); SSL requires a client certificate signed by the CA.
+ssl.keystore.type=PKCS12
+ssl.keystore.location=$s/broker.p12
+ssl.keystore.password=$sp
+ssl.key.password=$sp
+ssl.truststore.type=PKCS12
+ssl.truststore.location=$s/truststore.p12
+ssl.truststore.password=$sp
+listener.name.ssl.ssl.client.auth=required
+sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SECURE_USER="$up" user_$SECURE_READER="$rp";
+# ACLs: the plaintext listeners (ANONYMOUS), user $SECURE_USER and the
+# client certificate are super users; user $SECURE_READER has no ACLs.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$SECURE_USER;User:CN=$SECURE_CLIENT_CN
+EOF
+}
+
+# scram_args D: the kafka-storage format arguments that create the SCRAM
+# users, NUL-separated.
+scram_args() {
+  local s=$1/secure u
+  for u in "$SECURE_USER" "$SECURE_READER"; do
+    printf '%s\0' --add-scram "SCRAM-SHA-512=[name=$u,password=$(cat "$s/$u.password")]"
+  done
+}
+
+# scram_stamp D: what D/scram-users holds once the broker's SCRAM users
+# have the passwords in D/secure.
+scram_stamp() { cat "$1/secure/$SECURE_USER.password" "$1/secure/$SECURE_READER.password" | sha256sum | cut -d' ' -f1; }
+
+# ensure_scram_users D: give the SCRAM users the passwords in D/secure on
+# the running broker, through its plaintext listener, unless they have
+# them (its storage was formatted with them, or this ran before). Needed
+# for storage formatted before the secured listeners existed.
+ensure_scram_users() {
+  local d=$1 u
+  [[ -f $d/scram-users && $(cat "$d/scram-users") == "$(scram_stamp "$d")" ]] && return 0
+  info "creating the SCRAM-SHA-512 users $SECURE_USER and $SECURE_READER (kafka-configs)"
+  for u in "$SECURE_USER" "$SECURE_READER"; do
+    if ! tool org.apache.kafka.tools.ConfigCommand --bootstrap-server "$HOST:$SINGLE_PORT" --alter \
+      --add-config "SCRAM-SHA-512=[password=$(cat "$d/secure/$u.password")]" \
+      --entity-type users --entity-name "$u" >"$d/scram.out" 2>&1; then
+      cat "$d/scram.out" >&2
+      die "could not create the SCRAM user $u (output above, also in $d/scram.out)"
+    fi
+  done
+  scram_stamp "$d" >"$d/scram-users"
+}
+
+# secure_env: what a client of the secured listeners needs, as shell
+# exports: eval "$(kafka.sh secure-env)". Passwords are files, not values.
+secure_env() {
+  local d=$SINGLE_DIR s=$SINGLE_DIR/secure
+  [[ -f $s/.complete ]] || die "no secured listeners in $d yet; run '$0 up' first"
+  port_open "$SINGLE_SASL_PORT" \
+    || info "warning: nothing listens on $HOST:$SINGLE_SASL_PORT; run '$0 up' ('$0 down' first if the broker predates the secured listeners)"
+  emit() { printf 'export %s=%q\n' "$1" "$2"; }
+  emit PROCESSOR_TEST_SECURE_BROKERS "$HOST:$SINGLE_SASL_PORT"
+  emit PROCESSOR_TEST_SECURE_MTLS_BROKERS "$HOST:$SINGLE_MTLS_PORT"
+  emit PROCESSOR_TEST_SECURE_CA_FILE "$s/ca.pem"
+  emit PROCESSOR_TEST_SECURE_MECHANISM SCRAM-SHA-512
+  emit PROCESSOR_TEST_SECURE_USERNAME "$SECURE_USER"
+  emit PROCESSOR_TEST_SECURE_PASSWORD_FILE "$s/$SECURE_USER.password"
+  emit PROCESSOR_TEST_SECURE_READER_USERNAME "$SECURE_READER"
+  emit PROCESSOR_TEST_SECURE_READER_PASSWORD_FILE "$s/$SECURE_READER.password"
+  if [[ -f $s/client.pem ]]; then
+    emit PROCESSOR_TEST_SECURE_CERT_FILE "$s/client.pem"
+    emit PROCESSOR_TEST_SECURE_KEY_FILE "$s/client.key"
+  fi
+}
+
 # ------------------------------------------------------------- single ----
 
 single_props() {
@@ -318,11 +495,13 @@ single_props() {
 # Written by kafka.sh; regenerated on every 'up'.
 # broker-port=$SINGLE_PORT
 # controller-port=$SINGLE_CONTROLLER_PORT
+# secured-ports=$SINGLE_SASL_PORT $SINGLE_MTLS_PORT
 node.id=1
-listeners=PLAINTEXT://$HOST:$SINGLE_PORT,CONTROLLER://$HOST:$SINGLE_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$SINGLE_PORT
+listeners=PLAINTEXT://$HOST:$SINGLE_PORT,CONTROLLER://$HOST:$SINGLE_CONTROLLER_PORT,SASL_SSL://$HOST:$SINGLE_SASL_PORT,SSL://$HOST:$SINGLE_MTLS_PORT
+advertised.listeners=PLAINTEXT://$HOST:$SINGLE_PORT,SASL_SSL://$HOST:$SINGLE_SASL_PORT,SSL://$HOST:$SINGLE_MTLS_PORT
 controller.quorum.bootstrap.servers=$HOST:$SINGLE_CONTROLLER_PORT
-$(common_props "$d")
+$(common_props "$d" SASL_SSL:SASL_SSL,SSL:SSL)
+$(secure_props "$d")
 default.replication.factor=1
 min.insync.replicas=1
 offsets.topic.replication.factor=1
@@ -346,6 +525,8 @@ single_up() {
     [[ $running == "$SINGLE_PORT" ]] \
       || die "Kafka in $d is already running on port $running, not $SINGLE_PORT; run '$0 down' first"
     info "Kafka is already running (pid $pid), log $d/server.log"
+    grep -q '^listeners=.*SASL_SSL://' "$d/server.properties" \
+      || info "it was started without the secured listeners; '$0 down' then '$0 up' adds them"
     printf '%s\n' "$addr"
     return 0
   fi
@@ -355,15 +536,23 @@ single_up() {
     die "$d was formatted for ports $(cat "$d/ports"), not $SINGLE_PORT $SINGLE_CONTROLLER_PORT; run '$0 down --wipe' first"
   fi
   mkdir -p "$d/data"
+  secure_material "$d"
   single_props >"$d/server.properties"
   [[ -s $d/cluster.id ]] || new_cluster_id >"$d/cluster.id"
   [[ -s $d/cluster.id ]] || die "could not generate a cluster id"
-  format_storage "$d" --standalone
+  if [[ ! -f $d/data/meta.properties ]]; then
+    local -a scram
+    mapfile -d '' scram < <(scram_args "$d")
+    format_storage "$d" --standalone "${scram[@]}"
+    scram_stamp "$d" >"$d/scram-users"
+  fi
   echo "$SINGLE_PORT $SINGLE_CONTROLLER_PORT" >"$d/ports"
   local t0=$SECONDS
   launch "$d" "$SINGLE_HEAP" "Kafka"
   wait_ready "$d" "Kafka"
+  ensure_scram_users "$d"
   info "Kafka is up (pid $(node_pid "$d"), $((SECONDS - t0))s)"
+  info "secured: SASL_SSL on $HOST:$SINGLE_SASL_PORT, mutual TLS on $HOST:$SINGLE_MTLS_PORT; '$0 secure-env' prints a client's settings"
   printf '%s\n' "$addr"
 }
 
@@ -558,6 +747,16 @@ run_tool() {
     -cp "$LIB_DIR/*" "$class" "$@"
 }
 
+# tool CLASS ARGS...: run one of Kafka's command-line tools and wait for
+# it (run_tool replaces the shell).
+tool() {
+  local class=$1 log4j
+  shift
+  log4j=$(tools_log4j)
+  # shellcheck disable=SC2086  # JVM options are deliberately word-split
+  java $TOOLS_JVM_OPTS -Djava.awt.headless=true -Dlog4j2.configurationFile="$log4j" -cp "$LIB_DIR/*" "$class" "$@"
+}
+
 # consumer_groups ARGS...: kafka-consumer-groups.sh; without a
 # --bootstrap-server it talks to the single broker.
 consumer_groups() {
@@ -618,6 +817,7 @@ main() {
     stop) (($# == 1)) || die "usage: kafka.sh stop N"; node_signal "$1" TERM ;;
     start) (($# == 1)) || die "usage: kafka.sh start N"; node_start "$1" ;;
     status) status ;;
+    secure-env) (($# == 0)) || die "secure-env takes no arguments"; secure_env ;;
     consumer-groups) consumer_groups "$@" ;;
     bootstrap)
       case "${1:-single}" in

@@ -24,6 +24,21 @@ type Options struct {
 	Dir        string // where the broker keeps its log
 	Partitions int32  // partitions of the topics it creates, asked for or not
 	Topics     []string
+	// SASL, when set, makes the broker require SASL authentication, with
+	// one user: this one. nil: no SASL.
+	SASL *SASL
+	// ClientOpts are how the broker's own client, which creates Topics,
+	// connects: with SASL set, it must authenticate as that user
+	// (kgo.SASL).
+	ClientOpts []kgo.Opt
+}
+
+// SASL is the one user of a broker that requires SASL authentication. The
+// user is a super user (kfake.Superuser): ACLs do not apply to it.
+type SASL struct {
+	Mechanism string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+	User      string
+	Password  string
 }
 
 // Broker is a running one-broker cluster.
@@ -33,18 +48,22 @@ type Broker struct {
 
 // Start starts the broker and creates o.Topics where they do not exist.
 func Start(ctx context.Context, o Options) (*Broker, error) {
-	c, err := kfake.NewCluster(
+	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.DataDir(o.Dir),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, o.Addr) }),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(int(o.Partitions)),
-	)
+	}
+	if o.SASL != nil {
+		opts = append(opts, kfake.EnableSASL(), kfake.Superuser(o.SASL.Mechanism, o.SASL.User, o.SASL.Password))
+	}
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s with data in %s: %w", o.Addr, o.Dir, err)
 	}
 	b := &Broker{c: c}
-	if err := b.ensureTopics(ctx, o.Partitions, o.Topics); err != nil {
+	if err := b.ensureTopics(ctx, o.Partitions, o.Topics, o.ClientOpts); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -52,11 +71,11 @@ func Start(ctx context.Context, o Options) (*Broker, error) {
 }
 
 // ensureTopics creates the topics that do not exist yet.
-func (b *Broker) ensureTopics(ctx context.Context, partitions int32, topics []string) error {
+func (b *Broker) ensureTopics(ctx context.Context, partitions int32, topics []string, clientOpts []kgo.Opt) error {
 	if len(topics) == 0 {
 		return nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addrs()...)}, clientOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,15 @@ func Main(reg *transform.Registry) int {
 	if err := checkBudget(cfg, chain); err != nil {
 		return configError(err)
 	}
+	// The TLS and SASL files, before anything connects (NewPipeline reads
+	// them again, as it is also called on its own).
+	sec, err := loadSecurity(cfg)
+	if err != nil {
+		return configError(err)
+	}
+	if cfg.SASLMechanism == "PLAIN" && !cfg.TLSEnabled && !cfg.EmbeddedBroker {
+		log.Warn("PROCESSOR_SASL_MECHANISM=PLAIN without PROCESSOR_TLS_ENABLED=true: the password crosses the network readable; use TLS, or a SCRAM mechanism")
+	}
 	if ctx.Err() != nil {
 		log.Info("stopped while starting")
 		return exitOK
@@ -92,7 +101,7 @@ func Main(reg *transform.Registry) int {
 	}
 	defer ln.Close() // for the early returns; the server's Shutdown closes it too
 
-	brokers, closeBroker, code := connectBrokers(ctx, cfg, log)
+	brokers, closeBroker, code := connectBrokers(ctx, cfg, sec, log)
 	if brokers == nil {
 		return code
 	}
@@ -112,10 +121,11 @@ func Main(reg *transform.Registry) int {
 		_ = srv.Shutdown(sctx)
 	}()
 
-	log.Info("processor starting", "version", version(),
+	log.Info("processor starting", append([]any{"version", version(),
 		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
 		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
-		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr)
+		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr},
+		sec.logAttrs()...)...)
 
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -173,13 +183,13 @@ func checkBudget(cfg *config.Config, chain *transform.Chain) error {
 }
 
 // connectBrokers returns the seed brokers, starting the embedded broker
-// when configured, and how to stop it. When it returns no brokers, code is
-// the exit code.
-func connectBrokers(ctx context.Context, cfg *config.Config, log *slog.Logger) (brokers []string, closeBroker func(), code int) {
+// when configured (with SASL, as sec says), and how to stop it. When it
+// returns no brokers, code is the exit code.
+func connectBrokers(ctx context.Context, cfg *config.Config, sec *security, log *slog.Logger) (brokers []string, closeBroker func(), code int) {
 	if !cfg.EmbeddedBroker {
 		return cfg.Brokers, func() {}, exitOK
 	}
-	eb, err := startEmbeddedBroker(ctx, cfg, log)
+	eb, err := startEmbeddedBroker(ctx, cfg, sec, log)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		log.Info("stopped while starting")
@@ -247,12 +257,21 @@ type Overrides struct {
 // so call Run promptly: Run initialises the transactional producer and
 // closes the session when it returns. The caller keeps chain and closes it
 // after Run has returned. NewPipeline fails, leaving nothing open, when cfg
-// does not validate (a *config.Error), when one record's retries cannot
-// fit the transaction's budget (a *pipeline.BudgetError), or when the
-// Kafka client cannot be created.
+// does not validate or the files of its TLS and SASL settings cannot be
+// read or parsed (a *config.Error), when one record's retries cannot fit
+// the transaction's budget (a *pipeline.BudgetError), or when the Kafka
+// client cannot be created.
+//
+// The session's clients reach the brokers as cfg's PROCESSOR_TLS_* and
+// PROCESSOR_SASL_* say; brokers that refuse them, or that they do not
+// trust, make Run return a *txn.AccessError at once.
 func NewPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, promReg *prometheus.Registry,
 	log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("building the processor: %w", err)
+	}
+	sec, err := loadSecurity(cfg)
+	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
 	inject := ov.InjectAbort
@@ -295,6 +314,7 @@ func NewPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, p
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
+		ConnOpts:           sec.connOpts(),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the transactional session: %w", err)
@@ -312,6 +332,7 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 	var fenced *txn.FencedError
 	var missing *pipeline.MissingTopicsError
 	var recErr *pipeline.RecordError
+	var access *txn.AccessError
 	switch {
 	case err == nil:
 		s := p.Stats()
@@ -324,6 +345,8 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 			Want: "a topic that exists in the cluster (it does not; create it first, e.g. kafka-topics.sh --create --topic " + value + ")"})
 	case errors.As(err, &fenced):
 		log.Error("stopping: " + err.Error())
+	case errors.As(err, &access):
+		log.Error("stopping: " + accessMessage(access, cfg))
 	case errors.As(err, &recErr):
 		msg := "stopping: a record failed and PROCESSOR_ON_ERROR=fail; nothing from this record on was committed, and a restart meets the same record again (set PROCESSOR_ON_ERROR=dlq to set it aside)"
 		if cfg.OnError != "fail" {

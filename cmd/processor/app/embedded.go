@@ -13,17 +13,26 @@ import (
 // startEmbeddedBroker starts the in-process broker of
 // PROCESSOR_EMBEDDED_BROKER with the processor's topics. A build with the
 // tag noembedded leaves it (and kfake) out.
-func startEmbeddedBroker(ctx context.Context, cfg *config.Config, log *slog.Logger) (*devkafka.Broker, error) {
+//
+// With PROCESSOR_SASL_MECHANISM set, the broker requires SASL and knows one
+// user, the processor's (PROCESSOR_SASL_USERNAME with its password), so the
+// processor and any other client must authenticate as that user. It does
+// not serve TLS (config refuses PROCESSOR_TLS_ENABLED with it).
+func startEmbeddedBroker(ctx context.Context, cfg *config.Config, sec *security, log *slog.Logger) (*devkafka.Broker, error) {
 	topics := append(append([]string{}, cfg.InputTopics...), cfg.OutputTopic)
 	if cfg.DLQTopic != "" {
 		topics = append(topics, cfg.DLQTopic)
 	}
-	b, err := devkafka.Start(ctx, devkafka.Options{Addr: cfg.EmbeddedBrokerAddr, Dir: cfg.EmbeddedBrokerDir,
-		Partitions: cfg.EmbeddedBrokerPartitions, Topics: topics})
+	o := devkafka.Options{Addr: cfg.EmbeddedBrokerAddr, Dir: cfg.EmbeddedBrokerDir,
+		Partitions: cfg.EmbeddedBrokerPartitions, Topics: topics, ClientOpts: sec.connOpts()}
+	if sec.mechanism != "" {
+		o.SASL = &devkafka.SASL{Mechanism: sec.mechanism, User: sec.user, Password: sec.password.Reveal()}
+	}
+	b, err := devkafka.Start(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	log.Warn("embedded broker started: for trying the processor on one machine, never for production",
-		"addr", b.Addrs()[0], "dir", cfg.EmbeddedBrokerDir, "topics", topics)
+		append([]any{"addr", b.Addrs()[0], "dir", cfg.EmbeddedBrokerDir, "topics", topics}, sec.saslAttrs()...)...)
 	return b, nil
 }

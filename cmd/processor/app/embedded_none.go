@@ -17,6 +17,6 @@ type embeddedBroker interface {
 }
 
 // startEmbeddedBroker fails: this build has no embedded broker.
-func startEmbeddedBroker(context.Context, *config.Config, *slog.Logger) (embeddedBroker, error) {
+func startEmbeddedBroker(context.Context, *config.Config, *security, *slog.Logger) (embeddedBroker, error) {
 	return nil, errors.New("this build has no embedded broker (built with -tags noembedded); set PROCESSOR_BROKERS instead")
 }
