@@ -34,11 +34,11 @@ type system struct {
 var systems = []system{
 	{key: "copier", label: "bare franz-go GroupTransactSession copier", cmd: copierCmd},
 	{key: "processor", label: "processor, exactly once (identity)", cmd: processorCmd(nil)},
-	{key: "processor-alo", label: "processor, PROCESSOR_GUARANTEE=at_least_once (identity)",
+	{key: "processor-alo", label: "processor, at least once (identity)",
 		needs: []string{"PROCESSOR_GUARANTEE"}, cmd: processorCmd([]string{"PROCESSOR_GUARANTEE=at_least_once"})},
-	{key: "jq-1", label: "processor, jq chain, PROCESSOR_WORKERS=1",
+	{key: "jq-1", label: "processor, jq chain, 1 worker",
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd([]string{"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=1"})},
-	{key: "jq-n", label: fmt.Sprintf("processor, jq chain, PROCESSOR_WORKERS=%d (all cores)", runtime.NumCPU()),
+	{key: "jq-n", label: fmt.Sprintf("processor, jq chain, %d workers (all cores)", runtime.NumCPU()),
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd([]string{"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=" + strconv.Itoa(runtime.NumCPU())})},
 	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", cmd: kstreamsCmd},
 }
