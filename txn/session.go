@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Reason says why a transaction was aborted; it is the reason label of
@@ -281,13 +282,28 @@ func (s *Session) MissingTopics(ctx context.Context, topics []string) ([]string,
 	if len(topics) == 0 {
 		return nil, nil
 	}
-	details, err := kadm.NewClient(s.gts.Client()).ListTopics(ctx, topics...)
+	// A metadata request of its own: kadm's ListTopics may answer from the
+	// client's cached metadata, which can predate a topic created a moment
+	// ago, and a topic confirmed missing fails records for missingTTL.
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, s.gts.Client())
 	if err != nil {
 		return nil, fmt.Errorf("listing topics: %w", err)
 	}
+	exists := map[string]bool{}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && !errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.UnknownTopicOrPartition) {
+			exists[*t.Topic] = true
+		}
+	}
 	var missing []string
 	for _, t := range topics {
-		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		if !exists[t] {
 			missing = append(missing, t)
 		}
 	}

@@ -1002,6 +1002,12 @@ func TestMissingTopics(t *testing.T) {
 	if got, err := f.MissingTopics(ctx, []string{"in", "out"}); got != nil || err != nil {
 		t.Errorf("MissingTopics of existing topics = %v, %v", got, err)
 	}
+	// A topic created right after it was reported missing is found at
+	// once: the answer comes from a fresh metadata request, not a cache.
+	c.createTopic(t, "gone", 1)
+	if got, err := f.MissingTopics(ctx, []string{"gone"}); got != nil || err != nil {
+		t.Errorf("MissingTopics of a topic created a moment ago = %v, %v; want it found", got, err)
+	}
 	// (A topic not asked for before: the client answers repeated
 	// metadata requests from a short-lived cache.)
 	dead, cancelDead := context.WithCancel(context.Background())
