@@ -57,6 +57,11 @@ type Config struct {
 	InstanceID      string   `envconfig:"INSTANCE_ID" desc:"a static group member id unique to this instance (KIP-345)" doc:"static group membership (KIP-345): a restart within the session timeout keeps its partitions without a rebalance; off when unset"`
 	Transforms      []string `envconfig:"TRANSFORMS" default:"identity" desc:"comma-separated transform names, name@alias to use one twice, e.g. jq,route" doc:"the transform chain every record goes through, in order; name@alias uses one transform twice, each with its own PROCESSOR_<NAME>_<ALIAS>_* settings"`
 
+	// Guarantee is exactly_once (outputs and offsets in one transaction)
+	// or at_least_once (no transactions: outputs flushed, then offsets
+	// committed; a crash or an abort writes some outputs twice).
+	Guarantee string `envconfig:"GUARANTEE" default:"exactly_once" desc:"exactly_once or at_least_once" doc:"exactly_once commits outputs and offsets in one transaction; at_least_once uses no transactions (outputs flushed, then offsets committed), so a crash or an abort writes some outputs twice but never loses one"`
+
 	CommitInterval   time.Duration `envconfig:"COMMIT_INTERVAL" default:"100ms" desc:"a Go duration such as 100ms or 1s, below PROCESSOR_TRANSACTION_TIMEOUT" doc:"a transaction ends after this long, or earlier at PROCESSOR_MAX_RECORDS_PER_TXN or PROCESSOR_MAX_TXN_BYTES"`
 	MaxRecordsPerTxn int           `envconfig:"MAX_RECORDS_PER_TXN" default:"10000" desc:"a whole number of records from 1 to 10000000" doc:"a transaction ends after this many input records, or earlier at PROCESSOR_COMMIT_INTERVAL or PROCESSOR_MAX_TXN_BYTES"`
 	// MaxTxnBytes bounds the output bytes one transaction holds in memory.

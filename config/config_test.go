@@ -92,6 +92,7 @@ func TestLoadDefaults(t *testing.T) {
 		ProgressInterval:         5 * time.Second,
 		LineageHeaders:           true,
 		OnError:                  "fail",
+		Guarantee:                "exactly_once",
 		MaxRetries:               3,
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -398,6 +399,8 @@ func TestLoadErrors(t *testing.T) {
 			wantValue: "-1s", wantForm: "0 turns the progress line off"},
 		{name: "unknown error policy", set: map[string]string{"ON_ERROR": "retry"}, wantVar: "ON_ERROR",
 			wantValue: "retry", wantForm: "fail, dlq or skip"},
+		{name: "unknown guarantee", set: map[string]string{"GUARANTEE": "exactly-once"}, wantVar: "GUARANTEE",
+			wantValue: "exactly-once", wantForm: "exactly_once or at_least_once"},
 		{name: "dlq policy without a topic", set: map[string]string{"ON_ERROR": "dlq"}, wantVar: "DLQ_TOPIC", unsetErr: true,
 			wantForm: "PROCESSOR_ON_ERROR=dlq needs one"},
 		{name: "dlq topic is an input", set: map[string]string{"ON_ERROR": "dlq", "DLQ_TOPIC": "orders"}, wantVar: "DLQ_TOPIC",

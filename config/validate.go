@@ -110,6 +110,7 @@ var rules = []rule{
 
 	// Records that fail.
 	{field: "OnError", ok: func(c *Config) bool { return oneOf(c.OnError, "fail", "dlq", "skip") }},
+	{field: "Guarantee", ok: func(c *Config) bool { return oneOf(c.Guarantee, "exactly_once", "at_least_once") }},
 	{field: "DLQTopic", when: func(c *Config) bool { return c.OnError == "dlq" }, unset: true,
 		ok: func(c *Config) bool { return c.DLQTopic != "" }, form: note(" (PROCESSOR_ON_ERROR=dlq needs one)")},
 	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return topic.Valid(c.DLQTopic) }, form: note(topicNote)},

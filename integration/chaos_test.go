@@ -71,7 +71,7 @@ func killTree(p *os.Process) error {
 // make chaos-kafka).
 func TestChaosShort(t *testing.T) {
 	binary(t)
-	run := func(t *testing.T, args ...string) {
+	run := func(t *testing.T, args ...string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), chaosTimeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "chaos"), append([]string{"-bin", binDir, "-logs", t.TempDir(),
@@ -88,9 +88,20 @@ func TestChaosShort(t *testing.T) {
 			t.Fatalf("chaos: %v\n%s", err, out)
 		}
 		t.Logf("%s", out[strings.Index(string(out), "chaos run:"):])
+		return string(out)
 	}
 	t.Run("kfake/identity", func(t *testing.T) { run(t, "-embedded", "-transforms", "identity", "-policies", "fail") })
 	t.Run("kfake/jq-policies", func(t *testing.T) { run(t, "-embedded", "-transforms", "jq", "-policies", "fail,dlq,skip") })
+	// At least once under the same faults: eoscheck finds nothing lost,
+	// and inputs written twice (the SIGKILLed and aborted batches), which
+	// it counts instead of failing.
+	t.Run("kfake/at-least-once", func(t *testing.T) {
+		out := run(t, "-embedded", "-guarantee", "at_least_once", "-transforms", "identity", "-policies", "fail",
+			"-faults", "kill,abort,term,kill,broker")
+		if !strings.Contains(out, "inputs repeated") {
+			t.Errorf("at least once under SIGKILL and aborts wrote no input twice; the drill should show the expected duplicates")
+		}
+	})
 	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
 		t.Run("kafka", func(t *testing.T) {
 			run(t, "-brokers", b, "-faults", "kill,term,stop,scale,abort", "-transforms", "jq", "-policies", "fail,dlq,skip")

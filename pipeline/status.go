@@ -10,7 +10,8 @@ type Status struct {
 	Group           string `json:"group"`
 	MemberID        string `json:"member_id"`
 	Generation      int32  `json:"generation"`
-	// Guarantee is the delivery guarantee: "exactly_once".
+	// Guarantee is the delivery guarantee: "exactly_once" or
+	// "at_least_once".
 	Guarantee string   `json:"guarantee"`
 	Chain     []string `json:"transforms"`
 	Ready     bool     `json:"ready"`
@@ -79,7 +80,7 @@ func (p *Pipeline) Status() Status {
 		Group:           group,
 		MemberID:        member,
 		Generation:      gen,
-		Guarantee:       "exactly_once",
+		Guarantee:       p.s.Guarantee(),
 		Ready:           p.Ready(),
 		Health:          "ok",
 		Commits:         p.commits.Load(),

@@ -77,6 +77,14 @@ func (s *Session) Identity() (group, transactionalID string) {
 	return s.opts.Group, s.opts.TransactionalID
 }
 
+// Guarantee returns "exactly_once" or "at_least_once".
+func (s *Session) Guarantee() string {
+	if s.opts.AtLeastOnce {
+		return "at_least_once"
+	}
+	return "exactly_once"
+}
+
 // Member returns this member's ID and group generation as of its last
 // assignment ("" and 0 before it joined). Safe from any goroutine.
 func (s *Session) Member() (memberID string, generation int32) {
@@ -90,7 +98,7 @@ func (s *Session) Member() (memberID string, generation int32) {
 // last committed transaction. Call it from the loop's goroutine.
 func (s *Session) CommittedOffsets() map[string]map[int32]int64 {
 	out := map[string]map[int32]int64{}
-	for t, ps := range s.gts.Client().CommittedOffsets() {
+	for t, ps := range s.client().CommittedOffsets() {
 		m := make(map[int32]int64, len(ps))
 		for p, eo := range ps {
 			m[p] = eo.Offset

@@ -65,6 +65,11 @@ type Options struct {
 	// not accept each other (credentials, certificates), Init returns an
 	// *AccessError instead of retrying.
 	ConnOpts []kgo.Opt
+	// AtLeastOnce runs without transactions: End waits until the batch's
+	// outputs are acknowledged, then commits the consumed offsets; an
+	// aborted batch rewinds and is processed again, so outputs may be
+	// written twice but none is lost. TransactionalID is not used.
+	AtLeastOnce bool
 }
 
 // FencedError is returned when the producer was fenced again soon after a
@@ -92,9 +97,13 @@ type Session struct {
 	log  *slog.Logger
 	m    *Metrics
 
-	gts   *kgo.GroupTransactSession
-	begun time.Time
-	inTxn bool
+	gts   *kgo.GroupTransactSession // exactly once
+	plain *kgo.Client               // at least once: no transactions
+	// batchStart is, per partition, the first offset polled since the
+	// last commit (at least once): where an aborted batch rewinds to.
+	batchStart map[string]map[int32]kgo.EpochOffset
+	begun      time.Time
+	inTxn      bool
 
 	lastFence time.Time
 
@@ -137,7 +146,7 @@ func New(opts Options) (*Session, error) {
 	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("processor-admin"),
 		kgo.WithLogger(kgoLogger{s.log})}, opts.ConnOpts...)...)
 	if err != nil {
-		s.gts.Close()
+		s.closeClient()
 		return nil, fmt.Errorf("creating the Kafka admin client: %w", err)
 	}
 	s.adminClient, s.admin = admin, kadm.NewClient(admin)
@@ -159,8 +168,6 @@ func (s *Session) open() error {
 		kgo.KeepControlRecords(),
 		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.TransactionalID(o.TransactionalID),
-		kgo.TransactionTimeout(o.TransactionTimeout),
 		kgo.SessionTimeout(o.SessionTimeout),
 		// No RecordDeliveryTimeout: franz-go measures it from the
 		// record's timestamp, which is the input's (as in Kafka Streams),
@@ -197,12 +204,40 @@ func (s *Session) open() error {
 	}
 	kopts = append(kopts, o.ConnOpts...)
 	kopts = append(kopts, o.ClientOpts...)
+	if o.AtLeastOnce {
+		// Offsets are committed by End after the batch's outputs are
+		// acknowledged, and rebalances wait for it (AllowRebalance).
+		cl, err := kgo.NewClient(append(kopts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())...)
+		if err != nil {
+			return fmt.Errorf("creating the Kafka client: %w", err)
+		}
+		s.plain, s.batchStart = cl, map[string]map[int32]kgo.EpochOffset{}
+		return nil
+	}
+	kopts = append(kopts, kgo.TransactionalID(o.TransactionalID), kgo.TransactionTimeout(o.TransactionTimeout))
 	gts, err := kgo.NewGroupTransactSession(kopts...)
 	if err != nil {
 		return fmt.Errorf("creating the Kafka client: %w", err)
 	}
 	s.gts = gts
 	return nil
+}
+
+// client is the session's Kafka client.
+func (s *Session) client() *kgo.Client {
+	if s.plain != nil {
+		return s.plain
+	}
+	return s.gts.Client()
+}
+
+// closeClient closes the session's Kafka client.
+func (s *Session) closeClient() {
+	if s.plain != nil {
+		s.plain.Close()
+		return
+	}
+	s.gts.Close()
 }
 
 // countRebalance counts one rebalance per group generation, however many
@@ -231,7 +266,7 @@ func (s *Session) Init(ctx context.Context) error {
 		tctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Second)
 		actx, cancel := context.WithCancelCause(tctx)
 		s.sasl.arm(cancel)
-		_, _, err := s.gts.Client().ProducerID(actx)
+		_, _, err := s.client().ProducerID(actx)
 		s.sasl.disarm()
 		if cause := context.Cause(actx); err != nil && errors.Is(cause, errSASLDropped) && ctx.Err() == nil {
 			err = cause
@@ -291,7 +326,7 @@ func (s *Session) MissingTopics(ctx context.Context, topics []string) ([]string,
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, s.gts.Client())
+	resp, err := req.RequestWith(ctx, s.client())
 	if err != nil {
 		return nil, fmt.Errorf("listing topics: %w", err)
 	}
@@ -313,14 +348,22 @@ func (s *Session) MissingTopics(ctx context.Context, topics []string) ([]string,
 // Poll returns up to max buffered records, waiting until some arrive or ctx
 // ends. Fetch errors are logged; the client retries them itself.
 func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
+	if s.plain != nil {
+		return s.pollAtLeastOnce(ctx, max)
+	}
 	fs := s.gts.PollRecords(ctx, max)
+	s.logFetchErrors(fs)
+	return fs
+}
+
+// logFetchErrors logs the errors of a poll but those of its own ending.
+func (s *Session) logFetchErrors(fs kgo.Fetches) {
 	fs.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
 			return
 		}
 		s.log.Warn("fetch error", "topic", t, "partition", p, "err", err.Error())
 	})
-	return fs
 }
 
 // ErrRebuilt is returned by Begin when the producer had failed and the
@@ -332,11 +375,13 @@ var ErrRebuilt = errors.New("transactional session rebuilt")
 // Begin starts a transaction. If the producer is in a failed state it
 // rebuilds the session and returns ErrRebuilt; any other error is fatal.
 func (s *Session) Begin(ctx context.Context) error {
-	if err := s.gts.Begin(); err != nil {
-		if err := s.recover(ctx, 0, 0, fmt.Errorf("beginning a transaction: %w", err)); err != nil {
-			return err
+	if s.gts != nil { // at least once has no transaction to begin
+		if err := s.gts.Begin(); err != nil {
+			if err := s.recover(ctx, 0, 0, fmt.Errorf("beginning a transaction: %w", err)); err != nil {
+				return err
+			}
+			return ErrRebuilt
 		}
-		return ErrRebuilt
 	}
 	s.begun = time.Now()
 	s.inTxn = true
@@ -356,6 +401,10 @@ func (s *Session) Begun() time.Time { return s.begun }
 // records, franz-go's default): when it ends first, r fails with ctx's
 // error, which aborts the transaction.
 func (s *Session) Produce(ctx context.Context, r *kgo.Record) {
+	if s.plain != nil {
+		s.plain.Produce(ctx, r, s.promise)
+		return
+	}
 	s.gts.Produce(ctx, r, s.promise)
 }
 
@@ -410,11 +459,11 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
 	defer cancel()
 	var detail string // why, for an abort the session decides
-	if abort == "" || abort == ReasonInjected {
+	if abort == "" || abort == ReasonInjected || s.plain != nil {
 		// Every record must be acknowledged before a commit: one that
 		// failed turns the commit into an abort. (An injected abort also
 		// lets its records reach the log, the hardest case for readers.)
-		if err := s.gts.Client().Flush(ectx); err == nil {
+		if err := s.client().Flush(ectx); err == nil {
 			if perr := s.produceErr.Load(); perr != nil && abort == "" {
 				abort = ReasonProduce
 				if time.Since(s.begun) >= s.opts.TransactionTimeout {
@@ -427,7 +476,16 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 			}
 		}
 	}
-	committed, err := s.gts.End(ectx, kgo.TransactionEndTry(abort == ""))
+	var committed bool
+	var err error
+	if s.plain != nil {
+		var why string
+		if committed, why = s.endAtLeastOnce(ectx, abort); why != "" {
+			detail = why
+		}
+	} else {
+		committed, err = s.gts.End(ectx, kgo.TransactionEndTry(abort == ""))
+	}
 	// Every record of the transaction has been acknowledged or failed by
 	// now (End flushes, or fails what is buffered), so no error of this
 	// transaction can reach the next one's.
@@ -503,7 +561,7 @@ func (s *Session) rebuild(ctx context.Context) error {
 	s.producerReady.Store(false)
 	s.joined.Store(false)
 	s.leave()
-	s.gts.Close()
+	s.closeClient()
 	if err := s.open(); err != nil {
 		return err
 	}
@@ -519,7 +577,7 @@ func (s *Session) Close() {
 	s.leave()
 	closed := make(chan struct{})
 	go func() {
-		s.gts.Close()
+		s.closeClient()
 		s.adminClient.Close()
 		close(closed)
 	}()
@@ -537,7 +595,7 @@ const closeTimeout = 5 * time.Second
 func (s *Session) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	if err := s.gts.Client().LeaveGroupContext(ctx); err != nil && ctx.Err() != nil {
+	if err := s.client().LeaveGroupContext(ctx); err != nil && ctx.Err() != nil {
 		s.log.Warn("leaving the group timed out; its coordinator will notice after the session timeout", "err", err.Error())
 	}
 }

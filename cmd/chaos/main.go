@@ -84,6 +84,7 @@ type options struct {
 	transforms     []string // PROCESSOR_TRANSFORMS entries
 	jqExpr         string   // PROCESSOR_JQ_EXPR when jq is in transforms
 	policies       []string // PROCESSOR_ON_ERROR per instance, in turn
+	guarantee      string   // PROCESSOR_GUARANTEE
 }
 
 // knownTransforms are the transforms the drill can run: both keep every
@@ -117,6 +118,7 @@ func main() {
 	flag.StringVar(&transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity and jq, comma-separated")
 	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
 	flag.StringVar(&policies, "policies", "fail,dlq,skip", "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number")
+	flag.StringVar(&o.guarantee, "guarantee", "exactly_once", "the processors' PROCESSOR_GUARANTEE: exactly_once, or at_least_once (eoscheck then counts inputs written twice, expected after a crash, and still fails on any lost)")
 	flag.Parse()
 	o.faults = strings.Split(faults, ",")
 	for _, f := range o.faults {
@@ -135,6 +137,9 @@ func main() {
 	}
 	if slices.Contains(o.transforms, "jq") && strings.TrimSpace(o.jqExpr) == "" {
 		usage("-jq-expr is empty")
+	}
+	if o.guarantee != "exactly_once" && o.guarantee != "at_least_once" {
+		usage("unknown -guarantee %q (exactly_once or at_least_once)", o.guarantee)
 	}
 	o.policies = strings.Split(policies, ",")
 	for _, p := range o.policies {
@@ -290,7 +295,7 @@ func (d *driver) start(id int) {
 	if slices.Contains(d.o.faults, "abort") {
 		env = append(env, fmt.Sprintf("PROCESSOR_TEST_ABORT_RATE=%g", d.o.abortRate))
 	}
-	env = append(env, "PROCESSOR_TRANSFORMS="+strings.Join(d.o.transforms, ","))
+	env = append(env, "PROCESSOR_TRANSFORMS="+strings.Join(d.o.transforms, ","), "PROCESSOR_GUARANTEE="+d.o.guarantee)
 	if slices.Contains(d.o.transforms, "jq") {
 		env = append(env, "PROCESSOR_JQ_EXPR="+d.o.jqExpr)
 	}
@@ -733,6 +738,9 @@ func (d *driver) report(caughtUp bool) int {
 		"-group", d.group, "-transaction-timeout", d.o.txnTimeout.String()}
 	if d.dlq != "" {
 		args = append(args, "-dlq", d.dlq)
+	}
+	if d.o.guarantee == "at_least_once" {
+		args = append(args, "-at-least-once")
 	}
 	cmd := exec.Command(filepath.Join(d.o.bin, "eoscheck"), args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

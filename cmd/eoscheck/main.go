@@ -117,6 +117,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.StringVar(&c.group, "group", "", "the processor's consumer group (required)")
 	fs.BoolVar(&c.opts.OneToOne, "one-to-one", true, "every input has exactly one output (identity-like transforms); false for filters and flat-maps")
 	fs.BoolVar(&c.opts.ExpectAll, "expect-all", true, "the group must have committed all input")
+	fs.BoolVar(&c.opts.AtLeastOnce, "at-least-once", false, "the processor ran PROCESSOR_GUARANTEE=at_least_once: inputs written more than once are counted, not anomalies; lost still is")
 	fs.DurationVar(&c.opts.TransactionTimeout, "transaction-timeout", 40*time.Second, "a transaction open longer than this is hanging")
 	fs.DurationVar(&c.watch, "watch", 0, "sample partition ends and group offsets every second for this long, for hanging and stuck (0: one sample)")
 	fs.DurationVar(&c.opts.StuckAfter, "stuck-after", 30*time.Second, "an input partition with lag whose committed offset does not move for this long is stuck")

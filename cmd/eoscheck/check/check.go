@@ -158,6 +158,11 @@ type Options struct {
 	StuckAfter time.Duration
 	// MaxExamples is how many examples are kept per anomaly; 0 means 5.
 	MaxExamples int
+	// AtLeastOnce audits a processor running at_least_once: an input
+	// written more than once is expected (a crash or an abort repeats a
+	// batch) and counted in Report.Repeated, not as a duplicate; every
+	// other anomaly, lost above all, still counts.
+	AtLeastOnce bool
 }
 
 // Anomaly names one kind of violation.
@@ -215,6 +220,7 @@ type Report struct {
 	OutputsVisible int // output records a read_committed reader received
 	OutputsAborted int // output records of aborted transactions
 	OutputsPending int // output records not visible yet (open transaction)
+	Repeated       int // inputs written more than once, under Options.AtLeastOnce
 	Samples        int // samples taken
 	Window         time.Duration
 }
@@ -259,6 +265,9 @@ func (r Report) Table() string {
 	fmt.Fprintf(w, "outputs visible\t%d\n", r.OutputsVisible)
 	fmt.Fprintf(w, "outputs aborted\t%d\n", r.OutputsAborted)
 	fmt.Fprintf(w, "outputs pending\t%d\n", r.OutputsPending)
+	if r.Repeated > 0 {
+		fmt.Fprintf(w, "inputs repeated\t%d (written more than once, expected at least once)\n", r.Repeated)
+	}
 	fmt.Fprintf(w, "samples\t%d over %s\n", r.Samples, r.Window.Round(time.Millisecond))
 	_ = w.Flush()
 	if r.Clean() {
@@ -400,6 +409,12 @@ func Check(run Run, opts Options) Report {
 	// Duplicates, per input.
 	for _, in := range inputs {
 		outs := visible[in]
+		if opts.AtLeastOnce {
+			if dl := dead[in]; len(dl) > 1 || len(dl) == 1 && len(outs) > 0 || opts.OneToOne && len(outs) > 1 {
+				rep.Repeated++
+			}
+			continue
+		}
 		if dl := dead[in]; len(dl) > 1 || len(dl) == 1 && len(outs) > 0 {
 			rp.add(Duplicate, "%s has %d visible outputs and %d dead letters: %s", in, len(outs), len(dl), outputList(slices.Concat(outs, dl)))
 			continue

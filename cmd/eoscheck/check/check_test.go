@@ -124,6 +124,32 @@ func TestDuplicate(t *testing.T) {
 	}
 }
 
+// At least once, an input written twice is expected: counted, not an
+// anomaly. A lost input still is.
+func TestAtLeastOnceCountsRepeats(t *testing.T) {
+	alo := strict
+	alo.AtLeastOnce = true
+	f := newFixture(10).identity()
+	f.write(0, true, in(0, 3), in(0, 4)) // a batch written again after a crash
+	rep := Check(f.run(), alo)
+	expect(t, rep, nil)
+	if rep.Repeated != 2 || !strings.Contains(rep.Table(), "inputs repeated  2 (written more than once, expected at least once)") {
+		t.Errorf("Repeated = %d; table:\n%s", rep.Repeated, rep.Table())
+	}
+	if rep := Check(f.run(), strict); rep.Counts[Duplicate] != 2 || rep.Repeated != 0 {
+		t.Errorf("exactly once: %d duplicates, %d repeated; want 2 and 0", rep.Counts[Duplicate], rep.Repeated)
+	}
+
+	lost := newFixture(10)
+	lost.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7), in(0, 8), in(0, 9), in(0, 9))
+	lost.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 8), in(1, 9))
+	rep = Check(lost.run(), alo)
+	expect(t, rep, map[Anomaly]int{Lost: 1})
+	if rep.Repeated != 1 {
+		t.Errorf("Repeated = %d, want 1", rep.Repeated)
+	}
+}
+
 func TestLost(t *testing.T) {
 	f := newFixture(10)
 	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7), in(0, 8), in(0, 9))

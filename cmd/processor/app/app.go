@@ -121,7 +121,7 @@ func Main(reg *transform.Registry) int {
 		_ = srv.Shutdown(sctx)
 	}()
 
-	log.Info("processor starting", append([]any{"version", version(),
+	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
 		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
 		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
 		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr},
@@ -311,6 +311,7 @@ func NewPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, p
 		InstanceID:         cfg.InstanceID,
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
+		AtLeastOnce:        cfg.Guarantee == "at_least_once",
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
