@@ -26,9 +26,11 @@ type partitions struct {
 	g  *Metrics
 }
 
-// offsets are one partition's offsets; -1 is not known yet.
+// offsets are one partition's offsets (-1 is not known yet), and its
+// gauges' label values.
 type offsets struct {
 	position, committed, logStart, logEnd, lastStable int64
+	labels                                            []string
 }
 
 func newPartitions(g *Metrics) *partitions {
@@ -60,14 +62,14 @@ func (ps *partitions) assign(assigned map[string][]int32) {
 			tp := topicPartition{t, p}
 			keep[tp] = true
 			if ps.m[tp] == nil {
-				ps.m[tp] = &offsets{-1, -1, -1, -1, -1}
+				ps.m[tp] = &offsets{-1, -1, -1, -1, -1, labels(tp)}
 			}
 		}
 	}
 	for tp := range ps.m {
-		if !keep[tp] {
+		if o := ps.m[tp]; !keep[tp] {
 			delete(ps.m, tp)
-			l := labels(tp)
+			l := o.labels
 			for _, g := range []interface{ DeleteLabelValues(...string) bool }{
 				ps.g.ConsumerLag, ps.g.CommittedOffset, ps.g.LogEndOffset, ps.g.LastStableOffset, ps.g.UnstableRecords,
 			} {
@@ -84,7 +86,6 @@ func (ps *partitions) assign(assigned map[string][]int32) {
 func (ps *partitions) fetched(fs kgo.Fetches) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	changed := false
 	fs.EachPartition(func(ftp kgo.FetchTopicPartition) {
 		o := ps.m[topicPartition{ftp.Topic, ftp.Partition}]
 		if o == nil || ftp.Err != nil || len(ftp.Records) == 0 {
@@ -97,11 +98,8 @@ func (ps *partitions) fetched(fs kgo.Fetches) {
 		if ftp.LastStableOffset >= 0 {
 			o.lastStable = ftp.LastStableOffset
 		}
-		changed = true
+		ps.publish(o) // only the partitions this poll brought
 	})
-	if changed {
-		ps.publishLocked()
-	}
 }
 
 // committed notes the group's committed offsets (as of the last commit,
@@ -150,23 +148,28 @@ func (ps *partitions) topics() []string {
 
 // publishLocked sets every tracked partition's gauges.
 func (ps *partitions) publishLocked() {
-	for tp, o := range ps.m {
-		l := labels(tp)
-		if o.committed >= 0 {
-			ps.g.CommittedOffset.WithLabelValues(l...).Set(float64(o.committed))
-		}
-		if o.logEnd >= 0 {
-			ps.g.LogEndOffset.WithLabelValues(l...).Set(float64(o.logEnd))
-		}
-		if o.lastStable >= 0 {
-			ps.g.LastStableOffset.WithLabelValues(l...).Set(float64(o.lastStable))
-		}
-		if o.logEnd >= 0 && o.lastStable >= 0 {
-			ps.g.UnstableRecords.WithLabelValues(l...).Set(float64(max(o.logEnd-o.lastStable, 0)))
-		}
-		if lag, ok := o.lag(); ok {
-			ps.g.ConsumerLag.WithLabelValues(l...).Set(float64(lag))
-		}
+	for _, o := range ps.m {
+		ps.publish(o)
+	}
+}
+
+// publish sets one partition's gauges.
+func (ps *partitions) publish(o *offsets) {
+	l := o.labels
+	if o.committed >= 0 {
+		ps.g.CommittedOffset.WithLabelValues(l...).Set(float64(o.committed))
+	}
+	if o.logEnd >= 0 {
+		ps.g.LogEndOffset.WithLabelValues(l...).Set(float64(o.logEnd))
+	}
+	if o.lastStable >= 0 {
+		ps.g.LastStableOffset.WithLabelValues(l...).Set(float64(o.lastStable))
+	}
+	if o.logEnd >= 0 && o.lastStable >= 0 {
+		ps.g.UnstableRecords.WithLabelValues(l...).Set(float64(max(o.logEnd-o.lastStable, 0)))
+	}
+	if lag, ok := o.lag(); ok {
+		ps.g.ConsumerLag.WithLabelValues(l...).Set(float64(lag))
 	}
 }
 

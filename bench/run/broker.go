@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -19,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/sample"
 )
 
 // kafkaAddr is the project's single Apache Kafka broker
@@ -242,7 +243,7 @@ func (b *broker) preload(ctx context.Context, in *input) error {
 		}
 	}
 	for i := range in.records {
-		r := event(int64(i), 1000, in.size)
+		r := sample.Order(int64(i), 1000, in.size)
 		in.bytes += int64(len(r.Key) + len(r.Value))
 		cl.Produce(ctx, r, promise)
 	}
@@ -268,31 +269,6 @@ func (b *broker) preload(ctx context.Context, in *input) error {
 		return fmt.Errorf("pre-loading %s: the end offsets add up to %d, not %d", in.topic, total, in.records)
 	}
 	return nil
-}
-
-// event is the n-th sample order, as cmd/loadgen writes it: keyed by one
-// of keys customers, a JSON value padded to at least size bytes.
-func event(n int64, keys, size int) *kgo.Record {
-	cust := n % int64(keys)
-	key := strconv.AppendInt([]byte("customer-"), cust, 10)
-	v := make([]byte, 0, max(size, 96))
-	v = append(v, `{"order_id":"o-`...)
-	v = strconv.AppendInt(v, n, 10)
-	v = append(v, `","customer":"customer-`...)
-	v = strconv.AppendInt(v, cust, 10)
-	v = append(v, `","amount_cents":`...)
-	v = strconv.AppendInt(v, 100+(n*7919)%90000, 10)
-	v = append(v, `,"seq":`...)
-	v = strconv.AppendInt(v, n, 10)
-	if pad := size - len(v) - len(`,"pad":""}`); pad > 0 {
-		v = append(v, `,"pad":"`...)
-		for range pad {
-			v = append(v, 'x')
-		}
-		v = append(v, '"')
-	}
-	v = append(v, '}')
-	return &kgo.Record{Key: key, Value: v}
 }
 
 // benchGroup matches the groups that bench/run names (bench-<date>-<time>-...).

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/sample"
 )
 
 // result is what one run measured.
@@ -81,7 +83,7 @@ func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpe
 	defer pr.Close()
 	// The warm-up record: the producer's connection, producer ID and
 	// metadata are in place before the latency phase.
-	if err := pr.ProduceSync(ctx, event(-1, 1000, s.in.size)).FirstErr(); err != nil {
+	if err := pr.ProduceSync(ctx, sample.Order(-1, 1000, s.in.size)).FirstErr(); err != nil {
 		return fail("writing the warm-up record to %s: %v", s.live, err)
 	}
 	phase("ready")
@@ -171,7 +173,7 @@ func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpe
 		if d := time.Until(liveStart.Add(time.Duration(i) * every)); d > 0 {
 			time.Sleep(d)
 		}
-		pr.Produce(ctx, event(int64(s.in.records+i), 1000, s.in.size), nil)
+		pr.Produce(ctx, sample.Order(int64(s.in.records+i), 1000, s.in.size), nil)
 	}
 	if err := pr.Flush(ctx); err != nil {
 		return fail("latency phase: %v", err)

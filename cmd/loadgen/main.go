@@ -16,13 +16,14 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/sample"
 )
 
 func main() {
@@ -86,7 +87,7 @@ func main() {
 				time.Sleep(d)
 			}
 		}
-		cl.Produce(context.Background(), Event(n, *keys, *size), promise)
+		cl.Produce(context.Background(), sample.Order(n, *keys, *size), promise)
 		if time.Since(lastLog) >= 5*time.Second {
 			lastLog = time.Now()
 			log.Info("loadgen progress", "written", n+1, "per_sec", int(float64(n+1)/time.Since(start).Seconds()))
@@ -108,31 +109,6 @@ func main() {
 	}
 	secs := time.Since(start).Seconds()
 	log.Info("loadgen done", "written", n, "seconds", fmt.Sprintf("%.1f", secs), "per_sec", int(float64(n)/secs))
-}
-
-// Event returns the n-th sample order: keyed by one of keys customers, with a
-// JSON value padded to at least size bytes.
-func Event(n int64, keys, size int) *kgo.Record {
-	cust := n % int64(keys)
-	key := strconv.AppendInt([]byte("customer-"), cust, 10)
-	v := make([]byte, 0, max(size, 96))
-	v = append(v, `{"order_id":"o-`...)
-	v = strconv.AppendInt(v, n, 10)
-	v = append(v, `","customer":"customer-`...)
-	v = strconv.AppendInt(v, cust, 10)
-	v = append(v, `","amount_cents":`...)
-	v = strconv.AppendInt(v, 100+(n*7919)%90000, 10)
-	v = append(v, `,"seq":`...)
-	v = strconv.AppendInt(v, n, 10)
-	if pad := size - len(v) - len(`,"pad":""}`); pad > 0 {
-		v = append(v, `,"pad":"`...)
-		for range pad {
-			v = append(v, 'x')
-		}
-		v = append(v, '"')
-	}
-	v = append(v, '}')
-	return &kgo.Record{Key: key, Value: v}
 }
 
 // waitForBrokers pings until a broker answers or the wait is over.
