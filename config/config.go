@@ -69,9 +69,12 @@ type Config struct {
 	SessionTimeout     time.Duration `envconfig:"SESSION_TIMEOUT" default:"45s" desc:"a Go duration from 6s to 30m, e.g. 45s" doc:"the consumer group session timeout: a member not heard from for this long loses its partitions"`
 	TransactionTimeout time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"40s" desc:"a Go duration below PROCESSOR_SESSION_TIMEOUT and at most 15m, e.g. 40s" doc:"the broker aborts a transaction left open this long; below the session timeout and at most the broker's transaction.max.timeout.ms (15m by default)"`
 
-	OnError          string        `envconfig:"ON_ERROR" default:"fail" desc:"fail, dlq or skip" doc:"what happens to a record that fails for good: fail aborts and exits 1, dlq writes it to PROCESSOR_DLQ_TOPIC, skip drops it"`
-	DLQTopic         string        `envconfig:"DLQ_TOPIC" desc:"a topic name for dead letters, e.g. orders-dlq" doc:"the dead-letter topic that PROCESSOR_ON_ERROR=dlq writes failed records to, in the same transaction; not an input topic"`
-	MaxRetries       int           `envconfig:"MAX_RETRIES" default:"3" desc:"a whole number of retries from 0 to 100" doc:"retries, with backoff, of a record whose transform failed with a retriable error or timed out, before it fails for good"`
+	OnError    string `envconfig:"ON_ERROR" default:"fail" desc:"fail, dlq or skip" doc:"what happens to a record that fails for good: fail aborts and exits 1, dlq writes it to PROCESSOR_DLQ_TOPIC, skip drops it"`
+	DLQTopic   string `envconfig:"DLQ_TOPIC" desc:"a topic name for dead letters, e.g. orders-dlq" doc:"the dead-letter topic that PROCESSOR_ON_ERROR=dlq writes failed records to, in the same transaction; not an input topic"`
+	MaxRetries int    `envconfig:"MAX_RETRIES" default:"3" desc:"a whole number of retries from 0 to 100" doc:"retries, with backoff, of a record whose transform failed with a retriable error or timed out, before it fails for good"`
+	// Workers is how many goroutines run the chain, each on records of
+	// other partitions; 0 is one per CPU (GOMAXPROCS).
+	Workers          int           `envconfig:"WORKERS" default:"0" desc:"a whole number of workers from 0 to 256; 0 is one per CPU" doc:"how many records of different partitions run through the transform chain at once, each worker with its own instance of every transform; each partition's outputs keep their input order, all in the one transaction; 0 is one worker per CPU"`
 	TransformTimeout time.Duration `envconfig:"TRANSFORM_TIMEOUT" default:"0s" desc:"a Go duration such as 500ms; 0 sets no per-record deadline" doc:"per-record deadline of the transform chain; (PROCESSOR_MAX_RETRIES + 1) attempts of it, plus backoff, must fit four fifths of PROCESSOR_TRANSACTION_TIMEOUT"`
 
 	LineageHeaders bool `envconfig:"LINEAGE_HEADERS" default:"true" desc:"true or false" doc:"stamp the processor.source.* lineage headers (input topic, partition, offset) on every output record"`

@@ -117,6 +117,7 @@ var rules = []rule{
 	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.DLQTopic) },
 		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (to replay dead letters, run a separate processor with the DLQ topic as its input)")},
 	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},
+	{field: "Workers", ok: func(c *Config) bool { return within(c.Workers, 0, 256) }},
 	// The transaction timeout is positive by now, so 0 (no deadline) passes.
 	{field: "TransformTimeout", ok: func(c *Config) bool { return c.TransformTimeout >= 0 && c.TransformTimeout < c.TransactionTimeout },
 		form: note(", below PROCESSOR_TRANSACTION_TIMEOUT")},

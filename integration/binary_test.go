@@ -122,7 +122,8 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 }
 
 // The binary on its embedded broker becomes ready, commits transactions for
-// loadgen's input, serves metrics, and exits 0 on SIGTERM.
+// loadgen's input with three workers, serves metrics and /status, and
+// exits 0 on SIGTERM.
 func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	broker, httpAddr := freeAddr(t), freeAddr(t)
 	p := runBinary(t, "processor", []string{
@@ -134,6 +135,7 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 		"PROCESSOR_OUTPUT_TOPIC=orders-out",
 		"PROCESSOR_HTTP_ADDR=" + httpAddr,
 		"PROCESSOR_PROGRESS_INTERVAL=200ms",
+		"PROCESSOR_WORKERS=3",
 	})
 	logs := p.logs
 
@@ -175,6 +177,12 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 		}
 	}
 
+	if _, body := get("/status"); !strings.Contains(body, `"workers": 3,`) {
+		t.Errorf("/status does not say 3 workers: %s", body)
+	}
+	if !strings.Contains(logs.String(), `"workers":3,`) {
+		t.Error(`the "processor starting" line does not say 3 workers`)
+	}
 	waitFor(t, 10*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"progress"`) })
 
 	start := time.Now()

@@ -357,7 +357,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	if o.chain == nil {
 		o.chain = identityChain(t)
 	}
-	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.brokers, o.chain, prometheus.NewRegistry(), testLogger(t, o.txnID),
+	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.brokers, []*transform.Chain{o.chain}, prometheus.NewRegistry(), testLogger(t, o.txnID),
 		app.Overrides{TxnBudget: o.txnBudget, InjectAbort: o.injectAbort})
 	if err != nil {
 		t.Fatal(err)

@@ -89,16 +89,18 @@ const (
 	maxBackoff   = time.Second
 )
 
-// runChain runs r through the chain under the open transaction's context,
+// runChain runs r through chain under the open transaction's context,
 // retrying retriable failures with backoff up to MaxRetries times, and
-// checks where the outputs go. It returns the outputs; or, with r restored
-// to how it arrived, the final error (clipped to maxQuote bytes), the
-// chain entry that failed and the number of attempts.
+// checks where the outputs go. It returns dst with the outputs appended;
+// or dst as given and, with r restored to how it arrived, the final error
+// (clipped to maxQuote bytes), the chain entry that failed and the number
+// of attempts. It is safe to call from several goroutines, each with its
+// own chain, while the loop waits for them.
 //
 // When the transaction's budget runs out first (a deadline the processor
 // set, not the record's doing) the error is errWatchdog, and no retry
 // starts that could not end within the budget.
-func (p *Pipeline) runChain(src transform.Source, r *kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
+func (p *Pipeline) runChain(chain *transform.Chain, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
 	defer func() {
 		if err != nil {
@@ -111,15 +113,15 @@ func (p *Pipeline) runChain(src transform.Source, r *kgo.Record) (out []*kgo.Rec
 		if p.o.TransformTimeout > 0 {
 			rctx, cancel = context.WithTimeout(p.txn, p.o.TransformTimeout)
 		}
-		out, err = p.chain.Process(rctx, src, r, p.out[:0])
+		out, err = chain.Process(rctx, src, r, dst)
 		timedOut := err != nil && rctx.Err() != nil
 		if cancel != nil {
 			cancel()
 		}
-		p.out = out[:0]
 		if err == nil {
-			if err = p.checkDestinations(out); err != nil {
-				return nil, stageProduce, attempt, clipErr(err)
+			if err = p.checkDestinations(out[len(dst):]); err != nil {
+				clear(out[len(dst):])
+				return dst, stageProduce, attempt, clipErr(err)
 			}
 			return out, "", attempt, nil
 		}
@@ -128,7 +130,7 @@ func (p *Pipeline) runChain(src transform.Source, r *kgo.Record) (out []*kgo.Rec
 			stage = te.Stage
 		}
 		if p.txn.Err() != nil {
-			return nil, stage, attempt, errWatchdog
+			return dst, stage, attempt, errWatchdog
 		}
 		class := classPermanent
 		var pe *transform.PanicError
@@ -145,17 +147,17 @@ func (p *Pipeline) runChain(src transform.Source, r *kgo.Record) (out []*kgo.Rec
 		}
 		p.o.Metrics.TransformErrors.WithLabelValues(stage, class).Inc()
 		if retry := class == classRetriable || class == classTimeout; !retry || attempt > p.o.MaxRetries {
-			return nil, stage, attempt, clipErr(err)
+			return dst, stage, attempt, clipErr(err)
 		}
 		if time.Now().Add(backoff).After(p.budgetEnd()) {
-			return nil, stage, attempt, errWatchdog
+			return dst, stage, attempt, errWatchdog
 		}
 		p.o.Metrics.Retries.Inc()
 		t := time.NewTimer(backoff)
 		select {
 		case <-p.txn.Done():
 			t.Stop()
-			return nil, stage, attempt, errWatchdog
+			return dst, stage, attempt, errWatchdog
 		case <-t.C:
 		}
 		backoff = min(backoff*2, maxBackoff)

@@ -126,8 +126,17 @@ func loopChain(t *testing.T, fn transform.Func) *transform.Chain {
 	if err != nil {
 		t.Fatal(err)
 	}
+	loopFns[c] = fn
 	return c
 }
+
+// loopWorkers is how many workers start gives a pipeline whose chain
+// loopChain built (one more chain of the same function per worker);
+// TestLoopWithWorkers runs the loop tests again with 2.
+var loopWorkers = 1
+
+// loopFns are the functions of the chains loopChain built.
+var loopFns = map[*transform.Chain]transform.Func{}
 
 // passThrough is the identity transform.
 func passThrough(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
@@ -215,6 +224,11 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 	}
 	if o.StallTimeout == 0 {
 		o.StallTimeout = 8 * time.Second
+	}
+	if fn, ok := loopFns[chain]; ok && o.Chains == nil {
+		for range loopWorkers - 1 {
+			o.Chains = append(o.Chains, loopChain(e.t, fn))
+		}
 	}
 	p, err := New(s, chain, o)
 	if err != nil {

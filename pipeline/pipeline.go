@@ -67,6 +67,15 @@ type Options struct {
 	// transaction forever. Run returns a *MissingTopicsError otherwise.
 	RequireTopics []string
 
+	// Chains are the chains of the workers beyond the first (which runs
+	// the chain passed to New): with any, the records of different
+	// partitions in a poll run through the chain concurrently, one worker
+	// each, while every partition's outputs are produced in its input
+	// order, in the open transaction, under the same policies. Each chain
+	// must be built like the first and serve no one else; the caller keeps
+	// them and closes them after Run has returned.
+	Chains []*transform.Chain
+
 	// InjectAbort is for tests and fault drills only: it is called before
 	// each commit with the transaction's sequence number (from 1), and
 	// returning true aborts that transaction with reason "injected".
@@ -93,7 +102,9 @@ type Pipeline struct {
 	log   *slog.Logger
 
 	// Loop-goroutine state.
-	out        []*kgo.Record
+	workers    []worker  // workers[0] runs chain; the loop is its goroutine
+	batches    []batch   // the last poll's records by partition
+	results    []result  // the workers' outcomes, one per record of batches
 	lineage    *lineage  // nil when Options.Lineage is off
 	cur        txnCounts // the open transaction's counts
 	seq        uint64
@@ -193,6 +204,10 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 		txn:        context.Background(),
 		txnCancel:  func() {},
 		dlqLineage: newLineage(),
+	}
+	p.workers = append(p.workers, worker{chain: chain})
+	for _, c := range o.Chains {
+		p.workers = append(p.workers, worker{chain: c})
 	}
 	if o.Lineage {
 		p.lineage = newLineage()
@@ -364,74 +379,107 @@ func (p *Pipeline) pollSize() int {
 }
 
 // process runs every polled record through the chain and produces the
-// outputs. This is the per-record path: nothing here allocates, locks or
-// logs unless a record fails.
+// outputs, partition by partition, each partition's in its input order.
+// With more than one worker and more than one partition in the poll the
+// chains run first, concurrently (see runWorkers); the outputs are then
+// produced here, in the same order and under the same policies as with
+// one worker. This is the per-record path: nothing here allocates, locks
+// or logs unless a record fails.
 func (p *Pipeline) process(fs kgo.Fetches) error {
-	it := fs.RecordIter()
-	for !it.Done() {
-		select {
-		case <-p.txn.Done():
-			return errWatchdog
-		default:
-		}
-		r := it.Next()
-		if r.Attrs.IsControl() {
-			continue // a transaction marker: kept so that committed offsets step over it
-		}
-		src := transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
-		r.Topic = ""
-		p.cur.records++
-		if len(p.poison) > 0 {
-			// It failed for good in an earlier, aborted attempt.
-			if pz, ok := p.poison[src]; ok {
-				p.applied = append(p.applied, src)
-				drop := ""
-				if pz.dlqFailed {
-					drop = "the dead letter with its value could not be written either"
+	parallel := p.split(fs)
+	if parallel {
+		p.runWorkers()
+		defer p.clearWorkers()
+	}
+	for _, b := range p.batches {
+		for j, r := range b.recs {
+			var res result
+			if parallel {
+				res = p.results[b.at+j]
+				if res.notRun {
+					return errWatchdog
 				}
-				if err := p.failed(src, r, pz.stage, pz.attempts, pz.err, drop); err != nil {
-					return err
+			} else {
+				select {
+				case <-p.txn.Done():
+					return errWatchdog
+				default:
 				}
-				continue
 			}
-		}
-		out, stage, attempts, err := p.runChain(src, r)
-		if errors.Is(err, errWatchdog) {
-			if p.cur.records == 1 {
-				// Alone in its transaction and still over the budget: no
-				// smaller transaction can help. Its next attempt fails it.
-				p.poison[src] = poison{failure: failure{stage: stage, attempts: attempts,
-					err: fmt.Errorf("the record did not finish within the transaction's time budget (%s) even alone in its transaction", p.o.TxnBudget)}}
+			if r.Attrs.IsControl() {
+				continue // a transaction marker: kept so that committed offsets step over it
 			}
-			return err
-		}
-		if err != nil {
-			if err := p.failed(src, r, stage, attempts, err, ""); err != nil {
+			src := transform.Source{Topic: b.topic, Partition: b.partition, Offset: r.Offset}
+			if !parallel {
+				r.Topic = "" // a worker did it already: the chain may have routed r since
+			}
+			p.cur.records++
+			if len(p.poison) > 0 {
+				// It failed for good in an earlier, aborted attempt.
+				if pz, ok := p.poison[src]; ok {
+					p.applied = append(p.applied, src)
+					drop := ""
+					if pz.dlqFailed {
+						drop = "the dead letter with its value could not be written either"
+					}
+					if err := p.failed(src, r, pz.stage, pz.attempts, pz.err, drop); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			var out []*kgo.Record
+			if parallel {
+				w := &p.workers[res.worker]
+				out = w.out[res.from:res.to]
+			} else {
+				w := &p.workers[0]
+				out, res.stage, res.attempts, res.err = p.runChain(w.chain, src, r, w.out[:0])
+				w.out = out[:0]
+			}
+			if err := p.produceOutputs(src, r, out, res); err != nil {
 				return err
 			}
-			continue
 		}
-		if len(out) == 0 {
-			p.cur.filtered++
-			continue
+	}
+	return nil
+}
+
+// produceOutputs applies the outcome of r's chain run: the watchdog, the
+// error policy, or producing the outputs.
+func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, out []*kgo.Record, res result) error {
+	if errors.Is(res.err, errWatchdog) {
+		if p.cur.records == 1 {
+			// Alone in its transaction and still over the budget: no
+			// smaller transaction can help. Its next attempt fails it.
+			p.poison[src] = poison{failure: failure{stage: res.stage, attempts: res.attempts,
+				err: fmt.Errorf("the record did not finish within the transaction's time budget (%s) even alone in its transaction", p.o.TxnBudget)}}
 		}
-		for i, o := range out {
-			out[i] = nil
-			if o.Topic == "" {
-				o.Topic = p.o.OutputTopic
-				p.cur.out++
-			} else {
-				p.cur.routed[o.Topic]++
-			}
-			if p.lineage != nil {
-				p.lineage.stamp(o, src)
-			}
-			if p.o.MaxTxnBytes > 0 {
-				p.cur.bytes += recordBytes(o)
-			}
-			p.inflight = append(p.inflight, inflight{r: o, src: src})
-			p.s.Produce(p.work, o)
+		return res.err
+	}
+	if res.err != nil {
+		return p.failed(src, r, res.stage, res.attempts, res.err, "")
+	}
+	if len(out) == 0 {
+		p.cur.filtered++
+		return nil
+	}
+	for i, o := range out {
+		out[i] = nil
+		if o.Topic == "" {
+			o.Topic = p.o.OutputTopic
+			p.cur.out++
+		} else {
+			p.cur.routed[o.Topic]++
 		}
+		if p.lineage != nil {
+			p.lineage.stamp(o, src)
+		}
+		if p.o.MaxTxnBytes > 0 {
+			p.cur.bytes += recordBytes(o)
+		}
+		p.inflight = append(p.inflight, inflight{r: o, src: src})
+		p.s.Produce(p.work, o)
 	}
 	return nil
 }

@@ -14,7 +14,10 @@ type Status struct {
 	// "at_least_once".
 	Guarantee string   `json:"guarantee"`
 	Chain     []string `json:"transforms"`
-	Ready     bool     `json:"ready"`
+	// Workers is how many records of different partitions run through
+	// the chain at once (PROCESSOR_WORKERS).
+	Workers int  `json:"workers"`
+	Ready   bool `json:"ready"`
 	// Health is "ok", or why /healthz fails.
 	Health string `json:"health"`
 
@@ -81,6 +84,7 @@ func (p *Pipeline) Status() Status {
 		MemberID:        member,
 		Generation:      gen,
 		Guarantee:       p.s.Guarantee(),
+		Workers:         len(p.workers),
 		Ready:           p.Ready(),
 		Health:          "ok",
 		Commits:         p.commits.Load(),

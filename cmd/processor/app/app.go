@@ -63,19 +63,23 @@ func Main(reg *transform.Registry) int {
 	log := newLogger(cfg)
 	warnUnknownVars(log, reg, cfg.Transforms)
 
-	chain, err := buildChain(reg, cfg.Transforms)
-	if err != nil {
-		return configError(err)
-	}
-	inUse := false // a run abandoned by a second signal may still use the chain
+	chains, err := buildChains(reg, cfg.Transforms, workers(cfg))
+	inUse := false // a run abandoned by a second signal may still use the chains
 	defer func() {
 		if inUse {
 			return
 		}
-		if err := chain.Close(); err != nil {
-			log.Warn("closing transforms", "err", err.Error())
+		for _, c := range chains {
+			if err := c.Close(); err != nil {
+				log.Warn("closing transforms", "err", err.Error())
+				break
+			}
 		}
 	}()
+	if err != nil {
+		return configError(err)
+	}
+	chain := chains[0]
 	if err := checkBudget(cfg, chain); err != nil {
 		return configError(err)
 	}
@@ -109,7 +113,7 @@ func Main(reg *transform.Registry) int {
 
 	promReg := newRegistry()
 	required := requiredTopics(cfg, chain)
-	p, _, err := NewPipeline(cfg, brokers, chain, promReg, log, Overrides{})
+	p, _, err := NewPipeline(cfg, brokers, chains, promReg, log, Overrides{})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime
@@ -124,7 +128,7 @@ func Main(reg *transform.Registry) int {
 	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
 		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
 		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
-		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "http_addr", cfg.HTTPAddr},
+		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(chains), "http_addr", cfg.HTTPAddr},
 		sec.logAttrs()...)...)
 
 	done := make(chan error, 1)
@@ -241,7 +245,8 @@ type Overrides struct {
 // the transactional session (consumer group cfg.Group on cfg.InputTopics,
 // producer cfg.TransactionalID) on brokers, which stand in for cfg.Brokers
 // so that an embedded broker's addresses can be passed, and the pipeline
-// that runs chain on it. It registers the processor's metrics, and the
+// that runs chains on it: one chain per worker, each built alike and used
+// by no one else (the first runs alone on polls of one partition). It registers the processor's metrics, and the
 // Kafka client's (kprom, processor_kafka_*), with promReg, and returns
 // their handles; promReg must not hold them already (registering twice
 // panics), so every instance needs a registry of its own.
@@ -255,8 +260,8 @@ type Overrides struct {
 //
 // The Kafka client is created here and starts joining the group at once,
 // so call Run promptly: Run initialises the transactional producer and
-// closes the session when it returns. The caller keeps chain and closes it
-// after Run has returned. NewPipeline fails, leaving nothing open, when cfg
+// closes the session when it returns. The caller keeps the chains and
+// closes them after Run has returned. NewPipeline fails, leaving nothing open, when cfg
 // does not validate or the files of its TLS and SASL settings cannot be
 // read or parsed (a *config.Error), when one record's retries cannot fit
 // the transaction's budget (a *pipeline.BudgetError), or when the Kafka
@@ -265,7 +270,7 @@ type Overrides struct {
 // The session's clients reach the brokers as cfg's PROCESSOR_TLS_* and
 // PROCESSOR_SASL_* say; brokers that refuse them, or that they do not
 // trust, make Run return a *txn.AccessError at once.
-func NewPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, promReg *prometheus.Registry,
+func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain, promReg *prometheus.Registry,
 	log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
@@ -274,6 +279,10 @@ func NewPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, p
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
+	if len(chains) == 0 {
+		return nil, nil, errors.New("building the processor: no transform chain")
+	}
+	chain := chains[0]
 	inject := ov.InjectAbort
 	if inject == nil {
 		inject = injectAbort(cfg.TestAbortRate, log)
@@ -295,6 +304,7 @@ func NewPipeline(cfg *config.Config, brokers []string, chain *transform.Chain, p
 		RequireTopics:    slices.Sorted(maps.Keys(requiredTopics(cfg, chain))),
 		Logger:           log,
 		InjectAbort:      inject,
+		Chains:           chains[1:],
 	}
 	// Before the session exists, so that a budget that cannot work leaves
 	// no client behind (pipeline.New checks it again).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 
 	"github.com/streamproc/processor/config"
@@ -35,6 +36,29 @@ func buildChain(reg *transform.Registry, names []string) (*transform.Chain, erro
 		return nil, fmt.Errorf("PROCESSOR_TRANSFORMS=%q: %w", strings.Join(names, ","), err)
 	}
 	return chain, nil
+}
+
+// buildChains builds n chains alike (buildChain), one per worker. On an
+// error it returns the chains it built, for the caller to close.
+func buildChains(reg *transform.Registry, names []string, n int) ([]*transform.Chain, error) {
+	var chains []*transform.Chain
+	for range n {
+		c, err := buildChain(reg, names)
+		if err != nil {
+			return chains, err
+		}
+		chains = append(chains, c)
+	}
+	return chains, nil
+}
+
+// workers is PROCESSOR_WORKERS, with 0 meaning one per CPU the Go runtime
+// uses.
+func workers(cfg *config.Config) int {
+	if cfg.Workers > 0 {
+		return cfg.Workers
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // parseEntries parses PROCESSOR_TRANSFORMS.
