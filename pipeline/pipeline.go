@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -68,12 +69,13 @@ type Options struct {
 	RequireTopics []string
 
 	// Chains are the chains of the workers beyond the first (which runs
-	// the chain passed to New): with any, the records of different
-	// partitions in a poll run through the chain concurrently, one worker
-	// each, while every partition's outputs are produced in its input
-	// order, in the open transaction, under the same policies. Each chain
-	// must be built like the first and serve no one else; the caller keeps
-	// them and closes them after Run has returned.
+	// the chain passed to New): with any, a poll's records run through the
+	// chain concurrently, in runs of one partition's records shared among
+	// the workers, while every partition's outputs are produced in its
+	// input order, in the open transaction, under the same policies. A
+	// transform then no longer sees one partition's records one after
+	// another. Each chain must be built like the first and serve no one
+	// else; the caller keeps them and closes them after Run has returned.
 	Chains []*transform.Chain
 
 	// InjectAbort is for tests and fault drills only: it is called before
@@ -102,9 +104,16 @@ type Pipeline struct {
 	log   *slog.Logger
 
 	// Loop-goroutine state.
-	workers    []worker  // workers[0] runs chain; the loop is its goroutine
-	batches    []batch   // the last poll's records by partition
-	results    []result  // the workers' outcomes, one per record of batches
+	workers []worker // workers[0] runs chain (on the loop's goroutine when the others are idle)
+	batches []batch  // the last poll's records, in runs of one partition's
+	results []result // the workers' outcomes, one per record of batches
+
+	// The workers' coordination within one poll (see startWorkers).
+	next       atomic.Int64  // the next batch to take
+	halt       atomic.Bool   // run no more records
+	done       []atomic.Bool // per batch: its records have run
+	ready      chan struct{} // a batch is done since the loop last looked
+	wg         sync.WaitGroup
 	lineage    *lineage  // nil when Options.Lineage is off
 	cur        txnCounts // the open transaction's counts
 	seq        uint64
@@ -380,18 +389,20 @@ func (p *Pipeline) pollSize() int {
 
 // process runs every polled record through the chain and produces the
 // outputs, partition by partition, each partition's in its input order.
-// With more than one worker and more than one partition in the poll the
-// chains run first, concurrently (see runWorkers); the outputs are then
-// produced here, in the same order and under the same policies as with
-// one worker. This is the per-record path: nothing here allocates, locks
+// With more than one worker the chains run first, concurrently (see split
+// and runWorkers); the outputs are then produced here, in the same order
+// and under the same policies as with one worker. This is the per-record path: nothing here allocates, locks
 // or logs unless a record fails.
 func (p *Pipeline) process(fs kgo.Fetches) error {
 	parallel := p.split(fs)
 	if parallel {
-		p.runWorkers()
-		defer p.clearWorkers()
+		p.startWorkers()
+		defer p.stopWorkers()
 	}
-	for _, b := range p.batches {
+	for bi, b := range p.batches {
+		if parallel {
+			p.waitBatch(bi)
+		}
 		for j, r := range b.recs {
 			var res result
 			if parallel {
@@ -428,16 +439,18 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 					continue
 				}
 			}
-			var out []*kgo.Record
-			if parallel {
-				w := &p.workers[res.worker]
-				out = w.out[res.from:res.to]
-			} else {
+			if !parallel {
 				w := &p.workers[0]
-				out, res.stage, res.attempts, res.err = p.runChain(w.chain, src, r, w.out[:0])
-				w.out = out[:0]
+				res.out, res.stage, res.attempts, res.err = p.runChain(w.chain, src, r, w.out[:0])
+				w.out = res.out[:0]
+			} else if errors.Is(res.err, errWatchdog) {
+				p.stopWorkers() // before produceOutputs changes p.poison, which they read
 			}
-			if err := p.produceOutputs(src, r, out, res); err != nil {
+			err := p.produceOutputs(src, r, res)
+			if !parallel {
+				clear(res.out) // stopWorkers clears the workers' outputs
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -446,8 +459,9 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 }
 
 // produceOutputs applies the outcome of r's chain run: the watchdog, the
-// error policy, or producing the outputs.
-func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, out []*kgo.Record, res result) error {
+// error policy, or producing the outputs. It writes nothing into res.out,
+// which may be a worker's buffer.
+func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res result) error {
 	if errors.Is(res.err, errWatchdog) {
 		if p.cur.records == 1 {
 			// Alone in its transaction and still over the budget: no
@@ -460,12 +474,11 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, out []*kg
 	if res.err != nil {
 		return p.failed(src, r, res.stage, res.attempts, res.err, "")
 	}
-	if len(out) == 0 {
+	if len(res.out) == 0 {
 		p.cur.filtered++
 		return nil
 	}
-	for i, o := range out {
-		out[i] = nil
+	for _, o := range res.out {
 		if o.Topic == "" {
 			o.Topic = p.o.OutputTopic
 			p.cur.out++

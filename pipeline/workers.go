@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -9,7 +8,7 @@ import (
 	"github.com/streamproc/processor/transform"
 )
 
-// batch is one partition's records of a poll, in offset order.
+// batch is a run of one partition's records of a poll, in offset order.
 type batch struct {
 	topic     string
 	partition int32
@@ -17,12 +16,10 @@ type batch struct {
 	at        int // index of recs[0] in Pipeline.results
 }
 
-// result is what a worker's chain made of one input record: its outputs
-// are workers[worker].out[from:to]; or stage, attempts and err say why it
-// failed (as runChain returns them).
+// result is what a chain made of one input record: its outputs; or stage,
+// attempts and err say why it failed (as runChain returns them).
 type result struct {
-	worker   int
-	from, to int
+	out      []*kgo.Record // part of the worker's buffer, which the loop only reads
 	stage    string
 	attempts int
 	err      error
@@ -38,23 +35,35 @@ type worker struct {
 	out   []*kgo.Record // the outputs of the records it ran in this poll
 }
 
-// split groups the poll's records by partition into p.batches, and says
-// whether the workers should run them: more than one worker, and more than
-// one partition to share among them.
+// minChunk is the fewest records a worker takes at a time (unless a
+// partition has fewer in the poll): a chunk costs one atomic addition.
+const minChunk = 16
+
+// split cuts the poll's records into p.batches, each a run of one
+// partition's records in offset order, and says whether the workers should
+// run them: more than one worker, and more than one batch to share among
+// them. With workers, a partition's records are cut into chunks of about a
+// quarter of each worker's share, because a poll over a backlog often
+// holds thousands of records of one partition and a few of another.
 func (p *Pipeline) split(fs kgo.Fetches) bool {
 	clear(p.batches) // drop the last poll's record pointers
 	p.batches = p.batches[:0]
+	chunk := int(^uint(0) >> 1)
+	if len(p.workers) > 1 {
+		chunk = max(minChunk, fs.NumRecords()/(4*len(p.workers)))
+	}
 	n := 0
 	for i := range fs {
 		for j := range fs[i].Topics {
 			t := &fs[i].Topics[j]
 			for k := range t.Partitions {
 				part := &t.Partitions[k]
-				if len(part.Records) == 0 {
-					continue
+				for recs := part.Records; len(recs) > 0; {
+					c := min(chunk, len(recs))
+					p.batches = append(p.batches, batch{topic: t.Topic, partition: part.Partition, recs: recs[:c], at: n})
+					n += c
+					recs = recs[c:]
 				}
-				p.batches = append(p.batches, batch{topic: t.Topic, partition: part.Partition, recs: part.Records, at: n})
-				n += len(part.Records)
 			}
 		}
 	}
@@ -68,42 +77,53 @@ func (p *Pipeline) split(fs kgo.Fetches) bool {
 	return true
 }
 
-// runWorkers runs every record of p.batches through a chain, the
-// partitions shared among the workers (each takes the next partition not
-// yet taken, so a large partition does not hold up the others), and
-// returns when all are done. The loop goroutine is the first worker. A
-// record the transaction's budget runs out before is not run.
+// startWorkers starts the workers on p.batches: each takes the next batch
+// not yet taken and runs its records through its chain, marking the batch
+// done; the loop goroutine meanwhile produces the finished batches' outputs
+// in order (waitBatch). stopWorkers must follow.
 //
 // The workers read the pipeline's state (options, poison and missing
 // topics) but change none of it; what the records' outcomes change, the
-// loop applies afterwards, record by record in partition order.
-func (p *Pipeline) runWorkers() {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	n := min(len(p.workers), len(p.batches))
-	for i := 1; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			p.work1(i, &next)
-		}(i)
+// loop applies, record by record in partition order, and it changes
+// nothing the workers read while they run.
+func (p *Pipeline) startWorkers() {
+	p.next.Store(0)
+	p.halt.Store(false)
+	if cap(p.done) < len(p.batches) {
+		p.done = make([]atomic.Bool, len(p.batches))
 	}
-	p.work1(0, &next)
-	wg.Wait()
+	p.done = p.done[:len(p.batches)]
+	for i := range p.done {
+		p.done[i].Store(false)
+	}
+	if p.ready == nil {
+		p.ready = make(chan struct{}, 1)
+	}
+	n := min(len(p.workers), len(p.batches))
+	p.wg.Add(n)
+	for i := range n {
+		go p.runWorker(i)
+	}
 }
 
-// work1 is worker i's share of runWorkers.
-func (p *Pipeline) work1(i int, next *atomic.Int64) {
+// runWorker is worker i's share of the batches.
+func (p *Pipeline) runWorker(i int) {
+	defer p.wg.Done()
 	w := &p.workers[i]
 	for {
-		bi := int(next.Add(1)) - 1
+		bi := int(p.next.Add(1)) - 1
 		if bi >= len(p.batches) {
 			return
 		}
 		b := &p.batches[bi]
+		halted := p.halt.Load()
 		for j, r := range b.recs {
 			res := &p.results[b.at+j]
-			*res = result{worker: i}
+			*res = result{}
+			if halted {
+				res.notRun = true
+				continue
+			}
 			select {
 			case <-p.txn.Done():
 				res.notRun = true
@@ -120,11 +140,36 @@ func (p *Pipeline) work1(i int, next *atomic.Int64) {
 					continue // the loop applies the policy
 				}
 			}
-			res.from = len(w.out)
+			from := len(w.out)
 			w.out, res.stage, res.attempts, res.err = p.runChain(w.chain, src, r, w.out)
-			res.to = len(w.out)
+			res.out = w.out[from:len(w.out):len(w.out)]
+		}
+		p.done[bi].Store(true)
+		select {
+		case p.ready <- struct{}{}:
+		default: // a signal is pending already
 		}
 	}
+}
+
+// waitBatch returns once batch bi is done.
+func (p *Pipeline) waitBatch(bi int) {
+	for !p.done[bi].Load() {
+		<-p.ready
+	}
+}
+
+// stopWorkers tells the workers to run no more records (the loop returned
+// early: the transaction aborts), waits for them, and drops the record
+// pointers their outputs hold.
+func (p *Pipeline) stopWorkers() {
+	p.halt.Store(true)
+	p.wg.Wait()
+	select {
+	case <-p.ready:
+	default:
+	}
+	p.clearWorkers()
 }
 
 // clearWorkers drops the record pointers the workers' outputs hold, once
