@@ -63,7 +63,7 @@ type Config struct {
 	Guarantee string `envconfig:"GUARANTEE" default:"exactly_once" desc:"exactly_once or at_least_once" doc:"exactly_once commits outputs and offsets in one transaction; at_least_once uses no transactions (outputs flushed, then offsets committed), so a crash or an abort writes some outputs twice but never loses one"`
 
 	CommitInterval   time.Duration `envconfig:"COMMIT_INTERVAL" default:"100ms" desc:"a Go duration such as 100ms or 1s, below PROCESSOR_TRANSACTION_TIMEOUT" doc:"a transaction ends after this long, or earlier at PROCESSOR_MAX_RECORDS_PER_TXN or PROCESSOR_MAX_TXN_BYTES"`
-	MaxRecordsPerTxn int           `envconfig:"MAX_RECORDS_PER_TXN" default:"10000" desc:"a whole number of records from 1 to 10000000" doc:"a transaction ends after this many input records, or earlier at PROCESSOR_COMMIT_INTERVAL or PROCESSOR_MAX_TXN_BYTES"`
+	MaxRecordsPerTxn int           `envconfig:"MAX_RECORDS_PER_TXN" default:"100000" desc:"a whole number of records from 1 to 10000000" doc:"a transaction ends after this many input records, or earlier at PROCESSOR_COMMIT_INTERVAL or PROCESSOR_MAX_TXN_BYTES"`
 	// MaxTxnBytes bounds the output bytes one transaction holds in memory.
 	MaxTxnBytes        bytesize.Size `envconfig:"MAX_TXN_BYTES" default:"64MiB" desc:"a size from 1MiB to 1GiB such as 64MiB (B, KiB, MiB, GiB; a plain number is bytes)" doc:"a transaction ends once its output records (keys, values, headers) hold this many bytes, which bounds the memory it holds"`
 	SessionTimeout     time.Duration `envconfig:"SESSION_TIMEOUT" default:"45s" desc:"a Go duration from 6s to 30m, e.g. 45s" doc:"the consumer group session timeout: a member not heard from for this long loses its partitions"`

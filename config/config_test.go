@@ -82,7 +82,7 @@ func TestLoadDefaults(t *testing.T) {
 		TransactionalID:          "orders-enricher-host-1",
 		Transforms:               []string{"identity"},
 		CommitInterval:           100 * time.Millisecond,
-		MaxRecordsPerTxn:         10000,
+		MaxRecordsPerTxn:         100000,
 		MaxTxnBytes:              64 << 20,
 		SessionTimeout:           45 * time.Second,
 		TransactionTimeout:       40 * time.Second,
