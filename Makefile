@@ -1,11 +1,12 @@
 # The processor's commands. See README.md.
 GO      ?= go
 KAFKA   := bash integration/kafka/kafka.sh
+PG      := bash integration/postgres/pg.sh
 # The integration suite runs against kfake always, and against the brokers
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench bench-micro mutate docs rules-test vet kafka-up kafka-down clean
+.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
 
 # The version is baked in (processor --version, the start log line,
 # processor_build_info); without git it is "devel".
@@ -123,6 +124,17 @@ kafka-up:
 kafka-down:
 	@$(KAFKA) down
 	@$(KAFKA) cluster-down
+
+# The local PostgreSQL of the pgsink tests and the PostgreSQL sink
+# (integration/postgres/pg.sh): 127.0.0.1:15432, data in /tmp/processor-pg.
+# pg-up prints the URL last; the pgsink tests read it from
+# PROCESSOR_TEST_POSTGRES_URL:
+#   export PROCESSOR_TEST_POSTGRES_URL=$(make -s pg-up | tail -n 1)
+pg-up:
+	@$(PG) up
+
+pg-down:
+	@$(PG) down
 
 clean:
 	rm -rf bin data

@@ -50,6 +50,17 @@ type Config struct {
 	SASLPassword     Secret `envconfig:"SASL_PASSWORD" desc:"the SASL user's password (never shown)" doc:"the SASL user's password; set it or PROCESSOR_SASL_PASSWORD_FILE, not both; never logged or shown"`
 	SASLPasswordFile string `envconfig:"SASL_PASSWORD_FILE" desc:"a path to a file holding the SASL password, e.g. /var/run/secrets/kafka/password" doc:"a file holding the SASL user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
 
+	// Sink is where outputs go: kafka (PROCESSOR_OUTPUT_TOPIC, in Kafka
+	// transactions) or postgres (rows and offsets in one database
+	// transaction per batch).
+	Sink string `envconfig:"SINK" default:"kafka" desc:"kafka or postgres" doc:"kafka produces outputs to PROCESSOR_OUTPUT_TOPIC, with the consumed offsets, in one Kafka transaction per batch; postgres writes them, with the consumed offsets, to PostgreSQL in one database transaction per batch (see docs/postgres.md)"`
+	// PostgresURL is a Secret: it may hold the database password.
+	PostgresURL             Secret `envconfig:"POSTGRES_URL" desc:"a PostgreSQL URL, e.g. postgres://processor@db:5432/billing?sslmode=verify-full (never shown)" doc:"the database PROCESSOR_SINK=postgres writes to; any libpq URL parameter works (sslmode, sslrootcert, connect_timeout); required with the postgres sink; never logged or shown"`
+	PostgresPasswordFile    string `envconfig:"POSTGRES_PASSWORD_FILE" desc:"a path to a file holding the database password, e.g. /var/run/secrets/db/password" doc:"a file holding the database user's password, read at start, replacing any password in PROCESSOR_POSTGRES_URL; a trailing newline is dropped"`
+	PostgresTable           string `envconfig:"POSTGRES_TABLE" default:"processor_records" desc:"a table name, optionally schema-qualified, e.g. billing.records" doc:"the table the postgres sink writes outputs to (created if missing, with the record's key, value, headers, timestamp and source coordinates); not used with PROCESSOR_POSTGRES_STATEMENT"`
+	PostgresStatement       string `envconfig:"POSTGRES_STATEMENT" desc:"one SQL statement with @parameters, e.g. INSERT INTO invoices (order_id, doc) VALUES ((@value::jsonb->>'order_id')::int, @value::jsonb) ON CONFLICT (order_id) DO NOTHING" doc:"instead of the table, the SQL the postgres sink runs once per output, e.g. an upsert into your own schema; parameters @key, @key_text, @value (JSON text), @value_text, @value_bytes, @topic, @partition, @offset, @seq, @timestamp and @header_<name>"`
+	PostgresDeadLetterTable string `envconfig:"POSTGRES_DEAD_LETTER_TABLE" default:"processor_dead_letters" desc:"a table name, optionally schema-qualified" doc:"the table the postgres sink writes dead letters to under PROCESSOR_ON_ERROR=dlq, in the same database transaction (created if missing)"`
+
 	Group           string   `envconfig:"GROUP" desc:"the consumer group id, e.g. orders-enricher" doc:"the consumer group that the instances of one processor share; required"`
 	InputTopics     []string `envconfig:"INPUT_TOPICS" desc:"comma-separated topic names, e.g. orders,refunds" doc:"the topics the processor consumes; required"`
 	OutputTopic     string   `envconfig:"OUTPUT_TOPIC" desc:"a topic name, e.g. orders-enriched" doc:"the topic outputs go to unless a transform routes them elsewhere; not an input topic; required"`

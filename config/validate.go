@@ -80,9 +80,10 @@ var rules = []rule{
 	{field: "Group", unset: true, ok: func(c *Config) bool { return c.Group != "" }},
 	{field: "InputTopics", unset: true, ok: func(c *Config) bool { return len(c.InputTopics) > 0 }},
 	{field: "InputTopics", ok: func(c *Config) bool { return all(c.InputTopics, topic.Valid[string]) }, form: note(topicNote)},
-	{field: "OutputTopic", unset: true, ok: func(c *Config) bool { return c.OutputTopic != "" }},
-	{field: "OutputTopic", ok: func(c *Config) bool { return topic.Valid(c.OutputTopic) }, form: note(topicNote)},
-	{field: "OutputTopic", ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.OutputTopic) },
+	{field: "Sink", ok: func(c *Config) bool { return oneOf(c.Sink, "kafka", "postgres") }},
+	{field: "OutputTopic", when: kafkaSink, unset: true, ok: func(c *Config) bool { return c.OutputTopic != "" }},
+	{field: "OutputTopic", when: hasOutput, ok: func(c *Config) bool { return topic.Valid(c.OutputTopic) }, form: note(topicNote)},
+	{field: "OutputTopic", when: hasOutput, ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.OutputTopic) },
 		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)")},
 	{field: "TransactionalID", unset: true, ok: func(c *Config) bool { return c.TransactionalID != "" }},
 	{field: "Transforms", unset: true, ok: func(c *Config) bool { return len(c.Transforms) > 0 }},
@@ -111,11 +112,18 @@ var rules = []rule{
 	// Records that fail.
 	{field: "OnError", ok: func(c *Config) bool { return oneOf(c.OnError, "fail", "dlq", "skip") }},
 	{field: "Guarantee", ok: func(c *Config) bool { return oneOf(c.Guarantee, "exactly_once", "at_least_once") }},
-	{field: "DLQTopic", when: func(c *Config) bool { return c.OnError == "dlq" }, unset: true,
+	{field: "DLQTopic", when: func(c *Config) bool { return c.OnError == "dlq" && kafkaSink(c) }, unset: true,
 		ok: func(c *Config) bool { return c.DLQTopic != "" }, form: note(" (PROCESSOR_ON_ERROR=dlq needs one)")},
 	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return topic.Valid(c.DLQTopic) }, form: note(topicNote)},
 	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.DLQTopic) },
 		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (to replay dead letters, run a separate processor with the DLQ topic as its input)")},
+	// The postgres sink.
+	{field: "PostgresURL", when: postgresSink, unset: true, ok: func(c *Config) bool { return c.PostgresURL != "" },
+		form: note(" (PROCESSOR_SINK=postgres needs one)")},
+	{field: "PostgresURL", when: kafkaSink, ok: func(c *Config) bool { return c.PostgresURL == "" },
+		form: fixed("unset unless PROCESSOR_SINK=postgres")},
+	{field: "Guarantee", when: postgresSink, ok: func(c *Config) bool { return c.Guarantee == "exactly_once" },
+		form: fixed("exactly_once with PROCESSOR_SINK=postgres (rows and offsets commit in one database transaction)")},
 	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},
 	{field: "Workers", ok: func(c *Config) bool { return within(c.Workers, 0, 256) }},
 	// The transaction timeout is positive by now, so 0 (no deadline) passes.
@@ -178,12 +186,15 @@ func fixed(s string) func(*Config, string) string {
 	return func(*Config, string) string { return s }
 }
 
-func embedded(c *Config) bool { return c.EmbeddedBroker }
-func external(c *Config) bool { return !c.EmbeddedBroker }
-func hasDLQ(c *Config) bool   { return c.DLQTopic != "" }
-func tlsOff(c *Config) bool   { return !c.TLSEnabled }
-func hasSASL(c *Config) bool  { return c.SASLMechanism != "" }
-func noSASL(c *Config) bool   { return c.SASLMechanism == "" }
+func embedded(c *Config) bool     { return c.EmbeddedBroker }
+func external(c *Config) bool     { return !c.EmbeddedBroker }
+func hasDLQ(c *Config) bool       { return c.DLQTopic != "" }
+func kafkaSink(c *Config) bool    { return c.Sink != "postgres" }
+func postgresSink(c *Config) bool { return c.Sink == "postgres" }
+func hasOutput(c *Config) bool    { return c.OutputTopic != "" }
+func tlsOff(c *Config) bool       { return !c.TLSEnabled }
+func hasSASL(c *Config) bool      { return c.SASLMechanism != "" }
+func noSASL(c *Config) bool       { return c.SASLMechanism == "" }
 
 // within reports whether v is not outside lo..hi. A NaN is not outside.
 func within[T cmp.Ordered](v, lo, hi T) bool { return !(v < lo || v > hi) }

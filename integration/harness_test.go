@@ -27,6 +27,7 @@ import (
 	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/identity"
@@ -259,6 +260,9 @@ type instanceOpts struct {
 	txnTimeout        time.Duration // default 8s; the session timeout is 2s more
 	transformTimeout  time.Duration
 	configure         func(*config.Config) // last: e.g. TLS and SASL settings
+	// db is the postgres sink's database: the instance then writes there
+	// (PROCESSOR_SINK=postgres) instead of to out.
+	db *pgsink.Sink
 }
 
 func testLogger(t testing.TB, name string) *slog.Logger {
@@ -333,6 +337,9 @@ func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
 	if o.transformTimeout > 0 {
 		cfg.TransformTimeout = o.transformTimeout
 	}
+	if o.db != nil {
+		cfg.Sink, cfg.PostgresURL = "postgres", "postgres://set-by-the-test"
+	}
 	if o.configure != nil {
 		o.configure(cfg)
 	}
@@ -357,7 +364,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	if o.chain == nil {
 		o.chain = identityChain(t)
 	}
-	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.brokers, []*transform.Chain{o.chain}, prometheus.NewRegistry(), testLogger(t, o.txnID),
+	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.brokers, []*transform.Chain{o.chain}, o.db, prometheus.NewRegistry(), testLogger(t, o.txnID),
 		app.Overrides{TxnBudget: o.txnBudget, InjectAbort: o.injectAbort})
 	if err != nil {
 		t.Fatal(err)

@@ -319,7 +319,7 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 	p.dlqLineage.stamp(r, src)
 	p.cur.dlq++
 	p.inflight = append(p.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
-	p.s.Produce(p.work, r)
+	p.s.Produce(p.work, r, src)
 }
 
 // deadLetterHeaders returns a new header slice: the original headers
@@ -349,7 +349,7 @@ func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err 
 // so that retrying can never help.
 func unproducible(err error) bool {
 	for _, e := range []error{kerr.MessageTooLarge, kerr.RecordListTooLarge, kerr.InvalidRecord, kerr.CorruptMessage,
-		kerr.InvalidTimestamp, kerr.TopicAuthorizationFailed, kerr.InvalidTopicException, kerr.PolicyViolation} {
+		kerr.InvalidTimestamp, kerr.TopicAuthorizationFailed, kerr.InvalidTopicException, kerr.PolicyViolation, txn.ErrUnwritable} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -492,7 +492,7 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 			p.cur.bytes += recordBytes(o)
 		}
 		p.inflight = append(p.inflight, inflight{r: o, src: src})
-		p.s.Produce(p.work, o)
+		p.s.Produce(p.work, o, src)
 	}
 	return nil
 }

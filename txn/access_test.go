@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/streamproc/processor/transform"
 )
 
 func TestAccessKind(t *testing.T) {
@@ -128,7 +130,7 @@ func TestConnOptsReachEveryClient(t *testing.T) {
 	commit := func() {
 		t.Helper()
 		f.begin(t)
-		f.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("x")})
+		f.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("x")}, transform.Source{})
 		if !f.end(t, 1, "") {
 			t.Fatal("the transaction did not commit")
 		}

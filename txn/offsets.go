@@ -79,7 +79,7 @@ func (s *Session) Identity() (group, transactionalID string) {
 
 // Guarantee returns "exactly_once" or "at_least_once".
 func (s *Session) Guarantee() string {
-	if s.opts.AtLeastOnce {
+	if s.opts.AtLeastOnce && s.db == nil {
 		return "at_least_once"
 	}
 	return "exactly_once"
@@ -95,9 +95,25 @@ func (s *Session) Member() (memberID string, generation int32) {
 
 // CommittedOffsets returns, per topic and partition, the next offset the
 // group has committed for the partitions this member consumed, as of the
-// last committed transaction. Call it from the loop's goroutine.
+// last committed transaction (in database mode: the offsets stored in the
+// database for the partitions it holds). Call it from the loop's
+// goroutine.
 func (s *Session) CommittedOffsets() map[string]map[int32]int64 {
 	out := map[string]map[int32]int64{}
+	if s.db != nil { // the database's offsets are the truth
+		s.db.mu.Lock()
+		defer s.db.mu.Unlock()
+		for tp, next := range s.db.stored {
+			if next < 0 {
+				continue
+			}
+			if out[tp.Topic] == nil {
+				out[tp.Topic] = map[int32]int64{}
+			}
+			out[tp.Topic][tp.Partition] = next
+		}
+		return out
+	}
 	for t, ps := range s.client().CommittedOffsets() {
 		m := make(map[int32]int64, len(ps))
 		for p, eo := range ps {

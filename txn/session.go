@@ -23,6 +23,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/transform"
 )
 
 // Reason says why a transaction was aborted; it is the reason label of
@@ -70,6 +73,13 @@ type Options struct {
 	// aborted batch rewinds and is processed again, so outputs may be
 	// written twice but none is lost. TransactionalID is not used.
 	AtLeastOnce bool
+	// Database writes the outputs into PostgreSQL instead of Kafka: each
+	// batch's rows and next offsets in one database transaction, the
+	// database's offsets winning over the group's (see database.go).
+	// TransactionalID is not used. Records produced to DeadLetterTopic are
+	// written to its dead-letter table.
+	Database        *pgsink.Sink
+	DeadLetterTopic string
 }
 
 // FencedError is returned when the producer was fenced again soon after a
@@ -98,7 +108,8 @@ type Session struct {
 	m    *Metrics
 
 	gts   *kgo.GroupTransactSession // exactly once
-	plain *kgo.Client               // at least once: no transactions
+	plain *kgo.Client               // at least once and database: no Kafka transactions
+	db    *database                 // database mode
 	// batchStart is, per partition, the first offset polled since the
 	// last commit (at least once): where an aborted batch rewinds to.
 	batchStart map[string]map[int32]kgo.EpochOffset
@@ -140,6 +151,9 @@ func New(opts Options) (*Session, error) {
 	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics}
 	s.assignGen.Store(-1)
 	s.promise = s.onProduced
+	if opts.Database != nil {
+		s.db = &database{sink: opts.Database, stored: map[pgsink.TopicPartition]int64{}}
+	}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -181,12 +195,18 @@ func (s *Session) open() error {
 		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, rev map[string][]int32) {
 			if len(rev) > 0 {
 				s.assigned.remove(rev)
+				if s.db != nil {
+					s.db.forget(rev)
+				}
 				s.rebalanced.Store(true)
 				s.countRebalance(cl)
 			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
 			s.assigned.clear()
+			if s.db != nil {
+				s.db.forget(nil)
+			}
 			s.rebalanced.Store(true)
 			s.joined.Store(false)
 			s.countRebalance(cl)
@@ -204,10 +224,15 @@ func (s *Session) open() error {
 	}
 	kopts = append(kopts, o.ConnOpts...)
 	kopts = append(kopts, o.ClientOpts...)
-	if o.AtLeastOnce {
+	if o.AtLeastOnce || s.db != nil {
 		// Offsets are committed by End after the batch's outputs are
-		// acknowledged, and rebalances wait for it (AllowRebalance).
-		cl, err := kgo.NewClient(append(kopts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())...)
+		// acknowledged (or written to the database), and rebalances wait
+		// for it (AllowRebalance).
+		kopts = append(kopts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+		if s.db != nil {
+			kopts = append(kopts, kgo.AdjustFetchOffsetsFn(s.adjustOffsets))
+		}
+		cl, err := kgo.NewClient(kopts...)
 		if err != nil {
 			return fmt.Errorf("creating the Kafka client: %w", err)
 		}
@@ -400,7 +425,11 @@ func (s *Session) Begun() time.Time { return s.begun }
 // for buffer space (the client holds at most 50,000 unacknowledged
 // records, franz-go's default): when it ends first, r fails with ctx's
 // error, which aborts the transaction.
-func (s *Session) Produce(ctx context.Context, r *kgo.Record) {
+func (s *Session) Produce(ctx context.Context, r *kgo.Record, src transform.Source) {
+	if s.db != nil {
+		s.db.produceRow(r, src, s.opts.DeadLetterTopic)
+		return
+	}
 	if s.plain != nil {
 		s.plain.Produce(ctx, r, s.promise)
 		return
@@ -459,7 +488,7 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
 	defer cancel()
 	var detail string // why, for an abort the session decides
-	if abort == "" || abort == ReasonInjected || s.plain != nil {
+	if s.db == nil && (abort == "" || abort == ReasonInjected || s.plain != nil) {
 		// Every record must be acknowledged before a commit: one that
 		// failed turns the commit into an abort. (An injected abort also
 		// lets its records reach the log, the hardest case for readers.)
@@ -478,12 +507,19 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	}
 	var committed bool
 	var err error
-	if s.plain != nil {
+	switch {
+	case s.db != nil:
+		var decided Reason
+		committed, decided, detail, err = s.endDatabase(ectx, abort)
+		if decided != "" {
+			abort = decided
+		}
+	case s.plain != nil:
 		var why string
 		if committed, why = s.endAtLeastOnce(ectx, abort); why != "" {
 			detail = why
 		}
-	} else {
+	default:
 		committed, err = s.gts.End(ectx, kgo.TransactionEndTry(abort == ""))
 	}
 	// Every record of the transaction has been acknowledged or failed by
@@ -562,6 +598,11 @@ func (s *Session) rebuild(ctx context.Context) error {
 	s.joined.Store(false)
 	s.leave()
 	s.closeClient()
+	if s.db != nil {
+		s.db.forget(nil) // the new client reads them when assigned
+		s.db.reset()
+		clear(s.batchStart)
+	}
 	if err := s.open(); err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
@@ -112,8 +113,18 @@ func Main(reg *transform.Registry) int {
 	defer closeBroker()
 
 	promReg := newRegistry()
+	db, err := openDatabase(ctx, cfg, promReg, log)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		log.Info("stopped while starting")
+		return exitOK
+	case err != nil:
+		return configError(err)
+	case db != nil:
+		defer db.Close()
+	}
 	required := requiredTopics(cfg, chain)
-	p, _, err := NewPipeline(cfg, brokers, chains, promReg, log, Overrides{})
+	p, _, err := NewPipeline(cfg, brokers, chains, db, promReg, log, Overrides{})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime
@@ -126,7 +137,7 @@ func Main(reg *transform.Registry) int {
 	}()
 
 	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
-		"brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
+		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
 		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
 		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(chains), "http_addr", cfg.HTTPAddr},
 		sec.logAttrs()...)...)
@@ -270,7 +281,7 @@ type Overrides struct {
 // The session's clients reach the brokers as cfg's PROCESSOR_TLS_* and
 // PROCESSOR_SASL_* say; brokers that refuse them, or that they do not
 // trust, make Run return a *txn.AccessError at once.
-func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain, promReg *prometheus.Registry,
+func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain, db *pgsink.Sink, promReg *prometheus.Registry,
 	log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
@@ -306,6 +317,16 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 		InjectAbort:      inject,
 		Chains:           chains[1:],
 	}
+	if cfg.Sink == "postgres" {
+		if db == nil {
+			return nil, nil, errors.New("building the processor: PROCESSOR_SINK=postgres without a database")
+		}
+		opts.OutputTopic, opts.DLQTopic = postgresNames(cfg)
+		if cfg.OnError != "dlq" {
+			opts.DLQTopic = ""
+		}
+		opts.RequireTopics = nil
+	}
 	// Before the session exists, so that a budget that cannot work leaves
 	// no client behind (pipeline.New checks it again).
 	if err := pipeline.CheckBudget(opts, chain); err != nil {
@@ -322,6 +343,8 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
 		AtLeastOnce:        cfg.Guarantee == "at_least_once",
+		Database:           db,
+		DeadLetterTopic:    opts.DLQTopic,
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
@@ -416,8 +439,18 @@ func injectAbort(rate float64, log *slog.Logger) func(uint64) bool {
 
 // configError prints one line for a configuration mistake and returns 2.
 func configError(err error) int {
-	fmt.Fprintln(os.Stderr, "processor: configuration error: "+err.Error())
+	fmt.Fprintln(os.Stderr, "processor: configuration error: "+oneLine(err.Error()))
 	return exitConfig
+}
+
+// oneLine joins the lines of a message (a driver's error may list one
+// line per address it tried) with "; ".
+func oneLine(msg string) string {
+	lines := strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i, l := range lines {
+		lines[i] = strings.TrimSpace(l)
+	}
+	return strings.Join(lines, "; ")
 }
 
 func newLogger(cfg *config.Config) *slog.Logger {

@@ -19,7 +19,10 @@ import (
 // processor and any other client must authenticate as that user. It does
 // not serve TLS (config refuses PROCESSOR_TLS_ENABLED with it).
 func startEmbeddedBroker(ctx context.Context, cfg *config.Config, sec *security, log *slog.Logger) (*devkafka.Broker, error) {
-	topics := append(append([]string{}, cfg.InputTopics...), cfg.OutputTopic)
+	topics := append([]string{}, cfg.InputTopics...)
+	if cfg.OutputTopic != "" { // none with the postgres sink
+		topics = append(topics, cfg.OutputTopic)
+	}
 	if cfg.DLQTopic != "" {
 		topics = append(topics, cfg.DLQTopic)
 	}

@@ -52,7 +52,7 @@ func loadSecurity(cfg *config.Config) (*security, error) {
 		s.tls = tc
 	}
 	if cfg.SASLMechanism != "" && cfg.SASLPasswordFile != "" {
-		pw, err := readPassword(cfg.SASLPasswordFile)
+		pw, err := readPassword("SASL_PASSWORD_FILE", cfg.SASLPasswordFile, "the SASL password")
 		if err != nil {
 			return nil, err
 		}
@@ -120,14 +120,14 @@ func checkCertificatePEM(b []byte) error {
 
 // readPassword reads a password file, dropping one trailing newline (as
 // echo and most editors write one).
-func readPassword(path string) (string, error) {
+func readPassword(tag, path, what string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", fileError("SASL_PASSWORD_FILE", path, "a readable file holding the SASL password", err)
+		return "", fileError(tag, path, "a readable file holding "+what, err)
 	}
 	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	if pw == "" {
-		return "", fileError("SASL_PASSWORD_FILE", path, "a file holding the SASL password", errors.New("it is empty"))
+		return "", fileError(tag, path, "a file holding "+what, errors.New("it is empty"))
 	}
 	return pw, nil
 }

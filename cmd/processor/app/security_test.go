@@ -167,7 +167,7 @@ func TestLoadSecurity(t *testing.T) {
 func TestNewPipelineReadsSecurityFiles(t *testing.T) {
 	cfg := validConfig(t)
 	cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPasswordFile = "PLAIN", "u", filepath.Join(t.TempDir(), "missing")
-	_, _, err := NewPipeline(cfg, cfg.Brokers, nil, nil, nil, Overrides{})
+	_, _, err := NewPipeline(cfg, cfg.Brokers, nil, nil, nil, nil, Overrides{})
 	var cerr *config.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SASL_PASSWORD_FILE" {
 		t.Fatalf("NewPipeline = %v, want the *config.Error of PROCESSOR_SASL_PASSWORD_FILE", err)

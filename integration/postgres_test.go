@@ -1,0 +1,186 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+)
+
+// The postgres sink end to end: instances built by app.NewPipeline on
+// kfake and on the real Apache Kafka broker, writing into the real
+// PostgreSQL of PROCESSOR_TEST_POSTGRES_URL, each test in a schema of its
+// own.
+
+// openSink opens a postgres sink for group on db, as one instance's own
+// (a process of its own would have its own connections).
+func openSink(t testing.TB, db *pgtest.DB, group string) *pgsink.Sink {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := pgsink.Open(ctx, pgsink.Options{URL: db.URL, Group: group, Metrics: pgsink.NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatalf("opening the postgres sink: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// storedTotal is the sum of the group's stored next offsets.
+func storedTotal(t testing.TB, db *pgtest.DB, group string) int {
+	return db.Count(t, `SELECT coalesce(sum(next_offset), 0)::int FROM processor_offsets WHERE "group" = $1`, group)
+}
+
+// Two instances share a group writing into PostgreSQL while one of them
+// aborts every fifth batch on purpose, the second joins midway (a
+// rebalance) and the first stops midway (another): every input that
+// passes is a row exactly once, every one that fails a dead letter exactly
+// once with its error, the stored offsets are the input's end offsets, and
+// the group's own committed offsets are their copy.
+func TestPostgresSinkExactlyOnce(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		db := pgtest.New(t)
+		in := input{topic: unique("pg-in"), n: 6000, keys: 60}
+		group := unique("pg-group")
+		tg.createTopics(t, 6, in.topic)
+		bad := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%25 == 7 }
+		chain := func() *transform.Chain {
+			return budgetChain(t, "check", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+				if bad(string(r.Value)) {
+					return out, errors.New("bad record")
+				}
+				return append(out, r), nil
+			})
+		}
+		opts := func(name string) instanceOpts {
+			return instanceOpts{group: group, txnID: group + "-" + name, topics: []string{in.topic}, chain: chain(),
+				onError: pipeline.DeadLetter, maxRecords: 500, db: openSink(t, db, group)}
+		}
+		tg.produce(t, in, 0, in.n/2)
+		ao := opts("a")
+		ao.injectAbort = func(seq uint64) bool { return seq%5 == 0 }
+		a := tg.start(t, ao)
+		waitFor(t, 30*time.Second, "a to commit some batches", func() bool { return a.p.Stats().Commits >= 3 })
+		b := tg.start(t, opts("b"))
+		tg.produce(t, in, in.n/2, in.n)
+		waitFor(t, 60*time.Second, "the group to store half of the input's offsets", func() bool { return storedTotal(t, db, group) >= in.n/2 })
+		a.stop(t)
+		waitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
+		b.stop(t)
+
+		seen := map[string]int{}
+		rows, err := db.Admin.Query(context.Background(), `SELECT convert_from(value_bytes, 'UTF8') FROM processor_records`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			seen[v]++
+		}
+		rows.Close()
+		var dups, lost, wrong, nBad int
+		for i := range in.n {
+			v := string(in.record(i).Value)
+			switch n := seen[v]; {
+			case bad(v):
+				nBad++
+				if n > 0 {
+					wrong++
+				}
+			case n == 0:
+				lost++
+			case n > 1:
+				dups++
+			}
+		}
+		if dups+lost+wrong > 0 || len(seen) != in.n-nBad {
+			t.Errorf("rows are not exactly once: %d distinct values for %d good inputs; %d lost, %d duplicated, %d failed inputs written", len(seen), in.n-nBad, lost, dups, wrong)
+		}
+		if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters WHERE error LIKE '%bad record%' AND stage = 'check' AND attempts = 1`); got != nBad {
+			t.Errorf("%d dead letters with the error, stage and attempts, want %d", got, nBad)
+		}
+		if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM processor_dead_letters`); got != nBad {
+			t.Errorf("%d distinct dead letters, want %d", got, nBad)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		adm := tg.admin(t)
+		ends, err := adm.ListEndOffsets(ctx, in.topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committed, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			stored := db.Count(t, `SELECT next_offset FROM processor_offsets WHERE "group" = $1 AND topic = $2 AND "partition" = $3`, group, in.topic, o.Partition)
+			if int64(stored) != o.Offset {
+				t.Errorf("partition %d: stored next offset %d, end offset %d", o.Partition, stored, o.Offset)
+			}
+			if c, _ := committed.Lookup(in.topic, o.Partition); c.At != o.Offset {
+				t.Errorf("partition %d: the group's copy of the offset is %d, want %d", o.Partition, c.At, o.Offset)
+			}
+		})
+		if st := a.p.Status(); st.Aborts["injected"] == 0 {
+			t.Errorf("a aborted no batch on purpose: %v", st.Aborts)
+		}
+		t.Logf("%d inputs: %d rows, %d dead letters; %s", in.n, len(seen), nBad, fmtStats(a, b))
+	})
+}
+
+// A database that refuses the password, or has no such database, is a
+// configuration error: exit 2 at start with one line saying what to check,
+// and never the password, rather than retrying forever.
+func TestBinaryPostgresRefusedExits2(t *testing.T) {
+	base := pgtest.URL(t)
+	bin := binary(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongPassword, noDatabase := *u, *u
+	wrongPassword.User = url.UserPassword(u.User.Username(), "not-the-s3cret")
+	noDatabase.Path = "/no_such_database"
+	for want, dsn := range map[string]string{
+		"password authentication failed": wrongPassword.String(),
+		"does not exist":                 noDatabase.String(),
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.WaitDelay = 5 * time.Second
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=g",
+			"PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=" + dsn, "PROCESSOR_HTTP_ADDR=127.0.0.1:0"}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("%s: exit %v, want code 2 (stderr %q)", want, err, stderr.String())
+		}
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "\n") || !strings.Contains(msg, want) || strings.Contains(msg, "s3cret") {
+			t.Errorf("stderr %q, want one line containing %q and no password", msg, want)
+		}
+	}
+}

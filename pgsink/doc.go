@@ -1,0 +1,24 @@
+// Package pgsink is the database side of the PostgreSQL sink
+// (PROCESSOR_SINK=postgres): it writes a batch's output rows, its dead
+// letters and the consumed offsets in one PostgreSQL transaction, so that a
+// crash or a rebalance can neither lose nor duplicate a row.
+//
+// Exactly once rests on the offsets table, not on the output table: each
+// consumer group has one row per input partition holding the next offset
+// to consume. Commit moves it from the offset the caller read it at
+// (OffsetUpdate.Expected) to the offset after the batch (OffsetUpdate.Next)
+// with a conditional UPDATE (or an INSERT for a partition without a row)
+// in the same transaction as the rows. If another instance moved it in
+// between, the update finds no row, the whole transaction is rolled back,
+// and Commit returns a *FencedError: the caller reloads the stored offsets
+// with Offsets and resumes from there. Two instances writing the same
+// partition at once serialise on its offsets row; exactly one commits.
+//
+// Outputs go to a table of the sink's own (Options.Table, written with
+// COPY) or through the user's SQL statement (Options.Statement, run once
+// per row, e.g. an upsert). Failures are typed: *ConfigError for settings
+// that cannot work (exit code 2), *FencedError, *RowError for one row that
+// the database refused (the caller applies its error policy to that
+// input), and any other error, for which Retriable tells whether trying the
+// same batch again later can help.
+package pgsink

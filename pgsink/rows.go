@@ -1,0 +1,183 @@
+package pgsink
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// recordColumns are the columns of the default table that Commit writes
+// (written_at takes its default).
+var recordColumns = []string{"src_topic", "src_partition", "src_offset", "seq", "key", "value", "value_bytes", "headers", "ts"}
+
+// emptyHeaders is the headers column of a record without headers;
+// emptyHeadersValue the same as a column value, boxed once.
+var (
+	emptyHeaders          = []byte("[]")
+	emptyHeadersValue any = emptyHeaders
+)
+
+// jsonNUL is the JSON escape of U+0000, which jsonb refuses.
+var jsonNUL = []byte(`\u0000`)
+
+// storableJSON tells whether v can go to a jsonb column as it is: valid
+// JSON, valid UTF-8 (which encoding/json does not check), and without an
+// escaped NUL (which jsonb does not accept; a false positive such as
+// "\\u0000" only sends the value to value_bytes instead).
+func storableJSON(v []byte) bool {
+	return maybeJSON(v) && json.Valid(v) && utf8.Valid(v) && !bytes.Contains(v, jsonNUL)
+}
+
+// maybeJSON tells whether v starts like a JSON value: a cheap test that
+// spares most binary and text values json.Valid, which allocates its
+// syntax error.
+func maybeJSON(v []byte) bool {
+	for _, c := range v {
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '{', '[', '"', 't', 'f', 'n', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// rowSource is the pgx.CopyFromSource of Commit's rows in the default
+// table. Its values point at fields it reuses for every row, of types that
+// pgx encodes without allocating (the JSON columns excepted), and pgx
+// encodes a row's values before it asks for the next row.
+type rowSource struct {
+	rows []Row
+	i    int
+	vals []any // recordColumns' values, pointing at the fields below
+
+	topic          pgtype.Text
+	partition, seq pgtype.Int4
+	offset         pgtype.Int8
+	key, rawValue  bytesValue
+	ts             pgtype.Timestamptz
+	hbuf           []byte // the current row's headers, as JSON
+}
+
+// bytesValue is a bytea column's value; nil is NULL.
+type bytesValue struct{ b []byte }
+
+// BytesValue returns the bytes, for pgx.
+func (v *bytesValue) BytesValue() ([]byte, error) { return v.b, nil }
+
+func newRowSource(rows []Row) *rowSource {
+	s := &rowSource{rows: rows, i: -1}
+	s.topic.Valid, s.partition.Valid, s.seq.Valid, s.offset.Valid = true, true, true, true
+	s.vals = []any{&s.topic, &s.partition, &s.offset, &s.seq, &s.key, nil, &s.rawValue, nil, &s.ts}
+	return s
+}
+
+// Next advances to the next row.
+func (s *rowSource) Next() bool {
+	s.i++
+	return s.i < len(s.rows)
+}
+
+// Values returns the current row's columns, in recordColumns' order.
+func (s *rowSource) Values() ([]any, error) {
+	r := &s.rows[s.i]
+	s.topic.String = r.Topic
+	s.partition.Int32, s.offset.Int64, s.seq.Int32 = r.Partition, r.Offset, int32(r.Seq)
+	s.key.b = r.Key
+	switch {
+	case r.Value == nil:
+		s.vals[5], s.rawValue.b = nil, nil
+	case storableJSON(r.Value):
+		s.vals[5], s.rawValue.b = r.Value, nil
+	default:
+		s.vals[5], s.rawValue.b = nil, r.Value
+	}
+	if len(r.Headers) == 0 {
+		s.vals[7] = emptyHeadersValue
+	} else {
+		s.hbuf = appendHeaders(s.hbuf[:0], r.Headers)
+		s.vals[7] = s.hbuf
+	}
+	s.ts = pgtype.Timestamptz{Time: r.Timestamp, Valid: !r.Timestamp.IsZero()}
+	return s.vals, nil
+}
+
+// Err is always nil: Values cannot fail.
+func (s *rowSource) Err() error { return nil }
+
+// appendHeaders appends hs as a JSON array of {"key": k, "value": v}
+// objects. A key or value that is not valid UTF-8, or holds a NUL (which
+// jsonb cannot store), is written base64-encoded as "key_base64" or
+// "value_base64" instead; a nil value is null.
+func appendHeaders(b []byte, hs []kgo.RecordHeader) []byte {
+	b = append(b, '[')
+	for i, h := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if textualKey(h.Key) {
+			b = append(b, `{"key":`...)
+			b = appendJSONString(b, h.Key)
+		} else {
+			b = append(b, `{"key_base64":"`...)
+			b = base64.StdEncoding.AppendEncode(b, []byte(h.Key))
+			b = append(b, '"')
+		}
+		switch {
+		case h.Value == nil:
+			b = append(b, `,"value":null}`...)
+		case textualValue(h.Value):
+			b = append(b, `,"value":`...)
+			b = appendJSONString(b, h.Value)
+			b = append(b, '}')
+		default:
+			b = append(b, `,"value_base64":"`...)
+			b = base64.StdEncoding.AppendEncode(b, h.Value)
+			b = append(b, `"}`...)
+		}
+	}
+	return append(b, ']')
+}
+
+// textualKey and textualValue tell whether a header key or value can be a
+// jsonb string: valid UTF-8 without NUL.
+func textualKey(s string) bool { return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) }
+
+func textualValue(b []byte) bool { return bytes.IndexByte(b, 0) < 0 && utf8.Valid(b) }
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s, valid UTF-8, as a JSON string.
+func appendJSONString[T string | []byte](b []byte, s T) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,367 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The default table names.
+const (
+	DefaultTable           = "processor_records"
+	DefaultDeadLetterTable = "processor_dead_letters"
+	DefaultOffsetsTable    = "processor_offsets"
+)
+
+// Pool settings. The sink runs one transaction at a time per caller; a
+// second connection lets Offsets (or a second caller) run beside a Commit.
+const (
+	maxConns = 2
+	// connectTimeout bounds one connection attempt when the URL sets no
+	// connect_timeout.
+	connectTimeout = 10 * time.Second
+	// healthCheckPeriod is how often idle connections are checked, so
+	// that a connection the server dropped is replaced before a Commit
+	// needs it; Commit replaces one it finds dead at BEGIN too.
+	healthCheckPeriod = 10 * time.Second
+)
+
+// Options configure a Sink.
+type Options struct {
+	// URL is a PostgreSQL connection URL, postgres://user:password@host:port/db?sslmode=...;
+	// any libpq URL parameter works (sslmode, sslrootcert, connect_timeout,
+	// application_name, search_path, ...). Required. It never appears in
+	// logs or errors with its password.
+	URL string
+	// Password, when set, replaces the URL's password (read from a
+	// password file by the caller).
+	Password string
+	// Table is the table outputs go to in the default mode, created if
+	// missing; default DefaultTable. It may be schema-qualified
+	// (billing.records); the schema must exist. Not used with Statement.
+	Table string
+	// Statement, when set, is the SQL run once per output row instead of
+	// writing to Table, with named parameters: @key (bytea), @key_text
+	// (the key as text), @value (text holding JSON, to be cast:
+	// @value::jsonb; a value that is not JSON fails its row), @value_text,
+	// @value_bytes (bytea), @topic, @partition (int), @offset (bigint),
+	// @seq (int), @timestamp (timestamptz) of the input record, and
+	// @header_<name> (the text of the first header <name>, NULL when
+	// absent; <name> of [A-Za-z0-9_]). A nil key or value is NULL. Each
+	// parameter has that type wherever it stands; other types take a cast
+	// (@key_text::int). It must be one statement (INSERT, UPDATE, DELETE,
+	// MERGE, WITH, SELECT, VALUES or CALL) that PostgreSQL accepts at
+	// Open, e.g. an upsert: INSERT INTO invoices (order_id, doc) VALUES
+	// ((@value::jsonb->>'order_id')::int, @value::jsonb) ON CONFLICT
+	// (order_id) DO UPDATE SET doc = EXCLUDED.doc.
+	Statement string
+	// DeadLetterTable is the table of dead letters, created if missing;
+	// default DefaultDeadLetterTable.
+	DeadLetterTable string
+	// OffsetsTable is the table of the groups' next offsets, created if
+	// missing; default DefaultOffsetsTable.
+	OffsetsTable string
+	// Group is the consumer group; the offsets table's rows are per group.
+	// Required.
+	Group string
+	// Logger gets the sink's few messages; nil discards them.
+	Logger *slog.Logger
+	// Metrics, when not nil, are updated by Commit.
+	Metrics *Metrics
+}
+
+// TopicPartition is one input partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// String returns topic/partition.
+func (tp TopicPartition) String() string {
+	return tp.Topic + "/" + strconv.FormatInt(int64(tp.Partition), 10)
+}
+
+// Sink writes batches to PostgreSQL. Its methods are safe for concurrent
+// use; a Commit holds one of the pool's two connections for its
+// transaction.
+type Sink struct {
+	pool    *pgxpool.Pool
+	log     *slog.Logger
+	metrics *Metrics
+	group   string
+	target  string // user@host:port/db, for errors and logs
+
+	records    pgx.Identifier // default mode
+	stmt       *statement     // statement mode
+	sqlDead    string         // INSERT of a dead letter
+	sqlInsert  string         // first offset of a partition
+	sqlUpdate  string         // conditional offset update
+	sqlOffsets string         // stored offsets of the group
+	sqlSome    string         // stored offsets of some partitions
+}
+
+// Open checks the options, connects, creates the tables that are missing
+// and, in statement mode, has PostgreSQL check the statement. A setting
+// that cannot work is a *ConfigError. A server that cannot be reached, or
+// refuses the user or password, is a wrapped error naming where it tried.
+func Open(ctx context.Context, o Options) (*Sink, error) {
+	if o.Group == "" {
+		return nil, errors.New("pgsink: Options.Group is empty")
+	}
+	cfg, err := poolConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{
+		log:     o.Logger,
+		metrics: o.Metrics,
+		group:   o.Group,
+		target:  target(cfg.ConnConfig),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	var tables []table
+	name := func(v, def string) string {
+		if v == "" {
+			return def
+		}
+		return v
+	}
+	offName := name(o.OffsetsTable, DefaultOffsetsTable)
+	offID, err := parseTable(SettingOffsetsTable, offName)
+	if err != nil {
+		return nil, err
+	}
+	tables = append(tables, offsetsTable(offName, offID))
+	dlName := name(o.DeadLetterTable, DefaultDeadLetterTable)
+	dlID, err := parseTable(SettingDeadLetterTable, dlName)
+	if err != nil {
+		return nil, err
+	}
+	tables = append(tables, deadLetterTable(dlName, dlID))
+	mode, recName := "table", ""
+	if strings.TrimSpace(o.Statement) != "" {
+		mode = "statement"
+		if s.stmt, err = parseStatement(o.Statement); err != nil {
+			return nil, err
+		}
+	} else {
+		recName = name(o.Table, DefaultTable)
+		if s.records, err = parseTable(SettingTable, recName); err != nil {
+			return nil, err
+		}
+		tables = append(tables, recordsTable(recName, s.records))
+	}
+	off := offID.Sanitize()
+	s.sqlInsert = `INSERT INTO ` + off + ` ("group", topic, "partition", next_offset) VALUES ($1, $2, $3, $4) ON CONFLICT ("group", topic, "partition") DO NOTHING`
+	s.sqlUpdate = `UPDATE ` + off + ` SET next_offset = $4, updated_at = now() WHERE "group" = $1 AND topic = $2 AND "partition" = $3 AND next_offset = $5`
+	s.sqlOffsets = `SELECT topic, "partition", next_offset FROM ` + off + ` WHERE "group" = $1`
+	s.sqlSome = s.sqlOffsets + ` AND (topic, "partition") IN (SELECT * FROM unnest($2::text[], $3::int[]))`
+	s.sqlDead = `INSERT INTO ` + dlID.Sanitize() + ` (src_topic, src_partition, src_offset, key, value, headers, ts, error, stage, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`
+
+	s.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pgsink: PostgreSQL at %s: %w", s.target, err)
+	}
+	if err := s.setUp(ctx, tables); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	attrs := []any{"target", s.target, "mode", mode, "offsets_table", offName, "dead_letter_table", dlName, "group", o.Group}
+	if s.records != nil {
+		attrs = append(attrs, "table", recName)
+	}
+	s.log.Info("postgres sink ready", attrs...)
+	return s, nil
+}
+
+// setUp connects, creates the tables and checks the statement.
+func (s *Sink) setUp(ctx context.Context, tables []table) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgsink: %w", s.connectError(err))
+	}
+	defer c.Release()
+	tx, err := c.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgsink: PostgreSQL at %s: %w", s.target, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
+	if err := ensureTables(ctx, tx, tables); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pgsink: creating the tables at %s: %w", s.target, err)
+	}
+	if s.stmt == nil {
+		return nil
+	}
+	// Parse, analyse and plan the statement without running it: unknown
+	// tables, columns, functions and type mismatches show now.
+	if _, err := c.Conn().PgConn().Prepare(ctx, "", s.stmt.sql, nil); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return &ConfigError{Setting: SettingStatement, Value: s.stmt.src, Want: "a statement PostgreSQL accepts; it says: " + pgMessage(err)}
+		}
+		return fmt.Errorf("pgsink: checking the statement at %s: %w", s.target, err)
+	}
+	return nil
+}
+
+// connectError explains a failure to connect: where, as whom, and what
+// to check.
+func (s *Sink) connectError(err error) error {
+	check := "check that the server runs and accepts TCP connections there (host and port of the URL), and the network in between"
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "28P01" || pe.Code == "28000": // invalid_password, invalid_authorization_specification
+			check = "check the user and the password (the URL's, or the password file's), and pg_hba.conf on the server"
+		case pe.Code == "3D000": // invalid_catalog_name
+			check = "check the database name in the URL: it does not exist"
+		case strings.HasPrefix(pe.Code, "57P") || pe.Code == "53300":
+			check = "the server is starting, stopping or full; try again"
+		}
+	}
+	return fmt.Errorf("cannot connect to PostgreSQL at %s: %w; %s", s.target, err, check)
+}
+
+// Close closes the connections; it waits for the ones in use to be
+// returned.
+func (s *Sink) Close() { s.pool.Close() }
+
+// Offsets returns the stored next offsets of the sink's group for parts
+// (for every partition of the group when parts is empty); partitions
+// without a row are absent from the map.
+func (s *Sink) Offsets(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error) {
+	var out map[TopicPartition]int64
+	err := s.retryRead(ctx, func() error {
+		var rows pgx.Rows
+		var err error
+		if len(parts) == 0 {
+			rows, err = s.pool.Query(ctx, s.sqlOffsets, s.group)
+		} else {
+			topics := make([]string, len(parts))
+			nums := make([]int32, len(parts))
+			for i, tp := range parts {
+				topics[i], nums[i] = tp.Topic, tp.Partition
+			}
+			rows, err = s.pool.Query(ctx, s.sqlSome, s.group, topics, nums)
+		}
+		if err != nil {
+			return err
+		}
+		out = make(map[TopicPartition]int64, len(parts))
+		var tp TopicPartition
+		var next int64
+		_, err = pgx.ForEachRow(rows, []any{&tp.Topic, &tp.Partition, &next}, func() error {
+			out[tp] = next
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgsink: reading the offsets of group %q at %s: %w", s.group, s.target, err)
+	}
+	return out, nil
+}
+
+// retryRead runs the read-only f, again on a fresh connection when the
+// one it ran on turned out to be dead (a server restart leaves the pool's
+// idle connections so); reads are safe to repeat.
+func (s *Sink) retryRead(ctx context.Context, f func() error) error {
+	var err error
+	for range maxConns + 1 {
+		if err = f(); err == nil || !lostConnection(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// lostConnection tells whether err says the connection failed under a
+// statement (rather than the server refusing it, or connecting failing).
+func lostConnection(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P05"
+	}
+	var connect *pgconn.ConnectError
+	if errors.As(err, &connect) {
+		return false
+	}
+	return Retriable(err)
+}
+
+// poolConfig parses the URL, applies the password and the sink's pool
+// settings.
+func poolConfig(o Options) (*pgxpool.Config, error) {
+	badURL := func(want string) error {
+		return &ConfigError{Setting: SettingURL, Value: redactURL(o.URL), Want: want}
+	}
+	const urlWant = "a URL such as postgres://user:password@host:5432/database?sslmode=verify-full"
+	if !strings.HasPrefix(o.URL, "postgres://") && !strings.HasPrefix(o.URL, "postgresql://") {
+		return nil, badURL(urlWant)
+	}
+	if _, err := url.Parse(o.URL); err != nil {
+		return nil, badURL(urlWant + " (special characters in the password %-encoded)")
+	}
+	cfg, err := pgxpool.ParseConfig(o.URL)
+	if err != nil {
+		var pce *pgconn.ParseConfigError
+		why := ""
+		if errors.As(err, &pce) && pce.Unwrap() != nil {
+			why = ": " + redactURL(pce.Unwrap().Error())
+		}
+		return nil, badURL(urlWant + why)
+	}
+	if o.Password != "" {
+		cfg.ConnConfig.Password = o.Password
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
+	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "processor"
+	}
+	cfg.MaxConns = maxConns
+	cfg.MinConns = 0
+	cfg.HealthCheckPeriod = healthCheckPeriod
+	return cfg, nil
+}
+
+// target is user@host:port/database of a connection configuration.
+func target(c *pgx.ConnConfig) string {
+	host := c.Host
+	if !strings.HasPrefix(host, "/") {
+		host = net.JoinHostPort(host, strconv.Itoa(int(c.Port)))
+	} else {
+		host += ":" + strconv.Itoa(int(c.Port))
+	}
+	return c.User + "@" + host + "/" + c.Database
+}
+
+var (
+	urlPassword   = regexp.MustCompile(`(://[^:/?#@]*:)[^/?#]*@`)
+	paramPassword = regexp.MustCompile(`(?i)(password=)[^&\s]*`)
+)
+
+// redactURL replaces the password of a connection URL, as userinfo or as
+// a password parameter, with xxxxx; it works on text that is not a valid
+// URL too.
+func redactURL(s string) string {
+	s = urlPassword.ReplaceAllString(s, "${1}xxxxx@")
+	return paramPassword.ReplaceAllString(s, "${1}xxxxx")
+}
