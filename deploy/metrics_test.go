@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/txn"
 )
@@ -81,8 +82,8 @@ func describe(t *testing.T, c prometheus.Collector) map[string][]string {
 	return out
 }
 
-// registeredMetrics returns the metrics that txn.NewMetrics and
-// pipeline.NewMetrics register: names and labels from their collectors'
+// registeredMetrics returns the metrics that txn.NewMetrics,
+// pipeline.NewMetrics and pgsink.NewMetrics register: names and labels from their collectors'
 // descriptions, types from gathering them, one child made per vector.
 func registeredMetrics(t *testing.T) map[string]exported {
 	t.Helper()
@@ -93,6 +94,7 @@ func registeredMetrics(t *testing.T) map[string]exported {
 	}{
 		{"txn.NewMetrics", func(r prometheus.Registerer) { txn.NewMetrics(r) }},
 		{"pipeline.NewMetrics", func(r prometheus.Registerer) { pipeline.NewMetrics(r) }},
+		{"pgsink.NewMetrics", func(r prometheus.Registerer) { pgsink.NewMetrics(r) }},
 	} {
 		rec := &recorder{reg: prometheus.NewRegistry()}
 		pkg.register(rec)
@@ -284,7 +286,7 @@ func TestRegisteredMetricsAreDocumented(t *testing.T) {
 	}
 	for name := range docTypes {
 		if _, ok := all[name]; !ok && !strings.HasPrefix(name, kafkaPrefix) {
-			t.Errorf("%s is in the metric table of %s, but nothing registers it (txn.NewMetrics, pipeline.NewMetrics, %s)", name, operationsFile, appDir)
+			t.Errorf("%s is in the metric table of %s, but nothing registers it (txn.NewMetrics, pipeline.NewMetrics, pgsink.NewMetrics, %s)", name, operationsFile, appDir)
 		}
 	}
 }
