@@ -141,8 +141,8 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 				t.Errorf("partition %d: the group's copy of the offset is %d, want %d", o.Partition, c.At, o.Offset)
 			}
 		})
-		if st := a.p.Status(); st.Aborts["injected"] == 0 {
-			t.Errorf("a aborted no batch on purpose: %v", st.Aborts)
+		if st := a.p.Status(); st.Aborts["injected"] == 0 || st.Sink != "postgres" || st.Guarantee != "exactly_once" {
+			t.Errorf("a's status: aborts %v, sink %q, guarantee %q; want injected aborts, postgres, exactly_once", st.Aborts, st.Sink, st.Guarantee)
 		}
 		t.Logf("%d inputs: %d rows, %d dead letters; %s", in.n, len(seen), nBad, fmtStats(a, b))
 	})

@@ -12,8 +12,10 @@ type Status struct {
 	Generation      int32  `json:"generation"`
 	// Guarantee is the delivery guarantee: "exactly_once" or
 	// "at_least_once".
-	Guarantee string   `json:"guarantee"`
-	Chain     []string `json:"transforms"`
+	Guarantee string `json:"guarantee"`
+	// Sink is where outputs go: "kafka" or "postgres".
+	Sink  string   `json:"sink"`
+	Chain []string `json:"transforms"`
 	// Workers is how many records of different partitions run through
 	// the chain at once (PROCESSOR_WORKERS).
 	Workers int  `json:"workers"`
@@ -84,6 +86,7 @@ func (p *Pipeline) Status() Status {
 		MemberID:        member,
 		Generation:      gen,
 		Guarantee:       p.s.Guarantee(),
+		Sink:            p.s.Sink(),
 		Workers:         len(p.workers),
 		Ready:           p.Ready(),
 		Health:          "ok",

@@ -85,6 +85,14 @@ func (s *Session) Guarantee() string {
 	return "exactly_once"
 }
 
+// Sink returns where outputs go: "kafka" or "postgres".
+func (s *Session) Sink() string {
+	if s.db != nil {
+		return "postgres"
+	}
+	return "kafka"
+}
+
 // Member returns this member's ID and group generation as of its last
 // assignment ("" and 0 before it joined). Safe from any goroutine.
 func (s *Session) Member() (memberID string, generation int32) {

@@ -12,7 +12,7 @@ import (
 
 func sampleStatus() pipeline.Status {
 	return pipeline.Status{
-		TransactionalID: "orders-a", Group: "orders", MemberID: "m-1", Generation: 7, Guarantee: "exactly_once",
+		TransactionalID: "orders-a", Group: "orders", MemberID: "m-1", Generation: 7, Guarantee: "exactly_once", Sink: "postgres",
 		Chain: []string{"jq", "route@eu"}, Workers: 2, Ready: true, Health: "ok",
 		Partitions: []pipeline.PartitionStatus{
 			{Topic: "orders", Partition: 0, Position: 120, Committed: 100, LogEnd: 130, LastStable: 125, Lag: 25, Unstable: 5},
@@ -39,7 +39,7 @@ func TestStatusJSON(t *testing.T) {
 	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"transactional_id", "group", "generation", "guarantee", "transforms", "workers", "partitions", "lag",
+	for _, k := range []string{"transactional_id", "group", "generation", "guarantee", "sink", "transforms", "workers", "partitions", "lag",
 		"open_transaction", "last_commit", "commits", "aborts", "last_error", "records_consumed"} {
 		if _, ok := got[k]; !ok {
 			t.Errorf("/status lacks %q", k)
@@ -70,7 +70,7 @@ func TestStatusPage(t *testing.T) {
 	}
 	for _, want := range []string{`<meta http-equiv="refresh" content="3">`, `<table id="partitions">`,
 		`<td class="l">orders</td><td>0</td><td>120</td><td>100</td><td>130</td><td>125</td><td class="bad">25</td><td>5</td>`,
-		`<td>1</td><td>–</td><td>–</td>`, "<code>jq</code> → <code>route@eu</code> (2 workers)", "generation 7",
+		`<td>1</td><td>–</td><td>–</td>`, "<code>jq</code> → <code>route@eu</code> (2 workers)", "generation 7", "exactly_once into PostgreSQL;",
 		`<td class="l">injected</td><td>5</td>`, "transaction aborted (injected) &lt;b&gt;", "1.5 s, 42 records", `id="tps">–<`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the page lacks %q", want)
