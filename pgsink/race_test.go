@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/internal/pgtest"
 )
 
 // TestTwoInstancesRace has two Sinks of one group (two processor
@@ -15,8 +17,8 @@ import (
 // the other gets a *FencedError, and no input's outputs are written twice.
 func TestTwoInstancesRace(t *testing.T) {
 	d := newTestDB(t)
-	app := uniqueName(t, "app")
-	u := withParam(t, d.url, "application_name", app)
+	app := pgtest.Name(t, "app")
+	u := pgtest.WithParam(t, d.url, "application_name", app)
 	a, b := d.open(t, Options{URL: u}), d.open(t, Options{URL: u})
 	ctx := testCtx(t)
 	p := TopicPartition{"in", 0}

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/streamproc/processor/internal/pgtest"
 )
 
 // scriptVar overrides where the restart test finds pg.sh.
@@ -32,7 +34,7 @@ type pgServer struct {
 // newServer starts a server with pg.sh. Where pg.sh or PostgreSQL's
 // binaries are missing, the test fails in CI and is skipped elsewhere.
 func newServer(t *testing.T) (*pgServer, string) {
-	testURL(t) // the same condition as every database test
+	pgtest.URL(t) // the same condition as every database test
 	script := os.Getenv(scriptVar)
 	if script == "" {
 		script = "../integration/postgres/pg.sh"

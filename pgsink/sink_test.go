@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/pgtest"
 )
 
 func TestOpenCreatesTables(t *testing.T) {
@@ -26,7 +28,7 @@ func TestOpenCreatesTables(t *testing.T) {
 	// Opening again finds them and is fine; statement mode creates no
 	// records table.
 	d.open(t, Options{})
-	other := uniqueName(t, "o")
+	other := pgtest.Name(t, "o")
 	d.exec(t, "CREATE SCHEMA "+other)
 	t.Cleanup(func() { d.exec(t, "DROP SCHEMA "+other+" CASCADE") })
 	d.exec(t, "CREATE TABLE "+other+".target (x int)")
@@ -70,7 +72,7 @@ func TestOpenConfigErrors(t *testing.T) {
 }
 
 func TestOpenConnectErrors(t *testing.T) {
-	base := testURL(t)
+	base := pgtest.URL(t)
 	ctx := testCtx(t)
 	// A wrong password: a plain error that says where and what to check,
 	// without the password.
@@ -367,7 +369,7 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	d := newTestDB(t)
 	ctx := testCtx(t)
 	d.open(t, Options{}) // creates the tables as the test's superuser
-	role := uniqueName(t, "r")
+	role := pgtest.Name(t, "r")
 	d.exec(t, "CREATE ROLE "+role+" LOGIN PASSWORD 'writer-pw'")
 	t.Cleanup(func() { d.exec(t, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
 	d.exec(t, "GRANT USAGE ON SCHEMA "+d.schema+" TO "+role)

@@ -44,13 +44,21 @@ type DB struct {
 	Admin  *pgxpool.Pool // on Schema, for setup and checks
 }
 
-// New creates a schema named after the test, dropped at its end.
+// New creates a schema named after the test on the test server, dropped
+// at its end.
 func New(t testing.TB) *DB {
+	t.Helper()
+	return NewAt(t, URL(t))
+}
+
+// NewAt is New on the server at base (a test that starts a server of its
+// own).
+func NewAt(t testing.TB, base string) *DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	schema := Name(t, "t")
-	u := WithParam(t, URL(t), "search_path", schema)
+	u := WithParam(t, base, "search_path", schema)
 	admin, err := pgxpool.New(ctx, u)
 	if err != nil {
 		t.Fatalf("connecting to the test server: %v", err)
