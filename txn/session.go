@@ -291,7 +291,12 @@ func (s *Session) Init(ctx context.Context) error {
 		tctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Second)
 		actx, cancel := context.WithCancelCause(tctx)
 		s.sasl.arm(cancel)
-		_, _, err := s.client().ProducerID(actx)
+		var err error
+		if s.db != nil {
+			err = s.client().Ping(actx) // it produces nothing: no producer ID to ask for
+		} else {
+			_, _, err = s.client().ProducerID(actx)
+		}
 		s.sasl.disarm()
 		if cause := context.Cause(actx); err != nil && errors.Is(cause, errSASLDropped) && ctx.Err() == nil {
 			err = cause
