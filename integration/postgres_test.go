@@ -184,3 +184,62 @@ func TestBinaryPostgresRefusedExits2(t *testing.T) {
 		}
 	}
 }
+
+// Statement mode: the user's upsert into their own table. A row the
+// database refuses (here a CHECK constraint) fails its input record alone:
+// under dlq it becomes a dead letter, stage "produce", with the database's
+// error, and every other input is a row of the user's table exactly once.
+func TestPostgresStatementRowRefused(t *testing.T) {
+	db := pgtest.New(t)
+	tg := newFake(t)
+	in := input{topic: unique("pgst-in"), n: 1200, keys: 30}
+	group := unique("pgst-group")
+	tg.createTopics(t, 3, in.topic)
+	tg.produce(t, in, 0, in.n)
+	if _, err := db.Admin.Exec(context.Background(),
+		`CREATE TABLE invoices (id text PRIMARY KEY, amount int NOT NULL CHECK (amount >= 0), src_offset bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%10 == 3 }
+	chain := budgetChain(t, "invoice", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		amount := 100
+		if refused(string(r.Value)) {
+			amount = -1
+		}
+		r.Value = []byte(`{"id":"` + string(r.Value) + `","amount":` + strconv.Itoa(amount) + `}`)
+		return append(out, r), nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sink, err := pgsink.Open(ctx, pgsink.Options{URL: db.URL, Group: group,
+		Statement: `INSERT INTO invoices (id, amount, src_offset) VALUES (@value::jsonb->>'id', (@value::jsonb->>'amount')::int, @offset) ON CONFLICT (id) DO NOTHING`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sink.Close)
+	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, chain: chain,
+		onError: pipeline.DeadLetter, maxRecords: 300, db: sink})
+	waitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
+	a.stop(t)
+
+	nRefused := 0
+	for i := range in.n {
+		if refused(string(in.record(i).Value)) {
+			nRefused++
+		}
+	}
+	if got := db.Count(t, `SELECT count(*) FROM invoices`); got != in.n-nRefused {
+		t.Errorf("%d invoices, want %d", got, in.n-nRefused)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM invoices WHERE id LIKE '%:3' OR id LIKE '%:13'`); got != 0 {
+		t.Errorf("%d refused inputs have invoices", got)
+	}
+	if got := db.Count(t, `SELECT count(DISTINCT src_offset::text || '/' || src_partition) FROM processor_dead_letters
+		WHERE stage = 'produce' AND error LIKE '%check constraint%'`); got != nRefused {
+		t.Errorf("%d dead letters of stage produce naming the check constraint, want %d", got, nRefused)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters`); got != nRefused {
+		t.Errorf("%d dead letters in all, want %d", got, nRefused)
+	}
+	t.Logf("%d inputs: %d invoices, %d refused; %s", in.n, in.n-nRefused, nRefused, fmtStats(a))
+}
