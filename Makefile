@@ -6,7 +6,7 @@ PG      := bash integration/postgres/pg.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run plugins test test-kafka test-cluster chaos chaos-kafka bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
+.PHONY: build run run-billing plugins test test-kafka test-cluster chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
 
 # The version is baked in (processor --version, the start log line,
 # processor_build_info); without git it is "devel".
@@ -28,6 +28,34 @@ run: build
 	PROCESSOR_OUTPUT_TOPIC=orders-processed PROCESSOR_LOG_FORMAT=text PROCESSOR_PROGRESS_INTERVAL=2s \
 	./bin/processor & \
 	./bin/loadgen -brokers 127.0.0.1:9092 -topic orders -rate 500 -wait 30s & \
+	wait
+
+# The billing example (examples/billing/README.md): the processor on the
+# embedded broker turns loadgen's orders into one row each of the table
+# invoices, through the postgres sink in statement mode. It starts afresh
+# each time: the local PostgreSQL (pg.sh) is started if needed, its schema
+# billing is dropped and created again from schema.sql, and the broker's
+# folder data/billing is removed. Ctrl-C stops both cleanly.
+BILLING := examples/billing
+
+run-billing: build
+	@set -e; \
+	url=$$($(PG) up); \
+	$(PG) psql -q -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c 'DROP SCHEMA IF EXISTS billing CASCADE' -c 'CREATE SCHEMA billing' \
+		-c 'SET search_path = billing' -f $(BILLING)/schema.sql; \
+	rm -rf data/billing; \
+	echo "make run-billing: processor on the embedded broker at 127.0.0.1:9092, invoices into PostgreSQL (schema billing); loadgen writes 200 orders/s to 'orders'. Ctrl-C stops."; \
+	echo "  invoices:    $(PG) psql -c 'SELECT count(*), sum(total_cents) FROM billing.invoices'"; \
+	echo "  audit:       $(PG) psql -qx -c 'SET search_path = billing' -f $(BILLING)/audit.sql"; \
+	echo "  status page: http://localhost:8080/"; \
+	set -a; . ./$(BILLING)/billing.env; set +a; \
+	trap '' INT; \
+	PROCESSOR_EMBEDDED_BROKER=true PROCESSOR_EMBEDDED_BROKER_DIR=data/billing/broker \
+	PROCESSOR_POSTGRES_URL="$$url&search_path=billing" \
+	PROCESSOR_JQ_EXPR="$$(cat $(BILLING)/invoice.jq)" PROCESSOR_POSTGRES_STATEMENT="$$(cat $(BILLING)/invoice.sql)" \
+	PROCESSOR_LOG_FORMAT=text PROCESSOR_PROGRESS_INTERVAL=2s \
+	./bin/processor & \
+	./bin/loadgen -brokers 127.0.0.1:9092 -topic orders -rate 200 -wait 30s & \
 	wait
 
 # The example WebAssembly plugins: every examples/wasm/<name>/main.go
@@ -68,6 +96,17 @@ chaos: build
 # are SIGKILLed and restarted as the broker fault.
 chaos-kafka: build
 	./bin/chaos -cluster -brokers $$($(KAFKA) cluster-up | tail -n 1) -records 100000 -iterations 20
+
+# The long fault drill into PostgreSQL (PROCESSOR_SINK=postgres) on the
+# embedded devbroker (kfake) and the local PostgreSQL of pg.sh, started if
+# it is not up (PROCESSOR_PG_PORT and PROCESSOR_PG_DIR choose another, as
+# for pg-up): 100,000 records at 1,000 a second, 24 faults (4 each of
+# kill, term, stop, scale, broker and pgrestart, which restarts PostgreSQL
+# fast and immediate in turn), the jq transform with the fail, dlq and skip
+# policies mixed; ends with eoscheck's audit of the run's tables.
+chaos-postgres: build
+	./bin/chaos -embedded -sink postgres -postgres-url "$$($(PG) up | tail -n 1)" -postgres-script integration/postgres/pg.sh \
+		-records 100000 -rate 1000 -iterations 24
 
 # The side-by-side benchmark (bench/run; docs/benchmarks.md): the bare
 # franz-go copier, the processor (exactly once, at least once, a jq chain at

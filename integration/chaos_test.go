@@ -72,23 +72,7 @@ func killTree(p *os.Process) error {
 func TestChaosShort(t *testing.T) {
 	binary(t)
 	run := func(t *testing.T, args ...string) string {
-		ctx, cancel := context.WithTimeout(context.Background(), chaosTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(binDir, "chaos"), append([]string{"-bin", binDir, "-logs", t.TempDir(),
-			"-records", "15000", "-rate", "3000", "-iterations", "5", "-pause", "1s"}, args...)...)
-		// Killed at the deadline with what it started; WaitDelay lets
-		// CombinedOutput return even if a process still holds its output.
-		cmd.Cancel = func() error { return killTree(cmd.Process) }
-		cmd.WaitDelay = 10 * time.Second
-		out, err := cmd.CombinedOutput()
-		if ctx.Err() != nil {
-			t.Fatalf("chaos did not finish within %s, killed: %v\n%s", chaosTimeout, err, out)
-		}
-		if err != nil || !strings.Contains(string(out), "every anomaly count is zero") {
-			t.Fatalf("chaos: %v\n%s", err, out)
-		}
-		t.Logf("%s", out[strings.Index(string(out), "chaos run:"):])
-		return string(out)
+		return runChaos(t, nil, append([]string{"-records", "15000", "-rate", "3000", "-iterations", "5", "-pause", "1s"}, args...)...)
 	}
 	t.Run("kfake/identity", func(t *testing.T) { run(t, "-embedded", "-transforms", "identity", "-policies", "fail") })
 	t.Run("kfake/jq-policies", func(t *testing.T) { run(t, "-embedded", "-transforms", "jq", "-policies", "fail,dlq,skip") })
@@ -110,4 +94,41 @@ func TestChaosShort(t *testing.T) {
 			run(t, "-brokers", b, "-faults", "kill,term,stop,scale,abort", "-transforms", "jq", "-policies", "fail,dlq,skip")
 		})
 	}
+}
+
+// runChaos runs the built chaos binary with args (after -bin and -logs)
+// and env added to the test's environment, fails the test unless it ends
+// with every anomaly count zero, logs its report and returns its output.
+// The processors' logs are deleted after a passing run and kept after a
+// failing one (chaos's report names their folder).
+func runChaos(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	logs, err := os.MkdirTemp("", "chaos-logs-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			os.RemoveAll(logs)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), chaosTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "chaos"), append([]string{"-bin", binDir, "-logs", logs}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	// Killed at the deadline with what it started; WaitDelay lets
+	// CombinedOutput return even if a process still holds its output.
+	cmd.Cancel = func() error { return killTree(cmd.Process) }
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("chaos did not finish within %s, killed: %v\n%s", chaosTimeout, err, out)
+	}
+	if err != nil || !strings.Contains(string(out), "every anomaly count is zero") {
+		t.Fatalf("chaos: %v\n%s", err, out)
+	}
+	t.Logf("%s", out[strings.Index(string(out), "chaos run:"):])
+	return string(out)
 }

@@ -17,6 +17,10 @@
 //	broker  restart a broker: the embedded devbroker cleanly (SIGTERM and
 //	        start from its data directory), or SIGKILL and restart a node of
 //	        the local three-node Apache Kafka cluster (-cluster)
+//	pgrestart  with -sink postgres: restart PostgreSQL through
+//	        -postgres-script, "restart fast" and "restart immediate" (a
+//	        crash: in-flight transactions are lost, the server recovers
+//	        from its WAL) in turn
 //
 // With "abort" in -faults, every instance also aborts a fraction of its
 // transactions on purpose (PROCESSOR_TEST_ABORT_RATE).
@@ -31,9 +35,19 @@
 // record (skip instances; eoscheck's lost) is a good record the processor
 // gave up on, and a fail instance exits 1 on such a record.
 //
+// With -sink postgres the instances write into PostgreSQL instead of an
+// output topic (PROCESSOR_SINK=postgres): rows into a table of the run's
+// own (chaos_<id>), dead letters into another (chaos_dl_<id>), and the
+// consumed offsets into processor_offsets under the run's group, all in
+// one database transaction per batch. The default faults then include
+// pgrestart, the drill waits until the offsets stored in the database
+// reach the input's end, and eoscheck audits the tables
+// (-postgres-url). The tables are kept for inspection.
+//
 //	chaos -embedded -records 100000 -iterations 20
 //	chaos -embedded -transforms identity -policies fail
 //	chaos -cluster -brokers 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
+//	chaos -embedded -sink postgres -postgres-url "$(bash integration/postgres/pg.sh url)"
 package main
 
 import (
@@ -58,6 +72,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -85,6 +101,9 @@ type options struct {
 	jqExpr         string   // PROCESSOR_JQ_EXPR when jq is in transforms
 	policies       []string // PROCESSOR_ON_ERROR per instance, in turn
 	guarantee      string   // PROCESSOR_GUARANTEE
+	sink           string   // PROCESSOR_SINK: kafka or postgres
+	pgURL          string   // PROCESSOR_POSTGRES_URL with -sink postgres
+	pgScript       string   // restarts PostgreSQL for pgrestart
 }
 
 // knownTransforms are the transforms the drill can run: both keep every
@@ -93,6 +112,20 @@ var knownTransforms = []string{"identity", "jq"}
 
 // knownPolicies are the values of PROCESSOR_ON_ERROR.
 var knownPolicies = []string{"fail", "dlq", "skip"}
+
+// knownFaults are the faults -faults takes; pgrestart needs -sink postgres.
+var knownFaults = []string{"kill", "term", "stop", "scale", "broker", "pgrestart", "abort"}
+
+// The default faults, of a drill into Kafka and of one into PostgreSQL.
+const (
+	defaultFaults         = "kill,term,stop,scale,broker,abort"
+	defaultPostgresFaults = "kill,term,stop,scale,broker,pgrestart,abort"
+)
+
+// pgModes are the shutdown modes pgrestart uses in turn: fast (clients
+// disconnected, in-flight transactions rolled back, a checkpoint) and
+// immediate (a crash: recovery from the WAL at the next start).
+var pgModes = []string{"fast", "immediate"}
 
 func main() {
 	var o options
@@ -106,7 +139,7 @@ func main() {
 	flag.IntVar(&o.records, "records", 100_000, "input records to write")
 	flag.IntVar(&o.rate, "rate", 4000, "input records per second")
 	flag.IntVar(&o.iterations, "iterations", 20, "faults to apply, cycling through -faults")
-	flag.StringVar(&faults, "faults", "kill,term,stop,scale,broker,abort", "faults to apply")
+	flag.StringVar(&faults, "faults", defaultFaults, "faults to apply, comma-separated: kill, term, stop, scale, broker, pgrestart (-sink postgres), abort (default with -sink postgres: "+defaultPostgresFaults+")")
 	flag.DurationVar(&o.pause, "pause", 2*time.Second, "time between faults")
 	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "processors' PROCESSOR_SESSION_TIMEOUT")
 	flag.DurationVar(&o.txnTimeout, "transaction-timeout", 5*time.Second, "processors' PROCESSOR_TRANSACTION_TIMEOUT")
@@ -119,11 +152,42 @@ func main() {
 	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
 	flag.StringVar(&policies, "policies", "fail,dlq,skip", "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number")
 	flag.StringVar(&o.guarantee, "guarantee", "exactly_once", "the processors' PROCESSOR_GUARANTEE: exactly_once, or at_least_once (eoscheck then counts inputs written twice, expected after a crash, and still fails on any lost)")
+	flag.StringVar(&o.sink, "sink", "kafka", "the processors' PROCESSOR_SINK: kafka (an output topic) or postgres (tables in -postgres-url)")
+	flag.StringVar(&o.pgURL, "postgres-url", "", "with -sink postgres: the database the processors write to (PROCESSOR_POSTGRES_URL) and eoscheck reads")
+	flag.StringVar(&o.pgScript, "postgres-script", "integration/postgres/pg.sh", "with -sink postgres: the script pgrestart runs as 'restart fast' and 'restart immediate'; it must control the server of -postgres-url")
 	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch o.sink {
+	case "kafka":
+		if o.pgURL != "" {
+			usage("-postgres-url needs -sink postgres")
+		}
+	case "postgres":
+		if o.pgURL == "" {
+			usage("-sink postgres needs -postgres-url")
+		}
+		if o.guarantee != "exactly_once" {
+			usage("-sink postgres runs exactly once only (-guarantee %s)", o.guarantee)
+		}
+		if !set["faults"] {
+			faults = defaultPostgresFaults
+		}
+	default:
+		usage("unknown -sink %q (kafka or postgres)", o.sink)
+	}
 	o.faults = strings.Split(faults, ",")
 	for _, f := range o.faults {
-		if !slices.Contains([]string{"kill", "term", "stop", "scale", "broker", "abort"}, f) {
-			usage("unknown fault %q in -faults (known: kill, term, stop, scale, broker, abort)", f)
+		if !slices.Contains(knownFaults, f) {
+			usage("unknown fault %q in -faults (known: %s)", f, strings.Join(knownFaults, ", "))
+		}
+		if f == "pgrestart" && o.sink != "postgres" {
+			usage("the fault pgrestart needs -sink postgres")
+		}
+	}
+	if slices.Contains(o.faults, "pgrestart") {
+		if err := checkScript(o.pgScript, o.pgURL); err != nil {
+			usage("-postgres-script: %v", err)
 		}
 	}
 	o.transforms = strings.Split(transforms, ",")
@@ -196,6 +260,16 @@ type driver struct {
 	group, in, out string
 	dlq            string // the dead-letter topic, when a policy is dlq
 
+	// With -sink postgres: the run's tables, the database they are in,
+	// how often pgrestart ran each shutdown mode, how long the script
+	// took to restart the server, and how long after each restart the
+	// group's stored offsets moved again.
+	table, deadTable string
+	pool             *pgxpool.Pool
+	pgRestarts       map[string]int
+	pgDowntimes      []time.Duration
+	pgRecoveries     []time.Duration
+
 	mu         sync.Mutex
 	insts      map[int]*instance
 	nextID     int
@@ -229,7 +303,18 @@ func (d *driver) run() int {
 	}
 	suffix := strconv.FormatUint(d.rng.Uint64()%1_000_000, 36)
 	d.group, d.in, d.out = "chaos-"+suffix, "chaos-in-"+suffix, "chaos-out-"+suffix
-	if slices.Contains(d.o.policies, "dlq") {
+	if d.o.sink == "postgres" {
+		// No output or dead-letter topic: tables of the run's own.
+		d.out, d.table, d.deadTable = "", "chaos_"+suffix, "chaos_dl_"+suffix
+		d.pgRestarts = map[string]int{}
+		pool, err := d.openDatabase()
+		if err != nil {
+			d.log.Error("PostgreSQL", "err", err.Error())
+			return 1
+		}
+		d.pool = pool
+		defer pool.Close()
+	} else if slices.Contains(d.o.policies, "dlq") {
 		d.dlq = "chaos-dlq-" + suffix
 	}
 	if err := d.createTopics(); err != nil {
@@ -237,7 +322,8 @@ func (d *driver) run() int {
 		return 1
 	}
 	d.log.Info("chaos starting", "brokers", strings.Join(d.brokers, ","), "group", d.group, "input", d.in, "output", d.out,
-		"dlq", d.dlq, "instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
+		"dlq", d.dlq, "sink", d.o.sink, "table", d.table, "dead_letter_table", d.deadTable,
+		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
 		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","), "seed", d.o.seed, "logs", d.o.logDir)
 
 	for range d.o.instances {
@@ -282,7 +368,6 @@ func (d *driver) start(id int) {
 		"PROCESSOR_BROKERS=" + strings.Join(d.brokers, ","),
 		"PROCESSOR_GROUP=" + d.group,
 		"PROCESSOR_INPUT_TOPICS=" + d.in,
-		"PROCESSOR_OUTPUT_TOPIC=" + d.out,
 		fmt.Sprintf("PROCESSOR_TRANSACTIONAL_ID=%s-%d", d.group, id),
 		fmt.Sprintf("PROCESSOR_INSTANCE_ID=%s-%d", d.group, id),
 		"PROCESSOR_SESSION_TIMEOUT=" + d.o.sessionTimeout.String(),
@@ -291,6 +376,12 @@ func (d *driver) start(id int) {
 		"PROCESSOR_HTTP_ADDR=127.0.0.1:0",
 		"PROCESSOR_PROGRESS_INTERVAL=250ms",
 		"PROCESSOR_LOG_FORMAT=json",
+	}
+	if d.o.sink == "postgres" {
+		env = append(env, "PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL="+d.o.pgURL,
+			"PROCESSOR_POSTGRES_TABLE="+d.table, "PROCESSOR_POSTGRES_DEAD_LETTER_TABLE="+d.deadTable)
+	} else {
+		env = append(env, "PROCESSOR_OUTPUT_TOPIC="+d.out)
 	}
 	if slices.Contains(d.o.faults, "abort") {
 		env = append(env, fmt.Sprintf("PROCESSOR_TEST_ABORT_RATE=%g", d.o.abortRate))
@@ -301,7 +392,7 @@ func (d *driver) start(id int) {
 	}
 	policy := d.policy(id)
 	env = append(env, "PROCESSOR_ON_ERROR="+policy)
-	if policy == "dlq" {
+	if policy == "dlq" && d.dlq != "" {
 		env = append(env, "PROCESSOR_DLQ_TOPIC="+d.dlq)
 	}
 	cmd := exec.Command(filepath.Join(d.o.bin, "processor"))
@@ -484,6 +575,8 @@ func (d *driver) apply(fault string) {
 		d.log.Info("scaled in", "instance", id)
 	case "broker":
 		d.restartBroker()
+	case "pgrestart":
+		d.restartPostgres()
 	}
 }
 
@@ -589,7 +682,10 @@ func (d *driver) createTopics() error {
 	defer closeFn()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	topics := []string{d.in, d.out}
+	topics := []string{d.in}
+	if d.out != "" {
+		topics = append(topics, d.out)
+	}
 	if d.dlq != "" {
 		topics = append(topics, d.dlq)
 	}
@@ -652,7 +748,9 @@ type inputValue struct {
 	Seq int    `json:"seq"`
 }
 
-// waitCaughtUp waits until the group has committed the whole input.
+// waitCaughtUp waits until the group has committed the whole input: in
+// Kafka, or with -sink postgres in the database, whose stored offsets are
+// the truth there (the group's in Kafka are a copy).
 func (d *driver) waitCaughtUp() bool {
 	adm, closeFn, err := d.admin()
 	if err != nil {
@@ -662,14 +760,24 @@ func (d *driver) waitCaughtUp() bool {
 	for deadline := time.Now().Add(d.o.settle); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		ends, err1 := adm.ListEndOffsets(ctx, d.in)
-		committed, err2 := adm.FetchOffsets(ctx, d.group)
+		var at func(p int32) (int64, bool)
+		var err2 error
+		if d.pool != nil {
+			var stored map[int32]int64
+			stored, err2 = d.storedOffsets(ctx)
+			at = func(p int32) (int64, bool) { o, ok := stored[p]; return o, ok }
+		} else {
+			var committed kadm.OffsetResponses
+			committed, err2 = adm.FetchOffsets(ctx, d.group)
+			at = func(p int32) (int64, bool) { c, ok := committed.Lookup(d.in, p); return c.At, ok }
+		}
 		cancel()
 		if err1 != nil || err2 != nil {
 			continue
 		}
 		done := true
 		ends.Each(func(o kadm.ListedOffset) {
-			if c, ok := committed.Lookup(d.in, o.Partition); !ok || c.At < o.Offset {
+			if c, ok := at(o.Partition); !ok || c < o.Offset {
 				done = false
 			}
 		})
@@ -685,8 +793,10 @@ func (d *driver) waitCaughtUp() bool {
 func (d *driver) report(caughtUp bool) int {
 	fmt.Printf("\nchaos run: %d records, %d instances (+scale), seed %d, logs in %s\n", d.o.records, d.o.instances, d.o.seed, d.o.logDir)
 	fmt.Printf("%-10s %s\n", "fault", "applied")
-	for _, f := range []string{"kill", "term", "stop", "scale", "broker"} {
-		if n := d.applied[f]; n > 0 {
+	for _, f := range []string{"kill", "term", "stop", "scale", "broker", "pgrestart"} {
+		if n := d.applied[f]; n > 0 && f == "pgrestart" {
+			fmt.Printf("%-10s %d (%d fast, %d immediate)\n", f, n, d.pgRestarts["fast"], d.pgRestarts["immediate"])
+		} else if n > 0 {
 			fmt.Printf("%-10s %d\n", f, n)
 		}
 	}
@@ -718,11 +828,20 @@ func (d *driver) report(caughtUp bool) int {
 		}
 	}
 	fmt.Printf("policies   %s\n", strings.Join(byPolicy, ", "))
-	if len(d.recoveries) > 0 {
-		r := slices.Clone(d.recoveries)
-		slices.Sort(r)
-		fmt.Printf("recovery after SIGKILL (restart to first commit): min %s, median %s, max %s over %d restarts\n",
-			r[0].Round(10*time.Millisecond), r[len(r)/2].Round(10*time.Millisecond), r[len(r)-1].Round(10*time.Millisecond), len(r))
+	if d.table != "" {
+		fmt.Printf("sink       postgres: table %s, dead letters %s, offsets processor_offsets (group %s)\n", d.table, d.deadTable, d.group)
+	}
+	d.mu.Lock()
+	recoveries, pgDown, pgRec := slices.Clone(d.recoveries), slices.Clone(d.pgDowntimes), slices.Clone(d.pgRecoveries)
+	d.mu.Unlock()
+	if len(recoveries) > 0 {
+		fmt.Printf("recovery after SIGKILL (restart to first commit): %s restarts\n", spread(recoveries))
+	}
+	if len(pgDown) > 0 {
+		fmt.Printf("PostgreSQL restart (stop and start, the script's time): %s restarts\n", spread(pgDown))
+	}
+	if len(pgRec) > 0 {
+		fmt.Printf("commits after a PostgreSQL restart (server up to an offset stored): %s restarts\n", spread(pgRec))
 	}
 	failed := false
 	if !caughtUp {
@@ -734,8 +853,15 @@ func (d *driver) report(caughtUp bool) int {
 		failed = true
 	}
 	fmt.Println()
-	args := []string{"-brokers", strings.Join(d.brokers, ","), "-input", d.in, "-output", d.out,
-		"-group", d.group, "-transaction-timeout", d.o.txnTimeout.String()}
+	args := []string{"-brokers", strings.Join(d.brokers, ","), "-input", d.in, "-group", d.group}
+	if d.table != "" {
+		// Every instance writes dead letters to the run's own table,
+		// so it is read whatever the policies: any row in it is a good
+		// record given up on.
+		args = append(args, "-postgres-url", d.o.pgURL, "-table", d.table, "-dead-letter-table", d.deadTable)
+	} else {
+		args = append(args, "-output", d.out, "-transaction-timeout", d.o.txnTimeout.String())
+	}
 	if d.dlq != "" {
 		args = append(args, "-dlq", d.dlq)
 	}
@@ -753,4 +879,125 @@ func (d *driver) report(caughtUp bool) int {
 	}
 	fmt.Println("chaos: every anomaly count is zero")
 	return 0
+}
+
+// spread renders the min, median and max of ds and their number, e.g.
+// "min 1s, median 2s, max 3s over 3".
+func spread(ds []time.Duration) string {
+	r := slices.Clone(ds)
+	slices.Sort(r)
+	return fmt.Sprintf("min %s, median %s, max %s over %d",
+		r[0].Round(10*time.Millisecond), r[len(r)/2].Round(10*time.Millisecond), r[len(r)-1].Round(10*time.Millisecond), len(r))
+}
+
+// --- PostgreSQL ---
+
+// checkScript checks that script exists and controls the server of
+// pgURL: its "url" command must name the same host and port, or pgrestart
+// would restart a server the processors do not use.
+func checkScript(script, pgURL string) error {
+	if _, err := os.Stat(script); err != nil {
+		return err
+	}
+	want, err := pgx.ParseConfig(pgURL)
+	if err != nil {
+		return errors.New("-postgres-url is not a PostgreSQL URL")
+	}
+	out, err := exec.Command("bash", script, "url").Output()
+	if err != nil {
+		return fmt.Errorf("%s url: %w", script, err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) == 0 {
+		return fmt.Errorf("%s url printed nothing", script)
+	}
+	got, err := pgx.ParseConfig(lines[len(lines)-1])
+	if err != nil {
+		return fmt.Errorf("%s url printed no PostgreSQL URL", script)
+	}
+	if got.Host != want.Host || got.Port != want.Port {
+		return fmt.Errorf("%s controls the server at %s:%d, not the one of -postgres-url (%s:%d); set PROCESSOR_PG_PORT and PROCESSOR_PG_DIR as for that server",
+			script, got.Host, got.Port, want.Host, want.Port)
+	}
+	return nil
+}
+
+// openDatabase connects to -postgres-url and checks that it answers.
+func (d *driver) openDatabase() (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(d.o.pgURL)
+	if err != nil {
+		return nil, errors.New("-postgres-url is not a PostgreSQL URL") // the parser's message may quote the password
+	}
+	cfg.MaxConns = 2
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	return pool, nil
+}
+
+// storedOffsets returns the group's next offsets of the input partitions
+// stored in processor_offsets, the truth of a run into PostgreSQL.
+func (d *driver) storedOffsets(ctx context.Context) (map[int32]int64, error) {
+	rows, err := d.pool.Query(ctx, `SELECT "partition", next_offset FROM processor_offsets WHERE "group" = $1 AND topic = $2`, d.group, d.in)
+	if err != nil {
+		return nil, fmt.Errorf("reading processor_offsets: %w", err)
+	}
+	out := map[int32]int64{}
+	var p int32
+	var next int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &next}, func() error {
+		out[p] = next
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading processor_offsets: %w", err)
+	}
+	return out, nil
+}
+
+// restartPostgres is the pgrestart fault: the script stops the server
+// with the next shutdown mode in turn and starts it again. Then it
+// measures, in the background, how long the group takes to store an
+// offset again (nothing is measured once the input is all consumed).
+func (d *driver) restartPostgres() {
+	mode := pgModes[d.applied["pgrestart"]%len(pgModes)]
+	d.log.Info("restarting PostgreSQL", "mode", mode)
+	began := time.Now()
+	out, err := exec.Command("bash", d.o.pgScript, "restart", mode).CombinedOutput()
+	up := time.Now()
+	if err != nil {
+		d.mu.Lock()
+		d.unexpected = append(d.unexpected, fmt.Sprintf("%s restart %s: %v: %s", d.o.pgScript, mode, err, strings.TrimSpace(string(out))))
+		d.mu.Unlock()
+		d.log.Error("restarting PostgreSQL failed; starting it", "mode", mode, "err", err.Error())
+		if out, err := exec.Command("bash", d.o.pgScript, "start").CombinedOutput(); err != nil {
+			fatal(fmt.Errorf("%s start: %v\n%s", d.o.pgScript, err, out))
+		}
+		return
+	}
+	d.mu.Lock()
+	d.pgRestarts[mode]++
+	d.pgDowntimes = append(d.pgDowntimes, up.Sub(began))
+	d.mu.Unlock()
+	go func() {
+		for deadline := up.Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			var moved bool
+			err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM processor_offsets WHERE "group" = $1 AND updated_at > $2)`, d.group, up).Scan(&moved)
+			cancel()
+			if err == nil && moved {
+				d.mu.Lock()
+				d.pgRecoveries = append(d.pgRecoveries, time.Since(up))
+				d.mu.Unlock()
+				return
+			}
+		}
+	}()
 }

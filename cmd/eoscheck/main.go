@@ -58,6 +58,23 @@
 //     processor.error header, cut to 200 bytes. An input with a dead letter
 //     and another visible output or dead letter is also a duplicate.
 //
+// A run into PostgreSQL (PROCESSOR_SINK=postgres) has no output topics: with
+// -postgres-url, eoscheck reads the input topics from Kafka and, in one
+// snapshot of the database, the records table (-table), the dead-letter
+// table (-dead-letter-table, optional like -dlq) and the group's stored
+// next offsets (-offsets-table), which are the truth there. Every input
+// must appear exactly once across the two tables by its source coordinates
+// (src_topic, src_partition, src_offset): one row of seq 0 with
+// -one-to-one, else no seq twice. Its table lists duplicate, lost,
+// offset-mismatch (a row at or past its partition's stored next offset, a
+// stored offset beyond the log end), uncommitted (a stored offset short of
+// the input's end), phantom (a row naming no input record) and dead-letter
+// (every dead-letter row), then the numbers of inputs, rows, dead letters
+// and partitions whose stored offset is the log end (see
+// check.CheckDatabase).
+//
+//	eoscheck -input chaos-in -group chaos -postgres-url postgres://u:p@127.0.0.1:5432/db -table chaos_x -dead-letter-table chaos_dl_x
+//
 // Run it against a processor that has stopped or caught up: against a
 // running one, inputs arriving and transactions in flight show up as
 // uncommitted and pending outputs. The group's offsets are read once before
@@ -97,9 +114,12 @@ type config struct {
 	opts                     check.Options
 	watch, timeout           time.Duration
 	sampleEvery              time.Duration
+	// tables, with a PostgreSQL URL, audits a run into PostgreSQL.
+	tables check.Tables
 }
 
 const usageText = `usage: eoscheck -input TOPICS -output TOPICS -group GROUP [flags]
+       eoscheck -input TOPICS -group GROUP -postgres-url URL -table TABLE [-dead-letter-table TABLE] [flags]
 
 Audits a processor run for exactly-once violations and prints a table of
 anomalies. Exit 0 clean, 1 anomalies found or cluster unreadable, 2 usage.
@@ -122,6 +142,10 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.DurationVar(&c.watch, "watch", 0, "sample partition ends and group offsets every second for this long, for hanging and stuck (0: one sample)")
 	fs.DurationVar(&c.opts.StuckAfter, "stuck-after", 30*time.Second, "an input partition with lag whose committed offset does not move for this long is stuck")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "how long reading the topics and offsets may take")
+	fs.StringVar(&c.tables.URL, "postgres-url", "", "audit a run into PostgreSQL (PROCESSOR_SINK=postgres) in this database, postgres://user:password@host:port/db?sslmode=...; instead of -output")
+	fs.StringVar(&c.tables.Records, "table", "processor_records", "with -postgres-url: the records table (PROCESSOR_POSTGRES_TABLE)")
+	fs.StringVar(&c.tables.DeadLetters, "dead-letter-table", "", "with -postgres-url: the dead-letter table (PROCESSOR_POSTGRES_DEAD_LETTER_TABLE); every row in it is an anomaly (for runs without bad records)")
+	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -132,6 +156,16 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	}
 	c.sampleEvery = time.Second
 	c.brokers, c.inputs, c.outputs, c.deadLetters = split(*brokers), split(*inputs), split(*outputs), split(*dlq)
+	if c.tables.URL != "" {
+		return c, parseDatabase(&c, fs)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"table", "dead-letter-table", "offsets-table"} {
+		if set[name] {
+			return c, fmt.Errorf("-%s needs -postgres-url", name)
+		}
+	}
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -163,6 +197,41 @@ func parse(args []string, stdout io.Writer) (config, error) {
 		}
 	}
 	return c, nil
+}
+
+// parseDatabase checks the command line of a run into PostgreSQL.
+func parseDatabase(c *config, fs *flag.FlagSet) error {
+	c.tables.Group, c.tables.Inputs = c.group, c.inputs
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case len(c.brokers) == 0:
+		return errors.New("-brokers is empty: want host:port[,host:port...]")
+	case len(c.inputs) == 0:
+		return errors.New("-input is required: the processor's input topics, comma-separated")
+	case c.group == "":
+		return errors.New("-group is required: the processor's consumer group")
+	case len(c.outputs) > 0 || len(c.deadLetters) > 0:
+		return errors.New("-output and -dlq do not go with -postgres-url: a run into PostgreSQL writes tables (-table, -dead-letter-table)")
+	case c.opts.AtLeastOnce:
+		return errors.New("-at-least-once does not go with -postgres-url: the postgres sink runs exactly once only")
+	case c.watch != 0:
+		return errors.New("-watch does not go with -postgres-url: hanging transactions and stuck partitions are Kafka checks")
+	case c.timeout <= 0:
+		return fmt.Errorf("-timeout %s must be positive", c.timeout)
+	}
+	for _, t := range []struct{ flag, name string }{{"table", c.tables.Records}, {"dead-letter-table", c.tables.DeadLetters}, {"offsets-table", c.tables.Offsets}} {
+		if t.name == "" && t.flag != "dead-letter-table" {
+			return fmt.Errorf("-%s is empty: want a table name, or schema.table", t.flag)
+		}
+		if parts := strings.Split(t.name, "."); t.name != "" && (len(parts) > 2 || slices.Contains(parts, "")) {
+			return fmt.Errorf("-%s %q: want a table name, or schema.table", t.flag, t.name)
+		}
+	}
+	if c.tables.DeadLetters != "" && (c.tables.DeadLetters == c.tables.Records || c.tables.DeadLetters == c.tables.Offsets) || c.tables.Records == c.tables.Offsets {
+		return errors.New("-table, -dead-letter-table and -offsets-table must name different tables")
+	}
+	return nil
 }
 
 // split splits a comma-separated list, dropping empty items.
@@ -197,6 +266,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "eoscheck: note: -watch %s is not longer than -stuck-after %s: stuck partitions cannot be seen\n", c.watch, c.opts.StuckAfter)
 	}
 
+	if c.tables.URL != "" {
+		return runDatabase(ctx, c, stdout, fail)
+	}
+
 	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group})
 	if err != nil {
 		return fail(err)
@@ -226,6 +299,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runData.Samples = samples
 
 	rep := check.Check(runData, c.opts)
+	fmt.Fprint(stdout, rep.Table())
+	if !rep.Clean() {
+		return 1
+	}
+	return 0
+}
+
+// runDatabase audits a run into PostgreSQL: the tables' snapshot first,
+// then the input up to its ends, so that every input a stored offset
+// covers is read, and a stored offset beyond the end is one.
+func runDatabase(ctx context.Context, c config, stdout io.Writer, fail func(error) int) int {
+	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Group: c.group})
+	if err != nil {
+		return fail(err)
+	}
+	defer r.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, min(c.timeout, 15*time.Second))
+	err = r.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	readCtx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	run, err := check.ReadTables(readCtx, c.tables)
+	if err != nil {
+		return fail(err)
+	}
+	if run.Inputs, run.InputEnds, err = r.ReadInputs(readCtx); err != nil {
+		return fail(err)
+	}
+	rep := check.CheckDatabase(run, c.opts)
 	fmt.Fprint(stdout, rep.Table())
 	if !rep.Clean() {
 		return 1

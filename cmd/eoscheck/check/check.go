@@ -223,6 +223,23 @@ type Report struct {
 	Repeated       int // inputs written more than once, under Options.AtLeastOnce
 	Samples        int // samples taken
 	Window         time.Duration
+
+	// Kinds are the anomalies the check looked for, in report order, one
+	// table row each; nil means Anomalies (Check). CheckDatabase sets
+	// DatabaseAnomalies.
+	Kinds []Anomaly
+	// Database holds the totals of a run into PostgreSQL (CheckDatabase),
+	// which the table shows in place of outputs and samples; nil for a
+	// run into Kafka.
+	Database *DatabaseTotals
+}
+
+// kinds returns the anomalies the report lists.
+func (r Report) kinds() []Anomaly {
+	if r.Kinds == nil {
+		return Anomalies
+	}
+	return r.Kinds
 }
 
 // Clean reports whether no anomaly was found.
@@ -244,14 +261,15 @@ func (r Report) Anomalies() int {
 	return n
 }
 
-// Table renders the report: one row per anomaly in fixed order with its
-// count and first example (with how many more there are), then the totals
-// and a last line "result: CLEAN" or "result: N ANOMALIES (...)".
+// Table renders the report: one row per anomaly checked (Kinds) in fixed
+// order with its count and first example (with how many more there are),
+// then the totals (of outputs, or of rows for a run into PostgreSQL) and a
+// last line "result: CLEAN" or "result: N ANOMALIES (...)".
 func (r Report) Table() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "ANOMALY\tCOUNT\tEXAMPLE")
-	for _, a := range Anomalies {
+	for _, a := range r.kinds() {
 		ex := "-"
 		if es := r.Examples[a]; len(es) > 0 {
 			ex = es[0]
@@ -262,20 +280,28 @@ func (r Report) Table() string {
 		fmt.Fprintf(w, "%s\t%d\t%s\n", a, r.Counts[a], ex)
 	}
 	fmt.Fprintf(w, "inputs\t%d\n", r.Inputs)
-	fmt.Fprintf(w, "outputs visible\t%d\n", r.OutputsVisible)
-	fmt.Fprintf(w, "outputs aborted\t%d\n", r.OutputsAborted)
-	fmt.Fprintf(w, "outputs pending\t%d\n", r.OutputsPending)
-	if r.Repeated > 0 {
-		fmt.Fprintf(w, "inputs repeated\t%d (written more than once, expected at least once)\n", r.Repeated)
+	if db := r.Database; db != nil {
+		fmt.Fprintf(w, "outputs (rows)\t%d in %s\n", db.Rows, db.Table)
+		if db.DeadLetterTable != "" {
+			fmt.Fprintf(w, "dead letters\t%d in %s\n", db.DeadLetters, db.DeadLetterTable)
+		}
+		fmt.Fprintf(w, "offsets stored\t%d of %d input partitions, %d at the log end\n", db.Stored, db.Partitions, db.AtEnd)
+	} else {
+		fmt.Fprintf(w, "outputs visible\t%d\n", r.OutputsVisible)
+		fmt.Fprintf(w, "outputs aborted\t%d\n", r.OutputsAborted)
+		fmt.Fprintf(w, "outputs pending\t%d\n", r.OutputsPending)
+		if r.Repeated > 0 {
+			fmt.Fprintf(w, "inputs repeated\t%d (written more than once, expected at least once)\n", r.Repeated)
+		}
+		fmt.Fprintf(w, "samples\t%d over %s\n", r.Samples, r.Window.Round(time.Millisecond))
 	}
-	fmt.Fprintf(w, "samples\t%d over %s\n", r.Samples, r.Window.Round(time.Millisecond))
 	_ = w.Flush()
 	if r.Clean() {
 		b.WriteString("result: CLEAN\n")
 		return b.String()
 	}
 	var parts []string
-	for _, a := range Anomalies {
+	for _, a := range r.kinds() {
 		if r.Counts[a] > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", a, r.Counts[a]))
 		}

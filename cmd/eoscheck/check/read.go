@@ -29,8 +29,10 @@ const HeaderError = pipeline.HeaderError
 type Source struct {
 	Brokers []string // seed brokers, host:port
 	Inputs  []string // the processor's input topics
-	Outputs []string // the topics it writes
-	Group   string   // its consumer group
+	// Outputs are the topics it writes; Read needs them, ReadInputs (a
+	// run into PostgreSQL, which has none) does not.
+	Outputs []string
+	Group   string // its consumer group
 	// DeadLetters are dead-letter topics (PROCESSOR_DLQ_TOPIC) to read;
 	// optional. Each dead letter a read_committed reader sees is a
 	// dead-letter anomaly.
@@ -49,8 +51,8 @@ type Reader struct {
 // NewReader returns a Reader for src; opts are extra client options (TLS,
 // SASL, logging) used by every client it creates. It does not connect.
 func NewReader(src Source, opts ...kgo.Opt) (*Reader, error) {
-	if len(src.Brokers) == 0 || len(src.Inputs) == 0 || len(src.Outputs) == 0 || src.Group == "" {
-		return nil, errors.New("brokers, input topics, output topics and group are all required")
+	if len(src.Brokers) == 0 || len(src.Inputs) == 0 || src.Group == "" {
+		return nil, errors.New("brokers, input topics and group are all required")
 	}
 	opts = append([]kgo.Opt{kgo.SeedBrokers(src.Brokers...)}, opts...)
 	cl, err := kgo.NewClient(opts...)
@@ -211,6 +213,9 @@ func (r *Reader) ends(ctx context.Context, topics []string) (start, stable, high
 func (r *Reader) Read(ctx context.Context) (Run, error) {
 	var run Run
 	var err error
+	if len(r.src.Outputs) == 0 {
+		return run, errors.New("no output topics to read")
+	}
 	if run.CommittedEarlier, err = r.committed(ctx); err != nil {
 		return run, err
 	}
@@ -249,6 +254,26 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 		}
 	}
 	return run, nil
+}
+
+// ReadInputs reads the input topics only, for a run into PostgreSQL:
+// their log-end offsets (high watermarks), then every record a
+// read_committed reader receives up to them.
+func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[TopicPartition]int64, err error) {
+	start, stable, high, err := r.ends(ctx, r.src.Inputs)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, _, err := r.readTopics(ctx, start, stable, high)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading input: %w", err)
+	}
+	for _, o := range in {
+		if o.Committed {
+			inputs = append(inputs, Input{o.Topic, o.Partition, o.Offset})
+		}
+	}
+	return inputs, high, nil
 }
 
 // rec is what the reader keeps of a record.

@@ -1,0 +1,243 @@
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// A run into PostgreSQL (PROCESSOR_SINK=postgres) has no output topics: each
+// batch's outputs are rows of a records table, its dead letters rows of a
+// dead-letter table, and the consumed next offsets rows of an offsets table,
+// all written in one database transaction. The offsets table is the truth
+// there (the group's offsets in Kafka are a copy for lag tools), so
+// CheckDatabase judges the rows against it.
+
+// Row is a row of the PostgreSQL sink's records table, as far as the
+// checker needs it: the coordinates of the input record it was made from
+// (src_topic, src_partition, src_offset) and its index among that input's
+// outputs (seq, from 0).
+type Row struct {
+	Source Input
+	Seq    int
+}
+
+// String returns "topic/partition@offset seq N".
+func (r Row) String() string { return r.Source.String() + " seq " + strconv.Itoa(r.Seq) }
+
+// DeadLetterRow is a row of the PostgreSQL sink's dead-letter table: an
+// input the processor gave up on (PROCESSOR_ON_ERROR=dlq).
+type DeadLetterRow struct {
+	Source Input
+	// Error is the error column, cut to about MaxErrorLen bytes; Stage
+	// (where it failed, e.g. the transform) and Attempts are the
+	// columns of the same names.
+	Error    string
+	Stage    string
+	Attempts int
+}
+
+// DatabaseRun is everything known about one processor run into
+// PostgreSQL: the input records that exist and the tables as one snapshot
+// of the database saw them.
+type DatabaseRun struct {
+	// Inputs are the input records that exist (read_committed).
+	Inputs []Input
+	// InputEnds is the log-end offset (high watermark) of every input
+	// partition, including empty ones, taken after the snapshot.
+	InputEnds map[TopicPartition]int64
+	// Stored is the next offset the offsets table holds for the group,
+	// per input partition that has a row.
+	Stored map[TopicPartition]int64
+	// Rows are all rows of the records table.
+	Rows []Row
+	// DeadLetters are all rows of the dead-letter table; nil when it was
+	// not read. Each is a dead-letter anomaly.
+	DeadLetters []DeadLetterRow
+	// Table and DeadLetterTable name the tables, for the report;
+	// DeadLetterTable is empty when it was not read.
+	Table, DeadLetterTable string
+}
+
+// DatabaseAnomalies are the anomalies CheckDatabase can find, in report
+// order: a table has no transactions to abort or hang, and rows have no
+// order a reader depends on.
+var DatabaseAnomalies = []Anomaly{Duplicate, Lost, OffsetMismatch, Uncommitted, Phantom, DeadLetter}
+
+// CheckDatabase audits a run into PostgreSQL. Every input must appear
+// exactly once across the two tables, by its source coordinates:
+//
+//   - duplicate: an input with more than one row (Options.OneToOne), or
+//     two rows of the same seq (without OneToOne: one output written
+//     twice), or a dead letter beside a row or another dead letter.
+//   - lost (OneToOne only): an input below its partition's stored next
+//     offset with no row of seq 0 and no dead letter: lost or skipped.
+//   - offset-mismatch: a row or dead letter at or past its partition's
+//     stored next offset (rows and offsets were not written together),
+//     a stored offset beyond the input partition's log end, or one for a
+//     partition the input topic does not have.
+//   - uncommitted (Options.ExpectAll): an input at or past the stored
+//     next offset without any row: the group did not consume everything.
+//   - phantom: a row whose coordinates name no input record.
+//   - dead-letter: every row of the dead-letter table, for runs whose input
+//     has no bad record (as in the fault drill), like eoscheck's -dlq.
+//
+// Options.AtLeastOnce, TransactionTimeout and StuckAfter do not apply: the
+// postgres sink only runs exactly once.
+func CheckDatabase(run DatabaseRun, opts Options) Report {
+	if opts.MaxExamples <= 0 {
+		opts.MaxExamples = 5
+	}
+	rep := Report{Counts: map[Anomaly]int{}, Examples: map[Anomaly][]string{}, Kinds: DatabaseAnomalies,
+		Database: &DatabaseTotals{Table: run.Table, DeadLetterTable: run.DeadLetterTable}}
+	for _, a := range DatabaseAnomalies {
+		rep.Counts[a] = 0
+	}
+	rp := reporter{&rep, opts.MaxExamples}
+	stored := run.Stored
+	tot := rep.Database
+
+	inputs := slices.Clone(run.Inputs)
+	slices.SortFunc(inputs, cmpInput)
+	inputs = slices.Compact(inputs)
+	rep.Inputs = len(inputs)
+	exists := make(map[Input]bool, len(inputs))
+	for _, in := range inputs {
+		exists[in] = true
+	}
+	inputTopics := map[string]bool{}
+	for tp := range run.InputEnds {
+		inputTopics[tp.Topic] = true
+	}
+	for _, in := range inputs {
+		inputTopics[in.Topic] = true
+	}
+
+	// pastStored reports whether src lies at or past its partition's
+	// stored next offset (0 without one).
+	pastStored := func(src Input) (int64, bool) {
+		c := committedAt(stored, src.TP())
+		return c, inputTopics[src.Topic] && src.Offset >= c
+	}
+
+	rows := slices.Clone(run.Rows)
+	slices.SortFunc(rows, func(a, b Row) int { return cmp.Or(cmpInput(a.Source, b.Source), cmp.Compare(a.Seq, b.Seq)) })
+	tot.Rows = len(rows)
+	byInput := map[Input][]Row{}
+	for _, r := range rows {
+		if c, past := pastStored(r.Source); past {
+			rp.add(OffsetMismatch, "row %s of %s is at or past the stored next offset %d of %s", r, run.Table, c, r.Source.TP())
+		}
+		if !exists[r.Source] {
+			rp.add(Phantom, "row %s of %s names no input record", r, run.Table)
+			continue
+		}
+		byInput[r.Source] = append(byInput[r.Source], r)
+	}
+
+	dead := map[Input][]DeadLetterRow{}
+	dls := slices.Clone(run.DeadLetters)
+	slices.SortStableFunc(dls, func(a, b DeadLetterRow) int { return cmpInput(a.Source, b.Source) })
+	tot.DeadLetters = len(dls)
+	for _, d := range dls {
+		msg := strconv.Quote(TruncateError(d.Error))
+		if d.Error == "" {
+			msg = "empty"
+		}
+		if exists[d.Source] {
+			rp.add(DeadLetter, "%s has a dead letter in %s, stage %q, attempts %d, error %s", d.Source, run.DeadLetterTable, d.Stage, d.Attempts, msg)
+			dead[d.Source] = append(dead[d.Source], d)
+		} else {
+			rp.add(DeadLetter, "a dead letter in %s names %s, which is not an input record, error %s", run.DeadLetterTable, d.Source, msg)
+		}
+		if c, past := pastStored(d.Source); past {
+			rp.add(OffsetMismatch, "the dead letter of %s in %s is at or past the stored next offset %d of %s", d.Source, run.DeadLetterTable, c, d.Source.TP())
+		}
+	}
+
+	for _, in := range inputs {
+		rs, dl := byInput[in], dead[in]
+		switch {
+		case len(dl) > 1 || len(dl) == 1 && len(rs) > 0:
+			rp.add(Duplicate, "%s has %d rows (%s) and %d dead letters", in, len(rs), seqList(rs), len(dl))
+		case opts.OneToOne && len(rs) > 1:
+			rp.add(Duplicate, "%s has %d rows (%s), want one", in, len(rs), seqList(rs))
+		case !opts.OneToOne:
+			for i := 1; i < len(rs); i++ {
+				if rs[i].Seq == rs[i-1].Seq {
+					rp.add(Duplicate, "%s has seq %d twice (%s)", in, rs[i].Seq, seqList(rs))
+					break
+				}
+			}
+		}
+		c := committedAt(stored, in.TP())
+		done := len(rs) > 0 || len(dl) > 0
+		if in.Offset >= c {
+			if !done && opts.ExpectAll {
+				rp.add(Uncommitted, "%s is at or past the stored next offset %d", in, c)
+			}
+			continue
+		}
+		if opts.OneToOne && len(dl) == 0 && !slices.ContainsFunc(rs, func(r Row) bool { return r.Seq == 0 }) {
+			what := "no row"
+			if len(rs) > 0 {
+				what = "no row of seq 0 (" + seqList(rs) + ")"
+			}
+			rp.add(Lost, "%s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", in, c, what)
+		}
+	}
+
+	// Stored offsets: within the log, of partitions that exist.
+	for _, tp := range sortedKeys(stored) {
+		end, ok := run.InputEnds[tp]
+		switch {
+		case !ok:
+			rp.add(OffsetMismatch, "%s: a next offset %d is stored for a partition the input does not have", tp, stored[tp])
+		case stored[tp] > end:
+			rp.add(OffsetMismatch, "%s: stored next offset %d is beyond the log end %d", tp, stored[tp], end)
+		}
+	}
+	for _, tp := range sortedKeys(run.InputEnds) {
+		tot.Partitions++
+		if s, ok := stored[tp]; ok {
+			tot.Stored++
+			if s == run.InputEnds[tp] {
+				tot.AtEnd++
+			}
+		} else if run.InputEnds[tp] == 0 {
+			tot.AtEnd++ // empty, nothing to consume
+		}
+	}
+	return rep
+}
+
+// DatabaseTotals are the totals of a CheckDatabase report.
+type DatabaseTotals struct {
+	// Table and DeadLetterTable name the tables read (DeadLetterTable
+	// empty: not read).
+	Table, DeadLetterTable string
+	Rows                   int // rows of the records table
+	DeadLetters            int // rows of the dead-letter table
+	Partitions             int // input partitions
+	Stored                 int // input partitions with a stored next offset
+	AtEnd                  int // input partitions whose stored next offset is their log end (or empty ones without)
+}
+
+// seqList renders the seq numbers of an input's rows, e.g. "seq 0, 0".
+func seqList(rs []Row) string {
+	if len(rs) == 0 {
+		return "none"
+	}
+	const max = 6
+	parts := make([]string, 0, min(len(rs), max+1))
+	for i, r := range rs {
+		if i == max {
+			parts = append(parts, fmt.Sprintf("+%d", len(rs)-max))
+			break
+		}
+		parts = append(parts, strconv.Itoa(r.Seq))
+	}
+	return "seq " + strings.Join(parts, ", ")
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/pgsink"
+)
+
+// postgresURL returns the test server's URL (PROCESSOR_TEST_POSTGRES_URL;
+// make pg-up starts one and prints it). Without one, the test fails in CI,
+// which must start it, and is skipped elsewhere.
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("PROCESSOR_TEST_POSTGRES_URL")
+	if u == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("PROCESSOR_TEST_POSTGRES_URL is not set: .ci/run must start integration/postgres/pg.sh and export the URL it prints last")
+		}
+		t.Skip("no PostgreSQL: start one with `make pg-up` and export PROCESSOR_TEST_POSTGRES_URL=<the URL it prints last>")
+	}
+	return u
+}
+
+// TestPostgresRun plays an identity processor into PostgreSQL by hand: a
+// kfake cluster holds the input (3 partitions of 8 records), the
+// postgres sink's own tables (made by pgsink.Open, in a schema of the
+// test's) one batch of rows with the stored offsets, committed through
+// pgsink.Commit. A clean run must come out clean; a run with one input
+// written twice, one never written and one row past its partition's stored
+// offset must show exactly those three, each with an example naming it.
+func TestPostgresRun(t *testing.T) {
+	base := postgresURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	must(err)
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	must(err)
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+
+	conn, err := pgx.Connect(ctx, base)
+	must(err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema := "eoscheck_" + hex.EncodeToString(b[:])
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	must(err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
+
+	// scenario writes one run under prefix and returns eoscheck's args.
+	type src struct {
+		p   int32
+		off int64
+	}
+	scenario := func(prefix string, dup, drop src, stored map[int32]int64) []string {
+		in, group := prefix+"in", prefix+"group"
+		table, dead, offsets := schema+"."+prefix+"records", schema+"."+prefix+"dead", schema+".offsets"
+		resp, err := adm.CreateTopics(ctx, 3, -1, nil, in)
+		must(err)
+		must(resp.Error())
+		for p := int32(0); p < 3; p++ {
+			for i := range 8 {
+				must(cl.ProduceSync(ctx, &kgo.Record{Topic: in, Partition: p, Value: []byte(`{"n":` + strconv.Itoa(i) + `}`)}).FirstErr())
+			}
+		}
+		sink, err := pgsink.Open(ctx, pgsink.Options{URL: base, Table: table, DeadLetterTable: dead, OffsetsTable: offsets, Group: group})
+		must(err)
+		defer sink.Close()
+		batch := pgsink.Batch{}
+		for p := int32(0); p < 3; p++ {
+			for o := range int64(8) {
+				if (src{p, o}) != drop {
+					batch.Rows = append(batch.Rows, pgsink.Row{Value: []byte(`{"n":1}`), Topic: in, Partition: p, Offset: o})
+				}
+			}
+			batch.Offsets = append(batch.Offsets, pgsink.OffsetUpdate{TopicPartition: pgsink.TopicPartition{Topic: in, Partition: p}, Expected: -1, Next: stored[p]})
+		}
+		must(sink.Commit(ctx, &batch))
+		if dup != (src{-1, -1}) {
+			_, err := conn.Exec(ctx, "INSERT INTO "+table+" (src_topic, src_partition, src_offset, seq) VALUES ($1, $2, $3, 0)", in, dup.p, dup.off)
+			must(err)
+		}
+		return []string{"-brokers", strings.Join(brokers, ","), "-input", in, "-group", group, "-postgres-url", base,
+			"-table", table, "-dead-letter-table", dead, "-offsets-table", offsets, "-timeout", "30s"}
+	}
+	none := src{-1, -1}
+
+	code, stdout, stderr := runCmd(t, scenario("good_", none, none, map[int32]int64{0: 8, 1: 8, 2: 8})...)
+	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, "result: CLEAN\n") {
+		t.Errorf("clean run: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	for _, row := range []string{"inputs           24\n", "outputs (rows)   24 in " + schema + ".good_records\n",
+		"dead letters     0 in " + schema + ".good_dead\n", "offsets stored   3 of 3 input partitions, 3 at the log end\n"} {
+		if !strings.Contains(stdout, row) {
+			t.Errorf("clean run: no row %q in\n%s", row, stdout)
+		}
+	}
+
+	// Partition 2's stored offset is 7: its row of offset 7 lies past it.
+	code, stdout, stderr = runCmd(t, scenario("bad_", src{1, 4}, src{2, 6}, map[int32]int64{0: 8, 1: 8, 2: 7})...)
+	if code != 1 || stderr != "" {
+		t.Errorf("bad run: exit %d, stderr %q", code, stderr)
+	}
+	want := []string{
+		"duplicate        1      bad_in/1@4 has 2 rows (seq 0, 0), want one\n",
+		"lost             1      bad_in/2@6 is below the stored next offset 7 but has no row and no dead letter (lost or skipped)\n",
+		"offset-mismatch  1      row bad_in/2@7 seq 0 of " + schema + ".bad_records is at or past the stored next offset 7 of bad_in/2\n",
+		"offsets stored   3 of 3 input partitions, 2 at the log end\n",
+		"result: 3 ANOMALIES (duplicate 1, lost 1, offset-mismatch 1)\n",
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("bad run: no %q in\n%s", w, stdout)
+		}
+	}
+	t.Logf("bad run:\n%s", stdout)
+
+	// A table that is not there: one line saying so, exit 1.
+	code, stdout, stderr = runCmd(t, "-brokers", strings.Join(brokers, ","), "-input", "good_in", "-group", "good_group",
+		"-postgres-url", base, "-table", schema+".missing", "-timeout", "30s")
+	if code != 1 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "table "+schema+".missing does not exist") {
+		t.Errorf("missing table: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestPostgresUsageErrors(t *testing.T) {
+	db := []string{"-input", "in", "-group", "g", "-postgres-url", "postgres://u:secret@127.0.0.1:1/db"}
+	for name, args := range map[string][]string{
+		"output with postgres": append([]string{"-output", "out"}, db...),
+		"dlq with postgres":    append([]string{"-dlq", "d"}, db...),
+		"at least once":        append([]string{"-at-least-once"}, db...),
+		"watch":                append([]string{"-watch", "1m"}, db...),
+		"no group":             {"-input", "in", "-postgres-url", "postgres://h/db"},
+		"empty table":          append([]string{"-table", ""}, db...),
+		"bad table":            append([]string{"-table", "a.b.c"}, db...),
+		"same tables":          append([]string{"-table", "t", "-dead-letter-table", "t"}, db...),
+		"table without url":    {"-input", "in", "-output", "out", "-group", "g", "-table", "t"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(t, args...)
+			if code != 2 || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "eoscheck: ") || strings.Contains(stderr, "secret") {
+				t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+			}
+		})
+	}
+}
