@@ -41,7 +41,8 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 
 // Every PROCESSOR_ variable the README and the guides name exists: a core
 // setting, a built-in transform's setting (also under an alias), a test
-// variable, or a pattern such as PROCESSOR_<NAME>_<SETTING>.
+// variable or the test PostgreSQL script's, or a pattern such as
+// PROCESSOR_<NAME>_<SETTING>.
 func TestDocsNameOnlyRealVariables(t *testing.T) {
 	var b bytes.Buffer
 	app.WriteReference(&b, transform.Default, true)
@@ -64,6 +65,7 @@ func TestDocsNameOnlyRealVariables(t *testing.T) {
 				continue // a pattern: PROCESSOR_<NAME>_..., PROCESSOR_TLS_*
 			}
 			if known[v] || strings.HasPrefix(v, "PROCESSOR_TEST_") || knownAliased(v, known) || v == "PROCESSOR_COMIT_INTERVAL" /* the README's example of a typo */ ||
+				strings.HasPrefix(v, "PROCESSOR_PG_") /* integration/postgres/pg.sh's, which starts the test PostgreSQL */ ||
 				strings.HasPrefix(v, "PROCESSOR_REDACT_") /* the example plugin's (examples/goplugin) */ {
 				continue
 			}
