@@ -128,6 +128,25 @@ func TestDatabaseCommitAndResume(t *testing.T) {
 	checkRows(t, c, db, 24)
 }
 
+// zombie sets up a race: member a holds a batch of the 20 inputs written
+// as rows, not yet ended, when member b joins; b's poll returns the same
+// 20 once a, stuck, has lost every partition to it.
+func zombie(t *testing.T) (c *cluster, db *pgtest.DB, a *fixture, in []*kgo.Record, b *fixture, got []*kgo.Record) {
+	t.Helper()
+	db = pgtest.New(t)
+	c = newCluster(t)
+	c.createTopic(t, "in", 2)
+	c.produce(t, "in", 20)
+	a, _ = c.dbSession(t, db, "a")
+	a.init(t)
+	in = a.pollN(t, 20)
+	a.begin(t)
+	a.writeRows(in)
+	b, _ = c.dbSession(t, db, "b")
+	b.init(t)
+	return c, db, a, in, b, b.pollN(t, 20)
+}
+
 // A member stuck in a batch loses its partitions (it does not rejoin
 // within the rebalance timeout, as a paused process would not). The new
 // owner resumes from the stored offsets and commits; when the zombie wakes
@@ -135,19 +154,7 @@ func TestDatabaseCommitAndResume(t *testing.T) {
 // and every input is in the table once.
 func TestDatabaseZombieRollsBack(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	c := newCluster(t)
-	c.createTopic(t, "in", 2)
-	c.produce(t, "in", 20)
-	a, _ := c.dbSession(t, db, "a")
-	a.init(t)
-	in := a.pollN(t, 20)
-	a.begin(t)
-	a.writeRows(in)
-
-	b, _ := c.dbSession(t, db, "b")
-	b.init(t)
-	got := b.pollN(t, 20) // only once a lost every partition
+	c, db, a, in, b, got := zombie(t)
 	b.begin(t)
 	b.writeRows(got)
 	if !b.end(t, len(got), "") {
@@ -171,19 +178,7 @@ func TestDatabaseZombieRollsBack(t *testing.T) {
 // nothing left to do. Every input is in the table once.
 func TestDatabaseZombieFirstFencesNewOwner(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
-	c := newCluster(t)
-	c.createTopic(t, "in", 2)
-	c.produce(t, "in", 20)
-	a, _ := c.dbSession(t, db, "a")
-	a.init(t)
-	in := a.pollN(t, 20)
-	a.begin(t)
-	a.writeRows(in)
-
-	b, _ := c.dbSession(t, db, "b")
-	b.init(t)
-	got := b.pollN(t, 20)
+	c, db, a, in, b, got := zombie(t)
 	if !a.end(t, len(in), "") {
 		t.Fatal("the zombie's batch did not commit, though no one had written")
 	}

@@ -275,11 +275,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(err)
 	}
 	defer r.Close()
-
-	pingCtx, cancel := context.WithTimeout(ctx, min(c.timeout, 15*time.Second))
-	err = r.Ping(pingCtx)
-	cancel()
-	if err != nil {
+	if err := ping(ctx, r, c.timeout); err != nil {
 		return fail(err)
 	}
 
@@ -306,6 +302,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// ping checks that the brokers answer, within timeout and at most 15s.
+func ping(ctx context.Context, r *check.Reader, timeout time.Duration) error {
+	pctx, cancel := context.WithTimeout(ctx, min(timeout, 15*time.Second))
+	defer cancel()
+	return r.Ping(pctx)
+}
+
 // runDatabase audits a run into PostgreSQL: the tables' snapshot first,
 // then the input up to its ends, so that every input a stored offset
 // covers is read, and a stored offset beyond the end is one.
@@ -315,10 +318,7 @@ func runDatabase(ctx context.Context, c config, stdout io.Writer, fail func(erro
 		return fail(err)
 	}
 	defer r.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, min(c.timeout, 15*time.Second))
-	err = r.Ping(pingCtx)
-	cancel()
-	if err != nil {
+	if err := ping(ctx, r, c.timeout); err != nil {
 		return fail(err)
 	}
 	readCtx, cancel := context.WithTimeout(ctx, c.timeout)
