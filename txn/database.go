@@ -198,8 +198,11 @@ func (s *Session) endDatabase(ctx context.Context, abort Reason) (bool, Reason, 
 		}
 		d.mu.Unlock()
 		clear(s.batchStart)
-		// For lag tools only: the database holds the truth.
-		if cerr := s.plain.CommitUncommittedOffsets(ctx); cerr != nil {
+		// For lag tools only: the database holds the truth, so a slow
+		// group coordinator does not hold up the next batch for long.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if cerr := s.plain.CommitUncommittedOffsets(cctx); cerr != nil {
 			s.log.Debug("copying the committed offsets to the group failed; the database has them", "err", cerr.Error())
 		}
 		return true, "", "", nil
