@@ -266,6 +266,9 @@ func TestSortedOffsets(t *testing.T) {
 	if us[0].Topic != "b" {
 		t.Error("sortedOffsets reordered the caller's slice")
 	}
+	if _, err := sortedOffsets([]OffsetUpdate{{TopicPartition{"a", 0}, -1, 0}}); err != nil {
+		t.Errorf("sortedOffsets refused a first update to offset 0: %v", err)
+	}
 	for _, bad := range [][]OffsetUpdate{
 		{{TopicPartition{"a", 0}, -2, 1}},
 		{{TopicPartition{"a", 0}, 0, -1}},
@@ -281,6 +284,13 @@ func TestCopyLine(t *testing.T) {
 	err := fmt.Errorf("x: %w", &pgconn.PgError{Code: "22P02", Where: `COPY processor_records, line 17, column value: "x"`})
 	if i, ok := copyLine(err); !ok || i != 16 {
 		t.Errorf("copyLine = %d, %v; want 16, true", i, ok)
+	}
+	first := &pgconn.PgError{Code: "22P02", Where: `COPY processor_records, line 1, column value: "x"`}
+	if i, ok := copyLine(first); !ok || i != 0 {
+		t.Errorf("copyLine of line 1 = %d, %v; want 0, true", i, ok)
+	}
+	if _, ok := copyLine(&pgconn.PgError{Code: "22P02", Where: `COPY processor_records, line 0, column value`}); ok {
+		t.Error("copyLine accepted line 0")
 	}
 	if _, ok := copyLine(errors.New("x")); ok {
 		t.Error("copyLine of a non-PostgreSQL error")
