@@ -73,7 +73,6 @@ func Main(reg *transform.Registry) int {
 		for _, c := range chains {
 			if err := c.Close(); err != nil {
 				log.Warn("closing transforms", "err", err.Error())
-				break
 			}
 		}
 	}()
