@@ -13,11 +13,7 @@ import (
 )
 
 func TestLoadAcceptsTheLimits(t *testing.T) {
-	tests := []struct {
-		name  string
-		set   map[string]string
-		check func(c *config.Config) bool
-	}{
+	testLoads(t, []loadCase{
 		{"one embedded partition", map[string]string{"EMBEDDED_BROKER": "true", "EMBEDDED_BROKER_PARTITIONS": "1"},
 			func(c *config.Config) bool { return c.EmbeddedBrokerPartitions == 1 }},
 		{"1000 embedded partitions", map[string]string{"EMBEDDED_BROKER": "true", "EMBEDDED_BROKER_PARTITIONS": "1000"},
@@ -58,7 +54,21 @@ func TestLoadAcceptsTheLimits(t *testing.T) {
 			func(c *config.Config) bool { return c.DLQTopic == "orders-dlq" }},
 		{"topic name of 249 characters", map[string]string{"OUTPUT_TOPIC": strings.Repeat("o", 249)},
 			func(c *config.Config) bool { return len(c.OutputTopic) == 249 }},
-	}
+	})
+}
+
+// loadCase is a setting that Load accepts, and check tells whether the
+// Config shows it.
+type loadCase struct {
+	name  string
+	set   map[string]string
+	check func(c *config.Config) bool
+}
+
+// testLoads runs each case as a subtest: Load with the case's variables
+// set (over minimalEnv) succeeds, and check accepts the Config.
+func testLoads(t *testing.T, tests []loadCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			setEnv(t, tt.set)

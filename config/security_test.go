@@ -17,11 +17,7 @@ import (
 const password = "hunter2-Sup3rSecret"
 
 func TestLoadSecurityValid(t *testing.T) {
-	tests := []struct {
-		name  string
-		set   map[string]string
-		check func(c *config.Config) bool
-	}{
+	testLoads(t, []loadCase{
 		{"off by default", nil, func(c *config.Config) bool {
 			return !c.TLSEnabled && c.SASLMechanism == "" && c.SASLPassword == "" && c.TLSCAFile == ""
 		}},
@@ -39,19 +35,7 @@ func TestLoadSecurityValid(t *testing.T) {
 		{"SASL on the embedded broker", map[string]string{"EMBEDDED_BROKER": "true", "SASL_MECHANISM": "PLAIN", "SASL_USERNAME": "u", "SASL_PASSWORD": password},
 			func(c *config.Config) bool { return c.EmbeddedBroker && c.SASLMechanism == "PLAIN" }},
 		{"TLS explicitly off", map[string]string{"TLS_ENABLED": "false"}, func(c *config.Config) bool { return !c.TLSEnabled }},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			setEnv(t, tt.set)
-			c, err := config.Load("h")
-			if err != nil {
-				t.Fatalf("Load: %v", err)
-			}
-			if !tt.check(c) {
-				t.Errorf("Load gave %+v", c)
-			}
-		})
-	}
+	})
 }
 
 // Every mistake in the TLS and SASL settings is one line naming the

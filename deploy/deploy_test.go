@@ -197,17 +197,8 @@ var metricRE = regexp.MustCompile(`\bprocessor_[a-z0-9_]*[a-z0-9]`)
 // braces) to type (second column).
 func documentedMetrics(t *testing.T) map[string]string {
 	t.Helper()
-	doc := readFile(t, operationsFile)
-	start := strings.Index(doc, "\n## Metrics\n")
-	if start < 0 {
-		t.Fatalf("%s: no \"## Metrics\" section", operationsFile)
-	}
-	section := doc[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
 	out := map[string]string{}
-	for _, line := range strings.Split(section, "\n") {
+	for _, line := range metricsSection(t) {
 		cells := strings.Split(line, "|")
 		if !strings.HasPrefix(line, "|") || len(cells) < 4 {
 			continue
@@ -225,6 +216,22 @@ func documentedMetrics(t *testing.T) map[string]string {
 		t.Fatalf("%s: found only %d metrics in the table under \"## Metrics\": %v", operationsFile, len(out), out)
 	}
 	return out
+}
+
+// metricsSection returns the lines of the "## Metrics" section of
+// docs/operations.md, up to the next "## " heading.
+func metricsSection(t *testing.T) []string {
+	t.Helper()
+	doc := readFile(t, operationsFile)
+	start := strings.Index(doc, "\n## Metrics\n")
+	if start < 0 {
+		t.Fatalf("%s: no \"## Metrics\" section", operationsFile)
+	}
+	section := doc[start+1:]
+	if end := strings.Index(section[3:], "\n## "); end >= 0 {
+		section = section[:end+3]
+	}
+	return strings.Split(section, "\n")
 }
 
 // undocumented reports whether name is not in the documented table: a

@@ -221,19 +221,27 @@ func findObject(objs []k8sObject, kind, name string) (k8sObject, bool) {
 // theStatefulSet returns the one StatefulSet and its processor container.
 func theStatefulSet(t *testing.T, objs []k8sObject) (k8sObject, statefulSetSpec, k8sContainer) {
 	t.Helper()
-	sets := findObjects(objs, "StatefulSet")
-	if len(sets) != 1 {
-		t.Fatalf("%s: %d StatefulSets, want 1", k8sDir, len(sets))
-	}
 	var spec statefulSetSpec
-	if err := sets[0].Spec.Decode(&spec); err != nil {
-		t.Fatalf("%s: %v", sets[0], err)
-	}
+	sts := theOnly(t, objs, "StatefulSet", &spec)
 	cs := spec.Template.Spec.Containers
 	if len(cs) != 1 {
-		t.Fatalf("%s: %d containers, want the processor alone", sets[0], len(cs))
+		t.Fatalf("%s: %d containers, want the processor alone", sts, len(cs))
 	}
-	return sets[0], spec, cs[0]
+	return sts, spec, cs[0]
+}
+
+// theOnly returns the one object of kind in objs, its spec decoded into
+// spec.
+func theOnly(t *testing.T, objs []k8sObject, kind string, spec any) k8sObject {
+	t.Helper()
+	found := findObjects(objs, kind)
+	if len(found) != 1 {
+		t.Fatalf("%s: %d %ss, want 1", k8sDir, len(found), kind)
+	}
+	if err := found[0].Spec.Decode(spec); err != nil {
+		t.Fatalf("%s: %v", found[0], err)
+	}
+	return found[0]
 }
 
 // podEnv returns the processor container's environment: its ConfigMaps
@@ -616,19 +624,13 @@ func TestK8sServicesAndBudget(t *testing.T) {
 		t.Errorf("%s: no Service with prometheus.io/scrape: \"true\"", k8sDir)
 	}
 
-	pdbs := findObjects(objs, "PodDisruptionBudget")
-	if len(pdbs) != 1 {
-		t.Fatalf("%s: %d PodDisruptionBudgets, want 1", k8sDir, len(pdbs))
-	}
 	var p pdbSpec
-	if err := pdbs[0].Spec.Decode(&p); err != nil {
-		t.Fatalf("%s: %v", pdbs[0], err)
-	}
+	pdb := theOnly(t, objs, "PodDisruptionBudget", &p)
 	if p.MaxUnavailable.Value != "1" || p.MinAvailable.Value != "" {
-		t.Errorf("%s: maxUnavailable %q (minAvailable %q), want maxUnavailable 1", pdbs[0], p.MaxUnavailable.Value, p.MinAvailable.Value)
+		t.Errorf("%s: maxUnavailable %q (minAvailable %q), want maxUnavailable 1", pdb, p.MaxUnavailable.Value, p.MinAvailable.Value)
 	}
 	if !labelsMatch(p.Selector.MatchLabels, podLabels) {
-		t.Errorf("%s: selector %v does not select the processor's pods", pdbs[0], p.Selector.MatchLabels)
+		t.Errorf("%s: selector %v does not select the processor's pods", pdb, p.Selector.MatchLabels)
 	}
 	if _, err := os.Stat(filepath.Join(k8sDir, "kustomization.yaml")); err != nil {
 		t.Error(err)

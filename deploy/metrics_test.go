@@ -2,9 +2,7 @@ package deploy
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -143,67 +141,57 @@ func registeredMetrics(t *testing.T) map[string]exported {
 // functions are unexported; TestImageBinary scrapes the running binary.)
 func appMetrics(t *testing.T) map[string]exported {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(appDir, "*.go"))
 	out := map[string]exported{}
 	fset := token.NewFileSet()
-	for _, file := range files {
-		if strings.HasSuffix(file, "_test.go") {
-			continue
+	inspectApp(t, fset, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
 		}
-		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
+		lit, ok := call.Args[0].(*ast.CompositeLit)
+		if !ok {
+			return true
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
-				return true
-			}
-			lit, ok := call.Args[0].(*ast.CompositeLit)
+		sel, ok := lit.Type.(*ast.SelectorExpr)
+		if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
+			return true
+		}
+		typ := strings.ToLower(strings.TrimSuffix(sel.Sel.Name, "Opts"))
+		fields := map[string]string{}
+		for _, el := range lit.Elts {
+			kv, ok := el.(*ast.KeyValueExpr)
 			if !ok {
-				return true
+				continue
 			}
-			sel, ok := lit.Type.(*ast.SelectorExpr)
-			if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
-				return true
+			key, _ := kv.Key.(*ast.Ident)
+			if val, ok := kv.Value.(*ast.BasicLit); ok && key != nil && val.Kind == token.STRING {
+				fields[key.Name], _ = strconv.Unquote(val.Value)
 			}
-			typ := strings.ToLower(strings.TrimSuffix(sel.Sel.Name, "Opts"))
-			fields := map[string]string{}
-			for _, el := range lit.Elts {
-				kv, ok := el.(*ast.KeyValueExpr)
-				if !ok {
-					continue
-				}
-				key, _ := kv.Key.(*ast.Ident)
-				if val, ok := kv.Value.(*ast.BasicLit); ok && key != nil && val.Kind == token.STRING {
-					fields[key.Name], _ = strconv.Unquote(val.Value)
-				}
+		}
+		if fields["Name"] == "" {
+			return true
+		}
+		var name []string
+		for _, part := range []string{fields["Namespace"], fields["Subsystem"], fields["Name"]} {
+			if part != "" {
+				name = append(name, part)
 			}
-			if fields["Name"] == "" {
-				return true
-			}
-			var name []string
-			for _, part := range []string{fields["Namespace"], fields["Subsystem"], fields["Name"]} {
-				if part != "" {
-					name = append(name, part)
-				}
-			}
-			var labels []string
-			if len(call.Args) > 1 {
-				if ls, ok := call.Args[1].(*ast.CompositeLit); ok {
-					for _, el := range ls.Elts {
-						if s, ok := el.(*ast.BasicLit); ok {
-							l, _ := strconv.Unquote(s.Value)
-							labels = append(labels, l)
-						}
+		}
+		var labels []string
+		if len(call.Args) > 1 {
+			if ls, ok := call.Args[1].(*ast.CompositeLit); ok {
+				for _, el := range ls.Elts {
+					if s, ok := el.(*ast.BasicLit); ok {
+						l, _ := strconv.Unquote(s.Value)
+						labels = append(labels, l)
 					}
 				}
 			}
-			sort.Strings(labels)
-			out[strings.Join(name, "_")] = exported{typ: typ, labels: labels, where: fset.Position(call.Pos()).String()}
-			return true
-		})
-	}
+		}
+		sort.Strings(labels)
+		out[strings.Join(name, "_")] = exported{typ: typ, labels: labels, where: fset.Position(call.Pos()).String()}
+		return true
+	})
 	return out
 }
 
@@ -211,18 +199,9 @@ func appMetrics(t *testing.T) map[string]exported {
 // docs/operations.md: metric name to its labels, sorted.
 func documentedLabels(t *testing.T) map[string][]string {
 	t.Helper()
-	doc := readFile(t, operationsFile)
-	start := strings.Index(doc, "\n## Metrics\n")
-	if start < 0 {
-		t.Fatalf("%s: no \"## Metrics\" section", operationsFile)
-	}
-	section := doc[start+1:]
-	if end := strings.Index(section[3:], "\n## "); end >= 0 {
-		section = section[:end+3]
-	}
 	out := map[string][]string{}
 	tick := regexp.MustCompile("`([a-z_]+)`")
-	for _, line := range strings.Split(section, "\n") {
+	for _, line := range metricsSection(t) {
 		cells := strings.Split(line, "|")
 		if !strings.HasPrefix(line, "|") || len(cells) < 5 {
 			continue

@@ -224,12 +224,39 @@ func cleanStopBound(txnTimeout time.Duration) time.Duration {
 // mux (mux.Handle and mux.HandleFunc with a literal pattern).
 func servedPaths(t *testing.T) map[string]bool {
 	t.Helper()
-	fset := token.NewFileSet()
+	paths := map[string]bool{}
+	inspectApp(t, token.NewFileSet(), func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) < 2 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
+			return true
+		}
+		if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if p, err := strconv.Unquote(lit.Value); err == nil {
+				paths[p] = true
+			}
+		}
+		return true
+	})
+	for _, want := range []string{"/healthz", "/readyz", "/metrics"} {
+		if !paths[want] {
+			t.Fatalf("%s does not serve %s (found %v): the deployment files and this test need updating", appDir, want, paths)
+		}
+	}
+	return paths
+}
+
+// inspectApp parses the Go files of appDir, tests left out, into fset and
+// walks each with fn, as ast.Inspect does.
+func inspectApp(t *testing.T, fset *token.FileSet, fn func(ast.Node) bool) {
+	t.Helper()
 	files, err := filepath.Glob(filepath.Join(appDir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := map[string]bool{}
 	for _, file := range files {
 		if strings.HasSuffix(file, "_test.go") {
 			continue
@@ -238,29 +265,8 @@ func servedPaths(t *testing.T) map[string]bool {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) < 2 {
-				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
-				return true
-			}
-			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if p, err := strconv.Unquote(lit.Value); err == nil {
-					paths[p] = true
-				}
-			}
-			return true
-		})
+		ast.Inspect(f, fn)
 	}
-	for _, want := range []string{"/healthz", "/readyz", "/metrics"} {
-		if !paths[want] {
-			t.Fatalf("%s does not serve %s (found %v): the deployment files and this test need updating", appDir, want, paths)
-		}
-	}
-	return paths
 }
 
 // parseBytes reads a Kubernetes memory quantity (512Mi, 1Gi, 500M) or a

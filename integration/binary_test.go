@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -35,6 +36,17 @@ const (
 // binaryHTTP bounds every request to a running binary's HTTP server: a
 // server that accepts and never answers fails the wait it is polled from.
 var binaryHTTP = &http.Client{Timeout: 5 * time.Second}
+
+// httpGet returns the status and body of a GET, or 0 and the error.
+func httpGet(addr, path string) (int, string) {
+	resp, err := binaryHTTP.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
 
 // binary builds every command (processor, loadgen, devbroker, eoscheck,
 // chaos) once per test run and returns the processor's path.
@@ -105,28 +117,36 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 			"PROCESSOR_POSTGRES_URL=postgres://u@127.0.0.1:1/x", "PROCESSOR_POSTGRES_PASSWORD_FILE=/nonexistent/pw"}, `PROCESSOR_POSTGRES_PASSWORD_FILE="/nonexistent/pw" is invalid`},
 	}
 	for _, c := range cases {
-		ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
-		cmd := exec.CommandContext(ctx, bin) // killed at the deadline
-		cmd.WaitDelay = 5 * time.Second      // and Run returns even if something still holds its stderr
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, c.env...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		timedOut := ctx.Err() != nil
-		cancel()
-		if timedOut {
-			t.Errorf("%v: still running %s after start, killed; bad configuration must exit 2 at once (stderr %q)", c.env, exitTimeout, stderr.String())
-			continue
-		}
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-			t.Errorf("%v: exit %v, want code 2", c.env, err)
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Count(msg, "\n") != 0 || !strings.Contains(msg, c.want) || strings.Contains(msg, "goroutine") || strings.Contains(msg, "s3cret") {
+		if msg := runBadConfig(t, bin, c.env...); !strings.Contains(msg, c.want) || strings.Contains(msg, "goroutine") || strings.Contains(msg, "s3cret") {
 			t.Errorf("%v: stderr %q, want one line containing %q", c.env, msg, c.want)
 		}
 	}
+}
+
+// runBadConfig runs bin with PATH and env alone, a bad configuration: it
+// must exit 2 at once with one line on stderr. It reports a failure
+// otherwise, and returns stderr, trimmed, for the caller to check.
+func runBadConfig(t *testing.T, bin string, env ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin) // killed at the deadline
+	cmd.WaitDelay = 5 * time.Second      // and Run returns even if something still holds its stderr
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	msg := strings.TrimSpace(stderr.String())
+	var ee *exec.ExitError
+	switch {
+	case ctx.Err() != nil:
+		t.Errorf("%v: still running %s after start, killed; bad configuration must exit 2 at once (stderr %q)", env, exitTimeout, msg)
+	case !errors.As(err, &ee) || ee.ExitCode() != 2:
+		t.Errorf("%v: exit %v, want code 2 (stderr %q)", env, err, msg)
+	case strings.Contains(msg, "\n"):
+		t.Errorf("%v: stderr %q, want one line", env, msg)
+	}
+	return msg
 }
 
 // The binary on its embedded broker becomes ready, commits transactions for
@@ -147,32 +167,13 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	})
 	logs := p.logs
 
-	get := func(path string) (int, string) {
-		resp, err := binaryHTTP.Get("http://" + httpAddr + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		return resp.StatusCode, b.String()
-	}
+	get := func(path string) (int, string) { return httpGet(httpAddr, path) }
 	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := get("/readyz"); return code == 200 })
 	if code, body := get("/healthz"); code != 200 {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), loadgenTimeout)
-	defer cancel()
-	lg := exec.CommandContext(ctx, filepath.Join(binDir, "loadgen"), "-brokers", broker, "-topic", "orders", "-records", "2000", "-rate", "0")
-	lg.WaitDelay = 5 * time.Second
-	out, err := lg.CombinedOutput()
-	if ctx.Err() != nil {
-		t.Fatalf("loadgen did not finish within %s, killed: %v\n%s", loadgenTimeout, err, out)
-	}
-	if err != nil {
-		t.Fatalf("loadgen: %v\n%s", err, out)
-	}
+	runLoadgen(t, broker, "-records", "2000", "-rate", "0")
 	waitFor(t, 30*time.Second, "2000 records to commit", func() bool {
 		_, body := get("/metrics")
 		return strings.Contains(body, "processor_records_consumed_total 2000")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
@@ -384,25 +385,43 @@ func (tg *target) kafkaView(t testing.TB, group, topic string) (map[int32]kafkaO
 func waitKafka(t testing.TB, tg *target, d time.Duration, what, group, topic string, running *instance,
 	check func(map[int32]kafkaOffsets) []string) map[int32]kafkaOffsets {
 	t.Helper()
-	var last []string
+	var ins []*instance
+	if running != nil {
+		ins = append(ins, running)
+	}
+	var k map[int32]kafkaOffsets
+	waitNothingAmiss(t, d, what, ins, func() []string {
+		var err error
+		if k, err = tg.kafkaView(t, group, topic); err != nil {
+			return []string{err.Error()}
+		}
+		return check(k)
+	})
+	return k
+}
+
+// waitNothingAmiss polls check every 100ms until it finds nothing amiss,
+// failing the test with its last findings after d, or at once if one of
+// running stops.
+func waitNothingAmiss(t testing.TB, d time.Duration, what string, running []*instance, check func() []string) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		k, err := tg.kafkaView(t, group, topic)
-		if err != nil {
-			last = []string{err.Error()}
-		} else if last = check(k); len(last) == 0 {
-			return k
+		diffs := check()
+		if len(diffs) == 0 {
+			return
 		}
-		if running != nil {
+		last := strings.Join(diffs, "; ")
+		for _, in := range running {
 			select {
-			case <-running.done:
-				running.stopped = true
-				t.Fatalf("the instance stopped while waiting for %s: %v (%s)", what, running.err, strings.Join(last, "; "))
+			case <-in.done:
+				in.stopped = true
+				t.Fatalf("an instance stopped while waiting for %s: %v (%s)", what, in.err, last)
 			default:
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; still: %s", d, what, strings.Join(last, "; "))
+			t.Fatalf("timed out after %s waiting for %s; still: %s", d, what, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -518,25 +537,13 @@ func waitGaugesAgree(t testing.TB, tg *target, inst *instance, group, topic, wha
 		if err != nil {
 			return []string{err.Error()}
 		}
-		if !mapsEqual(k, again) {
+		if !maps.Equal(k, again) {
 			return []string{fmt.Sprintf("Kafka's offsets moved while reading the gauges: %v, then %v", k, again)}
 		}
 		agreed = k
 		return nil
 	})
 	return agreed
-}
-
-func mapsEqual(a, b map[int32]kafkaOffsets) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for p, o := range a {
-		if b[p] != o {
-			return false
-		}
-	}
-	return true
 }
 
 // checkStatus asserts that Status() reports the offsets k too.
@@ -569,15 +576,13 @@ func checkStatus(t testing.TB, inst *instance, topic string, k map[int32]kafkaOf
 // returns each instance's partitions.
 func waitSeries(t testing.TB, tg *target, group, topic string, d time.Duration, what string, ins ...*instance) [][]int32 {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for {
+	out := make([][]int32, len(ins))
+	waitNothingAmiss(t, d, what, ins, func() []string {
 		assigned, err := tg.assignment(t, group, topic)
 		var diffs []string
 		if err != nil {
 			diffs = append(diffs, err.Error())
 		}
-		out := make([][]int32, len(ins))
 		for i, in := range ins {
 			member := in.p.Status().MemberID
 			want, ok := assigned[member]
@@ -595,23 +600,9 @@ func waitSeries(t testing.TB, tg *target, group, topic string, d time.Duration, 
 		if err == nil && len(assigned) != len(ins) {
 			diffs = append(diffs, fmt.Sprintf("the group has %d members with assignments, want %d", len(assigned), len(ins)))
 		}
-		if len(diffs) == 0 {
-			return out
-		}
-		last = strings.Join(diffs, "; ")
-		for _, in := range ins {
-			select {
-			case <-in.done:
-				in.stopped = true
-				t.Fatalf("an instance stopped while waiting for %s: %v (%s)", what, in.err, last)
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; still: %s", d, what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return diffs
+	})
+	return out
 }
 
 // assignment returns the partitions of topic that the broker has assigned
@@ -782,7 +773,7 @@ func checkConsumerGroupsTool(t testing.TB, tg *target, inst *instance, group, to
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !mapsEqual(before, after) {
+		if !maps.Equal(before, after) {
 			if attempt < 3 {
 				continue
 			}

@@ -1,12 +1,8 @@
 package integration
 
 import (
-	"context"
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // Two processors in a row: the first copies the input into a middle topic
@@ -30,33 +26,8 @@ func TestTransactionalInputMarkers(t *testing.T) {
 		tg.waitCaughtUp(t, g1, in.topic, a, b)
 		a.stop(t) // its last commit writes the last markers
 
-		adm := tg.admin(t)
-		atEnd := func() (string, bool) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			ends, err := adm.ListEndOffsets(ctx, mid)
-			if err != nil {
-				return err.Error(), false
-			}
-			committed, err := adm.FetchOffsets(ctx, g2)
-			if err != nil {
-				return err.Error(), false
-			}
-			why, ok := "", true
-			ends.Each(func(o kadm.ListedOffset) {
-				if c, found := committed.Lookup(mid, o.Partition); !found || c.At != o.Offset {
-					why, ok = fmt.Sprintf("partition %d: committed %d (found %v), log-end %d", o.Partition, c.At, found, o.Offset), false
-				}
-			})
-			return why, ok
-		}
-		deadline := time.Now().Add(60 * time.Second)
-		for why, ok := atEnd(); !ok; why, ok = atEnd() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the second group did not commit up to the log-end offsets (past the last markers) within 60s: %s", why)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		// caughtUp wants the log-end offset itself: past the last markers.
+		tg.waitCaughtUpWithin(t, 60*time.Second, g2, mid, b)
 		b.stop(t)
 		if st := b.p.Stats(); st.Consumed != uint64(in.n) || st.Lag != 0 {
 			t.Errorf("the second processor: %+v, want %d consumed (markers are not records) and no lag", st, in.n)

@@ -1,12 +1,9 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/url"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -165,21 +162,9 @@ func TestBinaryPostgresRefusedExits2(t *testing.T) {
 		"password authentication failed": wrongPassword.String(),
 		"does not exist":                 noDatabase.String(),
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
-		cmd := exec.CommandContext(ctx, bin)
-		cmd.WaitDelay = 5 * time.Second
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=g",
-			"PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=" + dsn, "PROCESSOR_HTTP_ADDR=127.0.0.1:0"}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		cancel()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-			t.Errorf("%s: exit %v, want code 2 (stderr %q)", want, err, stderr.String())
-		}
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Contains(msg, "\n") || !strings.Contains(msg, want) || strings.Contains(msg, "s3cret") {
+		msg := runBadConfig(t, bin, "PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in",
+			"PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL="+dsn, "PROCESSOR_HTTP_ADDR=127.0.0.1:0")
+		if !strings.Contains(msg, want) || strings.Contains(msg, "s3cret") {
 			t.Errorf("stderr %q, want one line containing %q and no password", msg, want)
 		}
 	}

@@ -58,17 +58,10 @@ func TestStatusPage(t *testing.T) {
 		"PROCESSOR_LOG_FORMAT=text",
 	})
 	base := "http://" + httpAddr
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool {
-		resp, err := binaryHTTP.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == 200 })
 
 	t.Logf("processor ready after %s", since())
-	runStatusPageLoadgen(t, broker, "-records", strconv.Itoa(records), "-rate", "0")
+	runLoadgen(t, broker, "-records", strconv.Itoa(records), "-rate", "0")
 
 	// Idle and caught up: every record committed, no transaction open,
 	// every partition's position, committed offset and end offsets equal,
@@ -257,9 +250,9 @@ func browse[T any](t *testing.T, ctx context.Context, what string, a chromedp.Ac
 	return v
 }
 
-// runStatusPageLoadgen writes records to the topic orders with loadgen and waits
-// for it.
-func runStatusPageLoadgen(t *testing.T, broker string, args ...string) {
+// runLoadgen writes records to the topic orders with loadgen and waits for
+// it.
+func runLoadgen(t *testing.T, broker string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), loadgenTimeout)
 	defer cancel()

@@ -57,7 +57,7 @@ func BenchmarkCommit(b *testing.B) {
 		b.ReportAllocs()
 		ctx := testCtx(b)
 		d.exec(b, "CREATE TABLE bench_bare (LIKE processor_records INCLUDING DEFAULTS)")
-		conn, err := pgx.Connect(ctx, d.url)
+		conn, err := pgx.Connect(ctx, d.URL)
 		if err != nil {
 			b.Fatal(err)
 		}

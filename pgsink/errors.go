@@ -17,7 +17,6 @@ import (
 // PROCESSOR_POSTGRES_<setting> variable.
 const (
 	SettingURL             = "URL"
-	SettingPassword        = "PASSWORD"
 	SettingTable           = "TABLE"
 	SettingStatement       = "STATEMENT"
 	SettingDeadLetterTable = "DEAD_LETTER_TABLE"

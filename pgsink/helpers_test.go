@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/streamproc/processor/internal/pgtest"
 )
 
@@ -21,25 +19,14 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// testDB is one test's schema (pgtest.DB), under the names the tests use.
-type testDB struct {
-	url    string        // with search_path=schema
-	schema string        // unquoted name, lower case
-	admin  *pgxpool.Pool // on the same schema, for checks and setup
-}
+// testDB is one test's schema (pgtest.DB: URL with search_path=Schema,
+// Schema, Admin, Count).
+type testDB struct{ *pgtest.DB }
 
 // newTestDB creates a schema named after the test on the test server.
 func newTestDB(t testing.TB) *testDB {
 	t.Helper()
-	return newTestDBAt(t, pgtest.URL(t))
-}
-
-// newTestDBAt creates a schema named after the test on the server at
-// base.
-func newTestDBAt(t testing.TB, base string) *testDB {
-	t.Helper()
-	db := pgtest.NewAt(t, base)
-	return &testDB{url: db.URL, schema: db.Schema, admin: db.Admin}
+	return &testDB{pgtest.New(t)}
 }
 
 // open opens a Sink on the test's schema, closed at the test's end.
@@ -47,10 +34,10 @@ func newTestDBAt(t testing.TB, base string) *testDB {
 func (d *testDB) open(t testing.TB, o Options) *Sink {
 	t.Helper()
 	if o.URL == "" {
-		o.URL = d.url
+		o.URL = d.URL
 	}
 	if o.Group == "" {
-		o.Group = "group-" + d.schema
+		o.Group = "group-" + d.Schema
 	}
 	s, err := Open(testCtx(t), o)
 	if err != nil {
@@ -60,20 +47,10 @@ func (d *testDB) open(t testing.TB, o Options) *Sink {
 	return s
 }
 
-// count returns the number of rows of query.
-func (d *testDB) count(t testing.TB, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := d.admin.QueryRow(testCtx(t), query, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
 // exec runs SQL on the test's schema.
 func (d *testDB) exec(t testing.TB, sql string, args ...any) {
 	t.Helper()
-	if _, err := d.admin.Exec(testCtx(t), sql, args...); err != nil {
+	if _, err := d.Admin.Exec(testCtx(t), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 func TestTwoInstancesRace(t *testing.T) {
 	d := newTestDB(t)
 	app := pgtest.Name(t, "app")
-	u := pgtest.WithParam(t, d.url, "application_name", app)
+	u := pgtest.WithParam(t, d.URL, "application_name", app)
 	a, b := d.open(t, Options{URL: u}), d.open(t, Options{URL: u})
 	ctx := testCtx(t)
 	p := TopicPartition{"in", 0}
@@ -74,7 +74,7 @@ func TestTwoInstancesRace(t *testing.T) {
 	}
 	// Once more with both surely inside their transactions at the same
 	// time: a third session holds the partition's row until both wait on it.
-	tx, err := d.admin.Begin(ctx)
+	tx, err := d.Admin.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestTwoInstancesRace(t *testing.T) {
 			// Both instances' UPDATEs queue behind the lock; then let go.
 			deadline := time.Now().Add(10 * time.Second)
 			for waiting := 0; waiting < 2; time.Sleep(10 * time.Millisecond) {
-				err := d.admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting)
+				err := d.Admin.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&waiting)
 				if err != nil || time.Now().After(deadline) {
 					t.Errorf("the two instances did not both wait for the lock (%v)", err)
 					break
@@ -103,10 +103,10 @@ func TestTwoInstancesRace(t *testing.T) {
 	}
 	check(rounds, errs, next)
 
-	if n := d.count(t, "SELECT count(*) FROM processor_records"); n != (rounds+1)*per {
+	if n := d.Count(t, "SELECT count(*) FROM processor_records"); n != (rounds+1)*per {
 		t.Errorf("%d rows, want %d", n, (rounds+1)*per)
 	}
-	if n := d.count(t, `SELECT count(*) FROM (SELECT 1 FROM processor_records
+	if n := d.Count(t, `SELECT count(*) FROM (SELECT 1 FROM processor_records
 		GROUP BY src_topic, src_partition, src_offset, seq HAVING count(*) > 1) dup`); n != 0 {
 		t.Errorf("%d inputs with their outputs written more than once", n)
 	}

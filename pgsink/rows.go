@@ -30,12 +30,16 @@ var jsonNUL = []byte(`\u0000`)
 // escaped NUL (which jsonb does not accept; a false positive such as
 // "\\u0000" only sends the value to value_bytes instead).
 func storableJSON(v []byte) bool {
-	return maybeJSON(v) && json.Valid(v) && utf8.Valid(v) && !bytes.Contains(v, jsonNUL)
+	return validJSON(v) && utf8.Valid(v) && !bytes.Contains(v, jsonNUL)
 }
 
-// maybeJSON tells whether v starts like a JSON value: a cheap test that
-// spares most binary and text values json.Valid, which allocates its
-// syntax error.
+// validJSON is json.Valid, first asking maybeJSON: most binary and text
+// values fail that cheap test and are spared json.Valid, which allocates
+// its syntax error.
+func validJSON(v []byte) bool { return maybeJSON(v) && json.Valid(v) }
+
+// maybeJSON tells whether v starts like a JSON value; false means it is
+// not JSON.
 func maybeJSON(v []byte) bool {
 	for _, c := range v {
 		switch c {

@@ -227,16 +227,33 @@ func (s *Sink) connectError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
-		case pe.Code == "28P01" || pe.Code == "28000": // invalid_password, invalid_authorization_specification
-			check = "check the user and the password (the URL's, or the password file's), and pg_hba.conf on the server"
+		case strings.HasPrefix(pe.Code, "28"): // invalid_password, invalid_authorization_specification
+			return &RefusedError{Target: s.target, Err: err,
+				Check: "check the user and the password (the URL's, or the password file's), and pg_hba.conf on the server"}
 		case pe.Code == "3D000": // invalid_catalog_name
-			check = "check the database name in the URL: it does not exist"
+			return &RefusedError{Target: s.target, Err: err, Check: "check the database name in the URL: it does not exist"}
 		case strings.HasPrefix(pe.Code, "57P") || pe.Code == "53300":
 			check = "the server is starting, stopping or full; try again"
 		}
 	}
 	return fmt.Errorf("cannot connect to PostgreSQL at %s: %w; %s", s.target, err, check)
 }
+
+// RefusedError is a server that refused the connection for a reason no
+// retry fixes: the user, the password, or the database does not exist.
+type RefusedError struct {
+	Target string // user@host:port/database, without the password
+	Err    error
+	Check  string // what to check
+}
+
+// Error says where, what the server said, and what to check.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("cannot connect to PostgreSQL at %s: %v; %s", e.Target, e.Err, e.Check)
+}
+
+// Unwrap returns the server's error.
+func (e *RefusedError) Unwrap() error { return e.Err }
 
 // Close closes the connections; it waits for the ones in use to be
 // returned.

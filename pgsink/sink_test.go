@@ -23,8 +23,8 @@ func TestOpenCreatesTables(t *testing.T) {
 	d := newTestDB(t)
 	d.open(t, Options{})
 	for _, table := range []string{DefaultTable, DefaultDeadLetterTable, DefaultOffsetsTable} {
-		if n := d.count(t, "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2", d.schema, table); n != 1 {
-			t.Errorf("table %s.%s: %d, want 1", d.schema, table, n)
+		if n := d.Count(t, "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2", d.Schema, table); n != 1 {
+			t.Errorf("table %s.%s: %d, want 1", d.Schema, table, n)
 		}
 	}
 	// Opening again finds them and is fine; statement mode creates no
@@ -39,7 +39,7 @@ func TestOpenCreatesTables(t *testing.T) {
 		DeadLetterTable: other + ".dead", OffsetsTable: other + ".offs", Table: other + ".unused",
 	})
 	for table, want := range map[string]int{"dead": 1, "offs": 1, "unused": 0} {
-		if n := d.count(t, "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2", other, table); n != want {
+		if n := d.Count(t, "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2", other, table); n != want {
 			t.Errorf("table %s.%s: %d, want %d", other, table, n, want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestOpenConfigErrors(t *testing.T) {
 		{Options{Statement: "INSERT INTO invoices (order_id) VALUES (1); DELETE FROM invoices"}, SettingStatement, "multiple commands"},
 		{Options{Statement: "INSERT INTO invoices (order_id) VALUES (@bogus)"}, SettingStatement, "@bogus"},
 	} {
-		tc.o.URL, tc.o.Group = d.url, "g"
+		tc.o.URL, tc.o.Group = d.URL, "g"
 		_, err := Open(ctx, tc.o)
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Setting != tc.setting || !strings.Contains(err.Error(), tc.want) {
@@ -94,12 +94,19 @@ func TestOpenConnectErrors(t *testing.T) {
 	}
 	// Options.Password replaces a wrong one in the URL.
 	d := newTestDB(t)
-	if u := strings.Replace(d.url, "://processor:processor@", "://processor:wrong@", 1); u != d.url {
-		s, err := Open(ctx, Options{URL: u, Password: "processor", Group: "g"})
+	u, err := url.Parse(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pw, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "wrong-"+pw)
+		s, err := Open(ctx, Options{URL: u.String(), Password: pw, Group: "g"})
 		if err != nil {
 			t.Fatalf("Options.Password did not replace the URL's: %v", err)
 		}
 		s.Close()
+	} else {
+		t.Logf("%s holds no password: Options.Password replacing the URL's is not checked", pgtest.URLVar)
 	}
 	// Nobody listening: retriable, names host:port/database.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -145,7 +152,7 @@ func TestCommitDefaultTable(t *testing.T) {
 	}
 	q := `SELECT src_offset, seq, key, value::text, value_bytes, headers::text, ts, written_at IS NOT NULL
 		FROM processor_records WHERE src_topic = 'in' AND src_partition = 0 ORDER BY src_offset, seq`
-	rs, err := d.admin.Query(ctx, q)
+	rs, err := d.Admin.Query(ctx, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +212,7 @@ func TestCommitDefaultTable(t *testing.T) {
 		t.Errorf("headers of a record without: %s; written_at set: %v", str(got[1].headers), got[0].hasWritten)
 	}
 	// The JSON is queryable as such.
-	if n := d.count(t, `SELECT count(*) FROM processor_records WHERE value->>'order' = '1'`); n != 1 {
+	if n := d.Count(t, `SELECT count(*) FROM processor_records WHERE value->>'order' = '1'`); n != 1 {
 		t.Errorf("value->>'order' = '1': %d rows, want 1", n)
 	}
 	if testutil.ToFloat64(m.Commits) != 1 || testutil.ToFloat64(m.RowsWritten) != 6 || roundTrips(t, m) != 1 {
@@ -242,11 +249,11 @@ func TestOffsets(t *testing.T) {
 		t.Errorf("Offsets(nil) = %v, %v; want every partition of the group", got, err)
 	}
 	// Another group sees none of them.
-	other := d.open(t, Options{Group: "other-" + d.schema})
+	other := d.open(t, Options{Group: "other-" + d.Schema})
 	if got, err := other.Offsets(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("another group's Offsets = %v, %v; want empty", got, err)
 	}
-	if n := d.count(t, "SELECT count(*) FROM processor_records"); n != 5 {
+	if n := d.Count(t, "SELECT count(*) FROM processor_records"); n != 5 {
 		t.Errorf("%d rows, want 5", n)
 	}
 	// An empty batch does nothing.
@@ -264,7 +271,7 @@ func TestCommitFenced(t *testing.T) {
 	if err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 10), Offsets: []OffsetUpdate{{p0, -1, 10}, {p1, -1, 5}, {p2, -1, 3}}}); err != nil {
 		t.Fatal(err)
 	}
-	before := d.count(t, "SELECT count(*) FROM processor_records")
+	before := d.Count(t, "SELECT count(*) FROM processor_records")
 	// p0 matches; p1 expects another offset; p2 has a row already.
 	err := s.Commit(ctx, &Batch{
 		Rows:        append(rows("in", 0, 10, 4), rows("in", 1, 7, 2)...),
@@ -282,10 +289,10 @@ func TestCommitFenced(t *testing.T) {
 		t.Errorf("Retriable(%v) = %v", err, Retriable(err))
 	}
 	// Nothing of the batch is visible: rows, dead letters, p0's offset.
-	if n := d.count(t, "SELECT count(*) FROM processor_records"); n != before {
+	if n := d.Count(t, "SELECT count(*) FROM processor_records"); n != before {
 		t.Errorf("%d rows after the fenced batch, want %d", n, before)
 	}
-	if n := d.count(t, "SELECT count(*) FROM processor_dead_letters"); n != 0 {
+	if n := d.Count(t, "SELECT count(*) FROM processor_dead_letters"); n != 0 {
 		t.Errorf("%d dead letters after the fenced batch, want 0", n)
 	}
 	got, _ := s.Offsets(ctx, nil)
@@ -313,7 +320,7 @@ func TestCommitCanceled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Commit with a canceled context = %v, want context.Canceled", err)
 	}
-	if n := d.count(t, "SELECT count(*) FROM processor_offsets"); n != 0 {
+	if n := d.Count(t, "SELECT count(*) FROM processor_offsets"); n != 0 {
 		t.Errorf("%d offsets stored by a canceled Commit", n)
 	}
 }
@@ -344,7 +351,7 @@ func TestDeadLetters(t *testing.T) {
 		gotTS                          time.Time
 		failedAt                       *time.Time
 	)
-	err = d.admin.QueryRow(ctx, `SELECT src_topic, src_partition, src_offset, key, value, headers::text, ts, error, stage, attempts, failed_at
+	err = d.Admin.QueryRow(ctx, `SELECT src_topic, src_partition, src_offset, key, value, headers::text, ts, error, stage, attempts, failed_at
 		FROM processor_dead_letters`).Scan(&topic, &part, &off, &key, &value, &headers, &gotTS, &errText, &stage, &attempts, &failedAt)
 	if err != nil {
 		t.Fatal(err)
@@ -367,10 +374,10 @@ func TestDeadLetters(t *testing.T) {
 	if !errors.As(err, &re) || !re.DeadLetter || re.Index != 1 || Retriable(err) || !strings.Contains(err.Error(), "in/2@41") {
 		t.Fatalf("Commit = %v, want a *RowError for dead letter 1", err)
 	}
-	if n := d.count(t, "SELECT count(*) FROM processor_dead_letters"); n != 1 {
+	if n := d.Count(t, "SELECT count(*) FROM processor_dead_letters"); n != 1 {
 		t.Errorf("%d dead letters, want 1", n)
 	}
-	if n := d.count(t, "SELECT count(*) FROM processor_records"); n != 1 {
+	if n := d.Count(t, "SELECT count(*) FROM processor_records"); n != 1 {
 		t.Errorf("%d rows, want 1", n)
 	}
 	if got, _ := s.Offsets(ctx, nil); got[TopicPartition{"in", 2}] != 42 {
@@ -391,10 +398,10 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	role := pgtest.Name(t, "r")
 	d.exec(t, "CREATE ROLE "+role+" LOGIN PASSWORD 'writer-pw'")
 	t.Cleanup(func() { d.exec(t, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
-	d.exec(t, "GRANT USAGE ON SCHEMA "+d.schema+" TO "+role)
+	d.exec(t, "GRANT USAGE ON SCHEMA "+d.Schema+" TO "+role)
 	d.exec(t, "GRANT SELECT, INSERT, UPDATE ON processor_offsets TO "+role)
 	d.exec(t, "GRANT INSERT ON processor_records, processor_dead_letters TO "+role)
-	u, err := url.Parse(d.url)
+	u, err := url.Parse(d.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +416,7 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := d.count(t, "SELECT count(*) FROM processor_records"); n != 3 {
+	if n := d.Count(t, "SELECT count(*) FROM processor_records"); n != 3 {
 		t.Errorf("%d rows, want 3", n)
 	}
 	// Without the right to create, a missing table is a plain error that

@@ -1,7 +1,6 @@
 package pgsink
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -299,7 +298,7 @@ func firstWord(src string) string {
 // pgx.Batch keeps them until it is sent). A value that is not JSON when
 // the statement uses @value is an error.
 func (st *statement) args(r *Row) ([]any, error) {
-	if st.wantsJSON && r.Value != nil && !json.Valid(r.Value) {
+	if st.wantsJSON && r.Value != nil && !validJSON(r.Value) {
 		return nil, errNotJSON
 	}
 	args := make([]any, len(st.params))

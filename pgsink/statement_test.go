@@ -57,23 +57,23 @@ func TestStatementUpsert(t *testing.T) {
 	if err := s.Commit(ctx, &Batch{Rows: batch, Offsets: []OffsetUpdate{{p, 3, 6}}}); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.count(t, "SELECT count(*) FROM invoices"); n != 2 {
+	if n := d.Count(t, "SELECT count(*) FROM invoices"); n != 2 {
 		t.Errorf("%d invoices, want 2 (one per order)", n)
 	}
 	var amount, customer, key, src string
 	var writes int
-	err := d.admin.QueryRow(ctx, "SELECT amount::text, customer, key, src, writes FROM invoices WHERE order_id = 1").Scan(&amount, &customer, &key, &src, &writes)
+	err := d.Admin.QueryRow(ctx, "SELECT amount::text, customer, key, src, writes FROM invoices WHERE order_id = 1").Scan(&amount, &customer, &key, &src, &writes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if amount != "11" || customer != "c-0" || key != "k0" || src != "orders/0@2#0" || writes != 4 {
 		t.Errorf("order 1: amount %s, customer %s, key %s, src %s, writes %d; want 11, c-0, k0, orders/0@2#0, 4", amount, customer, key, src, writes)
 	}
-	if n := d.count(t, "SELECT count(*) FROM invoices WHERE ts IS NOT NULL AND doc->>'order_id' IS NOT NULL"); n != 2 {
+	if n := d.Count(t, "SELECT count(*) FROM invoices WHERE ts IS NOT NULL AND doc->>'order_id' IS NOT NULL"); n != 2 {
 		t.Errorf("%d invoices with ts and doc, want 2", n)
 	}
 	// Statement mode has no records table.
-	if n := d.count(t, "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2", d.schema, DefaultTable); n != 0 {
+	if n := d.Count(t, "SELECT count(*) FROM pg_tables WHERE schemaname = $1 AND tablename = $2", d.Schema, DefaultTable); n != 0 {
 		t.Errorf("statement mode created %s", DefaultTable)
 	}
 }
@@ -119,10 +119,10 @@ func TestStatementRowError(t *testing.T) {
 				t.Errorf("%v does not name the input %s", err, want)
 			}
 			// Nothing of the batch: no invoice, no dead letter, no offset.
-			if n := d.count(t, "SELECT count(*) FROM invoices"); n != 1 {
+			if n := d.Count(t, "SELECT count(*) FROM invoices"); n != 1 {
 				t.Errorf("%d invoices, want 1", n)
 			}
-			if n := d.count(t, "SELECT count(*) FROM processor_dead_letters"); n != 0 {
+			if n := d.Count(t, "SELECT count(*) FROM processor_dead_letters"); n != 0 {
 				t.Errorf("%d dead letters, want 0", n)
 			}
 			if got, _ := s.Offsets(ctx, nil); got[p] != 1 {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -427,35 +426,6 @@ func recordsAt(from, to int64) []*kgo.Record {
 	return rs
 }
 
-// gauge returns the value of g's series for input partition part, and
-// whether it exists.
-func gauge(t *testing.T, g *prometheus.GaugeVec, part int32) (float64, bool) {
-	t.Helper()
-	ch := make(chan prometheus.Metric, 100)
-	g.Collect(ch)
-	close(ch)
-	want := strconv.Itoa(int(part))
-	for m := range ch {
-		d := &dto.Metric{}
-		if err := m.Write(d); err != nil {
-			t.Fatal(err)
-		}
-		var topic, partition string
-		for _, l := range d.GetLabel() {
-			switch l.GetName() {
-			case "topic":
-				topic = l.GetValue()
-			case "partition":
-				partition = l.GetValue()
-			}
-		}
-		if topic == "in" && partition == want {
-			return d.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
 // The partition tracker keeps, per assigned partition, the position past
 // the last polled record, the committed offset and the end offsets, from
 // polls (the last stable offset and high watermark the broker sends, when
@@ -478,7 +448,7 @@ func TestPartitionsTrackLag(t *testing.T) {
 			if !ok || st.Topic != "in" || st.Position != w[0] || st.Lag != w[1] {
 				t.Errorf("%s: partition %+v, want position %d lag %d", what, st, w[0], w[1])
 			}
-			if g, ok := gauge(t, m.ConsumerLag, st.Partition); st.LastStable >= 0 && (!ok || g != float64(w[1])) {
+			if g, ok := gaugeOf(m.ConsumerLag, "in", st.Partition); st.LastStable >= 0 && (!ok || g != float64(w[1])) {
 				t.Errorf("%s: lag gauge of partition %d = %v (set: %v), want %d", what, st.Partition, g, ok, w[1])
 			}
 		}
@@ -493,7 +463,7 @@ func TestPartitionsTrackLag(t *testing.T) {
 	}
 	for name, g := range map[string]*prometheus.GaugeVec{"lag": m.ConsumerLag, "committed": m.CommittedOffset, "log end": m.LogEndOffset,
 		"last stable": m.LastStableOffset, "unstable": m.UnstableRecords} {
-		if v, ok := gauge(t, g, 0); ok {
+		if v, ok := gaugeOf(g, "in", 0); ok {
 			t.Errorf("a %s gauge (%v) before anything is known", name, v)
 		}
 	}
@@ -510,17 +480,17 @@ func TestPartitionsTrackLag(t *testing.T) {
 	}{
 		"log end": {m.LogEndOffset, 120}, "last stable": {m.LastStableOffset, 100}, "unstable": {m.UnstableRecords, 20},
 	} {
-		if g, ok := gauge(t, c.g, 0); !ok || g != c.want {
+		if g, ok := gaugeOf(c.g, "in", 0); !ok || g != c.want {
 			t.Errorf("%s gauge of partition 0 = %v (set: %v), want %v", name, g, ok, c.want)
 		}
 	}
-	if _, ok := gauge(t, m.LogEndOffset, 2); ok {
+	if _, ok := gaugeOf(m.LogEndOffset, "in", 2); ok {
 		t.Error("gauges for partition 2, which is not assigned")
 	}
 
 	ps.committed(map[string]map[int32]int64{"in": {0: 30}, "other": {0: 5}})
 	check("partition 0 committed to 30", 70, map[int32][2]int64{0: {30, 70}, 1: {-1, 0}})
-	if g, ok := gauge(t, m.CommittedOffset, 0); !ok || g != 30 {
+	if g, ok := gaugeOf(m.CommittedOffset, "in", 0); !ok || g != 30 {
 		t.Errorf("committed gauge of partition 0 = %v (set: %v), want 30", g, ok)
 	}
 
@@ -529,16 +499,16 @@ func TestPartitionsTrackLag(t *testing.T) {
 		kgo.FetchPartition{Partition: 0, HighWatermark: -1, LastStableOffset: -1, Records: recordsAt(30, 34)},
 	))
 	check("unknown end offsets keep the known ones", 70, map[int32][2]int64{0: {35, 70}, 1: {45, 0}})
-	if _, ok := gauge(t, m.ConsumerLag, 1); ok {
+	if _, ok := gaugeOf(m.ConsumerLag, "in", 1); ok {
 		t.Error("a lag gauge for partition 1 before its last stable offset is known")
 	}
-	if g, ok := gauge(t, m.LogEndOffset, 1); !ok || g != 50 {
+	if g, ok := gaugeOf(m.LogEndOffset, "in", 1); !ok || g != 50 {
 		t.Errorf("log end gauge of partition 1 = %v (set: %v), want 50", g, ok)
 	}
 
 	ps.ends(map[string]map[int32]txn.Ends{"in": {1: {LogStart: 5, LogEnd: 50, LastStable: 48}}})
 	check("partition 1's end offsets read", 70+43, map[int32][2]int64{0: {35, 70}, 1: {45, 43}})
-	if g, ok := gauge(t, m.UnstableRecords, 1); !ok || g != 2 {
+	if g, ok := gaugeOf(m.UnstableRecords, "in", 1); !ok || g != 2 {
 		t.Errorf("unstable gauge of partition 1 = %v (set: %v), want 2", g, ok)
 	}
 
@@ -555,7 +525,7 @@ func TestPartitionsTrackLag(t *testing.T) {
 	check("an empty partition", 0, map[int32][2]int64{0: {100, 0}, 1: {50, 0}, 3: {0, 0}})
 	for name, g := range map[string]*prometheus.GaugeVec{"lag": m.ConsumerLag, "committed": m.CommittedOffset, "log end": m.LogEndOffset,
 		"last stable": m.LastStableOffset, "unstable": m.UnstableRecords} {
-		if v, ok := gauge(t, g, 3); !ok || v != 0 {
+		if v, ok := gaugeOf(g, "in", 3); !ok || v != 0 {
 			t.Errorf("%s gauge of the empty partition 3 = %v (set: %v), want 0", name, v, ok)
 		}
 	}
@@ -572,14 +542,14 @@ func TestPartitionsTrackLag(t *testing.T) {
 	if parts, _ := ps.snapshot(); len(parts) != 3 || parts[2].Unstable != 5 || parts[2].Lag != 0 {
 		t.Errorf("snapshot %+v, want partition 3 with 5 unstable records and lag 0", parts)
 	}
-	if v, ok := gauge(t, m.UnstableRecords, 3); !ok || v != 5 {
+	if v, ok := gaugeOf(m.UnstableRecords, "in", 3); !ok || v != 5 {
 		t.Errorf("unstable gauge of partition 3 = %v (set: %v), want 5", v, ok)
 	}
 
 	ps.assign(map[string][]int32{"in": {1}})
 	check("partitions 0 and 3 revoked", 0, map[int32][2]int64{1: {50, 0}})
 	for _, g := range []*prometheus.GaugeVec{m.ConsumerLag, m.CommittedOffset, m.LogEndOffset, m.LastStableOffset, m.UnstableRecords} {
-		if _, ok := gauge(t, g, 0); ok {
+		if _, ok := gaugeOf(g, "in", 0); ok {
 			t.Error("a series of revoked partition 0 is still there")
 		}
 	}
@@ -694,18 +664,6 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
-// stagedChain builds a chain of one transform fn named "step".
-func stagedChain(t *testing.T, fn transform.Func) *transform.Chain {
-	t.Helper()
-	reg := &transform.Registry{}
-	reg.Register("step", transform.Plain("", func() (transform.Transform, error) { return fn, nil }))
-	c, err := reg.Build([]transform.Entry{{Name: "step"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // One run of the chain outside a transaction: the transform's context
 // carries a deadline only with a TransformTimeout; a failed record is
 // restored to how it arrived (key, value, headers, timestamp) while a
@@ -718,7 +676,7 @@ func TestRunChainOnce(t *testing.T) {
 	var deadline time.Time
 	mode := "pass"
 	var calls int
-	chain := stagedChain(t, func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := chainOf(t, "step", func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls++
 		deadline, sawDeadline = ctx.Deadline()
 		if ctx.Err() != nil {
@@ -815,7 +773,7 @@ func TestRunChainOnce(t *testing.T) {
 
 	// An output routed where it must not go fails its record at stage
 	// produce, restored.
-	routed := stagedChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	routed := chainOf(t, "step", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		r.Value = []byte("changed")
 		r.Topic = "in"
 		return append(out, r), nil

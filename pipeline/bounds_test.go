@@ -44,30 +44,17 @@ func histogramOf(t *testing.T, h prometheus.Histogram, le float64) (count uint64
 // them like produce does.
 func (e *loopEnv) produceSized(n, keys, size int) {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ProducerLinger(time.Millisecond))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		j := len(e.inputs) + i
 		k := fmt.Sprintf("k%03d", j%keys)
 		v := fmt.Sprintf("%s:%0*d", k, size-len(k)-len(k)-1, j/keys)
 		recs[i] = &kgo.Record{Topic: e.in, Key: []byte(k), Value: []byte(v)}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		e.t.Fatalf("producing input: %v", err)
-	}
-	for _, r := range recs {
-		if len(r.Key)+len(r.Value) != size {
-			e.t.Fatalf("input record of %d bytes, want %d", len(r.Key)+len(r.Value), size)
+		if len(k)+len(v) != size {
+			e.t.Fatalf("input record of %d bytes, want %d", len(k)+len(v), size)
 		}
-		e.inputs = append(e.inputs, r)
-		e.byValue[string(r.Value)] = r
 	}
+	e.produceInputs(recs, kgo.ProducerLinger(time.Millisecond))
 }
 
 // A transaction ends as soon as it holds MaxRecordsPerTxn input records,
@@ -104,28 +91,11 @@ func TestLoopTransactionSpansPolls(t *testing.T) {
 	e.noLineage = true
 	const half, keys = 5, 5
 	e.produce(half, keys)
-	inside, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-		once.Do(func() {
-			close(inside)
-			select {
-			case <-release:
-			case <-time.After(10 * time.Second):
-			}
-		})
-		return append(out, r), nil
-	})
-	run := e.start("g", "g-a", chain, Options{CommitInterval: 5 * time.Second, MaxRecordsPerTxn: 2 * half})
-	select {
-	case <-inside:
-	case <-run.done:
-		t.Fatalf("Run returned %v before the first record", run.err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first record did not reach the transform within 20s")
-	}
+	g := newGate(10 * time.Second)
+	run := e.start("g", "g-a", g.chain(t), Options{CommitInterval: 5 * time.Second, MaxRecordsPerTxn: 2 * half})
+	g.wait(t, run, "the first record")
 	e.produce(half, keys)
-	close(release)
+	close(g.release)
 	eventually(t, 20*time.Second, "the group to commit every input", run, func() bool { return e.caughtUp("g") })
 	run.stop(t, 10*time.Second)
 
@@ -180,32 +150,15 @@ func TestLoopLagAndIdle(t *testing.T) {
 	e := newLoopEnv(t)
 	const n, keys, more = 2000, 20, 100
 	e.produce(n, keys)
-	inside, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-		once.Do(func() {
-			close(inside)
-			select {
-			case <-release:
-			case <-time.After(20 * time.Second):
-			}
-		})
-		return append(out, r), nil
-	})
-	run := e.start("g", "g-a", chain, Options{Lineage: true, MaxRecordsPerTxn: 50, EndOffsetsInterval: 50 * time.Millisecond})
-	select {
-	case <-inside:
-	case <-run.done:
-		t.Fatalf("Run returned %v before the first record", run.err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first record did not reach the transform within 20s")
-	}
+	g := newGate(20 * time.Second)
+	run := e.start("g", "g-a", g.chain(t), Options{Lineage: true, MaxRecordsPerTxn: 50, EndOffsetsInterval: 50 * time.Millisecond})
+	g.wait(t, run, "the first record")
 	if lag := run.p.Stats().Lag; lag <= 0 || lag > n {
 		t.Errorf("Stats().Lag = %d with %d records and nothing committed, want it positive and at most %d", lag, n, n)
 	}
 	e.produce(more, keys) // while the loop is held in the transform
 	eventually(t, 10*time.Second, "the lag to count the input that arrived meanwhile", run, func() bool { return run.p.Stats().Lag == n+more })
-	close(release)
+	close(g.release)
 	eventually(t, 30*time.Second, "the group to commit every input", run, func() bool { return e.caughtUp("g") })
 	eventually(t, 10*time.Second, "the lag to fall to 0", run, func() bool { return run.p.Stats().Lag == 0 })
 

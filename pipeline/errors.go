@@ -319,7 +319,7 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 	p.dlqLineage.stamp(r, src)
 	p.cur.dlq++
 	p.inflight = append(p.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
-	p.s.Produce(p.work, r, src)
+	p.s.ProduceDeadLetter(p.work, r, src, txn.DeadLetter{Stage: stage, Attempts: attempts, Err: err})
 }
 
 // deadLetterHeaders returns a new header slice: the original headers

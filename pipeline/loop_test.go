@@ -96,16 +96,23 @@ func loopSeq(v string) int {
 // them with their offsets.
 func (e *loopEnv) produce(n, keys int) {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ProducerLinger(time.Millisecond))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		k, v := loopValue(len(e.inputs)+i, keys)
 		recs[i] = &kgo.Record{Topic: e.in, Key: []byte(k), Value: []byte(v)}
 	}
+	e.produceInputs(recs, kgo.ProducerLinger(time.Millisecond))
+}
+
+// produceInputs writes recs with a client of opts (besides the seed
+// brokers) and keeps them, with their offsets, as the input.
+func (e *loopEnv) produceInputs(recs []*kgo.Record, opts ...kgo.Opt) {
+	e.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, opts...)...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -117,17 +124,70 @@ func (e *loopEnv) produce(n, keys int) {
 	}
 }
 
-// loopChain builds a chain of the one transform fn.
-func loopChain(t *testing.T, fn transform.Func) *transform.Chain {
+// chainOf builds a chain of the one transform fn, registered as name.
+func chainOf(t *testing.T, name string, fn transform.Func) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
-	reg.Register("loop", transform.Plain("", func() (transform.Transform, error) { return fn, nil }))
-	c, err := reg.Build([]transform.Entry{{Name: "loop"}}, nil)
+	reg.Register(name, transform.Plain("", func() (transform.Transform, error) { return fn, nil }))
+	c, err := reg.Build([]transform.Entry{{Name: name}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// loopChain builds a chain of the one transform fn, named "loop".
+func loopChain(t *testing.T, fn transform.Func) *transform.Chain {
+	t.Helper()
+	c := chainOf(t, "loop", fn)
 	loopFns[c] = fn
 	return c
+}
+
+// gate holds the first record that reaches it inside the transform until
+// release is closed (or for at most max), and closes inside when that
+// record arrives.
+type gate struct {
+	once            sync.Once
+	max             time.Duration
+	inside, release chan struct{}
+}
+
+func newGate(max time.Duration) *gate {
+	return &gate{max: max, inside: make(chan struct{}), release: make(chan struct{})}
+}
+
+// hold is called by the transform; only its first call waits.
+func (g *gate) hold() {
+	g.once.Do(func() {
+		close(g.inside)
+		select {
+		case <-g.release:
+		case <-time.After(g.max):
+		}
+	})
+}
+
+// chain is a pass-through chain (loopChain) whose first record waits at g.
+func (g *gate) chain(t *testing.T) *transform.Chain {
+	t.Helper()
+	return loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		g.hold()
+		return append(out, r), nil
+	})
+}
+
+// wait fails the test unless a record reaches g within 20s, before run
+// returns; what names the record.
+func (g *gate) wait(t *testing.T, run *loopRun, what string) {
+	t.Helper()
+	select {
+	case <-g.inside:
+	case <-run.done:
+		t.Fatalf("Run returned %v before %s reached the transform", run.err, what)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not reach the transform within 20s", what)
+	}
 }
 
 // loopWorkers is how many workers start gives a pipeline whose chain
@@ -685,37 +745,24 @@ func TestLoopStopCommitsOpenTransaction(t *testing.T) {
 	e.produce(n/2, keys)
 	var calls atomic.Int64
 	block := e.inputs[n/4]
-	inside, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
+	g := newGate(10 * time.Second)
 	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls.Add(1)
 		if string(r.Value) == string(block.Value) {
-			once.Do(func() {
-				close(inside)
-				select {
-				case <-release:
-				case <-time.After(10 * time.Second):
-				}
-			})
+			g.hold()
 		}
 		return append(out, r), nil
 	})
 	// One long transaction: only the stop can end it.
 	first := e.start("g", "g-a", chain, Options{Lineage: true, CommitInterval: 30 * time.Second, MaxRecordsPerTxn: 100_000})
-	select {
-	case <-inside:
-	case <-first.done:
-		t.Fatalf("Run returned %v before the transform was reached", first.err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the transform did not reach the blocking record within 20s")
-	}
+	g.wait(t, first, "the blocking record")
 	if st := first.p.Stats(); st.Commits != 0 {
 		t.Fatalf("Stats() = %+v before the stop; want the one transaction still open", st)
 	}
 	e.produce(n/2, keys) // the backlog the restart has to finish
 	first.cancel()
 	time.Sleep(50 * time.Millisecond) // the stop lands while the record is inside the transform
-	close(release)
+	close(g.release)
 	began := time.Now()
 	first.stop(t, 10*time.Second)
 	took := time.Since(began)

@@ -51,6 +51,15 @@ func (o *offsets) lag() (int64, bool) {
 	return max(o.lastStable-from, 0), true
 }
 
+// unstable is the records of upstream transactions not decided yet (log
+// end minus last stable offset), and whether it is known.
+func (o *offsets) unstable() (int64, bool) {
+	if o.logEnd < 0 || o.lastStable < 0 {
+		return 0, false
+	}
+	return max(o.logEnd-o.lastStable, 0), true
+}
+
 // assign makes the tracked partitions the assigned ones: a new one starts
 // with nothing known, and a revoked one is dropped with its series.
 func (ps *partitions) assign(assigned map[string][]int32) {
@@ -165,8 +174,8 @@ func (ps *partitions) publish(o *offsets) {
 	if o.lastStable >= 0 {
 		ps.g.LastStableOffset.WithLabelValues(l...).Set(float64(o.lastStable))
 	}
-	if o.logEnd >= 0 && o.lastStable >= 0 {
-		ps.g.UnstableRecords.WithLabelValues(l...).Set(float64(max(o.logEnd-o.lastStable, 0)))
+	if u, ok := o.unstable(); ok {
+		ps.g.UnstableRecords.WithLabelValues(l...).Set(float64(u))
 	}
 	if lag, ok := o.lag(); ok {
 		ps.g.ConsumerLag.WithLabelValues(l...).Set(float64(lag))
@@ -183,10 +192,7 @@ func (ps *partitions) snapshot() ([]PartitionStatus, int64) {
 	for tp, o := range ps.m {
 		lag, _ := o.lag()
 		total += lag
-		unstable := int64(0)
-		if o.logEnd >= 0 && o.lastStable >= 0 {
-			unstable = max(o.logEnd-o.lastStable, 0)
-		}
+		unstable, _ := o.unstable()
 		out = append(out, PartitionStatus{Topic: tp.topic, Partition: tp.partition, Position: o.position, Committed: o.committed,
 			LogEnd: o.logEnd, LastStable: o.lastStable, Lag: lag, Unstable: unstable})
 	}

@@ -104,7 +104,7 @@ type Pipeline struct {
 	log   *slog.Logger
 
 	// Loop-goroutine state.
-	workers []worker // workers[0] runs chain (on the loop's goroutine when the others are idle)
+	workers []worker // workers[0] runs chain, on the loop's goroutine when a poll is not shared
 	batches []batch  // the last poll's records, in runs of one partition's
 	results []result // the workers' outcomes, one per record of batches
 
@@ -389,10 +389,10 @@ func (p *Pipeline) pollSize() int {
 
 // process runs every polled record through the chain and produces the
 // outputs, partition by partition, each partition's in its input order.
-// With more than one worker the chains run first, concurrently (see split
-// and runWorkers); the outputs are then produced here, in the same order
-// and under the same policies as with one worker. This is the per-record path: nothing here allocates, locks
-// or logs unless a record fails.
+// With more than one worker the chains run concurrently (see split and
+// startWorkers) while the outputs are produced here, in the same order
+// and under the same policies as with one worker. This is the per-record
+// path: nothing here allocates, locks or logs unless a record fails.
 func (p *Pipeline) process(fs kgo.Fetches) error {
 	parallel := p.split(fs)
 	if parallel {

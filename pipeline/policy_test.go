@@ -59,6 +59,31 @@ func waitDone(t *testing.T, run *loopRun, within time.Duration, what string) err
 	return nil
 }
 
+// checkStoppedAt checks what a run of group "g" that stopped at the failed
+// input rec committed: nothing from rec on on its partition, offsets the
+// counters agree with, and on topic exactly the inputs below them.
+func (e *loopEnv) checkStoppedAt(run *loopRun, topic string, rec *kgo.Record) {
+	e.t.Helper()
+	committed := e.committedOffsets("g")
+	if c := committed[rec.Partition]; c > rec.Offset {
+		e.t.Errorf("partition %d committed up to %d, past the failed record at %d", rec.Partition, c, rec.Offset)
+	}
+	checkCounters(e.t, run, sumOffsets(committed))
+	e.checkTopic(topic, e.read(topic, true), func(in *kgo.Record) bool { return in.Offset < committed[in.Partition] })
+}
+
+// poisonChain is a pass-through chain (loopChain) that fails poison, and
+// only it, with the error "poison record".
+func poisonChain(t *testing.T, poison *kgo.Record) *transform.Chain {
+	t.Helper()
+	return loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		if string(r.Value) == string(poison.Value) {
+			return out, errors.New("poison record")
+		}
+		return append(out, r), nil
+	})
+}
+
 // Retriable failures are retried with doubling backoff (10ms, 20ms, ...)
 // up to MaxRetries times; permanent ones are not retried. A record that
 // passes on a retry is output once; one that is still failing after
@@ -211,12 +236,7 @@ func TestLoopFailPolicyStops(t *testing.T) {
 	const n, keys = 300, 10
 	e.produce(n, keys)
 	poison := e.inputs[n/2]
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-		if string(r.Value) == string(poison.Value) {
-			return out, errors.New("poison record")
-		}
-		return append(out, r), nil
-	})
+	chain := poisonChain(t, poison)
 	run := e.start("g", "g-a", chain, Options{Lineage: true, MaxRecordsPerTxn: 40})
 	err := waitDone(t, run, 20*time.Second, "the fail policy must stop at the poison record")
 
@@ -237,12 +257,7 @@ func TestLoopFailPolicyStops(t *testing.T) {
 	if a := testutil.ToFloat64(run.tm.Aborted.WithLabelValues(string(txn.ReasonTransform))); a != 1 {
 		t.Errorf("aborted{reason=transform_error} = %v, want 1", a)
 	}
-	committed := e.committedOffsets("g")
-	if c := committed[poison.Partition]; c > poison.Offset {
-		t.Errorf("partition %d committed up to %d, past the failed record at %d", poison.Partition, c, poison.Offset)
-	}
-	checkCounters(t, run, sumOffsets(committed))
-	e.checkTopic(e.out, e.read(e.out, true), func(in *kgo.Record) bool { return in.Offset < committed[in.Partition] })
+	e.checkStoppedAt(run, e.out, poison)
 }
 
 // Outputs routed to another topic go there, with lineage, and are counted
@@ -393,31 +408,14 @@ func TestLoopStopWhileEndingFails(t *testing.T) {
 	e := newLoopEnv(t)
 	const n, keys = 20, 2
 	e.produce(n, keys)
-	inside, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-		once.Do(func() {
-			close(inside)
-			select {
-			case <-release:
-			case <-time.After(10 * time.Second):
-			}
-		})
-		return append(out, r), nil
-	})
+	g := newGate(10 * time.Second)
 	// One record per transaction: the step that processes the held record
 	// also ends its transaction.
-	first := e.start("g", "g-a", chain, Options{Lineage: true, MaxRecordsPerTxn: 1, CommitInterval: 5 * time.Second})
-	select {
-	case <-inside:
-	case <-first.done:
-		t.Fatalf("Run returned %v before the first record", first.err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("the first record did not reach the transform within 20s")
-	}
+	first := e.start("g", "g-a", g.chain(t), Options{Lineage: true, MaxRecordsPerTxn: 1, CommitInterval: 5 * time.Second})
+	g.wait(t, first, "the first record")
 	h := e.cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true})
 	first.cancel()
-	close(release)
+	close(g.release)
 	first.stop(t, 10*time.Second)
 	if h.Hits() != 1 {
 		t.Fatalf("the EndTxn fault was hit %d times, want once: the stop did not land in the ending", h.Hits())

@@ -57,20 +57,7 @@ func (e *loopEnv) createTopic(topic string, partitions int32, configs map[string
 // offsets, like produce.
 func (e *loopEnv) produceRecords(recs ...*kgo.Record) {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.DefaultProduceTopic(e.in))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		e.t.Fatalf("producing input: %v", err)
-	}
-	for _, r := range recs {
-		e.inputs = append(e.inputs, r)
-		e.byValue[string(r.Value)] = r
-	}
+	e.produceInputs(recs, kgo.DefaultProduceTopic(e.in))
 }
 
 // incompressible returns n random bytes: the producer compresses batches,
@@ -181,12 +168,7 @@ func TestLoopOutputTooLargeFails(t *testing.T) {
 	if h := run.p.Healthy(); h == nil {
 		t.Error("Healthy() = nil after the failure")
 	}
-	committed := e.committedOffsets("g")
-	if c := committed[big.Partition]; c > big.Offset {
-		t.Errorf("partition %d committed up to %d, past the failed record at %d", big.Partition, c, big.Offset)
-	}
-	checkCounters(t, run, sumOffsets(committed))
-	e.checkTopic(tiny, e.read(tiny, true), func(in *kgo.Record) bool { return in.Offset < committed[in.Partition] })
+	e.checkStoppedAt(run, tiny, big)
 }
 
 // A failed record whose dead letter is too large for the dead-letter topic
@@ -296,23 +278,13 @@ func TestLoopDeadLetterTopicMissing(t *testing.T) {
 	const n, keys = 30, 3
 	e.produce(n, keys)
 	poison := e.inputs[n/3]
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-		if string(r.Value) == string(poison.Value) {
-			return out, errors.New("poison record")
-		}
-		return append(out, r), nil
-	})
+	chain := poisonChain(t, poison)
 	run := e.start("g", "g-a", chain, Options{Lineage: true, OnError: DeadLetter, DLQTopic: "ghost-dlq"})
 	err := waitDone(t, run, 45*time.Second, "a missing dead-letter topic must stop the processor")
 	if err == nil || !strings.Contains(err.Error(), `the dead-letter topic "ghost-dlq" does not exist any more`) {
 		t.Fatalf("Run returned %v, want an error naming the missing dead-letter topic", err)
 	}
-	committed := e.committedOffsets("g")
-	if c := committed[poison.Partition]; c > poison.Offset {
-		t.Errorf("partition %d committed up to %d, past the record whose dead letter failed at %d", poison.Partition, c, poison.Offset)
-	}
-	checkCounters(t, run, sumOffsets(committed))
-	e.checkTopic(e.out, e.read(e.out, true), func(in *kgo.Record) bool { return in.Offset < committed[in.Partition] })
+	e.checkStoppedAt(run, e.out, poison)
 }
 
 // confirmMissing asks the cluster about the topics that produce failures

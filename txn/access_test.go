@@ -87,12 +87,7 @@ func TestAccessErrorMessage(t *testing.T) {
 // user "u" with password "p".
 func saslCluster(t *testing.T, extra ...kfake.Opt) *cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "u", "p")}, extra...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return &cluster{fake: c, brokers: c.ListenAddrs()}
+	return newClusterOf(t, append([]kfake.Opt{kfake.NumBrokers(1), kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "u", "p")}, extra...)...)
 }
 
 func scramOpts(user, pass string) []kgo.Opt {
@@ -117,12 +112,8 @@ func initWithin(t *testing.T, f *fixture, d time.Duration) error {
 func TestConnOptsReachEveryClient(t *testing.T) {
 	t.Parallel()
 	c := saslCluster(t)
-	if err := c.fake.CreateTopic("in", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.fake.CreateTopic("out", 1, nil); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(t, "in", 1)
+	c.createTopic(t, "out", 1)
 	f := c.session(t, "g-sasl", "tx-sasl", []string{"in"}, func(o *Options) { o.ConnOpts = scramOpts("u", "p") })
 	f.init(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -331,15 +322,10 @@ func TestInitRefusedReadAccess(t *testing.T) {
 func TestInitTLS(t *testing.T) {
 	t.Parallel()
 	ca, other := newTestCA(t), newTestCA(t)
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(&tls.Config{
+	c := newClusterOf(t, kfake.NumBrokers(1), kfake.TLS(&tls.Config{
 		Certificates: []tls.Certificate{ca.issue(t, true)},
 		ClientAuth:   tls.RequireAndVerifyClientCert, ClientCAs: ca.pool,
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fake.Close)
-	c := &cluster{fake: fake, brokers: fake.ListenAddrs()}
 	client := ca.issue(t, false)
 	for _, tc := range []struct {
 		name string
@@ -371,20 +357,15 @@ func TestInitTLS(t *testing.T) {
 // The client's warnings and errors about a refused connection are logged
 // at debug: the caller reports the refusal, once, as the error.
 func TestKgoLoggerDemotesRefusals(t *testing.T) {
-	lb := &logBuf{}
-	k := kgoLogger{slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	k, lb := kgoLoggerAt(slog.LevelDebug)
 	k.Log(kgo.LogLevelError, "unable to initialize sasl", "broker", 1, "err", fmt.Errorf("x: %w", kerr.SaslAuthenticationFailed))
 	k.Log(kgo.LogLevelWarn, "unable to open connection to broker", "err", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}})
 	k.Log(kgo.LogLevelError, "other", "err", kerr.NotEnoughReplicas)
 	k.Log(kgo.LogLevelWarn, "another", "err", io.EOF)
-	for _, want := range []string{
+	lb.checkHas(t,
 		`level=DEBUG msg="kafka client: unable to initialize sasl"`,
 		`level=DEBUG msg="kafka client: unable to open connection to broker"`,
 		`level=ERROR msg="kafka client: other"`,
 		`level=WARN msg="kafka client: another"`,
-	} {
-		if !strings.Contains(lb.String(), want) {
-			t.Errorf("log lacks %s:\n%s", want, lb)
-		}
-	}
+	)
 }

@@ -49,14 +49,6 @@ type database struct {
 	stored map[pgsink.TopicPartition]int64
 }
 
-// Dead-letter headers the pipeline adds (pipeline.HeaderError and its
-// siblings), read back into the dead-letter table's columns.
-const (
-	headerError     = "processor.error"
-	headerTransform = "processor.error.transform"
-	headerAttempts  = "processor.error.attempts"
-)
-
 // adjustOffsets is the group client's AdjustFetchOffsetsFn in database
 // mode: the assigned partitions resume from their stored offsets, which
 // win over the group's; a partition with none starts where the group says.
@@ -113,33 +105,25 @@ func (d *database) forget(revoked map[string][]int32) {
 	}
 }
 
-// produceRow keeps r, an output of src, as a row of the open batch; a
-// record for the dead-letter topic is kept as a dead letter.
-func (d *database) produceRow(r *kgo.Record, src transform.Source, deadLetterTopic string) {
+// produceRow keeps r, an output of src, as a row of the open batch.
+func (d *database) produceRow(r *kgo.Record, src transform.Source) {
 	row := pgsink.Row{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp,
 		Topic: src.Topic, Partition: src.Partition, Offset: src.Offset}
-	if deadLetterTopic != "" && r.Topic == deadLetterTopic {
-		dl := pgsink.DeadLetter{Row: row}
-		for _, h := range r.Headers {
-			switch h.Key {
-			case headerError:
-				dl.Error = string(h.Value)
-			case headerTransform:
-				dl.Stage = string(h.Value)
-			case headerAttempts:
-				fmt.Sscan(string(h.Value), &dl.Attempts)
-			}
-		}
-		d.dead = append(d.dead, dl)
-		d.deadRecs = append(d.deadRecs, r)
-		return
-	}
 	if len(d.rows) > 0 && d.last == src {
 		row.Seq = d.rows[len(d.rows)-1].Seq + 1
 	}
 	d.last = src
 	d.rows = append(d.rows, row)
 	d.rowRecs = append(d.rowRecs, r)
+}
+
+// produceDeadLetter keeps r, the dead letter of src, with why it failed.
+func (d *database) produceDeadLetter(r *kgo.Record, src transform.Source, why DeadLetter) {
+	d.dead = append(d.dead, pgsink.DeadLetter{
+		Row: pgsink.Row{Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp,
+			Topic: src.Topic, Partition: src.Partition, Offset: src.Offset},
+		Error: why.Err.Error(), Stage: why.Stage, Attempts: why.Attempts})
+	d.deadRecs = append(d.deadRecs, r)
 }
 
 // reset drops the open batch.

@@ -218,15 +218,5 @@ func TestTransactionStatus(t *testing.T) {
 // gauge reads one unlabelled gauge from the fixture's registry.
 func gauge(t *testing.T, f *fixture, name string) float64 {
 	t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return f.metric(t, name).GetGauge().GetValue()
 }

@@ -74,12 +74,10 @@ type Options struct {
 	// written twice but none is lost. TransactionalID is not used.
 	AtLeastOnce bool
 	// Database writes the outputs into PostgreSQL instead of Kafka: each
-	// batch's rows and next offsets in one database transaction, the
-	// database's offsets winning over the group's (see database.go).
-	// TransactionalID is not used. Records produced to DeadLetterTopic are
-	// written to its dead-letter table.
-	Database        *pgsink.Sink
-	DeadLetterTopic string
+	// batch's rows, dead letters and next offsets in one database
+	// transaction, the database's offsets winning over the group's (see
+	// database.go). TransactionalID is not used.
+	Database *pgsink.Sink
 }
 
 // FencedError is returned when the producer was fenced again soon after a
@@ -432,7 +430,7 @@ func (s *Session) Begun() time.Time { return s.begun }
 // error, which aborts the transaction.
 func (s *Session) Produce(ctx context.Context, r *kgo.Record, src transform.Source) {
 	if s.db != nil {
-		s.db.produceRow(r, src, s.opts.DeadLetterTopic)
+		s.db.produceRow(r, src)
 		return
 	}
 	if s.plain != nil {
@@ -440,6 +438,25 @@ func (s *Session) Produce(ctx context.Context, r *kgo.Record, src transform.Sour
 		return
 	}
 	s.gts.Produce(ctx, r, s.promise)
+}
+
+// DeadLetter is why an input record was given up on: the chain entry (or
+// "produce") that failed, after how many attempts, with what error.
+type DeadLetter struct {
+	Stage    string
+	Attempts int
+	Err      error
+}
+
+// ProduceDeadLetter buffers r, the dead letter of input src, in the open
+// transaction, as Produce does: to r's topic (the dead-letter topic), or
+// in database mode to the dead-letter table, with why's columns.
+func (s *Session) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why DeadLetter) {
+	if s.db != nil {
+		s.db.produceDeadLetter(r, src, why)
+		return
+	}
+	s.Produce(ctx, r, src)
 }
 
 // Failure is an output record that could not be produced, and why.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -35,7 +36,13 @@ type cluster struct {
 
 func newCluster(t *testing.T) *cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("txn-test"))
+	return newClusterOf(t, kfake.NumBrokers(3), kfake.ClusterID("txn-test"))
+}
+
+// newClusterOf is a kfake cluster of opts for one test.
+func newClusterOf(t *testing.T, opts ...kfake.Opt) *cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,8 +300,9 @@ func (f *fixture) abortedTotal() float64 {
 	return n
 }
 
-// histogram returns the sample count and sum of a histogram in f's registry.
-func (f *fixture) histogram(t *testing.T, name string) (uint64, float64) {
+// metric returns the first (for an unlabelled metric, the only) series of
+// metric name in f's registry.
+func (f *fixture) metric(t *testing.T, name string) *dto.Metric {
 	t.Helper()
 	mfs, err := f.reg.Gather()
 	if err != nil {
@@ -302,12 +310,18 @@ func (f *fixture) histogram(t *testing.T, name string) (uint64, float64) {
 	}
 	for _, mf := range mfs {
 		if mf.GetName() == name {
-			h := mf.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
+			return mf.GetMetric()[0]
 		}
 	}
-	t.Fatalf("no histogram %s", name)
-	return 0, 0
+	t.Fatalf("no metric %s", name)
+	return nil
+}
+
+// histogram returns the sample count and sum of a histogram in f's registry.
+func (f *fixture) histogram(t *testing.T, name string) (uint64, float64) {
+	t.Helper()
+	h := f.metric(t, name).GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -1091,26 +1105,37 @@ func TestKgoLogger(t *testing.T) {
 		{slog.LevelWarn, kgo.LogLevelWarn},
 		{slog.LevelError, kgo.LogLevelError},
 	} {
-		lb := &logBuf{}
-		k := kgoLogger{slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: tc.level}))}
+		k, _ := kgoLoggerAt(tc.level)
 		if got := k.Level(); got != tc.want {
 			t.Errorf("Level with slog %v = %v, want %v", tc.level, got, tc.want)
 		}
 	}
-	lb := &logBuf{}
-	k := kgoLogger{slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	k, lb := kgoLoggerAt(slog.LevelDebug)
 	k.Log(kgo.LogLevelError, "e", "k", 1)
 	k.Log(kgo.LogLevelWarn, "w")
 	k.Log(kgo.LogLevelInfo, "i")
 	k.Log(kgo.LogLevelDebug, "d")
-	for _, want := range []string{
+	lb.checkHas(t,
 		`level=ERROR msg="kafka client: e" k=1`,
 		`level=WARN msg="kafka client: w"`,
 		`level=DEBUG msg="kafka client: i"`,
 		`level=DEBUG msg="kafka client: d"`,
-	} {
-		if !strings.Contains(lb.String(), want) {
-			t.Errorf("log lacks %s:\n%s", want, lb)
+	)
+}
+
+// kgoLoggerAt returns a kgoLogger logging at level and up into a new
+// logBuf.
+func kgoLoggerAt(level slog.Level) (kgoLogger, *logBuf) {
+	lb := &logBuf{}
+	return kgoLogger{slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: level}))}, lb
+}
+
+// checkHas fails the test for each of wants the log does not contain.
+func (l *logBuf) checkHas(t *testing.T, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(l.String(), want) {
+			t.Errorf("log lacks %s:\n%s", want, l)
 		}
 	}
 }

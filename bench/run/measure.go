@@ -326,18 +326,24 @@ func cpuSeconds(pid int) (float64, error) {
 
 // peakRSS is VmHWM from /proc/<pid>/status, in bytes.
 func peakRSS(pid int) (int64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	return procBytes("/proc/"+strconv.Itoa(pid)+"/status", "VmHWM")
+}
+
+// procBytes reads the line "key: N kB" of a /proc file such as
+// /proc/meminfo, and returns N in bytes.
+func procBytes(path, key string) (int64, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, key+":"); ok {
 			f := strings.Fields(rest)
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in %s", key, path)
 }
 
 func logTail(path string) string {

@@ -251,18 +251,11 @@ func orQ(s string) string {
 }
 
 func memTotal() string {
-	b, err := os.ReadFile("/proc/meminfo")
+	n, err := procBytes("/proc/meminfo", "MemTotal")
 	if err != nil {
 		return "? memory"
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
-			f := strings.Fields(rest)
-			kb, _ := strconv.ParseInt(f[0], 10, 64)
-			return fmt.Sprintf("%.0f GiB memory", float64(kb)/(1<<20))
-		}
-	}
-	return "? memory"
+	return fmt.Sprintf("%.0f GiB memory", float64(n)/(1<<30))
 }
 
 // runJSON is one run in the raw results file (latest.json beside the table).

@@ -97,6 +97,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/pgsink"
 )
 
 func main() {
@@ -143,9 +144,9 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.DurationVar(&c.opts.StuckAfter, "stuck-after", 30*time.Second, "an input partition with lag whose committed offset does not move for this long is stuck")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "how long reading the topics and offsets may take")
 	fs.StringVar(&c.tables.URL, "postgres-url", "", "audit a run into PostgreSQL (PROCESSOR_SINK=postgres) in this database, postgres://user:password@host:port/db?sslmode=...; instead of -output")
-	fs.StringVar(&c.tables.Records, "table", "processor_records", "with -postgres-url: the records table (PROCESSOR_POSTGRES_TABLE)")
+	fs.StringVar(&c.tables.Records, "table", pgsink.DefaultTable, "with -postgres-url: the records table (PROCESSOR_POSTGRES_TABLE)")
 	fs.StringVar(&c.tables.DeadLetters, "dead-letter-table", "", "with -postgres-url: the dead-letter table (PROCESSOR_POSTGRES_DEAD_LETTER_TABLE); every row in it is an anomaly (for runs without bad records)")
-	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
+	fs.StringVar(&c.tables.Offsets, "offsets-table", pgsink.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -224,7 +225,7 @@ func parseDatabase(c *config, fs *flag.FlagSet) error {
 		if t.name == "" && t.flag != "dead-letter-table" {
 			return fmt.Errorf("-%s is empty: want a table name, or schema.table", t.flag)
 		}
-		if parts := strings.Split(t.name, "."); t.name != "" && (len(parts) > 2 || slices.Contains(parts, "")) {
+		if t.name != "" && !check.ValidTable(t.name) {
 			return fmt.Errorf("-%s %q: want a table name, or schema.table", t.flag, t.name)
 		}
 	}

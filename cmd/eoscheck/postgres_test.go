@@ -2,36 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
 )
-
-// postgresURL returns the test server's URL (PROCESSOR_TEST_POSTGRES_URL;
-// make pg-up starts one and prints it). Without one, the test fails in CI,
-// which must start it, and is skipped elsewhere.
-func postgresURL(t *testing.T) string {
-	t.Helper()
-	u := os.Getenv("PROCESSOR_TEST_POSTGRES_URL")
-	if u == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("PROCESSOR_TEST_POSTGRES_URL is not set: .ci/run must start integration/postgres/pg.sh and export the URL it prints last")
-		}
-		t.Skip("no PostgreSQL: start one with `make pg-up` and export PROCESSOR_TEST_POSTGRES_URL=<the URL it prints last>")
-	}
-	return u
-}
 
 // TestPostgresRun plays an identity processor into PostgreSQL by hand: a
 // kfake cluster holds the input (3 partitions of 8 records), the
@@ -41,7 +23,8 @@ func postgresURL(t *testing.T) string {
 // written twice, one never written and one row past its partition's stored
 // offset must show exactly those three, each with an example naming it.
 func TestPostgresRun(t *testing.T) {
-	base := postgresURL(t)
+	db := pgtest.New(t) // the test server, and a schema of the test's own
+	base, schema := db.URL, db.Schema
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	must := func(err error) {
@@ -59,22 +42,6 @@ func TestPostgresRun(t *testing.T) {
 	must(err)
 	t.Cleanup(cl.Close)
 	adm := kadm.NewClient(cl)
-
-	conn, err := pgx.Connect(ctx, base)
-	must(err)
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	schema := "eoscheck_" + hex.EncodeToString(b[:])
-	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
-	must(err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
 
 	// scenario writes one run under prefix and returns eoscheck's args.
 	type src struct {
@@ -106,7 +73,7 @@ func TestPostgresRun(t *testing.T) {
 		}
 		must(sink.Commit(ctx, &batch))
 		if dup != (src{-1, -1}) {
-			_, err := conn.Exec(ctx, "INSERT INTO "+table+" (src_topic, src_partition, src_offset, seq) VALUES ($1, $2, $3, 0)", in, dup.p, dup.off)
+			_, err := db.Admin.Exec(ctx, "INSERT INTO "+table+" (src_topic, src_partition, src_offset, seq) VALUES ($1, $2, $3, 0)", in, dup.p, dup.off)
 			must(err)
 		}
 		return []string{"-brokers", strings.Join(brokers, ","), "-input", in, "-group", group, "-postgres-url", base,

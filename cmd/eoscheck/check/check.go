@@ -224,22 +224,20 @@ type Report struct {
 	Samples        int // samples taken
 	Window         time.Duration
 
-	// Kinds are the anomalies the check looked for, in report order, one
-	// table row each; nil means Anomalies (Check). CheckDatabase sets
-	// DatabaseAnomalies.
-	Kinds []Anomaly
 	// Database holds the totals of a run into PostgreSQL (CheckDatabase),
 	// which the table shows in place of outputs and samples; nil for a
 	// run into Kafka.
 	Database *DatabaseTotals
 }
 
-// kinds returns the anomalies the report lists.
+// kinds returns the anomalies the check looked for, in report order, one
+// table row each: DatabaseAnomalies for a run into PostgreSQL, else
+// Anomalies.
 func (r Report) kinds() []Anomaly {
-	if r.Kinds == nil {
-		return Anomalies
+	if r.Database != nil {
+		return DatabaseAnomalies
 	}
-	return r.Kinds
+	return Anomalies
 }
 
 // Clean reports whether no anomaly was found.
@@ -261,7 +259,7 @@ func (r Report) Anomalies() int {
 	return n
 }
 
-// Table renders the report: one row per anomaly checked (Kinds) in fixed
+// Table renders the report: one row per anomaly checked (kinds) in fixed
 // order with its count and first example (with how many more there are),
 // then the totals (of outputs, or of rows for a run into PostgreSQL) and a
 // last line "result: CLEAN" or "result: N ANOMALIES (...)".
@@ -315,6 +313,33 @@ type reporter struct {
 	max int
 }
 
+// newReport returns a report with a zero count of each of kinds, and the
+// reporter that fills it, keeping maxExamples examples per anomaly (5
+// when 0).
+func newReport(kinds []Anomaly, maxExamples int) (*Report, reporter) {
+	if maxExamples <= 0 {
+		maxExamples = 5
+	}
+	rep := &Report{Counts: map[Anomaly]int{}, Examples: map[Anomaly][]string{}}
+	for _, a := range kinds {
+		rep.Counts[a] = 0
+	}
+	return rep, reporter{rep, maxExamples}
+}
+
+// uniqueInputs returns inputs sorted, without repeats, and the set of
+// them.
+func uniqueInputs(inputs []Input) ([]Input, map[Input]bool) {
+	inputs = slices.Clone(inputs)
+	slices.SortFunc(inputs, cmpInput)
+	inputs = slices.Compact(inputs)
+	exists := make(map[Input]bool, len(inputs))
+	for _, in := range inputs {
+		exists[in] = true
+	}
+	return inputs, exists
+}
+
 func (rp reporter) add(a Anomaly, format string, args ...any) {
 	rp.r.Counts[a]++
 	if len(rp.r.Examples[a]) < rp.max {
@@ -332,28 +357,17 @@ func committedAt(m map[TopicPartition]int64, tp TopicPartition) int64 {
 
 // Check audits a run and counts its anomalies.
 func Check(run Run, opts Options) Report {
-	if opts.MaxExamples <= 0 {
-		opts.MaxExamples = 5
-	}
-	rep := Report{Counts: map[Anomaly]int{}, Examples: map[Anomaly][]string{}}
-	for _, a := range Anomalies {
-		rep.Counts[a] = 0
-	}
-	rp := reporter{&rep, opts.MaxExamples}
+	rep, rp := newReport(Anomalies, opts.MaxExamples)
 	committed := run.Committed
 	earlier := run.CommittedEarlier
 	if earlier == nil {
 		earlier = committed
 	}
 
-	inputs := slices.Clone(run.Inputs)
-	slices.SortFunc(inputs, cmpInput)
-	inputs = slices.Compact(inputs)
+	inputs, exists := uniqueInputs(run.Inputs)
 	rep.Inputs = len(inputs)
-	exists := make(map[Input]bool, len(inputs))
 	byTP := map[TopicPartition][]int64{} // sorted offsets per input partition
 	for _, in := range inputs {
-		exists[in] = true
 		byTP[in.TP()] = append(byTP[in.TP()], in.Offset)
 	}
 
@@ -434,14 +448,15 @@ func Check(run Run, opts Options) Report {
 
 	// Duplicates, per input.
 	for _, in := range inputs {
-		outs := visible[in]
+		outs, dl := visible[in], dead[in]
+		twice := len(dl) > 1 || len(dl) == 1 && len(outs) > 0 // a dead letter and another dead letter or output
 		if opts.AtLeastOnce {
-			if dl := dead[in]; len(dl) > 1 || len(dl) == 1 && len(outs) > 0 || opts.OneToOne && len(outs) > 1 {
+			if twice || opts.OneToOne && len(outs) > 1 {
 				rep.Repeated++
 			}
 			continue
 		}
-		if dl := dead[in]; len(dl) > 1 || len(dl) == 1 && len(outs) > 0 {
+		if twice {
 			rp.add(Duplicate, "%s has %d visible outputs and %d dead letters: %s", in, len(outs), len(dl), outputList(slices.Concat(outs, dl)))
 			continue
 		}
@@ -522,7 +537,7 @@ func Check(run Run, opts Options) Report {
 	}
 	checkHanging(rp, samples, opts.TransactionTimeout)
 	checkStuck(rp, samples, inputPartitions(run), byTP, opts.StuckAfter)
-	return rep
+	return *rep
 }
 
 // checkHanging flags partitions whose last stable offset stayed at one
@@ -648,15 +663,18 @@ func TruncateError(s string) string {
 	return s[:cut] + "..."
 }
 
-func outputList(outs []Output) string {
-	const max = 4
-	var parts []string
-	for i, o := range outs {
+func outputList(outs []Output) string { return shortList(outs, 4, Output.String) }
+
+// shortList renders the first max of xs with str, comma-separated, and
+// how many more there are as +N.
+func shortList[T any](xs []T, max int, str func(T) string) string {
+	parts := make([]string, 0, min(len(xs), max+1))
+	for i, x := range xs {
 		if i == max {
-			parts = append(parts, fmt.Sprintf("+%d", len(outs)-max))
+			parts = append(parts, fmt.Sprintf("+%d", len(xs)-max))
 			break
 		}
-		parts = append(parts, o.String())
+		parts = append(parts, str(x))
 	}
 	return strings.Join(parts, ", ")
 }

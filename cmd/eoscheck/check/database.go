@@ -2,10 +2,8 @@ package check
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 )
 
 // A run into PostgreSQL (PROCESSOR_SINK=postgres) has no output topics: each
@@ -87,26 +85,13 @@ var DatabaseAnomalies = []Anomaly{Duplicate, Lost, OffsetMismatch, Uncommitted, 
 // Options.AtLeastOnce, TransactionTimeout and StuckAfter do not apply: the
 // postgres sink only runs exactly once.
 func CheckDatabase(run DatabaseRun, opts Options) Report {
-	if opts.MaxExamples <= 0 {
-		opts.MaxExamples = 5
-	}
-	rep := Report{Counts: map[Anomaly]int{}, Examples: map[Anomaly][]string{}, Kinds: DatabaseAnomalies,
-		Database: &DatabaseTotals{Table: run.Table, DeadLetterTable: run.DeadLetterTable}}
-	for _, a := range DatabaseAnomalies {
-		rep.Counts[a] = 0
-	}
-	rp := reporter{&rep, opts.MaxExamples}
+	rep, rp := newReport(DatabaseAnomalies, opts.MaxExamples)
+	tot := &DatabaseTotals{Table: run.Table, DeadLetterTable: run.DeadLetterTable}
+	rep.Database = tot
 	stored := run.Stored
-	tot := rep.Database
 
-	inputs := slices.Clone(run.Inputs)
-	slices.SortFunc(inputs, cmpInput)
-	inputs = slices.Compact(inputs)
+	inputs, exists := uniqueInputs(run.Inputs)
 	rep.Inputs = len(inputs)
-	exists := make(map[Input]bool, len(inputs))
-	for _, in := range inputs {
-		exists[in] = true
-	}
 	inputTopics := map[string]bool{}
 	for tp := range run.InputEnds {
 		inputTopics[tp.Topic] = true
@@ -210,7 +195,7 @@ func CheckDatabase(run DatabaseRun, opts Options) Report {
 			tot.AtEnd++ // empty, nothing to consume
 		}
 	}
-	return rep
+	return *rep
 }
 
 // DatabaseTotals are the totals of a CheckDatabase report.
@@ -230,14 +215,5 @@ func seqList(rs []Row) string {
 	if len(rs) == 0 {
 		return "none"
 	}
-	const max = 6
-	parts := make([]string, 0, min(len(rs), max+1))
-	for i, r := range rs {
-		if i == max {
-			parts = append(parts, fmt.Sprintf("+%d", len(rs)-max))
-			break
-		}
-		parts = append(parts, strconv.Itoa(r.Seq))
-	}
-	return "seq " + strings.Join(parts, ", ")
+	return "seq " + shortList(rs, 6, func(r Row) string { return strconv.Itoa(r.Seq) })
 }

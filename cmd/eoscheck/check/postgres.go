@@ -9,11 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// DefaultOffsetsTable is the offsets table of the PostgreSQL sink
-// (pgsink.DefaultOffsetsTable).
-const DefaultOffsetsTable = "processor_offsets"
+	"github.com/streamproc/processor/pgsink"
+)
 
 // Tables names the PostgreSQL sink's tables of one run and how to reach
 // them.
@@ -26,7 +24,7 @@ type Tables struct {
 	// DeadLetters is the dead-letter table
 	// (PROCESSOR_POSTGRES_DEAD_LETTER_TABLE); empty: not read.
 	DeadLetters string
-	// Offsets is the offsets table; empty means DefaultOffsetsTable.
+	// Offsets is the offsets table; empty means pgsink.DefaultOffsetsTable.
 	Offsets string
 	// Group is the consumer group whose stored offsets are read.
 	Group string
@@ -35,14 +33,20 @@ type Tables struct {
 	Inputs []string
 }
 
-// tableID turns a table name as the sink takes it (table or
-// schema.table, used as written) into a quoted identifier.
-func tableID(name string) (string, error) {
+// ValidTable reports whether name is a table name as the sink takes it:
+// table or schema.table, used as written.
+func ValidTable(name string) bool {
 	parts := strings.Split(name, ".")
-	if len(parts) > 2 || slices.Contains(parts, "") {
+	return len(parts) <= 2 && !slices.Contains(parts, "")
+}
+
+// tableID turns a table name as the sink takes it into a quoted
+// identifier.
+func tableID(name string) (string, error) {
+	if !ValidTable(name) {
 		return "", fmt.Errorf("table name %q: want table or schema.table", name)
 	}
-	return pgx.Identifier(parts).Sanitize(), nil
+	return pgx.Identifier(strings.Split(name, ".")).Sanitize(), nil
 }
 
 // ReadTables reads the records table, the dead-letter table (when named)
@@ -55,7 +59,7 @@ func tableID(name string) (string, error) {
 func ReadTables(ctx context.Context, t Tables) (DatabaseRun, error) {
 	run := DatabaseRun{Table: t.Records, DeadLetterTable: t.DeadLetters, Stored: map[TopicPartition]int64{}}
 	if t.Offsets == "" {
-		t.Offsets = DefaultOffsetsTable
+		t.Offsets = pgsink.DefaultOffsetsTable
 	}
 	if t.Records == "" || t.Group == "" || len(t.Inputs) == 0 {
 		return run, errors.New("the records table, the group and the input topics are all required")
@@ -92,64 +96,52 @@ func ReadTables(ctx context.Context, t Tables) (DatabaseRun, error) {
 	}
 	defer tx.Rollback(context.Background())
 
-	rs, err := tx.Query(ctx, `SELECT src_topic, src_partition, src_offset, seq FROM `+records)
+	var r Row
+	err = readTable(ctx, tx, where, t.Records, `SELECT src_topic, src_partition, src_offset, seq FROM `+records,
+		[]any{&r.Source.Topic, &r.Source.Partition, &r.Source.Offset, &r.Seq}, func() { run.Rows = append(run.Rows, r) })
 	if err != nil {
-		return run, tableErr(where, t.Records, err)
+		return run, err
 	}
-	for rs.Next() {
-		var r Row
-		if err := rs.Scan(&r.Source.Topic, &r.Source.Partition, &r.Source.Offset, &r.Seq); err != nil {
-			rs.Close()
-			return run, fmt.Errorf("%s: reading table %s: %w", where, t.Records, err)
-		}
-		run.Rows = append(run.Rows, r)
-	}
-	if err := rs.Err(); err != nil {
-		return run, tableErr(where, t.Records, err)
-	}
-
 	if dead != "" {
 		run.DeadLetters = []DeadLetterRow{}
-		rs, err := tx.Query(ctx, `SELECT src_topic, src_partition, src_offset, error, stage, attempts FROM `+dead)
+		var d DeadLetterRow
+		err = readTable(ctx, tx, where, t.DeadLetters, `SELECT src_topic, src_partition, src_offset, error, stage, attempts FROM `+dead,
+			[]any{&d.Source.Topic, &d.Source.Partition, &d.Source.Offset, &d.Error, &d.Stage, &d.Attempts}, func() {
+				d.Error = TruncateError(d.Error)
+				run.DeadLetters = append(run.DeadLetters, d)
+			})
 		if err != nil {
-			return run, tableErr(where, t.DeadLetters, err)
+			return run, err
 		}
-		for rs.Next() {
-			var d DeadLetterRow
-			if err := rs.Scan(&d.Source.Topic, &d.Source.Partition, &d.Source.Offset, &d.Error, &d.Stage, &d.Attempts); err != nil {
-				rs.Close()
-				return run, fmt.Errorf("%s: reading table %s: %w", where, t.DeadLetters, err)
+	}
+	var tp TopicPartition
+	var next int64
+	err = readTable(ctx, tx, where, t.Offsets, `SELECT topic, "partition", next_offset FROM `+offsets+` WHERE "group" = $1`,
+		[]any{&tp.Topic, &tp.Partition, &next}, func() {
+			if slices.Contains(t.Inputs, tp.Topic) {
+				run.Stored[tp] = next
 			}
-			d.Error = TruncateError(d.Error)
-			run.DeadLetters = append(run.DeadLetters, d)
-		}
-		if err := rs.Err(); err != nil {
-			return run, tableErr(where, t.DeadLetters, err)
-		}
-	}
-
-	rs, err = tx.Query(ctx, `SELECT topic, "partition", next_offset FROM `+offsets+` WHERE "group" = $1`, t.Group)
+		}, t.Group)
 	if err != nil {
-		return run, tableErr(where, t.Offsets, err)
-	}
-	for rs.Next() {
-		var tp TopicPartition
-		var next int64
-		if err := rs.Scan(&tp.Topic, &tp.Partition, &next); err != nil {
-			rs.Close()
-			return run, fmt.Errorf("%s: reading table %s: %w", where, t.Offsets, err)
-		}
-		if slices.Contains(t.Inputs, tp.Topic) {
-			run.Stored[tp] = next
-		}
-	}
-	if err := rs.Err(); err != nil {
-		return run, tableErr(where, t.Offsets, err)
+		return run, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return run, fmt.Errorf("%s: ending the snapshot: %w", where, err)
 	}
 	return run, nil
+}
+
+// readTable runs query (args its arguments) on table name, scanning each
+// row into dest and then calling each.
+func readTable(ctx context.Context, tx pgx.Tx, where, name, query string, dest []any, each func(), args ...any) error {
+	rs, err := tx.Query(ctx, query, args...)
+	if err == nil {
+		_, err = pgx.ForEachRow(rs, dest, func() error { each(); return nil })
+	}
+	if err != nil {
+		return tableErr(where, name, err)
+	}
+	return nil
 }
 
 // tableErr wraps a failure to read table name, saying so plainly when the

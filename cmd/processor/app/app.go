@@ -83,8 +83,7 @@ func Main(reg *transform.Registry) int {
 	if err := checkBudget(cfg, chain); err != nil {
 		return configError(err)
 	}
-	// The TLS and SASL files, before anything connects (NewPipeline reads
-	// them again, as it is also called on its own).
+	// The TLS and SASL files, before anything connects.
 	sec, err := loadSecurity(cfg)
 	if err != nil {
 		return configError(err)
@@ -123,7 +122,7 @@ func Main(reg *transform.Registry) int {
 		defer db.Close()
 	}
 	required := requiredTopics(cfg, chain)
-	p, _, err := NewPipeline(cfg, brokers, chains, db, promReg, log, Overrides{})
+	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime
@@ -289,6 +288,13 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
+	return newPipeline(cfg, sec, brokers, chains, db, promReg, log, ov)
+}
+
+// newPipeline is NewPipeline for a cfg that has validated, with its TLS
+// and SASL files already read into sec (as Main does before connecting).
+func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*transform.Chain, db *pgsink.Sink,
+	promReg *prometheus.Registry, log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
 	if len(chains) == 0 {
 		return nil, nil, errors.New("building the processor: no transform chain")
 	}
@@ -343,7 +349,6 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 		TransactionTimeout: cfg.TransactionTimeout,
 		AtLeastOnce:        cfg.Guarantee == "at_least_once",
 		Database:           db,
-		DeadLetterTopic:    opts.DLQTopic,
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},

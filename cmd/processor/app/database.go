@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamproc/processor/config"
@@ -53,7 +51,8 @@ func openDatabase(ctx context.Context, cfg *config.Config, promReg prometheus.Re
 			return db, nil
 		}
 		var ce *pgsink.ConfigError
-		if errors.As(err, &ce) || refused(err) || ctx.Err() != nil {
+		var refused *pgsink.RefusedError
+		if errors.As(err, &ce) || errors.As(err, &refused) || ctx.Err() != nil {
 			return nil, err
 		}
 		log.Warn("cannot open the PostgreSQL database; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
@@ -76,12 +75,4 @@ func postgresNames(cfg *config.Config) (out, deadLetters string) {
 		out = "postgres:statement"
 	}
 	return out, "postgres:" + cfg.PostgresDeadLetterTable
-}
-
-// refused tells whether the server refused the connection for a reason
-// no retry fixes: the user, the password, or the database is wrong
-// (SQLSTATE class 28, and 3D000).
-func refused(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "28") || pe.Code == "3D000")
 }
