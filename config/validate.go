@@ -117,6 +117,8 @@ var rules = []rule{
 	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return topic.Valid(c.DLQTopic) }, form: note(topicNote)},
 	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.DLQTopic) },
 		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (to replay dead letters, run a separate processor with the DLQ topic as its input)")},
+	{field: "DLQTopic", when: func(c *Config) bool { return hasDLQ(c) && hasOutput(c) && kafkaSink(c) }, ok: func(c *Config) bool { return c.DLQTopic != c.OutputTopic },
+		form: fixed("a topic other than PROCESSOR_OUTPUT_TOPIC (dead letters would be mixed into the outputs, and readers of either could not tell them apart)")},
 	// The postgres sink.
 	{field: "PostgresURL", when: postgresSink, unset: true, ok: func(c *Config) bool { return c.PostgresURL != "" },
 		form: note(" (PROCESSOR_SINK=postgres needs one)")},

@@ -107,6 +107,15 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 			"PROCESSOR_TRANSFORMS=wasm", "PROCESSOR_WASM_MODULE=/nonexistent.wasm"}, "PROCESSOR_WASM_MODULE"},
 		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
 			"PROCESSOR_HTTP_ADDR=" + busy.Addr().String()}, `PROCESSOR_HTTP_ADDR="` + busy.Addr().String() + `" is invalid: want a free host:port`},
+		// Topics that overlap: dead letters into the output, a fixed route
+		// destination that is an input or the dead-letter topic.
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
+			"PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=out"}, `PROCESSOR_DLQ_TOPIC="out" is invalid: want a topic other than PROCESSOR_OUTPUT_TOPIC`},
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in,in2", "PROCESSOR_OUTPUT_TOPIC=out",
+			"PROCESSOR_TRANSFORMS=route", "PROCESSOR_ROUTE_HEADER=to", "PROCESSOR_ROUTE_DEFAULT=in2"}, `PROCESSOR_ROUTE_DEFAULT="in2" is invalid: want a topic that is not also in PROCESSOR_INPUT_TOPICS`},
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
+			"PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=dead",
+			"PROCESSOR_TRANSFORMS=route@eu", "PROCESSOR_ROUTE_EU_HEADER=to", "PROCESSOR_ROUTE_EU_DEFAULT=dead"}, `PROCESSOR_ROUTE_EU_DEFAULT="dead" is invalid: want a topic other than PROCESSOR_DLQ_TOPIC`},
 		// The postgres sink's settings, found before anything connects; the
 		// URL's password is never shown.
 		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_SINK=postgres",

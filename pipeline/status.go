@@ -22,6 +22,9 @@ type Status struct {
 	Ready   bool `json:"ready"`
 	// Health is "ok", or why /healthz fails.
 	Health string `json:"health"`
+	// Starting is what a processor that is starting waits for (the
+	// embedded broker, PostgreSQL); empty once the loop runs.
+	Starting string `json:"starting,omitempty"`
 
 	// Partitions are the assigned partitions, by topic and partition.
 	Partitions []PartitionStatus `json:"partitions"`

@@ -14,7 +14,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -83,6 +81,9 @@ func Main(reg *transform.Registry) int {
 	if err := checkBudget(cfg, chain); err != nil {
 		return configError(err)
 	}
+	if err := checkDestinations(cfg, chain); err != nil {
+		return configError(err)
+	}
 	// The TLS and SASL files, before anything connects.
 	sec, err := loadSecurity(cfg)
 	if err != nil {
@@ -104,13 +105,30 @@ func Main(reg *transform.Registry) int {
 	}
 	defer ln.Close() // for the early returns; the server's Shutdown closes it too
 
+	// HTTP from the first moment: while the embedded broker starts or the
+	// database is unreachable, /healthz says alive and /readyz not ready,
+	// so a startup probe does not kill a processor that is only waiting.
+	promReg := newRegistry()
+	ep := newEndpoints(cfg, chain, len(chains))
+	srv := serveHTTP(ln, promReg, ep)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	if cfg.EmbeddedBroker {
+		ep.starting("starting the embedded broker")
+	}
 	brokers, closeBroker, code := connectBrokers(ctx, cfg, sec, log)
 	if brokers == nil {
 		return code
 	}
 	defer closeBroker()
 
-	promReg := newRegistry()
+	if cfg.Sink == "postgres" {
+		ep.starting("connecting to PostgreSQL")
+	}
 	db, err := openDatabase(ctx, cfg, promReg, log)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -127,12 +145,7 @@ func Main(reg *transform.Registry) int {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime
 	}
-	srv := serveHTTP(ln, promReg, p)
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
+	ep.run(p)
 
 	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
 		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
@@ -284,6 +297,11 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
+	if len(chains) > 0 {
+		if err := checkDestinations(cfg, chains[0]); err != nil {
+			return nil, nil, fmt.Errorf("building the processor: %w", err)
+		}
+	}
 	sec, err := loadSecurity(cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
@@ -417,6 +435,27 @@ func requiredTopics(cfg *config.Config, chain *transform.Chain) map[string]strin
 	return topics
 }
 
+// checkDestinations refuses, before anything connects, a fixed destination
+// of the chain (such as PROCESSOR_ROUTE_DEFAULT) that is an input topic,
+// which would feed the processor its own output, or the dead-letter topic,
+// which would mix outputs into the dead letters. Records routed there at
+// run time fail under the policy; a fixed destination would fail them all.
+func checkDestinations(cfg *config.Config, chain *transform.Chain) error {
+	for _, d := range chain.Destinations() {
+		why := ""
+		switch {
+		case slices.Contains(cfg.InputTopics, d.Topic):
+			why = "a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)"
+		case cfg.Sink != "postgres" && cfg.DLQTopic != "" && d.Topic == cfg.DLQTopic:
+			why = "a topic other than PROCESSOR_DLQ_TOPIC (outputs would be mixed into the dead letters)"
+		default:
+			continue
+		}
+		return &config.Error{Var: config.TransformPrefix(d.Entry.Name, d.Entry.Alias) + "_" + d.Setting, Value: d.Topic, Want: why}
+	}
+	return nil
+}
+
 // budgetError names the setting to change when one record's retries
 // cannot fit the transaction's time budget.
 func budgetError(cfg *config.Config, e *pipeline.BudgetError) error {
@@ -465,31 +504,4 @@ func newLogger(cfg *config.Config) *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts))
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-}
-
-// serveHTTP serves the status page (/), /status, /metrics, /healthz and
-// /readyz in the background.
-func serveHTTP(ln net.Listener, reg *prometheus.Registry, p *pipeline.Pipeline) *http.Server {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	status := &statusHandlers{snapshot: p.Status}
-	mux.HandleFunc("/status", status.json)
-	mux.HandleFunc("/", status.page)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := p.Healthy(); err != nil {
-			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !p.Ready() {
-			http.Error(w, "not ready: not yet joined the group with an initialised transactional producer", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	return srv
 }

@@ -1,0 +1,121 @@
+package app
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+)
+
+// endpoints is what the HTTP handlers report on: the pipeline once it
+// runs, and before that what the start waits for (the embedded broker,
+// PostgreSQL), so that the endpoints answer from the first moment.
+type endpoints struct {
+	p     atomic.Pointer[pipeline.Pipeline]
+	phase atomic.Pointer[string] // what the start waits for; nil once p is set
+
+	// base is the /status of a processor that is starting: who it is,
+	// not ready, healthy.
+	base pipeline.Status
+}
+
+// newEndpoints returns the endpoints of a processor that is starting.
+func newEndpoints(cfg *config.Config, chain *transform.Chain, workers int) *endpoints {
+	ep := &endpoints{base: pipeline.Status{
+		TransactionalID: cfg.TransactionalID, Group: cfg.Group, Guarantee: cfg.Guarantee, Sink: cfg.Sink,
+		Workers: workers, Health: "ok", Aborts: map[string]uint64{}, Generation: -1,
+	}}
+	for _, e := range chain.Entries() {
+		ep.base.Chain = append(ep.base.Chain, e.String())
+	}
+	ep.starting("starting")
+	return ep
+}
+
+// starting says what the start waits for now.
+func (ep *endpoints) starting(what string) { ep.phase.Store(&what) }
+
+// run hands the endpoints to p.
+func (ep *endpoints) run(p *pipeline.Pipeline) {
+	ep.p.Store(p)
+	ep.phase.Store(nil)
+}
+
+// waiting is what the start waits for, "" once the pipeline runs.
+func (ep *endpoints) waiting() string {
+	if w := ep.phase.Load(); w != nil && ep.p.Load() == nil {
+		return *w
+	}
+	return ""
+}
+
+// status is the pipeline's snapshot, or the starting processor's.
+func (ep *endpoints) status() pipeline.Status {
+	if p := ep.p.Load(); p != nil {
+		return p.Status()
+	}
+	s := ep.base
+	s.Aborts = map[string]uint64{}
+	s.Starting = ep.waiting()
+	return s
+}
+
+// healthy is nil while the processor is alive: starting, or running and
+// not stuck (pipeline.Healthy).
+func (ep *endpoints) healthy() error {
+	if p := ep.p.Load(); p != nil {
+		return p.Healthy()
+	}
+	return nil
+}
+
+// ready says why the processor is not ready, or "" when it is.
+func (ep *endpoints) ready() string {
+	p := ep.p.Load()
+	switch {
+	case p == nil:
+		return ep.waiting()
+	case !p.Ready():
+		return "not yet joined the group with an initialised transactional producer"
+	}
+	return ""
+}
+
+// serveHTTP serves the status page (/), /status, /metrics, /healthz and
+// /readyz in the background.
+func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	status := &statusHandlers{snapshot: ep.status}
+	mux.HandleFunc("/status", status.json)
+	mux.HandleFunc("/", status.page)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ep.healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		if what := ep.waiting(); what != "" {
+			fmt.Fprintln(w, "ok (starting: "+what+")")
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := ep.ready(); why != "" {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv
+}

@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A database that is down at start is no reason for a startup probe to
+// kill the pod: /healthz answers alive and /readyz not ready, saying what
+// the start waits for, from the first moment and for as long as
+// PostgreSQL cannot be reached; SIGTERM still stops it cleanly.
+func TestBinaryPostgresDownAtStartServesProbes(t *testing.T) {
+	httpAddr := freeAddr(t)
+	started := time.Now()
+	p := runBinary(t, "processor", []string{
+		"PROCESSOR_BROKERS=" + freeAddr(t), // not reached: the database comes first
+		"PROCESSOR_GROUP=pg-down",
+		"PROCESSOR_INPUT_TOPICS=in",
+		"PROCESSOR_SINK=postgres",
+		"PROCESSOR_POSTGRES_URL=postgres://processor:pw@" + freeAddr(t) + "/processor?sslmode=disable", // nothing listens
+		"PROCESSOR_HTTP_ADDR=" + httpAddr,
+		"PROCESSOR_LOG_FORMAT=text",
+	})
+	var health, ready int
+	var readyBody string
+	waitFor(t, 10*time.Second, "the HTTP endpoints while PostgreSQL is down", func() bool {
+		health, _ = httpGet(httpAddr, "/healthz")
+		ready, readyBody = httpGet(httpAddr, "/readyz")
+		return health != 0 && ready != 0
+	})
+	if health != http.StatusOK {
+		t.Errorf("/healthz = %d, want 200 while connecting", health)
+	}
+	if ready != http.StatusServiceUnavailable || !strings.Contains(readyBody, "connecting to PostgreSQL") {
+		t.Errorf("/readyz = %d %q, want 503 naming PostgreSQL", ready, readyBody)
+	}
+	waitFor(t, 30*time.Second, "a retry of the database", func() bool {
+		return strings.Contains(p.logs.String(), "cannot open the PostgreSQL database; retrying")
+	})
+	// Still alive, still waiting, long after the first attempt.
+	if code, body := httpGet(httpAddr, "/status"); code != http.StatusOK || !strings.Contains(body, `"starting": "connecting to PostgreSQL"`) {
+		t.Errorf("/status = %d %q, want the starting processor", code, body)
+	}
+	if code, body := httpGet(httpAddr, "/"); code != http.StatusOK || !strings.Contains(body, "connecting to PostgreSQL") {
+		t.Errorf("status page = %d, want it to say what the start waits for: %q", code, body)
+	}
+	if code, _ := httpGet(httpAddr, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d after %s, want 200", code, time.Since(started).Round(time.Second))
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("exited while PostgreSQL was down: %v", p.err)
+	default:
+	}
+	p.terminate(t)
+}
