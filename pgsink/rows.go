@@ -57,11 +57,12 @@ func jsonbAccepts(v []byte) bool {
 			}
 			i = j
 		case c == '-' || (c >= '0' && c <= '9'):
-			j := i + 1
-			for j < len(v) && numberByte(v[j]) {
-				j++
+			j, exp := i+1, false
+			for ; j < len(v) && numberByte(v[j]); j++ {
+				exp = exp || v[j] == 'e' || v[j] == 'E'
 			}
-			if !numericFits(v[i:j]) {
+			// Without an exponent, a number this short fits.
+			if (exp || j-i > numericMaxScale) && !numericFits(v[i:j]) {
 				return false
 			}
 			i = j
@@ -76,11 +77,12 @@ func jsonbAccepts(v []byte) bool {
 // at v[i] and returns the index after its closing quote.
 func jsonbString(v []byte, i int) (int, bool) {
 	for i < len(v) {
-		k := bytes.IndexAny(v[i:], `"\`)
-		if k < 0 {
-			return len(v), true
+		for i < len(v) && v[i] != '"' && v[i] != '\\' {
+			i++
 		}
-		i += k
+		if i == len(v) {
+			return i, true
+		}
 		if v[i] == '"' {
 			return i + 1, true
 		}

@@ -151,6 +151,19 @@ func TestStorableJSON(t *testing.T) {
 		"\"\xff\"":        false, // not UTF-8
 		`{"a":"\u0000"}`:  false, // jsonb refuses NUL
 		`{"a":"x\u0041"}`: true,
+		`{"a":"\\u0000"}`: true,  // an escaped backslash, then text
+		`"\ud83d"`:        false, // half an emoji
+		`"\ud83d\ude00"`:  true,
+		`"\ude00"`:        false,
+		`"\ud83d\u0041"`:  false,
+		`"\ud83d\ud83d"`:  false,
+		`1e131071`:        true,
+		`-1E+131072`:      false,
+		`0e-16383`:        true,
+		`0e-16384`:        false,
+		`0e1073741823`:    false, // numeric_in's bound on the exponent
+		`[1.5e-16382]`:    true,
+		`[1.5e-16383]`:    false,
 	} {
 		if got := storableJSON([]byte(v)); got != want {
 			t.Errorf("storableJSON(%q) = %v, want %v", v, got, want)
