@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,7 +122,7 @@ func (s *Sink) Commit(ctx context.Context, b *Batch) error {
 			}
 			return nil
 		}
-		err = fmt.Errorf("COMMIT: %w", err)
+		err = fmt.Errorf("COMMIT: %w", &failedStatement{what: whatCommit, row: -1, err: err})
 	} else {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		_ = tx.Rollback(rctx) // a dead connection fails it; the server rolls back then
@@ -139,14 +140,180 @@ func (s *Sink) Commit(ctx context.Context, b *Batch) error {
 		fe.Stored, _ = s.Offsets(ctx, fenced)
 		return fe
 	case errors.As(err, &rowErr):
+		s.repeats.reset()
 		s.count(RollbackRow, time.Since(start))
 		return err
 	}
-	s.count(RollbackError, time.Since(start))
 	if lost {
 		err = &connLostError{err: err}
+	} else if ctx.Err() == nil {
+		if final := s.repeated(ctx, b, err); final != nil {
+			if errors.As(final, &rowErr) {
+				s.count(RollbackRow, time.Since(start))
+			} else {
+				s.count(RollbackError, time.Since(start))
+			}
+			return final
+		}
 	}
+	s.count(RollbackError, time.Since(start))
 	return commitError(ctx, fmt.Errorf("at %s: %w", s.target, err))
+}
+
+// failedStatement is a failure of one of Commit's statements that the
+// database did not blame on a row's content: what ran (for the count of
+// identical failures and for the setting to check) and on which row, if
+// any.
+type failedStatement struct {
+	what string // whatOffsets, whatDeadLetters, whatRows, whatCommit
+	row  int    // index in Batch.Rows or Batch.DeadLetters, -1 for none
+	dead bool   // row is a dead letter
+	err  error
+}
+
+// What failedStatement.what may be.
+const (
+	whatOffsets     = "offsets"
+	whatDeadLetters = "dead letters"
+	whatRows        = "rows"
+	whatCommit      = "COMMIT"
+)
+
+func (e *failedStatement) Error() string { return e.err.Error() }
+func (e *failedStatement) Unwrap() error { return e.err }
+
+// repeats counts Commit's identical failures in a row (MaxIdentical).
+type repeats struct {
+	mu  sync.Mutex
+	key string
+	n   int
+}
+
+// note counts one failure of key and returns how many of the last
+// failures in a row were it.
+func (r *repeats) note(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.key != key {
+		r.key, r.n = key, 0
+	}
+	r.n++
+	return r.n
+}
+
+// reset forgets the failures: a Commit went through, or a row was blamed.
+func (r *repeats) reset() {
+	r.mu.Lock()
+	r.key, r.n = "", 0
+	r.mu.Unlock()
+}
+
+// repeated counts err, a failure of Commit that is neither fenced nor a
+// row's content, and returns what it has become when it is the
+// MaxIdentical-th identical one in a row: a *RowError for the row it is
+// tied to, when no rule knows its SQLSTATE; a *PersistentError otherwise.
+// It returns nil for a transient failure (which is neither counted nor
+// resets the count) and for one still to be retried.
+func (s *Sink) repeated(ctx context.Context, b *Batch, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || Retriable(err) {
+		return nil
+	}
+	kind := classify(pe.Code)
+	at := &failedStatement{what: whatCommit, row: -1}
+	var fs *failedStatement
+	if errors.As(err, &fs) {
+		at = fs
+	}
+	key := pe.Code + "\x00" + pe.Message + "\x00" + at.what
+	var src *Row
+	if at.row >= 0 {
+		if at.dead && at.row < len(b.DeadLetters) {
+			src = &b.DeadLetters[at.row].Row
+		} else if !at.dead && at.row < len(b.Rows) {
+			src = &b.Rows[at.row]
+		}
+	}
+	if src != nil {
+		key += "\x00" + source(src) + "#" + strconv.Itoa(src.Seq)
+	}
+	n := s.repeats.note(key)
+	if n < MaxIdentical {
+		s.log.Warn("committing to PostgreSQL failed with an error no rule knows to be transient; retrying",
+			"attempt", n, "of", MaxIdentical, "err", pgMessage(err))
+		return nil
+	}
+	s.repeats.reset()
+	if src != nil && kind == unknown {
+		return &RowError{Index: at.row, DeadLetter: at.dead, src: source(src),
+			Err: fmt.Errorf("%w (the same failure %d times in a row: taken as this row's)", at.err, n)}
+	}
+	what := at.what
+	if at.row < 0 && kind == setting {
+		what = s.diagnose(ctx, pe.Code, what)
+	}
+	setting, check := s.toCheck(pe.Code, what)
+	return &PersistentError{Setting: setting, Check: check, Attempts: n, Err: err}
+}
+
+// diagnose finds which of the sink's statements fails with SQLSTATE code
+// when PostgreSQL prepares it, and returns its what, or else what: an
+// error in preparing a batch arrives with its first statement (the
+// offsets), whichever statement it is about.
+func (s *Sink) diagnose(ctx context.Context, code, what string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return what
+	}
+	defer c.Release()
+	checks := []struct{ what, sql string }{
+		{whatOffsets, s.sqlUpdate}, {whatOffsets, s.sqlInsert}, {whatDeadLetters, s.sqlDead},
+	}
+	if s.stmt != nil {
+		checks = append(checks, struct{ what, sql string }{whatRows, s.stmt.sql})
+	} else {
+		checks = append(checks, struct{ what, sql string }{whatRows, "SELECT " + strings.Join(recordColumns, ", ") + " FROM " + s.records.Sanitize()})
+	}
+	for _, ch := range checks {
+		_, err := c.Conn().PgConn().Prepare(ctx, "", ch.sql, nil)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == code {
+			return ch.what
+		}
+	}
+	return what
+}
+
+// toCheck says which setting to check, and what, after a failure with
+// SQLSTATE code of the statements of what.
+func (s *Sink) toCheck(code, what string) (string, string) {
+	switch {
+	case code == "42501": // insufficient_privilege
+		return SettingURL, "its user (" + s.user + ") lacks a privilege it needs: INSERT on the tables the sink writes (and UPDATE on " + s.offName + "), or what the statement does"
+	case strings.HasPrefix(code, "28"):
+		return SettingURL, "the user and the password"
+	case strings.HasPrefix(code, "3D"), code == "57P04":
+		return SettingURL, "the database: it does not exist any more"
+	case code == "25006":
+		return SettingURL, "the server is read-only (a standby?): point the URL at the primary"
+	}
+	switch what {
+	case whatOffsets:
+		return "", "the sink's table " + s.offName + ", its columns, triggers and the user's rights on it (it is created at start when missing)"
+	case whatDeadLetters:
+		return SettingDeadLetterTable, "the table " + s.dlName + " and its columns (it is created at start when missing)"
+	case whatCommit:
+		if s.stmt != nil {
+			return SettingStatement, "a deferred constraint or trigger of the tables it writes refused the batch at COMMIT"
+		}
+		return SettingTable, "a deferred constraint or trigger of " + s.recName + " refused the batch at COMMIT"
+	}
+	if s.stmt != nil {
+		return SettingStatement, "the tables, columns and functions it uses, and the user's rights on them"
+	}
+	return SettingTable, "the table " + s.recName + " and its columns (it is created at start when missing)"
 }
 
 // commitError wraps a failure of Commit, with the context's error when
@@ -192,6 +359,10 @@ func (s *Sink) queue(b *Batch, offsets []OffsetUpdate) (*pgx.Batch, error) {
 			}
 			batch.Queue(s.stmt.sql, args...)
 		}
+	} else if len(b.Rows) > 0 {
+		// Where copyRows goes back to when PostgreSQL refuses a value as
+		// jsonb.
+		batch.Queue(sqlSavepoint)
 	}
 	return batch, nil
 }
@@ -239,17 +410,71 @@ func (s *Sink) write(ctx context.Context, tx pgx.Tx, b *Batch, batch *pgx.Batch,
 	if s.records == nil || len(b.Rows) == 0 {
 		return nil, nil
 	}
-	n, err := tx.CopyFrom(ctx, s.records, recordColumns, newRowSource(b.Rows))
-	if err != nil {
-		if i, ok := copyLine(err); ok && rowFailure(err) && i < len(b.Rows) {
-			return nil, &RowError{Index: i, Err: err, src: source(&b.Rows[i])}
+	return nil, s.copyRows(ctx, tx, b.Rows)
+}
+
+// The savepoint COPY starts from, and the statements that go back to it
+// and move it on.
+const (
+	sqlSavepoint     = "SAVEPOINT pgsink_copy"
+	sqlRollbackTo    = "ROLLBACK TO SAVEPOINT pgsink_copy"
+	sqlMoveSavepoint = "RELEASE SAVEPOINT pgsink_copy; SAVEPOINT pgsink_copy"
+)
+
+// copyRows copies rows into the table, from the savepoint that queue
+// queued. storableJSON sends a value to the jsonb column when it would
+// pass jsonb's rules; PostgreSQL has the final word: when it refuses a
+// row's value as jsonb (a character the database's encoding lacks, a
+// nesting deeper than its stack allows, anything the check missed), copyRows
+// rolls back to the savepoint, copies the rows up to that one again with
+// its value in value_bytes, moves the savepoint on and copies the rest.
+// Each refusal costs four round trips, and re-copies only the rows since
+// the last one. Any other failure tied to a row is a *RowError (its
+// content) or a *failedStatement naming the row.
+func (s *Sink) copyRows(ctx context.Context, tx pgx.Tx, rows []Row) error {
+	var asBytes []bool // per row: its value goes to value_bytes
+	start, end := 0, len(rows)
+	for {
+		src := newRowSource(rows[start:end])
+		if asBytes != nil {
+			src.asBytes = asBytes[start:end]
 		}
-		return nil, fmt.Errorf("COPY into %s: %w", s.records.Sanitize(), err)
+		n, err := tx.CopyFrom(ctx, s.records, recordColumns, src)
+		if err == nil {
+			if n != int64(end-start) {
+				return fmt.Errorf("COPY into %s wrote %d rows of %d", s.records.Sanitize(), n, end-start)
+			}
+			if end == len(rows) {
+				return nil
+			}
+			if _, err := tx.Exec(ctx, sqlMoveSavepoint); err != nil {
+				return fmt.Errorf("moving the savepoint of COPY into %s: %w", s.records.Sanitize(), err)
+			}
+			start, end = end, len(rows)
+			continue
+		}
+		line, column, ok := copyLine(err)
+		if !ok || line >= end-start {
+			return fmt.Errorf("COPY into %s: %w", s.records.Sanitize(), &failedStatement{what: whatRows, row: -1, err: err})
+		}
+		i := start + line
+		if column == "value" && rows[i].Value != nil && (asBytes == nil || !asBytes[i]) && !Retriable(err) {
+			if asBytes == nil {
+				asBytes = make([]bool, len(rows))
+			}
+			asBytes[i] = true
+			s.log.Debug("PostgreSQL refused a value as jsonb; it goes to value_bytes", "input", source(&rows[i]), "err", pgMessage(err))
+			if _, rerr := tx.Exec(ctx, sqlRollbackTo); rerr != nil {
+				return fmt.Errorf("rolling back to the savepoint of COPY into %s: %w (after %w)", s.records.Sanitize(), rerr, err)
+			}
+			end = i + 1
+			continue
+		}
+		if rowFailure(err) {
+			return &RowError{Index: i, Err: err, src: source(&rows[i])}
+		}
+		return fmt.Errorf("COPY into %s: %w", s.records.Sanitize(), &failedStatement{what: whatRows, row: i, err: err})
 	}
-	if n != int64(len(b.Rows)) {
-		return nil, fmt.Errorf("COPY into %s wrote %d rows of %d", s.records.Sanitize(), n, len(b.Rows))
-	}
-	return nil, nil
 }
 
 // results reads the batch's results in the order queue queued them.
@@ -258,7 +483,7 @@ func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([
 	for _, u := range offsets {
 		ct, err := br.Exec()
 		if err != nil {
-			return fenced, fmt.Errorf("moving the offset of %s from %d to %d: %w", u.TopicPartition, u.Expected, u.Next, err)
+			return fenced, fmt.Errorf("moving the offset of %s from %d to %d: %w", u.TopicPartition, u.Expected, u.Next, &failedStatement{what: whatOffsets, row: -1, err: err})
 		}
 		if ct.RowsAffected() != 1 {
 			fenced = append(fenced, u.TopicPartition)
@@ -269,7 +494,7 @@ func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([
 			if rowFailure(err) {
 				return fenced, &RowError{Index: i, DeadLetter: true, Err: err, src: source(&b.DeadLetters[i].Row)}
 			}
-			return fenced, fmt.Errorf("writing dead letter %d: %w", i, err)
+			return fenced, fmt.Errorf("writing dead letter %d: %w", i, &failedStatement{what: whatDeadLetters, row: i, dead: true, err: err})
 		}
 	}
 	if s.stmt != nil {
@@ -278,32 +503,43 @@ func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([
 				if rowFailure(err) {
 					return fenced, &RowError{Index: i, Err: err, src: source(&b.Rows[i])}
 				}
-				return fenced, fmt.Errorf("running the statement for row %d: %w", i, err)
+				return fenced, fmt.Errorf("running the statement for row %d: %w", i, &failedStatement{what: whatRows, row: i, err: err})
 			}
+		}
+	} else if len(b.Rows) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return fenced, fmt.Errorf("%s: %w", sqlSavepoint, err)
 		}
 	}
 	return fenced, nil
 }
 
 // copyLineRE finds the line of a COPY error's context, "COPY t, line 17,
-// column value: ...": the 1-based index of the row that failed.
-var copyLineRE = regexp.MustCompile(`^COPY [^\n]*?, line (\d+)`)
+// column value: ...": the 1-based index of the row that failed, and the
+// column being read when it did (absent when the row failed after its
+// columns were read, in a constraint or a trigger). The context is one
+// line per frame, innermost first ("JSON data, line 1: ..." comes before
+// it for a JSON value), so it is looked for on every line and the last
+// one, the outermost frame, wins.
+var copyLineRE = regexp.MustCompile(`(?m)^COPY [^\n]*?, line (\d+)(?:, column ([^\n:,]+))?`)
 
-// copyLine returns the index of the row a COPY error is about.
-func copyLine(err error) (int, bool) {
+// copyLine returns the index of the row a COPY error is about, and the
+// column it failed on ("" when none).
+func copyLine(err error) (int, string, bool) {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
-		return 0, false
+		return 0, "", false
 	}
-	m := copyLineRE.FindStringSubmatch(pe.Where)
-	if m == nil {
-		return 0, false
+	ms := copyLineRE.FindAllStringSubmatch(pe.Where, -1)
+	if ms == nil {
+		return 0, "", false
 	}
+	m := ms[len(ms)-1]
 	n, err := strconv.Atoi(m[1])
 	if err != nil || n < 1 {
-		return 0, false
+		return 0, "", false
 	}
-	return n - 1, true
+	return n - 1, m[2], true
 }
 
 // sortedOffsets returns the updates ordered by topic and partition,

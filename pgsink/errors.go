@@ -122,10 +122,12 @@ func (e *connLostError) Unwrap() error { return e.err }
 // succeed: true for a lost or refused connection (server down, restarting:
 // SQLSTATE class 08, 57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
 // cannot_connect_now), a serialization failure (40001), a deadlock
-// (40P01), too many connections (53300), a lock timeout (55P03), a
-// connection the server closed for idling (57P05, 25P03), and a context
-// deadline. False for nil, *FencedError, *RowError, *ConfigError, a
-// cancelled context, a wrong password and any other error of the database.
+// (40P01), insufficient resources (class 53: too many connections, disk
+// full, out of memory), a lock not available (55P03), a query canceled or
+// a statement timeout (57014), a connection the server closed for idling
+// (57P05, 25P03), and a context deadline. False for nil, *FencedError,
+// *RowError, *ConfigError, *PersistentError, a cancelled context, a wrong
+// password and any other error of the database.
 func Retriable(err error) bool {
 	if err == nil {
 		return false
@@ -133,12 +135,13 @@ func Retriable(err error) bool {
 	var fe *FencedError
 	var re *RowError
 	var ce *ConfigError
-	if errors.As(err, &fe) || errors.As(err, &re) || errors.As(err, &ce) || errors.Is(err, context.Canceled) {
+	var pe *PersistentError
+	if errors.As(err, &fe) || errors.As(err, &re) || errors.As(err, &ce) || errors.As(err, &pe) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return retriableCode(pe.Code)
+	var pge *pgconn.PgError
+	if errors.As(err, &pge) {
+		return classify(pge.Code) == transient
 	}
 	var lost *connLostError
 	var connect *pgconn.ConnectError
@@ -153,41 +156,129 @@ func Retriable(err error) bool {
 	return false
 }
 
-// retriableCode tells whether an error of SQLSTATE code is transient.
-func retriableCode(code string) bool {
-	if strings.HasPrefix(code, "08") { // connection exception
-		return true
+// failureKind is what an SQLSTATE says about trying again.
+type failureKind uint8
+
+const (
+	// unknown: no rule says; the same failure repeated MaxIdentical
+	// times is taken as the row's (when it is tied to one) or as fatal.
+	unknown failureKind = iota
+	// transient: the same batch may succeed later (connection,
+	// serialization, deadlock, shutdown, resources, locks, timeouts).
+	transient
+	// rowContent: the row's content is at fault (a bad value, a
+	// constraint, a trigger or routine that refused it, a limit it
+	// exceeds): its record goes to the error policy at once.
+	rowContent
+	// setting: something no row causes and no retry fixes (a table or
+	// column that is gone, a privilege, a feature, a read-only server):
+	// fatal after MaxIdentical identical failures.
+	setting
+)
+
+// classify sorts an SQLSTATE by whether a retry can succeed and whose
+// fault it is.
+func classify(code string) failureKind {
+	if len(code) != 5 {
+		return unknown
 	}
 	switch code {
-	case "57P01", // admin_shutdown
+	case "40001", // serialization_failure
+		"40P01", // deadlock_detected
+		"55P03", // lock_not_available
+		"57014", // query_canceled, statement_timeout
+		"57P01", // admin_shutdown
 		"57P02", // crash_shutdown
 		"57P03", // cannot_connect_now
-		"40001", // serialization_failure
-		"40P01", // deadlock_detected
-		"53300", // too_many_connections
-		"55P03", // lock_not_available
 		"57P05", // idle_session_timeout: the server closed an idle connection
-		"25P03": // idle_in_transaction_session_timeout
-		return true
+		"25P03", // idle_in_transaction_session_timeout
+		"72000": // snapshot_too_old
+		return transient
+	case "25006", // read_only_sql_transaction: the URL reaches a standby
+		"57P04": // database_dropped
+		return setting
 	}
-	return false
+	switch code[:2] {
+	case "08", // connection exception
+		"53": // insufficient resources: too many connections, disk full, out of memory
+		return transient
+	case "21", // cardinality violation (ON CONFLICT DO UPDATE touching a row twice)
+		"22", // data exception
+		"23", // integrity constraint violation
+		"27", // triggered data change violation
+		"2F", // SQL routine exception
+		"38", // external routine exception
+		"39", // external routine invocation exception
+		"44", // WITH CHECK OPTION violation
+		"54", // program limit exceeded (an index entry too large, too complex)
+		"09", // triggered action exception
+		"P0": // PL/pgSQL: RAISE, assertions
+		return rowContent
+	case "42", // syntax error or access rule violation: undefined table or column, privilege
+		"0A", // feature not supported
+		"28", // invalid authorization specification
+		"3D", // invalid catalog name
+		"3F", // invalid schema name
+		"0P": // invalid role specification
+		return setting
+	}
+	return unknown
 }
 
-// rowFailure tells whether err is the database refusing one row's data:
-// SQLSTATE classes 22 (data exception), 23 (integrity constraint
-// violation), 44 (WITH CHECK OPTION violation), 2F, 38, 39 (a routine or
-// trigger failed) and P0 (a PL/pgSQL RAISE).
+// rowFailure tells whether err is the database refusing one row's
+// content (classify's rowContent).
 func rowFailure(err error) bool {
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || len(pe.Code) != 5 {
-		return false
-	}
-	switch pe.Code[:2] {
-	case "22", "23", "44", "2F", "38", "39", "P0":
-		return true
-	}
-	return false
+	return errors.As(err, &pe) && classify(pe.Code) == rowContent
 }
+
+// MaxIdentical is how many times in a row Commit may fail with the same
+// error (SQLSTATE and message, on the same row or the same statement)
+// that no rule calls transient before it stops trying: the last time, a
+// failure tied to a row becomes a *RowError for that row, and one tied to
+// none a *PersistentError.
+const MaxIdentical = 3
+
+// PersistentError is a failure of Commit that repeated MaxIdentical times
+// in a row, that no retry is expected to fix and that is no row's fault:
+// a table or column of the statement that is gone, a privilege revoked, a
+// read-only server, a deferred constraint failing at COMMIT, an unknown
+// error of the database. Nothing of the batch was written. The processor
+// stops (exit code 1) with Error's one line, which names the setting to
+// check.
+type PersistentError struct {
+	// Setting is the PROCESSOR_POSTGRES_<setting> to check (SettingURL
+	// for the user's rights and the server, SettingStatement,
+	// SettingTable, SettingDeadLetterTable), or "" when no setting is to
+	// blame (the offsets table, an unknown error).
+	Setting string
+	// Check says what to look at.
+	Check string
+	// Attempts is how many commits failed so.
+	Attempts int
+	// Err is the last failure, usually wrapping a *pgconn.PgError.
+	Err error
+}
+
+// Error is one line: the failure, how many times, and what to check.
+func (e *PersistentError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "pgsink: committing to PostgreSQL failed %d times in a row with the same error, which retrying does not fix: %s", e.Attempts, pgMessage(e.Err))
+	switch {
+	case e.Setting != "" && e.Check != "":
+		b.WriteString("; check PROCESSOR_POSTGRES_" + e.Setting + ": " + e.Check)
+	case e.Setting != "":
+		b.WriteString("; check PROCESSOR_POSTGRES_" + e.Setting)
+	case e.Check != "":
+		b.WriteString("; check " + e.Check)
+	default:
+		b.WriteString("; check the server's log")
+	}
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// Unwrap returns Err.
+func (e *PersistentError) Unwrap() error { return e.Err }
 
 // pgMessage is PostgreSQL's message of err with its detail and hint, or
 // err's text.

@@ -22,15 +22,164 @@ var (
 	emptyHeadersValue any = emptyHeaders
 )
 
-// jsonNUL is the JSON escape of U+0000, which jsonb refuses.
-var jsonNUL = []byte(`\u0000`)
-
 // storableJSON tells whether v can go to a jsonb column as it is: valid
-// JSON, valid UTF-8 (which encoding/json does not check), and without an
-// escaped NUL (which jsonb does not accept; a false positive such as
-// "\\u0000" only sends the value to value_bytes instead).
+// JSON, valid UTF-8 (which encoding/json does not check), and within
+// jsonb's own rules (jsonbAccepts). It is a cheap guess that PostgreSQL
+// has the final word on: a value it refuses all the same goes again in
+// value_bytes (copyRows).
 func storableJSON(v []byte) bool {
-	return validJSON(v) && utf8.Valid(v) && !bytes.Contains(v, jsonNUL)
+	return validJSON(v) && utf8.Valid(v) && jsonbAccepts(v)
+}
+
+// Limits of PostgreSQL's numeric, which jsonb stores numbers as.
+const (
+	// numericMaxScale is the most digits after the decimal point
+	// (NUMERIC_DSCALE_MAX).
+	numericMaxScale = 16383
+	// numericMaxPower is the highest power of ten of a number's first
+	// significant digit (NUMERIC_WEIGHT_MAX, in base-10000 digits).
+	numericMaxPower = 32767*4 + 3
+	// numericMaxExponent bounds the exponent as numeric_in does (INT_MAX/2).
+	numericMaxExponent = 1<<30 - 1
+)
+
+// jsonbAccepts tells whether jsonb, in a UTF8 database, takes v, which is
+// valid JSON: that no string holds \u0000 (jsonb cannot store NUL) or a
+// UTF-16 surrogate escape out of its pair (JavaScript writes half an emoji
+// so), and that every number fits numeric.
+func jsonbAccepts(v []byte) bool {
+	for i := 0; i < len(v); {
+		switch c := v[i]; {
+		case c == '"':
+			j, ok := jsonbString(v, i+1)
+			if !ok {
+				return false
+			}
+			i = j
+		case c == '-' || (c >= '0' && c <= '9'):
+			j, exp := i+1, false
+			for ; j < len(v) && numberByte(v[j]); j++ {
+				exp = exp || v[j] == 'e' || v[j] == 'E'
+			}
+			// Without an exponent, a number this short fits.
+			if (exp || j-i > numericMaxScale) && !numericFits(v[i:j]) {
+				return false
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return true
+}
+
+// jsonbString checks the escapes of the JSON string whose content starts
+// at v[i] and returns the index after its closing quote.
+func jsonbString(v []byte, i int) (int, bool) {
+	for i < len(v) {
+		for i < len(v) && v[i] != '"' && v[i] != '\\' {
+			i++
+		}
+		if i == len(v) {
+			return i, true
+		}
+		if v[i] == '"' {
+			return i + 1, true
+		}
+		if i+1 >= len(v) || v[i+1] != 'u' {
+			i += 2
+			continue
+		}
+		r, ok := hex4(v, i+2)
+		i += 6
+		switch {
+		case !ok, r == 0, r >= 0xDC00 && r <= 0xDFFF: // NUL; a low surrogate without its high one
+			return 0, false
+		case r >= 0xD800 && r <= 0xDBFF: // a high surrogate: its low one must follow
+			if i+1 >= len(v) || v[i] != '\\' || v[i+1] != 'u' {
+				return 0, false
+			}
+			lo, ok := hex4(v, i+2)
+			if !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return 0, false
+			}
+			i += 6
+		}
+	}
+	return i, true
+}
+
+// hex4 decodes the four hex digits at v[i:].
+func hex4(v []byte, i int) (rune, bool) {
+	if i+4 > len(v) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range v[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+func numberByte(c byte) bool {
+	return (c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+}
+
+// numericFits tells whether the JSON number n fits PostgreSQL's numeric
+// as numeric_in reads it: at most numericMaxScale digits after the point
+// (once the exponent is applied) and a first significant digit at most
+// at 10^numericMaxPower.
+func numericFits(n []byte) bool {
+	if n[0] == '-' {
+		n = n[1:]
+	}
+	mant, expText, hasExp := bytes.Cut(n, []byte{'e'})
+	if !hasExp {
+		mant, expText, hasExp = bytes.Cut(n, []byte{'E'})
+	}
+	intPart, frac, _ := bytes.Cut(mant, []byte{'.'})
+	exp := 0
+	if hasExp {
+		neg := false
+		if len(expText) > 0 && (expText[0] == '+' || expText[0] == '-') {
+			neg = expText[0] == '-'
+			expText = expText[1:]
+		}
+		for _, c := range expText {
+			exp = exp*10 + int(c-'0')
+			if exp >= numericMaxExponent {
+				return false
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	if max(0, len(frac)-exp) > numericMaxScale {
+		return false
+	}
+	power := 0
+	switch i := bytes.IndexFunc(intPart, func(r rune) bool { return r != '0' }); {
+	case i >= 0:
+		power = len(intPart) - 1 - i
+	default:
+		j := bytes.IndexFunc(frac, func(r rune) bool { return r != '0' })
+		if j < 0 {
+			return true // zero
+		}
+		power = -(j + 1)
+	}
+	return power+exp <= numericMaxPower
 }
 
 // validJSON is json.Valid, first asking maybeJSON: most binary and text
@@ -61,6 +210,9 @@ type rowSource struct {
 	rows []Row
 	i    int
 	vals []any // recordColumns' values, pointing at the fields below
+	// asBytes, when not nil, tells per row whether its value goes to
+	// value_bytes whatever storableJSON says (PostgreSQL refused it).
+	asBytes []bool
 
 	topic          pgtype.Text
 	partition, seq pgtype.Int4
@@ -98,7 +250,7 @@ func (s *rowSource) Values() ([]any, error) {
 	switch {
 	case r.Value == nil:
 		s.vals[5], s.rawValue.b = nil, nil
-	case storableJSON(r.Value):
+	case (s.asBytes == nil || !s.asBytes[s.i]) && storableJSON(r.Value):
 		s.vals[5], s.rawValue.b = r.Value, nil
 	default:
 		s.vals[5], s.rawValue.b = nil, r.Value

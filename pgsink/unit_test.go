@@ -151,6 +151,19 @@ func TestStorableJSON(t *testing.T) {
 		"\"\xff\"":        false, // not UTF-8
 		`{"a":"\u0000"}`:  false, // jsonb refuses NUL
 		`{"a":"x\u0041"}`: true,
+		`{"a":"\\u0000"}`: true,  // an escaped backslash, then text
+		`"\ud83d"`:        false, // half an emoji
+		`"\ud83d\ude00"`:  true,
+		`"\ude00"`:        false,
+		`"\ud83d\u0041"`:  false,
+		`"\ud83d\ud83d"`:  false,
+		`1e131071`:        true,
+		`-1E+131072`:      false,
+		`0e-16383`:        true,
+		`0e-16384`:        false,
+		`0e1073741823`:    false, // numeric_in's bound on the exponent
+		`[1.5e-16382]`:    true,
+		`[1.5e-16383]`:    false,
 	} {
 		if got := storableJSON([]byte(v)); got != want {
 			t.Errorf("storableJSON(%q) = %v, want %v", v, got, want)
@@ -175,7 +188,7 @@ func TestParseTable(t *testing.T) {
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"postgres://u:secret@h:5432/db":               "postgres://u:xxxxx@h:5432/db",
-		"postgres://u:se@cret@h/db":                   "postgres://u:xxxxx@h/db",
+		"postgres://u:se@cret@h/db":                   "postgres://xxxxx", // libpq would take cret@h for the host
 		"postgres://u@h/db?password=secret&sslmode=x": "postgres://u@h/db?password=xxxxx&sslmode=x",
 		"postgres://h/db":                             "postgres://h/db",
 		"postgres://u:secret@h:notaport/db":           "postgres://u:xxxxx@h:notaport/db",
@@ -282,17 +295,32 @@ func TestSortedOffsets(t *testing.T) {
 
 func TestCopyLine(t *testing.T) {
 	err := fmt.Errorf("x: %w", &pgconn.PgError{Code: "22P02", Where: `COPY processor_records, line 17, column value: "x"`})
-	if i, ok := copyLine(err); !ok || i != 16 {
-		t.Errorf("copyLine = %d, %v; want 16, true", i, ok)
+	if i, col, ok := copyLine(err); !ok || i != 16 || col != "value" {
+		t.Errorf("copyLine = %d, %q, %v; want 16, value, true", i, col, ok)
 	}
 	first := &pgconn.PgError{Code: "22P02", Where: `COPY processor_records, line 1, column value: "x"`}
-	if i, ok := copyLine(first); !ok || i != 0 {
+	if i, _, ok := copyLine(first); !ok || i != 0 {
 		t.Errorf("copyLine of line 1 = %d, %v; want 0, true", i, ok)
 	}
-	if _, ok := copyLine(&pgconn.PgError{Code: "22P02", Where: `COPY processor_records, line 0, column value`}); ok {
+	if _, _, ok := copyLine(&pgconn.PgError{Code: "22P02", Where: `COPY processor_records, line 0, column value`}); ok {
 		t.Error("copyLine accepted line 0")
 	}
-	if _, ok := copyLine(errors.New("x")); ok {
+	if _, _, ok := copyLine(errors.New("x")); ok {
 		t.Error("copyLine of a non-PostgreSQL error")
+	}
+	// PostgreSQL puts the innermost context first: the JSON parser's, a
+	// trigger's. The COPY line is the last.
+	for where, want := range map[string]struct {
+		i   int
+		col string
+	}{
+		"JSON data, line 1: {\"s\":\"\\ud83d...\nCOPY processor_records, line 3, column value":                                     {2, "value"},
+		"PL/pgSQL function refuse() line 3 at RAISE\nCOPY records, line 12":                                                        {11, ""},
+		"SQL statement \"SELECT 1\nCOPY other, line 99\"\nPL/pgSQL function f() line 2 at PERFORM\nCOPY t, line 5, column headers": {4, "headers"},
+	} {
+		i, col, ok := copyLine(&pgconn.PgError{Code: "22P02", Where: where})
+		if !ok || i != want.i || col != want.col {
+			t.Errorf("copyLine(%q) = %d, %q, %v; want %d, %q", where, i, col, ok, want.i, want.col)
+		}
 	}
 }

@@ -623,8 +623,10 @@ func (p *Pipeline) lag() int64 {
 }
 
 // Healthy returns nil while the loop is alive and not stuck: it is waiting
-// for Kafka, or its last iteration started within StallTimeout. After a
-// fatal error it returns that error.
+// for Kafka, or its last iteration started within StallTimeout, and (into
+// PostgreSQL) commits are not failing for a reason retrying does not fix,
+// nor for a transient one for longer than StallTimeout. After a fatal
+// error it returns that error.
 func (p *Pipeline) Healthy() error {
 	if f := p.failure.Load(); f != nil {
 		return *f
@@ -634,6 +636,11 @@ func (p *Pipeline) Healthy() error {
 	}
 	if since := time.Since(time.Unix(0, p.lastLoop.Load())); since > p.o.StallTimeout {
 		return fmt.Errorf("the processing loop has not advanced for %s", since.Round(time.Second))
+	}
+	// Into PostgreSQL: a failure retrying is not expected to fix is
+	// unhealthy at once, a transient one once it has lasted StallTimeout.
+	if since, transient, why := p.s.CommitFailing(); !since.IsZero() && (!transient || time.Since(since) > p.o.StallTimeout) {
+		return fmt.Errorf("committing to PostgreSQL has failed for %s: %s", time.Since(since).Round(time.Second), clip(why))
 	}
 	return nil
 }

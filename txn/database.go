@@ -47,6 +47,40 @@ type database struct {
 	// in the database as this member last read or wrote it (-1: none):
 	// each commit expects it. Written by the group's callbacks too.
 	stored map[pgsink.TopicPartition]int64
+	// failing is since when commits have failed without one going
+	// through (zero: none failing); transient tells whether the last
+	// failure was one that retrying fixes (pgsink.Retriable), why is its
+	// message. Read by CommitFailing, from any goroutine.
+	failing   time.Time
+	transient bool
+	why       string
+}
+
+// CommitFailing reports, in database mode, since when committing to
+// PostgreSQL has failed without a commit going through (the zero time when
+// the last one went through, when none failed yet, and outside database
+// mode), whether the last failure was transient (a lost connection, a
+// deadlock, a server starting: pgsink.Retriable) rather than one retrying
+// is not expected to fix, and its message. A batch fenced or rolled back
+// for a row's sake is no failure here. Safe from any goroutine; the
+// pipeline's health check reads it.
+func (s *Session) CommitFailing() (since time.Time, transient bool, why string) {
+	if s.db == nil {
+		return time.Time{}, false, ""
+	}
+	s.db.mu.Lock()
+	defer s.db.mu.Unlock()
+	return s.db.failing, s.db.transient, s.db.why
+}
+
+// failed notes a failed commit for CommitFailing.
+func (d *database) failed(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failing.IsZero() {
+		d.failing = time.Now()
+	}
+	d.transient, d.why = pgsink.Retriable(err), err.Error()
 }
 
 // adjustOffsets is the group client's AdjustFetchOffsetsFn in database
@@ -141,7 +175,9 @@ func (d *database) reset() {
 // offsets to the group; otherwise, or when the commit fails, it rewinds to
 // the batch's first offsets (to the stored ones for fenced partitions). It
 // returns whether the batch committed, the abort reason when the session
-// decides it, and why; an error when the session must be rebuilt.
+// decides it, and why; a *pgsink.PersistentError when committing cannot
+// succeed (End returns it: the processor stops), any other error when the
+// session must be rebuilt.
 func (s *Session) endDatabase(ctx context.Context, abort Reason) (bool, Reason, string, error) {
 	d := s.db
 	defer func() {
@@ -177,6 +213,7 @@ func (s *Session) endDatabase(ctx context.Context, abort Reason) (bool, Reason, 
 	if err == nil {
 		d.backoff = 0
 		d.mu.Lock()
+		d.failing, d.transient, d.why = time.Time{}, false, ""
 		for _, u := range batch.Offsets {
 			d.stored[u.TopicPartition] = u.Next
 		}
@@ -193,7 +230,13 @@ func (s *Session) endDatabase(ctx context.Context, abort Reason) (bool, Reason, 
 	}
 	var fenced *pgsink.FencedError
 	var row *pgsink.RowError
+	var persistent *pgsink.PersistentError
 	switch {
+	case errors.As(err, &persistent):
+		// The same failure, no row's, again and again: trying more
+		// cannot help. End returns it, and the processor stops.
+		d.failed(err)
+		return false, ReasonEndError, err.Error(), err
 	case errors.As(err, &fenced):
 		s.m.Fenced.Inc()
 		s.log.Warn("fenced: another instance wrote offsets of these partitions since this one read them; resuming from the stored offsets",
@@ -209,6 +252,7 @@ func (s *Session) endDatabase(ctx context.Context, abort Reason) (bool, Reason, 
 		}
 		return false, ReasonProduce, err.Error(), s.rewind(nil)
 	}
+	d.failed(err)
 	d.backoff = min(max(2*d.backoff, 250*time.Millisecond), 5*time.Second)
 	s.log.Warn("committing the batch to PostgreSQL failed; it will be processed again", "retry_in", d.backoff.String(), "err", err.Error())
 	return false, ReasonEndError, err.Error(), s.rewind(nil)

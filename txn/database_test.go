@@ -2,6 +2,8 @@ package txn
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,4 +198,47 @@ func TestDatabaseZombieFirstFencesNewOwner(t *testing.T) {
 		t.Errorf("after the fence the new owner polled %d records, want none: it resumes from the stored offsets", fs.NumRecords())
 	}
 	checkRows(t, c, db, 20)
+}
+
+// A failure no row causes and no retry fixes (here the records table
+// dropped under the running session) is retried MaxIdentical times, the
+// session saying meanwhile that commits fail for a reason retrying does
+// not fix; then End returns the *pgsink.PersistentError, which stops the
+// processor, instead of retrying forever.
+func TestDatabasePersistentFailureEnds(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	c := newCluster(t)
+	c.createTopic(t, "in", 1)
+	c.produce(t, "in", 5)
+	a, _ := c.dbSession(t, db, "a")
+	a.init(t)
+	if since, _, _ := a.CommitFailing(); !since.IsZero() {
+		t.Fatalf("CommitFailing since %v before any commit", since)
+	}
+	if _, err := db.Admin.Exec(context.Background(), "DROP TABLE processor_records"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= pgsink.MaxIdentical; i++ {
+		in := a.pollN(t, 5)
+		a.begin(t)
+		a.writeRows(in)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		committed, err := a.End(ctx, len(in), "")
+		cancel()
+		var pe *pgsink.PersistentError
+		switch {
+		case committed:
+			t.Fatalf("End %d committed into a dropped table", i)
+		case i < pgsink.MaxIdentical && err != nil:
+			t.Fatalf("End %d = %v, want nil: retried until the %dth identical failure", i, err, pgsink.MaxIdentical)
+		case i < pgsink.MaxIdentical:
+			since, transient, why := a.CommitFailing()
+			if since.IsZero() || transient || !strings.Contains(why, "processor_records") {
+				t.Errorf("after End %d: CommitFailing() = %v, %v, %q; want failing, not transient, naming the table", i, since, transient, why)
+			}
+		case !errors.As(err, &pe) || pe.Setting != pgsink.SettingTable || !strings.Contains(err.Error(), "PROCESSOR_POSTGRES_TABLE"):
+			t.Fatalf("End %d = %v, want a *pgsink.PersistentError naming PROCESSOR_POSTGRES_TABLE", i, err)
+		}
+	}
 }

@@ -501,7 +501,8 @@ func (s *Session) TakeFailures() []Failure {
 // leaves the session rewound to the last committed offsets, so the aborted
 // input is consumed again. When ending fails (outcome unknown, or the
 // producer was fenced), End rebuilds the session and returns nil; the
-// returned error is fatal: a *FencedError, or ctx's error.
+// returned error is fatal: a *FencedError, a *pgsink.PersistentError (in
+// database mode, a failure no retry fixes), or ctx's error.
 //
 // Canceling ctx does not cut the ending short, which would leave its
 // outcome unknown: ending is bounded by the transaction timeout instead.
@@ -571,6 +572,11 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 		s.m.countAbort(abort, detail)
 		s.log.Info("transaction aborted; its input will be processed again", "reason", string(abort), "records", records)
 		return false, nil
+	}
+	var persistent *pgsink.PersistentError
+	if errors.As(err, &persistent) { // a rebuild cannot fix the database's refusal
+		s.m.countAbort(ReasonEndError, err.Error())
+		return false, err
 	}
 	if ctx.Err() != nil {
 		return false, fmt.Errorf("ending the transaction: %w", ctx.Err())

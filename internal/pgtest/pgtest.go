@@ -122,3 +122,49 @@ func WithParam(t testing.TB, u, k, v string) string {
 	p.RawQuery = q.Encode()
 	return p.String()
 }
+
+// NewDatabase creates a database of the test's own on the test server,
+// with the server encoding encoding (LATIN1, SQL_ASCII, ...), dropped at
+// the test's end, for what depends on the encoding; the tests' user must
+// be allowed to create databases. Its DB's Schema is public.
+func NewDatabase(t testing.TB, encoding string) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base := URL(t)
+	name := Name(t, "d")
+	server, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connecting to the test server: %v", err)
+	}
+	defer server.Close(context.Background())
+	q := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE template0 ENCODING '" + encoding + "' LC_COLLATE 'C' LC_CTYPE 'C'"
+	if _, err := server.Exec(ctx, q); err != nil {
+		t.Skipf("cannot create a %s database on the test server: %v", encoding, err)
+	}
+	p, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", URLVar, err)
+	}
+	p.Path = "/" + name
+	u := WithParam(t, p.String(), "client_encoding", "UTF8")
+	admin, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatalf("connecting to database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("dropping database %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("dropping database %s: %v", name, err)
+		}
+	})
+	return &DB{URL: u, Schema: "public", Admin: admin}
+}
