@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -317,9 +318,81 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 	}
 	r.Topic = p.o.DLQTopic
 	p.dlqLineage.stamp(r, src)
+	if dropValue == "" {
+		p.fitDeadLetter(r)
+	}
 	p.cur.dlq++
 	p.inflight = append(p.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
 	p.s.ProduceDeadLetter(p.work, r, src, txn.DeadLetter{Stage: stage, Attempts: attempts, Err: err})
+}
+
+// minErrorQuote is the least of the error message a dead letter keeps
+// when its headers are clipped to make it fit its topic.
+const minErrorQuote = 64
+
+// fitDeadLetter makes the dead letter r fit the producer's limit for the
+// dead-letter topic (its max.message.bytes) when it is over it: first by
+// clipping the processor.error header, down to minErrorQuote bytes; when
+// that is not enough, by dropping the value, saying so in
+// processor.error.value.dropped. A dead letter that does not fit even so
+// fails to produce, and the policy's last resort applies (see
+// poisonInput). The input itself fitted its own topic's limit, so with
+// limits alike only the headers the processor adds can push it over.
+func (p *Pipeline) fitDeadLetter(r *kgo.Record) {
+	limit := p.s.MaxRecordBytes(r.Topic)
+	over := wireBytes(r) - limit
+	if limit <= 0 || over <= 0 {
+		return
+	}
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		if h.Key != HeaderError {
+			continue
+		}
+		if keep := len(h.Value) - over; keep >= minErrorQuote {
+			h.Value = []byte(clipTo(string(h.Value), keep))
+			return
+		}
+		h.Value = []byte(clipTo(string(h.Value), minErrorQuote))
+	}
+	size := wireBytes(r)
+	r.Value = nil
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(fmt.Sprintf(
+		"the dead letter with its value (%d bytes encoded) is larger than the %d bytes the dead-letter topic takes (max.message.bytes)", size, limit))})
+}
+
+// wireBytes is what r takes encoded alone in a record batch (Kafka's
+// format v2), batch header included, as the producer counts it against
+// its limit before compression; the broker measures the same batch
+// (4 bytes less) against max.message.bytes.
+func wireBytes(r *kgo.Record) int {
+	const batch = 65 // the batch header as franz-go counts it
+	body := 3 +      // attributes; timestamp and offset deltas, 0 for a batch's first record
+		varintLen(len(r.Key)) + len(r.Key) + varintLen(len(r.Value)) + len(r.Value) + varintLen(len(r.Headers))
+	for _, h := range r.Headers {
+		body += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+	}
+	return batch + varintLen(body) + body
+}
+
+// varintLen is the length of n as a zigzag varint.
+func varintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], int64(n))
+}
+
+// clipTo shortens s to at most n bytes, the note of how long it was
+// included, at a rune boundary.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	note := "... (" + strconv.Itoa(len(s)) + " bytes)"
+	cut := max(0, n-len(note))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
 }
 
 // deadLetterHeaders returns a new header slice: the original headers
@@ -384,6 +457,7 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 	}
 	var at map[*kgo.Record]int
 	byPart := map[topicPartition]*blame{}
+	alone := map[transform.Source]struct{}{}
 	var order []topicPartition
 	for _, f := range failures {
 		if !unproducible(f.Err) {
@@ -400,6 +474,17 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 			continue
 		}
 		in, tp := p.inflight[i], topicPartition{f.Record.Topic, f.Record.Partition}
+		if limit := p.s.MaxRecordBytes(tp.topic); limit > 0 && wireBytes(f.Record) > limit {
+			// Too large on its own: the producer refused it alone, and
+			// the others of its partition failed (if they did) with it.
+			if _, done := alone[in.src]; !done {
+				alone[in.src] = struct{}{}
+				if err := p.poisonInput(in, f.Err); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		switch b, seen := byPart[tp]; {
 		case !seen:
 			byPart[tp] = &blame{in: in, cause: f.Err}

@@ -349,6 +349,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		TransactionTimeout: cfg.TransactionTimeout,
 		AtLeastOnce:        cfg.Guarantee == "at_least_once",
 		Database:           db,
+		OutputTopics:       opts.RequireTopics,
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
