@@ -442,13 +442,31 @@ func unproducible(err error) bool {
 // Otherwise the transactions shrink to one input each until the culprit
 // fails alone, the way the watchdog shrinks them.
 //
+// A failure that is no record's doing ends the processor instead of
+// failing record after record: a required topic (Options.RequireTopics,
+// the dead-letter topic) that the cluster confirms missing, as when it
+// was deleted while running, is a *MissingTopicsError; one the principal
+// may not write to any more (TOPIC_AUTHORIZATION_FAILED, an ACL removed)
+// is a *txn.AccessError.
+//
 // It returns an error when nothing can be done: the policy is Fail, a
-// dead letter failed even without its value, or the dead-letter topic is
-// gone.
+// dead letter failed even without its value, or a required topic is gone
+// or refused.
 func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error {
 	missing := p.confirmMissing(ctx, failures)
-	if missing[p.o.DLQTopic] {
-		return fmt.Errorf("the dead-letter topic %q does not exist any more; create it again (PROCESSOR_DLQ_TOPIC)", p.o.DLQTopic)
+	var gone []string
+	for _, t := range p.required() {
+		if missing[t] {
+			gone = append(gone, t)
+		}
+	}
+	if len(gone) > 0 {
+		return &MissingTopicsError{Topics: gone, Deleted: true}
+	}
+	for _, f := range failures {
+		if errors.Is(f.Err, kerr.TopicAuthorizationFailed) && slices.Contains(p.required(), f.Record.Topic) {
+			return &txn.AccessError{Kind: txn.AccessDenied, Resource: p.describeTopic(f.Record.Topic), Err: f.Err}
+		}
 	}
 	type blame struct {
 		in        inflight
@@ -511,6 +529,26 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 	return nil
 }
 
+// required returns the topics that must exist for the processor to go on:
+// Options.RequireTopics and the dead-letter topic.
+func (p *Pipeline) required() []string {
+	if p.o.OnError != DeadLetter || slices.Contains(p.o.RequireTopics, p.o.DLQTopic) {
+		return p.o.RequireTopics
+	}
+	return append(slices.Clip(p.o.RequireTopics), p.o.DLQTopic)
+}
+
+// describeTopic names a required topic by its role.
+func (p *Pipeline) describeTopic(t string) string {
+	switch t {
+	case p.o.OutputTopic:
+		return fmt.Sprintf("output topic %q", t)
+	case p.o.DLQTopic:
+		return fmt.Sprintf("dead-letter topic %q", t)
+	}
+	return fmt.Sprintf("routed topic %q", t)
+}
+
 // poisonInput records that in's output could not be produced because of
 // cause, or returns the error that ends the processor.
 func (p *Pipeline) poisonInput(in inflight, cause error) error {
@@ -542,7 +580,7 @@ func (p *Pipeline) poisonInput(in inflight, cause error) error {
 func (p *Pipeline) confirmMissing(ctx context.Context, failures []txn.Failure) map[string]bool {
 	var unknown []string
 	for _, f := range failures {
-		if errors.Is(f.Err, kerr.UnknownTopicOrPartition) && !slices.Contains(unknown, f.Record.Topic) {
+		if (errors.Is(f.Err, kerr.UnknownTopicOrPartition) || errors.Is(f.Err, kerr.UnknownTopicID)) && !slices.Contains(unknown, f.Record.Topic) {
 			unknown = append(unknown, f.Record.Topic)
 		}
 	}
