@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
 )
 
 // deleteTopic deletes topic, failing the test with the broker's answer.
@@ -109,4 +113,68 @@ func TestBinaryOutputTopicDeletedExits1(t *testing.T) {
 			t.Errorf("the stop line %q does not name %s and PROCESSOR_OUTPUT_TOPIC at level ERROR", line, out)
 		}
 	})
+}
+
+// denyProduce makes tg's kfake brokers answer every produce request that
+// writes to topic with TOPIC_AUTHORIZATION_FAILED, as Kafka does once the
+// WRITE ACL on it is removed.
+func (tg *target) denyProduce(t testing.TB, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	details, err := tg.admin(t).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := details[topic].ID
+	tg.fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		tg.fake.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		hit := false
+		for _, rt := range req.Topics {
+			hit = hit || rt.Topic == topic || rt.TopicID == id
+		}
+		if !hit {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+// Writing to the output topic refused while running (its WRITE ACL
+// removed) is no record's fault: the processor stops with a
+// *txn.AccessError naming the output topic, instead of dead-lettering
+// every record as if each had failed. kfake only: its brokers are told to
+// refuse.
+func TestOutputWriteRefusedWhileRunning(t *testing.T) {
+	tg := newFake(t)
+	in := input{topic: unique("deny-in"), n: 200, keys: 4}
+	out, dlq, group := unique("deny-out"), unique("deny-dlq"), unique("deny-group")
+	tg.createTopics(t, 1, in.topic, out, dlq)
+	tg.produce(t, in, 0, in.n/2)
+	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
+		onError: pipeline.DeadLetter, dlqTopic: dlq})
+	tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
+	tg.denyProduce(t, out)
+	tg.produce(t, in, in.n/2, in.n)
+
+	err := waitStopped(t, a, 60*time.Second, "writing to its output topic was refused")
+	var access *txn.AccessError
+	if !errors.As(err, &access) || access.Kind != txn.AccessDenied || !strings.Contains(access.Resource, out) {
+		t.Fatalf("Run returned %v, want a *txn.AccessError refusing output topic %s", err, out)
+	}
+	if dead := tg.readAll(t, dlq, true); len(dead) > 0 {
+		t.Errorf("%d records dead-lettered; none failed", len(dead))
+	}
 }
