@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -317,9 +318,81 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 	}
 	r.Topic = p.o.DLQTopic
 	p.dlqLineage.stamp(r, src)
+	if dropValue == "" {
+		p.fitDeadLetter(r)
+	}
 	p.cur.dlq++
 	p.inflight = append(p.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
 	p.s.ProduceDeadLetter(p.work, r, src, txn.DeadLetter{Stage: stage, Attempts: attempts, Err: err})
+}
+
+// minErrorQuote is the least of the error message a dead letter keeps
+// when its headers are clipped to make it fit its topic.
+const minErrorQuote = 64
+
+// fitDeadLetter makes the dead letter r fit the producer's limit for the
+// dead-letter topic (its max.message.bytes) when it is over it: first by
+// clipping the processor.error header, down to minErrorQuote bytes; when
+// that is not enough, by dropping the value, saying so in
+// processor.error.value.dropped. A dead letter that does not fit even so
+// fails to produce, and the policy's last resort applies (see
+// poisonInput). The input itself fitted its own topic's limit, so with
+// limits alike only the headers the processor adds can push it over.
+func (p *Pipeline) fitDeadLetter(r *kgo.Record) {
+	limit := p.s.MaxRecordBytes(r.Topic)
+	over := wireBytes(r) - limit
+	if limit <= 0 || over <= 0 {
+		return
+	}
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		if h.Key != HeaderError {
+			continue
+		}
+		if keep := len(h.Value) - over; keep >= minErrorQuote {
+			h.Value = []byte(clipTo(string(h.Value), keep))
+			return
+		}
+		h.Value = []byte(clipTo(string(h.Value), minErrorQuote))
+	}
+	size := wireBytes(r)
+	r.Value = nil
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(fmt.Sprintf(
+		"the dead letter with its value (%d bytes encoded) is larger than the %d bytes the dead-letter topic takes (max.message.bytes)", size, limit))})
+}
+
+// wireBytes is what r takes encoded alone in a record batch (Kafka's
+// format v2), batch header included, as the producer counts it against
+// its limit before compression; the broker measures the same batch
+// (4 bytes less) against max.message.bytes.
+func wireBytes(r *kgo.Record) int {
+	const batch = 65 // the batch header as franz-go counts it
+	body := 3 +      // attributes; timestamp and offset deltas, 0 for a batch's first record
+		varintLen(len(r.Key)) + len(r.Key) + varintLen(len(r.Value)) + len(r.Value) + varintLen(len(r.Headers))
+	for _, h := range r.Headers {
+		body += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+	}
+	return batch + varintLen(body) + body
+}
+
+// varintLen is the length of n as a zigzag varint.
+func varintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], int64(n))
+}
+
+// clipTo shortens s to at most n bytes, the note of how long it was
+// included, at a rune boundary.
+func clipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	note := "... (" + strconv.Itoa(len(s)) + " bytes)"
+	cut := max(0, n-len(note))
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
 }
 
 // deadLetterHeaders returns a new header slice: the original headers
@@ -369,13 +442,31 @@ func unproducible(err error) bool {
 // Otherwise the transactions shrink to one input each until the culprit
 // fails alone, the way the watchdog shrinks them.
 //
+// A failure that is no record's doing ends the processor instead of
+// failing record after record: a required topic (Options.RequireTopics,
+// the dead-letter topic) that the cluster confirms missing, as when it
+// was deleted while running, is a *MissingTopicsError; one the principal
+// may not write to any more (TOPIC_AUTHORIZATION_FAILED, an ACL removed)
+// is a *txn.AccessError.
+//
 // It returns an error when nothing can be done: the policy is Fail, a
-// dead letter failed even without its value, or the dead-letter topic is
-// gone.
+// dead letter failed even without its value, or a required topic is gone
+// or refused.
 func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error {
 	missing := p.confirmMissing(ctx, failures)
-	if missing[p.o.DLQTopic] {
-		return fmt.Errorf("the dead-letter topic %q does not exist any more; create it again (PROCESSOR_DLQ_TOPIC)", p.o.DLQTopic)
+	var gone []string
+	for _, t := range p.required() {
+		if missing[t] {
+			gone = append(gone, t)
+		}
+	}
+	if len(gone) > 0 {
+		return &MissingTopicsError{Topics: gone, Deleted: true}
+	}
+	for _, f := range failures {
+		if errors.Is(f.Err, kerr.TopicAuthorizationFailed) && slices.Contains(p.required(), f.Record.Topic) {
+			return &txn.AccessError{Kind: txn.AccessDenied, Resource: p.describeTopic(f.Record.Topic), Err: f.Err}
+		}
 	}
 	type blame struct {
 		in        inflight
@@ -384,6 +475,7 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 	}
 	var at map[*kgo.Record]int
 	byPart := map[topicPartition]*blame{}
+	alone := map[transform.Source]struct{}{}
 	var order []topicPartition
 	for _, f := range failures {
 		if !unproducible(f.Err) {
@@ -400,6 +492,17 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 			continue
 		}
 		in, tp := p.inflight[i], topicPartition{f.Record.Topic, f.Record.Partition}
+		if limit := p.s.MaxRecordBytes(tp.topic); limit > 0 && wireBytes(f.Record) > limit {
+			// Too large on its own: the producer refused it alone, and
+			// the others of its partition failed (if they did) with it.
+			if _, done := alone[in.src]; !done {
+				alone[in.src] = struct{}{}
+				if err := p.poisonInput(in, f.Err); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		switch b, seen := byPart[tp]; {
 		case !seen:
 			byPart[tp] = &blame{in: in, cause: f.Err}
@@ -424,6 +527,26 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 		p.log.Warn("the broker rejected a batch holding the outputs of several inputs; retrying one input per transaction to find the one at fault")
 	}
 	return nil
+}
+
+// required returns the topics that must exist for the processor to go on:
+// Options.RequireTopics and the dead-letter topic.
+func (p *Pipeline) required() []string {
+	if p.o.OnError != DeadLetter || slices.Contains(p.o.RequireTopics, p.o.DLQTopic) {
+		return p.o.RequireTopics
+	}
+	return append(slices.Clip(p.o.RequireTopics), p.o.DLQTopic)
+}
+
+// describeTopic names a required topic by its role.
+func (p *Pipeline) describeTopic(t string) string {
+	switch t {
+	case p.o.OutputTopic:
+		return fmt.Sprintf("output topic %q", t)
+	case p.o.DLQTopic:
+		return fmt.Sprintf("dead-letter topic %q", t)
+	}
+	return fmt.Sprintf("routed topic %q", t)
 }
 
 // poisonInput records that in's output could not be produced because of
@@ -457,7 +580,7 @@ func (p *Pipeline) poisonInput(in inflight, cause error) error {
 func (p *Pipeline) confirmMissing(ctx context.Context, failures []txn.Failure) map[string]bool {
 	var unknown []string
 	for _, f := range failures {
-		if errors.Is(f.Err, kerr.UnknownTopicOrPartition) && !slices.Contains(unknown, f.Record.Topic) {
+		if (errors.Is(f.Err, kerr.UnknownTopicOrPartition) || errors.Is(f.Err, kerr.UnknownTopicID)) && !slices.Contains(unknown, f.Record.Topic) {
 			unknown = append(unknown, f.Record.Topic)
 		}
 	}

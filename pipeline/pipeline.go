@@ -288,10 +288,19 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	return p.shutdown()
 }
 
-// MissingTopicsError names required topics that do not exist.
-type MissingTopicsError struct{ Topics []string }
+// MissingTopicsError names required topics that do not exist: at start
+// (Run checks Options.RequireTopics before the loop), or, with Deleted,
+// found missing while running (the topic was deleted), which no retry
+// can fix: every transaction would abort.
+type MissingTopicsError struct {
+	Topics  []string
+	Deleted bool
+}
 
 func (e *MissingTopicsError) Error() string {
+	if e.Deleted {
+		return fmt.Sprintf("topics %v do not exist any more; create them again", e.Topics)
+	}
 	return fmt.Sprintf("topics %v do not exist; create them before starting the processor", e.Topics)
 }
 

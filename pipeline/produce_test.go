@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -281,8 +282,9 @@ func TestLoopDeadLetterTopicMissing(t *testing.T) {
 	chain := poisonChain(t, poison)
 	run := e.start("g", "g-a", chain, Options{Lineage: true, OnError: DeadLetter, DLQTopic: "ghost-dlq"})
 	err := waitDone(t, run, 45*time.Second, "a missing dead-letter topic must stop the processor")
-	if err == nil || !strings.Contains(err.Error(), `the dead-letter topic "ghost-dlq" does not exist any more`) {
-		t.Fatalf("Run returned %v, want an error naming the missing dead-letter topic", err)
+	var missing *MissingTopicsError
+	if !errors.As(err, &missing) || !missing.Deleted || !slices.Equal(missing.Topics, []string{"ghost-dlq"}) {
+		t.Fatalf("Run returned %v, want a *MissingTopicsError naming the missing dead-letter topic", err)
 	}
 	e.checkStoppedAt(run, e.out, poison)
 }

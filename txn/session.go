@@ -73,6 +73,14 @@ type Options struct {
 	// aborted batch rewinds and is processed again, so outputs may be
 	// written twice but none is lost. TransactionalID is not used.
 	AtLeastOnce bool
+	// OutputTopics are the topics the session produces to that are known
+	// before it starts: the output topic, the dead-letter topic and the
+	// chain's fixed destinations. Init reads their max.message.bytes, and
+	// the producer's limit on a record batch to each follows it (franz-go
+	// would otherwise refuse anything over 1,000,012 bytes, below Kafka's
+	// default of 1,048,588). Topics routed to that are not listed get the
+	// broker's message.max.bytes. See MaxRecordBytes.
+	OutputTopics []string
 	// Database writes the outputs into PostgreSQL instead of Kafka: each
 	// batch's rows, dead letters and next offsets in one database
 	// transaction, the database's offsets winning over the group's (see
@@ -132,6 +140,8 @@ type Session struct {
 	admin       *kadm.Client
 
 	sasl saslWatch // a hook of the group client, across rebuilds
+
+	limits atomic.Pointer[batchLimits] // the producer's per-topic batch limits, read by Init
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -149,6 +159,7 @@ func New(opts Options) (*Session, error) {
 	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics}
 	s.assignGen.Store(-1)
 	s.promise = s.onProduced
+	s.limits.Store(&batchLimits{fallback: DefaultMaxMessageBytes})
 	if opts.Database != nil {
 		s.db = &database{sink: opts.Database, stored: map[pgsink.TopicPartition]int64{}}
 	}
@@ -216,6 +227,10 @@ func (s *Session) open() error {
 		// which would stall a transaction that follows a commit.
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.WithHooks(&s.sasl),
+		// A batch may be as large as its topic takes (Init reads the
+		// limits before anything is produced; franz-go asks once per
+		// partition, when it first produces to it).
+		kgo.ProducerBatchMaxBytesFn(s.batchLimit),
 	}
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
@@ -301,6 +316,9 @@ func (s *Session) Init(ctx context.Context) error {
 		}
 		if err == nil {
 			err = s.checkReadAccess(actx)
+		}
+		if err == nil && s.db == nil {
+			err = s.readLimits(actx)
 		}
 		cancel(nil)
 		cancelTimeout()

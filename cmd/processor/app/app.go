@@ -367,6 +367,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		TransactionTimeout: cfg.TransactionTimeout,
 		AtLeastOnce:        cfg.Guarantee == "at_least_once",
 		Database:           db,
+		OutputTopics:       opts.RequireTopics,
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
@@ -395,6 +396,16 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 		log.Info("processor stopped cleanly", "records_consumed", s.Consumed, "records_produced", s.Produced,
 			"transactions_committed", s.Commits, "transactions_aborted", s.Aborts)
 		return exitOK
+	case errors.As(err, &missing) && missing.Deleted:
+		var named []string
+		for _, t := range missing.Topics {
+			named = append(named, fmt.Sprintf("%q (%s)", t, required[t]))
+		}
+		what := "the topic " + named[0] + " does not exist any more: it was deleted while the processor ran, and every transaction would abort; create it again"
+		if len(named) > 1 {
+			what = "the topics " + strings.Join(named, ", ") + " do not exist any more: they were deleted while the processor ran, and every transaction would abort; create them again"
+		}
+		log.Error("stopping: " + what)
 	case errors.As(err, &missing):
 		value := missing.Topics[0]
 		return configError(&config.Error{Var: required[value], Value: value,

@@ -1,0 +1,180 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
+)
+
+// deleteTopic deletes topic, failing the test with the broker's answer.
+func (tg *target) deleteTopic(t testing.TB, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := tg.admin(t).DeleteTopics(ctx, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("deleting %s: %v", topic, err)
+	}
+}
+
+// A required destination deleted while the processor runs (the output
+// topic, or the route transform's default destination) stops it: Run
+// returns a *pipeline.MissingTopicsError naming the topic, and Healthy
+// returns that error, instead of aborting every transaction forever while
+// healthy. Nothing of the input after the deletion is committed.
+func TestRequiredTopicDeletedWhileRunning(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		for _, c := range []struct {
+			name  string
+			chain func(t testing.TB, def string) *transform.Chain
+		}{
+			{"output", nil},
+			{"route-default", routeChain},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				in := input{topic: unique("del-in"), n: 400, keys: 4}
+				out, def, group := unique("del-out"), unique("del-def"), unique("del-group")
+				tg.createTopics(t, 1, in.topic, out, def)
+				o := instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out}
+				deleted := out
+				if c.chain != nil {
+					o.chain, deleted = c.chain(t, def), def
+				}
+				tg.produce(t, in, 0, in.n/2)
+				a := tg.start(t, o)
+				tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
+				if err := a.p.Healthy(); err != nil {
+					t.Fatalf("unhealthy before the deletion: %v", err)
+				}
+				tg.deleteTopic(t, deleted)
+				tg.produce(t, in, in.n/2, in.n)
+
+				err := waitStopped(t, a, 60*time.Second, "its required topic "+deleted+" was deleted")
+				var missing *pipeline.MissingTopicsError
+				if !errors.As(err, &missing) || !missing.Deleted || !slices.Equal(missing.Topics, []string{deleted}) {
+					t.Fatalf("Run returned %v, want a *pipeline.MissingTopicsError naming %s as deleted", err, deleted)
+				}
+				if h := a.p.Healthy(); h == nil || !strings.Contains(h.Error(), deleted) {
+					t.Errorf("Healthy() = %v after the stop, want the error naming %s", h, deleted)
+				}
+				if c, ok := tg.committedOffsets(t, group, in.topic)[0]; !ok || c > int64(in.n/2) {
+					t.Errorf("committed offset %d (found %v), want %d: nothing after the deletion may commit", c, ok, in.n/2)
+				}
+			})
+		}
+	})
+}
+
+// The binary whose output topic is deleted while it runs exits 1 with one
+// line naming the topic and PROCESSOR_OUTPUT_TOPIC.
+func TestBinaryOutputTopicDeletedExits1(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("bindel-in"), n: 200, keys: 4}
+		out, group := unique("bindel-out"), unique("bindel-group")
+		tg.createTopics(t, 1, in.topic, out)
+		tg.produce(t, in, 0, in.n/2)
+		p := tg.startBinary(t, group, group+"-1", in.topic, out)
+		waitFor(t, 60*time.Second, "the first half to commit", func() bool { return tg.caughtUp(t, group, in.topic) })
+		tg.deleteTopic(t, out)
+		tg.produce(t, in, in.n/2, in.n)
+		select {
+		case <-p.done:
+		case <-time.After(90 * time.Second):
+			t.Fatal("still running 90s after its output topic was deleted")
+		}
+		var ee *exec.ExitError
+		if !errors.As(p.err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want code 1", p.err)
+		}
+		var line string
+		for _, l := range strings.Split(p.logs.String(), "\n") {
+			if strings.Contains(l, "does not exist any more") {
+				if line != "" {
+					t.Errorf("more than one line says the topic is gone: %q and %q", line, l)
+				}
+				line = l
+			}
+		}
+		if !strings.Contains(line, out) || !strings.Contains(line, "PROCESSOR_OUTPUT_TOPIC") || !strings.Contains(line, "level=ERROR") {
+			t.Errorf("the stop line %q does not name %s and PROCESSOR_OUTPUT_TOPIC at level ERROR", line, out)
+		}
+	})
+}
+
+// denyProduce makes tg's kfake brokers answer every produce request that
+// writes to topic with TOPIC_AUTHORIZATION_FAILED, as Kafka does once the
+// WRITE ACL on it is removed.
+func (tg *target) denyProduce(t testing.TB, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	details, err := tg.admin(t).ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := details[topic].ID
+	tg.fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		tg.fake.KeepControl()
+		req := kr.(*kmsg.ProduceRequest)
+		hit := false
+		for _, rt := range req.Topics {
+			hit = hit || rt.Topic == topic || rt.TopicID == id
+		}
+		if !hit {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}
+
+// Writing to the output topic refused while running (its WRITE ACL
+// removed) is no record's fault: the processor stops with a
+// *txn.AccessError naming the output topic, instead of dead-lettering
+// every record as if each had failed. kfake only: its brokers are told to
+// refuse.
+func TestOutputWriteRefusedWhileRunning(t *testing.T) {
+	tg := newFake(t)
+	in := input{topic: unique("deny-in"), n: 200, keys: 4}
+	out, dlq, group := unique("deny-out"), unique("deny-dlq"), unique("deny-group")
+	tg.createTopics(t, 1, in.topic, out, dlq)
+	tg.produce(t, in, 0, in.n/2)
+	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
+		onError: pipeline.DeadLetter, dlqTopic: dlq})
+	tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
+	tg.denyProduce(t, out)
+	tg.produce(t, in, in.n/2, in.n)
+
+	err := waitStopped(t, a, 60*time.Second, "writing to its output topic was refused")
+	var access *txn.AccessError
+	if !errors.As(err, &access) || access.Kind != txn.AccessDenied || !strings.Contains(access.Resource, out) {
+		t.Fatalf("Run returned %v, want a *txn.AccessError refusing output topic %s", err, out)
+	}
+	if dead := tg.readAll(t, dlq, true); len(dead) > 0 {
+		t.Errorf("%d records dead-lettered; none failed", len(dead))
+	}
+}

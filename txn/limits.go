@@ -1,0 +1,134 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// DefaultMaxMessageBytes is Kafka's default max.message.bytes (and broker
+// message.max.bytes): 1 MiB plus the 12 bytes of a batch's log overhead.
+// The session assumes it for a topic whose configuration it may not read
+// (no DescribeConfigs ACL) when it may not read the broker's either.
+const DefaultMaxMessageBytes int32 = 1048588
+
+// franz-go accepts batch limits in [minBatchBytes, maxBatchBytes].
+const (
+	minBatchBytes = 512
+	maxBatchBytes = 1 << 30
+)
+
+// batchLimits are the producer's limits on a record batch, per topic.
+type batchLimits struct {
+	topics   map[string]int32 // the OutputTopics' max.message.bytes
+	fallback int32            // any other topic: the broker's message.max.bytes
+}
+
+// batchLimit is the producer's limit on a batch to topic (for
+// kgo.ProducerBatchMaxBytesFn). The broker measures a batch against the
+// topic's max.message.bytes after compression; franz-go measures it before
+// (and sends it uncompressed when compressing makes it larger), so a
+// batch within this limit is never too large for the broker.
+func (s *Session) batchLimit(topic string) int32 {
+	l := s.limits.Load()
+	if n, ok := l.topics[topic]; ok {
+		return n
+	}
+	return l.fallback
+}
+
+// MaxRecordBytes is the most a record to topic may take encoded in its
+// own record batch (batch header included) for the producer to send it:
+// the topic's max.message.bytes as Init read it, or the broker's
+// message.max.bytes for a topic not in Options.OutputTopics. A larger
+// record fails with kerr.MessageTooLarge without reaching the broker. It
+// is 0 in database mode, which has no such limit.
+func (s *Session) MaxRecordBytes(topic string) int {
+	if s.db != nil {
+		return 0
+	}
+	return int(s.batchLimit(topic))
+}
+
+// readLimits reads the max.message.bytes of the OutputTopics and the
+// broker's message.max.bytes, for the producer's batch limits. A
+// configuration the principal may not describe (no DescribeConfigs ACL)
+// falls back, with a warning: a topic to the broker's value, the broker's
+// to DefaultMaxMessageBytes. A topic that does not exist gets the broker's
+// value too (the pipeline's topic check reports it). It returns an error
+// only when the brokers do not answer, which Init retries.
+func (s *Session) readLimits(ctx context.Context) error {
+	fallback := DefaultMaxMessageBytes
+	// One broker's own configuration: the cluster-wide resource holds
+	// only values set dynamically, not a broker's static or default ones.
+	meta, err := s.admin.BrokerMetadata(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the brokers' metadata: %w", err)
+	}
+	var brokers kadm.ResourceConfigs
+	if len(meta.Brokers) > 0 {
+		brokers, err = s.admin.DescribeBrokerConfigs(ctx, meta.Brokers[0].NodeID)
+	}
+	switch {
+	case err != nil && !denied(err):
+		return fmt.Errorf("reading the broker's message.max.bytes: %w", err)
+	case err != nil:
+		s.log.Warn("may not read the broker's configuration (DescribeConfigs on the cluster); assuming Kafka's default message.max.bytes",
+			"message_max_bytes", fallback, "err", err.Error())
+	default:
+		for _, rc := range brokers {
+			if n, ok := configInt(rc, "message.max.bytes"); ok && rc.Err == nil {
+				fallback = n
+				break
+			}
+			if denied(rc.Err) {
+				s.log.Warn("may not read the broker's configuration (DescribeConfigs on the cluster); assuming Kafka's default message.max.bytes",
+					"message_max_bytes", fallback, "err", rc.Err.Error())
+			}
+		}
+	}
+	limits := &batchLimits{topics: make(map[string]int32, len(s.opts.OutputTopics)), fallback: fallback}
+	if len(s.opts.OutputTopics) > 0 {
+		topics, err := s.admin.DescribeTopicConfigs(ctx, s.opts.OutputTopics...)
+		if err != nil && !denied(err) {
+			return fmt.Errorf("reading the output topics' max.message.bytes: %w", err)
+		}
+		for _, rc := range topics {
+			n, ok := configInt(rc, "max.message.bytes")
+			switch {
+			case rc.Err == nil && ok:
+				limits.topics[rc.Name] = n
+			case denied(rc.Err):
+				s.log.Warn("may not read an output topic's configuration (DescribeConfigs on the topic); assuming the broker's message.max.bytes for it",
+					"topic", rc.Name, "max_message_bytes", fallback, "err", rc.Err.Error())
+			}
+		}
+	}
+	s.limits.Store(limits)
+	return nil
+}
+
+// denied reports whether err refuses describing a configuration.
+func denied(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// configInt returns config key of rc, clamped to what franz-go accepts as a
+// batch limit.
+func configInt(rc kadm.ResourceConfig, key string) (int32, bool) {
+	for _, c := range rc.Configs {
+		if c.Key != key || c.Value == nil {
+			continue
+		}
+		n, err := strconv.ParseInt(*c.Value, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		return int32(min(max(n, minBatchBytes), maxBatchBytes)), true
+	}
+	return 0, false
+}
