@@ -705,7 +705,7 @@ func TestRunChainOnce(t *testing.T) {
 
 	p := unitPipeline(t, chain, Options{MaxRetries: 3})
 	r := fresh()
-	out, stage, attempts, err := p.runChain(p.chain, src, r, nil)
+	out, stage, attempts, err := p.runChain(&p.workers[0], src, r, nil)
 	if err != nil || len(out) != 1 || attempts != 1 || stage != "" {
 		t.Fatalf("runChain = %d outputs, %q, %d attempts, %v; want one output after one attempt", len(out), stage, attempts, err)
 	}
@@ -719,7 +719,7 @@ func TestRunChainOnce(t *testing.T) {
 	// A permanent failure with retries to spare: one attempt, record restored.
 	mode, calls = "permanent", 0
 	r = fresh()
-	_, stage, attempts, err = p.runChain(p.chain, src, r, nil)
+	_, stage, attempts, err = p.runChain(&p.workers[0], src, r, nil)
 	if err == nil || errors.Is(err, errWatchdog) || stage != "step" || attempts != 1 || calls != 1 {
 		t.Fatalf("permanent failure: %q, %d attempts, %d calls, %v; want the error of stage step after one call", stage, attempts, calls, err)
 	}
@@ -745,7 +745,7 @@ func TestRunChainOnce(t *testing.T) {
 	} {
 		mode, calls = c.mode, 0
 		before := time.Now()
-		_, _, attempts, err := q.runChain(q.chain, src, fresh(), nil)
+		_, _, attempts, err := q.runChain(&q.workers[0], src, fresh(), nil)
 		if err == nil || attempts != 1 || calls != 1 || !strings.Contains(err.Error(), c.msg) || strings.Contains(err.Error(), "PROCESSOR_TRANSFORM_TIMEOUT") {
 			t.Errorf("%s: %d attempts, %d calls, %v; want its own error after one attempt", c.mode, attempts, calls, err)
 		}
@@ -760,7 +760,7 @@ func TestRunChainOnce(t *testing.T) {
 	// A transform that runs into the TransformTimeout.
 	mode, calls = "wait", 0
 	r = fresh()
-	_, stage, attempts, err = q.runChain(q.chain, src, r, nil)
+	_, stage, attempts, err = q.runChain(&q.workers[0], src, r, nil)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "(PROCESSOR_TRANSFORM_TIMEOUT=50ms)") || attempts != 1 || stage != "step" {
 		t.Errorf("timed out: %q, %d attempts, %v; want a deadline error naming PROCESSOR_TRANSFORM_TIMEOUT", stage, attempts, err)
 	}
@@ -780,7 +780,7 @@ func TestRunChainOnce(t *testing.T) {
 	})
 	rp := unitPipeline(t, routed, Options{InputTopics: []string{"in"}})
 	r = fresh()
-	out, stage, attempts, err = rp.runChain(rp.chain, src, r, nil)
+	out, stage, attempts, err = rp.runChain(&rp.workers[0], src, r, nil)
 	if err == nil || out != nil || stage != stageProduce || attempts != 1 || string(r.Value) != "v" {
 		t.Errorf("routed to the input: %d outputs, %q, %d attempts, %v, value %q; want a produce failure, record restored", len(out), stage, attempts, err, r.Value)
 	}

@@ -90,18 +90,23 @@ const (
 	maxBackoff   = time.Second
 )
 
-// runChain runs r through chain under the open transaction's context,
-// retrying retriable failures with backoff up to MaxRetries times, and
-// checks where the outputs go. It returns dst with the outputs appended;
-// or dst as given and, with r restored to how it arrived, the final error
-// (clipped to maxQuote bytes), the chain entry that failed and the number
-// of attempts. It is safe to call from several goroutines, each with its
-// own chain, while the loop waits for them.
+// runChain runs r through w's chain under w's context (the open
+// transaction's, which the monitor may cut for this record), retrying
+// retriable failures with backoff up to MaxRetries times, and checks where
+// the outputs go. It returns dst with the outputs appended; or dst as given
+// and, with r restored to how it arrived, the final error (clipped to
+// maxQuote bytes), the chain entry that failed and the number of attempts.
+// It is safe to call from several goroutines, each with its own worker,
+// while the loop waits for them.
 //
-// When the transaction's budget runs out first (a deadline the processor
-// set, not the record's doing) the error is errWatchdog, and no retry
-// starts that could not end within the budget.
-func (p *Pipeline) runChain(chain *transform.Chain, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
+// A record the monitor cut (it ran for its limit) fails with the
+// *limitError, whatever the chain returned: it is not retried, as no
+// second attempt of that length could fit the budget. When the
+// transaction's budget runs out first (a deadline the processor set, not
+// the record's doing) the error is errWatchdog, and no retry starts that
+// could not end within the budget.
+func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
+	chain := w.chain
 	key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
 	defer func() {
 		if err != nil {
@@ -110,14 +115,17 @@ func (p *Pipeline) runChain(chain *transform.Chain, src transform.Source, r *kgo
 	}()
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
-		rctx, cancel := p.txn, context.CancelFunc(nil)
+		rctx, cancel := w.ctx, context.CancelFunc(nil)
 		if p.o.TransformTimeout > 0 {
-			rctx, cancel = context.WithTimeout(p.txn, p.o.TransformTimeout)
+			rctx, cancel = context.WithTimeout(w.ctx, p.o.TransformTimeout)
 		}
 		out, err = chain.Process(rctx, src, r, dst)
 		timedOut := err != nil && rctx.Err() != nil
 		if cancel != nil {
 			cancel()
+		}
+		if le := limitCause(w.ctx); le != nil {
+			return dst, p.cutStage(chain, out, dst, err), attempt, le
 		}
 		if err == nil {
 			if err = p.checkDestinations(out[len(dst):]); err != nil {
@@ -156,14 +164,34 @@ func (p *Pipeline) runChain(chain *transform.Chain, src transform.Source, r *kgo
 		p.o.Metrics.Retries.Inc()
 		t := time.NewTimer(backoff)
 		select {
-		case <-p.txn.Done():
+		case <-w.ctx.Done():
 			t.Stop()
+			if le := limitCause(w.ctx); le != nil {
+				p.o.Metrics.TransformErrors.WithLabelValues(stage, classTimeout).Inc()
+				return dst, stage, attempt, le
+			}
 			return dst, stage, attempt, errWatchdog
 		case <-t.C:
 		}
 		backoff = min(backoff*2, maxBackoff)
 		r.Key, r.Value, r.Headers, r.Timestamp, r.Topic = key, value, headers, ts, ""
 	}
+}
+
+// cutStage counts the failure of a record the monitor cut and returns the
+// chain entry it was cut in: the one that failed, or the one running when
+// the chain returned outputs anyway (they are dropped).
+func (p *Pipeline) cutStage(chain *transform.Chain, out, dst []*kgo.Record, err error) string {
+	var stage string
+	var te *transform.Error
+	if err != nil && errors.As(err, &te) {
+		stage = te.Stage
+	} else {
+		clear(out[len(dst):])
+		stage = chain.Running().String()
+	}
+	p.o.Metrics.TransformErrors.WithLabelValues(stage, classTimeout).Inc()
+	return stage
 }
 
 // missingTTL is how long a destination topic the cluster confirmed missing
@@ -268,20 +296,34 @@ func (e *BudgetError) Error() string {
 // before it connects anything). An attempt is bounded by TransformTimeout
 // and by the chain's own deadlines (a stage with its own deadline may not
 // watch the context).
+//
+// A record that passes the check is never cut before its own deadlines
+// end it: each record may run for the longer of this worst case and half
+// the budget, all its attempts together, before it fails under
+// PROCESSOR_ON_ERROR as the one that holds up the transaction.
 func CheckBudget(o Options, chain *transform.Chain) error {
 	o.TxnBudget = o.budget()
-	per, entry := chain.CallTimeout()
-	if o.TransformTimeout >= per {
-		per, entry = o.TransformTimeout, transform.Entry{}
-	}
-	worst := time.Duration(o.MaxRetries+1) * per
-	for i, b := 0, firstBackoff; i < o.MaxRetries; i, b = i+1, min(b*2, maxBackoff) {
-		worst += b
-	}
+	worst, per, entry := worstCase(o, chain)
 	if worst >= o.TxnBudget {
 		return &BudgetError{Worst: worst, Budget: o.TxnBudget, Attempts: o.MaxRetries + 1, PerAttempt: per, Entry: entry}
 	}
 	return nil
+}
+
+// worstCase is the longest one record may take by the configured
+// deadlines, every attempt running to its deadline plus the backoff
+// between retries; per is the longest attempt, and entry the chain entry
+// whose own deadline it is (zero for TransformTimeout or none).
+func worstCase(o Options, chain *transform.Chain) (worst, per time.Duration, entry transform.Entry) {
+	per, entry = chain.CallTimeout()
+	if o.TransformTimeout >= per {
+		per, entry = o.TransformTimeout, transform.Entry{}
+	}
+	worst = time.Duration(o.MaxRetries+1) * per
+	for i, b := 0, firstBackoff; i < o.MaxRetries; i, b = i+1, min(b*2, maxBackoff) {
+		worst += b
+	}
+	return worst, per, entry
 }
 
 // budgetEnd is when the open transaction must start ending, so that it

@@ -39,7 +39,10 @@ type Options struct {
 	// MaxRetries bounds the retries of a record whose transform failed
 	// with a retriable error or timed out.
 	MaxRetries int
-	// TransformTimeout is the per-record deadline of the chain; 0 is none.
+	// TransformTimeout is the per-attempt deadline of the chain; 0 is none.
+	// Whatever it is, a record that runs, all its attempts together, for
+	// half of TxnBudget (or its worst case by these deadlines, if longer)
+	// is cut and fails under OnError: it alone holds up the transaction.
 	TransformTimeout time.Duration
 	// TxnBudget is how long a transaction may process before it must end
 	// (the watchdog aborts and shrinks the batch past it). Default: four
@@ -125,8 +128,18 @@ type Pipeline struct {
 	applied    []transform.Source   // poison entries this transaction applied
 	missing    map[string]time.Time // destination topics the cluster confirmed missing, and when
 	dlqLineage *lineage
-	parts      *partitions // also read by Status and the refresher
-	partsEpoch uint64      // the session's assignment epoch parts reflects
+	parts      *partitions        // also read by Status and the refresher
+	partsEpoch uint64             // the session's assignment epoch parts reflects
+	names      map[string]*string // input topic names, for the workers' slots
+
+	// The monitor (watch.go): it cuts a record that has run for limit,
+	// looking every tick while a transaction is open. blamed are the
+	// records this transaction failed as the ones that held it up; an
+	// abort makes them poison, so that their retry does not run them.
+	mon    monitor
+	limit  time.Duration
+	tick   time.Duration
+	blamed []blamed
 
 	// work is the context records are processed and produced under: a
 	// stop does not cancel it, so a shutdown never fails a record; it
@@ -160,6 +173,7 @@ type txnCounts struct {
 	dlq      int
 	skipped  int
 	bytes    int64 // output bytes (keys, values, headers)
+	limited  int   // records failed for running past their limit
 }
 
 // reset zeroes the counts, keeping the routed map.
@@ -213,11 +227,19 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 		txn:        context.Background(),
 		txnCancel:  func() {},
 		dlqLineage: newLineage(),
+		names:      make(map[string]*string),
+		limit:      recordLimit(o, chain),
 	}
-	p.workers = append(p.workers, worker{chain: chain})
-	for _, c := range o.Chains {
-		p.workers = append(p.workers, worker{chain: c})
+	p.tick = max(p.limit/8, minTick)
+	p.workers = make([]worker, 1+len(o.Chains))
+	p.workers[0].chain = chain
+	for i, c := range o.Chains {
+		p.workers[1+i].chain = c
 	}
+	for i := range p.workers {
+		p.workers[i].renew(p.txn)
+	}
+	p.mon.seen = make([]sighting, len(p.workers))
 	if o.Lineage {
 		p.lineage = newLineage()
 	}
@@ -256,6 +278,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 			p.failure.Store(&err)
 		}
 		p.running.Store(false)
+		p.unwatch()
 		p.s.Close()
 	}()
 	p.lastLoop.Store(time.Now().UnixNano())
@@ -341,15 +364,24 @@ func (p *Pipeline) step(ctx context.Context) error {
 				return err
 			}
 			p.txn, p.txnCancel = context.WithDeadline(p.work, p.budgetEnd())
+			p.watch()
 		}
 		err := p.process(fs)
 		p.openRecords.Store(int64(p.cur.records))
 		switch {
 		case errors.Is(err, errWatchdog):
 			done := p.cur.records
-			p.txnMax = max(1, done/2)
-			p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller transactions",
-				"budget", p.o.TxnBudget.String(), "records_done", done, "next_max_records", p.txnMax)
+			if p.cur.limited > 0 {
+				// The record that held it up is known: its retry fails it,
+				// and the others fit as they did.
+				p.log.Warn("processing used up the transaction's time budget, held up by a record that ran past its limit; "+
+					"aborting it once: its retry applies PROCESSOR_ON_ERROR to that record",
+					"budget", p.o.TxnBudget.String(), "records_done", done, "records_blamed", p.cur.limited)
+			} else {
+				p.txnMax = max(1, done/2)
+				p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller transactions",
+					"budget", p.o.TxnBudget.String(), "records_done", done, "next_max_records", p.txnMax)
+			}
 			_, err := p.end(ctx, txn.ReasonWatchdog)
 			return err
 		case err != nil:
@@ -411,12 +443,16 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 	for bi, b := range p.batches {
 		if parallel {
 			p.waitBatch(bi)
+		} else {
+			p.workers[0].slot.publish(b.name, b.partition)
 		}
 		for j, r := range b.recs {
 			var res result
 			if parallel {
 				res = p.results[b.at+j]
 				if res.notRun {
+					p.stopWorkers()
+					p.blameRest(b.at + j)
 					return errWatchdog
 				}
 			} else {
@@ -450,7 +486,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 			}
 			if !parallel {
 				w := &p.workers[0]
-				res.out, res.stage, res.attempts, res.err = p.runChain(w.chain, src, r, w.out[:0])
+				res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 				w.out = res.out[:0]
 			} else if errors.Is(res.err, errWatchdog) {
 				p.stopWorkers() // before produceOutputs changes p.poison, which they read
@@ -460,6 +496,10 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				clear(res.out) // stopWorkers clears the workers' outputs
 			}
 			if err != nil {
+				if parallel {
+					p.stopWorkers()
+					p.blameRest(b.at + j + 1)
+				}
 				return err
 			}
 		}
@@ -472,6 +512,9 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 // which may be a worker's buffer.
 func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res result) error {
 	if errors.Is(res.err, errWatchdog) {
+		if p.blameSlow(src, res) {
+			return res.err
+		}
 		if p.cur.records == 1 {
 			// Alone in its transaction and still over the budget: no
 			// smaller transaction can help. Its next attempt fails it.
@@ -481,6 +524,10 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		return res.err
 	}
 	if res.err != nil {
+		if le, ok := res.err.(*limitError); ok {
+			p.cur.limited++
+			p.blamed = append(p.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
+		}
 		return p.failed(src, r, res.stage, res.attempts, res.err, "")
 	}
 	if len(res.out) == 0 {
@@ -506,6 +553,53 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 	return nil
 }
 
+// blamed is a record this transaction failed as the one that held it up.
+type blamed struct {
+	src transform.Source
+	failure
+}
+
+// blameSlow blames src, interrupted by the end of the budget, when the
+// monitor saw it run for at least half the budget: it held up the
+// transaction, and the records queued behind it did not. Its retry then
+// fails it under the policy instead of the transaction shrinking.
+func (p *Pipeline) blameSlow(src transform.Source, res result) bool {
+	ran := p.ranFor(src)
+	if ran < p.o.TxnBudget/2 {
+		return false
+	}
+	p.cur.limited++
+	p.blamed = append(p.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: max(1, res.attempts),
+		err: &limitError{ran: ran, budget: p.o.TxnBudget}}})
+	p.log.Warn("a record ran for most of the transaction's time budget; it fails under PROCESSOR_ON_ERROR on its retry",
+		"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "ran", ran.Round(time.Millisecond).String(), "policy", string(p.o.OnError))
+	return true
+}
+
+// blameRest looks, once the workers have stopped and the transaction is
+// to abort, at the results from p.results[from] on that the loop did not
+// reach: records the monitor cut, or that ran for most of the budget when
+// it ran out, are blamed too, so that their retry does not run them again.
+func (p *Pipeline) blameRest(from int) {
+	for _, b := range p.batches {
+		for j, r := range b.recs {
+			i := b.at + j
+			if i < from {
+				continue
+			}
+			res := p.results[i]
+			src := transform.Source{Topic: b.topic, Partition: b.partition, Offset: r.Offset}
+			switch le, ok := res.err.(*limitError); {
+			case ok:
+				p.cur.limited++
+				p.blamed = append(p.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
+			case errors.Is(res.err, errWatchdog):
+				p.blameSlow(src, res)
+			}
+		}
+	}
+}
+
 // end ends the open transaction, committing unless abort is set (or a
 // produce failed), and accounts for it.
 func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
@@ -516,6 +610,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	committed, err := p.s.End(ctx, p.cur.records, abort)
 	failures := p.s.TakeFailures()
 	p.txnCancel()
+	p.unwatch()
 	if p.cur.records > 0 {
 		p.perRecord, p.sized = p.cur.bytes/int64(p.cur.records), true
 	}
@@ -543,10 +638,15 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		p.parts.committed(p.s.CommittedOffsets())
 	} else {
 		p.aborts.Add(1)
+		for _, b := range p.blamed {
+			p.poison[b.src] = poison{failure: b.failure}
+		}
 		if perr := p.notePoison(ctx, failures); perr != nil && err == nil {
 			err = perr
 		}
 	}
+	clear(p.blamed)
+	p.blamed = p.blamed[:0]
 	clear(p.inflight) // drop the record pointers
 	p.inflight = p.inflight[:0]
 	p.applied = p.applied[:0]

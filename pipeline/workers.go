@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -11,6 +12,7 @@ import (
 // batch is a run of one partition's records of a poll, in offset order.
 type batch struct {
 	topic     string
+	name      *string // topic, interned: what the worker publishes in its slot
 	partition int32
 	recs      []*kgo.Record
 	at        int // index of recs[0] in Pipeline.results
@@ -33,6 +35,10 @@ type result struct {
 type worker struct {
 	chain *transform.Chain
 	out   []*kgo.Record // the outputs of the records it ran in this poll
+	// ctx is the open transaction's context, which the monitor cuts when
+	// the worker's record has run for its limit (renewed after a cut).
+	ctx  context.Context
+	slot slot // what it is running, for the monitor
 }
 
 // minChunk is the fewest records a worker takes at a time (unless a
@@ -56,11 +62,17 @@ func (p *Pipeline) split(fs kgo.Fetches) bool {
 	for i := range fs {
 		for j := range fs[i].Topics {
 			t := &fs[i].Topics[j]
+			name := p.names[t.Topic]
+			if name == nil {
+				topic := t.Topic // a copy: a pointer into fs would keep its records
+				name = &topic
+				p.names[topic] = name
+			}
 			for k := range t.Partitions {
 				part := &t.Partitions[k]
 				for recs := part.Records; len(recs) > 0; {
 					c := min(chunk, len(recs))
-					p.batches = append(p.batches, batch{topic: t.Topic, partition: part.Partition, recs: recs[:c], at: n})
+					p.batches = append(p.batches, batch{topic: t.Topic, name: name, partition: part.Partition, recs: recs[:c], at: n})
 					n += c
 					recs = recs[c:]
 				}
@@ -116,6 +128,7 @@ func (p *Pipeline) runWorker(i int) {
 			return
 		}
 		b := &p.batches[bi]
+		w.slot.publish(b.name, b.partition)
 		halted := p.halt.Load()
 		for j, r := range b.recs {
 			res := &p.results[b.at+j]
@@ -141,7 +154,7 @@ func (p *Pipeline) runWorker(i int) {
 				}
 			}
 			from := len(w.out)
-			w.out, res.stage, res.attempts, res.err = p.runChain(w.chain, src, r, w.out)
+			w.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out)
 			res.out = w.out[from:len(w.out):len(w.out)]
 		}
 		p.done[bi].Store(true)

@@ -27,7 +27,7 @@ func TestLoopWithWorkers(t *testing.T) {
 		"Skip":                      TestLoopSkipPolicy,
 		"Fail":                      TestLoopFailPolicyStops,
 		"Routed":                    TestLoopRoutedOutputs,
-		"RecordAloneOverBudget":     TestLoopRecordAloneOverBudgetFails,
+		"SlowWithinOwnDeadlines":    TestLoopRecordWithinItsOwnDeadlinesIsNotCut,
 		"OutputTooLargeDeadLetters": TestLoopOutputTooLargeDeadLettered,
 		"OutputTooLargeFails":       TestLoopOutputTooLargeFails,
 		"DeadLetterTooLarge":        TestLoopDeadLetterTooLarge,

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -47,6 +48,9 @@ func (e Entry) String() string {
 type Chain struct {
 	stages []stage
 	a, b   []*kgo.Record // ping-pong buffers between stages
+	// at is the index of the stage running now (or last run), for Running;
+	// only a chain of several stages sets it.
+	at atomic.Int32
 }
 
 type stage struct {
@@ -139,6 +143,17 @@ func (c *Chain) CallTimeout() (time.Duration, Entry) {
 	return total, at
 }
 
+// Running returns the entry running now in the goroutine that uses the
+// chain, or the last one that ran: what a call that does not return is
+// stuck in. It is safe from any goroutine; a one-stage chain answers that
+// stage without the per-stage bookkeeping.
+func (c *Chain) Running() Entry {
+	if len(c.stages) == 0 {
+		return Entry{}
+	}
+	return c.stages[min(int(c.at.Load()), len(c.stages)-1)].entry
+}
+
 // Destination is a fixed topic that a chain entry's setting names.
 type Destination struct {
 	Entry   Entry
@@ -185,6 +200,7 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 	in := append(c.a[:0], rec)
 	for i, s := range c.stages {
 		cur = s.name
+		c.at.Store(int32(i))
 		last := i == len(c.stages)-1
 		var next []*kgo.Record
 		if last {
