@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -88,7 +89,7 @@ func (o *outputs) headerTable(n int, k, v uint32, klen, vlen uint32) uint32 {
 }
 
 func (o *outputs) decode(maxBytes uint64) ([]*kgo.Record, error) {
-	d := &decoder{mem: o.mem, maxBytes: maxBytes}
+	d := &decoder{mem: o.mem, maxBytes: maxBytes, maxRecord: math.MaxInt64}
 	return d.decode(0, testSrc, value("in"), nil, &arena{})
 }
 
@@ -195,7 +196,7 @@ func TestDecodeAllocs(t *testing.T) {
 	o.next = tableAt + outRecordSize
 	key, val := o.put([]byte("k1")), o.put([]byte("a changed value"))
 	o.records(1, func(uint32) [8]uint32 { return [8]uint32{0, 0, key, 2, val, 15, 0, 0} })
-	d := &decoder{mem: o.mem, maxBytes: 64 << 20}
+	d := &decoder{mem: o.mem, maxBytes: 64 << 20, maxRecord: transform.DefaultMaxOutputBytes}
 	var a arena
 	rec, out := value("in"), make([]*kgo.Record, 0, 1)
 	if n := testing.AllocsPerRun(1000, func() {
