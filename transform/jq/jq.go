@@ -125,12 +125,14 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 			clear(t.results)
 			return out, fmt.Errorf("the jq program produced more than %d results for one record", MaxResults)
 		}
-		room := t.maxBytes - total - each
-		b, err := t.enc.encode(r, int(max(-1, min(room, math.MaxInt32))))
+		room := max(-1, min(t.maxBytes-total-each, math.MaxInt32))
+		b, err := t.enc.encode(r, int(room))
 		if err != nil {
 			clear(t.results)
 			if errors.Is(err, errTooLarge) {
-				return out, &transform.OutputLimitError{Limit: t.maxBytes, Bytes: total + each + int64(len(b)), Records: len(t.results) + 1}
+				// The encoding stopped once it was sure to need more
+				// than room bytes.
+				return out, &transform.OutputLimitError{Limit: t.maxBytes, Bytes: total + each + max(int64(len(b)), room+1), Records: len(t.results) + 1}
 			}
 			return out, fmt.Errorf("encoding a jq result as JSON: %w", err)
 		}
