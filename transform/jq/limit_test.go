@@ -164,7 +164,7 @@ func TestAmplifiedOrderFailsWithinTheLimit(t *testing.T) {
 // more fails. A chain built with MaxOutputBytes hands its limit to jq.
 func TestOutputLimitExact(t *testing.T) {
 	r := rec(`"` + strings.Repeat("v", 998) + `"`) // 1000 bytes as JSON
-	per := transform.Size(r)                     // each of the 3 outputs is r's size
+	per := transform.Size(r)                       // each of the 3 outputs is r's size
 	for _, c := range []struct {
 		limit int64
 		ok    bool
