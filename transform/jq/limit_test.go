@@ -120,8 +120,8 @@ func TestAmplifiedOrderFailsWithinTheLimit(t *testing.T) {
 	grew := w.growth()
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("failed in %s: peak heap growth %.1f MiB, %.1f MiB allocated in all (a 1MB order; without a byte bound: 5000 copies, 5GB)",
-		el, float64(grew)/(1<<20), float64(allocated)/(1<<20))
+	t.Logf("%v; failed in %s: peak heap growth %.1f MiB, %.1f MiB allocated in all (a 1MB order; without a byte bound: 5000 copies, 5GB)",
+		err, el, float64(grew)/(1<<20), float64(allocated)/(1<<20))
 
 	if w.tripped {
 		t.Fatalf("the heap grew past 1GiB, and the watch stopped the program: %v", err)
