@@ -93,6 +93,7 @@ var rules = []rule{
 	{field: "CommitInterval", ok: func(c *Config) bool { return c.CommitInterval > 0 }},
 	{field: "MaxRecordsPerTxn", ok: func(c *Config) bool { return within(c.MaxRecordsPerTxn, 1, 10_000_000) }},
 	{field: "MaxTxnBytes", ok: func(c *Config) bool { return within(c.MaxTxnBytes, 1<<20, 1<<30) }},
+	{field: "MaxOutputBytesPerRecord", ok: func(c *Config) bool { return within(c.MaxOutputBytesPerRecord, 1<<20, 1<<30) }},
 	{field: "SessionTimeout", ok: func(c *Config) bool { return within(c.SessionTimeout, 6*time.Second, 30*time.Minute) }},
 	{field: "TransactionTimeout", ok: func(c *Config) bool { return within(c.TransactionTimeout, 1, 15*time.Minute) }},
 	{field: "TransactionTimeout", ok: func(c *Config) bool { return c.TransactionTimeout < c.SessionTimeout },

@@ -46,8 +46,9 @@ func (e Entry) String() string {
 // Chain runs transforms in order: every output of one stage is the input of
 // the next. A Chain keeps scratch buffers and is for one goroutine.
 type Chain struct {
-	stages []stage
-	a, b   []*kgo.Record // ping-pong buffers between stages
+	stages   []stage
+	a, b     []*kgo.Record // ping-pong buffers between stages
+	maxBytes int64         // MaxOutputBytes
 	// at is the index of the stage running now (or last run), for Running;
 	// only a chain of several stages sets it.
 	at atomic.Int32
@@ -64,13 +65,20 @@ type stage struct {
 // nothing). A setting that does not parse, is missing, or that New refuses
 // is a *SettingError naming the entry. Duplicate entries without distinct
 // aliases are rejected: they would share one set of settings and read as a
-// mistake.
-func (r *Registry) Build(entries []Entry, lookup Lookup) (*Chain, error) {
+// mistake. Options such as MaxOutputBytes apply to the whole chain.
+func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*Chain, error) {
 	if len(entries) == 0 {
 		return nil, errors.New("the transform chain is empty")
 	}
+	o := buildOptions{}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxOutputBytes <= 0 {
+		o.maxOutputBytes = DefaultMaxOutputBytes
+	}
 	seen := make(map[Entry]bool, len(entries))
-	c := &Chain{}
+	c := &Chain{maxBytes: o.maxOutputBytes}
 	fail := func(err error) (*Chain, error) {
 		c.Close()
 		return nil, err
@@ -105,6 +113,9 @@ func (r *Registry) Build(entries []Entry, lookup Lookup) (*Chain, error) {
 				return fail(se)
 			}
 			return fail(fmt.Errorf("transform %s: %w", e, err))
+		}
+		if l, ok := t.(OutputLimiter); ok {
+			l.LimitOutputBytes(c.maxBytes)
 		}
 		c.stages = append(c.stages, stage{entry: e, name: e.String(), t: t})
 	}
@@ -179,11 +190,18 @@ func (c *Chain) Destinations() []Destination {
 // Process runs rec through every stage and appends the final outputs to
 // out. A failing or panicking stage fails the whole input record with an
 // *Error naming the stage; out is then returned as it was given.
+//
+// The outputs of each stage for rec are measured as they come (Size, added
+// up after every call of the stage): once they pass the chain's
+// MaxOutputBytes the record fails with an *OutputLimitError, before the
+// next stage multiplies them again.
 func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []*kgo.Record) (res []*kgo.Record, err error) {
 	n := len(out)
 	var cur string
 	defer func() {
 		if v := recover(); v != nil {
+			clear(c.a[:cap(c.a)]) // rare: not worth knowing which part is in use
+			clear(c.b[:cap(c.b)])
 			res = out[:n]
 			err = &Error{Stage: cur, Err: &PanicError{Value: v, Stack: debug.Stack()}}
 		}
@@ -195,6 +213,9 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 		if res, err = c.stages[0].t.Process(ctx, src, rec, out); err != nil {
 			return out[:n], &Error{Stage: cur, Err: err}
 		}
+		if _, err = c.measure(res[n:], 0, len(res)-n); err != nil {
+			return out[:n], &Error{Stage: cur, Err: err}
+		}
 		return res, nil
 	}
 	in := append(c.a[:0], rec)
@@ -203,13 +224,23 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 		c.at.Store(int32(i))
 		last := i == len(c.stages)-1
 		var next []*kgo.Record
+		base := 0 // where this stage's outputs start in next
 		if last {
-			next = out
+			next, base = out, n
 		} else {
 			next = c.b[:0]
 		}
+		var total int64
 		for _, r := range in {
-			if next, err = s.t.Process(ctx, src, r, next); err != nil {
+			done := len(next)
+			if next, err = s.t.Process(ctx, src, r, next); err == nil {
+				total, err = c.measure(next[done:], total, len(next)-base)
+			}
+			if err != nil {
+				// A failing stage may return nil for what it appended.
+				clear(in)
+				clear(c.a[:cap(c.a)])
+				clear(c.b[:cap(c.b)])
 				return out[:n], &Error{Stage: cur, Err: err}
 			}
 		}
@@ -221,7 +252,25 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 			in = next
 		}
 	}
+	// Let go of the intermediate records: up to MaxOutputBytes of them
+	// would otherwise stay alive until the next input.
+	clear(c.a)
+	clear(c.b)
 	return out, nil
+}
+
+// measure adds the Size of a stage's new outputs to total, what its
+// earlier outputs for the same input record held, and fails when the sum
+// passes the chain's limit; records is the count of the stage's outputs so
+// far, for the error.
+func (c *Chain) measure(outs []*kgo.Record, total int64, records int) (int64, error) {
+	for _, o := range outs {
+		total += Size(o)
+	}
+	if total > c.maxBytes {
+		return total, &OutputLimitError{Limit: c.maxBytes, Bytes: total, Records: records}
+	}
+	return total, nil
 }
 
 // Close closes every stage that implements io.Closer, in reverse order, and

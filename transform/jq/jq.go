@@ -14,7 +14,20 @@
 //
 // Programs see no environment ($ENV and env are empty), cannot import
 // modules, and have no input/inputs. One input may produce at most
-// MaxResults outputs.
+// MaxResults outputs, and outputs of at most the chain's limit on one
+// record's output bytes (PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD, counted as
+// transform.Size counts them): results are encoded one by one as the
+// program yields them, each stopped as soon as the running total passes
+// the limit, so a program that copies a large value for each of its parts
+// (.items[] as $i | .item = $i) fails the record with a
+// *transform.OutputLimitError before it has spent the memory.
+//
+// What the limit cannot stop is gojq building one result in memory before
+// it yields it: [range(1e8)] or "x" * 1e9 allocate gigabytes inside gojq.
+// gojq offers no bound on that; it checks the context at every step of a
+// program, so a per-record deadline (PROCESSOR_TRANSFORM_TIMEOUT) stops
+// the first between steps (the record then fails, or is retried, as a
+// timeout), while the second is one step that runs to its end.
 package jq
 
 import (
@@ -23,6 +36,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/itchyny/gojq"
@@ -49,9 +63,19 @@ const MaxResults = 10_000
 // Transform runs one compiled program. It keeps scratch space, so like
 // every transform it is called from one goroutine at a time.
 type Transform struct {
-	prog    *Program
-	results [][]byte // encoded results of the current record, reused
+	prog     *Program
+	results  [][]byte // encoded results of the current record, reused
+	enc      encoder
+	maxBytes int64 // the chain's limit on one record's output bytes
 }
+
+var _ transform.OutputLimiter = (*Transform)(nil)
+
+// LimitOutputBytes sets the most the outputs of one record may hold,
+// counted as transform.Size counts them. It implements
+// transform.OutputLimiter; the chain calls it when it is built. Until then
+// the limit is transform.DefaultMaxOutputBytes.
+func (t *Transform) LimitOutputBytes(n int64) { t.maxBytes = n }
 
 // New compiles s.Expr. A program that is empty or does not compile is a
 // *transform.SettingError naming EXPR.
@@ -60,7 +84,7 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, ExprError("EXPR", s.Expr, err)
 	}
-	return &Transform{prog: p}, nil
+	return &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes}, nil
 }
 
 // ExprError is the setting error for a jq program in setting field that is
@@ -83,6 +107,10 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 		return out, err
 	}
 	t.results = t.results[:0]
+	defer t.enc.reset()
+	// Every output holds rec's key and headers besides its value.
+	each := transform.Size(rec) - int64(len(rec.Value))
+	var total int64
 	iter := t.prog.Run(ctx, v)
 	for {
 		r, ok := iter.Next()
@@ -97,12 +125,19 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 			clear(t.results)
 			return out, fmt.Errorf("the jq program produced more than %d results for one record", MaxResults)
 		}
-		b, err := gojq.Marshal(r)
+		room := max(-1, min(t.maxBytes-total-each, math.MaxInt32))
+		b, err := t.enc.encode(r, int(room))
 		if err != nil {
 			clear(t.results)
+			if errors.Is(err, errTooLarge) {
+				// The encoding stopped once it was sure to need more
+				// than room bytes.
+				return out, &transform.OutputLimitError{Limit: t.maxBytes, Bytes: total + each + max(int64(len(b)), room+1), Records: len(t.results) + 1}
+			}
 			return out, fmt.Errorf("encoding a jq result as JSON: %w", err)
 		}
-		t.results = append(t.results, b)
+		total += each + int64(len(b))
+		t.results = append(t.results, bytes.Clone(b))
 	}
 	for i, b := range t.results {
 		if i == 0 {

@@ -126,6 +126,10 @@ type decoder struct {
 	// (PROCESSOR_WASM_MAX_MEMORY in whole pages): a guest that writes
 	// each output byte once cannot exceed it.
 	maxBytes uint64
+	// maxRecord is the chain's limit on one input record's outputs,
+	// counted as transform.Size counts them (no topics; the records'
+	// and headers' own memory): checked before anything is copied too.
+	maxRecord int64
 }
 
 // view returns n bytes of guest memory at ptr; -1 is nil (null).
@@ -189,6 +193,12 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 	if nhdrs > maxOutputHeaders {
 		return out, fmt.Errorf("%w: %d output records carry %d headers in all, %d more than the %d one call may return", ErrBadOutput, count, nhdrs, nhdrs-maxOutputHeaders, maxOutputHeaders)
 	}
+	// Empty records and headers hold no bytes but take memory, the
+	// scratch below included: their count alone may pass the limit.
+	size := int64(count)*transform.RecordOverhead + int64(nhdrs)*transform.HeaderOverhead
+	if size > d.maxRecord {
+		return out, &transform.OutputLimitError{Limit: d.maxRecord, Bytes: size, Records: int(count)}
+	}
 
 	// Read the table into views of guest memory, adding up the bytes
 	// the outputs would copy; nothing is copied until all of it is known
@@ -202,6 +212,7 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 		rr.key = d.view(le.Uint32(r[8:]), int32(le.Uint32(r[12:])), "a key")
 		rr.value = d.view(le.Uint32(r[16:]), int32(le.Uint32(r[20:])), "a value")
 		nbytes += uint64(len(rr.topic) + len(rr.key) + len(rr.value))
+		size += int64(len(rr.key) + len(rr.value))
 		nh := le.Uint32(r[28:])
 		if nh > 0 {
 			ht := d.view(le.Uint32(r[24:]), int32(nh*outHeaderSize), "a header table")
@@ -213,6 +224,7 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 				}
 				v := d.view(le.Uint32(h[8:]), int32(le.Uint32(h[12:])), "a header value")
 				nbytes += uint64(len(k) + len(v))
+				size += int64(len(k) + len(v))
 				d.hdrs = append(d.hdrs, rawHeader{key: k, value: v})
 			}
 		}
@@ -224,6 +236,9 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 	}
 	if nbytes > d.maxBytes {
 		return out, fmt.Errorf("%w: %d output records hold %d bytes in all (topics, keys, values, headers), %d more than the %d one call may return (its MAX_MEMORY setting is %s)", ErrBadOutput, count, nbytes, nbytes-d.maxBytes, d.maxBytes, bytesize.Size(d.maxBytes))
+	}
+	if size > d.maxRecord {
+		return out, &transform.OutputLimitError{Limit: d.maxRecord, Bytes: size, Records: int(count)}
 	}
 	for i, rr := range d.recs {
 		if len(rr.topic) > 0 {

@@ -56,7 +56,7 @@ func FuzzDecodeAmplification(f *testing.F) {
 	f.Add(uint16(3), uint32(0), uint32(0), uint32(0), uint32(0), uint16(0), uint32(0), []byte("\x00\x00\x00\x00\xff\xff\xff\xff\x40\x00\x00\x00\x08\x00\x00\x00"))
 
 	mem := &fakeMemory{b: make([]byte, memSize)}
-	d := &decoder{mem: mem, maxBytes: memSize}
+	d := &decoder{mem: mem, maxBytes: memSize, maxRecord: transform.DefaultMaxOutputBytes}
 	var a arena
 	f.Fuzz(func(t *testing.T, count uint16, keyLen, valuePtr, valueLen, stride uint32, nh uint16, hvLen uint32, raw []byte) {
 		le := binary.LittleEndian

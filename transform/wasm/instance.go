@@ -188,6 +188,7 @@ func (inst *instance) process(src transform.Source, rec *kgo.Record, out []*kgo.
 	if err != nil {
 		return out, err
 	}
+	inst.dec.maxRecord = inst.t.maxRecord.Load()
 	res, err := inst.dec.decode(uint32(inst.stack[0]), src, rec, out, &inst.arena)
 	if err != nil && errors.Is(err, ErrBadOutput) {
 		inst.broken = true

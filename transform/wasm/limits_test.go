@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -88,7 +89,7 @@ func (o *outputs) headerTable(n int, k, v uint32, klen, vlen uint32) uint32 {
 }
 
 func (o *outputs) decode(maxBytes uint64) ([]*kgo.Record, error) {
-	d := &decoder{mem: o.mem, maxBytes: maxBytes}
+	d := &decoder{mem: o.mem, maxBytes: maxBytes, maxRecord: math.MaxInt64}
 	return d.decode(0, testSrc, value("in"), nil, &arena{})
 }
 
@@ -195,7 +196,7 @@ func TestDecodeAllocs(t *testing.T) {
 	o.next = tableAt + outRecordSize
 	key, val := o.put([]byte("k1")), o.put([]byte("a changed value"))
 	o.records(1, func(uint32) [8]uint32 { return [8]uint32{0, 0, key, 2, val, 15, 0, 0} })
-	d := &decoder{mem: o.mem, maxBytes: 64 << 20}
+	d := &decoder{mem: o.mem, maxBytes: 64 << 20, maxRecord: transform.DefaultMaxOutputBytes}
 	var a arena
 	rec, out := value("in"), make([]*kgo.Record, 0, 1)
 	if n := testing.AllocsPerRun(1000, func() {
@@ -470,5 +471,91 @@ func TestLongTopicQuoted(t *testing.T) {
 	_, err := o.decode(64 << 20)
 	if err == nil || !strings.Contains(err.Error(), `... (1048576 bytes): want a topic name`) || len(err.Error()) > 2048 {
 		t.Fatalf("got a message of %d bytes: %.300v", len(fmt.Sprint(err)), err)
+	}
+}
+
+// A guest that returns more bytes for one record than the chain's limit
+// on one record's outputs (16MiB by default) fails that record with a
+// *transform.OutputLimitError, found from its output table before
+// anything is copied out of guest memory, however much memory the guest
+// may use (64MiB here, which let both outputs through before): forty
+// records that all point at one 1MiB region, and one 20MiB value. The
+// guest followed the ABI, so its instance goes back to the pool. Through
+// a chain the limit is the chain's, and the error names the stage.
+func TestGuestReturnsTooManyBytes(t *testing.T) {
+	for _, c := range []struct {
+		value   string
+		records int
+	}{{"amplify:40:1048576", 40}, {"big:20971520", 1}} {
+		t.Run(c.value, func(t *testing.T) {
+			tr := newTest(t, misbehave)
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			out, err := process(tr, value(c.value))
+			runtime.ReadMemStats(&after)
+			var le *transform.OutputLimitError
+			if !errors.As(err, &le) || errors.Is(err, ErrBadOutput) || le.Limit != transform.DefaultMaxOutputBytes || le.Records != c.records {
+				t.Fatalf("got %v, want an *OutputLimitError for %d records against the default limit", err, c.records)
+			}
+			if len(out) != 0 {
+				t.Errorf("a failed record produced %d outputs", len(out))
+			}
+			allocated := after.TotalAlloc - before.TotalAlloc
+			t.Logf("%s: the host allocated %d MiB during the call (the guest's memory growth included)", c.value, allocated>>20)
+			if c.records == 40 && allocated > 16<<20 {
+				t.Errorf("the host allocated %d MiB, want well under the 40MiB the copies would take", allocated>>20)
+			}
+			if n := len(idle(tr)); n != 1 {
+				t.Errorf("%d idle instances, want the one that followed the ABI back in the pool", n)
+			}
+			if out, err := process(tr, value("ok")); err != nil || len(out) != 1 {
+				t.Fatalf("the record after: %v", err)
+			}
+		})
+	}
+
+	spec, _ := transform.Default.Lookup("wasm")
+	reg := &transform.Registry{}
+	reg.Register("wasm", spec)
+	settings := map[string]string{"MODULE": guestPath(t, misbehave), "MAX_MEMORY": "64MiB", "TIMEOUT": "1s"}
+	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, func(_ transform.Entry, s string) (string, bool) {
+		v, ok := settings[s]
+		return v, ok
+	}, transform.MaxOutputBytes(2<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chain.Close()
+	_, err = chain.Process(context.Background(), testSrc, value("amplify:3:1048576"), nil)
+	var te *transform.Error
+	var le *transform.OutputLimitError
+	if !errors.As(err, &te) || te.Stage != "wasm" || !errors.As(err, &le) || le.Limit != 2<<20 ||
+		!strings.Contains(err.Error(), "transform wasm: the outputs of one input record passed PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=2MiB (3 records") {
+		t.Fatalf("3MiB under a 2MiB chain limit: %v", err)
+	}
+	if out, err := chain.Process(context.Background(), testSrc, value("amplify:1:1048576"), nil); err != nil || len(out) != 1 {
+		t.Fatalf("1MiB under a 2MiB chain limit: %d outputs, %v", len(out), err)
+	}
+}
+
+// Empty records hold no bytes but take memory: a count of them whose
+// records alone pass the limit fails before the decoder makes room for
+// them.
+func TestDecodeEmptyRecordsCount(t *testing.T) {
+	const count = 200_000 // 200,000 records of 160 bytes each: 32MB, over 16MiB
+	o := newOutputs(tableAt + count*outRecordSize)
+	o.records(count, func(uint32) [8]uint32 { return [8]uint32{0, nullLen, 0, nullLen, 0, 0, 0, 0} })
+	d := &decoder{mem: o.mem, maxBytes: 64 << 20, maxRecord: transform.DefaultMaxOutputBytes}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	out, err := d.decode(0, testSrc, value("in"), nil, &arena{})
+	runtime.ReadMemStats(&after)
+	var le *transform.OutputLimitError
+	if !errors.As(err, &le) || le.Records != count || len(out) != 0 {
+		t.Fatalf("got %d outputs, %v; want an OutputLimitError for %d records", len(out), err, count)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > 1<<20 {
+		t.Errorf("failing allocated %d KiB", allocated>>10)
 	}
 }

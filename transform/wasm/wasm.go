@@ -18,7 +18,9 @@
 // (PROCESSOR_WASM_TIMEOUT) that stops even a guest in an infinite loop.
 // What one call may hand back is bounded before anything is copied: at
 // most 2^20 records, 2^20 headers and the memory limit's worth of bytes
-// in all, however many of them point at the same guest memory. WebAssembly
+// in all, however many of them point at the same guest memory, and at
+// most the chain's limit on one record's output bytes
+// (PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD, see transform.MaxOutputBytes). WebAssembly
 // reference types are off, and a module's table is limited, so a guest
 // cannot make the host allocate tables outside its memory limit either.
 // Guests get no filesystem, no network, no arguments or environment, a
@@ -41,6 +43,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -121,6 +124,9 @@ type Transform struct {
 	modCfg   wazero.ModuleConfig
 	timeout  time.Duration
 	maxBytes uint64 // the memory limit: what one call's outputs may hold
+	// maxRecord is the chain's limit on one record's outputs
+	// (LimitOutputBytes).
+	maxRecord atomic.Int64
 
 	mu     sync.Mutex
 	idle   []*instance
@@ -132,8 +138,9 @@ const maxIdle = 4
 
 // Compile-time checks of the optional interfaces Transform implements.
 var (
-	_ transform.Timed = (*Transform)(nil)
-	_ io.Closer       = (*Transform)(nil)
+	_ transform.Timed         = (*Transform)(nil)
+	_ transform.OutputLimiter = (*Transform)(nil)
+	_ io.Closer               = (*Transform)(nil)
 )
 
 // coreFeatures are the WebAssembly features a module may use: 2.0 without
@@ -189,6 +196,7 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 		timeout:  s.Timeout,
 		maxBytes: uint64(pages) * pageSize,
 	}
+	t.maxRecord.Store(transform.DefaultMaxOutputBytes)
 	fail := func(err error) (*Transform, error) {
 		_ = t.rt.Close(ctx)
 		return nil, err
@@ -279,6 +287,15 @@ func checkModule(m wazero.CompiledModule) error {
 	}
 	return nil
 }
+
+// LimitOutputBytes sets the most that the outputs of one record may hold,
+// counted as transform.Size counts them; until the chain calls it, it is
+// transform.DefaultMaxOutputBytes. It implements transform.OutputLimiter:
+// the host checks it, as it checks MAX_MEMORY, from the guest's output
+// table before it copies anything out of guest memory, and fails the
+// record with a *transform.OutputLimitError. The instance is kept: its
+// output followed the ABI.
+func (t *Transform) LimitOutputBytes(n int64) { t.maxRecord.Store(n) }
 
 // CallTimeout returns PROCESSOR_WASM_TIMEOUT, the longest one Process
 // call may run the guest for, or 0 when the deadline is off. It

@@ -62,7 +62,7 @@ func Main(reg *transform.Registry) int {
 	log := newLogger(cfg)
 	warnUnknownVars(log, reg, cfg.Transforms)
 
-	chains, err := buildChains(reg, cfg.Transforms, workers(cfg))
+	chains, err := buildChains(reg, cfg, workers(cfg))
 	inUse := false // a run abandoned by a second signal may still use the chains
 	defer func() {
 		if inUse {

@@ -13,15 +13,16 @@ import (
 )
 
 // buildChain builds the transform chain, each entry's settings read from
-// PROCESSOR_<NAME>[_<ALIAS>]_<SETTING>. Every error names a variable.
-func buildChain(reg *transform.Registry, names []string) (*transform.Chain, error) {
+// PROCESSOR_<NAME>[_<ALIAS>]_<SETTING>, with opts for the whole chain.
+// Every error names a variable.
+func buildChain(reg *transform.Registry, names []string, opts ...transform.BuildOption) (*transform.Chain, error) {
 	entries, err := parseEntries(names)
 	if err != nil {
 		return nil, err
 	}
 	chain, err := reg.Build(entries, func(e transform.Entry, setting string) (string, bool) {
 		return os.LookupEnv(settingVar(e, setting))
-	})
+	}, opts...)
 	if err != nil {
 		var se *transform.SettingError
 		if errors.As(err, &se) {
@@ -38,12 +39,13 @@ func buildChain(reg *transform.Registry, names []string) (*transform.Chain, erro
 	return chain, nil
 }
 
-// buildChains builds n chains alike (buildChain), one per worker. On an
-// error it returns the chains it built, for the caller to close.
-func buildChains(reg *transform.Registry, names []string, n int) ([]*transform.Chain, error) {
+// buildChains builds n chains alike (buildChain), one per worker, each
+// bounding one record's outputs by PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD.
+// On an error it returns the chains it built, for the caller to close.
+func buildChains(reg *transform.Registry, cfg *config.Config, n int) ([]*transform.Chain, error) {
 	var chains []*transform.Chain
 	for range n {
-		c, err := buildChain(reg, names)
+		c, err := buildChain(reg, cfg.Transforms, transform.MaxOutputBytes(int64(cfg.MaxOutputBytesPerRecord)))
 		if err != nil {
 			return chains, err
 		}

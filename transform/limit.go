@@ -1,0 +1,85 @@
+package transform
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/bytesize"
+)
+
+// DefaultMaxOutputBytes is the limit on the output bytes of one input
+// record (see MaxOutputBytes) of a chain built without the option, and the
+// default of PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD: 16MiB, sixteen records
+// of the largest size a topic takes by default (Kafka's message.max.bytes
+// is about 1MiB), or a 1MiB order flat-mapped into its items with room to
+// spare, and a quarter of PROCESSOR_MAX_TXN_BYTES's default, so one record
+// cannot fill a transaction on its own.
+const DefaultMaxOutputBytes = 16 << 20
+
+// The memory an output record takes besides its bytes: the record itself
+// and each of its headers. Size counts them so that a limit in bytes also
+// bounds a flood of empty records (or empty headers), which hold no bytes
+// of their own but still take memory.
+const (
+	RecordOverhead = int64(unsafe.Sizeof(kgo.Record{}))
+	HeaderOverhead = int64(unsafe.Sizeof(kgo.RecordHeader{}))
+)
+
+// Size is what the chain counts of an output record against its limit on
+// one input record's outputs: its key, value, header keys and header
+// values, plus RecordOverhead and HeaderOverhead for each header.
+func Size(r *kgo.Record) int64 {
+	n := RecordOverhead + int64(len(r.Key)+len(r.Value))
+	for _, h := range r.Headers {
+		n += HeaderOverhead + int64(len(h.Key)+len(h.Value))
+	}
+	return n
+}
+
+// BuildOption changes how Build builds a chain.
+type BuildOption func(*buildOptions)
+
+type buildOptions struct {
+	maxOutputBytes int64
+}
+
+// MaxOutputBytes limits what one input record may produce, at every stage
+// of the chain: the Size of the outputs of one stage for one input record,
+// added up over all the stage's calls for it, may not pass n. A record
+// whose outputs do fails with an *Error naming the stage, wrapping an
+// *OutputLimitError: a permanent error, so PROCESSOR_ON_ERROR decides what
+// happens to it. Stages that implement OutputLimiter are told n, so they
+// stop before they spend the memory. n <= 0 means DefaultMaxOutputBytes.
+func MaxOutputBytes(n int64) BuildOption {
+	return func(o *buildOptions) { o.maxOutputBytes = n }
+}
+
+// OutputLimiter is an optional interface of a transform that can stop
+// producing a record's outputs once their bytes pass a limit, before it
+// has spent the memory, rather than leave it to the chain to find out once
+// a call returns. Build calls LimitOutputBytes once, after New, with the
+// chain's MaxOutputBytes. A transform that passes it fails the record with
+// an *OutputLimitError.
+type OutputLimiter interface {
+	// LimitOutputBytes sets the most that the outputs of one call may hold,
+	// counted as Size counts them.
+	LimitOutputBytes(n int64)
+}
+
+// OutputLimitError is the error of a record whose outputs passed the limit
+// on one input record's output bytes (MaxOutputBytes,
+// PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD). The chain wraps it in an *Error
+// naming the stage. It is permanent: retrying the record would produce the
+// same outputs.
+type OutputLimitError struct {
+	Limit   int64 // the limit in bytes
+	Bytes   int64 // what the outputs held when the limit was passed, at least
+	Records int   // how many outputs there were by then (with the one that passed it)
+}
+
+func (e *OutputLimitError) Error() string {
+	return fmt.Sprintf("the outputs of one input record passed PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=%s (%d records, at least %d bytes)",
+		bytesize.Size(e.Limit), e.Records, e.Bytes)
+}
