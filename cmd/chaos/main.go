@@ -416,6 +416,10 @@ func (d *driver) run() int {
 		}
 		d.pool = pool
 		defer pool.Close()
+		if err := d.checkFresh(); err != nil {
+			d.log.Error("PostgreSQL", "err", err.Error())
+			return 1
+		}
 	} else if slices.Contains(d.o.policies, "dlq") {
 		d.dlq = "chaos-dlq-" + suffix
 	}
@@ -1201,6 +1205,28 @@ func (d *driver) openDatabase() (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("connecting to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
 	return pool, nil
+}
+
+// checkFresh fails when the run's tables or its group's stored offsets
+// are already in the database: the names come from the seed, the tables
+// are kept after a run, and a drill repeated with the same seed would
+// audit the earlier run's rows together with its own.
+func (d *driver) checkFresh() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var tables, hasOffsets, offsets bool
+	err := d.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL OR to_regclass($2) IS NOT NULL, to_regclass('processor_offsets') IS NOT NULL`,
+		d.table, d.deadTable).Scan(&tables, &hasOffsets)
+	if err == nil && hasOffsets {
+		err = d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM processor_offsets WHERE "group" = $1)`, d.group).Scan(&offsets)
+	}
+	if err != nil {
+		return fmt.Errorf("looking for tables and offsets left from an earlier run: %w", err)
+	}
+	if tables || offsets {
+		return fmt.Errorf("the tables %s and %s or the stored offsets of group %s are left from an earlier run with seed %d: use another -seed, or drop them", d.table, d.deadTable, d.group, d.o.seed)
+	}
+	return nil
 }
 
 // storedOffsets returns the group's next offsets of the input partitions
