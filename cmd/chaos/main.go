@@ -40,7 +40,8 @@
 // marked hard one, its key poison-<class>-<seq>, its class taken from
 // -poison-classes (by default every class the sink, chain and policies can
 // meet) in rounds that hold each class once in an order drawn by the seed,
-// its variant drawn by the seed; eoscheck -poison judges each by its class:
+// and so are each class's variants; eoscheck -poison judges each by its
+// class:
 //
 //	notjson    not JSON (plain text, a cut-off object, bytes that are not
 //	           UTF-8): the jq transform fails it, a record failure for the
@@ -835,7 +836,8 @@ func (d *driver) produce() error {
 	var failed atomic.Pointer[error]
 	// Its own random source: d.rng serves the faults, concurrently.
 	rng := rand.New(rand.NewPCG(d.o.seed, 2))
-	var round []check.Class // the poison classes still to come in this round
+	var round []check.Class                // the poison classes still to come in this round
+	variants := map[check.Class][]string{} // per class, the variants still to come in its round
 	interval := time.Second / time.Duration(d.o.rate)
 	next := time.Now()
 	for i := range d.o.records {
@@ -859,7 +861,18 @@ func (d *driver) produce() error {
 			}
 			class, round = round[0], round[1:]
 			key = check.PoisonKey(class, i)
-			value, variant = poisonInput(rng, class, key, i, slices.Contains(d.o.transforms, "jq"))
+			if len(variants[class]) == 0 {
+				// The variants of a class come in rounds too.
+				vs := poisonVariants[class]
+				if class == check.JSONBRefused && slices.Contains(d.o.transforms, "jq") {
+					vs = vs[:2] // jq turns a lone surrogate into U+FFFD
+				}
+				vs = slices.Clone(vs)
+				rng.Shuffle(len(vs), func(a, b int) { vs[a], vs[b] = vs[b], vs[a] })
+				variants[class] = vs
+			}
+			variant, variants[class] = variants[class][0], variants[class][1:]
+			value = poisonInput(rng, variant, key, i)
 		}
 		cl.Produce(context.Background(), &kgo.Record{Key: []byte(key), Value: value},
 			func(_ *kgo.Record, err error) {
@@ -905,17 +918,18 @@ const (
 	bignumDigits = 140_000
 )
 
-// poisonVariants are the variants of each class, drawn in turn by the
-// seed; surrogate (a lone UTF-16 surrogate escape, which jsonb refuses)
-// only without jq, which turns it into U+FFFD.
+// poisonVariants are the variants of each class, which come in rounds of
+// each once in an order drawn by the seed; surrogate (a lone UTF-16
+// surrogate escape, which jsonb refuses) only without jq, which turns it
+// into U+FFFD.
 var poisonVariants = map[check.Class][]string{
 	check.NotJSON:      {"text", "truncated", "binary"},
 	check.NearLimit:    {"pad"},
 	check.JSONBRefused: {"bignum", "nul", "surrogate"},
 }
 
-// poisonInput returns the value of the marked input seq of class c (key
-// its key), and its variant:
+// poisonInput returns the value of variant v of the marked input seq (key
+// its key), by class:
 //
 //   - notjson: plain text, a JSON object cut short, or bytes that are not
 //     UTF-8; the jq transform fails each.
@@ -926,20 +940,15 @@ var poisonVariants = map[check.Class][]string{
 //     digits, a string with an escaped NUL, or (without jq) a lone
 //     surrogate escape; eoscheck finds the poison member verbatim in the
 //     row's value_bytes.
-func poisonInput(rng *rand.Rand, c check.Class, key string, seq int, jq bool) ([]byte, string) {
-	variants := poisonVariants[c]
-	if c == check.JSONBRefused && jq {
-		variants = variants[:2]
-	}
-	v := variants[rng.IntN(len(variants))]
+func poisonInput(rng *rand.Rand, v string, key string, seq int) []byte {
 	head := fmt.Sprintf(`{"key":%q,"seq":%d,`, key, seq)
 	switch v {
 	case "text":
-		return []byte("not JSON: " + key), v
+		return []byte("not JSON: " + key)
 	case "truncated":
-		return []byte(head + `"cut":`), v
+		return []byte(head + `"cut":`)
 	case "binary":
-		return append([]byte{0xff, 0xfe, 0x00, 0x80}, key...), v
+		return append([]byte{0xff, 0xfe, 0x00, 0x80}, key...)
 	case "pad":
 		size := nearLimitMin + rng.IntN(nearLimitMax-nearLimitMin+1)
 		b := make([]byte, 0, size)
@@ -948,7 +957,7 @@ func poisonInput(rng *rand.Rand, c check.Class, key string, seq int, jq bool) ([
 		for len(b) < size-2 {
 			b = append(b, alphabet[rng.IntN(len(alphabet))])
 		}
-		return append(b, `"}`...), v
+		return append(b, `"}`...)
 	case "bignum":
 		b := make([]byte, 0, len(head)+bignumDigits+20)
 		b = append(b, head+`"`+check.PoisonField+`":`...)
@@ -956,11 +965,11 @@ func poisonInput(rng *rand.Rand, c check.Class, key string, seq int, jq bool) ([
 		for range bignumDigits - 1 {
 			b = append(b, byte('0'+rng.IntN(10)))
 		}
-		return append(b, '}'), v
+		return append(b, '}')
 	case "nul":
-		return []byte(head + `"` + check.PoisonField + `":"nul \u0000 byte"}`), v
+		return []byte(head + `"` + check.PoisonField + `":"nul \u0000 byte"}`)
 	default: // surrogate
-		return []byte(head + `"` + check.PoisonField + `":"lone \ud800 surrogate"}`), v
+		return []byte(head + `"` + check.PoisonField + `":"lone \ud800 surrogate"}`)
 	}
 }
 
