@@ -87,8 +87,10 @@ test-cluster:
 	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/
 
 # The long fault drill on the embedded devbroker (kfake): 100,000 records,
-# 20 faults, the jq transform with the fail, dlq and skip policies mixed in
-# one group; ends with eoscheck's anomaly table.
+# every 500th a marked hard one (notjson, which jq fails: a dead letter or
+# skipped; nearlimit, 1.00-1.05 MB of JSON: an ordinary output), 20 faults,
+# the jq transform with the dlq and skip policies mixed in one group; ends
+# with eoscheck's anomaly table and the counts per poison class.
 chaos: build
 	./bin/chaos -embedded -records 100000 -iterations 20
 
@@ -102,8 +104,10 @@ chaos-kafka: build
 # it is not up (PROCESSOR_PG_PORT and PROCESSOR_PG_DIR choose another, as
 # for pg-up): 100,000 records at 1,000 a second, 24 faults (4 each of
 # kill, term, stop, scale, broker and pgrestart, which restarts PostgreSQL
-# fast and immediate in turn), the jq transform with the fail, dlq and skip
-# policies mixed; ends with eoscheck's audit of the run's tables.
+# fast and immediate in turn), every 500th input a marked hard one
+# (notjson, nearlimit, and jsonb: JSON that jsonb refuses, to be stored in
+# value_bytes), the jq transform with the dlq and skip policies mixed; ends
+# with eoscheck's audit of the run's tables and the counts per poison class.
 chaos-postgres: build
 	./bin/chaos -embedded -sink postgres -postgres-url "$$($(PG) up | tail -n 1)" -postgres-script integration/postgres/pg.sh \
 		-records 100000 -rate 1000 -iterations 24

@@ -28,12 +28,41 @@
 // The instances run a transform chain (-transforms, PROCESSOR_TRANSFORMS;
 // by default jq with a program that keeps every record, -jq-expr) and an
 // error policy each (-policies, PROCESSOR_ON_ERROR), taken in turn by
-// instance number, so one group mixes fail, dlq and skip. The input values
-// are JSON objects carrying a sequence number, so they never fail a
-// transform: every dead letter (dlq instances write to a dead-letter topic
-// the drill creates, and eoscheck reads it with -dlq) and every dropped
-// record (skip instances; eoscheck's lost) is a good record the processor
-// gave up on, and a fail instance exits 1 on such a record.
+// instance number, so one group mixes dlq and skip (and fail, see below).
+// The ordinary input values are JSON objects carrying a sequence number,
+// so they never fail a transform: every dead letter of one (dlq instances
+// write to a dead-letter topic the drill creates, and eoscheck reads it
+// with -dlq) and every dropped one (skip instances; eoscheck's lost) is a
+// good record the processor gave up on, and a fail instance exits 1 on
+// such a record.
+//
+// Among them, every -poison-every'th input (500 by default; 0: none) is a
+// marked hard one, its key poison-<class>-<seq>, its class taken from
+// -poison-classes (by default every class the sink, chain and policies can
+// meet) in rounds that hold each class once in an order drawn by the seed,
+// and so are each class's variants; eoscheck -poison judges each by its
+// class:
+//
+//	notjson    not JSON (plain text, a cut-off object, bytes that are not
+//	           UTF-8): the jq transform fails it, a record failure for the
+//	           policy; exactly one dead letter, or nothing where a skip
+//	           instance dropped it (eoscheck -poison-skip: skipped by
+//	           policy, not lost). Needs jq in the chain.
+//	nearlimit  a JSON object of 1,000,000 to 1,048,000 bytes (a pad of
+//	           random letters): after jq and the lineage headers its output
+//	           still fits Kafka's default max.message.bytes (1048588), so
+//	           it must come out as one ordinary output or row
+//	jsonb      with -sink postgres: JSON that PostgreSQL's jsonb refuses
+//	           but that passes the chain (an integer of 140,000 digits, an
+//	           escaped NUL; without jq also a lone surrogate escape): one
+//	           row with value NULL and the bytes in value_bytes
+//
+// A fail instance exits on a notjson input by design and meets it again
+// after every restart, so with poison on the default policies are dlq and
+// skip; -policies with fail leaves notjson out of the default classes (and
+// -poison-classes notjson with fail is a usage error). The drill's topics
+// keep the broker's default max.message.bytes; its producer's batches go
+// up to 1 MiB so that the nearlimit inputs fit.
 //
 // With -sink postgres the instances write into PostgreSQL instead of an
 // output topic (PROCESSOR_SINK=postgres): rows into a table of the run's
@@ -45,7 +74,8 @@
 // (-postgres-url). The tables are kept for inspection.
 //
 //	chaos -embedded -records 100000 -iterations 20
-//	chaos -embedded -transforms identity -policies fail
+//	chaos -embedded -transforms identity -policies fail   # poison: nearlimit only
+//	chaos -embedded -poison-every 0 -policies fail,dlq,skip   # no poison
 //	chaos -cluster -brokers 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 //	chaos -embedded -sink postgres -postgres-url "$(bash integration/postgres/pg.sh url)"
 package main
@@ -76,6 +106,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 )
 
 type options struct {
@@ -97,13 +129,15 @@ type options struct {
 	settle         time.Duration
 	logDir         string
 	seed           uint64
-	transforms     []string // PROCESSOR_TRANSFORMS entries
-	jqExpr         string   // PROCESSOR_JQ_EXPR when jq is in transforms
-	policies       []string // PROCESSOR_ON_ERROR per instance, in turn
-	guarantee      string   // PROCESSOR_GUARANTEE
-	sink           string   // PROCESSOR_SINK: kafka or postgres
-	pgURL          string   // PROCESSOR_POSTGRES_URL with -sink postgres
-	pgScript       string   // restarts PostgreSQL for pgrestart
+	transforms     []string      // PROCESSOR_TRANSFORMS entries
+	jqExpr         string        // PROCESSOR_JQ_EXPR when jq is in transforms
+	policies       []string      // PROCESSOR_ON_ERROR per instance, in turn
+	guarantee      string        // PROCESSOR_GUARANTEE
+	sink           string        // PROCESSOR_SINK: kafka or postgres
+	pgURL          string        // PROCESSOR_POSTGRES_URL with -sink postgres
+	pgScript       string        // restarts PostgreSQL for pgrestart
+	poisonEvery    int           // every poisonEvery-th input is a marked one; 0: none
+	poisonClasses  []check.Class // the classes marked inputs are drawn from
 }
 
 // knownTransforms are the transforms the drill can run: both keep every
@@ -122,6 +156,14 @@ const (
 	defaultPostgresFaults = "kill,term,stop,scale,broker,pgrestart,abort"
 )
 
+// The default policies, without poison inputs and with them: a fail
+// instance exits on a record that fails the chain, by design, so a notjson
+// poison input would stop it at every restart.
+const (
+	defaultPolicies       = "fail,dlq,skip"
+	defaultPoisonPolicies = "dlq,skip"
+)
+
 // pgModes are the shutdown modes pgrestart uses in turn: fast (clients
 // disconnected, in-flight transactions rolled back, a checkpoint) and
 // immediate (a crash: recovery from the WAL at the next start).
@@ -129,7 +171,7 @@ var pgModes = []string{"fast", "immediate"}
 
 func main() {
 	var o options
-	var faults, transforms, policies string
+	var faults, transforms, policies, poisonClasses string
 	flag.StringVar(&o.bin, "bin", "bin", "directory with the processor, devbroker and eoscheck binaries")
 	flag.StringVar(&o.brokers, "brokers", "", "seed brokers of an existing cluster (instead of -embedded)")
 	flag.BoolVar(&o.embedded, "embedded", false, "run a devbroker (kfake) process and restart it cleanly as the broker fault")
@@ -150,7 +192,9 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
 	flag.StringVar(&transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity and jq, comma-separated")
 	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
-	flag.StringVar(&policies, "policies", "fail,dlq,skip", "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number")
+	flag.StringVar(&policies, "policies", defaultPoisonPolicies, "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number (default with -poison-every 0: "+defaultPolicies+"); fail does not go with the notjson poison class, which a fail instance exits on by design: with fail in -policies the default classes leave notjson out")
+	flag.IntVar(&o.poisonEvery, "poison-every", 500, "every Nth input is a marked hard one (key poison-<class>-<seq>, judged by eoscheck -poison), the classes of -poison-classes in rounds of each once, in an order drawn by the seed; 0: none, every input an ordinary JSON object")
+	flag.StringVar(&poisonClasses, "poison-classes", "", "the classes of the marked inputs, comma-separated: notjson (not JSON: jq fails it, a dead letter or skipped; needs jq in -transforms and no fail policy), nearlimit (JSON of 1,000,000 to 1,048,000 bytes: an ordinary output), jsonb (-sink postgres: JSON that PostgreSQL's jsonb refuses: a row with value NULL and the bytes in value_bytes); default: every class the sink, chain and policies can meet")
 	flag.StringVar(&o.guarantee, "guarantee", "exactly_once", "the processors' PROCESSOR_GUARANTEE: exactly_once, or at_least_once (eoscheck then counts inputs written twice, expected after a crash, and still fails on any lost)")
 	flag.StringVar(&o.sink, "sink", "kafka", "the processors' PROCESSOR_SINK: kafka (an output topic) or postgres (tables in -postgres-url)")
 	flag.StringVar(&o.pgURL, "postgres-url", "", "with -sink postgres: the database the processors write to (PROCESSOR_POSTGRES_URL) and eoscheck reads")
@@ -205,11 +249,22 @@ func main() {
 	if o.guarantee != "exactly_once" && o.guarantee != "at_least_once" {
 		usage("unknown -guarantee %q (exactly_once or at_least_once)", o.guarantee)
 	}
+	if o.poisonEvery < 0 {
+		usage("-poison-every %d must be at least 0", o.poisonEvery)
+	}
+	if o.poisonEvery == 0 && !set["policies"] {
+		policies = defaultPolicies
+	}
 	o.policies = strings.Split(policies, ",")
 	for _, p := range o.policies {
 		if !slices.Contains(knownPolicies, p) {
 			usage("unknown policy %q in -policies (known: %s)", p, strings.Join(knownPolicies, ", "))
 		}
+	}
+	if o.poisonEvery > 0 {
+		o.poisonClasses = resolveClasses(poisonClasses, set["poison-classes"], o)
+	} else if set["poison-classes"] {
+		usage("-poison-classes needs -poison-every above 0")
 	}
 	if o.termBacklog < 0 || o.termBacklog >= o.sessionTimeout || o.termBacklog >= o.txnTimeout {
 		usage("-term-backlog %s must be at least 0 and below -session-timeout and -transaction-timeout", o.termBacklog)
@@ -233,8 +288,53 @@ func main() {
 		fatal(err)
 	}
 	d := &driver{o: o, log: slog.New(slog.NewTextHandler(os.Stderr, nil)), rng: rand.New(rand.NewPCG(o.seed, 1)),
-		insts: map[int]*instance{}}
+		insts: map[int]*instance{}, poisonWritten: map[string]int{}}
 	os.Exit(d.run())
+}
+
+// resolveClasses returns the poison classes of -poison-classes (list;
+// explicit: the flag was given), or by default every class the drill's
+// sink, chain and policies can meet: notjson needs jq in the chain (the
+// identity transform passes any value) and no fail instance (which exits
+// on it by design); jsonb needs the postgres sink (Kafka takes any bytes).
+func resolveClasses(list string, explicit bool, o options) []check.Class {
+	notJSONWhy := ""
+	switch {
+	case !slices.Contains(o.transforms, "jq"):
+		notJSONWhy = "needs jq in -transforms (the identity transform passes any value)"
+	case slices.Contains(o.policies, "fail"):
+		notJSONWhy = "does not go with the fail policy: a fail instance exits on it by design and meets it again at every restart; use -policies dlq,skip, or leave notjson out of -poison-classes"
+	}
+	jsonbWhy := ""
+	if o.sink != "postgres" {
+		jsonbWhy = "needs -sink postgres (Kafka takes any bytes)"
+	}
+	if !explicit {
+		var out []check.Class
+		for _, c := range check.Classes {
+			if c == check.NotJSON && notJSONWhy != "" || c == check.JSONBRefused && jsonbWhy != "" {
+				continue
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	var out []check.Class
+	for _, name := range strings.Split(list, ",") {
+		c := check.Class(name)
+		switch {
+		case !slices.Contains(check.Classes, c):
+			usage("unknown class %q in -poison-classes (known: notjson, nearlimit, jsonb)", name)
+		case slices.Contains(out, c):
+			usage("class %q appears twice in -poison-classes", name)
+		case c == check.NotJSON && notJSONWhy != "":
+			usage("the poison class notjson %s", notJSONWhy)
+		case c == check.JSONBRefused && jsonbWhy != "":
+			usage("the poison class jsonb %s", jsonbWhy)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func usage(format string, args ...any) {
@@ -277,6 +377,9 @@ type driver struct {
 	unexpected []string
 	recoveries []time.Duration
 	applied    map[string]int
+	// poisonWritten counts the marked inputs written, per class and per
+	// "class/variant".
+	poisonWritten map[string]int
 }
 
 // instance is one processor process; a restart replaces cmd.
@@ -314,6 +417,10 @@ func (d *driver) run() int {
 		}
 		d.pool = pool
 		defer pool.Close()
+		if err := d.checkFresh(); err != nil {
+			d.log.Error("PostgreSQL", "err", err.Error())
+			return 1
+		}
 	} else if slices.Contains(d.o.policies, "dlq") {
 		d.dlq = "chaos-dlq-" + suffix
 	}
@@ -324,7 +431,8 @@ func (d *driver) run() int {
 	d.log.Info("chaos starting", "brokers", strings.Join(d.brokers, ","), "group", d.group, "input", d.in, "output", d.out,
 		"dlq", d.dlq, "sink", d.o.sink, "table", d.table, "dead_letter_table", d.deadTable,
 		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
-		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","), "seed", d.o.seed, "logs", d.o.logDir)
+		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","),
+		"poison_every", d.o.poisonEvery, "poison_classes", classList(d.o.poisonClasses), "seed", d.o.seed, "logs", d.o.logDir)
 
 	for range d.o.instances {
 		d.startNew()
@@ -705,17 +813,31 @@ func (d *driver) createTopics() error {
 	return nil
 }
 
+// inputBatchMaxBytes is the drill producer's record batch limit: 1 MiB,
+// above the largest nearlimit input with its batch (1,048,000 bytes of
+// value and about 100 of key and framing) and below the 1048588 bytes that
+// kfake and Apache Kafka accept by default (max.message.bytes), which the
+// drill's topics keep. franz-go's default, 1,000,012, would refuse them.
+const inputBatchMaxBytes = 1 << 20
+
 // produce writes the keyed input at the configured rate; the idempotent
-// producer rides out broker restarts without duplicating input. Each value
-// is a JSON object with the record's key and sequence number, e.g.
-// {"key":"k7","seq":1007}, which any one-to-one jq program accepts.
+// producer rides out broker restarts without duplicating input. Each
+// ordinary value is a JSON object with the record's key and sequence
+// number, e.g. {"key":"k7","seq":1007}, which any one-to-one jq program
+// accepts; with -poison-every N every Nth input is a marked one instead
+// (poisonInput).
 func (d *driver) produce() error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.DefaultProduceTopic(d.in), kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.DefaultProduceTopic(d.in), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(inputBatchMaxBytes))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	var failed atomic.Pointer[error]
+	// Its own random source: d.rng serves the faults, concurrently.
+	rng := rand.New(rand.NewPCG(d.o.seed, 2))
+	var round []check.Class                // the poison classes still to come in this round
+	variants := map[check.Class][]string{} // per class, the variants still to come in its round
 	interval := time.Second / time.Duration(d.o.rate)
 	next := time.Now()
 	for i := range d.o.records {
@@ -728,10 +850,41 @@ func (d *driver) produce() error {
 		if err != nil {
 			return err
 		}
+		var class check.Class
+		var variant string
+		if d.o.poisonEvery > 0 && i%d.o.poisonEvery == d.o.poisonEvery-1 {
+			if len(round) == 0 {
+				// Each round holds every class once, in an order of
+				// the seed's: even a short drill meets them all.
+				round = slices.Clone(d.o.poisonClasses)
+				rng.Shuffle(len(round), func(a, b int) { round[a], round[b] = round[b], round[a] })
+			}
+			class, round = round[0], round[1:]
+			key = check.PoisonKey(class, i)
+			if len(variants[class]) == 0 {
+				// The variants of a class come in rounds too.
+				vs := poisonVariants[class]
+				if class == check.JSONBRefused && slices.Contains(d.o.transforms, "jq") {
+					vs = vs[:2] // jq turns a lone surrogate into U+FFFD
+				}
+				vs = slices.Clone(vs)
+				rng.Shuffle(len(vs), func(a, b int) { vs[a], vs[b] = vs[b], vs[a] })
+				variants[class] = vs
+			}
+			variant, variants[class] = variants[class][0], variants[class][1:]
+			value = poisonInput(rng, variant, key, i)
+		}
 		cl.Produce(context.Background(), &kgo.Record{Key: []byte(key), Value: value},
 			func(_ *kgo.Record, err error) {
 				if err != nil {
 					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				if class != check.Ordinary {
+					d.mu.Lock()
+					d.poisonWritten[string(class)]++
+					d.poisonWritten[string(class)+"/"+variant]++
+					d.mu.Unlock()
 				}
 			})
 	}
@@ -750,6 +903,74 @@ func (d *driver) produce() error {
 type inputValue struct {
 	Key string `json:"key"`
 	Seq int    `json:"seq"`
+}
+
+// The sizes of the marked inputs: nearlimit values are drawn between
+// nearLimitMin and nearLimitMax bytes, so that the output (jq's
+// `.seen = true` adds 12 bytes, the lineage headers about 100, the batch
+// framing about 100) still fits Kafka's default max.message.bytes,
+// 1048588; bignumDigits is the length of the jsonb class's integer, past
+// the 131,072 digits before the point that PostgreSQL's numeric holds
+// (gojq keeps such an integer as it is).
+const (
+	nearLimitMin = 1_000_000
+	nearLimitMax = 1_048_000
+	bignumDigits = 140_000
+)
+
+// poisonVariants are the variants of each class, which come in rounds of
+// each once in an order drawn by the seed; surrogate (a lone UTF-16
+// surrogate escape, which jsonb refuses) only without jq, which turns it
+// into U+FFFD.
+var poisonVariants = map[check.Class][]string{
+	check.NotJSON:      {"text", "truncated", "binary"},
+	check.NearLimit:    {"pad"},
+	check.JSONBRefused: {"bignum", "nul", "surrogate"},
+}
+
+// poisonInput returns the value of variant v of the marked input seq (key
+// its key), by class:
+//
+//   - notjson: plain text, a JSON object cut short, or bytes that are not
+//     UTF-8; the jq transform fails each.
+//   - nearlimit: {"key":…,"seq":…,"pad":"…"} of nearLimitMin to
+//     nearLimitMax bytes, the pad random letters and digits (so that
+//     compression does not hide the size from the broker).
+//   - jsonb: {"key":…,"seq":…,"poison":…} with an integer of bignumDigits
+//     digits, a string with an escaped NUL, or (without jq) a lone
+//     surrogate escape; eoscheck finds the poison member verbatim in the
+//     row's value_bytes.
+func poisonInput(rng *rand.Rand, v string, key string, seq int) []byte {
+	head := fmt.Sprintf(`{"key":%q,"seq":%d,`, key, seq)
+	switch v {
+	case "text":
+		return []byte("not JSON: " + key)
+	case "truncated":
+		return []byte(head + `"cut":`)
+	case "binary":
+		return append([]byte{0xff, 0xfe, 0x00, 0x80}, key...)
+	case "pad":
+		size := nearLimitMin + rng.IntN(nearLimitMax-nearLimitMin+1)
+		b := make([]byte, 0, size)
+		b = append(b, head+`"pad":"`...)
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+		for len(b) < size-2 {
+			b = append(b, alphabet[rng.IntN(len(alphabet))])
+		}
+		return append(b, `"}`...)
+	case "bignum":
+		b := make([]byte, 0, len(head)+bignumDigits+20)
+		b = append(b, head+`"`+check.PoisonField+`":`...)
+		b = append(b, byte('1'+rng.IntN(9)))
+		for range bignumDigits - 1 {
+			b = append(b, byte('0'+rng.IntN(10)))
+		}
+		return append(b, '}')
+	case "nul":
+		return []byte(head + `"` + check.PoisonField + `":"nul \u0000 byte"}`)
+	default: // surrogate
+		return []byte(head + `"` + check.PoisonField + `":"lone \ud800 surrogate"}`)
+	}
 }
 
 // waitCaughtUp waits until the group has committed the whole input: in
@@ -836,6 +1057,11 @@ func (d *driver) report(caughtUp bool) int {
 		}
 	}
 	fmt.Printf("policies   %s\n", strings.Join(byPolicy, ", "))
+	if d.o.poisonEvery > 0 {
+		fmt.Printf("poison     every %d inputs one of %s: %s\n", d.o.poisonEvery, classList(d.o.poisonClasses), d.poisonSummary())
+	} else {
+		fmt.Printf("poison     none (-poison-every 0)\n")
+	}
 	if d.table != "" {
 		fmt.Printf("sink       postgres: table %s, dead letters %s, offsets processor_offsets (group %s)\n", d.table, d.deadTable, d.group)
 	}
@@ -876,6 +1102,12 @@ func (d *driver) report(caughtUp bool) int {
 	if d.o.guarantee == "at_least_once" {
 		args = append(args, "-at-least-once")
 	}
+	if d.o.poisonEvery > 0 {
+		args = append(args, "-poison")
+		if slices.Contains(d.o.policies, "skip") {
+			args = append(args, "-poison-skip")
+		}
+	}
 	cmd := exec.Command(filepath.Join(d.o.bin, "eoscheck"), args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -887,6 +1119,40 @@ func (d *driver) report(caughtUp bool) int {
 	}
 	fmt.Println("chaos: every anomaly count is zero")
 	return 0
+}
+
+// classList renders classes comma-separated, "none" when empty.
+func classList(classes []check.Class) string {
+	if len(classes) == 0 {
+		return "none"
+	}
+	names := make([]string, len(classes))
+	for i, c := range classes {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ",")
+}
+
+// poisonSummary renders the marked inputs written per class and variant,
+// e.g. "notjson 4 (text 2, binary 2), nearlimit 3 (pad 3)".
+func (d *driver) poisonSummary() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var parts []string
+	for _, c := range d.o.poisonClasses {
+		var vs []string
+		for _, v := range poisonVariants[c] {
+			if n := d.poisonWritten[string(c)+"/"+v]; n > 0 {
+				vs = append(vs, fmt.Sprintf("%s %d", v, n))
+			}
+		}
+		part := fmt.Sprintf("%s %d", c, d.poisonWritten[string(c)])
+		if len(vs) > 0 {
+			part += " (" + strings.Join(vs, ", ") + ")"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // spread renders the min, median and max of ds and their number, e.g.
@@ -948,6 +1214,28 @@ func (d *driver) openDatabase() (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("connecting to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
 	return pool, nil
+}
+
+// checkFresh fails when the run's tables or its group's stored offsets
+// are already in the database: the names come from the seed, the tables
+// are kept after a run, and a drill repeated with the same seed would
+// audit the earlier run's rows together with its own.
+func (d *driver) checkFresh() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var tables, hasOffsets, offsets bool
+	err := d.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL OR to_regclass($2) IS NOT NULL, to_regclass('processor_offsets') IS NOT NULL`,
+		d.table, d.deadTable).Scan(&tables, &hasOffsets)
+	if err == nil && hasOffsets {
+		err = d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM processor_offsets WHERE "group" = $1)`, d.group).Scan(&offsets)
+	}
+	if err != nil {
+		return fmt.Errorf("looking for tables and offsets left from an earlier run: %w", err)
+	}
+	if tables || offsets {
+		return fmt.Errorf("the tables %s and %s or the stored offsets of group %s are left from an earlier run with seed %d: use another -seed, or drop them", d.table, d.deadTable, d.group, d.o.seed)
+	}
+	return nil
 }
 
 // storedOffsets returns the group's next offsets of the input partitions

@@ -12,6 +12,7 @@
 //
 //	eoscheck -brokers 127.0.0.1:9092 -input orders -output orders-processed -group demo
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos
+//	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos -poison -poison-skip
 //
 // It prints one table to stdout, a row per anomaly with its count and an
 // example, then totals and a result line, and exits 0 when clean, 1 when it
@@ -57,6 +58,27 @@
 //     example names its input (from its processor.source.* headers) and its
 //     processor.error header, cut to 200 bytes. An input with a dead letter
 //     and another visible output or dead letter is also a duplicate.
+//
+// With -poison the input holds the fault drill's marked records, each with
+// the key poison-<class>-<seq>, and each is judged by its class: a notjson
+// input (not JSON: the jq transform fails it) must have exactly one
+// visible dead letter and no output, or, with -poison-skip (some instances
+// ran PROCESSOR_ON_ERROR=skip), neither, which is counted as skipped by
+// policy; a nearlimit input (JSON of about 1 MB) exactly one output, like
+// an ordinary one; a jsonb input (JSON that PostgreSQL's jsonb refuses)
+// exactly one row with value NULL and value_bytes holding its "poison"
+// member verbatim. Two more anomalies then appear in the table:
+//
+//   - poison-passed: an input that must fail the chain has a visible output
+//     or a row.
+//   - misstored (PostgreSQL): a jsonb input's row with a value in the jsonb
+//     column, or value_bytes without its poison member; a nearlimit input's
+//     row without the jsonb value.
+//
+// A dead letter of a notjson input is then no dead-letter anomaly; every
+// other one still is. After the totals, one line per class present counts
+// its inputs, those with an output (or row), with a dead letter and
+// skipped by policy.
 //
 // A run into PostgreSQL (PROCESSOR_SINK=postgres) has no output topics: with
 // -postgres-url, eoscheck reads the input topics from Kafka and, in one
@@ -117,6 +139,8 @@ type config struct {
 	sampleEvery              time.Duration
 	// tables, with a PostgreSQL URL, audits a run into PostgreSQL.
 	tables check.Tables
+	// poison: read the drill's marks from the input keys (-poison).
+	poison bool
 }
 
 const usageText = `usage: eoscheck -input TOPICS -output TOPICS -group GROUP [flags]
@@ -147,6 +171,8 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.StringVar(&c.tables.Records, "table", pgsink.DefaultTable, "with -postgres-url: the records table (PROCESSOR_POSTGRES_TABLE)")
 	fs.StringVar(&c.tables.DeadLetters, "dead-letter-table", "", "with -postgres-url: the dead-letter table (PROCESSOR_POSTGRES_DEAD_LETTER_TABLE); every row in it is an anomaly (for runs without bad records)")
 	fs.StringVar(&c.tables.Offsets, "offsets-table", pgsink.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
+	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
+	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -157,6 +183,9 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	}
 	c.sampleEvery = time.Second
 	c.brokers, c.inputs, c.outputs, c.deadLetters = split(*brokers), split(*inputs), split(*outputs), split(*dlq)
+	if c.opts.Skipping && !c.poison {
+		return c, errors.New("-poison-skip needs -poison")
+	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
 	}
@@ -271,7 +300,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDatabase(ctx, c, stdout, fail)
 	}
 
-	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group})
+	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group, Poison: c.poison})
 	if err != nil {
 		return fail(err)
 	}
@@ -314,7 +343,7 @@ func ping(ctx context.Context, r *check.Reader, timeout time.Duration) error {
 // then the input up to its ends, so that every input a stored offset
 // covers is read, and a stored offset beyond the end is one.
 func runDatabase(ctx context.Context, c config, stdout io.Writer, fail func(error) int) int {
-	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Group: c.group})
+	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Group: c.group, Poison: c.poison})
 	if err != nil {
 		return fail(err)
 	}
@@ -328,7 +357,7 @@ func runDatabase(ctx context.Context, c config, stdout io.Writer, fail func(erro
 	if err != nil {
 		return fail(err)
 	}
-	if run.Inputs, run.InputEnds, err = r.ReadInputs(readCtx); err != nil {
+	if run.Inputs, run.InputEnds, run.Marks, err = r.ReadInputs(readCtx); err != nil {
 		return fail(err)
 	}
 	rep := check.CheckDatabase(run, c.opts)

@@ -37,6 +37,7 @@ func TestUsageErrors(t *testing.T) {
 		"input is output": {"-input", "a,b", "-output", "b", "-group", "g"},
 		"dlq is output":   append([]string{"-dlq", "d,out"}, ok...),
 		"dlq is input":    append([]string{"-dlq", "in"}, ok...),
+		"skip, no poison": append([]string{"-poison-skip"}, ok...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, args...)

@@ -140,3 +140,91 @@ func TestPostgresUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestPostgresPoisonRun audits, with -poison, a run into PostgreSQL whose
+// input holds the drill's marked records, written by the postgres sink as
+// a processor would: an ordinary row, a notjson input as a dead letter, a
+// nearlimit input as a jsonb row and a jsonb input (an escaped NUL, which
+// the sink stores in value_bytes) as a row without value. That run must
+// come out clean with a line per class; the same run with the nearlimit
+// row's value in value_bytes and the jsonb row's value_bytes without its
+// poison member must show two misstored rows.
+func TestPostgresPoisonRun(t *testing.T) {
+	db := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	must(err)
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	must(err)
+	t.Cleanup(cl.Close)
+	adm := kadm.NewClient(cl)
+
+	nul := `{"key":"poison-jsonb-3","poison":"a\u0000b","seq":3}`
+	values := [][2]string{ // key, value of offsets 0..3
+		{"k0", `{"key":"k0","seq":0}`},
+		{"poison-notjson-1", "not JSON"},
+		{"poison-nearlimit-2", `{"key":"poison-nearlimit-2","pad":"xyz","seq":2}`},
+		{"poison-jsonb-3", nul},
+	}
+	scenario := func(prefix string, bad bool) []string {
+		in, group := prefix+"in", prefix+"group"
+		table, dead, offsets := db.Schema+"."+prefix+"records", db.Schema+"."+prefix+"dead", db.Schema+".offsets"
+		resp, err := adm.CreateTopics(ctx, 1, -1, nil, in)
+		must(err)
+		must(resp.Error())
+		for _, kv := range values {
+			must(cl.ProduceSync(ctx, &kgo.Record{Topic: in, Key: []byte(kv[0]), Value: []byte(kv[1])}).FirstErr())
+		}
+		sink, err := pgsink.Open(ctx, pgsink.Options{URL: db.URL, Table: table, DeadLetterTable: dead, OffsetsTable: offsets, Group: group})
+		must(err)
+		defer sink.Close()
+		row := func(o int64, v string) pgsink.Row {
+			return pgsink.Row{Key: []byte(values[o][0]), Value: []byte(v), Topic: in, Offset: o}
+		}
+		batch := pgsink.Batch{
+			Rows:        []pgsink.Row{row(0, values[0][1]), row(2, values[2][1]), row(3, nul)},
+			DeadLetters: []pgsink.DeadLetter{{Row: row(1, values[1][1]), Error: "transform jq: the value is not JSON", Stage: "jq"}},
+			Offsets:     []pgsink.OffsetUpdate{{TopicPartition: pgsink.TopicPartition{Topic: in}, Expected: -1, Next: 4}},
+		}
+		if bad {
+			batch.Rows = batch.Rows[:1]
+		}
+		must(sink.Commit(ctx, &batch))
+		if bad {
+			_, err := db.Admin.Exec(ctx, "INSERT INTO "+table+" (src_topic, src_partition, src_offset, seq, value_bytes) VALUES ($1, 0, 2, 0, $2), ($1, 0, 3, 0, $3)",
+				in, []byte(values[2][1]), []byte(`{"poison":"something else"}`))
+			must(err)
+		}
+		return []string{"-brokers", strings.Join(brokers, ","), "-input", in, "-group", group, "-postgres-url", db.URL,
+			"-table", table, "-dead-letter-table", dead, "-offsets-table", offsets, "-timeout", "30s", "-poison"}
+	}
+
+	code, stdout, stderr := runCmd(t, scenario("good_", false)...)
+	if code != 0 || stderr != "" || !strings.HasSuffix(stdout, "result: CLEAN\n") {
+		t.Errorf("clean run: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	for _, w := range []string{
+		"poison notjson    1 inputs: 0 rows, 1 dead letters, 0 skipped by policy\n",
+		"poison nearlimit  1 inputs: 1 rows, 0 dead letters, 0 skipped by policy\n",
+		"poison jsonb      1 inputs: 1 rows, 0 dead letters, 0 skipped by policy\n",
+	} {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("clean run: no %q in\n%s", w, stdout)
+		}
+	}
+
+	code, stdout, stderr = runCmd(t, scenario("bad_", true)...)
+	if code != 1 || stderr != "" || !strings.Contains(stdout, "result: 2 ANOMALIES (misstored 2)\n") {
+		t.Errorf("bad run: exit %d, stderr %q, stdout:\n%s", code, stderr, stdout)
+	}
+	t.Logf("bad run:\n%s", stdout)
+}

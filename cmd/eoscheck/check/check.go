@@ -134,8 +134,11 @@ type Run struct {
 	Samples []Sample
 	// DeadLetters are all data records of the dead-letter topics, visible
 	// or not; empty when none were read. Every visible one is a
-	// dead-letter anomaly.
+	// dead-letter anomaly, but for an input whose mark says it fails.
 	DeadLetters []DeadLetterRecord
+	// Marks are the fault drill's marks of the inputs that have one
+	// (Source.Poison); nil or missing: Ordinary.
+	Marks map[Input]Mark
 }
 
 // Options say what a correct run looks like.
@@ -163,6 +166,11 @@ type Options struct {
 	// batch) and counted in Report.Repeated, not as a duplicate; every
 	// other anomaly, lost above all, still counts.
 	AtLeastOnce bool
+	// Skipping: some instances ran PROCESSOR_ON_ERROR=skip, so an input
+	// whose mark says it fails (NotJSON) may have neither output nor dead
+	// letter: it is counted as skipped by policy (ClassTotals.Skipped),
+	// not lost. Ordinary and other marked inputs are lost all the same.
+	Skipping bool
 }
 
 // Anomaly names one kind of violation.
@@ -198,14 +206,23 @@ const (
 	// move for longer than the stuck threshold.
 	Stuck Anomaly = "stuck"
 	// DeadLetter: a dead letter a read_committed reader of a
-	// dead-letter topic sees. The audited run is expected to have no bad
-	// records (as in the fault drill), so each one is a good record the
-	// processor gave up on.
+	// dead-letter topic sees, of an input whose mark does not say it
+	// fails (Class.Fails): a good record the processor gave up on. The
+	// audited run's only bad records are its marked ones (as in the fault
+	// drill); without marks, every dead letter counts.
 	DeadLetter Anomaly = "dead-letter"
+	// PoisonPassed: an input whose mark says it fails the chain (NotJSON)
+	// has a visible output or a row instead of a dead letter.
+	PoisonPassed Anomaly = "poison-passed"
+	// Misstored (PostgreSQL only): the row of a marked input is not
+	// stored as its class needs: a JSONBRefused input's row with a value
+	// in the jsonb column, or without value_bytes holding its payload; a
+	// NearLimit input's row without the jsonb value.
+	Misstored Anomaly = "misstored"
 )
 
 // Anomalies lists every anomaly in report order.
-var Anomalies = []Anomaly{Duplicate, Lost, AbortedRead, Order, OffsetMismatch, Uncommitted, Phantom, Hanging, Stuck, DeadLetter}
+var Anomalies = []Anomaly{Duplicate, Lost, AbortedRead, Order, OffsetMismatch, Uncommitted, Phantom, Hanging, Stuck, DeadLetter, PoisonPassed}
 
 // Report is the checker's verdict.
 type Report struct {
@@ -228,16 +245,25 @@ type Report struct {
 	// which the table shows in place of outputs and samples; nil for a
 	// run into Kafka.
 	Database *DatabaseTotals
+
+	// Classes holds the totals of each marked class that has inputs;
+	// nil when the run had no marks.
+	Classes map[Class]*ClassTotals
 }
 
 // kinds returns the anomalies the check looked for, in report order, one
 // table row each: DatabaseAnomalies for a run into PostgreSQL, else
-// Anomalies.
+// Anomalies; those about marked inputs (poison-passed, misstored) only
+// when the run had marked inputs.
 func (r Report) kinds() []Anomaly {
+	kinds := Anomalies
 	if r.Database != nil {
-		return DatabaseAnomalies
+		kinds = DatabaseAnomalies
 	}
-	return Anomalies
+	if r.Classes == nil {
+		kinds = slices.DeleteFunc(slices.Clone(kinds), func(a Anomaly) bool { return a == PoisonPassed || a == Misstored })
+	}
+	return kinds
 }
 
 // Clean reports whether no anomaly was found.
@@ -292,6 +318,15 @@ func (r Report) Table() string {
 			fmt.Fprintf(w, "inputs repeated\t%d (written more than once, expected at least once)\n", r.Repeated)
 		}
 		fmt.Fprintf(w, "samples\t%d over %s\n", r.Samples, r.Window.Round(time.Millisecond))
+	}
+	outputs := "outputs"
+	if r.Database != nil {
+		outputs = "rows"
+	}
+	for _, c := range Classes {
+		if ct := r.Classes[c]; ct != nil {
+			fmt.Fprintf(w, "poison %s\t%d inputs: %d %s, %d dead letters, %d skipped by policy\n", c, ct.Inputs, ct.Outputs, outputs, ct.DeadLetters, ct.Skipped)
+		}
 	}
 	_ = w.Flush()
 	if r.Clean() {
@@ -430,6 +465,8 @@ func Check(run Run, opts Options) Report {
 			msg = "missing"
 		}
 		switch {
+		case exists[d.Source] && run.Marks[d.Source].Class.Fails():
+			// The dead letter its class must become.
 		case d.Source.Topic == "":
 			rp.add(DeadLetter, "%s is a dead letter without valid %s headers, %s %s", d.Output, lineageHeaders, HeaderError, msg)
 		case !exists[d.Source]:
@@ -482,14 +519,31 @@ func Check(run Run, opts Options) Report {
 		}
 	}
 
-	// Lost, uncommitted and torn transactions, per input.
+	// Lost (or skipped by policy), uncommitted and torn transactions, and
+	// what became of the marked inputs, per input.
+	totals := classTotals(run.Marks)
 	for _, in := range inputs {
 		tp := in.TP()
 		c := committedAt(committed, tp)
 		done := slices.Concat(visible[in], dead[in])
+		mark := run.Marks[in]
+		skipped := false
 		if opts.OneToOne && len(done) == 0 && !pending[in] && in.Offset < committedAt(earlier, tp) {
-			rp.add(Lost, "%s is below the committed offset %d but has no visible output (lost or skipped)", in, committedAt(earlier, tp))
+			switch {
+			case mark.Class.Fails() && opts.Skipping:
+				skipped = true
+			case mark.Class.Fails():
+				rp.add(Lost, "%s input %s is below the committed offset %d but has no visible dead letter (lost or skipped)", mark.Class, in, committedAt(earlier, tp))
+			case mark.Class != Ordinary:
+				rp.add(Lost, "%s input %s is below the committed offset %d but has no visible output (lost or skipped)", mark.Class, in, committedAt(earlier, tp))
+			default:
+				rp.add(Lost, "%s is below the committed offset %d but has no visible output (lost or skipped)", in, committedAt(earlier, tp))
+			}
 		}
+		if mark.Class.Fails() && len(visible[in]) > 0 {
+			rp.add(PoisonPassed, "%s input %s, which must fail the chain, has visible output %s", mark.Class, in, outputList(visible[in]))
+		}
+		countClass(totals, mark.Class, len(visible[in]) > 0, len(dead[in]) > 0, skipped)
 		if in.Offset >= c {
 			if len(done) > 0 {
 				rp.add(OffsetMismatch, "%s has visible output %s but the group's committed offset is %d", in, done[0], c)
@@ -528,6 +582,8 @@ func Check(run Run, opts Options) Report {
 		}
 		last[k] = o.Source.Offset
 	}
+
+	rep.Classes = totals
 
 	samples := slices.Clone(run.Samples)
 	slices.SortStableFunc(samples, func(a, b Sample) int { return a.At.Compare(b.At) })

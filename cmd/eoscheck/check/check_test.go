@@ -2,6 +2,7 @@ package check
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -454,13 +455,13 @@ func deadLetter(part int32, off int64, src Input, committed bool, msg string) De
 	}
 }
 
-// allBut writes one committed output per input except skip, per input
-// partition.
-func (f *fixture) allBut(skip Input) *fixture {
+// allBut writes one committed output per input except those in skip, per
+// input partition.
+func (f *fixture) allBut(skip ...Input) *fixture {
 	for p := int32(0); p < 2; p++ {
 		var srcs []Input
 		for _, in := range f.inputs {
-			if in.Partition == p && in != skip {
+			if in.Partition == p && !slices.Contains(skip, in) {
 				srcs = append(srcs, in)
 			}
 		}
@@ -568,5 +569,107 @@ func TestTruncateError(t *testing.T) {
 	got := TruncateError(s)
 	if got != strings.Repeat("a", MaxErrorLen-1)+"..." {
 		t.Errorf("cut: %q", got)
+	}
+}
+
+// poisonMarks marks in/0@1 notjson and in/1@2 nearlimit.
+var poisonMarks = map[Input]Mark{in(0, 1): {Class: NotJSON}, in(1, 2): {Class: NearLimit}}
+
+func TestPoisonJudgements(t *testing.T) {
+	skipping := strict
+	skipping.Skipping = true
+	notJSONDead := deadLetter(0, 0, in(0, 1), true, "transform jq: the value is not JSON")
+	for _, tc := range []struct {
+		name    string
+		opts    Options
+		skip    []Input            // inputs without output
+		dead    []DeadLetterRecord // visible dead letters
+		want    map[Anomaly]int
+		example map[Anomaly]string // a substring of the first example
+		totals  map[Class]ClassTotals
+	}{
+		{name: "each as its class wants", opts: strict, skip: []Input{in(0, 1)}, dead: []DeadLetterRecord{notJSONDead},
+			totals: map[Class]ClassTotals{NotJSON: {Inputs: 1, DeadLetters: 1}, NearLimit: {Inputs: 1, Outputs: 1}}},
+		{name: "notjson skipped by policy", opts: skipping, skip: []Input{in(0, 1)},
+			totals: map[Class]ClassTotals{NotJSON: {Inputs: 1, Skipped: 1}, NearLimit: {Inputs: 1, Outputs: 1}}},
+		{name: "notjson missing without skip instances", opts: strict, skip: []Input{in(0, 1)},
+			want:    map[Anomaly]int{Lost: 1},
+			example: map[Anomaly]string{Lost: "notjson input in/0@1 is below the committed offset 5 but has no visible dead letter"}},
+		{name: "notjson passed the chain", opts: strict,
+			want:    map[Anomaly]int{PoisonPassed: 1},
+			example: map[Anomaly]string{PoisonPassed: "notjson input in/0@1, which must fail the chain, has visible output out/0@1"},
+			totals:  map[Class]ClassTotals{NotJSON: {Inputs: 1, Outputs: 1}, NearLimit: {Inputs: 1, Outputs: 1}}},
+		{name: "notjson dead-lettered twice", opts: skipping, skip: []Input{in(0, 1)},
+			dead: []DeadLetterRecord{notJSONDead, deadLetter(0, 2, in(0, 1), true, "x")}, want: map[Anomaly]int{Duplicate: 1}},
+		{name: "nearlimit dead-lettered", opts: skipping, skip: []Input{in(0, 1), in(1, 2)},
+			dead:    []DeadLetterRecord{notJSONDead, deadLetter(1, 0, in(1, 2), true, "MESSAGE_TOO_LARGE")},
+			want:    map[Anomaly]int{DeadLetter: 1},
+			example: map[Anomaly]string{DeadLetter: `dlq/1@0 is a dead letter of in/1@2, processor.error "MESSAGE_TOO_LARGE"`},
+			totals:  map[Class]ClassTotals{NotJSON: {Inputs: 1, DeadLetters: 1}, NearLimit: {Inputs: 1, DeadLetters: 1}}},
+		{name: "nearlimit missing, skip instances or not", opts: skipping, skip: []Input{in(0, 1), in(1, 2)}, dead: []DeadLetterRecord{notJSONDead},
+			want:    map[Anomaly]int{Lost: 1},
+			example: map[Anomaly]string{Lost: "nearlimit input in/1@2 is below the committed offset 5 but has no visible output"}},
+		{name: "ordinary missing, skip instances or not", opts: skipping, skip: []Input{in(0, 1), in(0, 4)}, dead: []DeadLetterRecord{notJSONDead},
+			want: map[Anomaly]int{Lost: 1}, example: map[Anomaly]string{Lost: "in/0@4 is below the committed offset 5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(5).allBut(tc.skip...)
+			r := f.run()
+			r.Marks, r.DeadLetters = poisonMarks, tc.dead
+			rep := Check(r, tc.opts)
+			expect(t, rep, tc.want)
+			for a, ex := range tc.example {
+				if len(rep.Examples[a]) == 0 || !strings.Contains(rep.Examples[a][0], ex) {
+					t.Errorf("%s examples %q, want the first to hold %q", a, rep.Examples[a], ex)
+				}
+			}
+			for c, want := range tc.totals {
+				if got := rep.Classes[c]; got == nil || *got != want {
+					t.Errorf("class %s totals %+v, want %+v", c, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestPoisonTable(t *testing.T) {
+	f := newFixture(5).allBut(in(0, 1))
+	r := f.run()
+	r.Marks = poisonMarks
+	r.DeadLetters = []DeadLetterRecord{deadLetter(0, 0, in(0, 1), true, "x")}
+	got := Check(r, strict).Table()
+	for _, want := range []string{
+		"\npoison-passed     0      -\n",
+		"\npoison notjson    1 inputs: 0 outputs, 1 dead letters, 0 skipped by policy\n",
+		"\npoison nearlimit  1 inputs: 1 outputs, 0 dead letters, 0 skipped by policy\n",
+		"result: CLEAN\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no %q in the table:\n%s", want, got)
+		}
+	}
+}
+
+func TestMarkOf(t *testing.T) {
+	big := "1" + strings.Repeat("7", 139_999)
+	for _, tc := range []struct {
+		key, value string
+		want       Mark
+	}{
+		{"k7", `{"key":"k7","seq":7}`, Mark{}},
+		{PoisonKey(NotJSON, 17), "not json 17", Mark{Class: NotJSON}},
+		{PoisonKey(NearLimit, 3), `{"pad":"xyz"}`, Mark{Class: NearLimit}},
+		{PoisonKey(JSONBRefused, 4), `{"key":"poison-jsonb-4","seq":4,"poison":` + big + `}`, Mark{Class: JSONBRefused, Payload: []byte(big)}},
+		{PoisonKey(JSONBRefused, 5), `{"poison":"\ud800x"}`, Mark{Class: JSONBRefused, Payload: []byte(`"\ud800x"`)}},
+		{PoisonKey(JSONBRefused, 6), `not an object`, Mark{Class: JSONBRefused}},
+		{"poison-other-1", `x`, Mark{}},
+	} {
+		got := MarkOf([]byte(tc.key), []byte(tc.value))
+		if got.Class != tc.want.Class || string(got.Payload) != string(tc.want.Payload) {
+			t.Errorf("MarkOf(%q, %.30q) = %v %.30q, want %v %.30q", tc.key, tc.value, got.Class, got.Payload, tc.want.Class, tc.want.Payload)
+		}
+	}
+	if k := PoisonKey(NotJSON, 17); k != "poison-notjson-17" {
+		t.Errorf("PoisonKey = %q", k)
 	}
 }

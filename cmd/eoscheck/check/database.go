@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 	"strconv"
@@ -20,6 +21,11 @@ import (
 type Row struct {
 	Source Input
 	Seq    int
+	// JSON: the value column (jsonb) is not NULL. Bytes is value_bytes,
+	// nil when NULL. Only marked inputs' rows are judged by them
+	// (misstored).
+	JSON  bool
+	Bytes []byte
 }
 
 // String returns "topic/partition@offset seq N".
@@ -57,12 +63,15 @@ type DatabaseRun struct {
 	// Table and DeadLetterTable name the tables, for the report;
 	// DeadLetterTable is empty when it was not read.
 	Table, DeadLetterTable string
+	// Marks are the fault drill's marks of the inputs that have one
+	// (Source.Poison); nil or missing: Ordinary.
+	Marks map[Input]Mark
 }
 
 // DatabaseAnomalies are the anomalies CheckDatabase can find, in report
 // order: a table has no transactions to abort or hang, and rows have no
 // order a reader depends on.
-var DatabaseAnomalies = []Anomaly{Duplicate, Lost, OffsetMismatch, Uncommitted, Phantom, DeadLetter}
+var DatabaseAnomalies = []Anomaly{Duplicate, Lost, OffsetMismatch, Uncommitted, Phantom, DeadLetter, PoisonPassed, Misstored}
 
 // CheckDatabase audits a run into PostgreSQL. Every input must appear
 // exactly once across the two tables, by its source coordinates:
@@ -79,8 +88,15 @@ var DatabaseAnomalies = []Anomaly{Duplicate, Lost, OffsetMismatch, Uncommitted, 
 //   - uncommitted (Options.ExpectAll): an input at or past the stored
 //     next offset without any row: the group did not consume everything.
 //   - phantom: a row whose coordinates name no input record.
-//   - dead-letter: every row of the dead-letter table, for runs whose input
-//     has no bad record (as in the fault drill), like eoscheck's -dlq.
+//   - dead-letter: every row of the dead-letter table but those of inputs
+//     whose mark says they fail (NotJSON), like eoscheck's -dlq.
+//   - poison-passed: an input whose mark says it fails with a row.
+//   - misstored: the row of a JSONBRefused input with a value in the
+//     jsonb column, or whose value_bytes do not hold the mark's payload;
+//     the row of a NearLimit input without the jsonb value.
+//
+// A NotJSON input without row or dead letter below the stored offset is
+// lost, or with Options.Skipping skipped by policy (Report.Classes).
 //
 // Options.AtLeastOnce, TransactionTimeout and StuckAfter do not apply: the
 // postgres sink only runs exactly once.
@@ -131,7 +147,9 @@ func CheckDatabase(run DatabaseRun, opts Options) Report {
 		if d.Error == "" {
 			msg = "empty"
 		}
-		if exists[d.Source] {
+		if exists[d.Source] && run.Marks[d.Source].Class.Fails() {
+			dead[d.Source] = append(dead[d.Source], d) // what its class must become
+		} else if exists[d.Source] {
 			rp.add(DeadLetter, "%s has a dead letter in %s, stage %q, attempts %d, error %s", d.Source, run.DeadLetterTable, d.Stage, d.Attempts, msg)
 			dead[d.Source] = append(dead[d.Source], d)
 		} else {
@@ -142,8 +160,11 @@ func CheckDatabase(run DatabaseRun, opts Options) Report {
 		}
 	}
 
+	totals := classTotals(run.Marks)
 	for _, in := range inputs {
 		rs, dl := byInput[in], dead[in]
+		mark := run.Marks[in]
+		judgeRows(rp, run.Table, in, mark, rs)
 		switch {
 		case len(dl) > 1 || len(dl) == 1 && len(rs) > 0:
 			rp.add(Duplicate, "%s has %d rows (%s) and %d dead letters", in, len(rs), seqList(rs), len(dl))
@@ -163,16 +184,27 @@ func CheckDatabase(run DatabaseRun, opts Options) Report {
 			if !done && opts.ExpectAll {
 				rp.add(Uncommitted, "%s is at or past the stored next offset %d", in, c)
 			}
+			countClass(totals, mark.Class, len(rs) > 0, len(dl) > 0, false)
 			continue
 		}
+		skipped := false
 		if opts.OneToOne && len(dl) == 0 && !slices.ContainsFunc(rs, func(r Row) bool { return r.Seq == 0 }) {
 			what := "no row"
 			if len(rs) > 0 {
 				what = "no row of seq 0 (" + seqList(rs) + ")"
 			}
-			rp.add(Lost, "%s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", in, c, what)
+			switch {
+			case mark.Class.Fails() && opts.Skipping && len(rs) == 0:
+				skipped = true
+			case mark.Class != Ordinary:
+				rp.add(Lost, "%s input %s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", mark.Class, in, c, what)
+			default:
+				rp.add(Lost, "%s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", in, c, what)
+			}
 		}
+		countClass(totals, mark.Class, len(rs) > 0, len(dl) > 0, skipped)
 	}
+	rep.Classes = totals
 
 	// Stored offsets: within the log, of partitions that exist.
 	for _, tp := range sortedKeys(stored) {
@@ -216,4 +248,31 @@ func seqList(rs []Row) string {
 		return "none"
 	}
 	return "seq " + shortList(rs, 6, func(r Row) string { return strconv.Itoa(r.Seq) })
+}
+
+// judgeRows judges the rows rs of input in by its mark: a NotJSON input
+// must have none (poison-passed); a JSONBRefused input's rows must have a
+// NULL value and value_bytes holding the payload, a NearLimit input's the
+// jsonb value (misstored).
+func judgeRows(rp reporter, table string, in Input, mark Mark, rs []Row) {
+	for _, r := range rs {
+		switch mark.Class {
+		case NotJSON:
+			rp.add(PoisonPassed, "%s input %s, which must fail the chain, has row %s in %s", mark.Class, in, r, table)
+			return
+		case JSONBRefused:
+			switch {
+			case r.JSON:
+				rp.add(Misstored, "%s input %s: row %s of %s has its value in the jsonb column, which refuses it; want value NULL and value_bytes", mark.Class, in, r, table)
+			case r.Bytes == nil:
+				rp.add(Misstored, "%s input %s: row %s of %s has neither value nor value_bytes", mark.Class, in, r, table)
+			case mark.Payload != nil && !bytes.Contains(r.Bytes, mark.Payload):
+				rp.add(Misstored, "%s input %s: the value_bytes of row %s of %s (%d bytes) do not hold the input's %q member (%d bytes)", mark.Class, in, r, table, len(r.Bytes), PoisonField, len(mark.Payload))
+			}
+		case NearLimit:
+			if !r.JSON {
+				rp.add(Misstored, "%s input %s: row %s of %s has no jsonb value (value_bytes %d bytes)", mark.Class, in, r, table, len(r.Bytes))
+			}
+		}
+	}
 }

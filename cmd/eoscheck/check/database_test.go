@@ -136,3 +136,101 @@ result: 1 ANOMALIES (uncommitted 1)
 		t.Errorf("table:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestCheckDatabasePoison judges the marked inputs of a run into
+// PostgreSQL: in/0@1 notjson (a dead letter, or skipped), in/1@2
+// nearlimit (a jsonb row), in/1@3 jsonb (a row with value NULL and
+// value_bytes holding the payload).
+func TestCheckDatabasePoison(t *testing.T) {
+	strictDB := Options{OneToOne: true, ExpectAll: true}
+	skipping := Options{OneToOne: true, ExpectAll: true, Skipping: true}
+	payload := []byte("1" + strings.Repeat("7", 139_999))
+	stored := []byte(`{"key":"poison-jsonb-3","poison":` + string(payload) + `,"seen":true,"seq":3}`)
+	notJSON, nearLimit, jsonb := Input{"in", 0, 1}, Input{"in", 1, 2}, Input{"in", 1, 3}
+	dl := DeadLetterRow{Source: notJSON, Error: "transform jq: the value is not JSON", Stage: "jq", Attempts: 1}
+	// good is the run as the classes want it.
+	good := func() DatabaseRun {
+		r := dbRun(5)
+		r.Marks = map[Input]Mark{notJSON: {Class: NotJSON}, nearLimit: {Class: NearLimit}, jsonb: {Class: JSONBRefused, Payload: payload}}
+		for i, row := range r.Rows {
+			r.Rows[i].JSON = row.Source != jsonb
+			if row.Source == jsonb {
+				r.Rows[i].Bytes = stored
+			}
+		}
+		r.Rows = without(r.Rows, notJSON)
+		r.DeadLetters = []DeadLetterRow{dl}
+		return r
+	}
+	setRow := func(r *DatabaseRun, src Input, json bool, b []byte) {
+		for i := range r.Rows {
+			if r.Rows[i].Source == src {
+				r.Rows[i].JSON, r.Rows[i].Bytes = json, b
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		opts    Options
+		change  func(*DatabaseRun)
+		want    map[Anomaly]int
+		example map[Anomaly]string
+		totals  map[Class]ClassTotals
+	}{
+		{name: "each as its class wants", opts: strictDB, change: func(*DatabaseRun) {},
+			totals: map[Class]ClassTotals{NotJSON: {Inputs: 1, DeadLetters: 1}, NearLimit: {Inputs: 1, Outputs: 1}, JSONBRefused: {Inputs: 1, Outputs: 1}}},
+		{name: "notjson skipped by policy", opts: skipping, change: func(r *DatabaseRun) { r.DeadLetters = []DeadLetterRow{} },
+			totals: map[Class]ClassTotals{NotJSON: {Inputs: 1, Skipped: 1}}},
+		{name: "notjson missing without skip instances", opts: strictDB, change: func(r *DatabaseRun) { r.DeadLetters = []DeadLetterRow{} },
+			want:    map[Anomaly]int{Lost: 1},
+			example: map[Anomaly]string{Lost: "notjson input in/0@1 is below the stored next offset 5 but has no row and no dead letter"}},
+		{name: "notjson stored as a row", opts: skipping, change: func(r *DatabaseRun) {
+			r.DeadLetters = []DeadLetterRow{}
+			r.Rows = append(r.Rows, Row{Source: notJSON, Bytes: []byte("not json")})
+		}, want: map[Anomaly]int{PoisonPassed: 1},
+			example: map[Anomaly]string{PoisonPassed: "notjson input in/0@1, which must fail the chain, has row in/0@1 seq 0 in recs"}},
+		{name: "jsonb blocked the batch: stored offset short, no row", opts: strictDB, change: func(r *DatabaseRun) {
+			r.Stored[tp("in", 1)] = 3
+			r.Rows = without(without(r.Rows, jsonb), Input{"in", 1, 4})
+		}, want: map[Anomaly]int{Uncommitted: 2}},
+		{name: "jsonb dead-lettered", opts: skipping, change: func(r *DatabaseRun) {
+			r.Rows = without(r.Rows, jsonb)
+			r.DeadLetters = append(r.DeadLetters, DeadLetterRow{Source: jsonb, Error: "value overflows numeric format (SQLSTATE 22003)", Stage: "sink"})
+		}, want: map[Anomaly]int{DeadLetter: 1}, example: map[Anomaly]string{DeadLetter: `in/1@3 has a dead letter in dead, stage "sink"`},
+			totals: map[Class]ClassTotals{JSONBRefused: {Inputs: 1, DeadLetters: 1}}},
+		{name: "jsonb in the jsonb column", opts: strictDB, change: func(r *DatabaseRun) { setRow(r, jsonb, true, nil) },
+			want: map[Anomaly]int{Misstored: 1}, example: map[Anomaly]string{Misstored: "jsonb input in/1@3: row in/1@3 seq 0 of recs has its value in the jsonb column"}},
+		{name: "jsonb without value_bytes", opts: strictDB, change: func(r *DatabaseRun) { setRow(r, jsonb, false, nil) },
+			want: map[Anomaly]int{Misstored: 1}, example: map[Anomaly]string{Misstored: "has neither value nor value_bytes"}},
+		{name: "jsonb with value_bytes lacking the payload", opts: strictDB, change: func(r *DatabaseRun) { setRow(r, jsonb, false, stored[:1000]) },
+			want: map[Anomaly]int{Misstored: 1}, example: map[Anomaly]string{Misstored: `the value_bytes of row in/1@3 seq 0 of recs (1000 bytes) do not hold the input's "poison" member (140000 bytes)`}},
+		{name: "nearlimit in value_bytes", opts: strictDB, change: func(r *DatabaseRun) { setRow(r, nearLimit, false, []byte(`{"pad":"x"}`)) },
+			want: map[Anomaly]int{Misstored: 1}, example: map[Anomaly]string{Misstored: "nearlimit input in/1@2: row in/1@2 seq 0 of recs has no jsonb value"}},
+		{name: "nearlimit missing, skip instances or not", opts: skipping, change: func(r *DatabaseRun) { r.Rows = without(r.Rows, nearLimit) },
+			want: map[Anomaly]int{Lost: 1}, example: map[Anomaly]string{Lost: "nearlimit input in/1@2 is below the stored next offset 5 but has no row"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := good()
+			tc.change(&run)
+			rep := CheckDatabase(run, tc.opts)
+			for _, a := range DatabaseAnomalies {
+				if rep.Counts[a] != tc.want[a] {
+					t.Errorf("%s = %d, want %d; examples %.300q", a, rep.Counts[a], tc.want[a], rep.Examples[a])
+				}
+			}
+			for a, ex := range tc.example {
+				if len(rep.Examples[a]) == 0 || !strings.Contains(rep.Examples[a][0], ex) {
+					t.Errorf("%s examples %.300q, want the first to hold %q", a, rep.Examples[a], ex)
+				}
+			}
+			for c, want := range tc.totals {
+				if got := rep.Classes[c]; got == nil || *got != want {
+					t.Errorf("class %s totals %+v, want %+v", c, got, want)
+				}
+			}
+			if t.Failed() {
+				t.Logf("\n%s", rep.Table())
+			}
+		})
+	}
+}

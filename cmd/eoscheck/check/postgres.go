@@ -97,8 +97,11 @@ func ReadTables(ctx context.Context, t Tables) (DatabaseRun, error) {
 	defer tx.Rollback(context.Background())
 
 	var r Row
-	err = readTable(ctx, tx, where, t.Records, `SELECT src_topic, src_partition, src_offset, seq FROM `+records,
-		[]any{&r.Source.Topic, &r.Source.Partition, &r.Source.Offset, &r.Seq}, func() { run.Rows = append(run.Rows, r) })
+	err = readTable(ctx, tx, where, t.Records, `SELECT src_topic, src_partition, src_offset, seq, value IS NOT NULL, value_bytes FROM `+records,
+		[]any{&r.Source.Topic, &r.Source.Partition, &r.Source.Offset, &r.Seq, &r.JSON, &r.Bytes}, func() {
+			run.Rows = append(run.Rows, r)
+			r.Bytes = nil // pgx reuses a non-nil slice
+		})
 	if err != nil {
 		return run, err
 	}

@@ -35,8 +35,11 @@ type Source struct {
 	Group   string // its consumer group
 	// DeadLetters are dead-letter topics (PROCESSOR_DLQ_TOPIC) to read;
 	// optional. Each dead letter a read_committed reader sees is a
-	// dead-letter anomaly.
+	// dead-letter anomaly, but for an input whose mark says it fails.
 	DeadLetters []string
+	// Poison: the inputs hold the fault drill's marked records (MarkOf):
+	// Read and ReadInputs return their marks.
+	Poison bool
 }
 
 // Reader reads a processor run from Kafka into the checker's model. It only
@@ -233,16 +236,10 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 	}
 	run.InputEnds = inHigh
 
-	in, _, err := r.readTopics(ctx, inStart, inStable, inHigh)
-	if err != nil {
-		return run, fmt.Errorf("reading input: %w", err)
+	if run.Inputs, run.Marks, err = r.readInputs(ctx, inStart, inStable, inHigh); err != nil {
+		return run, err
 	}
-	for _, o := range in {
-		if o.Committed {
-			run.Inputs = append(run.Inputs, Input{o.Topic, o.Partition, o.Offset})
-		}
-	}
-	outs, errs, err := r.readTopics(ctx, outStart, outStable, outHigh)
+	outs, errs, _, err := r.readTopics(ctx, outStart, outStable, outHigh)
 	if err != nil {
 		return run, fmt.Errorf("reading output: %w", err)
 	}
@@ -258,22 +255,44 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 
 // ReadInputs reads the input topics only, for a run into PostgreSQL:
 // their log-end offsets (high watermarks), then every record a
-// read_committed reader receives up to them.
-func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[TopicPartition]int64, err error) {
+// read_committed reader receives up to them, and with Source.Poison the
+// marks of the marked ones (nil without).
+func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[TopicPartition]int64, marks map[Input]Mark, err error) {
 	start, stable, high, err := r.ends(ctx, r.src.Inputs)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	in, _, err := r.readTopics(ctx, start, stable, high)
+	inputs, marks, err = r.readInputs(ctx, start, stable, high)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return inputs, high, marks, nil
+}
+
+// readInputs reads the input partitions between start and their ends:
+// the records a read_committed reader receives and, with Source.Poison,
+// the marks of the marked ones.
+func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Input, map[Input]Mark, error) {
+	in, _, mks, err := r.readTopics(ctx, start, stable, high)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading input: %w", err)
 	}
-	for _, o := range in {
-		if o.Committed {
-			inputs = append(inputs, Input{o.Topic, o.Partition, o.Offset})
+	var inputs []Input
+	var marks map[Input]Mark
+	if r.src.Poison {
+		marks = map[Input]Mark{}
+	}
+	for i, o := range in {
+		if !o.Committed {
+			continue
+		}
+		src := Input{o.Topic, o.Partition, o.Offset}
+		inputs = append(inputs, src)
+		if r.src.Poison && mks[i].Class != Ordinary {
+			marks[src] = mks[i]
 		}
 	}
-	return inputs, high, nil
+	return inputs, marks, nil
 }
 
 // rec is what the reader keeps of a record.
@@ -286,6 +305,7 @@ type rec struct {
 	abort   bool   // control: an abort marker
 	src     Input  // data: lineage; Topic empty when missing
 	err     string // data: the processor.error header, truncated
+	mark    Mark   // data, with Source.Poison: MarkOf its key and value
 }
 
 // txn outcome of a data record.
@@ -301,11 +321,11 @@ const (
 // [start, stable) read_committed, and returns their data records as
 // outputs with visibility and transaction outcome filled in, and, at the
 // same index, each one's processor.error header (truncated; empty when
-// absent).
-func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, []string, error) {
+// absent) and, with Source.Poison, its mark.
+func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, []string, []Mark, error) {
 	raw, err := r.readLog(ctx, kgo.ReadUncommitted(), start, high)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// A read_committed reader's position stops after the last record it
 	// is given below the stable offset (a control record, or a data
@@ -324,11 +344,12 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 	}
 	vis, err := r.readLog(ctx, kgo.ReadCommitted(), start, targets)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 
 	var outs []Output
 	var errs []string
+	var marks []Mark
 	for _, tp := range sortedKeys(raw) {
 		seen := map[int64]bool{}
 		for _, rc := range vis[tp] {
@@ -350,6 +371,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 			delete(seen, rc.offset)
 			outs = append(outs, o)
 			errs = append(errs, rc.err)
+			marks = append(marks, rc.mark)
 		}
 		// Visible but absent from the read_uncommitted log: only if the
 		// log changed under us (retention); keep them as visible.
@@ -357,10 +379,11 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 			if seen[rc.offset] {
 				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Committed: true, TxnEnd: -1})
 				errs = append(errs, rc.err)
+				marks = append(marks, rc.mark)
 			}
 		}
 	}
-	return outs, errs, nil
+	return outs, errs, marks, nil
 }
 
 // classify returns, for every record of a partition's log in offset order,
@@ -462,7 +485,11 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 				return
 			}
 			pos[tp] = kr.Offset + 1
-			out[tp] = append(out[tp], toRec(kr))
+			rc := toRec(kr)
+			if r.src.Poison && !rc.control {
+				rc.mark = MarkOf(kr.Key, kr.Value)
+			}
+			out[tp] = append(out[tp], rc)
 		})
 	}
 	return out, nil

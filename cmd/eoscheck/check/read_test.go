@@ -335,3 +335,66 @@ func TestLineage(t *testing.T) {
 		}
 	}
 }
+
+// TestReadMarks reads the drill's marks from the input keys with
+// Source.Poison, and none without: ReadInputs for a run into PostgreSQL,
+// and Read, whose run then judges a notjson input's dead letter as what
+// its class must become.
+func TestReadMarks(t *testing.T) {
+	e := newEnv(t)
+	e.createTopics(1, "m-in", "m-out", "m-dlq")
+	big := "9" + strings.Repeat("1", 139_999)
+	e.produce(e.client(),
+		&kgo.Record{Topic: "m-in", Key: []byte("k0"), Value: []byte(`{"key":"k0","seq":0}`)},
+		&kgo.Record{Topic: "m-in", Key: []byte(PoisonKey(NotJSON, 1)), Value: []byte("not json 1")},
+		&kgo.Record{Topic: "m-in", Key: []byte(PoisonKey(JSONBRefused, 2)), Value: []byte(`{"key":"poison-jsonb-2","seq":2,"poison":` + big + `}`)},
+	)
+	out := e.client(kgo.TransactionalID("m-proc"))
+	dl := outputRec("m-dlq", 0, Input{"m-in", 0, 1})
+	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderError, Value: []byte("transform jq: the value is not JSON")})
+	e.txn(out, true, outputRec("m-out", 0, Input{"m-in", 0, 0}), dl, outputRec("m-out", 0, Input{"m-in", 0, 2}))
+	if err := e.adm.CommitAllOffsets(ctxT(t), "m-group", kadm.OffsetsFromRecords(kgo.Record{Topic: "m-in", Partition: 0, Offset: 2})); err != nil {
+		t.Fatal(err)
+	}
+	src := Source{Brokers: e.brokers, Inputs: []string{"m-in"}, Outputs: []string{"m-out"}, DeadLetters: []string{"m-dlq"}, Group: "m-group"}
+
+	r, err := NewReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, _, marks, err := r.ReadInputs(ctxT(t)); err != nil || marks != nil {
+		t.Errorf("without Poison: marks %v, err %v", marks, err)
+	}
+	src.Poison = true
+	r2, err := NewReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	inputs, _, marks, err := r2.ReadInputs(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inputs) != 3 || len(marks) != 2 || marks[Input{"m-in", 0, 1}].Class != NotJSON ||
+		marks[Input{"m-in", 0, 2}].Class != JSONBRefused || string(marks[Input{"m-in", 0, 2}].Payload) != big {
+		t.Errorf("inputs %v, marks of %d inputs: %v", inputs, len(marks), func() (cs []Class) {
+			for _, m := range marks {
+				cs = append(cs, m.Class)
+			}
+			return
+		}())
+	}
+	run, err := r2.Read(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Marks) != 2 {
+		t.Errorf("Read: marks of %d inputs, want 2", len(run.Marks))
+	}
+	rep := Check(run, Options{OneToOne: true, ExpectAll: true})
+	expect(t, rep, nil)
+	if ct := rep.Classes[NotJSON]; ct == nil || *ct != (ClassTotals{Inputs: 1, DeadLetters: 1}) {
+		t.Errorf("notjson totals %+v", ct)
+	}
+}
