@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,10 +116,16 @@ func TestBinaryOutputTopicDeletedExits1(t *testing.T) {
 	})
 }
 
-// denyProduce makes tg's kfake brokers answer every produce request that
-// writes to topic with TOPIC_AUTHORIZATION_FAILED, as Kafka does once the
-// WRITE ACL on it is removed.
+// denyProduce makes the fake brokers refuse every write to topic with
+// TOPIC_AUTHORIZATION_FAILED, as a broker does once its WRITE ACL is gone.
 func (tg *target) denyProduce(t testing.TB, topic string) {
+	t.Helper()
+	tg.refuseProduce(t, topic, kerr.TopicAuthorizationFailed.Code)
+}
+
+// refuseProduce makes the fake brokers answer every write to topic (by
+// name or by topic ID) with the error code, until lift is called.
+func (tg *target) refuseProduce(t testing.TB, topic string, code int16) (lift func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -127,8 +134,12 @@ func (tg *target) denyProduce(t testing.TB, topic string) {
 		t.Fatal(err)
 	}
 	id := details[topic].ID
+	var lifted atomic.Bool
 	tg.fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		tg.fake.KeepControl()
+		if lifted.Load() {
+			return nil, nil, false
+		}
 		req := kr.(*kmsg.ProduceRequest)
 		hit := false
 		for _, rt := range req.Topics {
@@ -143,13 +154,14 @@ func (tg *target) denyProduce(t testing.TB, topic string) {
 			st.Topic, st.TopicID = rt.Topic, rt.TopicID
 			for _, rp := range rt.Partitions {
 				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.TopicAuthorizationFailed.Code
+				sp.Partition, sp.ErrorCode = rp.Partition, code
 				st.Partitions = append(st.Partitions, sp)
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
 		return resp, nil, true
 	})
+	return func() { lifted.Store(true) }
 }
 
 // Writing to the output topic refused while running (its WRITE ACL

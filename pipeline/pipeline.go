@@ -162,6 +162,43 @@ type Pipeline struct {
 	failure     atomic.Pointer[error]
 	failedAt    atomic.Int64 // unix nanoseconds
 	initialised atomic.Bool
+	// failing is the run of transactions aborted since the last commit,
+	// nil when the last one committed (see noteAbort).
+	failing atomic.Pointer[abortRun]
+}
+
+// abortRun is a run of aborted transactions with no commit between them.
+type abortRun struct {
+	since time.Time
+	n     int
+}
+
+// minFailingAborts and failingFor bound a run of aborts that Healthy
+// tolerates: transactions that keep aborting with no commit, at least
+// minFailingAborts of them for longer than failingFor(StallTimeout), are
+// unhealthy. A broker that answers every write with an error that
+// retrying does not clear (replicas lost, a partition offline) is no
+// record's fault, and no abort can fix it: the instance must say so
+// rather than abort forever.
+const minFailingAborts = 3
+
+// failingFor is how long a run of aborts lasts before it is unhealthy:
+// twice the stall timeout, at least a minute.
+func failingFor(stall time.Duration) time.Duration { return max(2*stall, time.Minute) }
+
+// noteAbort counts an aborted transaction into the run of aborts since
+// the last commit. The watchdog's aborts make progress (they shrink the
+// transaction until it fits), so they neither start nor extend a run.
+func (p *Pipeline) noteAbort(reason txn.Reason) {
+	if reason == txn.ReasonWatchdog {
+		return
+	}
+	r := p.failing.Load()
+	next := &abortRun{since: time.Now(), n: 1}
+	if r != nil {
+		next.since, next.n = r.since, r.n+1
+	}
+	p.failing.Store(next)
 }
 
 // txnCounts are the open transaction's counts, reset when it ends.
@@ -636,8 +673,10 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		p.produced.Add(uint64(out))
 		p.commits.Add(1)
 		p.parts.committed(p.s.CommittedOffsets())
+		p.failing.Store(nil)
 	} else {
 		p.aborts.Add(1)
+		p.noteAbort(abort)
 		for _, b := range p.blamed {
 			p.poison[b.src] = poison{failure: b.failure}
 		}
@@ -745,6 +784,16 @@ func (p *Pipeline) Healthy() error {
 	}
 	if since := time.Since(time.Unix(0, p.lastLoop.Load())); since > p.o.StallTimeout {
 		return fmt.Errorf("the processing loop has not advanced for %s", since.Round(time.Second))
+	}
+	if r := p.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > failingFor(p.o.StallTimeout) {
+		why := ""
+		if _, last := p.s.Metrics().Aborts(); last != nil {
+			why = ", the last one " + string(last.Reason)
+			if last.Detail != "" {
+				why += ": " + clip(last.Detail)
+			}
+		}
+		return fmt.Errorf("no transaction has committed for %s: %d aborted in a row%s", time.Since(r.since).Round(time.Second), r.n, why)
 	}
 	// Into PostgreSQL: a failure retrying is not expected to fix is
 	// unhealthy at once, a transient one once it has lasted StallTimeout.
