@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	_ "github.com/streamproc/processor/transform/jq"
+)
+
+// One large order that an ordinary jq program multiplies past
+// PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD (one output per item, each holding
+// the whole order: about 5 GB) fails that record alone, under the policy:
+// with dlq its dead letter is the order as it arrived, naming jq and the
+// limit, and every other input's outputs are committed exactly once. The
+// process neither runs out of memory nor stops.
+func TestAmplifyingRecordDeadLettered(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out, dlq, group := unique("amp-in"), unique("amp-out"), unique("amp-dlq"), unique("amp-group")
+		tg.createTopics(t, 1, in, out, dlq)
+		chain, err := transform.Default.Build([]transform.Entry{{Name: "jq"}}, func(_ transform.Entry, s string) (string, bool) {
+			return `.items[] as $i | .item = $i`, s == "EXPR"
+		}, transform.MaxOutputBytes(4<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = chain.Close() })
+
+		// Small orders of two items, and at offset 10 one of 4,000 items
+		// of 200 bytes (about 840 KB, under the topic's limit).
+		item := strings.Repeat("x", 200)
+		var big strings.Builder
+		big.WriteString(`{"id":"big","items":[`)
+		for i := range 4000 {
+			if i > 0 {
+				big.WriteByte(',')
+			}
+			fmt.Fprintf(&big, `"%d-%s"`, i, item)
+		}
+		big.WriteString(`]}`)
+		var recs []*kgo.Record
+		for i := range 20 {
+			v := fmt.Sprintf(`{"id":"o%d","items":["a","b"]}`, i)
+			if i == 10 {
+				v = big.String()
+			}
+			recs = append(recs, &kgo.Record{Topic: in, Value: []byte(v)})
+		}
+		tg.produceLarge(t, recs...)
+
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, chain: chain,
+			onError: pipeline.DeadLetter, dlqTopic: dlq})
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in, a)
+		if err := a.p.Healthy(); err != nil {
+			t.Errorf("unhealthy after the amplifying record: %v", err)
+		}
+		a.stop(t)
+
+		dead := tg.readAll(t, dlq, true)
+		if len(dead) != 1 {
+			t.Fatalf("%d dead letters, want 1", len(dead))
+		}
+		d := dead[0]
+		if src, ok := check.Lineage(d); !ok || src.Offset != 10 {
+			t.Errorf("the dead letter is of %+v, want offset 10", src)
+		}
+		if string(d.Value) != big.String() {
+			t.Errorf("the dead letter's value is %d bytes, want the order as it arrived (%d bytes)", len(d.Value), big.Len())
+		}
+		if msg := headerValue(d, pipeline.HeaderError); !strings.Contains(msg, "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=4MiB") {
+			t.Errorf("the dead letter's error %q does not name the byte limit", msg)
+		}
+		if got := headerValue(d, pipeline.HeaderErrorTransform); got != "jq" {
+			t.Errorf("the dead letter's stage is %q, want jq", got)
+		}
+		outs := tg.readAll(t, out, true)
+		seen := map[string]int{}
+		for _, r := range outs {
+			seen[string(r.Value)]++
+		}
+		for i := range 20 {
+			if i == 10 {
+				continue
+			}
+			for _, it := range []string{"a", "b"} {
+				v := fmt.Sprintf(`{"id":"o%d","item":"%s","items":["a","b"]}`, i, it)
+				if seen[v] != 1 {
+					t.Errorf("output %s appears %d times, want once", v, seen[v])
+				}
+			}
+		}
+		if len(outs) != 38 {
+			t.Errorf("%d outputs, want 38", len(outs))
+		}
+	})
+}
