@@ -15,6 +15,30 @@ import (
 	"github.com/streamproc/processor/pgsink"
 )
 
+// postgresRunSetup gives a database test its schema on the test server, a
+// context bounded to two minutes, a must that fails the test on an error,
+// and a kfake cluster with a client that partitions by hand.
+func postgresRunSetup(t *testing.T) (db *pgtest.DB, ctx context.Context, must func(error), brokers []string, cl *kgo.Client, adm *kadm.Client) {
+	t.Helper()
+	db = pgtest.New(t) // the test server, and a schema of the test's own
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	must = func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	must(err)
+	t.Cleanup(c.Close)
+	brokers = c.ListenAddrs()
+	cl, err = kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	must(err)
+	t.Cleanup(cl.Close)
+	return db, ctx, must, brokers, cl, kadm.NewClient(cl)
+}
+
 // TestPostgresRun plays an identity processor into PostgreSQL by hand: a
 // kfake cluster holds the input (3 partitions of 8 records), the
 // postgres sink's own tables (made by pgsink.Open, in a schema of the
@@ -23,25 +47,8 @@ import (
 // written twice, one never written and one row past its partition's stored
 // offset must show exactly those three, each with an example naming it.
 func TestPostgresRun(t *testing.T) {
-	db := pgtest.New(t) // the test server, and a schema of the test's own
+	db, ctx, must, brokers, cl, adm := postgresRunSetup(t)
 	base, schema := db.URL, db.Schema
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	must(err)
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	must(err)
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
 
 	// scenario writes one run under prefix and returns eoscheck's args.
 	type src struct {
@@ -150,23 +157,7 @@ func TestPostgresUsageErrors(t *testing.T) {
 // row's value in value_bytes and the jsonb row's value_bytes without its
 // poison member must show two misstored rows.
 func TestPostgresPoisonRun(t *testing.T) {
-	db := pgtest.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	must(err)
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	must(err)
-	t.Cleanup(cl.Close)
-	adm := kadm.NewClient(cl)
+	db, ctx, must, brokers, cl, adm := postgresRunSetup(t)
 
 	nul := `{"key":"poison-jsonb-3","poison":"a\u0000b","seq":3}`
 	values := [][2]string{ // key, value of offsets 0..3
