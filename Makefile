@@ -74,7 +74,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
 test: vet
-	$(GO) test -race -count=1 $(TESTFLAGS) ./...
+	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) ./...
 
 # Starts the local Apache Kafka broker (if needed) and runs the whole suite
 # against it as well as against kfake.

@@ -255,6 +255,7 @@ type instanceOpts struct {
 	onError           pipeline.OnError
 	dlqTopic          string
 	txnBudget         time.Duration
+	failingAfter      time.Duration // a run of aborts this long is unhealthy; default the processor's
 	noLineage         bool
 	maxTxnBytes       int64
 	txnTimeout        time.Duration // default 8s; the session timeout is 2s more
@@ -365,7 +366,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 		o.chain = identityChain(t)
 	}
 	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.brokers, []*transform.Chain{o.chain}, o.db, prometheus.NewRegistry(), testLogger(t, o.txnID),
-		app.Overrides{TxnBudget: o.txnBudget, InjectAbort: o.injectAbort})
+		app.Overrides{TxnBudget: o.txnBudget, FailingAfter: o.failingAfter, InjectAbort: o.injectAbort})
 	if err != nil {
 		t.Fatal(err)
 	}

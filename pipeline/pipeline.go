@@ -81,6 +81,11 @@ type Options struct {
 	// else; the caller keeps them and closes them after Run has returned.
 	Chains []*transform.Chain
 
+	// FailingAfter is how long transactions may keep aborting with no
+	// commit (at least minFailingAborts of them) before Healthy fails.
+	// Default: twice StallTimeout, at least a minute.
+	FailingAfter time.Duration
+
 	// InjectAbort is for tests and fault drills only: it is called before
 	// each commit with the transaction's sequence number (from 1), and
 	// returning true aborts that transaction with reason "injected".
@@ -173,24 +178,44 @@ type abortRun struct {
 	n     int
 }
 
-// minFailingAborts and failingFor bound a run of aborts that Healthy
-// tolerates: transactions that keep aborting with no commit, at least
-// minFailingAborts of them for longer than failingFor(StallTimeout), are
+// minFailingAborts and Options.FailingAfter bound a run of aborts that
+// Healthy tolerates: transactions that keep aborting with no commit, at
+// least minFailingAborts of them for longer than FailingAfter, are
 // unhealthy. A broker that answers every write with an error that
 // retrying does not clear (replicas lost, a partition offline) is no
 // record's fault, and no abort can fix it: the instance must say so
 // rather than abort forever.
 const minFailingAborts = 3
 
-// failingFor is how long a run of aborts lasts before it is unhealthy:
-// twice the stall timeout, at least a minute.
-func failingFor(stall time.Duration) time.Duration { return max(2*stall, time.Minute) }
+// defaultFailingAfter is FailingAfter's default: twice the stall
+// timeout, at least a minute, so that a broker restart or a rebalance is
+// over long before.
+func defaultFailingAfter(stall time.Duration) time.Duration { return max(2*stall, time.Minute) }
+
+// abortBackoff waits before the next transaction once several have
+// aborted in a row: from 50ms, doubling to 2s, so that a cause that no
+// abort clears (a broker refusing every write) is not retried in a tight
+// loop. It returns early when ctx ends.
+func (p *Pipeline) abortBackoff(ctx context.Context) {
+	r := p.failing.Load()
+	if r == nil || r.n < minFailingAborts {
+		return
+	}
+	d := min(50*time.Millisecond<<min(r.n-minFailingAborts, 6), 2*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
 
 // noteAbort counts an aborted transaction into the run of aborts since
 // the last commit. The watchdog's aborts make progress (they shrink the
-// transaction until it fits), so they neither start nor extend a run.
+// transaction until it fits), and injected ones are a drill's, so they
+// neither start nor extend a run.
 func (p *Pipeline) noteAbort(reason txn.Reason) {
-	if reason == txn.ReasonWatchdog {
+	if reason == txn.ReasonWatchdog || reason == txn.ReasonInjected {
 		return
 	}
 	r := p.failing.Load()
@@ -233,6 +258,9 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 		o.StallTimeout = time.Minute
 	}
 	o.TxnBudget = o.budget()
+	if o.FailingAfter <= 0 {
+		o.FailingAfter = defaultFailingAfter(o.StallTimeout)
+	}
 	switch o.OnError {
 	case "":
 		o.OnError = Fail
@@ -677,6 +705,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	} else {
 		p.aborts.Add(1)
 		p.noteAbort(abort)
+		defer p.abortBackoff(ctx)
 		for _, b := range p.blamed {
 			p.poison[b.src] = poison{failure: b.failure}
 		}
@@ -785,7 +814,7 @@ func (p *Pipeline) Healthy() error {
 	if since := time.Since(time.Unix(0, p.lastLoop.Load())); since > p.o.StallTimeout {
 		return fmt.Errorf("the processing loop has not advanced for %s", since.Round(time.Second))
 	}
-	if r := p.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > failingFor(p.o.StallTimeout) {
+	if r := p.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > p.o.FailingAfter {
 		why := ""
 		if _, last := p.s.Metrics().Aborts(); last != nil {
 			why = ", the last one " + string(last.Reason)

@@ -256,6 +256,10 @@ type Overrides struct {
 	// default, four fifths of cfg.TransactionTimeout. Past the transaction
 	// timeout the broker aborts the transaction first (reason "timeout").
 	TxnBudget time.Duration
+	// FailingAfter is how long transactions may keep aborting with no
+	// commit before the instance is unhealthy; 0 keeps the default, twice
+	// cfg.TransactionTimeout and at least a minute.
+	FailingAfter time.Duration
 	// InjectAbort, when set, replaces the random aborts of
 	// PROCESSOR_TEST_ABORT_RATE: it is called before each commit with the
 	// transaction's sequence number (from 1), and returning true aborts
@@ -335,6 +339,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		MaxRetries:       cfg.MaxRetries,
 		TransformTimeout: cfg.TransformTimeout,
 		TxnBudget:        ov.TxnBudget,
+		FailingAfter:     ov.FailingAfter,
 		RequireTopics:    slices.Sorted(maps.Keys(requiredTopics(cfg, chain))),
 		Logger:           log,
 		InjectAbort:      inject,
