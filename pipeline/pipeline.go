@@ -211,7 +211,8 @@ func (p *Pipeline) abortBackoff(ctx context.Context) {
 }
 
 // noteAbort counts an aborted transaction into the run of aborts since
-// the last commit. The watchdog's aborts make progress (they shrink the
+// the last commit. The caller leaves out aborts that found a record at
+// fault; the watchdog's aborts make progress too (they shrink the
 // transaction until it fits), and injected ones are a drill's, so they
 // neither start nor extend a run.
 func (p *Pipeline) noteAbort(reason txn.Reason) {
@@ -704,13 +705,18 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		p.failing.Store(nil)
 	} else {
 		p.aborts.Add(1)
-		p.noteAbort(abort)
-		defer p.abortBackoff(ctx)
+		found, before, txnMax := len(p.blamed) > 0, len(p.poison), p.txnMax
 		for _, b := range p.blamed {
 			p.poison[b.src] = poison{failure: b.failure}
 		}
 		if perr := p.notePoison(ctx, failures); perr != nil && err == nil {
 			err = perr
+		}
+		// An abort that found a record at fault (or shrank the next
+		// transaction to find one) made progress: its retry goes without it.
+		if !found && len(p.poison) <= before && p.txnMax >= txnMax {
+			p.noteAbort(abort)
+			defer p.abortBackoff(ctx)
 		}
 	}
 	clear(p.blamed)
