@@ -383,7 +383,7 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 		var slowed [5]atomic.Bool
 		chain := budgetChain(t, "flaky", func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if src.Offset < 5 && !slowed[src.Offset].Swap(true) {
-				time.Sleep(budget / 6) // the first time: together they use most of the budget
+				time.Sleep(budget / 7) // the first time: together they use most of the budget
 			}
 			if src.Offset != 5 {
 				return append(out, r), nil
@@ -392,11 +392,13 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 			case n == 1:
 				// Use the budget up but for 5ms: the 10ms backoff before
 				// the retry would cross it.
+				// Never as long as the record's own limit (half the
+				// budget): a slow machine may have started it late.
 				wait := budget - 5*time.Millisecond
 				if d, ok := ctx.Deadline(); ok {
 					wait = time.Until(d) - 5*time.Millisecond
 				}
-				time.Sleep(wait)
+				time.Sleep(min(wait, budget/2-15*time.Millisecond))
 				return out, transform.Retriable(errors.New("lookup timed out"))
 			case n <= 3:
 				return out, transform.Retriable(errors.New("lookup timed out"))
