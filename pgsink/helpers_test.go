@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	neturl "net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -72,3 +73,23 @@ func rows(topic string, p int32, from int64, n int) []Row {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// writer makes a login role that may only write the sink's default tables
+// (made beforehand by an Open as the test's superuser) and returns it with
+// the test server's URL logging in as it. The role is dropped when the
+// test ends.
+func (d *testDB) writer(t *testing.T) (role, url string) {
+	t.Helper()
+	role = pgtest.Name(t, "r")
+	d.exec(t, "CREATE ROLE "+role+" LOGIN PASSWORD 'writer-pw'")
+	t.Cleanup(func() { d.exec(t, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
+	d.exec(t, "GRANT USAGE ON SCHEMA "+d.Schema+" TO "+role)
+	d.exec(t, "GRANT SELECT, INSERT, UPDATE ON processor_offsets TO "+role)
+	d.exec(t, "GRANT INSERT ON processor_records, processor_dead_letters TO "+role)
+	u, err := neturl.Parse(d.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = neturl.UserPassword(role, "writer-pw")
+	return role, u.String()
+}

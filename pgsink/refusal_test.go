@@ -229,16 +229,8 @@ func TestCommitPersistentErrors(t *testing.T) {
 			o := tc.opts
 			if tc.setup == nil { // a user of its own that loses INSERT on the table
 				d.open(t, Options{})
-				role := pgtest.Name(t, "r")
-				d.exec(t, "CREATE ROLE "+role+" LOGIN PASSWORD 'writer-pw'")
-				t.Cleanup(func() { d.exec(t, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
-				d.exec(t, "GRANT USAGE ON SCHEMA "+d.Schema+" TO "+role)
-				d.exec(t, "GRANT SELECT, INSERT, UPDATE ON processor_offsets TO "+role)
-				d.exec(t, "GRANT INSERT ON processor_records, processor_dead_letters TO "+role)
-				o.URL = strings.Replace(d.URL, "://processor:processor@", "://"+role+":writer-pw@", 1)
-				if o.URL == d.URL {
-					t.Skip("the test server's URL has another user")
-				}
+				var role string
+				role, o.URL = d.writer(t)
 				tc.setup = func(t *testing.T, d *testDB) { d.exec(t, "REVOKE INSERT ON processor_records FROM "+role) }
 			}
 			s := d.open(t, o)

@@ -395,20 +395,10 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	d := newTestDB(t)
 	ctx := testCtx(t)
 	d.open(t, Options{}) // creates the tables as the test's superuser
-	role := pgtest.Name(t, "r")
-	d.exec(t, "CREATE ROLE "+role+" LOGIN PASSWORD 'writer-pw'")
-	t.Cleanup(func() { d.exec(t, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
-	d.exec(t, "GRANT USAGE ON SCHEMA "+d.Schema+" TO "+role)
-	d.exec(t, "GRANT SELECT, INSERT, UPDATE ON processor_offsets TO "+role)
-	d.exec(t, "GRANT INSERT ON processor_records, processor_dead_letters TO "+role)
-	u, err := url.Parse(d.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.UserPassword(role, "writer-pw")
-	s := d.open(t, Options{URL: u.String()})
+	_, writerURL := d.writer(t)
+	s := d.open(t, Options{URL: writerURL})
 	p := TopicPartition{"in", 0}
-	err = s.Commit(ctx, &Batch{
+	err := s.Commit(ctx, &Batch{
 		Rows:        rows("in", 0, 0, 3),
 		DeadLetters: []DeadLetter{{Row: rows("in", 0, 3, 1)[0], Error: "e", Stage: "s", Attempts: 1}},
 		Offsets:     []OffsetUpdate{{p, -1, 4}},
@@ -421,7 +411,7 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	}
 	// Without the right to create, a missing table is a plain error that
 	// says what to grant.
-	_, err = Open(ctx, Options{URL: u.String(), Group: "g", Table: "not_created"})
+	_, err = Open(ctx, Options{URL: writerURL, Group: "g", Table: "not_created"})
 	var ce *ConfigError
 	if err == nil || errors.As(err, &ce) || !strings.Contains(err.Error(), "grant") {
 		t.Errorf("Open with a table it may not create = %v, want a plain error saying what to grant", err)

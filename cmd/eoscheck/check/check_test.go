@@ -88,6 +88,22 @@ func expect(t *testing.T, rep Report, want map[Anomaly]int) {
 	}
 }
 
+// expectDetails checks, for each anomaly of examples, that its first
+// example holds that text, and that each class of totals has those totals.
+func expectDetails(t *testing.T, rep Report, examples map[Anomaly]string, totals map[Class]ClassTotals) {
+	t.Helper()
+	for a, ex := range examples {
+		if len(rep.Examples[a]) == 0 || !strings.Contains(rep.Examples[a][0], ex) {
+			t.Errorf("%s examples %.300q, want the first to hold %q", a, rep.Examples[a], ex)
+		}
+	}
+	for c, want := range totals {
+		if got := rep.Classes[c]; got == nil || *got != want {
+			t.Errorf("class %s totals %+v, want %+v", c, got, want)
+		}
+	}
+}
+
 func in(p int32, o int64) Input { return Input{"in", p, o} }
 
 func TestCleanRun(t *testing.T) {
@@ -618,16 +634,7 @@ func TestPoisonJudgements(t *testing.T) {
 			r.Marks, r.DeadLetters = poisonMarks, tc.dead
 			rep := Check(r, tc.opts)
 			expect(t, rep, tc.want)
-			for a, ex := range tc.example {
-				if len(rep.Examples[a]) == 0 || !strings.Contains(rep.Examples[a][0], ex) {
-					t.Errorf("%s examples %q, want the first to hold %q", a, rep.Examples[a], ex)
-				}
-			}
-			for c, want := range tc.totals {
-				if got := rep.Classes[c]; got == nil || *got != want {
-					t.Errorf("class %s totals %+v, want %+v", c, got, want)
-				}
-			}
+			expectDetails(t, rep, tc.example, tc.totals)
 		})
 	}
 }

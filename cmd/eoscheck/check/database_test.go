@@ -97,16 +97,8 @@ func TestCheckDatabase(t *testing.T) {
 			run := dbRun(5)
 			tc.change(&run)
 			rep := CheckDatabase(run, tc.opts)
-			for _, a := range DatabaseAnomalies {
-				if rep.Counts[a] != tc.want[a] {
-					t.Errorf("%s = %d, want %d; examples %q", a, rep.Counts[a], tc.want[a], rep.Examples[a])
-				}
-			}
-			for a, ex := range tc.example {
-				if len(rep.Examples[a]) == 0 || !strings.Contains(rep.Examples[a][0], ex) {
-					t.Errorf("%s examples %q, want the first to hold %q", a, rep.Examples[a], ex)
-				}
-			}
+			expectDatabase(t, rep, tc.want)
+			expectDetails(t, rep, tc.example, nil)
 			if t.Failed() {
 				t.Logf("\n%s", rep.Table())
 			}
@@ -213,24 +205,21 @@ func TestCheckDatabasePoison(t *testing.T) {
 			run := good()
 			tc.change(&run)
 			rep := CheckDatabase(run, tc.opts)
-			for _, a := range DatabaseAnomalies {
-				if rep.Counts[a] != tc.want[a] {
-					t.Errorf("%s = %d, want %d; examples %.300q", a, rep.Counts[a], tc.want[a], rep.Examples[a])
-				}
-			}
-			for a, ex := range tc.example {
-				if len(rep.Examples[a]) == 0 || !strings.Contains(rep.Examples[a][0], ex) {
-					t.Errorf("%s examples %.300q, want the first to hold %q", a, rep.Examples[a], ex)
-				}
-			}
-			for c, want := range tc.totals {
-				if got := rep.Classes[c]; got == nil || *got != want {
-					t.Errorf("class %s totals %+v, want %+v", c, got, want)
-				}
-			}
+			expectDatabase(t, rep, tc.want)
+			expectDetails(t, rep, tc.example, tc.totals)
 			if t.Failed() {
 				t.Logf("\n%s", rep.Table())
 			}
 		})
+	}
+}
+
+// expectDatabase checks the counts of every database anomaly.
+func expectDatabase(t *testing.T, rep Report, want map[Anomaly]int) {
+	t.Helper()
+	for _, a := range DatabaseAnomalies {
+		if rep.Counts[a] != want[a] {
+			t.Errorf("%s = %d, want %d; examples %.300q", a, rep.Counts[a], want[a], rep.Examples[a])
+		}
 	}
 }
