@@ -299,19 +299,6 @@ func TestUnproducible(t *testing.T) {
 	}
 }
 
-// recordBytes counts the key, the value and every header's key and value.
-func TestRecordBytes(t *testing.T) {
-	r := &kgo.Record{Key: []byte("kk"), Value: []byte("vvvvvvv"), Headers: []kgo.RecordHeader{
-		{Key: "a", Value: []byte("12345")}, {Key: "bbb", Value: nil},
-	}}
-	if got := recordBytes(r); got != 2+7+1+5+3 {
-		t.Errorf("recordBytes = %d, want %d", got, 2+7+1+5+3)
-	}
-	if got := recordBytes(&kgo.Record{}); got != 0 {
-		t.Errorf("recordBytes of an empty record = %d", got)
-	}
-}
-
 // A BudgetError says how many retries (not attempts) back off when there is
 // no per-attempt deadline, and the attempts and their deadline otherwise.
 func TestBudgetErrorMessage(t *testing.T) {

@@ -227,15 +227,6 @@ func (p *Pipeline) checkDestinations(out []*kgo.Record) error {
 	return nil
 }
 
-// recordBytes is what a produced record holds in memory, near enough.
-func recordBytes(r *kgo.Record) int64 {
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Key) + len(h.Value)
-	}
-	return int64(n)
-}
-
 // maxQuote bounds how much of an error message the processor repeats in
 // logs, /healthz and dead-letter headers: transform errors may quote the
 // record (jq quotes the value it failed on), which can be megabytes.

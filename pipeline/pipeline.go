@@ -510,7 +510,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		if parallel {
 			p.waitBatch(bi)
 		} else {
-			p.workers[0].slot.publish(b.name, b.partition)
+			p.workers[0].slot.publish(b.topic, b.partition)
 		}
 		for j, r := range b.recs {
 			var res result
@@ -531,7 +531,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 			if r.Attrs.IsControl() {
 				continue // a transaction marker: kept so that committed offsets step over it
 			}
-			src := transform.Source{Topic: b.topic, Partition: b.partition, Offset: r.Offset}
+			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
 			if !parallel {
 				r.Topic = "" // a worker did it already: the chain may have routed r since
 			}
@@ -611,7 +611,7 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 			p.lineage.stamp(o, src)
 		}
 		if p.o.MaxTxnBytes > 0 {
-			p.cur.bytes += recordBytes(o)
+			p.cur.bytes += transform.Bytes(o)
 		}
 		p.inflight = append(p.inflight, inflight{r: o, src: src})
 		p.s.Produce(p.work, o, src)
@@ -654,7 +654,7 @@ func (p *Pipeline) blameRest(from int) {
 				continue
 			}
 			res := p.results[i]
-			src := transform.Source{Topic: b.topic, Partition: b.partition, Offset: r.Offset}
+			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
 			switch le, ok := res.err.(*limitError); {
 			case ok:
 				p.cur.limited++

@@ -11,8 +11,7 @@ import (
 
 // batch is a run of one partition's records of a poll, in offset order.
 type batch struct {
-	topic     string
-	name      *string // topic, interned: what the worker publishes in its slot
+	topic     *string // interned (Pipeline.names): the worker publishes it in its slot
 	partition int32
 	recs      []*kgo.Record
 	at        int // index of recs[0] in Pipeline.results
@@ -72,7 +71,7 @@ func (p *Pipeline) split(fs kgo.Fetches) bool {
 				part := &t.Partitions[k]
 				for recs := part.Records; len(recs) > 0; {
 					c := min(chunk, len(recs))
-					p.batches = append(p.batches, batch{topic: t.Topic, name: name, partition: part.Partition, recs: recs[:c], at: n})
+					p.batches = append(p.batches, batch{topic: name, partition: part.Partition, recs: recs[:c], at: n})
 					n += c
 					recs = recs[c:]
 				}
@@ -128,7 +127,7 @@ func (p *Pipeline) runWorker(i int) {
 			return
 		}
 		b := &p.batches[bi]
-		w.slot.publish(b.name, b.partition)
+		w.slot.publish(b.topic, b.partition)
 		halted := p.halt.Load()
 		for j, r := range b.recs {
 			res := &p.results[b.at+j]
@@ -146,7 +145,7 @@ func (p *Pipeline) runWorker(i int) {
 			if r.Attrs.IsControl() {
 				continue
 			}
-			src := transform.Source{Topic: b.topic, Partition: b.partition, Offset: r.Offset}
+			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
 			r.Topic = ""
 			if len(p.poison) > 0 {
 				if _, ok := p.poison[src]; ok {

@@ -27,15 +27,22 @@ const (
 	HeaderOverhead = int64(unsafe.Sizeof(kgo.RecordHeader{}))
 )
 
-// Size is what the chain counts of an output record against its limit on
-// one input record's outputs: its key, value, header keys and header
-// values, plus RecordOverhead and HeaderOverhead for each header.
-func Size(r *kgo.Record) int64 {
-	n := RecordOverhead + int64(len(r.Key)+len(r.Value))
+// Bytes is what a record's key, value, header keys and header values
+// hold: what the processor counts of its outputs against
+// PROCESSOR_MAX_TXN_BYTES.
+func Bytes(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
 	for _, h := range r.Headers {
-		n += HeaderOverhead + int64(len(h.Key)+len(h.Value))
+		n += len(h.Key) + len(h.Value)
 	}
-	return n
+	return int64(n)
+}
+
+// Size is what the chain counts of an output record against its limit on
+// one input record's outputs: its Bytes, plus RecordOverhead and
+// HeaderOverhead for each header.
+func Size(r *kgo.Record) int64 {
+	return RecordOverhead + HeaderOverhead*int64(len(r.Headers)) + Bytes(r)
 }
 
 // BuildOption changes how Build builds a chain.

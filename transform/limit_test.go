@@ -183,3 +183,16 @@ func TestChainLetsGoOfIntermediates(t *testing.T) {
 		runtime.KeepAlive(c)
 	}
 }
+
+// Bytes counts the key, the value and every header's key and value.
+func TestBytes(t *testing.T) {
+	r := &kgo.Record{Key: []byte("kk"), Value: []byte("vvvvvvv"), Headers: []kgo.RecordHeader{
+		{Key: "a", Value: []byte("12345")}, {Key: "bbb", Value: nil},
+	}}
+	if got := transform.Bytes(r); got != 2+7+1+5+3 {
+		t.Errorf("Bytes = %d, want %d", got, 2+7+1+5+3)
+	}
+	if got := transform.Bytes(&kgo.Record{}); got != 0 {
+		t.Errorf("Bytes of an empty record = %d", got)
+	}
+}

@@ -2,6 +2,7 @@ package jq
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -25,7 +26,7 @@ type encoder struct {
 }
 
 // errTooLarge stops an encoding that passed the encoder's limit.
-var errTooLarge = fmt.Errorf("the encoding passed its limit")
+var errTooLarge = errors.New("the encoding passed its limit")
 
 // encode returns v encoded, in the encoder's buffer (valid until the next
 // call), or errTooLarge as soon as the encoding passes limit bytes.

@@ -533,15 +533,13 @@ func Check(run Run, opts Options) Report {
 			case mark.Class.Fails() && opts.Skipping:
 				skipped = true
 			case mark.Class.Fails():
-				rp.add(Lost, "%s input %s is below the committed offset %d but has no visible dead letter (lost or skipped)", mark.Class, in, committedAt(earlier, tp))
-			case mark.Class != Ordinary:
-				rp.add(Lost, "%s input %s is below the committed offset %d but has no visible output (lost or skipped)", mark.Class, in, committedAt(earlier, tp))
+				rp.add(Lost, "%s is below the committed offset %d but has no visible dead letter (lost or skipped)", mark.of(in), committedAt(earlier, tp))
 			default:
-				rp.add(Lost, "%s is below the committed offset %d but has no visible output (lost or skipped)", in, committedAt(earlier, tp))
+				rp.add(Lost, "%s is below the committed offset %d but has no visible output (lost or skipped)", mark.of(in), committedAt(earlier, tp))
 			}
 		}
 		if mark.Class.Fails() && len(visible[in]) > 0 {
-			rp.add(PoisonPassed, "%s input %s, which must fail the chain, has visible output %s", mark.Class, in, outputList(visible[in]))
+			rp.add(PoisonPassed, "%s, which must fail the chain, has visible output %s", mark.of(in), outputList(visible[in]))
 		}
 		countClass(totals, mark.Class, len(visible[in]) > 0, len(dead[in]) > 0, skipped)
 		if in.Offset >= c {

@@ -196,10 +196,8 @@ func CheckDatabase(run DatabaseRun, opts Options) Report {
 			switch {
 			case mark.Class.Fails() && opts.Skipping && len(rs) == 0:
 				skipped = true
-			case mark.Class != Ordinary:
-				rp.add(Lost, "%s input %s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", mark.Class, in, c, what)
 			default:
-				rp.add(Lost, "%s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", in, c, what)
+				rp.add(Lost, "%s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", mark.of(in), c, what)
 			}
 		}
 		countClass(totals, mark.Class, len(rs) > 0, len(dl) > 0, skipped)
@@ -258,20 +256,20 @@ func judgeRows(rp reporter, table string, in Input, mark Mark, rs []Row) {
 	for _, r := range rs {
 		switch mark.Class {
 		case NotJSON:
-			rp.add(PoisonPassed, "%s input %s, which must fail the chain, has row %s in %s", mark.Class, in, r, table)
+			rp.add(PoisonPassed, "%s, which must fail the chain, has row %s in %s", mark.of(in), r, table)
 			return
 		case JSONBRefused:
 			switch {
 			case r.JSON:
-				rp.add(Misstored, "%s input %s: row %s of %s has its value in the jsonb column, which refuses it; want value NULL and value_bytes", mark.Class, in, r, table)
+				rp.add(Misstored, "%s: row %s of %s has its value in the jsonb column, which refuses it; want value NULL and value_bytes", mark.of(in), r, table)
 			case r.Bytes == nil:
-				rp.add(Misstored, "%s input %s: row %s of %s has neither value nor value_bytes", mark.Class, in, r, table)
+				rp.add(Misstored, "%s: row %s of %s has neither value nor value_bytes", mark.of(in), r, table)
 			case mark.Payload != nil && !bytes.Contains(r.Bytes, mark.Payload):
-				rp.add(Misstored, "%s input %s: the value_bytes of row %s of %s (%d bytes) do not hold the input's %q member (%d bytes)", mark.Class, in, r, table, len(r.Bytes), PoisonField, len(mark.Payload))
+				rp.add(Misstored, "%s: the value_bytes of row %s of %s (%d bytes) do not hold the input's %q member (%d bytes)", mark.of(in), r, table, len(r.Bytes), PoisonField, len(mark.Payload))
 			}
 		case NearLimit:
 			if !r.JSON {
-				rp.add(Misstored, "%s input %s: row %s of %s has no jsonb value (value_bytes %d bytes)", mark.Class, in, r, table, len(r.Bytes))
+				rp.add(Misstored, "%s: row %s of %s has no jsonb value (value_bytes %d bytes)", mark.of(in), r, table, len(r.Bytes))
 			}
 		}
 	}

@@ -81,6 +81,15 @@ type Mark struct {
 	Payload []byte
 }
 
+// of names in, marked so, in an anomaly's example: "in/0@4", or with a
+// class "notjson input in/0@4".
+func (m Mark) of(in Input) string {
+	if m.Class == Ordinary {
+		return in.String()
+	}
+	return string(m.Class) + " input " + in.String()
+}
+
 // MarkOf returns the mark of an input record with the given key and value:
 // Ordinary for a key without PoisonKeyPrefix or with an unknown class.
 func MarkOf(key, value []byte) Mark {
