@@ -299,6 +299,21 @@ func TestUnproducible(t *testing.T) {
 	}
 }
 
+// A run of aborts is unhealthy after twice the stall timeout, and never
+// sooner than a minute (a broker restart or a rebalance is over by then),
+// as the README says of /healthz.
+func TestDefaultFailingAfter(t *testing.T) {
+	for stall, want := range map[time.Duration]time.Duration{
+		40 * time.Second: 80 * time.Second, // the default transaction timeout
+		8 * time.Second:  time.Minute,
+		5 * time.Minute:  10 * time.Minute,
+	} {
+		if got := defaultFailingAfter(stall); got != want {
+			t.Errorf("defaultFailingAfter(%s) = %s, want %s", stall, got, want)
+		}
+	}
+}
+
 // A BudgetError says how many retries (not attempts) back off when there is
 // no per-attempt deadline, and the attempts and their deadline otherwise.
 func TestBudgetErrorMessage(t *testing.T) {
