@@ -1,12 +1,10 @@
 package transform
 
 import (
-	"encoding"
+	"errors"
 	"fmt"
-	"reflect"
-	"strconv"
-	"strings"
-	"time"
+
+	"github.com/streamproc/processor/settings"
 )
 
 // A transform's settings are a struct whose fields declare themselves in
@@ -29,16 +27,7 @@ import (
 // time.Duration, and any type implementing encoding.TextUnmarshaler.
 
 // Field is one declared setting of a transform.
-type Field struct {
-	Name     string // as in the setting tag, e.g. "EXPR"
-	Type     string // "string", "bool", "int", "float", "duration" or the Go type's name
-	Default  string // the value when the setting is not given; "" for none
-	Required bool   // a missing setting is an error
-	Doc      string // what the setting does, one line
-	Form     string // the values it takes, quoted when a value is wrong
-
-	index int // of the struct field
-}
+type Field = settings.Field
 
 // SettingError is a bad value of one setting: New returns one to refuse a
 // value, and Build returns one for a value that does not parse or a
@@ -81,158 +70,22 @@ func Missing(field, detail string) *SettingError {
 // all; a nil Lookup gives nothing, so every setting takes its default.
 type Lookup func(e Entry, setting string) (string, bool)
 
-var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
-
 // fieldsOf returns the fields that settings, a pointer to a struct,
-// declares. Tags that cannot work (a missing or malformed setting name, a
-// type that cannot be parsed, a default that does not parse, a doc or form
-// left out) panic: they are programming mistakes, found at registration.
-func fieldsOf(settings any) []Field {
-	v := reflect.ValueOf(settings)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		panic(fmt.Sprintf("transform: settings %T are not a pointer to a struct", settings))
-	}
-	t := v.Elem().Type()
-	var fields []Field
-	seen := map[string]bool{}
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
-		f := Field{
-			Name: sf.Tag.Get("setting"), Default: sf.Tag.Get("default"), Required: sf.Tag.Get("required") == "true",
-			Doc: sf.Tag.Get("doc"), Form: sf.Tag.Get("form"), index: i,
-		}
-		bad := func(why string) { panic(fmt.Sprintf("transform: settings %s.%s: %s", t, sf.Name, why)) }
-		switch {
-		case !settingName(f.Name):
-			bad(`needs a tag setting:"NAME" of upper case letters, digits and _`)
-		case seen[f.Name]:
-			bad("setting " + f.Name + " is declared twice")
-		case f.Doc == "" || f.Form == "":
-			bad("needs doc and form tags")
-		}
-		seen[f.Name] = true
-		typ, ok := typeName(sf.Type)
-		if !ok {
-			bad("type " + sf.Type.String() + " cannot be parsed from text")
-		}
-		f.Type = typ
-		if f.Default != "" {
-			if err := parseInto(reflect.New(sf.Type).Elem(), f.Default); err != nil {
-				bad(fmt.Sprintf("default %q: %v", f.Default, err))
-			}
-		}
-		fields = append(fields, f)
-	}
-	return fields
-}
+// declares; tags that cannot work panic (settings.Fields).
+func fieldsOf(s any) []Field { return settings.Fields(s) }
 
-func settingName(s string) bool {
-	if s == "" {
-		return false
+// fill sets every declared field of s to its value from lookup, or to
+// its default. A value that does not parse, or a required setting that is
+// missing, is a *SettingError.
+func fill(e Entry, fields []Field, s any, lookup Lookup) error {
+	var l settings.Lookup
+	if lookup != nil {
+		l = func(name string) (string, bool) { return lookup(e, name) }
 	}
-	for i, c := range s {
-		if !(c == '_' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
-			return false
-		}
+	err := settings.Fill(fields, s, l)
+	var se *settings.Error
+	if errors.As(err, &se) {
+		return &SettingError{Entry: e, Field: se.Field, Value: se.Value, Unset: se.Unset, Want: se.Want, Detail: se.Detail}
 	}
-	return true
-}
-
-// typeName names the kinds of values a field of type t takes, or reports
-// that none can be parsed into it.
-func typeName(t reflect.Type) (string, bool) {
-	switch {
-	case reflect.PointerTo(t).Implements(textUnmarshaler):
-		return t.Name(), true
-	case t == reflect.TypeFor[time.Duration]():
-		return "duration", true
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "string", true
-	case reflect.Bool:
-		return "bool", true
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return "int", true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "uint", true
-	case reflect.Float32, reflect.Float64:
-		return "float", true
-	}
-	return "", false
-}
-
-// parseInto parses s into v, a settable value of a type typeName accepts.
-func parseInto(v reflect.Value, s string) error {
-	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
-		return u.UnmarshalText([]byte(s))
-	}
-	if v.Type() == reflect.TypeFor[time.Duration]() {
-		d, err := time.ParseDuration(strings.TrimSpace(s))
-		if err != nil {
-			return err
-		}
-		v.SetInt(int64(d))
-		return nil
-	}
-	switch v.Kind() {
-	case reflect.String:
-		v.SetString(s)
-	case reflect.Bool:
-		b, err := strconv.ParseBool(strings.TrimSpace(s))
-		if err != nil {
-			return err
-		}
-		v.SetBool(b)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, v.Type().Bits())
-		if err != nil {
-			return err
-		}
-		v.SetInt(n)
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, v.Type().Bits())
-		if err != nil {
-			return err
-		}
-		v.SetUint(n)
-	case reflect.Float32, reflect.Float64:
-		n, err := strconv.ParseFloat(strings.TrimSpace(s), v.Type().Bits())
-		if err != nil {
-			return err
-		}
-		v.SetFloat(n)
-	default:
-		return fmt.Errorf("cannot parse a %s", v.Type())
-	}
-	return nil
-}
-
-// fill sets every declared field of settings (a pointer to a struct) to
-// its value from lookup, or to its default. A value that does not parse,
-// or a required setting that is missing, is a *SettingError.
-func fill(e Entry, fields []Field, settings any, lookup Lookup) error {
-	s := reflect.ValueOf(settings).Elem()
-	for _, f := range fields {
-		raw, given := "", false
-		if lookup != nil {
-			raw, given = lookup(e, f.Name)
-		}
-		if !given {
-			if f.Default == "" {
-				if f.Required {
-					return &SettingError{Entry: e, Field: f.Name, Unset: true, Want: f.Form}
-				}
-				continue
-			}
-			raw = f.Default
-		}
-		if err := parseInto(s.Field(f.index), raw); err != nil {
-			return &SettingError{Entry: e, Field: f.Name, Value: raw, Want: f.Form}
-		}
-	}
-	return nil
+	return err
 }

@@ -1,0 +1,221 @@
+// Package settings is the one model of a plugin's settings, transforms and
+// sinks alike: a struct whose fields declare themselves in tags, filled
+// through a Lookup that the host binds to its own variables.
+//
+//	type Settings struct {
+//		Expr    string        `setting:"EXPR" required:"true" doc:"the jq program each value runs through" form:"a jq program such as .a"`
+//		Timeout time.Duration `setting:"TIMEOUT" default:"100ms" doc:"how long one call may take" form:"a Go duration such as 100ms"`
+//	}
+//
+// setting is the field's name (upper case letters, digits and _); default
+// is the value when the setting is not given, as it would be written;
+// required makes a missing setting an error; doc says in one line what the
+// setting does, and form the values it takes (quoted when a value is
+// wrong). A plugin never sees where the values come from: the processor
+// binds each setting to PROCESSOR_<NAME>_<SETTING>, and tests pass values
+// directly.
+//
+// Field types: string, bool, int (any size), uint (any size), float64,
+// time.Duration, and any type implementing encoding.TextUnmarshaler.
+package settings
+
+import (
+	"encoding"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Field is one declared setting.
+type Field struct {
+	Name     string // as in the setting tag, e.g. "EXPR"
+	Type     string // "string", "bool", "int", "float", "duration" or the Go type's name
+	Default  string // the value when the setting is not given; "" for none
+	Required bool   // a missing setting is an error
+	Doc      string // what the setting does, one line
+	Form     string // the values it takes, quoted when a value is wrong
+
+	index int // of the struct field
+}
+
+// Error is a bad value of one setting: a value that does not parse, a
+// required setting that is missing, or a value the plugin refuses.
+type Error struct {
+	Field string // the setting, e.g. "EXPR"
+	Value string // the value given; empty when Unset
+	Unset bool   // the setting is required but was not given
+	// Want is what was expected (the field's form); Detail follows it,
+	// e.g. " (unexpected EOF)".
+	Want   string
+	Detail string
+}
+
+func (e *Error) Error() string {
+	if e.Unset {
+		return fmt.Sprintf("setting %s is not set: want %s%s", e.Field, e.Want, e.Detail)
+	}
+	return fmt.Sprintf("setting %s=%q is invalid: want %s%s", e.Field, e.Value, e.Want, e.Detail)
+}
+
+// Lookup returns a setting's value as given, and whether it was given at
+// all; a nil Lookup gives nothing, so every setting takes its default.
+type Lookup func(setting string) (string, bool)
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// Fields returns the fields that settings, a pointer to a struct,
+// declares. Tags that cannot work (a missing or malformed setting name, a
+// type that cannot be parsed, a default that does not parse, a doc or form
+// left out) panic: they are programming mistakes, found at registration.
+func Fields(settings any) []Field {
+	v := reflect.ValueOf(settings)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("settings: %T are not a pointer to a struct", settings))
+	}
+	t := v.Elem().Type()
+	var fields []Field
+	seen := map[string]bool{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		f := Field{
+			Name: sf.Tag.Get("setting"), Default: sf.Tag.Get("default"), Required: sf.Tag.Get("required") == "true",
+			Doc: sf.Tag.Get("doc"), Form: sf.Tag.Get("form"), index: i,
+		}
+		bad := func(why string) { panic(fmt.Sprintf("settings: %s.%s: %s", t, sf.Name, why)) }
+		switch {
+		case !settingName(f.Name):
+			bad(`needs a tag setting:"NAME" of upper case letters, digits and _`)
+		case seen[f.Name]:
+			bad("setting " + f.Name + " is declared twice")
+		case f.Doc == "" || f.Form == "":
+			bad("needs doc and form tags")
+		}
+		seen[f.Name] = true
+		typ, ok := typeName(sf.Type)
+		if !ok {
+			bad("type " + sf.Type.String() + " cannot be parsed from text")
+		}
+		f.Type = typ
+		if f.Default != "" {
+			if err := parseInto(reflect.New(sf.Type).Elem(), f.Default); err != nil {
+				bad(fmt.Sprintf("default %q: %v", f.Default, err))
+			}
+		}
+		fields = append(fields, f)
+	}
+	return fields
+}
+
+func settingName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c == '_' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// typeName names the kinds of values a field of type t takes, or reports
+// that none can be parsed into it.
+func typeName(t reflect.Type) (string, bool) {
+	switch {
+	case reflect.PointerTo(t).Implements(textUnmarshaler):
+		return t.Name(), true
+	case t == reflect.TypeFor[time.Duration]():
+		return "duration", true
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string", true
+	case reflect.Bool:
+		return "bool", true
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "int", true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "uint", true
+	case reflect.Float32, reflect.Float64:
+		return "float", true
+	}
+	return "", false
+}
+
+// parseInto parses s into v, a settable value of a type typeName accepts.
+func parseInto(v reflect.Value, s string) error {
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		return u.UnmarshalText([]byte(s))
+	}
+	if v.Type() == reflect.TypeFor[time.Duration]() {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(strings.TrimSpace(s), 10, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetUint(n)
+	case reflect.Float32, reflect.Float64:
+		n, err := strconv.ParseFloat(strings.TrimSpace(s), v.Type().Bits())
+		if err != nil {
+			return err
+		}
+		v.SetFloat(n)
+	default:
+		return fmt.Errorf("cannot parse a %s", v.Type())
+	}
+	return nil
+}
+
+// Fill sets every declared field of settings (a pointer to the struct
+// fields came from) to its value from lookup, or to its default. A value
+// that does not parse, or a required setting that is missing, is an
+// *Error naming the field, with the field's form as Want.
+func Fill(fields []Field, settings any, lookup Lookup) error {
+	s := reflect.ValueOf(settings).Elem()
+	for _, f := range fields {
+		raw, given := "", false
+		if lookup != nil {
+			raw, given = lookup(f.Name)
+		}
+		if !given {
+			if f.Default == "" {
+				if f.Required {
+					return &Error{Field: f.Name, Unset: true, Want: f.Form}
+				}
+				continue
+			}
+			raw = f.Default
+		}
+		if err := parseInto(s.Field(f.index), raw); err != nil {
+			return &Error{Field: f.Name, Value: raw, Want: f.Form}
+		}
+	}
+	return nil
+}
