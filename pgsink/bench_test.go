@@ -42,7 +42,7 @@ func BenchmarkCommit(b *testing.B) {
 	}
 	commit := func(b *testing.B, s *Sink) {
 		ctx := testCtx(b)
-		p := TopicPartition{"bench", 0}
+		p := TopicPartition{Topic: "bench", Partition: 0}
 		next := int64(-1)
 		for b.Loop() {
 			from := max(next, 0)

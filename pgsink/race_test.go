@@ -21,7 +21,7 @@ func TestTwoInstancesRace(t *testing.T) {
 	u := pgtest.WithParam(t, d.URL, "application_name", app)
 	a, b := d.open(t, Options{URL: u}), d.open(t, Options{URL: u})
 	ctx := testCtx(t)
-	p := TopicPartition{"in", 0}
+	p := TopicPartition{Topic: "in", Partition: 0}
 	const rounds, per = 20, 5
 	commitBoth := func(expected, next int64, before func()) [2]error {
 		var errs [2]error

@@ -36,7 +36,7 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p := TopicPartition{"in", 0}
+	p := TopicPartition{Topic: "in", Partition: 0}
 	commit := func(expected, next int64) error {
 		return s.Commit(ctx, &Batch{Rows: rows("in", 0, max(expected, 0), int(next-max(expected, 0))), Offsets: []OffsetUpdate{{p, expected, next}}})
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/streamproc/processor/record"
 )
 
 // The default table names.
@@ -82,15 +84,7 @@ type Options struct {
 }
 
 // TopicPartition is one input partition.
-type TopicPartition struct {
-	Topic     string
-	Partition int32
-}
-
-// String returns topic/partition.
-func (tp TopicPartition) String() string {
-	return tp.Topic + "/" + strconv.FormatInt(int64(tp.Partition), 10)
-}
+type TopicPartition = record.TopicPartition
 
 // Sink writes batches to PostgreSQL. Its methods are safe for concurrent
 // use; a Commit holds one of the pool's two connections for its

@@ -138,7 +138,7 @@ func TestCommitDefaultTable(t *testing.T) {
 			{Value: []byte("\"\xff\""), Topic: "in", Partition: 0, Offset: 8},       // not UTF-8
 			{Value: []byte(`42`), Topic: "in", Partition: 0, Offset: 9},
 		},
-		Offsets: []OffsetUpdate{{TopicPartition{"in", 0}, -1, 10}},
+		Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, 10}},
 	}
 	if err := s.Commit(ctx, b); err != nil {
 		t.Fatal(err)
@@ -224,7 +224,7 @@ func TestOffsets(t *testing.T) {
 	d := newTestDB(t)
 	s := d.open(t, Options{})
 	ctx := testCtx(t)
-	p0, p1, q0 := TopicPartition{"a", 0}, TopicPartition{"a", 1}, TopicPartition{"b", 0}
+	p0, p1, q0 := TopicPartition{Topic: "a", Partition: 0}, TopicPartition{Topic: "a", Partition: 1}, TopicPartition{Topic: "b", Partition: 0}
 	got, err := s.Offsets(ctx, []TopicPartition{p0, p1})
 	if err != nil || len(got) != 0 {
 		t.Fatalf("Offsets before any commit = %v, %v; want empty", got, err)
@@ -240,7 +240,7 @@ func TestOffsets(t *testing.T) {
 	if err := s.Commit(ctx, &Batch{Offsets: []OffsetUpdate{{p0, 5, 9}, {p1, -1, 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.Offsets(ctx, []TopicPartition{p0, p1, {"a", 7}})
+	got, err = s.Offsets(ctx, []TopicPartition{p0, p1, {Topic: "a", Partition: 7}})
 	if err != nil || fmt.Sprint(got) != "map[a/0:9 a/1:1]" {
 		t.Errorf("Offsets(a/0, a/1, a/7) = %v, %v; want a/0:9 a/1:1", got, err)
 	}
@@ -267,7 +267,7 @@ func TestCommitFenced(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	s := d.open(t, Options{Metrics: m})
 	ctx := testCtx(t)
-	p0, p1, p2 := TopicPartition{"in", 0}, TopicPartition{"in", 1}, TopicPartition{"in", 2}
+	p0, p1, p2 := TopicPartition{Topic: "in", Partition: 0}, TopicPartition{Topic: "in", Partition: 1}, TopicPartition{Topic: "in", Partition: 2}
 	if err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 10), Offsets: []OffsetUpdate{{p0, -1, 10}, {p1, -1, 5}, {p2, -1, 3}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestCommitCanceled(t *testing.T) {
 	s := d.open(t, Options{})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
-	err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 3), Offsets: []OffsetUpdate{{TopicPartition{"in", 0}, -1, 3}}})
+	err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 3), Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, 3}}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Commit with a canceled context = %v, want context.Canceled", err)
 	}
@@ -338,7 +338,7 @@ func TestDeadLetters(t *testing.T) {
 	err := s.Commit(ctx, &Batch{
 		Rows:        rows("in", 2, 40, 1),
 		DeadLetters: []DeadLetter{dl},
-		Offsets:     []OffsetUpdate{{TopicPartition{"in", 2}, -1, 42}},
+		Offsets:     []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 2}, -1, 42}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func TestDeadLetters(t *testing.T) {
 	err = s.Commit(ctx, &Batch{
 		Rows:        rows("in", 2, 42, 1),
 		DeadLetters: []DeadLetter{dl, bad},
-		Offsets:     []OffsetUpdate{{TopicPartition{"in", 2}, 42, 44}},
+		Offsets:     []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 2}, 42, 44}},
 	})
 	var re *RowError
 	if !errors.As(err, &re) || !re.DeadLetter || re.Index != 1 || Retriable(err) || !strings.Contains(err.Error(), "in/2@41") {
@@ -380,7 +380,7 @@ func TestDeadLetters(t *testing.T) {
 	if n := d.Count(t, "SELECT count(*) FROM processor_records"); n != 1 {
 		t.Errorf("%d rows, want 1", n)
 	}
-	if got, _ := s.Offsets(ctx, nil); got[TopicPartition{"in", 2}] != 42 {
+	if got, _ := s.Offsets(ctx, nil); got[TopicPartition{Topic: "in", Partition: 2}] != 42 {
 		t.Errorf("offset %v, want 42", got)
 	}
 	if testutil.ToFloat64(m.Rollbacks.WithLabelValues(RollbackRow)) != 1 {
@@ -397,7 +397,7 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	d.open(t, Options{}) // creates the tables as the test's superuser
 	_, writerURL := d.writer(t)
 	s := d.open(t, Options{URL: writerURL})
-	p := TopicPartition{"in", 0}
+	p := TopicPartition{Topic: "in", Partition: 0}
 	err := s.Commit(ctx, &Batch{
 		Rows:        rows("in", 0, 0, 3),
 		DeadLetters: []DeadLetter{{Row: rows("in", 0, 3, 1)[0], Error: "e", Stage: "s", Attempts: 1}},

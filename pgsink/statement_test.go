@@ -44,7 +44,7 @@ func TestStatementUpsert(t *testing.T) {
 	invoices(t, d)
 	s := d.open(t, Options{Statement: invoicesStatement})
 	ctx := testCtx(t)
-	p := TopicPartition{"orders", 0}
+	p := TopicPartition{Topic: "orders", Partition: 0}
 	batch := []Row{
 		order(0, `{"order_id": 1, "amount": 10.5}`),
 		order(1, `{"order_id": 2, "amount": 3}`),
@@ -84,7 +84,7 @@ func TestStatementRowError(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	s := d.open(t, Options{Statement: invoicesStatement, Metrics: m})
 	ctx := testCtx(t)
-	p := TopicPartition{"orders", 0}
+	p := TopicPartition{Topic: "orders", Partition: 0}
 	if err := s.Commit(ctx, &Batch{Rows: []Row{order(0, `{"order_id": 1, "amount": 1}`)}, Offsets: []OffsetUpdate{{p, -1, 1}}}); err != nil {
 		t.Fatal(err)
 	}

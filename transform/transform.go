@@ -15,16 +15,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // Source is where an input record came from. It is passed to every stage of
 // the chain unchanged, so a transform can read it even for records an
 // earlier stage created.
-type Source struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-}
+type Source = record.Source
 
 // Transform turns one record into zero, one or many records.
 //
