@@ -198,6 +198,17 @@ func ratio(rw, base *row) string {
 	return fmt.Sprintf("%.2f×, %.2f×", rw.rate/base.rate, rw.cpuM/base.cpuM)
 }
 
+// percentile is the nearest-rank percentile of ds (0 if empty).
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
@@ -315,4 +326,19 @@ func (rp *report) json() ([]byte, error) {
 		runs = append(runs, j)
 	}
 	return json.MarshalIndent(map[string]any{"mode": rp.o.mode, "broker": rp.broker, "began": rp.began, "runs": runs}, "", "  ")
+}
+
+// writeSamples writes every latency sample, in the order seen, as CSV:
+// milliseconds since the first live record's timestamp, and the latency
+// in milliseconds.
+func (rd *reader) writeSamples(path string) error {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("stamped_ms,latency_ms\n")
+	from := rd.liveFrom.Load()
+	for i, d := range rd.lat {
+		fmt.Fprintf(&b, "%d,%.3f\n", rd.stamps[i]-from, float64(d.Microseconds())/1000)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -148,11 +149,7 @@ func (inst *instance) watchLog(path string, from int64) {
 func (d *driver) pick() *instance {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ids := make([]int, 0, len(d.insts))
-	for id := range d.insts {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := slices.Sorted(maps.Keys(d.insts))
 	return d.insts[ids[d.rng.IntN(len(ids))]]
 }
 

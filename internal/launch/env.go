@@ -65,7 +65,7 @@ func (in Instance) Env() []string {
 	}
 	dur := func(name string, d time.Duration) {
 		if d != 0 {
-			env = append(env, name+"="+d.String())
+			str(name, d.String())
 		}
 	}
 	str("PROCESSOR_BROKERS", strings.Join(in.Brokers, ","))
@@ -84,7 +84,7 @@ func (in Instance) Env() []string {
 	dur("PROCESSOR_TRANSACTION_TIMEOUT", in.TransactionTimeout)
 	dur("PROCESSOR_PROGRESS_INTERVAL", in.ProgressInterval)
 	if in.Workers != 0 {
-		env = append(env, "PROCESSOR_WORKERS="+strconv.Itoa(in.Workers))
+		str("PROCESSOR_WORKERS", strconv.Itoa(in.Workers))
 	}
 	str("PROCESSOR_HTTP_ADDR", in.HTTPAddr)
 	str("PROCESSOR_LOG_FORMAT", in.LogFormat)

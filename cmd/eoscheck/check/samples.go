@@ -19,27 +19,14 @@ func checkHanging(rp reporter, samples []Sample, timeout time.Duration) {
 		}
 	}
 	for _, tp := range sortedKeys(tps) {
-		var start time.Time
-		lso, open := int64(-1), false
-		var worst time.Duration
-		var worstLSO, worstHWM int64
-		for _, s := range samples {
+		w := longestStay(samples, func(s Sample) (int64, int64, bool) {
 			st, ok1 := s.Stable[tp]
 			hw, ok2 := s.High[tp]
-			if !ok1 || !ok2 || st >= hw {
-				open = false
-				continue
-			}
-			if !open || st != lso {
-				open, start, lso = true, s.At, st
-			}
-			if d := s.At.Sub(start); d > worst {
-				worst, worstLSO, worstHWM = d, st, hw
-			}
-		}
-		if worst > timeout {
+			return st, hw, ok1 && ok2 && st < hw
+		})
+		if w.d > timeout {
 			rp.add(Hanging, "%s: last stable offset stayed at %d below the high watermark %d for %s (transaction timeout %s)",
-				tp, worstLSO, worstHWM, worst.Round(time.Millisecond), timeout)
+				tp, w.value, w.other, w.d.Round(time.Millisecond), timeout)
 		}
 	}
 }
@@ -54,30 +41,49 @@ func checkStuck(rp reporter, samples []Sample, tps []TopicPartition, inputs map[
 	}
 	for _, tp := range tps {
 		offs := inputs[tp]
-		var start time.Time
-		at, lagging := int64(-1), false
-		var worst time.Duration
-		var worstAt, worstEnd int64
-		for _, s := range samples {
+		w := longestStay(samples, func(s Sample) (int64, int64, bool) {
 			end, ok := s.Stable[tp]
 			c := committedAt(s.Committed, tp)
 			i, _ := slices.BinarySearch(offs, c)
-			if !ok || i >= len(offs) || offs[i] >= end {
-				lagging = false
-				continue
-			}
-			if !lagging || c != at {
-				lagging, start, at = true, s.At, c
-			}
-			if d := s.At.Sub(start); d > worst {
-				worst, worstAt, worstEnd = d, c, end
-			}
-		}
-		if worst > after {
+			return c, end, ok && i < len(offs) && offs[i] < end
+		})
+		if w.d > after {
 			rp.add(Stuck, "%s: committed offset stayed at %d with records up to %d to read for %s (threshold %s)",
-				tp, worstAt, worstEnd, worst.Round(time.Millisecond), after)
+				tp, w.value, w.other, w.d.Round(time.Millisecond), after)
 		}
 	}
+}
+
+// stay is how long a value stayed the same, and another number taken with
+// it at the end of that time.
+type stay struct {
+	d            time.Duration
+	value, other int64
+}
+
+// longestStay returns the longest time, over samples in time order, that
+// a value stayed the same while a condition held: of returns a sample's
+// value, the other number to report, and whether the condition holds. A
+// sample where it does not, or where the value changed, starts the time
+// anew.
+func longestStay(samples []Sample, of func(Sample) (value, other int64, holds bool)) stay {
+	var start time.Time
+	cur, in := int64(-1), false
+	var worst stay
+	for _, s := range samples {
+		v, other, ok := of(s)
+		if !ok {
+			in = false
+			continue
+		}
+		if !in || v != cur {
+			in, start, cur = true, s.At, v
+		}
+		if d := s.At.Sub(start); d > worst.d {
+			worst = stay{d: d, value: v, other: other}
+		}
+	}
+	return worst
 }
 
 // inputPartitions returns every input partition the run knows of, sorted.
