@@ -52,9 +52,7 @@ func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
 	}
 	start := len(l.hdrs)
 	for _, h := range r.Headers {
-		switch h.Key {
-		case HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset:
-		default:
+		if !record.IsLineageHeader(h.Key) {
 			l.hdrs = append(l.hdrs, h)
 		}
 	}
