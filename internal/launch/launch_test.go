@@ -135,11 +135,20 @@ func TestStop(t *testing.T) {
 	if !p.Stop(syscall.SIGTERM, 10*time.Second) {
 		t.Error("Stop(SIGTERM) of sleep: not exited in time")
 	}
-	deaf, err := Start(context.Background(), sh(`trap "" TERM; exec sleep 30`))
+	c := sh(`trap "" TERM; echo ready >&2; exec sleep 30`)
+	c.Log = filepath.Join(t.TempDir(), "deaf.log")
+	deaf, err := Start(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the trap in place
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) { // the trap in place
+		if b, _ := os.ReadFile(c.Log); string(b) == "ready\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shell did not say ready")
+		}
+	}
 	began := time.Now()
 	if deaf.Stop(syscall.SIGTERM, 200*time.Millisecond) {
 		t.Error("Stop(SIGTERM) of a process that ignores it: reported exited by itself")
