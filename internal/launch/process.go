@@ -130,8 +130,8 @@ func (p *Process) Kill() error { return p.cmd.Process.Kill() }
 func (p *Process) Done() <-chan struct{} { return p.done }
 
 // Err is how the process ended, once Done is closed: nil after exit code
-// 0, else an *exec.ExitError (or the context's end, when it killed the
-// process). Before Done it is nil.
+// 0, else an *exec.ExitError (a signal too: SIGKILL when Start's context
+// ended first). Before Done it is nil.
 func (p *Process) Err() error {
 	select {
 	case <-p.done:
