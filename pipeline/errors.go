@@ -8,11 +8,11 @@ import (
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -38,10 +38,10 @@ const (
 // Dead-letter header keys, added to the original record's headers (with
 // the lineage headers).
 const (
-	HeaderError             = "processor.error"               // the error message
-	HeaderErrorTransform    = "processor.error.transform"     // the chain entry that failed; "produce" when the output could not be written
-	HeaderErrorAttempts     = "processor.error.attempts"      // how many times the chain ran on the record, ASCII decimal
-	HeaderErrorValueDropped = "processor.error.value.dropped" // set when the value was dropped because the dead letter itself could not be written; says why
+	HeaderError             = record.HeaderError             // the error message
+	HeaderErrorTransform    = record.HeaderErrorTransform    // the chain entry that failed; "produce" when the output could not be written
+	HeaderErrorAttempts     = record.HeaderErrorAttempts     // how many times the chain ran on the record, ASCII decimal
+	HeaderErrorValueDropped = record.HeaderErrorValueDropped // set when the value was dropped because the dead letter itself could not be written; says why
 )
 
 // Error classes: the class label of processor_transform_errors_total.
@@ -233,16 +233,7 @@ func (p *Pipeline) checkDestinations(out []*kgo.Record) error {
 const maxQuote = 256
 
 // clip shortens s to maxQuote bytes, saying how long it was.
-func clip(s string) string {
-	if len(s) <= maxQuote {
-		return s
-	}
-	cut := maxQuote
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "... (" + strconv.Itoa(len(s)) + " bytes)"
-}
+func clip(s string) string { return record.Clip(s, maxQuote) }
 
 // clippedError is an error whose message was clipped; errors.Is and As
 // still see the original.
@@ -416,17 +407,7 @@ func varintLen(n int) int {
 
 // clipTo shortens s to at most n bytes, the note of how long it was
 // included, at a rune boundary.
-func clipTo(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	note := "... (" + strconv.Itoa(len(s)) + " bytes)"
-	cut := max(0, n-len(note))
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + note
-}
+func clipTo(s string, n int) string { return record.ClipWithin(s, n) }
 
 // deadLetterHeaders returns a new header slice: the original headers
 // (without error headers of an earlier dead-lettering, as when a replayed

@@ -5,15 +5,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
 // Lineage header keys: where an output record's input came from. They let
-// anyone audit output against input (cmd/eoscheck does).
+// anyone audit output against input (cmd/eoscheck does). The names live in
+// record, the vocabulary the auditor shares.
 const (
-	HeaderSourceTopic     = "processor.source.topic"
-	HeaderSourcePartition = "processor.source.partition" // ASCII decimal
-	HeaderSourceOffset    = "processor.source.offset"    // ASCII decimal
+	HeaderSourceTopic     = record.HeaderSourceTopic
+	HeaderSourcePartition = record.HeaderSourcePartition // ASCII decimal
+	HeaderSourceOffset    = record.HeaderSourceOffset    // ASCII decimal
 )
 
 // lineage stamps lineage headers without allocating per record: header
@@ -50,9 +52,7 @@ func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
 	}
 	start := len(l.hdrs)
 	for _, h := range r.Headers {
-		switch h.Key {
-		case HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset:
-		default:
+		if !record.IsLineageHeader(h.Key) {
 			l.hdrs = append(l.hdrs, h)
 		}
 	}
@@ -106,24 +106,8 @@ func (l *lineage) reset() {
 // Lineage reads an output record's lineage headers back: the input it was
 // made from, and whether all three headers were present and valid (a
 // non-empty topic, a partition and an offset that are non-negative
-// decimals). Audits of the output (cmd/eoscheck, the tests) read it here.
+// decimals). Audits of the output (cmd/eoscheck, the tests) read them with
+// record.Lineage, which this is.
 func Lineage(r *kgo.Record) (transform.Source, bool) {
-	var topic, part, off string
-	var has [3]bool
-	for _, h := range r.Headers {
-		switch h.Key {
-		case HeaderSourceTopic:
-			topic, has[0] = string(h.Value), true
-		case HeaderSourcePartition:
-			part, has[1] = string(h.Value), true
-		case HeaderSourceOffset:
-			off, has[2] = string(h.Value), true
-		}
-	}
-	p, err1 := strconv.ParseInt(part, 10, 32)
-	o, err2 := strconv.ParseInt(off, 10, 64)
-	if !has[0] || !has[1] || !has[2] || topic == "" || err1 != nil || err2 != nil || p < 0 || o < 0 {
-		return transform.Source{}, false
-	}
-	return transform.Source{Topic: topic, Partition: int32(p), Offset: o}, true
+	return record.Lineage(r.Headers)
 }

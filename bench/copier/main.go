@@ -12,47 +12,26 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
+// config is the command line.
+type config struct {
+	brokers, group, topics, out, txnID string
+	interval                           time.Duration
+}
+
 func main() {
-	brokers := flag.String("brokers", "127.0.0.1:19092", "comma-separated seed brokers")
-	group := flag.String("group", "", "consumer group")
-	topics := flag.String("topics", "", "comma-separated input topics")
-	out := flag.String("out", "", "output topic")
-	txnID := flag.String("txn-id", "", "transactional ID (default <group>-copier)")
-	interval := flag.Duration("commit-interval", 100*time.Millisecond, "how long a transaction stays open")
-	flag.Parse()
-	if *group == "" || *topics == "" || *out == "" || *interval <= 0 {
-		fmt.Fprintln(os.Stderr, "copier: -group, -topics, -out and a positive -commit-interval are required")
-		os.Exit(2)
-	}
-	if *txnID == "" {
-		*txnID = *group + "-copier"
-	}
-	s, err := kgo.NewGroupTransactSession(
-		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
-		kgo.ConsumerGroup(*group),
-		kgo.ConsumeTopics(strings.Split(*topics, ",")...),
-		kgo.TransactionalID(*txnID),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// franz-go retries a produce refused with CONCURRENT_TRANSACTIONS
-		// (the previous transaction's markers are still being written)
-		// after a metadata refresh, at most every MetadataMinAge: 5 s by
-		// default, which would stall the transaction after each commit.
-		kgo.MetadataMinAge(250*time.Millisecond),
-	)
+	c := parseFlags()
+	s, err := newSession(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "copier:", err)
 		os.Exit(2)
@@ -61,57 +40,49 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var failed atomic.Pointer[error]
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			failed.CompareAndSwap(nil, &err)
-		}
-	}
+	cp := &copier{s: s, out: c.out}
 	for ctx.Err() == nil {
-		deadline := time.Now().Add(*interval)
-		began := false
-		for ctx.Err() == nil && time.Now().Before(deadline) {
-			// At most 10,000 records a poll, so that the deadline is
-			// checked between polls: on a backlog, one poll could
-			// otherwise return everything fetched so far, hundreds of
-			// megabytes, and hold the transaction open far longer.
-			pctx, cancel := context.WithDeadline(ctx, deadline)
-			fs := s.PollRecords(pctx, 10_000)
-			cancel()
-			fs.EachError(func(t string, p int32, err error) {
-				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-					fmt.Fprintf(os.Stderr, "copier: fetching %s/%d: %v\n", t, p, err)
-				}
-			})
-			if fs.NumRecords() == 0 {
-				continue
-			}
-			if !began {
-				if err := s.Begin(); err != nil {
-					fmt.Fprintln(os.Stderr, "copier: beginning a transaction:", err)
-					os.Exit(1)
-				}
-				began = true
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				r.Topic = *out
-				s.Produce(context.Background(), r, promise)
-			})
-		}
-		if !began {
-			continue
-		}
-		how := kgo.TryCommit
-		if e := failed.Swap(nil); e != nil {
-			fmt.Fprintln(os.Stderr, "copier: a produce failed, aborting:", *e)
-			how = kgo.TryAbort
-		}
-		ectx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if _, err := s.End(ectx, how); err != nil {
-			cancel()
-			fmt.Fprintln(os.Stderr, "copier: ending a transaction:", err)
+		if err := cp.transaction(ctx, time.Now().Add(c.interval)); err != nil {
+			fmt.Fprintln(os.Stderr, "copier:", err)
 			os.Exit(1)
 		}
-		cancel()
 	}
+}
+
+// parseFlags parses and checks the command line; a usage error exits 2.
+func parseFlags() config {
+	var c config
+	flag.StringVar(&c.brokers, "brokers", "127.0.0.1:19092", "comma-separated seed brokers")
+	flag.StringVar(&c.group, "group", "", "consumer group")
+	flag.StringVar(&c.topics, "topics", "", "comma-separated input topics")
+	flag.StringVar(&c.out, "out", "", "output topic")
+	flag.StringVar(&c.txnID, "txn-id", "", "transactional ID (default <group>-copier)")
+	flag.DurationVar(&c.interval, "commit-interval", 100*time.Millisecond, "how long a transaction stays open")
+	flag.Parse()
+	if c.group == "" || c.topics == "" || c.out == "" || c.interval <= 0 {
+		fmt.Fprintln(os.Stderr, "copier: -group, -topics, -out and a positive -commit-interval are required")
+		os.Exit(2)
+	}
+	if c.txnID == "" {
+		c.txnID = c.group + "-copier"
+	}
+	return c
+}
+
+// newSession opens the GroupTransactSession: read_committed from the
+// start of the input, franz-go's defaults otherwise.
+func newSession(c config) (*kgo.GroupTransactSession, error) {
+	return kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(strings.Split(c.brokers, ",")...),
+		kgo.ConsumerGroup(c.group),
+		kgo.ConsumeTopics(strings.Split(c.topics, ",")...),
+		kgo.TransactionalID(c.txnID),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// franz-go retries a produce refused with CONCURRENT_TRANSACTIONS
+		// (the previous transaction's markers are still being written)
+		// after a metadata refresh, at most every MetadataMinAge: 5 s by
+		// default, which would stall the transaction after each commit.
+		kgo.MetadataMinAge(250*time.Millisecond),
+	)
 }

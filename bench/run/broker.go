@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/sample"
 )
 
@@ -33,8 +34,8 @@ type broker struct {
 	kind     string // kafka, kfake or external
 	cl       *kgo.Client
 	adm      *kadm.Client
-	dev      *exec.Cmd // the devbroker this command started, if any
-	devDir   string    // and its data
+	dev      *launch.Process // the devbroker this command started, if any
+	devDir   string          // and its data
 }
 
 // openBroker picks the broker: -brokers if given; with -broker auto the
@@ -134,19 +135,14 @@ func (b *broker) startDevbroker(env *environment) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	logf, err := os.Create(filepath.Join(env.logs, "devbroker.log"))
+	p, err := launch.Start(context.Background(), launch.Command{
+		Path: env.devbroker, Args: []string{"-addr", addr, "-dir", dir, "-partitions", "6"},
+		Log: filepath.Join(env.logs, "devbroker.log"), Truncate: true, Stdout: true, OwnGroup: true,
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("bin/devbroker: %w", err)
 	}
-	cmd := exec.Command(env.devbroker, "-addr", addr, "-dir", dir, "-partitions", "6")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("starting bin/devbroker: %w", err)
-	}
-	logf.Close()
-	b.dev, b.devDir = cmd, dir
+	b.dev, b.devDir = p, dir
 	b.addrs, b.kind = []string{addr}, "kfake"
 	b.describe = "kfake (franz-go's Kafka-protocol broker) in a bin/devbroker process at " + addr +
 		", started for this run: Apache Kafka did not answer on " + kafkaAddr
@@ -159,16 +155,8 @@ func (b *broker) close() {
 	if b.cl != nil {
 		b.cl.Close()
 	}
-	if b.dev != nil && b.dev.Process != nil {
-		_ = b.dev.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = b.dev.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = b.dev.Process.Kill()
-			<-done
-		}
+	if b.dev != nil {
+		b.dev.Stop(syscall.SIGTERM, 20*time.Second)
 		_ = os.RemoveAll(b.devDir)
 	}
 }

@@ -135,32 +135,10 @@ func main() {
 // run is the whole benchmark: build, broker, pre-load, rounds, table.
 func run(ctx context.Context, o options) error {
 	began := time.Now()
-	root, err := moduleRoot()
+	loadBefore := loadAvg()
+	env, err := prepare(ctx, o, loadBefore)
 	if err != nil {
 		return err
-	}
-	if err := os.Chdir(root); err != nil {
-		return err
-	}
-	cache := filepath.Join(root, "bench", ".cache")
-	logs := filepath.Join(cache, "logs")
-	if err := os.RemoveAll(logs); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(logs, 0o755); err != nil {
-		return err
-	}
-	loadBefore := loadAvg()
-	say("make bench: mode %s, %d records per size, %s, sizes %v, commit intervals %v, %d cores, load average %s",
-		o.mode, o.records, plural(o.rounds, "round"), o.sizes, o.intervals, runtime.NumCPU(), loadBefore)
-
-	env := &environment{root: root, cache: cache, logs: logs}
-	if !o.noBuild {
-		if err := env.build(ctx, o); err != nil {
-			return err
-		}
-	} else {
-		env.locate(o)
 	}
 	buildDone := time.Now()
 
@@ -194,64 +172,128 @@ func run(ctx context.Context, o options) error {
 		b.sweepGroups(cctx)
 	}()
 
-	inputs := map[int]*input{}
-	for _, size := range o.sizes {
-		in := &input{topic: fmt.Sprintf("%s-in-%d", prefix, size), size: size, records: o.records}
-		created = append(created, in.topic)
-		if err := b.createTopics(ctx, o.partitions, in.topic); err != nil {
-			return err
-		}
-		t0 := time.Now()
-		if err := b.preload(ctx, in); err != nil {
-			return err
-		}
-		say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
-		inputs[size] = in
+	inputs, err := preloadInputs(ctx, o, b, prefix, &created)
+	if err != nil {
+		return err
 	}
 	preloadDone := time.Now()
 
-	var results []*result
-	for round := 1; round <= o.rounds; round++ {
-		for _, size := range o.sizes {
-			for _, iv := range o.intervals {
-				for _, k := range o.systems {
-					if ctx.Err() != nil {
-						return ctx.Err()
-					}
-					s, _ := systemByKey(k)
-					if env.avail[k] != "" {
-						continue
-					}
-					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
-					spec := &runSpec{
-						sys: s, name: name, group: name, round: round, interval: iv, in: inputs[size],
-						out: name + "-out", live: name + "-live", log: filepath.Join(logs, strings.TrimPrefix(name, prefix+"-")+".log"),
-						stateDir: filepath.Join(cache, "kstreams-state", name),
-					}
-					r := runOne(ctx, o, env, b, spec)
-					results = append(results, r)
-					_ = os.RemoveAll(spec.stateDir)
-					if !o.keep {
-						// The outputs go as soon as they are counted: a full
-						// run would otherwise keep gigabytes of copies.
-						cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-						b.cleanup(cctx, []string{spec.out, spec.live}, []string{spec.group})
-						cancel()
-					}
-					if r.unavailable != "" {
-						env.avail[k] = r.unavailable
-						say("%s: not available: %s", s.label, r.unavailable)
-					}
-					time.Sleep(o.settle)
-				}
-			}
-		}
+	results, err := runRounds(ctx, o, env, b, inputs, prefix)
+	if err != nil {
+		return err
 	}
 	rep := &report{
 		o: o, env: env, broker: b.describe, began: began, loadBefore: loadBefore, loadAfter: loadAvg(),
 		buildTime: buildDone.Sub(began), preloadTime: preloadDone.Sub(buildDone), total: time.Since(began),
 		inputs: inputs, results: results,
 	}
+	return writeResults(o, rep, env.logs)
+}
+
+// prepare goes to the repository's root, empties the logs directory and
+// builds the programs (or, with -no-build, finds them).
+func prepare(ctx context.Context, o options, loadBefore string) (*environment, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chdir(root); err != nil {
+		return nil, err
+	}
+	cache := filepath.Join(root, "bench", ".cache")
+	logs := filepath.Join(cache, "logs")
+	if err := os.RemoveAll(logs); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+	say("make bench: mode %s, %d records per size, %s, sizes %v, commit intervals %v, %d cores, load average %s",
+		o.mode, o.records, plural(o.rounds, "round"), o.sizes, o.intervals, runtime.NumCPU(), loadBefore)
+
+	env := &environment{root: root, cache: cache, logs: logs}
+	if !o.noBuild {
+		if err := env.build(ctx, o); err != nil {
+			return nil, err
+		}
+	} else {
+		env.locate(o)
+	}
+	return env, nil
+}
+
+// preloadInputs creates one input topic per record size and fills it; each
+// topic created is added to created, for the cleanup.
+func preloadInputs(ctx context.Context, o options, b *broker, prefix string, created *[]string) (map[int]*input, error) {
+	inputs := map[int]*input{}
+	for _, size := range o.sizes {
+		in := &input{topic: fmt.Sprintf("%s-in-%d", prefix, size), size: size, records: o.records}
+		*created = append(*created, in.topic)
+		if err := b.createTopics(ctx, o.partitions, in.topic); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if err := b.preload(ctx, in); err != nil {
+			return nil, err
+		}
+		say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
+		inputs[size] = in
+	}
+	return inputs, nil
+}
+
+// runRounds runs every available system on every input and commit
+// interval, round after round.
+func runRounds(ctx context.Context, o options, env *environment, b *broker, inputs map[int]*input, prefix string) ([]*result, error) {
+	var results []*result
+	for round := 1; round <= o.rounds; round++ {
+		for _, size := range o.sizes {
+			for _, iv := range o.intervals {
+				for _, k := range o.systems {
+					if ctx.Err() != nil {
+						return nil, ctx.Err()
+					}
+					if env.avail[k] != "" {
+						continue
+					}
+					s, _ := systemByKey(k)
+					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
+					spec := &runSpec{
+						sys: s, name: name, group: name, round: round, interval: iv, in: inputs[size],
+						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
+						stateDir: filepath.Join(env.cache, "kstreams-state", name),
+					}
+					results = append(results, runAndClean(ctx, o, env, b, spec))
+					time.Sleep(o.settle)
+				}
+			}
+		}
+	}
+	return results, nil
+}
+
+// runAndClean runs one spec, then deletes what the run left (unless
+// -keep) and notes a system that turned out not to be available.
+func runAndClean(ctx context.Context, o options, env *environment, b *broker, spec *runSpec) *result {
+	r := runOne(ctx, o, env, b, spec)
+	_ = os.RemoveAll(spec.stateDir)
+	if !o.keep {
+		// The outputs go as soon as they are counted: a full
+		// run would otherwise keep gigabytes of copies.
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		b.cleanup(cctx, []string{spec.out, spec.live}, []string{spec.group})
+		cancel()
+	}
+	if r.unavailable != "" {
+		env.avail[spec.sys.key] = r.unavailable
+		say("%s: not available: %s", spec.sys.label, r.unavailable)
+	}
+	return r
+}
+
+// writeResults prints the table and writes it to -out, every run's figures
+// beside it as JSON.
+func writeResults(o options, rep *report, logs string) error {
 	md := rep.markdown()
 	fmt.Println()
 	fmt.Print(md)

@@ -1,22 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"slices"
-	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/sample"
 )
 
@@ -37,9 +32,25 @@ type result struct {
 	warnings []string
 }
 
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
-// every Linux architecture Go supports.
-const clockTicks = 100
+// measurement is one runOne in progress: the run, what it measured so
+// far, and the clients and process it holds.
+type measurement struct {
+	o      options
+	e      *environment
+	b      *broker
+	s      *runSpec
+	r      *result
+	label  string
+	t0     time.Time
+	phases []string
+
+	rd    *reader
+	pr    *kgo.Client     // the latency phase's producer
+	proc  *launch.Process // the system under test
+	start time.Time       // when it was started
+
+	stopped bool
+}
 
 // runOne runs one system on one input with one commit interval:
 //
@@ -57,114 +68,164 @@ const clockTicks = 100
 //  6. stops the system (SIGTERM) and checks that the reader saw as many
 //     output records as went in.
 func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpec) *result {
-	r := &result{spec: s}
-	t0 := time.Now()
-	var phases []string
-	phase := func(name string) { phases = append(phases, fmt.Sprintf("%s %.2fs", name, time.Since(t0).Seconds())) }
-	label := fmt.Sprintf("round %d/%d, %d B, commit %s, %s", s.round, o.rounds, s.in.size, s.interval, s.sys.label)
-	fail := func(format string, args ...any) *result {
-		r.err = fmt.Sprintf(format, args...)
-		say("%s: FAILED: %s (log: %s)", label, r.err, s.log)
-		return r
+	m := &measurement{o: o, e: e, b: b, s: s, r: &result{spec: s}, t0: time.Now(),
+		label: fmt.Sprintf("round %d/%d, %d B, commit %s, %s", s.round, o.rounds, s.in.size, s.interval, s.sys.label)}
+	defer m.close()
+	if err := m.prepare(ctx); err != nil {
+		return m.fail("%v", err)
 	}
-	if err := b.createTopics(ctx, o.partitions, s.out, s.live); err != nil {
-		return fail("%v", err)
+	m.phase("ready")
+	m.r.expected = int64(s.in.records) + 1
+	if err := m.startSystem(); err != nil {
+		return m.fail("%v", err)
 	}
-	rd, err := startReader(b, s.out)
+	if done := m.drain(ctx); done != nil {
+		return done
+	}
+	if done := m.latencyPhase(ctx); done != nil {
+		return done
+	}
+	m.count()
+	return m.r
+}
+
+// phase notes that a phase of the run ended, for the log.
+func (m *measurement) phase(name string) {
+	m.phases = append(m.phases, fmt.Sprintf("%s %.2fs", name, time.Since(m.t0).Seconds()))
+}
+
+// fail ends the run as failed, saying why.
+func (m *measurement) fail(format string, args ...any) *result {
+	m.r.err = fmt.Sprintf(format, args...)
+	say("%s: FAILED: %s (log: %s)", m.label, m.r.err, m.s.log)
+	return m.r
+}
+
+// unavailable ends the run as not counting when the processor said it
+// does not take a setting the system needs; nil when it did not.
+func (m *measurement) unavailable() *result {
+	if why := unknownVar(m.s); why != "" {
+		m.r.unavailable = why
+		return m.r
+	}
+	return nil
+}
+
+// prepare does steps 1 and 2: the output and live topics, the reader, and
+// the latency phase's producer with its warm-up record written.
+func (m *measurement) prepare(ctx context.Context) error {
+	s := m.s
+	if err := m.b.createTopics(ctx, m.o.partitions, s.out, s.live); err != nil {
+		return err
+	}
+	rd, err := startReader(m.b, s.out)
 	if err != nil {
-		return fail("starting the reader: %v", err)
+		return fmt.Errorf("starting the reader: %w", err)
 	}
-	defer rd.stop()
-	pr, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.DefaultProduceTopic(s.live), kgo.ProducerLinger(0),
+	m.rd = rd
+	pr, err := kgo.NewClient(kgo.SeedBrokers(m.b.addrs...), kgo.DefaultProduceTopic(s.live), kgo.ProducerLinger(0),
 		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
-	defer pr.Close()
+	m.pr = pr
 	// The warm-up record: the producer's connection, producer ID and
 	// metadata are in place before the latency phase.
 	if err := pr.ProduceSync(ctx, sample.Order(-1, 1000, s.in.size)).FirstErr(); err != nil {
-		return fail("writing the warm-up record to %s: %v", s.live, err)
+		return fmt.Errorf("writing the warm-up record to %s: %w", s.live, err)
 	}
-	phase("ready")
-	r.expected = int64(s.in.records) + 1
+	return nil
+}
 
-	cmd, err := s.sys.cmd(e, b, s, o.processorEx)
+// startSystem starts the system under test, its stdout and stderr in the
+// run's log, in a process group of its own.
+func (m *measurement) startSystem() error {
+	c, err := m.s.sys.cmd(m.e, m.b, m.s, m.o.processorEx)
 	if err != nil {
-		return fail("%v", err)
+		return err
 	}
-	logf, err := os.Create(s.log)
+	c.Log, c.Truncate, c.Stdout, c.OwnGroup = m.s.log, true, true, true
+	m.start = time.Now()
+	m.rd.setStart(m.start)
+	// Not bound to ctx: an interrupted run stops the system with SIGTERM
+	// (close), as any other.
+	p, err := launch.Start(context.Background(), c)
 	if err != nil {
-		return fail("%v", err)
+		return err // "starting <binary>: ..."
 	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	start := time.Now()
-	rd.setStart(start)
-	if err := cmd.Start(); err != nil {
-		return fail("starting: %v", err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			r.warnings = append(r.warnings, "did not stop within 30 s of SIGTERM; killed")
-		}
-	}
-	defer stop()
+	m.proc = p
+	return nil
+}
 
-	// 3. The drain.
-	deadline := start.Add(o.runTimeout)
+// stop stops the system (SIGTERM; killed after 30 s), once.
+func (m *measurement) stop() {
+	if m.proc == nil || m.stopped {
+		return
+	}
+	m.stopped = true
+	if !m.proc.Stop(syscall.SIGTERM, 30*time.Second) {
+		m.r.warnings = append(m.r.warnings, "did not stop within 30 s of SIGTERM; killed")
+	}
+}
+
+// close stops the system and closes the clients.
+func (m *measurement) close() {
+	m.stop()
+	if m.pr != nil {
+		m.pr.Close()
+	}
+	if m.rd != nil {
+		m.rd.stop()
+	}
+}
+
+// drain is step 3: it polls the group's committed offsets until they reach
+// the input's end, then takes the wall time, CPU time and peak RSS. It
+// returns the result when the run ends there, nil to go on.
+func (m *measurement) drain(ctx context.Context) *result {
+	deadline := m.start.Add(m.o.runTimeout)
 	for {
-		if why := unknownVar(s); why != "" {
-			r.unavailable = why
+		if r := m.unavailable(); r != nil {
 			return r
 		}
-		if done, err := drained(ctx, b, s); err == nil && done {
+		if done, err := drained(ctx, m.b, m.s); err == nil && done {
 			break
 		}
 		select {
-		case <-exited:
-			if why := unknownVar(s); why != "" {
-				r.unavailable = why
+		case <-m.proc.Done():
+			if r := m.unavailable(); r != nil {
 				return r
 			}
-			if why := rejected(s, cmd); why != "" {
-				r.unavailable = why
-				return r
+			if why := rejected(m.s, m.proc); why != "" {
+				m.r.unavailable = why
+				return m.r
 			}
-			return fail("exited before the drain ended (%v): %s", waitErr, logTail(s.log))
+			return m.fail("exited before the drain ended (%v): %s", m.proc.Err(), logTail(m.s.log))
 		case <-ctx.Done():
-			return fail("interrupted")
+			return m.fail("interrupted")
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fail("not drained within %s", o.runTimeout)
+			return m.fail("not drained within %s", m.o.runTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r.wall = time.Since(start)
-	phase("drained")
+	m.r.wall = time.Since(m.start)
+	m.phase("drained")
 	var err1, err2 error
-	r.cpu, err1 = cpuSeconds(cmd.Process.Pid)
-	r.hwm, err2 = peakRSS(cmd.Process.Pid)
+	m.r.cpu, err1 = cpuSeconds(m.proc.Pid())
+	m.r.hwm, err2 = peakRSS(m.proc.Pid())
 	if err := errors.Join(err1, err2); err != nil {
-		return fail("reading /proc: %v", err)
+		return m.fail("reading /proc: %v", err)
 	}
+	return nil
+}
 
-	// 5. The latency phase.
+// latencyPhase is step 5: records written at a steady rate to the live
+// topic, and a wait for the reader to see them on the output. It returns
+// the result when the run ends there, nil to go on.
+func (m *measurement) latencyPhase(ctx context.Context) *result {
+	o, s, rd := m.o, m.s, m.rd
 	n := int(float64(o.liveRate) * o.liveFor.Seconds())
 	liveStart := time.Now()
 	rd.setLiveFrom(liveStart.Truncate(time.Millisecond))
@@ -173,64 +234,84 @@ func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpe
 		if d := time.Until(liveStart.Add(time.Duration(i) * every)); d > 0 {
 			time.Sleep(d)
 		}
-		pr.Produce(ctx, sample.Order(int64(s.in.records+i), 1000, s.in.size), nil)
+		m.pr.Produce(ctx, sample.Order(int64(s.in.records+i), 1000, s.in.size), nil)
 	}
-	if err := pr.Flush(ctx); err != nil {
-		return fail("latency phase: %v", err)
+	if err := m.pr.Flush(ctx); err != nil {
+		return m.fail("latency phase: %v", err)
 	}
-	r.liveSent = n
-	r.expected += int64(n)
-	phase("written")
+	m.r.liveSent = n
+	m.r.expected += int64(n)
+	m.phase("written")
 	wait := time.Now().Add(2*s.interval + 15*time.Second)
 	for rd.live.Load() < int64(n) && time.Now().Before(wait) {
 		select {
-		case <-exited:
-			return fail("exited during the latency phase (%v): %s", waitErr, logTail(s.log))
+		case <-m.proc.Done():
+			return m.fail("exited during the latency phase (%v): %s", m.proc.Err(), logTail(s.log))
 		default:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return nil
+}
 
-	// 6. Stop, and count the outputs.
-	phase("seen")
-	stop()
-	phase("stopped")
-	wait = time.Now().Add(5 * time.Second)
+// count is step 6: it stops the system, counts the outputs, and reports
+// the run on stderr and in its log.
+func (m *measurement) count() {
+	r, s, rd := m.r, m.s, m.rd
+	m.phase("seen")
+	m.stop()
+	m.phase("stopped")
+	wait := time.Now().Add(5 * time.Second)
 	for rd.total.Load() < r.expected && time.Now().Before(wait) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	rd.stop()
-	phase("counted")
+	m.phase("counted")
 	r.outputs = rd.total.Load()
 	r.lat = rd.latencies()
 	if f := rd.firstAt.Load(); f != 0 {
-		r.first = time.Unix(0, f).Sub(start)
+		r.first = time.Unix(0, f).Sub(m.start)
 	}
 	if err := rd.writeSamples(strings.TrimSuffix(s.log, ".log") + ".latency.csv"); err != nil {
 		r.warnings = append(r.warnings, err.Error())
 	}
-	if why := unknownVar(s); why != "" {
-		r.unavailable = why
-		return r
+	if m.unavailable() != nil {
+		return
 	}
-	if got := len(r.lat); got < n {
-		r.warnings = append(r.warnings, fmt.Sprintf("latency: %d of %d live records seen on the output", got, n))
+	m.warn()
+	p50, p99 := percentile(r.lat, 0.50), percentile(r.lat, 0.99)
+	say("%s: %.0f records/s, first output after %.1fs, %.1f CPU s/M, RSS %d MiB, latency p50 %s p99 %s%s", m.label,
+		float64(s.in.records)/r.wall.Seconds(), r.first.Seconds(), r.cpu/float64(s.in.records)*1e6, r.hwm>>20,
+		p50.Round(time.Millisecond), p99.Round(time.Millisecond), warnSuffix(r.warnings))
+	m.logFooter()
+}
+
+// warn notes what the counts say is off: latency samples missing, outputs
+// not matching the inputs, backlog outputs restamped.
+func (m *measurement) warn() {
+	r := m.r
+	if got := len(r.lat); got < r.liveSent {
+		r.warnings = append(r.warnings, fmt.Sprintf("latency: %d of %d live records seen on the output", got, r.liveSent))
 	}
 	if r.outputs != r.expected {
 		r.warnings = append(r.warnings, fmt.Sprintf("the reader saw %d output records, %d went in", r.outputs, r.expected))
 	}
-	if st := rd.stamped.Load(); st > 0 {
+	if st := m.rd.stamped.Load(); st > 0 {
 		r.warnings = append(r.warnings, fmt.Sprintf("%d backlog outputs carry a new timestamp, not the input's", st))
 	}
-	p50, p99 := percentile(r.lat, 0.50), percentile(r.lat, 0.99)
-	say("%s: %.0f records/s, first output after %.1fs, %.1f CPU s/M, RSS %d MiB, latency p50 %s p99 %s%s", label,
-		float64(s.in.records)/r.wall.Seconds(), r.first.Seconds(), r.cpu/float64(s.in.records)*1e6, r.hwm>>20,
-		p50.Round(time.Millisecond), p99.Round(time.Millisecond), warnSuffix(r.warnings))
-	fmt.Fprintf(logf, "\nbench: phases: %s\n", strings.Join(phases, ", "))
-	if ws := strings.Join(r.warnings, "; "); ws != "" {
+}
+
+// logFooter appends the phases and warnings to the run's log.
+func (m *measurement) logFooter() {
+	logf, err := os.OpenFile(m.s.log, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "\nbench: phases: %s\n", strings.Join(m.phases, ", "))
+	if ws := strings.Join(m.r.warnings, "; "); ws != "" {
 		fmt.Fprintf(logf, "bench: %s\n", ws)
 	}
-	return r
 }
 
 func warnSuffix(ws []string) string {
@@ -256,200 +337,4 @@ func drained(ctx context.Context, b *broker, s *runSpec) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// unknownVar says why the run does not count if the processor logged that
-// it ignores one of the settings the system needs.
-func unknownVar(s *runSpec) string {
-	if len(s.sys.needs) == 0 {
-		return ""
-	}
-	b, err := os.ReadFile(s.log)
-	if err != nil {
-		return ""
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if !bytes.Contains(line, []byte("ignoring an unknown variable")) {
-			continue
-		}
-		for _, v := range s.sys.needs {
-			if bytes.Contains(line, []byte(`"`+v+`"`)) || bytes.Contains(line, []byte("="+v)) {
-				return fmt.Sprintf("the processor logs that it ignores %s (not implemented in this build)", v)
-			}
-		}
-	}
-	return ""
-}
-
-// rejected says why the run does not count if the processor exited with
-// a configuration error (exit code 2) about one of the settings the system
-// needs: it knows the variable but not yet the value.
-func rejected(s *runSpec, cmd *exec.Cmd) string {
-	if len(s.sys.needs) == 0 || cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 2 {
-		return ""
-	}
-	b, _ := os.ReadFile(s.log)
-	for _, line := range strings.Split(string(b), "\n") {
-		for _, v := range s.sys.needs {
-			if strings.Contains(line, v) && strings.Contains(line, "configuration error") {
-				return "the processor rejects the setting: " + strings.TrimSpace(line)
-			}
-		}
-	}
-	return ""
-}
-
-// cpuSeconds is utime+stime of the process and of its waited-for children.
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 15 {
-		return 0, fmt.Errorf("unexpected /proc/%d/stat", pid)
-	}
-	var ticks int64
-	for _, k := range []int{14, 15, 16, 17} { // utime, stime, cutime, cstime
-		v, err := strconv.ParseInt(f[k-3], 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		ticks += v
-	}
-	return float64(ticks) / clockTicks, nil
-}
-
-// peakRSS is VmHWM from /proc/<pid>/status, in bytes.
-func peakRSS(pid int) (int64, error) {
-	return procBytes("/proc/"+strconv.Itoa(pid)+"/status", "VmHWM")
-}
-
-// procBytes reads the line "key: N kB" of a /proc file such as
-// /proc/meminfo, and returns N in bytes.
-func procBytes(path, key string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, key+":"); ok {
-			f := strings.Fields(rest)
-			kb, err := strconv.ParseInt(f[0], 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in %s", key, path)
-}
-
-func logTail(path string) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 3 {
-		lines = lines[len(lines)-3:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-// reader reads the output topic read_committed from the start, counts
-// every record, and for records stamped at or after liveFrom records how
-// long ago (now - record timestamp) they were stamped.
-type reader struct {
-	cl       *kgo.Client
-	cancel   context.CancelFunc
-	done     chan struct{}
-	start    atomic.Int64 // UnixMilli of the run's start
-	firstAt  atomic.Int64 // UnixNano when the first record was seen
-	liveFrom atomic.Int64 // UnixMilli; 0 until the latency phase
-
-	total, live, stamped atomic.Int64
-	mu                   sync.Mutex
-	lat                  []time.Duration
-	stamps               []int64 // UnixMilli timestamps of the live records, as lat
-}
-
-func startReader(b *broker, topic string) (*reader, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.ConsumeTopics(topic),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rd := &reader{cl: cl, cancel: cancel, done: make(chan struct{})}
-	rd.start.Store(time.Now().Add(time.Hour).UnixMilli())
-	go func() {
-		defer close(rd.done)
-		for ctx.Err() == nil {
-			fs := cl.PollFetches(ctx)
-			now := time.Now()
-			from, start := rd.liveFrom.Load(), rd.start.Load()
-			if fs.NumRecords() > 0 {
-				rd.firstAt.CompareAndSwap(0, now.UnixNano())
-			}
-			fs.EachRecord(func(r *kgo.Record) {
-				rd.total.Add(1)
-				ts := r.Timestamp.UnixMilli()
-				switch {
-				case from != 0 && ts >= from:
-					rd.live.Add(1)
-					rd.mu.Lock()
-					rd.lat = append(rd.lat, now.Sub(r.Timestamp))
-					rd.stamps = append(rd.stamps, ts)
-					rd.mu.Unlock()
-				case ts >= start:
-					rd.stamped.Add(1)
-				}
-			})
-		}
-	}()
-	return rd, nil
-}
-
-func (rd *reader) setStart(t time.Time)    { rd.start.Store(t.UnixMilli()) }
-func (rd *reader) setLiveFrom(t time.Time) { rd.liveFrom.Store(t.UnixMilli()) }
-
-func (rd *reader) stop() {
-	if rd.cancel == nil {
-		return
-	}
-	rd.cancel()
-	<-rd.done
-	rd.cl.Close()
-	rd.cancel = nil
-}
-
-func (rd *reader) latencies() []time.Duration {
-	rd.mu.Lock()
-	defer rd.mu.Unlock()
-	return slices.Clone(rd.lat)
-}
-
-// writeSamples writes every latency sample, in the order seen, as CSV:
-// milliseconds since the first live record's timestamp, and the latency
-// in milliseconds.
-func (rd *reader) writeSamples(path string) error {
-	rd.mu.Lock()
-	defer rd.mu.Unlock()
-	var b strings.Builder
-	b.WriteString("stamped_ms,latency_ms\n")
-	from := rd.liveFrom.Load()
-	for i, d := range rd.lat {
-		fmt.Fprintf(&b, "%d,%.3f\n", rd.stamps[i]-from, float64(d.Microseconds())/1000)
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
-}
-
-// percentile is the nearest-rank percentile of ds (0 if empty).
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
 }

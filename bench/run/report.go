@@ -84,37 +84,52 @@ func (rp *report) rows() []*row {
 	return rows
 }
 
+// markdown renders the results file: the conditions of the run, the
+// table of medians with its notes, and what the columns mean.
 func (rp *report) markdown() string {
 	var b strings.Builder
+	rp.writeConditions(&b)
+	rp.writeTable(&b)
+	b.WriteString("\nrecords/s: input records / wall time from the start of the process until the group's committed offsets reach the input's end offsets (startup and group join included). MB/s: the same for key and value bytes. First output: from the start of the process until the reader sees the first output record (startup, group join, first transaction). CPU: utime+stime of the process (children included) over that time, in 10 ms ticks. Peak RSS: VmHWM at the end of the drain. Ratios: records/s and CPU s / M records over the bare copier's and Kafka Streams' on the same input and commit interval.\n")
+	return b.String()
+}
+
+// writeConditions writes the run's conditions: machine, broker, input,
+// method, versions and durations.
+func (rp *report) writeConditions(b *strings.Builder) {
 	o := rp.o
 	host, _ := os.Hostname()
-	fmt.Fprintf(&b, "<!-- Written by `make bench` (bench/run); quoted by docs/benchmarks.md. -->\n")
-	fmt.Fprintf(&b, "### `make bench` (%s), %s\n\n", o.mode, rp.began.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(&b, "- Machine: %s, %d cores, %s; load average %s before, %s after.\n", host, runtime.NumCPU(), memTotal(), rp.loadBefore, rp.loadAfter)
+	fmt.Fprintf(b, "<!-- Written by `make bench` (bench/run); quoted by docs/benchmarks.md. -->\n")
+	fmt.Fprintf(b, "### `make bench` (%s), %s\n\n", o.mode, rp.began.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(b, "- Machine: %s, %d cores, %s; load average %s before, %s after.\n", host, runtime.NumCPU(), memTotal(), rp.loadBefore, rp.loadAfter)
 	if o.note != "" {
-		fmt.Fprintf(&b, "- Note: %s\n", o.note)
+		fmt.Fprintf(b, "- Note: %s\n", o.note)
 	}
-	fmt.Fprintf(&b, "- Broker: %s.\n", rp.broker)
-	fmt.Fprintf(&b, "- Input: %d records per size (JSON order events keyed by customer, padded to the size; key and value bytes: ", o.records)
+	fmt.Fprintf(b, "- Broker: %s.\n", rp.broker)
+	fmt.Fprintf(b, "- Input: %d records per size (JSON order events keyed by customer, padded to the size; key and value bytes: ", o.records)
 	var sz []string
 	for _, s := range o.sizes {
 		in := rp.inputs[s]
 		sz = append(sz, fmt.Sprintf("%d B → %.1f MB", s, float64(in.bytes)/1e6))
 	}
-	fmt.Fprintf(&b, "%s) in %d partitions, pre-loaded once; every run drains it from the start in a fresh group to its own output topic.\n", strings.Join(sz, ", "), o.partitions)
+	fmt.Fprintf(b, "%s) in %d partitions, pre-loaded once; every run drains it from the start in a fresh group to its own output topic.\n", strings.Join(sz, ", "), o.partitions)
 	rounds := plural(o.rounds, "round")
-	fmt.Fprintf(&b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
-	fmt.Fprintf(&b, "- Latency: after each drain, %d records/s for %s into a second input topic, each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
-	fmt.Fprintf(&b, "- Versions: %s; %s; Kafka Streams 4.4.0 (%s), JVM defaults.\n", orQ(rp.env.processorVersion), orQ(rp.env.goVersion), orQ(rp.env.javaVersion))
+	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
+	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic, each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
+	fmt.Fprintf(b, "- Versions: %s; %s; Kafka Streams 4.4.0 (%s), JVM defaults.\n", orQ(rp.env.processorVersion), orQ(rp.env.goVersion), orQ(rp.env.javaVersion))
 	if len(o.processorEx) > 0 {
-		fmt.Fprintf(&b, "- Extra processor settings: `%s`.\n", strings.Join(o.processorEx, "`, `"))
+		fmt.Fprintf(b, "- Extra processor settings: `%s`.\n", strings.Join(o.processorEx, "`, `"))
 	}
-	fmt.Fprintf(&b, "- Took %s (builds %s, pre-load %s, runs %s).\n\n", rp.total.Round(time.Second),
+	fmt.Fprintf(b, "- Took %s (builds %s, pre-load %s, runs %s).\n\n", rp.total.Round(time.Second),
 		rp.buildTime.Round(time.Second), rp.preloadTime.Round(time.Second), (rp.total - rp.buildTime - rp.preloadTime).Round(time.Second))
+}
 
+// writeTable writes the table, one row per system, input and commit
+// interval, and the notes its cells point to.
+func (rp *report) writeTable(b *strings.Builder) {
 	rows := rp.rows()
-	fmt.Fprintf(&b, "| record | commit | system | records/s | MB/s | first output s | CPU s / M records | peak RSS MiB | latency p50 ms | latency p99 ms | vs copier (rate, CPU) | vs Kafka Streams (rate, CPU) |\n")
-	fmt.Fprintf(&b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(b, "| record | commit | system | records/s | MB/s | first output s | CPU s / M records | peak RSS MiB | latency p50 ms | latency p99 ms | vs copier (rate, CPU) | vs Kafka Streams (rate, CPU) |\n")
+	fmt.Fprintf(b, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	var notes []string
 	note := func(s string) string {
 		for i, n := range notes {
@@ -128,16 +143,16 @@ func (rp *report) markdown() string {
 	for _, rw := range rows {
 		base := find(rows, rw.size, rw.interval, "copier")
 		ks := find(rows, rw.size, rw.interval, "kstreams")
-		fmt.Fprintf(&b, "| %s | %s | %s | ", sizeName(rw.size), rw.interval, rw.sys.label)
+		fmt.Fprintf(b, "| %s | %s | %s | ", sizeName(rw.size), rw.interval, rw.sys.label)
 		switch {
 		case rw.na != "":
-			fmt.Fprintf(&b, "not available%s | – | – | – | – | – | – | – | – |\n", note(rw.na))
+			fmt.Fprintf(b, "not available%s | – | – | – | – | – | – | – | – |\n", note(rw.na))
 			continue
 		case rw.ok == 0 && rw.runs == 0:
-			fmt.Fprintf(&b, "not run | – | – | – | – | – | – | – | – |\n")
+			fmt.Fprintf(b, "not run | – | – | – | – | – | – | – | – |\n")
 			continue
 		case rw.ok == 0:
-			fmt.Fprintf(&b, "failed%s | – | – | – | – | – | – | – | – |\n", note(rw.failed))
+			fmt.Fprintf(b, "failed%s | – | – | – | – | – | – | – | – |\n", note(rw.failed))
 			continue
 		}
 		rate := fmt.Sprintf("%s (%s–%s)", thousands(rw.rate), short(rw.lo), short(rw.hi))
@@ -150,20 +165,18 @@ func (rp *report) markdown() string {
 		for _, w := range rw.warnings {
 			rate += note(rw.sys.label + ", " + sizeName(rw.size) + ", commit " + rw.interval.String() + ", " + w)
 		}
-		fmt.Fprintf(&b, "%s | %.1f | %.1f | %.1f | %.0f | %s | %s | %s | %s |\n", rate, rw.mbs, rw.first.Seconds(), rw.cpuM, rw.rssMiB,
+		fmt.Fprintf(b, "%s | %.1f | %.1f | %.1f | %.0f | %s | %s | %s | %s |\n", rate, rw.mbs, rw.first.Seconds(), rw.cpuM, rw.rssMiB,
 			ms(rw.p50), ms(rw.p99), ratio(rw, base), ratio(rw, ks))
 	}
 	if len(notes) > 0 {
 		b.WriteString("\n")
 		for i, n := range notes {
-			fmt.Fprintf(&b, "%s %s\n", sup(i+1), n)
+			fmt.Fprintf(b, "%s %s\n", sup(i+1), n)
 			if i < len(notes)-1 {
 				b.WriteString("\n")
 			}
 		}
 	}
-	b.WriteString("\nrecords/s: input records / wall time from the start of the process until the group's committed offsets reach the input's end offsets (startup and group join included). MB/s: the same for key and value bytes. First output: from the start of the process until the reader sees the first output record (startup, group join, first transaction). CPU: utime+stime of the process (children included) over that time, in 10 ms ticks. Peak RSS: VmHWM at the end of the drain. Ratios: records/s and CPU s / M records over the bare copier's and Kafka Streams' on the same input and commit interval.\n")
-	return b.String()
 }
 
 func find(rows []*row, size int, iv time.Duration, key string) *row {
@@ -183,6 +196,17 @@ func ratio(rw, base *row) string {
 		return "1"
 	}
 	return fmt.Sprintf("%.2f×, %.2f×", rw.rate/base.rate, rw.cpuM/base.cpuM)
+}
+
+// percentile is the nearest-rank percentile of ds (0 if empty).
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
 }
 
 func median(xs []float64) float64 {
@@ -302,4 +326,19 @@ func (rp *report) json() ([]byte, error) {
 		runs = append(runs, j)
 	}
 	return json.MarshalIndent(map[string]any{"mode": rp.o.mode, "broker": rp.broker, "began": rp.began, "runs": runs}, "", "  ")
+}
+
+// writeSamples writes every latency sample, in the order seen, as CSV:
+// milliseconds since the first live record's timestamp, and the latency
+// in milliseconds.
+func (rd *reader) writeSamples(path string) error {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	var b strings.Builder
+	b.WriteString("stamped_ms,latency_ms\n")
+	from := rd.liveFrom.Load()
+	for i, d := range rd.lat {
+		fmt.Fprintf(&b, "%d,%.3f\n", rd.stamps[i]-from, float64(d.Microseconds())/1000)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamproc/processor/internal/launch"
 )
 
 // jqExpr is the CPU-bound chain of the jq rows: it parses each JSON order,
@@ -28,18 +30,18 @@ type system struct {
 	// `processor config -markdown`), or the row is "not available": setting an
 	// unknown variable would measure something else.
 	needs []string
-	cmd   func(e *environment, b *broker, s *runSpec, extra []string) (*exec.Cmd, error)
+	cmd   func(e *environment, b *broker, s *runSpec, extra []string) (launch.Command, error)
 }
 
 var systems = []system{
 	{key: "copier", label: "bare franz-go GroupTransactSession copier", cmd: copierCmd},
 	{key: "processor", label: "processor, exactly once (identity)", cmd: processorCmd(nil)},
 	{key: "processor-alo", label: "processor, at least once (identity)",
-		needs: []string{"PROCESSOR_GUARANTEE"}, cmd: processorCmd([]string{"PROCESSOR_GUARANTEE=at_least_once"})},
+		needs: []string{"PROCESSOR_GUARANTEE"}, cmd: processorCmd(func(in *launch.Instance) { in.Guarantee = "at_least_once" })},
 	{key: "jq-1", label: "processor, jq chain, 1 worker",
-		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd([]string{"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=1"})},
+		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(1))},
 	{key: "jq-n", label: fmt.Sprintf("processor, jq chain, %d workers (all cores)", runtime.NumCPU()),
-		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd([]string{"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=" + strconv.Itoa(runtime.NumCPU())})},
+		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(runtime.NumCPU()))},
 	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", cmd: kstreamsCmd},
 }
 
@@ -98,46 +100,51 @@ type runSpec struct {
 	stateDir string
 }
 
-func copierCmd(e *environment, b *broker, s *runSpec, _ []string) (*exec.Cmd, error) {
-	return exec.Command(e.copier, "-brokers", strings.Join(b.addrs, ","), "-group", s.group,
-		"-topics", s.in.topic+","+s.live, "-out", s.out, "-txn-id", s.group+"-copier",
-		"-commit-interval", s.interval.String()), nil
+func copierCmd(e *environment, b *broker, s *runSpec, _ []string) (launch.Command, error) {
+	return launch.Command{Path: e.copier, Args: []string{"-brokers", strings.Join(b.addrs, ","), "-group", s.group,
+		"-topics", s.in.topic + "," + s.live, "-out", s.out, "-txn-id", s.group + "-copier",
+		"-commit-interval", s.interval.String()}}, nil
 }
 
 // processorCmd runs bin/processor with its defaults, except for what a run
 // must set (brokers, group, topics, transactional ID, commit interval, an
-// ephemeral HTTP port) and the system's own settings. PROCESSOR_* variables
-// of the caller's environment are not passed on.
-func processorCmd(settings []string) func(*environment, *broker, *runSpec, []string) (*exec.Cmd, error) {
-	return func(e *environment, b *broker, s *runSpec, extra []string) (*exec.Cmd, error) {
-		cmd := exec.Command(e.processor)
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "PROCESSOR_") {
-				cmd.Env = append(cmd.Env, kv)
-			}
+// ephemeral HTTP port) and the system's own settings (set), then extra.
+// PROCESSOR_* variables of the caller's environment are not passed on.
+func processorCmd(set func(*launch.Instance)) func(*environment, *broker, *runSpec, []string) (launch.Command, error) {
+	return func(e *environment, b *broker, s *runSpec, extra []string) (launch.Command, error) {
+		in := launch.Instance{
+			Brokers:         b.addrs,
+			Group:           s.group,
+			InputTopics:     []string{s.in.topic, s.live},
+			OutputTopic:     s.out,
+			TransactionalID: s.group + "-p",
+			CommitInterval:  s.interval,
+			HTTPAddr:        "127.0.0.1:0",
+			LogFormat:       "json",
+			Extra:           extra,
 		}
-		cmd.Env = append(cmd.Env,
-			"PROCESSOR_BROKERS="+strings.Join(b.addrs, ","),
-			"PROCESSOR_GROUP="+s.group,
-			"PROCESSOR_INPUT_TOPICS="+s.in.topic+","+s.live,
-			"PROCESSOR_OUTPUT_TOPIC="+s.out,
-			"PROCESSOR_TRANSACTIONAL_ID="+s.group+"-p",
-			"PROCESSOR_COMMIT_INTERVAL="+s.interval.String(),
-			"PROCESSOR_HTTP_ADDR=127.0.0.1:0",
-			"PROCESSOR_LOG_FORMAT=json",
-		)
-		cmd.Env = append(cmd.Env, settings...)
-		cmd.Env = append(cmd.Env, extra...)
-		return cmd, nil
+		if set != nil {
+			set(&in)
+		}
+		return in.Command(e.processor, launch.Inherit), nil
+	}
+}
+
+// jqChain sets the jq rows' chain at the given number of workers.
+func jqChain(workers int) func(*launch.Instance) {
+	return func(in *launch.Instance) {
+		in.Transforms = []string{"jq"}
+		in.Settings = map[string]string{"PROCESSOR_JQ_EXPR": jqExpr}
+		in.Workers = workers
 	}
 }
 
 // kstreamsCmd runs the Kafka Streams application with the JVM's defaults.
-func kstreamsCmd(e *environment, b *broker, s *runSpec, _ []string) (*exec.Cmd, error) {
+func kstreamsCmd(e *environment, b *broker, s *runSpec, _ []string) (launch.Command, error) {
 	if err := os.MkdirAll(s.stateDir, 0o755); err != nil {
-		return nil, err
+		return launch.Command{}, err
 	}
-	return exec.Command(e.java, "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", e.jar,
-		strings.Join(b.addrs, ","), s.group, s.in.topic+","+s.live, s.out,
-		strconv.FormatInt(s.interval.Milliseconds(), 10), s.stateDir), nil
+	return launch.Command{Path: e.java, Args: []string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", e.jar,
+		strings.Join(b.addrs, ","), s.group, s.in.topic + "," + s.live, s.out,
+		strconv.FormatInt(s.interval.Milliseconds(), 10), s.stateDir}}, nil
 }

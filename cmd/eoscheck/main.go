@@ -119,7 +119,6 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
-	"github.com/streamproc/processor/pgsink"
 )
 
 func main() {
@@ -168,9 +167,9 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.DurationVar(&c.opts.StuckAfter, "stuck-after", 30*time.Second, "an input partition with lag whose committed offset does not move for this long is stuck")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "how long reading the topics and offsets may take")
 	fs.StringVar(&c.tables.URL, "postgres-url", "", "audit a run into PostgreSQL (PROCESSOR_SINK=postgres) in this database, postgres://user:password@host:port/db?sslmode=...; instead of -output")
-	fs.StringVar(&c.tables.Records, "table", pgsink.DefaultTable, "with -postgres-url: the records table (PROCESSOR_POSTGRES_TABLE)")
+	fs.StringVar(&c.tables.Records, "table", check.DefaultTable, "with -postgres-url: the records table (PROCESSOR_POSTGRES_TABLE)")
 	fs.StringVar(&c.tables.DeadLetters, "dead-letter-table", "", "with -postgres-url: the dead-letter table (PROCESSOR_POSTGRES_DEAD_LETTER_TABLE); every row in it is an anomaly (for runs without bad records)")
-	fs.StringVar(&c.tables.Offsets, "offsets-table", pgsink.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
+	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
 	if err := fs.Parse(args); err != nil {

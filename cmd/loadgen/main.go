@@ -26,28 +26,24 @@ import (
 	"github.com/streamproc/processor/internal/sample"
 )
 
+// config is the command line.
+type config struct {
+	brokers, topic string
+	records        int64
+	rate, keys     int
+	size           int
+	wait           time.Duration
+}
+
 func main() {
-	var (
-		brokers = flag.String("brokers", "127.0.0.1:9092", "comma-separated seed brokers")
-		topic   = flag.String("topic", "orders", "topic to write to")
-		records = flag.Int64("records", 0, "records to write; 0 writes until interrupted")
-		rate    = flag.Int("rate", 1000, "records per second; 0 writes as fast as possible")
-		keys    = flag.Int("keys", 1000, "distinct customer keys")
-		size    = flag.Int("size", 0, "pad each value to at least this many bytes")
-		wait    = flag.Duration("wait", time.Minute, "how long to wait for the brokers to answer")
-	)
-	flag.Parse()
-	if *keys < 1 || *rate < 0 || *records < 0 || *size < 0 {
-		fmt.Fprintln(os.Stderr, "loadgen: -keys must be at least 1; -rate, -records and -size must not be negative")
-		os.Exit(2)
-	}
+	c := parseFlags()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(strings.Split(*brokers, ",")...),
-		kgo.DefaultProduceTopic(*topic),
+		kgo.SeedBrokers(strings.Split(c.brokers, ",")...),
+		kgo.DefaultProduceTopic(c.topic),
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.AllowAutoTopicCreation(),
 	)
@@ -56,28 +52,65 @@ func main() {
 		os.Exit(2)
 	}
 	defer cl.Close()
-	if err := waitForBrokers(ctx, cl, *wait); err != nil {
-		log.Error("brokers did not answer", "brokers", *brokers, "err", err.Error())
+	if err := waitForBrokers(ctx, cl, c.wait); err != nil {
+		log.Error("brokers did not answer", "brokers", c.brokers, "err", err.Error())
 		os.Exit(1)
 	}
-
-	var failed atomic.Int64
-	var firstErr atomic.Pointer[error]
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			failed.Add(1)
-			firstErr.CompareAndSwap(nil, &err)
-		}
-	}
+	w := &writer{cl: cl, log: log}
 	start := time.Now()
+	n := w.write(ctx, c, start)
+	if !w.finish(ctx) {
+		os.Exit(1)
+	}
+	secs := time.Since(start).Seconds()
+	log.Info("loadgen done", "written", n, "seconds", fmt.Sprintf("%.1f", secs), "per_sec", int(float64(n)/secs))
+}
+
+// parseFlags parses and checks the command line; a usage error exits 2.
+func parseFlags() config {
+	var c config
+	flag.StringVar(&c.brokers, "brokers", "127.0.0.1:9092", "comma-separated seed brokers")
+	flag.StringVar(&c.topic, "topic", "orders", "topic to write to")
+	flag.Int64Var(&c.records, "records", 0, "records to write; 0 writes until interrupted")
+	flag.IntVar(&c.rate, "rate", 1000, "records per second; 0 writes as fast as possible")
+	flag.IntVar(&c.keys, "keys", 1000, "distinct customer keys")
+	flag.IntVar(&c.size, "size", 0, "pad each value to at least this many bytes")
+	flag.DurationVar(&c.wait, "wait", time.Minute, "how long to wait for the brokers to answer")
+	flag.Parse()
+	if c.keys < 1 || c.rate < 0 || c.records < 0 || c.size < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -keys must be at least 1; -rate, -records and -size must not be negative")
+		os.Exit(2)
+	}
+	return c
+}
+
+// writer produces the sample orders and counts the records that failed.
+type writer struct {
+	cl       *kgo.Client
+	log      *slog.Logger
+	failed   atomic.Int64
+	firstErr atomic.Pointer[error]
+}
+
+// promise counts a failed record and keeps the first error.
+func (w *writer) promise(_ *kgo.Record, err error) {
+	if err != nil {
+		w.failed.Add(1)
+		w.firstErr.CompareAndSwap(nil, &err)
+	}
+}
+
+// write produces c.records orders (without end: until ctx ends) at
+// c.rate, logging progress every 5 s, and returns how many it produced.
+func (w *writer) write(ctx context.Context, c config, start time.Time) int64 {
 	var interval time.Duration
-	if *rate > 0 {
-		interval = time.Second / time.Duration(*rate)
+	if c.rate > 0 {
+		interval = time.Second / time.Duration(c.rate)
 	}
 	next := start
 	lastLog := start
 	var n int64
-	for ; *records == 0 || n < *records; n++ {
+	for ; c.records == 0 || n < c.records; n++ {
 		if ctx.Err() != nil {
 			break
 		}
@@ -87,28 +120,34 @@ func main() {
 				time.Sleep(d)
 			}
 		}
-		cl.Produce(context.Background(), sample.Order(n, *keys, *size), promise)
+		w.cl.Produce(context.Background(), sample.Order(n, c.keys, c.size), w.promise)
 		if time.Since(lastLog) >= 5*time.Second {
 			lastLog = time.Now()
-			log.Info("loadgen progress", "written", n+1, "per_sec", int(float64(n+1)/time.Since(start).Seconds()))
+			w.log.Info("loadgen progress", "written", n+1, "per_sec", int(float64(n+1)/time.Since(start).Seconds()))
 		}
 	}
+	return n
+}
+
+// finish flushes what is buffered (for 30 s, or 3 s when interrupted: the
+// brokers may be going away too). It logs why and returns false when the
+// flush failed or a record was not written.
+func (w *writer) finish(ctx context.Context) bool {
 	flushFor := 30 * time.Second
 	if ctx.Err() != nil {
 		flushFor = 3 * time.Second // interrupted: the brokers may be going away too
 	}
 	fctx, cancel := context.WithTimeout(context.Background(), flushFor)
 	defer cancel()
-	if err := cl.Flush(fctx); err != nil {
-		log.Error("flushing", "err", err.Error())
-		os.Exit(1)
+	if err := w.cl.Flush(fctx); err != nil {
+		w.log.Error("flushing", "err", err.Error())
+		return false
 	}
-	if f := failed.Load(); f > 0 {
-		log.Error("some records were not written", "failed", f, "first_err", (*firstErr.Load()).Error())
-		os.Exit(1)
+	if f := w.failed.Load(); f > 0 {
+		w.log.Error("some records were not written", "failed", f, "first_err", (*w.firstErr.Load()).Error())
+		return false
 	}
-	secs := time.Since(start).Seconds()
-	log.Info("loadgen done", "written", n, "seconds", fmt.Sprintf("%.1f", secs), "per_sec", int(float64(n)/secs))
+	return true
 }
 
 // waitForBrokers pings until a broker answers or the wait is over.

@@ -19,7 +19,7 @@ type fixture struct {
 	next      map[TopicPartition]int64 // next output offset per output partition
 }
 
-func tp(t string, p int32) TopicPartition { return TopicPartition{t, p} }
+func tp(t string, p int32) TopicPartition { return TopicPartition{Topic: t, Partition: p} }
 
 func newFixture(n int64) *fixture {
 	f := &fixture{

@@ -104,128 +104,161 @@ func CheckDatabase(run DatabaseRun, opts Options) Report {
 	rep, rp := newReport(DatabaseAnomalies, opts.MaxExamples)
 	tot := &DatabaseTotals{Table: run.Table, DeadLetterTable: run.DeadLetterTable}
 	rep.Database = tot
-	stored := run.Stored
-
-	inputs, exists := uniqueInputs(run.Inputs)
-	rep.Inputs = len(inputs)
-	inputTopics := map[string]bool{}
+	a := &dbAudit{run: run, opts: opts, rep: rep, rp: rp, tot: tot,
+		inputTopics: map[string]bool{}, byInput: map[Input][]Row{}, dead: map[Input][]DeadLetterRow{}}
+	a.inputs, a.exists = uniqueInputs(run.Inputs)
+	rep.Inputs = len(a.inputs)
 	for tp := range run.InputEnds {
-		inputTopics[tp.Topic] = true
+		a.inputTopics[tp.Topic] = true
 	}
-	for _, in := range inputs {
-		inputTopics[in.Topic] = true
+	for _, in := range a.inputs {
+		a.inputTopics[in.Topic] = true
 	}
+	a.checkRows()
+	a.checkDeadLetters()
+	totals := classTotals(run.Marks)
+	for _, in := range a.inputs {
+		a.checkInput(in, totals)
+	}
+	rep.Classes = totals
+	a.checkStored()
+	return *rep
+}
 
-	// pastStored reports whether src lies at or past its partition's
-	// stored next offset (0 without one).
-	pastStored := func(src Input) (int64, bool) {
-		c := committedAt(stored, src.TP())
-		return c, inputTopics[src.Topic] && src.Offset >= c
-	}
+// dbAudit is one run of CheckDatabase: the run and its options, the report
+// it fills, and the rows and dead letters by input.
+type dbAudit struct {
+	run  DatabaseRun
+	opts Options
+	rep  *Report
+	rp   reporter
+	tot  *DatabaseTotals
 
-	rows := slices.Clone(run.Rows)
-	slices.SortFunc(rows, func(a, b Row) int { return cmp.Or(cmpInput(a.Source, b.Source), cmp.Compare(a.Seq, b.Seq)) })
-	tot.Rows = len(rows)
-	byInput := map[Input][]Row{}
+	inputs      []Input // sorted, without repeats
+	exists      map[Input]bool
+	inputTopics map[string]bool
+	byInput     map[Input][]Row           // existing input -> its rows, by seq
+	dead        map[Input][]DeadLetterRow // existing input -> its dead letters
+}
+
+// pastStored reports whether src lies at or past its partition's stored
+// next offset (0 without one), and returns that offset.
+func (a *dbAudit) pastStored(src Input) (int64, bool) {
+	c := committedAt(a.run.Stored, src.TP())
+	return c, a.inputTopics[src.Topic] && src.Offset >= c
+}
+
+// checkRows sorts the rows by input and seq, and flags those past the
+// stored offset (offset-mismatch) or of no input (phantom).
+func (a *dbAudit) checkRows() {
+	rows := slices.Clone(a.run.Rows)
+	slices.SortFunc(rows, func(x, y Row) int { return cmp.Or(cmpInput(x.Source, y.Source), cmp.Compare(x.Seq, y.Seq)) })
+	a.tot.Rows = len(rows)
 	for _, r := range rows {
-		if c, past := pastStored(r.Source); past {
-			rp.add(OffsetMismatch, "row %s of %s is at or past the stored next offset %d of %s", r, run.Table, c, r.Source.TP())
+		if c, past := a.pastStored(r.Source); past {
+			a.rp.add(OffsetMismatch, "row %s of %s is at or past the stored next offset %d of %s", r, a.run.Table, c, r.Source.TP())
 		}
-		if !exists[r.Source] {
-			rp.add(Phantom, "row %s of %s names no input record", r, run.Table)
+		if !a.exists[r.Source] {
+			a.rp.add(Phantom, "row %s of %s names no input record", r, a.run.Table)
 			continue
 		}
-		byInput[r.Source] = append(byInput[r.Source], r)
+		a.byInput[r.Source] = append(a.byInput[r.Source], r)
 	}
+}
 
-	dead := map[Input][]DeadLetterRow{}
-	dls := slices.Clone(run.DeadLetters)
-	slices.SortStableFunc(dls, func(a, b DeadLetterRow) int { return cmpInput(a.Source, b.Source) })
-	tot.DeadLetters = len(dls)
+// checkDeadLetters flags every dead-letter row but those of inputs whose
+// mark says they fail, and those past the stored offset.
+func (a *dbAudit) checkDeadLetters() {
+	dls := slices.Clone(a.run.DeadLetters)
+	slices.SortStableFunc(dls, func(x, y DeadLetterRow) int { return cmpInput(x.Source, y.Source) })
+	a.tot.DeadLetters = len(dls)
+	table := a.run.DeadLetterTable
 	for _, d := range dls {
 		msg := strconv.Quote(TruncateError(d.Error))
 		if d.Error == "" {
 			msg = "empty"
 		}
-		if exists[d.Source] && run.Marks[d.Source].Class.Fails() {
-			dead[d.Source] = append(dead[d.Source], d) // what its class must become
-		} else if exists[d.Source] {
-			rp.add(DeadLetter, "%s has a dead letter in %s, stage %q, attempts %d, error %s", d.Source, run.DeadLetterTable, d.Stage, d.Attempts, msg)
-			dead[d.Source] = append(dead[d.Source], d)
+		if a.exists[d.Source] && a.run.Marks[d.Source].Class.Fails() {
+			a.dead[d.Source] = append(a.dead[d.Source], d) // what its class must become
+		} else if a.exists[d.Source] {
+			a.rp.add(DeadLetter, "%s has a dead letter in %s, stage %q, attempts %d, error %s", d.Source, table, d.Stage, d.Attempts, msg)
+			a.dead[d.Source] = append(a.dead[d.Source], d)
 		} else {
-			rp.add(DeadLetter, "a dead letter in %s names %s, which is not an input record, error %s", run.DeadLetterTable, d.Source, msg)
+			a.rp.add(DeadLetter, "a dead letter in %s names %s, which is not an input record, error %s", table, d.Source, msg)
 		}
-		if c, past := pastStored(d.Source); past {
-			rp.add(OffsetMismatch, "the dead letter of %s in %s is at or past the stored next offset %d of %s", d.Source, run.DeadLetterTable, c, d.Source.TP())
+		if c, past := a.pastStored(d.Source); past {
+			a.rp.add(OffsetMismatch, "the dead letter of %s in %s is at or past the stored next offset %d of %s", d.Source, table, c, d.Source.TP())
 		}
 	}
+}
 
-	totals := classTotals(run.Marks)
-	for _, in := range inputs {
-		rs, dl := byInput[in], dead[in]
-		mark := run.Marks[in]
-		judgeRows(rp, run.Table, in, mark, rs)
-		switch {
-		case len(dl) > 1 || len(dl) == 1 && len(rs) > 0:
-			rp.add(Duplicate, "%s has %d rows (%s) and %d dead letters", in, len(rs), seqList(rs), len(dl))
-		case opts.OneToOne && len(rs) > 1:
-			rp.add(Duplicate, "%s has %d rows (%s), want one", in, len(rs), seqList(rs))
-		case !opts.OneToOne:
-			for i := 1; i < len(rs); i++ {
-				if rs[i].Seq == rs[i-1].Seq {
-					rp.add(Duplicate, "%s has seq %d twice (%s)", in, rs[i].Seq, seqList(rs))
-					break
-				}
+// checkInput judges one input: its rows by its mark, duplicates, and,
+// against the stored next offset, uncommitted or lost (or skipped by
+// policy); it adds the input to its class's totals.
+func (a *dbAudit) checkInput(in Input, totals map[Class]*ClassTotals) {
+	rs, dl := a.byInput[in], a.dead[in]
+	mark := a.run.Marks[in]
+	judgeRows(a.rp, a.run.Table, in, mark, rs)
+	switch {
+	case len(dl) > 1 || len(dl) == 1 && len(rs) > 0:
+		a.rp.add(Duplicate, "%s has %d rows (%s) and %d dead letters", in, len(rs), seqList(rs), len(dl))
+	case a.opts.OneToOne && len(rs) > 1:
+		a.rp.add(Duplicate, "%s has %d rows (%s), want one", in, len(rs), seqList(rs))
+	case !a.opts.OneToOne:
+		for i := 1; i < len(rs); i++ {
+			if rs[i].Seq == rs[i-1].Seq {
+				a.rp.add(Duplicate, "%s has seq %d twice (%s)", in, rs[i].Seq, seqList(rs))
+				break
 			}
 		}
-		c := committedAt(stored, in.TP())
-		done := len(rs) > 0 || len(dl) > 0
-		if in.Offset >= c {
-			if !done && opts.ExpectAll {
-				rp.add(Uncommitted, "%s is at or past the stored next offset %d", in, c)
-			}
-			countClass(totals, mark.Class, len(rs) > 0, len(dl) > 0, false)
-			continue
-		}
-		skipped := false
-		if opts.OneToOne && len(dl) == 0 && !slices.ContainsFunc(rs, func(r Row) bool { return r.Seq == 0 }) {
-			what := "no row"
-			if len(rs) > 0 {
-				what = "no row of seq 0 (" + seqList(rs) + ")"
-			}
-			switch {
-			case mark.Class.Fails() && opts.Skipping && len(rs) == 0:
-				skipped = true
-			default:
-				rp.add(Lost, "%s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", mark.of(in), c, what)
-			}
-		}
-		countClass(totals, mark.Class, len(rs) > 0, len(dl) > 0, skipped)
 	}
-	rep.Classes = totals
+	c := committedAt(a.run.Stored, in.TP())
+	if in.Offset >= c {
+		if len(rs) == 0 && len(dl) == 0 && a.opts.ExpectAll {
+			a.rp.add(Uncommitted, "%s is at or past the stored next offset %d", in, c)
+		}
+		countClass(totals, mark.Class, len(rs) > 0, len(dl) > 0, false)
+		return
+	}
+	skipped := false
+	if a.opts.OneToOne && len(dl) == 0 && !slices.ContainsFunc(rs, func(r Row) bool { return r.Seq == 0 }) {
+		what := "no row"
+		if len(rs) > 0 {
+			what = "no row of seq 0 (" + seqList(rs) + ")"
+		}
+		if mark.Class.Fails() && a.opts.Skipping && len(rs) == 0 {
+			skipped = true
+		} else {
+			a.rp.add(Lost, "%s is below the stored next offset %d but has %s and no dead letter (lost or skipped)", mark.of(in), c, what)
+		}
+	}
+	countClass(totals, mark.Class, len(rs) > 0, len(dl) > 0, skipped)
+}
 
-	// Stored offsets: within the log, of partitions that exist.
+// checkStored flags stored offsets beyond the log or of partitions that do
+// not exist, and counts the partitions with a stored offset and at the end.
+func (a *dbAudit) checkStored() {
+	stored, ends := a.run.Stored, a.run.InputEnds
 	for _, tp := range sortedKeys(stored) {
-		end, ok := run.InputEnds[tp]
+		end, ok := ends[tp]
 		switch {
 		case !ok:
-			rp.add(OffsetMismatch, "%s: a next offset %d is stored for a partition the input does not have", tp, stored[tp])
+			a.rp.add(OffsetMismatch, "%s: a next offset %d is stored for a partition the input does not have", tp, stored[tp])
 		case stored[tp] > end:
-			rp.add(OffsetMismatch, "%s: stored next offset %d is beyond the log end %d", tp, stored[tp], end)
+			a.rp.add(OffsetMismatch, "%s: stored next offset %d is beyond the log end %d", tp, stored[tp], end)
 		}
 	}
-	for _, tp := range sortedKeys(run.InputEnds) {
-		tot.Partitions++
+	for _, tp := range sortedKeys(ends) {
+		a.tot.Partitions++
 		if s, ok := stored[tp]; ok {
-			tot.Stored++
-			if s == run.InputEnds[tp] {
-				tot.AtEnd++
+			a.tot.Stored++
+			if s == ends[tp] {
+				a.tot.AtEnd++
 			}
-		} else if run.InputEnds[tp] == 0 {
-			tot.AtEnd++ // empty, nothing to consume
+		} else if ends[tp] == 0 {
+			a.tot.AtEnd++ // empty, nothing to consume
 		}
 	}
-	return *rep
 }
 
 // DatabaseTotals are the totals of a CheckDatabase report.

@@ -9,8 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+)
 
-	"github.com/streamproc/processor/pgsink"
+// The PostgreSQL sink's default table names: of the records table
+// (PROCESSOR_POSTGRES_TABLE) and of the table of stored next offsets. The
+// tables' layout is a public interface that the auditor reads as it is,
+// without linking the sink (a test holds these equal to pgsink's).
+const (
+	DefaultTable        = "processor_records"
+	DefaultOffsetsTable = "processor_offsets"
 )
 
 // Tables names the PostgreSQL sink's tables of one run and how to reach
@@ -24,7 +31,7 @@ type Tables struct {
 	// DeadLetters is the dead-letter table
 	// (PROCESSOR_POSTGRES_DEAD_LETTER_TABLE); empty: not read.
 	DeadLetters string
-	// Offsets is the offsets table; empty means pgsink.DefaultOffsetsTable.
+	// Offsets is the offsets table; empty means DefaultOffsetsTable.
 	Offsets string
 	// Group is the consumer group whose stored offsets are read.
 	Group string
@@ -59,7 +66,7 @@ func tableID(name string) (string, error) {
 func ReadTables(ctx context.Context, t Tables) (DatabaseRun, error) {
 	run := DatabaseRun{Table: t.Records, DeadLetterTable: t.DeadLetters, Stored: map[TopicPartition]int64{}}
 	if t.Offsets == "" {
-		t.Offsets = pgsink.DefaultOffsetsTable
+		t.Offsets = DefaultOffsetsTable
 	}
 	if t.Records == "" || t.Group == "" || len(t.Inputs) == 0 {
 		return run, errors.New("the records table, the group and the input topics are all required")

@@ -173,7 +173,7 @@ func TestReadCleanRun(t *testing.T) {
 	e := newEnv(t)
 	src := e.scenario("a-", nil)
 	run := e.read(src)
-	if got := run.InputEnds[TopicPartition{"a-in-tx", 0}]; got != 6 {
+	if got := run.InputEnds[TopicPartition{Topic: "a-in-tx", Partition: 0}]; got != 6 {
 		t.Errorf("transactional input end = %d, want 6", got)
 	}
 	rep := Check(run, strict)

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A processor run sets what every run must (brokers, group, topics,
+// transactional ID, commit interval, an ephemeral HTTP port), then the
+// system's own settings, then -processor-env, which wins; the caller's
+// PROCESSOR_* variables are not passed on.
+func TestProcessorCommand(t *testing.T) {
+	t.Setenv("PROCESSOR_WORKERS", "99")
+	e := &environment{processor: "/bin/processor"}
+	b := &broker{addrs: []string{"127.0.0.1:1"}}
+	s := &runSpec{group: "g", in: &input{topic: "in"}, live: "live", out: "out", interval: 100 * time.Millisecond}
+	common := []string{"PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in,live",
+		"PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_TRANSACTIONAL_ID=g-p", "PROCESSOR_COMMIT_INTERVAL=100ms",
+		"PROCESSOR_HTTP_ADDR=127.0.0.1:0", "PROCESSOR_LOG_FORMAT=json"}
+	for key, own := range map[string][]string{
+		"processor":     nil,
+		"processor-alo": {"PROCESSOR_GUARANTEE=at_least_once"},
+		"jq-1":          {"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=1"},
+		"jq-n":          {"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=" + strconv.Itoa(runtime.NumCPU())},
+	} {
+		sys, _ := systemByKey(key)
+		c, err := sys.cmd(e, b, s, []string{"PROCESSOR_WORKERS=7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Path != "/bin/processor" {
+			t.Errorf("%s: runs %s", key, c.Path)
+		}
+		var got []string
+		for _, kv := range c.Env {
+			if strings.HasPrefix(kv, "PROCESSOR_") {
+				got = append(got, kv)
+			}
+		}
+		want := slices.Concat(common, own, []string{"PROCESSOR_WORKERS=7"})
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("%s: PROCESSOR_* variables\n got %v\nwant %v", key, got, want)
+		}
+		if got[len(got)-1] != "PROCESSOR_WORKERS=7" {
+			t.Errorf("%s: -processor-env is not last: %v", key, got)
+		}
+		if slices.Contains(c.Env, "PROCESSOR_WORKERS=99") {
+			t.Errorf("%s: the caller's PROCESSOR_WORKERS is passed on", key)
+		}
+	}
+}

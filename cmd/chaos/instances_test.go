@@ -1,0 +1,53 @@
+package main
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// Each instance gets the drill's settings, its own stable IDs and its
+// policy in turn; a run into PostgreSQL names the run's tables instead of
+// an output topic.
+func TestInstanceEnvironment(t *testing.T) {
+	d := &driver{
+		o: options{sessionTimeout: 6 * time.Second, txnTimeout: 5 * time.Second, abortRate: 0.05,
+			faults: []string{"kill", "abort"}, transforms: []string{"jq"}, jqExpr: ".seen = true",
+			policies: []string{"fail", "dlq"}, guarantee: "exactly_once", sink: "kafka"},
+		brokers: []string{"127.0.0.1:1"}, group: "chaos-x", in: "chaos-in-x", out: "chaos-out-x", dlq: "chaos-dlq-x",
+	}
+	want := []string{
+		"PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=chaos-x", "PROCESSOR_INPUT_TOPICS=chaos-in-x",
+		"PROCESSOR_TRANSACTIONAL_ID=chaos-x-2", "PROCESSOR_INSTANCE_ID=chaos-x-2",
+		"PROCESSOR_SESSION_TIMEOUT=6s", "PROCESSOR_TRANSACTION_TIMEOUT=5s", "PROCESSOR_COMMIT_INTERVAL=200ms",
+		"PROCESSOR_WORKERS=2", "PROCESSOR_HTTP_ADDR=127.0.0.1:0", "PROCESSOR_PROGRESS_INTERVAL=250ms", "PROCESSOR_LOG_FORMAT=json",
+		"PROCESSOR_OUTPUT_TOPIC=chaos-out-x", "PROCESSOR_TEST_ABORT_RATE=0.05",
+		"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_GUARANTEE=exactly_once", "PROCESSOR_JQ_EXPR=.seen = true",
+		"PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=chaos-dlq-x",
+	}
+	same(t, "instance 2 into Kafka", d.instance(2).Env(), want)
+
+	first := d.instance(1).Env()
+	if !slices.Contains(first, "PROCESSOR_ON_ERROR=fail") || slices.Contains(first, "PROCESSOR_DLQ_TOPIC=chaos-dlq-x") {
+		t.Errorf("instance 1: %v, want policy fail and no dead-letter topic", first)
+	}
+
+	d.o.sink, d.o.pgURL, d.out, d.dlq, d.table, d.deadTable = "postgres", "postgres://h/db", "", "", "chaos_x", "chaos_dl_x"
+	d.o.faults = []string{"kill"}
+	want = slices.DeleteFunc(slices.Clone(want), func(kv string) bool {
+		return kv == "PROCESSOR_OUTPUT_TOPIC=chaos-out-x" || kv == "PROCESSOR_TEST_ABORT_RATE=0.05" || kv == "PROCESSOR_DLQ_TOPIC=chaos-dlq-x"
+	})
+	want = append(want, "PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=postgres://h/db",
+		"PROCESSOR_POSTGRES_TABLE=chaos_x", "PROCESSOR_POSTGRES_DEAD_LETTER_TABLE=chaos_dl_x")
+	same(t, "instance 2 into PostgreSQL", d.instance(2).Env(), want)
+}
+
+// same compares two environments as sets: the order of distinct
+// variables does not matter to the process.
+func same(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	g, w := slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+	if !slices.Equal(g, w) {
+		t.Errorf("%s:\n got %v\nwant %v", what, g, w)
+	}
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
+)
+
+// options are the drill's flags, checked and resolved.
+type options struct {
+	bin            string
+	brokers        string
+	embedded       bool
+	cluster        bool
+	clusterScript  string
+	instances      int
+	records        int
+	rate           int
+	iterations     int
+	faults         []string
+	pause          time.Duration
+	sessionTimeout time.Duration
+	txnTimeout     time.Duration
+	abortRate      float64
+	termBacklog    time.Duration
+	settle         time.Duration
+	logDir         string
+	seed           uint64
+	transforms     []string      // PROCESSOR_TRANSFORMS entries
+	jqExpr         string        // PROCESSOR_JQ_EXPR when jq is in transforms
+	policies       []string      // PROCESSOR_ON_ERROR per instance, in turn
+	guarantee      string        // PROCESSOR_GUARANTEE
+	sink           string        // PROCESSOR_SINK: kafka or postgres
+	pgURL          string        // PROCESSOR_POSTGRES_URL with -sink postgres
+	pgScript       string        // restarts PostgreSQL for pgrestart
+	poisonEvery    int           // every poisonEvery-th input is a marked one; 0: none
+	poisonClasses  []check.Class // the classes marked inputs are drawn from
+}
+
+// knownTransforms are the transforms the drill can run: both keep every
+// input record as exactly one output, as eoscheck's one-to-one audit needs.
+var knownTransforms = []string{"identity", "jq"}
+
+// knownPolicies are the values of PROCESSOR_ON_ERROR.
+var knownPolicies = []string{"fail", "dlq", "skip"}
+
+// knownFaults are the faults -faults takes; pgrestart needs -sink postgres.
+var knownFaults = []string{"kill", "term", "stop", "scale", "broker", "pgrestart", "abort"}
+
+// The default faults, of a drill into Kafka and of one into PostgreSQL.
+const (
+	defaultFaults         = "kill,term,stop,scale,broker,abort"
+	defaultPostgresFaults = "kill,term,stop,scale,broker,pgrestart,abort"
+)
+
+// The default policies, without poison inputs and with them: a fail
+// instance exits on a record that fails the chain, by design, so a notjson
+// poison input would stop it at every restart.
+const (
+	defaultPolicies       = "fail,dlq,skip"
+	defaultPoisonPolicies = "dlq,skip"
+)
+
+// pgModes are the shutdown modes pgrestart uses in turn: fast (clients
+// disconnected, in-flight transactions rolled back, a checkpoint) and
+// immediate (a crash: recovery from the WAL at the next start).
+var pgModes = []string{"fast", "immediate"}
+
+// listFlags are the flags that take a list, as given, and which flags were
+// given at all: their defaults depend on one another.
+type listFlags struct {
+	faults, transforms, policies, poisonClasses string
+	set                                         map[string]bool
+}
+
+// parseOptions parses and checks the command line; a usage error exits 2.
+func parseOptions() options {
+	var o options
+	var f listFlags
+	defineFlags(&o, &f)
+	flag.Parse()
+	f.set = map[string]bool{}
+	flag.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	o.resolveSink(&f)
+	o.resolveChain(f)
+	o.resolvePolicies(&f)
+	o.resolveRest()
+	return o
+}
+
+// defineFlags declares the flags into o and f.
+func defineFlags(o *options, f *listFlags) {
+	flag.StringVar(&o.bin, "bin", "bin", "directory with the processor, devbroker and eoscheck binaries")
+	flag.StringVar(&o.brokers, "brokers", "", "seed brokers of an existing cluster (instead of -embedded)")
+	flag.BoolVar(&o.embedded, "embedded", false, "run a devbroker (kfake) process and restart it cleanly as the broker fault")
+	flag.BoolVar(&o.cluster, "cluster", false, "the brokers are the local three-node Apache Kafka cluster: the broker fault SIGKILLs and restarts its nodes")
+	flag.StringVar(&o.clusterScript, "cluster-script", "integration/kafka/kafka.sh", "script that kills and starts cluster nodes")
+	flag.IntVar(&o.instances, "instances", 3, "processor instances in the group")
+	flag.IntVar(&o.records, "records", 100_000, "input records to write")
+	flag.IntVar(&o.rate, "rate", 4000, "input records per second")
+	flag.IntVar(&o.iterations, "iterations", 20, "faults to apply, cycling through -faults")
+	flag.StringVar(&f.faults, "faults", defaultFaults, "faults to apply, comma-separated: kill, term, stop, scale, broker, pgrestart (-sink postgres), abort (default with -sink postgres: "+defaultPostgresFaults+")")
+	flag.DurationVar(&o.pause, "pause", 2*time.Second, "time between faults")
+	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "processors' PROCESSOR_SESSION_TIMEOUT")
+	flag.DurationVar(&o.txnTimeout, "transaction-timeout", 5*time.Second, "processors' PROCESSOR_TRANSACTION_TIMEOUT")
+	flag.DurationVar(&o.termBacklog, "term-backlog", time.Second, "the term fault first freezes the instance this long (SIGSTOP), so that the SIGTERM lands while it works through the backlog (0: SIGTERM at once)")
+	flag.Float64Var(&o.abortRate, "abort-rate", 0.05, "fraction of transactions aborted on purpose when faults include abort")
+	flag.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the group may take to catch up at the end")
+	flag.StringVar(&o.logDir, "logs", "", "directory for processor logs (default: a new temporary directory)")
+	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
+	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity and jq, comma-separated")
+	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
+	flag.StringVar(&f.policies, "policies", defaultPoisonPolicies, "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number (default with -poison-every 0: "+defaultPolicies+"); fail does not go with the notjson poison class, which a fail instance exits on by design: with fail in -policies the default classes leave notjson out")
+	flag.IntVar(&o.poisonEvery, "poison-every", 500, "every Nth input is a marked hard one (key poison-<class>-<seq>, judged by eoscheck -poison), the classes of -poison-classes in rounds of each once, in an order drawn by the seed; 0: none, every input an ordinary JSON object")
+	flag.StringVar(&f.poisonClasses, "poison-classes", "", "the classes of the marked inputs, comma-separated: notjson (not JSON: jq fails it, a dead letter or skipped; needs jq in -transforms and no fail policy), nearlimit (JSON of 1,000,000 to 1,048,000 bytes: an ordinary output), jsonb (-sink postgres: JSON that PostgreSQL's jsonb refuses: a row with value NULL and the bytes in value_bytes); default: every class the sink, chain and policies can meet")
+	flag.StringVar(&o.guarantee, "guarantee", "exactly_once", "the processors' PROCESSOR_GUARANTEE: exactly_once, or at_least_once (eoscheck then counts inputs written twice, expected after a crash, and still fails on any lost)")
+	flag.StringVar(&o.sink, "sink", "kafka", "the processors' PROCESSOR_SINK: kafka (an output topic) or postgres (tables in -postgres-url)")
+	flag.StringVar(&o.pgURL, "postgres-url", "", "with -sink postgres: the database the processors write to (PROCESSOR_POSTGRES_URL) and eoscheck reads")
+	flag.StringVar(&o.pgScript, "postgres-script", "integration/postgres/pg.sh", "with -sink postgres: the script pgrestart runs as 'restart fast' and 'restart immediate'; it must control the server of -postgres-url")
+}
+
+// resolveSink checks -sink and what goes with it, and resolves -faults
+// (whose default depends on the sink).
+func (o *options) resolveSink(f *listFlags) {
+	switch o.sink {
+	case "kafka":
+		if o.pgURL != "" {
+			usage("-postgres-url needs -sink postgres")
+		}
+	case "postgres":
+		if o.pgURL == "" {
+			usage("-sink postgres needs -postgres-url")
+		}
+		if o.guarantee != "exactly_once" {
+			usage("-sink postgres runs exactly once only (-guarantee %s)", o.guarantee)
+		}
+		if !f.set["faults"] {
+			f.faults = defaultPostgresFaults
+		}
+	default:
+		usage("unknown -sink %q (kafka or postgres)", o.sink)
+	}
+	o.faults = strings.Split(f.faults, ",")
+	for _, fault := range o.faults {
+		if !slices.Contains(knownFaults, fault) {
+			usage("unknown fault %q in -faults (known: %s)", fault, strings.Join(knownFaults, ", "))
+		}
+		if fault == "pgrestart" && o.sink != "postgres" {
+			usage("the fault pgrestart needs -sink postgres")
+		}
+	}
+	if slices.Contains(o.faults, "pgrestart") {
+		if err := checkScript(o.pgScript, o.pgURL); err != nil {
+			usage("-postgres-script: %v", err)
+		}
+	}
+}
+
+// resolveChain checks -transforms, -jq-expr and -guarantee.
+func (o *options) resolveChain(f listFlags) {
+	o.transforms = strings.Split(f.transforms, ",")
+	for i, t := range o.transforms {
+		if !slices.Contains(knownTransforms, t) {
+			usage("unknown transform %q in -transforms (known: %s)", t, strings.Join(knownTransforms, ", "))
+		}
+		if slices.Contains(o.transforms[:i], t) {
+			usage("transform %q appears twice in -transforms", t)
+		}
+	}
+	if slices.Contains(o.transforms, "jq") && strings.TrimSpace(o.jqExpr) == "" {
+		usage("-jq-expr is empty")
+	}
+	if o.guarantee != "exactly_once" && o.guarantee != "at_least_once" {
+		usage("unknown -guarantee %q (exactly_once or at_least_once)", o.guarantee)
+	}
+}
+
+// resolvePolicies checks -poison-every and resolves -policies and
+// -poison-classes, whose defaults depend on it and on each other.
+func (o *options) resolvePolicies(f *listFlags) {
+	if o.poisonEvery < 0 {
+		usage("-poison-every %d must be at least 0", o.poisonEvery)
+	}
+	if o.poisonEvery == 0 && !f.set["policies"] {
+		f.policies = defaultPolicies
+	}
+	o.policies = strings.Split(f.policies, ",")
+	for _, p := range o.policies {
+		if !slices.Contains(knownPolicies, p) {
+			usage("unknown policy %q in -policies (known: %s)", p, strings.Join(knownPolicies, ", "))
+		}
+	}
+	if o.poisonEvery > 0 {
+		o.poisonClasses = resolveClasses(f.poisonClasses, f.set["poison-classes"], *o)
+	} else if f.set["poison-classes"] {
+		usage("-poison-classes needs -poison-every above 0")
+	}
+}
+
+// resolveRest checks the timings, the brokers and the counts, and fills in
+// the seed and the log directory.
+func (o *options) resolveRest() {
+	if o.termBacklog < 0 || o.termBacklog >= o.sessionTimeout || o.termBacklog >= o.txnTimeout {
+		usage("-term-backlog %s must be at least 0 and below -session-timeout and -transaction-timeout", o.termBacklog)
+	}
+	if o.embedded == (o.brokers != "") {
+		usage("give either -embedded or -brokers")
+	}
+	if o.instances < 1 || o.records < 1 || o.rate < 1 {
+		usage("-instances, -records and -rate must be at least 1")
+	}
+	if o.seed == 0 {
+		o.seed = uint64(time.Now().UnixNano())
+	}
+	if o.logDir == "" {
+		dir, err := os.MkdirTemp("", "chaos-logs")
+		if err != nil {
+			fatal(err)
+		}
+		o.logDir = dir
+	} else if err := os.MkdirAll(o.logDir, 0o755); err != nil {
+		fatal(err)
+	}
+}
+
+// resolveClasses returns the poison classes of -poison-classes (list;
+// explicit: the flag was given), or by default every class the drill's
+// sink, chain and policies can meet: notjson needs jq in the chain (the
+// identity transform passes any value) and no fail instance (which exits
+// on it by design); jsonb needs the postgres sink (Kafka takes any bytes).
+func resolveClasses(list string, explicit bool, o options) []check.Class {
+	notJSONWhy := ""
+	switch {
+	case !slices.Contains(o.transforms, "jq"):
+		notJSONWhy = "needs jq in -transforms (the identity transform passes any value)"
+	case slices.Contains(o.policies, "fail"):
+		notJSONWhy = "does not go with the fail policy: a fail instance exits on it by design and meets it again at every restart; use -policies dlq,skip, or leave notjson out of -poison-classes"
+	}
+	jsonbWhy := ""
+	if o.sink != "postgres" {
+		jsonbWhy = "needs -sink postgres (Kafka takes any bytes)"
+	}
+	if !explicit {
+		var out []check.Class
+		for _, c := range check.Classes {
+			if c == check.NotJSON && notJSONWhy != "" || c == check.JSONBRefused && jsonbWhy != "" {
+				continue
+			}
+			out = append(out, c)
+		}
+		return out
+	}
+	var out []check.Class
+	for _, name := range strings.Split(list, ",") {
+		c := check.Class(name)
+		switch {
+		case !slices.Contains(check.Classes, c):
+			usage("unknown class %q in -poison-classes (known: notjson, nearlimit, jsonb)", name)
+		case slices.Contains(out, c):
+			usage("class %q appears twice in -poison-classes", name)
+		case c == check.NotJSON && notJSONWhy != "":
+			usage("the poison class notjson %s", notJSONWhy)
+		case c == check.JSONBRefused && jsonbWhy != "":
+			usage("the poison class jsonb %s", jsonbWhy)
+		}
+		out = append(out, c)
+	}
+	return out
+}
