@@ -62,7 +62,7 @@ func unitPipeline(t *testing.T, chain *transform.Chain, o Options) *Pipeline {
 	if chain == nil {
 		chain = loopChain(t, passThrough)
 	}
-	p, err := New(s, chain, o)
+	p, err := New(s, s, chain, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		return Options{OutputTopic: "out", CommitInterval: time.Nanosecond, MaxRecordsPerTxn: 1,
 			Metrics: NewMetrics(prometheus.NewRegistry())}
 	}
-	if _, err := New(nil, chain, valid()); err != nil {
+	if _, err := New(nil, nil, chain, valid()); err != nil {
 		t.Fatalf("New with a 1ns commit interval and 1 record per transaction: %v, want no error", err)
 	}
 	for _, c := range []struct {
@@ -150,7 +150,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	} {
 		o := valid()
 		c.edit(&o)
-		p, err := New(nil, chain, o)
+		p, err := New(nil, nil, chain, o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New = %v, %v; want an error mentioning %s", c.name, p, err, c.want)
 		}

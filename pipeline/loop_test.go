@@ -290,7 +290,7 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 			o.Chains = append(o.Chains, loopChain(e.t, fn))
 		}
 	}
-	p, err := New(s, chain, o)
+	p, err := New(s, s, chain, o)
 	if err != nil {
 		s.Close()
 		e.t.Fatal(err)

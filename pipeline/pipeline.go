@@ -106,7 +106,8 @@ func (o Options) budget() time.Duration {
 
 // Pipeline runs the consume-transform-produce loop on one session.
 type Pipeline struct {
-	s     *txn.Session
+	s     Session
+	obs   Observer
 	chain *transform.Chain
 	o     Options
 	log   *slog.Logger
@@ -250,8 +251,9 @@ type topicPartition struct {
 	partition int32
 }
 
-// New returns a pipeline; Run starts it.
-func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
+// New returns a pipeline that runs chain on session s, and reads status,
+// health and lag through obs (a *txn.Session is both); Run starts it.
+func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline, error) {
 	if o.OutputTopic == "" || o.CommitInterval <= 0 || o.MaxRecordsPerTxn <= 0 || o.Metrics == nil {
 		return nil, errors.New("pipeline: OutputTopic, CommitInterval, MaxRecordsPerTxn and Metrics are required")
 	}
@@ -283,7 +285,7 @@ func New(s *txn.Session, chain *transform.Chain, o Options) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{
-		s: s, chain: chain, o: o, log: o.Logger,
+		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
 		cur:        txnCounts{routed: make(map[string]int)},
 		parts:      newPartitions(o.Metrics),
 		txnMax:     o.MaxRecordsPerTxn,
@@ -701,7 +703,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		p.consumed.Add(uint64(p.cur.records))
 		p.produced.Add(uint64(out))
 		p.commits.Add(1)
-		p.parts.committed(p.s.CommittedOffsets())
+		p.parts.committed(p.obs.CommittedOffsets())
 		p.failing.Store(nil)
 	} else {
 		p.aborts.Add(1)
@@ -756,8 +758,8 @@ func (p *Pipeline) shutdown() error {
 func (p *Pipeline) observe(fs kgo.Fetches) {
 	if e := p.s.AssignmentEpoch(); e != p.partsEpoch {
 		p.partsEpoch = e
-		p.parts.assign(p.s.Assigned())
-		p.parts.committed(p.s.CommittedOffsets())
+		p.parts.assign(p.obs.Assigned())
+		p.parts.committed(p.obs.CommittedOffsets())
 	}
 	p.parts.fetched(fs)
 }
@@ -814,7 +816,7 @@ func (p *Pipeline) Healthy() error {
 	if f := p.failure.Load(); f != nil {
 		return *f
 	}
-	if !p.initialised.Load() || p.s.Connecting() {
+	if !p.initialised.Load() || p.obs.Connecting() {
 		return nil
 	}
 	if since := time.Since(time.Unix(0, p.lastLoop.Load())); since > p.o.StallTimeout {
@@ -822,7 +824,7 @@ func (p *Pipeline) Healthy() error {
 	}
 	if r := p.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > p.o.FailingAfter {
 		why := ""
-		if _, last := p.s.Metrics().Aborts(); last != nil {
+		if _, last := p.obs.Metrics().Aborts(); last != nil {
 			why = ", the last one " + string(last.Reason)
 			if last.Detail != "" {
 				why += ": " + clip(last.Detail)
@@ -832,7 +834,7 @@ func (p *Pipeline) Healthy() error {
 	}
 	// Into PostgreSQL: a failure retrying is not expected to fix is
 	// unhealthy at once, a transient one once it has lasted StallTimeout.
-	if since, transient, why := p.s.CommitFailing(); !since.IsZero() && (!transient || time.Since(since) > p.o.StallTimeout) {
+	if since, transient, why := p.obs.CommitFailing(); !since.IsZero() && (!transient || time.Since(since) > p.o.StallTimeout) {
 		return fmt.Errorf("committing to PostgreSQL has failed for %s: %s", time.Since(since).Round(time.Second), clip(why))
 	}
 	return nil
@@ -840,4 +842,4 @@ func (p *Pipeline) Healthy() error {
 
 // Ready reports whether the pipeline runs, has joined its group and has
 // initialised its transactional producer.
-func (p *Pipeline) Ready() bool { return p.running.Load() && p.s.Ready() }
+func (p *Pipeline) Ready() bool { return p.running.Load() && p.obs.Ready() }

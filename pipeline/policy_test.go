@@ -360,7 +360,7 @@ func TestLoopStopWhileConnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(s, loopChain(t, passThrough), Options{OutputTopic: "out", CommitInterval: 100 * time.Millisecond, MaxRecordsPerTxn: 10,
+	p, err := New(s, s, loopChain(t, passThrough), Options{OutputTopic: "out", CommitInterval: 100 * time.Millisecond, MaxRecordsPerTxn: 10,
 		StallTimeout: 100 * time.Millisecond, Metrics: NewMetrics(reg), Logger: loopLogger(t)})
 	if err != nil {
 		t.Fatal(err)

@@ -300,7 +300,7 @@ func TestConfirmMissing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p, err := New(s, loopChain(t, passThrough), Options{OutputTopic: e.out, CommitInterval: time.Second, MaxRecordsPerTxn: 10,
+	p, err := New(s, s, loopChain(t, passThrough), Options{OutputTopic: e.out, CommitInterval: time.Second, MaxRecordsPerTxn: 10,
 		Metrics: NewMetrics(prometheus.NewRegistry())})
 	if err != nil {
 		t.Fatal(err)

@@ -81,15 +81,15 @@ type Event struct {
 
 // Status returns a snapshot of the processor; safe from any goroutine.
 func (p *Pipeline) Status() Status {
-	group, txnID := p.s.Identity()
-	member, gen := p.s.Member()
+	group, txnID := p.obs.Identity()
+	member, gen := p.obs.Member()
 	st := Status{
 		TransactionalID: txnID,
 		Group:           group,
 		MemberID:        member,
 		Generation:      gen,
-		Guarantee:       p.s.Guarantee(),
-		Sink:            p.s.Sink(),
+		Guarantee:       p.obs.Guarantee(),
+		Sink:            p.obs.Sink(),
 		Workers:         len(p.workers),
 		Ready:           p.Ready(),
 		Health:          "ok",
@@ -105,7 +105,7 @@ func (p *Pipeline) Status() Status {
 		st.Health = err.Error()
 	}
 	st.Partitions, st.Lag = p.parts.snapshot()
-	m := p.s.Metrics()
+	m := p.obs.Metrics()
 	if since := m.OpenSince(); !since.IsZero() {
 		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.openRecords.Load()}
 	}

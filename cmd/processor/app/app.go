@@ -381,7 +381,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the transactional session: %w", err)
 	}
-	p, err := pipeline.New(sess, chain, opts)
+	p, err := pipeline.New(sess, sess, chain, opts)
 	if err != nil {
 		sess.Close()
 		return nil, nil, fmt.Errorf("building the pipeline: %w", err)
