@@ -232,3 +232,9 @@ func (p *Pipeline) refreshEnds(ctx context.Context, interval time.Duration) {
 		p.parts.ends(ends)
 	}
 }
+
+// topicPartition names one partition of a topic.
+type topicPartition struct {
+	topic     string
+	partition int32
+}

@@ -1,0 +1,146 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/streamproc/processor/transform"
+)
+
+// Options configure a Pipeline.
+type Options struct {
+	OutputTopic      string        // where records with an empty Topic go
+	CommitInterval   time.Duration // a transaction ends after this long ...
+	MaxRecordsPerTxn int           // ... or after this many input records
+	// StallTimeout: the loop counts as stuck (Healthy fails) when one
+	// iteration takes longer. Set it to the transaction timeout.
+	StallTimeout     time.Duration
+	ProgressInterval time.Duration // 0: no progress line
+	// Lineage stamps the processor.source.* headers on every output.
+	Lineage bool
+
+	// OnError decides what happens to a record that fails for good
+	// (default Fail); DLQTopic receives dead letters under DeadLetter.
+	OnError  OnError
+	DLQTopic string
+	// MaxRetries bounds the retries of a record whose transform failed
+	// with a retriable error or timed out.
+	MaxRetries int
+	// TransformTimeout is the per-attempt deadline of the chain; 0 is none.
+	// Whatever it is, a record that runs, all its attempts together, for
+	// half of TxnBudget (or its worst case by these deadlines, if longer)
+	// is cut and fails under OnError: it alone holds up the transaction.
+	TransformTimeout time.Duration
+	// TxnBudget is how long a transaction may process before it must end
+	// (the watchdog aborts and shrinks the batch past it). Default: four
+	// fifths of StallTimeout, which is the transaction timeout.
+	TxnBudget time.Duration
+	Logger    *slog.Logger
+	Metrics   *Metrics
+
+	// InputTopics are the topics the session consumes. An output routed to
+	// one of them, or to DLQTopic, fails its record: it would feed the
+	// processor its own output.
+	InputTopics []string
+	// MaxTxnBytes bounds the output bytes (keys, values, headers) that one
+	// transaction holds until it ends: the transaction ends at the first
+	// poll boundary past it, and polls are sized from the bytes per input
+	// record seen so far, so a transaction overshoots it only when its
+	// records suddenly grow. 0 is no bound.
+	MaxTxnBytes int64
+
+	// EndOffsetsInterval is how often the assigned partitions' end offsets
+	// are read for the lag gauges while no record arrives. Default 5s.
+	EndOffsetsInterval time.Duration
+
+	// RequireTopics must exist before the loop starts (the output and
+	// dead-letter topics): producing to a missing topic would abort every
+	// transaction forever. Run returns a *MissingTopicsError otherwise.
+	RequireTopics []string
+
+	// Chains are the chains of the workers beyond the first (which runs
+	// the chain passed to New): with any, a poll's records run through the
+	// chain concurrently, in runs of one partition's records shared among
+	// the workers, while every partition's outputs are produced in its
+	// input order, in the open transaction, under the same policies. A
+	// transform then no longer sees one partition's records one after
+	// another. Each chain must be built like the first and serve no one
+	// else; the caller keeps them and closes them after Run has returned.
+	Chains []*transform.Chain
+
+	// FailingAfter is how long transactions may keep aborting with no
+	// commit (at least minFailingAborts of them) before Healthy fails.
+	// Default: twice StallTimeout, at least a minute.
+	FailingAfter time.Duration
+
+	// InjectAbort is for tests and fault drills only: it is called before
+	// each commit with the transaction's sequence number (from 1), and
+	// returning true aborts that transaction with reason "injected".
+	InjectAbort func(seq uint64) bool
+}
+
+// New returns a pipeline that runs chain on session s, and reads status,
+// health and lag through obs (a *txn.Session is both); Run starts it.
+func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline, error) {
+	if o.OutputTopic == "" || o.CommitInterval <= 0 || o.MaxRecordsPerTxn <= 0 || o.Metrics == nil {
+		return nil, errors.New("pipeline: OutputTopic, CommitInterval, MaxRecordsPerTxn and Metrics are required")
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = time.Minute
+	}
+	o.TxnBudget = o.budget()
+	if o.FailingAfter <= 0 {
+		o.FailingAfter = defaultFailingAfter(o.StallTimeout)
+	}
+	switch o.OnError {
+	case "":
+		o.OnError = Fail
+	case Fail, Skip:
+	case DeadLetter:
+		if o.DLQTopic == "" {
+			return nil, errors.New("pipeline: OnError DeadLetter needs a DLQTopic")
+		}
+	default:
+		return nil, fmt.Errorf("pipeline: unknown OnError %q", o.OnError)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.EndOffsetsInterval <= 0 {
+		o.EndOffsetsInterval = 5 * time.Second
+	}
+	if err := CheckBudget(o, chain); err != nil {
+		return nil, err
+	}
+	p := &Pipeline{
+		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
+		cur:        txnCounts{routed: make(map[string]int)},
+		parts:      newPartitions(o.Metrics),
+		txnMax:     o.MaxRecordsPerTxn,
+		poison:     make(map[transform.Source]poison),
+		missing:    make(map[string]time.Time),
+		work:       context.Background(),
+		txn:        context.Background(),
+		txnCancel:  func() {},
+		dlqLineage: newLineage(),
+		names:      make(map[string]*string),
+		limit:      recordLimit(o, chain),
+	}
+	p.tick = max(p.limit/8, minTick)
+	p.workers = make([]worker, 1+len(o.Chains))
+	p.workers[0].chain = chain
+	for i, c := range o.Chains {
+		p.workers[1+i].chain = c
+	}
+	for i := range p.workers {
+		p.workers[i].renew(p.txn)
+	}
+	p.mon.seen = make([]sighting, len(p.workers))
+	if o.Lineage {
+		p.lineage = newLineage()
+	}
+	return p, nil
+}
