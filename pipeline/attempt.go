@@ -93,7 +93,7 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 				"offset", src.Offset, "panic", clip(fmt.Sprint(pe.Value)), "stack", string(pe.Stack))
 		case timedOut:
 			class = classTimeout
-			err = fmt.Errorf("%w (PROCESSOR_TRANSFORM_TIMEOUT=%s)", err, p.o.TransformTimeout)
+			err = &timeoutError{err: err, timeout: p.o.TransformTimeout, setting: p.names.transformTimeout}
 		case transform.IsRetriable(err):
 			class = classRetriable
 		}
@@ -120,6 +120,19 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 		r.Key, r.Value, r.Headers, r.Timestamp, r.Topic = key, value, headers, ts, ""
 	}
 }
+
+// timeoutError is the error of an attempt that ran into TransformTimeout:
+// it names the setting that bounded it, the way the user sets it.
+type timeoutError struct {
+	err     error
+	timeout time.Duration
+	setting string // TransformTimeout's name (Options.SettingName)
+}
+
+func (e *timeoutError) Error() string { return fmt.Sprintf("%v (%s=%s)", e.err, e.setting, e.timeout) }
+
+// Unwrap returns the chain's error.
+func (e *timeoutError) Unwrap() error { return e.err }
 
 // cutStage counts the failure of a record the monitor cut and returns the
 // chain entry it was cut in: the one that failed, or the one running when

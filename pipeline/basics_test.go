@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -62,11 +63,28 @@ func unitPipeline(t *testing.T, chain *transform.Chain, o Options) *Pipeline {
 	if chain == nil {
 		chain = loopChain(t, passThrough)
 	}
+	if o.SettingName == nil {
+		o.SettingName = envSettingName
+	}
 	p, err := New(s, s, chain, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// envSettingName names settings by their environment variables, as the
+// processor does (cmd/processor/app).
+func envSettingName(s Setting) string {
+	switch s {
+	case SettingOnError:
+		return config.EnvName("ON_ERROR")
+	case SettingTransformTimeout:
+		return config.EnvName("TRANSFORM_TIMEOUT")
+	case SettingTransactionTimeout:
+		return config.EnvName("TRANSACTION_TIMEOUT")
+	}
+	return string(s)
 }
 
 // recordingHandler is a slog.Handler that keeps every record, with its

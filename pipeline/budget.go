@@ -36,7 +36,7 @@ func (e *BudgetError) Error() string {
 // A record that passes the check is never cut before its own deadlines
 // end it: each record may run for the longer of this worst case and half
 // the budget, all its attempts together, before it fails under
-// PROCESSOR_ON_ERROR as the one that holds up the transaction.
+// the policy (Options.OnError) as the one that holds up the transaction.
 func CheckBudget(o Options, chain *transform.Chain) error {
 	o.TxnBudget = o.budget()
 	worst, per, entry := worstCase(o, chain)

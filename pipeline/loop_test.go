@@ -285,6 +285,9 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 	if o.StallTimeout == 0 {
 		o.StallTimeout = 8 * time.Second
 	}
+	if o.SettingName == nil {
+		o.SettingName = envSettingName
+	}
 	if fn, ok := loopFns[chain]; ok && o.Chains == nil {
 		for range loopWorkers - 1 {
 			o.Chains = append(o.Chains, loopChain(e.t, fn))

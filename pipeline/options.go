@@ -38,8 +38,13 @@ type Options struct {
 	// (the watchdog aborts and shrinks the batch past it). Default: four
 	// fifths of StallTimeout, which is the transaction timeout.
 	TxnBudget time.Duration
-	Logger    *slog.Logger
-	Metrics   *Metrics
+	// SettingName names a setting in the messages that tell the user to
+	// change it (logs, health, the error of a dead letter), the way the
+	// user sets it: the processor passes its environment variables.
+	// Default: the option's name, e.g. "Options.TransformTimeout".
+	SettingName func(Setting) string
+	Logger      *slog.Logger
+	Metrics     *Metrics
 
 	// InputTopics are the topics the session consumes. An output routed to
 	// one of them, or to DLQTopic, fails its record: it would feed the
@@ -80,6 +85,37 @@ type Options struct {
 	// each commit with the transaction's sequence number (from 1), and
 	// returning true aborts that transaction with reason "injected".
 	InjectAbort func(seq uint64) bool
+}
+
+// Setting is an option that a message of the pipeline tells its user to
+// change. Options.SettingName says how the user sets it, so that the
+// message names it the way the user knows it.
+type Setting string
+
+// The settings that messages name.
+const (
+	SettingOnError          Setting = "OnError"          // Options.OnError
+	SettingTransformTimeout Setting = "TransformTimeout" // Options.TransformTimeout
+	// SettingTransactionTimeout is the transaction timeout, which
+	// Options.StallTimeout is set to.
+	SettingTransactionTimeout Setting = "StallTimeout"
+)
+
+// settingNames are the names of the settings that messages name.
+type settingNames struct {
+	onError, transformTimeout, transactionTimeout string
+}
+
+// newSettingNames names the settings with name, or by their option.
+func newSettingNames(name func(Setting) string) settingNames {
+	if name == nil {
+		name = func(s Setting) string { return "Options." + string(s) }
+	}
+	return settingNames{
+		onError:            name(SettingOnError),
+		transformTimeout:   name(SettingTransformTimeout),
+		transactionTimeout: name(SettingTransactionTimeout),
+	}
 }
 
 // New returns a pipeline that runs chain on session s, and reads status,
@@ -126,7 +162,8 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 		txn:        context.Background(),
 		txnCancel:  func() {},
 		dlqLineage: newLineage(),
-		names:      make(map[string]*string),
+		topicNames: make(map[string]*string),
+		names:      newSettingNames(o.SettingName),
 		limit:      recordLimit(o, chain),
 	}
 	p.tick = max(p.limit/8, minTick)

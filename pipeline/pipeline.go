@@ -1,7 +1,7 @@
 // Package pipeline is the processor's loop: poll input records, run each
 // through the transform chain, produce the outputs, and end the transaction
-// after PROCESSOR_COMMIT_INTERVAL or PROCESSOR_MAX_RECORDS_PER_TXN input
-// records, whichever comes first. The per-record path takes no locks,
+// after Options.CommitInterval or Options.MaxRecordsPerTxn input records,
+// whichever comes first. The per-record path takes no locks,
 // allocates nothing of its own and does not log.
 package pipeline
 
@@ -51,7 +51,8 @@ type Pipeline struct {
 	dlqLineage *lineage
 	parts      *partitions        // also read by Status and the refresher
 	partsEpoch uint64             // the session's assignment epoch parts reflects
-	names      map[string]*string // input topic names, for the workers' slots
+	topicNames map[string]*string // input topic names, for the workers' slots
+	names      settingNames       // the settings messages name, as the user sets them
 
 	// The monitor (watch.go): it cuts a record that has run for limit,
 	// looking every tick while a transaction is open. blamed are the
@@ -170,7 +171,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 				// The record that held it up is known: its retry fails it,
 				// and the others fit as they did.
 				p.log.Warn("processing used up the transaction's time budget, held up by a record that ran past its limit; "+
-					"aborting it once: its retry applies PROCESSOR_ON_ERROR to that record",
+					"aborting it once: its retry applies "+p.names.onError+" to that record",
 					"budget", p.o.TxnBudget.String(), "records_done", done, "records_blamed", p.cur.limited)
 			} else {
 				p.txnMax = max(1, done/2)

@@ -13,7 +13,7 @@ import (
 // can never be produced.
 type OnError string
 
-// Error policies (PROCESSOR_ON_ERROR).
+// Error policies (Options.OnError).
 const (
 	// Fail aborts the transaction and stops the processor; nothing from
 	// the bad record on is committed, and a restart meets it again.
@@ -61,7 +61,7 @@ func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, att
 		return nil
 	case Skip:
 		p.cur.skipped++
-		p.log.Warn("skipping a record that failed (PROCESSOR_ON_ERROR=skip): it will not be processed again",
+		p.log.Warn("skipping a record that failed ("+p.names.onError+"=skip): it will not be processed again",
 			"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "transform", stage, "attempts", attempts, "err", err.Error())
 		return nil
 	}

@@ -152,8 +152,8 @@ func (p *Pipeline) blameSlow(src transform.Source, res result) bool {
 	}
 	p.cur.limited++
 	p.blamed = append(p.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: max(1, res.attempts),
-		err: &limitError{ran: ran, budget: p.o.TxnBudget}}})
-	p.log.Warn("a record ran for most of the transaction's time budget; it fails under PROCESSOR_ON_ERROR on its retry",
+		err: &limitError{ran: ran, budget: p.o.TxnBudget, names: p.names}}})
+	p.log.Warn("a record ran for most of the transaction's time budget; it fails under "+p.names.onError+" on its retry",
 		"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "ran", ran.Round(time.Millisecond).String(), "policy", string(p.o.OnError))
 	return true
 }

@@ -17,7 +17,7 @@ type Status struct {
 	Sink  string   `json:"sink"`
 	Chain []string `json:"transforms"`
 	// Workers is how many records of different partitions run through
-	// the chain at once (PROCESSOR_WORKERS).
+	// the chain at once: one, plus one per Options.Chains.
 	Workers int  `json:"workers"`
 	Ready   bool `json:"ready"`
 	// Health is "ok", or why /healthz fails.

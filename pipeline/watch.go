@@ -76,15 +76,16 @@ type limitError struct {
 	ran    time.Duration // how long it ran, at least
 	limit  time.Duration // the limit it ran into (0: the budget ran out)
 	budget time.Duration
+	names  settingNames // the settings to change, as the user sets them
 }
 
 func (e *limitError) Error() string {
 	if e.limit == 0 {
 		return fmt.Sprintf("the record did not finish within the transaction's time budget of %s: it had been running for %s when the budget ran out "+
-			"(bound the transform with PROCESSOR_TRANSFORM_TIMEOUT, or raise PROCESSOR_TRANSACTION_TIMEOUT)", e.budget, e.ran.Round(time.Millisecond))
+			"(bound the transform with %s, or raise %s)", e.budget, e.ran.Round(time.Millisecond), e.names.transformTimeout, e.names.transactionTimeout)
 	}
 	return fmt.Sprintf("the record did not finish within %s, its limit with a transaction time budget of %s "+
-		"(bound the transform with PROCESSOR_TRANSFORM_TIMEOUT, or raise PROCESSOR_TRANSACTION_TIMEOUT)", e.limit, e.budget)
+		"(bound the transform with %s, or raise %s)", e.limit, e.budget, e.names.transformTimeout, e.names.transactionTimeout)
 }
 
 // limitCause returns the *limitError that ended ctx, if one did.
@@ -102,12 +103,14 @@ type stuckError struct {
 	entry transform.Entry
 	ran   time.Duration
 	since time.Duration
+	// timeout is TransformTimeout's name, as the user sets it.
+	timeout string
 }
 
 func (e *stuckError) Error() string {
 	return fmt.Sprintf("record topic %s partition %d offset %d has been in transform %s for %s and has not returned %s after its context ended: "+
-		"the transform ignores its context and holds the transaction until it returns (PROCESSOR_TRANSFORM_TIMEOUT cannot end it either); fix the transform",
-		e.src.Topic, e.src.Partition, e.src.Offset, e.entry, e.ran.Round(time.Millisecond), e.since.Round(time.Millisecond))
+		"the transform ignores its context and holds the transaction until it returns (%s cannot end it either); fix the transform",
+		e.src.Topic, e.src.Partition, e.src.Offset, e.entry, e.ran.Round(time.Millisecond), e.since.Round(time.Millisecond), e.timeout)
 }
 
 // monitor watches the workers' slots while a transaction is open.
@@ -198,9 +201,9 @@ func (p *Pipeline) look() {
 		src := transform.Source{Topic: *sn.topic, Partition: sn.part, Offset: off - 1}
 		if v > 0 && now.Sub(sn.since) >= p.limit {
 			if c := s.cancel.Load(); c != nil && s.off.CompareAndSwap(v, -v) {
-				(*c)(&limitError{ran: now.Sub(sn.since), limit: p.limit, budget: p.o.TxnBudget})
+				(*c)(&limitError{ran: now.Sub(sn.since), limit: p.limit, budget: p.o.TxnBudget, names: p.names})
 				sn.ended = now
-				p.log.Warn("a record has run for its limit; it fails under PROCESSOR_ON_ERROR",
+				p.log.Warn("a record has run for its limit; it fails under "+p.names.onError,
 					"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "transform", w.chain.Running().String(),
 					"limit", p.limit.String(), "policy", string(p.o.OnError))
 			}
@@ -212,7 +215,8 @@ func (p *Pipeline) look() {
 			}
 		}
 		if !sn.ended.IsZero() && now.Sub(sn.ended) >= p.tick && s.stuck.Load() == nil {
-			var err error = &stuckError{src: src, entry: w.chain.Running(), ran: now.Sub(sn.since), since: now.Sub(sn.ended)}
+			var err error = &stuckError{src: src, entry: w.chain.Running(), ran: now.Sub(sn.since), since: now.Sub(sn.ended),
+				timeout: p.names.transformTimeout}
 			s.stuck.Store(&err)
 			p.log.Error("a transform does not return after its context ended", "err", err.Error())
 			if s.off.Load() != v { // it returned meanwhile

@@ -11,7 +11,7 @@ import (
 
 // batch is a run of one partition's records of a poll, in offset order.
 type batch struct {
-	topic     *string // interned (Pipeline.names): the worker publishes it in its slot
+	topic     *string // interned (Pipeline.topicNames): the worker publishes it in its slot
 	partition int32
 	recs      []*kgo.Record
 	at        int // index of recs[0] in Pipeline.results
@@ -61,11 +61,11 @@ func (p *Pipeline) split(fs kgo.Fetches) bool {
 	for i := range fs {
 		for j := range fs[i].Topics {
 			t := &fs[i].Topics[j]
-			name := p.names[t.Topic]
+			name := p.topicNames[t.Topic]
 			if name == nil {
 				topic := t.Topic // a copy: a pointer into fs would keep its records
 				name = &topic
-				p.names[topic] = name
+				p.topicNames[topic] = name
 			}
 			for k := range t.Partitions {
 				part := &t.Partitions[k]

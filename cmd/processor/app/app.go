@@ -344,6 +344,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		Logger:           log,
 		InjectAbort:      inject,
 		Chains:           chains[1:],
+		SettingName:      pipelineSetting,
 	}
 	if cfg.Sink == "postgres" {
 		if db == nil {
