@@ -81,7 +81,7 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 		if errors.As(err, &te) {
 			stage = te.Stage
 		}
-		if p.txn.Err() != nil {
+		if p.open.ctx.Err() != nil {
 			return dst, stage, attempt, errWatchdog
 		}
 		class := classPermanent
@@ -174,8 +174,8 @@ func (p *Pipeline) checkDestinations(out []*kgo.Record) error {
 				return fmt.Errorf("an output is routed to the input topic %q, which would feed it back into the processor", t)
 			}
 		}
-		if len(p.missing) > 0 {
-			if at, ok := p.missing[t]; ok && time.Since(at) < missingTTL {
+		if len(p.book.missing) > 0 {
+			if at, ok := p.book.missing[t]; ok && time.Since(at) < missingTTL {
 				return fmt.Errorf("an output is routed to topic %q, which does not exist; create it or change the routing", t)
 			}
 		}

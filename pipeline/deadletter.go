@@ -29,12 +29,12 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 		r.Value = nil
 	}
 	r.Topic = p.o.DLQTopic
-	p.dlqLineage.stamp(r, src)
+	p.open.dlqLineage.stamp(r, src)
 	if dropValue == "" {
 		p.fitDeadLetter(r)
 	}
-	p.cur.dlq++
-	p.inflight = append(p.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
+	p.open.counts.dlq++
+	p.open.inflight = append(p.open.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
 	p.s.ProduceDeadLetter(p.work, r, src, txn.DeadLetter{Stage: stage, Attempts: attempts, Err: err})
 }
 

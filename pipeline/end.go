@@ -4,8 +4,40 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
+
+// openTxn is the transaction being built: its counts, the outputs in
+// flight, the poison entries it applied and the records it blamed, the
+// lineage chunks its outputs use, and the context its records run under.
+type openTxn struct {
+	counts   txnCounts
+	inflight []inflight
+	applied  []transform.Source // poison entries this transaction applied
+	// blamed are the records this transaction failed as the ones that
+	// held it up; an abort makes them poison, so that their retry does
+	// not run them.
+	blamed     []blamed
+	lineage    *lineage // nil when Options.Lineage is off
+	dlqLineage *lineage
+	// ctx is the pipeline's work context bounded by the transaction's
+	// budget, and cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	seq    uint64 // the transactions begun so far, this one included
+}
+
+// newOpenTxn returns the state of a pipeline's transactions, none open:
+// with lineage, the lineage headers' chunks too.
+func newOpenTxn(lineage bool) openTxn {
+	o := openTxn{counts: txnCounts{routed: make(map[string]int)}, dlqLineage: newLineage(),
+		ctx: context.Background(), cancel: func() {}}
+	if lineage {
+		o.lineage = newLineage()
+	}
+	return o
+}
 
 // txnCounts are the open transaction's counts, reset when it ends.
 type txnCounts struct {
@@ -28,70 +60,80 @@ func (c *txnCounts) reset() {
 // end ends the open transaction, committing unless abort is set (or a
 // produce failed), and accounts for it.
 func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
-	p.seq++
-	if abort == "" && p.o.InjectAbort != nil && p.o.InjectAbort(p.seq) {
+	p.open.seq++
+	if abort == "" && p.o.InjectAbort != nil && p.o.InjectAbort(p.open.seq) {
 		abort = txn.ReasonInjected
 	}
-	committed, err := p.s.End(ctx, p.cur.records, abort)
+	committed, err := p.s.End(ctx, p.open.counts.records, abort)
 	failures := p.s.TakeFailures()
-	p.txnCancel()
+	p.open.cancel()
 	p.unwatch()
-	if p.cur.records > 0 {
-		p.perRecord, p.sized = p.cur.bytes/int64(p.cur.records), true
-	}
+	p.pace.learn(&p.open.counts)
 	if committed {
-		m := p.o.Metrics
-		m.Consumed.Add(float64(p.cur.records))
-		m.Filtered.Add(float64(p.cur.filtered))
-		m.DLQ.Add(float64(p.cur.dlq))
-		m.Skipped.Add(float64(p.cur.skipped))
-		for _, src := range p.applied {
-			delete(p.poison, src) // handled; a rebalance may hand leftovers to another instance, which finds them itself
-		}
-		p.txnMax = min(p.o.MaxRecordsPerTxn, p.txnMax*2)
-		out := p.cur.out
-		if p.cur.out > 0 {
-			m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(p.cur.out))
-		}
-		for t, n := range p.cur.routed {
-			m.Produced.WithLabelValues(t).Add(float64(n))
-			out += n
-		}
-		p.consumed.Add(uint64(p.cur.records))
-		p.produced.Add(uint64(out))
-		p.commits.Add(1)
-		p.parts.committed(p.obs.CommittedOffsets())
-		p.failing.Store(nil)
+		p.committed()
 	} else {
-		p.aborts.Add(1)
-		found, before, txnMax := len(p.blamed) > 0, len(p.poison), p.txnMax
-		for _, b := range p.blamed {
-			p.poison[b.src] = poison{failure: b.failure}
-		}
+		p.stats.aborts.Add(1)
+		found, before, txnMax := len(p.open.blamed) > 0, len(p.book.poison), p.pace.max
+		p.book.blame(p.open.blamed)
 		if perr := p.notePoison(ctx, failures); perr != nil && err == nil {
 			err = perr
 		}
 		// An abort that found a record at fault (or shrank the next
 		// transaction to find one) made progress: its retry goes without it.
-		if !found && len(p.poison) <= before && p.txnMax >= txnMax {
+		if !found && len(p.book.poison) <= before && p.pace.max >= txnMax {
 			p.noteAbort(abort)
 			defer p.abortBackoff(ctx)
 		}
 	}
-	clear(p.blamed)
-	p.blamed = p.blamed[:0]
-	clear(p.inflight) // drop the record pointers
-	p.inflight = p.inflight[:0]
-	p.applied = p.applied[:0]
-	p.cur.reset()
-	p.openRecords.Store(0)
-	if !p.s.InTxn() { // every record of the ended transaction is done
-		if p.lineage != nil {
-			p.lineage.reset()
-		}
-		p.dlqLineage.reset()
-	}
+	p.open.reset(!p.s.InTxn())
+	p.stats.openRecords.Store(0)
 	return committed, err
+}
+
+// committed accounts for the transaction that just committed: the record
+// metrics and counters, the poison entries it applied, the next
+// transaction's size, the committed offsets, and the end of a run of
+// aborts.
+func (p *Pipeline) committed() {
+	c := &p.open.counts
+	m := p.o.Metrics
+	m.Consumed.Add(float64(c.records))
+	m.Filtered.Add(float64(c.filtered))
+	m.DLQ.Add(float64(c.dlq))
+	m.Skipped.Add(float64(c.skipped))
+	p.book.forget(p.open.applied)
+	p.pace.grow(p.o.MaxRecordsPerTxn)
+	out := c.out
+	if c.out > 0 {
+		m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(c.out))
+	}
+	for t, n := range c.routed {
+		m.Produced.WithLabelValues(t).Add(float64(n))
+		out += n
+	}
+	p.stats.consumed.Add(uint64(c.records))
+	p.stats.produced.Add(uint64(out))
+	p.stats.commits.Add(1)
+	p.parts.committed(p.obs.CommittedOffsets())
+	p.health.failing.Store(nil)
+}
+
+// reset readies o for the next transaction: it drops the ended one's
+// counts and record pointers, and, when done (no transaction is open:
+// every record of the ended one is done), reuses the lineage chunks.
+func (o *openTxn) reset(done bool) {
+	clear(o.blamed)
+	o.blamed = o.blamed[:0]
+	clear(o.inflight) // drop the record pointers
+	o.inflight = o.inflight[:0]
+	o.applied = o.applied[:0]
+	o.counts.reset()
+	if done {
+		if o.lineage != nil {
+			o.lineage.reset()
+		}
+		o.dlqLineage.reset()
+	}
 }
 
 // shutdown commits the open transaction with a fresh deadline.

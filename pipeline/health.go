@@ -3,10 +3,63 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/streamproc/processor/txn"
 )
+
+// counters are the pipeline's counts since start, for Stats, Status and
+// the progress line.
+type counters struct {
+	consumed    atomic.Uint64
+	produced    atomic.Uint64
+	commits     atomic.Uint64
+	aborts      atomic.Uint64
+	openRecords atomic.Int64 // input records of the open transaction, as of the last poll
+}
+
+// health is what Healthy and Ready judge by.
+type health struct {
+	lastLoop    atomic.Int64 // unix nanos of the loop's last iteration
+	running     atomic.Bool
+	initialised atomic.Bool
+	failure     atomic.Pointer[error]
+	failedAt    atomic.Int64 // unix nanoseconds
+	// failing is the run of transactions aborted since the last commit,
+	// nil when the last one committed (see noteAbort).
+	failing atomic.Pointer[abortRun]
+}
+
+// tick notes an iteration of the loop.
+func (h *health) tick() { h.lastLoop.Store(time.Now().UnixNano()) }
+
+// fail stores err as the fatal error, from now.
+func (h *health) fail(err error) {
+	h.failedAt.Store(time.Now().UnixNano())
+	h.failure.Store(&err)
+}
+
+// report stores *err, a report the monitor makes, as the fatal error
+// unless one is stored already; withdraw takes it back.
+func (h *health) report(err *error, at time.Time) {
+	if h.failure.CompareAndSwap(nil, err) {
+		h.failedAt.Store(at.UnixNano())
+	}
+}
+
+// withdraw takes back a report, if it is still the one stored.
+func (h *health) withdraw(err *error) { h.failure.CompareAndSwap(err, nil) }
+
+// fatal returns when the fatal error was stored, and the error; nil when
+// there is none.
+func (h *health) fatal() (time.Time, error) {
+	f := h.failure.Load()
+	if f == nil {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, h.failedAt.Load()), *f
+}
 
 // abortRun is a run of aborted transactions with no commit between them.
 type abortRun struct {
@@ -33,7 +86,7 @@ func defaultFailingAfter(stall time.Duration) time.Duration { return max(2*stall
 // abort clears (a broker refusing every write) is not retried in a tight
 // loop. It returns early when ctx ends.
 func (p *Pipeline) abortBackoff(ctx context.Context) {
-	r := p.failing.Load()
+	r := p.health.failing.Load()
 	if r == nil || r.n < minFailingAborts {
 		return
 	}
@@ -55,12 +108,12 @@ func (p *Pipeline) noteAbort(reason txn.Reason) {
 	if reason == txn.ReasonWatchdog || reason == txn.ReasonInjected {
 		return
 	}
-	r := p.failing.Load()
+	r := p.health.failing.Load()
 	next := &abortRun{since: time.Now(), n: 1}
 	if r != nil {
 		next.since, next.n = r.since, r.n+1
 	}
-	p.failing.Store(next)
+	p.health.failing.Store(next)
 }
 
 // progress logs one line every ProgressInterval.
@@ -75,7 +128,7 @@ func (p *Pipeline) progress(ctx context.Context) {
 			return
 		case now := <-t.C:
 			secs := now.Sub(last).Seconds()
-			in, out, c, a := p.consumed.Load(), p.produced.Load(), p.commits.Load(), p.aborts.Load()
+			in, out, c, a := p.stats.consumed.Load(), p.stats.produced.Load(), p.stats.commits.Load(), p.stats.aborts.Load()
 			p.log.Info("progress",
 				"in_per_sec", int64(float64(in-lastIn)/secs),
 				"out_per_sec", int64(float64(out-lastOut)/secs),
@@ -97,7 +150,7 @@ type Stats struct {
 
 // Stats returns the counters since start; safe from any goroutine.
 func (p *Pipeline) Stats() Stats {
-	return Stats{p.consumed.Load(), p.produced.Load(), p.commits.Load(), p.aborts.Load(), p.lag()}
+	return Stats{p.stats.consumed.Load(), p.stats.produced.Load(), p.stats.commits.Load(), p.stats.aborts.Load(), p.lag()}
 }
 
 // lag is the assigned partitions' lag, summed.
@@ -112,16 +165,16 @@ func (p *Pipeline) lag() int64 {
 // nor for a transient one for longer than StallTimeout. After a fatal
 // error it returns that error.
 func (p *Pipeline) Healthy() error {
-	if f := p.failure.Load(); f != nil {
-		return *f
+	if _, err := p.health.fatal(); err != nil {
+		return err
 	}
-	if !p.initialised.Load() || p.obs.Connecting() {
+	if !p.health.initialised.Load() || p.obs.Connecting() {
 		return nil
 	}
-	if since := time.Since(time.Unix(0, p.lastLoop.Load())); since > p.o.StallTimeout {
+	if since := time.Since(time.Unix(0, p.health.lastLoop.Load())); since > p.o.StallTimeout {
 		return fmt.Errorf("the processing loop has not advanced for %s", since.Round(time.Second))
 	}
-	if r := p.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > p.o.FailingAfter {
+	if r := p.health.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > p.o.FailingAfter {
 		why := ""
 		if _, last := p.obs.Metrics().Aborts(); last != nil {
 			why = ", the last one " + string(last.Reason)
@@ -141,4 +194,4 @@ func (p *Pipeline) Healthy() error {
 
 // Ready reports whether the pipeline runs, has joined its group and has
 // initialised its transactional producer.
-func (p *Pipeline) Ready() bool { return p.running.Load() && p.obs.Ready() }
+func (p *Pipeline) Ready() bool { return p.health.running.Load() && p.obs.Ready() }

@@ -121,8 +121,35 @@ func newSettingNames(name func(Setting) string) settingNames {
 // New returns a pipeline that runs chain on session s, and reads status,
 // health and lag through obs (a *txn.Session is both); Run starts it.
 func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckBudget(o, chain); err != nil {
+		return nil, err
+	}
+	p := &Pipeline{
+		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
+		names: newSettingNames(o.SettingName),
+		pool:  newPool(chain, o.Chains),
+		open:  newOpenTxn(o.Lineage),
+		pace:  pace{max: o.MaxRecordsPerTxn},
+		book:  poisonBook{poison: make(map[transform.Source]poison), missing: make(map[string]time.Time)},
+		mon:   newMonitor(recordLimit(o, chain), len(o.Chains)+1),
+		work:  context.Background(),
+		parts: newPartitions(o.Metrics),
+	}
+	for i := range p.pool.workers {
+		p.pool.workers[i].renew(p.open.ctx)
+	}
+	return p, nil
+}
+
+// withDefaults returns o with its defaults filled in, or an error naming
+// what is missing or wrong.
+func (o Options) withDefaults() (Options, error) {
 	if o.OutputTopic == "" || o.CommitInterval <= 0 || o.MaxRecordsPerTxn <= 0 || o.Metrics == nil {
-		return nil, errors.New("pipeline: OutputTopic, CommitInterval, MaxRecordsPerTxn and Metrics are required")
+		return o, errors.New("pipeline: OutputTopic, CommitInterval, MaxRecordsPerTxn and Metrics are required")
 	}
 	if o.StallTimeout <= 0 {
 		o.StallTimeout = time.Minute
@@ -137,10 +164,10 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 	case Fail, Skip:
 	case DeadLetter:
 		if o.DLQTopic == "" {
-			return nil, errors.New("pipeline: OnError DeadLetter needs a DLQTopic")
+			return o, errors.New("pipeline: OnError DeadLetter needs a DLQTopic")
 		}
 	default:
-		return nil, fmt.Errorf("pipeline: unknown OnError %q", o.OnError)
+		return o, fmt.Errorf("pipeline: unknown OnError %q", o.OnError)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -148,36 +175,5 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 	if o.EndOffsetsInterval <= 0 {
 		o.EndOffsetsInterval = 5 * time.Second
 	}
-	if err := CheckBudget(o, chain); err != nil {
-		return nil, err
-	}
-	p := &Pipeline{
-		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
-		cur:        txnCounts{routed: make(map[string]int)},
-		parts:      newPartitions(o.Metrics),
-		txnMax:     o.MaxRecordsPerTxn,
-		poison:     make(map[transform.Source]poison),
-		missing:    make(map[string]time.Time),
-		work:       context.Background(),
-		txn:        context.Background(),
-		txnCancel:  func() {},
-		dlqLineage: newLineage(),
-		topicNames: make(map[string]*string),
-		names:      newSettingNames(o.SettingName),
-		limit:      recordLimit(o, chain),
-	}
-	p.tick = max(p.limit/8, minTick)
-	p.workers = make([]worker, 1+len(o.Chains))
-	p.workers[0].chain = chain
-	for i, c := range o.Chains {
-		p.workers[1+i].chain = c
-	}
-	for i := range p.workers {
-		p.workers[i].renew(p.txn)
-	}
-	p.mon.seen = make([]sighting, len(p.workers))
-	if o.Lineage {
-		p.lineage = newLineage()
-	}
-	return p, nil
+	return o, nil
 }

@@ -21,6 +21,10 @@ import (
 // end offsets every few seconds, so lag is fresh while the loop is idle.
 // Nothing here is on the per-record path.
 type partitions struct {
+	// epoch is the session's assignment epoch the partitions reflect; the
+	// loop's goroutine only.
+	epoch uint64
+
 	mu sync.Mutex
 	m  map[topicPartition]*offsets
 	g  *Metrics

@@ -9,8 +9,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,67 +24,36 @@ type Pipeline struct {
 	chain *transform.Chain
 	o     Options
 	log   *slog.Logger
+	names settingNames // the settings messages name, as the user sets them
 
-	// Loop-goroutine state.
-	workers []worker // workers[0] runs chain, on the loop's goroutine when a poll is not shared
-	batches []batch  // the last poll's records, in runs of one partition's
-	results []result // the workers' outcomes, one per record of batches
-
-	// The workers' coordination within one poll (see startWorkers).
-	next       atomic.Int64  // the next batch to take
-	halt       atomic.Bool   // run no more records
-	done       []atomic.Bool // per batch: its records have run
-	ready      chan struct{} // a batch is done since the loop last looked
-	wg         sync.WaitGroup
-	lineage    *lineage  // nil when Options.Lineage is off
-	cur        txnCounts // the open transaction's counts
-	seq        uint64
-	txnMax     int   // input records per transaction: the watchdog halves it, commits double it back
-	perRecord  int64 // output bytes per input record in the last transaction, to size polls
-	sized      bool  // perRecord has been measured
-	inflight   []inflight
-	poison     map[transform.Source]poison
-	applied    []transform.Source   // poison entries this transaction applied
-	missing    map[string]time.Time // destination topics the cluster confirmed missing, and when
-	dlqLineage *lineage
-	parts      *partitions        // also read by Status and the refresher
-	partsEpoch uint64             // the session's assignment epoch parts reflects
-	topicNames map[string]*string // input topic names, for the workers' slots
-	names      settingNames       // the settings messages name, as the user sets them
-
-	// The monitor (watch.go): it cuts a record that has run for limit,
-	// looking every tick while a transaction is open. blamed are the
-	// records this transaction failed as the ones that held it up; an
-	// abort makes them poison, so that their retry does not run them.
-	mon    monitor
-	limit  time.Duration
-	tick   time.Duration
-	blamed []blamed
+	// The loop's goroutine's (and the workers', while it waits for them).
+	pool pool       // the workers and the poll they share
+	open openTxn    // the transaction being built
+	pace pace       // how many records the next transaction and poll take
+	book poisonBook // what earlier attempts learnt about records and topics
+	mon  monitor    // watches the workers' records while a transaction is open
 
 	// work is the context records are processed and produced under: a
 	// stop does not cancel it, so a shutdown never fails a record; it
 	// ends TxnBudget after the stop, when the open transaction's budget
 	// has run out anyway, so a produce blocked on a full buffer cannot hold
-	// up the shutdown. txn is work bounded by the open transaction's
+	// up the shutdown. open.ctx is work bounded by the open transaction's
 	// budget: every record's deadline.
-	work      context.Context
-	txn       context.Context
-	txnCancel context.CancelFunc
+	work context.Context
 
 	// Read by other goroutines.
-	lastLoop    atomic.Int64 // unix nanos of the loop's last iteration
-	running     atomic.Bool
-	consumed    atomic.Uint64
-	produced    atomic.Uint64
-	commits     atomic.Uint64
-	aborts      atomic.Uint64
-	openRecords atomic.Int64 // input records of the open transaction, as of the last poll
-	failure     atomic.Pointer[error]
-	failedAt    atomic.Int64 // unix nanoseconds
-	initialised atomic.Bool
-	// failing is the run of transactions aborted since the last commit,
-	// nil when the last one committed (see noteAbort).
-	failing atomic.Pointer[abortRun]
+	stats  counters
+	health health
+	parts  *partitions // also read by Status and the refresher
+}
+
+// pace is how large transactions and polls are: a transaction's record
+// bound, which the watchdog halves and commits double back, and the
+// output bytes per input record, which size polls under the byte bound.
+type pace struct {
+	max       int   // input records per transaction
+	perRecord int64 // output bytes per input record in the last transaction
+	sized     bool  // perRecord has been measured
 }
 
 // Run initialises the session, then loops until ctx ends or a fatal error.
@@ -102,15 +69,14 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	p.work = work
 	defer func() {
 		if err != nil {
-			p.failedAt.Store(time.Now().UnixNano())
-			p.failure.Store(&err)
+			p.health.fail(err)
 		}
-		p.running.Store(false)
+		p.health.running.Store(false)
 		p.unwatch()
 		p.s.Close()
 	}()
-	p.lastLoop.Store(time.Now().UnixNano())
-	p.running.Store(true)
+	p.health.tick()
+	p.health.running.Store(true)
 	if err := p.s.Init(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -120,7 +86,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 	if err := p.checkTopics(ctx); err != nil {
 		return err
 	}
-	p.initialised.Store(true)
+	p.health.initialised.Store(true)
 	bg, stopBg := context.WithCancel(ctx)
 	defer stopBg()
 	go p.refreshEnds(bg, p.o.EndOffsetsInterval)
@@ -128,7 +94,7 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		go p.progress(bg)
 	}
 	for ctx.Err() == nil {
-		p.lastLoop.Store(time.Now().UnixNano())
+		p.health.tick()
 		if err := p.step(ctx); err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				break
@@ -159,27 +125,14 @@ func (p *Pipeline) step(ctx context.Context) error {
 				}
 				return err
 			}
-			p.txn, p.txnCancel = context.WithDeadline(p.work, p.budgetEnd())
+			p.open.ctx, p.open.cancel = context.WithDeadline(p.work, p.budgetEnd())
 			p.watch()
 		}
 		err := p.process(fs)
-		p.openRecords.Store(int64(p.cur.records))
+		p.stats.openRecords.Store(int64(p.open.counts.records))
 		switch {
 		case errors.Is(err, errWatchdog):
-			done := p.cur.records
-			if p.cur.limited > 0 {
-				// The record that held it up is known: its retry fails it,
-				// and the others fit as they did.
-				p.log.Warn("processing used up the transaction's time budget, held up by a record that ran past its limit; "+
-					"aborting it once: its retry applies "+p.names.onError+" to that record",
-					"budget", p.o.TxnBudget.String(), "records_done", done, "records_blamed", p.cur.limited)
-			} else {
-				p.txnMax = max(1, done/2)
-				p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller transactions",
-					"budget", p.o.TxnBudget.String(), "records_done", done, "next_max_records", p.txnMax)
-			}
-			_, err := p.end(ctx, txn.ReasonWatchdog)
-			return err
+			return p.outOfBudget(ctx)
 		case err != nil:
 			if _, endErr := p.end(ctx, txn.ReasonTransform); endErr != nil {
 				p.log.Error("aborting the transaction failed", "err", endErr.Error())
@@ -187,13 +140,32 @@ func (p *Pipeline) step(ctx context.Context) error {
 			return err
 		}
 	}
-	if p.s.InTxn() && (p.cur.records >= p.txnMax || (p.o.MaxTxnBytes > 0 && p.cur.bytes >= p.o.MaxTxnBytes) ||
+	c := &p.open.counts
+	if p.s.InTxn() && (c.records >= p.pace.max || (p.o.MaxTxnBytes > 0 && c.bytes >= p.o.MaxTxnBytes) ||
 		!time.Now().Before(p.due())) {
 		if _, err := p.end(ctx, ""); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// outOfBudget aborts the transaction whose processing used up its time
+// budget: once, when the record that held it up is known (its retry fails
+// it, and the others fit as they did); otherwise the transactions shrink.
+func (p *Pipeline) outOfBudget(ctx context.Context) error {
+	done := p.open.counts.records
+	if p.open.counts.limited > 0 {
+		p.log.Warn("processing used up the transaction's time budget, held up by a record that ran past its limit; "+
+			"aborting it once: its retry applies "+p.names.onError+" to that record",
+			"budget", p.o.TxnBudget.String(), "records_done", done, "records_blamed", p.open.counts.limited)
+	} else {
+		p.pace.halve(done)
+		p.log.Warn("processing used up the transaction's time budget; aborting it and retrying with smaller transactions",
+			"budget", p.o.TxnBudget.String(), "records_done", done, "next_max_records", p.pace.max)
+	}
+	_, err := p.end(ctx, txn.ReasonWatchdog)
+	return err
 }
 
 // due is when the open transaction ends: after the commit interval, or at
@@ -204,32 +176,51 @@ func (p *Pipeline) due() time.Time {
 	return p.s.Begun().Add(min(p.o.CommitInterval, p.o.TxnBudget))
 }
 
-// pollSize is how many records the next poll may return: what is left of
-// the transaction's record count and of its byte bound, at the bytes per
-// record seen so far (one record, to learn them, before any was seen).
-func (p *Pipeline) pollSize() int {
-	n := p.txnMax - p.cur.records
-	if p.o.MaxTxnBytes > 0 {
-		per := p.perRecord
-		if p.cur.records > 0 {
-			per = max(per, p.cur.bytes/int64(p.cur.records))
+// pollSize is how many records the next poll may return (pace.pollSize).
+func (p *Pipeline) pollSize() int { return p.pace.pollSize(&p.open.counts, p.o.MaxTxnBytes) }
+
+// pollSize is how many records the next poll may return, with c the open
+// transaction's counts: what is left of the transaction's record count
+// and of its byte bound maxBytes (0: none), at the bytes per record seen
+// so far (one record, to learn them, before any was seen).
+func (pc *pace) pollSize(c *txnCounts, maxBytes int64) int {
+	n := pc.max - c.records
+	if maxBytes > 0 {
+		per := pc.perRecord
+		if c.records > 0 {
+			per = max(per, c.bytes/int64(c.records))
 		}
 		switch {
 		case per > 0:
-			n = min(n, int(max(1, (p.o.MaxTxnBytes-p.cur.bytes)/per)))
-		case !p.sized && p.cur.records == 0:
+			n = min(n, int(max(1, (maxBytes-c.bytes)/per)))
+		case !pc.sized && c.records == 0:
 			n = 1
 		}
 	}
 	return max(1, n)
 }
 
+// learn measures the output bytes per input record of the transaction
+// that just ended, with counts c.
+func (pc *pace) learn(c *txnCounts) {
+	if c.records > 0 {
+		pc.perRecord, pc.sized = c.bytes/int64(c.records), true
+	}
+}
+
+// halve bounds the next transaction to half of the done records the
+// watchdog's abort found fit, at least one.
+func (pc *pace) halve(done int) { pc.max = max(1, done/2) }
+
+// grow doubles the record bound after a commit, up to limit.
+func (pc *pace) grow(limit int) { pc.max = min(limit, pc.max*2) }
+
 // observe tracks the partitions once per poll: the assignment when it
 // changed (with the offsets the group committed for it), and the
 // positions and end offsets the poll brought.
 func (p *Pipeline) observe(fs kgo.Fetches) {
-	if e := p.s.AssignmentEpoch(); e != p.partsEpoch {
-		p.partsEpoch = e
+	if e := p.s.AssignmentEpoch(); e != p.parts.epoch {
+		p.parts.epoch = e
 		p.parts.assign(p.obs.Assigned())
 		p.parts.committed(p.obs.CommittedOffsets())
 	}

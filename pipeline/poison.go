@@ -78,8 +78,8 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 			continue // transient, or a missing topic: the retry deals with it
 		}
 		if at == nil {
-			at = make(map[*kgo.Record]int, len(p.inflight))
-			for i, in := range p.inflight {
+			at = make(map[*kgo.Record]int, len(p.open.inflight))
+			for i, in := range p.open.inflight {
 				at[in.r] = i
 			}
 		}
@@ -87,7 +87,7 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 		if !ok {
 			continue
 		}
-		in, tp := p.inflight[i], topicPartition{f.Record.Topic, f.Record.Partition}
+		in, tp := p.open.inflight[i], topicPartition{f.Record.Topic, f.Record.Partition}
 		if limit := p.s.MaxRecordBytes(tp.topic); limit > 0 && wireBytes(f.Record) > limit {
 			// Too large on its own: the producer refused it alone, and
 			// the others of its partition failed (if they did) with it.
@@ -118,8 +118,8 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 			return err
 		}
 	}
-	if shrink && p.txnMax > 1 {
-		p.txnMax = 1
+	if shrink && p.pace.max > 1 {
+		p.pace.max = 1
 		p.log.Warn("the broker rejected a batch holding the outputs of several inputs; retrying one input per transaction to find the one at fault")
 	}
 	return nil
@@ -149,17 +149,17 @@ func (p *Pipeline) describeTopic(t string) string {
 // cause, or returns the error that ends the processor.
 func (p *Pipeline) poisonInput(in inflight, cause error) error {
 	topic := in.r.Topic
-	prev, seen := p.poison[in.src]
+	prev, seen := p.book.poison[in.src]
 	switch {
 	case in.dead != nil && seen && prev.dlqFailed:
 		return &RecordError{Source: in.src, Err: fmt.Errorf("its dead letter cannot be written to %s even without its value (the record failed with: %v): %w",
 			topic, in.dead.err, cause)}
 	case in.dead != nil:
-		p.poison[in.src] = poison{failure: *in.dead, dlqFailed: true}
+		p.book.poison[in.src] = poison{failure: *in.dead, dlqFailed: true}
 	case p.o.OnError == Fail:
 		return &RecordError{Source: in.src, Err: fmt.Errorf("its output cannot be produced to %s: %w", topic, cause)}
 	default:
-		p.poison[in.src] = poison{failure: failure{stage: stageProduce, attempts: 1,
+		p.book.poison[in.src] = poison{failure: failure{stage: stageProduce, attempts: 1,
 			err: fmt.Errorf("output to %s cannot be produced: %w", topic, cause)}}
 	}
 	p.log.Warn("a record's output cannot be produced; the transaction is retried without it",
@@ -170,7 +170,7 @@ func (p *Pipeline) poisonInput(in inflight, cause error) error {
 // confirmMissing asks the cluster about the topics that failures blame as
 // unknown (with a fresh metadata request, so that a topic still being
 // created is not mistaken for a missing one), and returns those it
-// confirms missing, also remembered in p.missing so that records routed
+// confirms missing, also remembered in p.book.missing so that records routed
 // there fail without an abort. A cluster that cannot answer confirms
 // nothing.
 func (p *Pipeline) confirmMissing(ctx context.Context, failures []txn.Failure) map[string]bool {
@@ -193,7 +193,7 @@ func (p *Pipeline) confirmMissing(ctx context.Context, failures []txn.Failure) m
 	confirmed := make(map[string]bool, len(gone))
 	for _, t := range gone {
 		confirmed[t] = true
-		p.missing[t] = time.Now()
+		p.book.missing[t] = time.Now()
 	}
 	return confirmed
 }

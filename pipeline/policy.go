@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -42,6 +43,31 @@ type poison struct {
 	dlqFailed bool // its dead letter could not be written either
 }
 
+// poisonBook is what aborted attempts learnt: inputs that failed for good
+// (their next attempt goes where the policy says), and destination topics
+// the cluster confirmed missing (records routed there fail at once).
+type poisonBook struct {
+	poison  map[transform.Source]poison
+	missing map[string]time.Time // and when it was confirmed
+}
+
+// blame makes the records a transaction blamed poison: the abort that
+// follows retries without running them.
+func (b *poisonBook) blame(blamed []blamed) {
+	for _, x := range blamed {
+		b.poison[x.src] = poison{failure: x.failure}
+	}
+}
+
+// forget drops the entries a committed transaction applied: they are
+// handled. A rebalance may hand leftovers to another instance, which
+// finds them itself.
+func (b *poisonBook) forget(applied []transform.Source) {
+	for _, src := range applied {
+		delete(b.poison, src)
+	}
+}
+
 // inflight links a produced record to its input, for the rare case that
 // producing it fails for good.
 type inflight struct {
@@ -60,7 +86,7 @@ func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, att
 		p.deadLetter(src, r, stage, attempts, err, dropValue)
 		return nil
 	case Skip:
-		p.cur.skipped++
+		p.open.counts.skipped++
 		p.log.Warn("skipping a record that failed ("+p.names.onError+"=skip): it will not be processed again",
 			"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "transform", stage, "attempts", attempts, "err", err.Error())
 		return nil

@@ -17,29 +17,29 @@ import (
 // and under the same policies as with one worker. This is the per-record
 // path: nothing here allocates, locks or logs unless a record fails.
 func (p *Pipeline) process(fs kgo.Fetches) error {
-	parallel := p.split(fs)
+	parallel := p.pool.split(fs)
 	if parallel {
 		p.startWorkers()
-		defer p.stopWorkers()
+		defer p.pool.stop()
 	}
-	for bi, b := range p.batches {
+	for bi, b := range p.pool.batches {
 		if parallel {
-			p.waitBatch(bi)
+			p.pool.wait(bi)
 		} else {
-			p.workers[0].slot.publish(b.topic, b.partition)
+			p.pool.workers[0].slot.publish(b.topic, b.partition)
 		}
 		for j, r := range b.recs {
 			var res result
 			if parallel {
-				res = p.results[b.at+j]
+				res = p.pool.results[b.at+j]
 				if res.notRun {
-					p.stopWorkers()
+					p.pool.stop()
 					p.blameRest(b.at + j)
 					return errWatchdog
 				}
 			} else {
 				select {
-				case <-p.txn.Done():
+				case <-p.open.ctx.Done():
 					return errWatchdog
 				default:
 				}
@@ -51,11 +51,11 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 			if !parallel {
 				r.Topic = "" // a worker did it already: the chain may have routed r since
 			}
-			p.cur.records++
-			if len(p.poison) > 0 {
+			p.open.counts.records++
+			if len(p.book.poison) > 0 {
 				// It failed for good in an earlier, aborted attempt.
-				if pz, ok := p.poison[src]; ok {
-					p.applied = append(p.applied, src)
+				if pz, ok := p.book.poison[src]; ok {
+					p.open.applied = append(p.open.applied, src)
 					drop := ""
 					if pz.dlqFailed {
 						drop = "the dead letter with its value could not be written either"
@@ -67,19 +67,19 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				}
 			}
 			if !parallel {
-				w := &p.workers[0]
+				w := &p.pool.workers[0]
 				res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 				w.out = res.out[:0]
 			} else if errors.Is(res.err, errWatchdog) {
-				p.stopWorkers() // before produceOutputs changes p.poison, which they read
+				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
 			}
 			err := p.produceOutputs(src, r, res)
 			if !parallel {
-				clear(res.out) // stopWorkers clears the workers' outputs
+				clear(res.out) // pool.stop clears the workers' outputs
 			}
 			if err != nil {
 				if parallel {
-					p.stopWorkers()
+					p.pool.stop()
 					p.blameRest(b.at + j + 1)
 				}
 				return err
@@ -97,39 +97,39 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		if p.blameSlow(src, res) {
 			return res.err
 		}
-		if p.cur.records == 1 {
+		if p.open.counts.records == 1 {
 			// Alone in its transaction and still over the budget: no
 			// smaller transaction can help. Its next attempt fails it.
-			p.poison[src] = poison{failure: failure{stage: res.stage, attempts: res.attempts,
+			p.book.poison[src] = poison{failure: failure{stage: res.stage, attempts: res.attempts,
 				err: fmt.Errorf("the record did not finish within the transaction's time budget (%s) even alone in its transaction", p.o.TxnBudget)}}
 		}
 		return res.err
 	}
 	if res.err != nil {
 		if le, ok := res.err.(*limitError); ok {
-			p.cur.limited++
-			p.blamed = append(p.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
+			p.open.counts.limited++
+			p.open.blamed = append(p.open.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
 		}
 		return p.failed(src, r, res.stage, res.attempts, res.err, "")
 	}
 	if len(res.out) == 0 {
-		p.cur.filtered++
+		p.open.counts.filtered++
 		return nil
 	}
 	for _, o := range res.out {
 		if o.Topic == "" {
 			o.Topic = p.o.OutputTopic
-			p.cur.out++
+			p.open.counts.out++
 		} else {
-			p.cur.routed[o.Topic]++
+			p.open.counts.routed[o.Topic]++
 		}
-		if p.lineage != nil {
-			p.lineage.stamp(o, src)
+		if p.open.lineage != nil {
+			p.open.lineage.stamp(o, src)
 		}
 		if p.o.MaxTxnBytes > 0 {
-			p.cur.bytes += transform.Bytes(o)
+			p.open.counts.bytes += transform.Bytes(o)
 		}
-		p.inflight = append(p.inflight, inflight{r: o, src: src})
+		p.open.inflight = append(p.open.inflight, inflight{r: o, src: src})
 		p.s.Produce(p.work, o, src)
 	}
 	return nil
@@ -150,8 +150,8 @@ func (p *Pipeline) blameSlow(src transform.Source, res result) bool {
 	if ran < p.o.TxnBudget/2 {
 		return false
 	}
-	p.cur.limited++
-	p.blamed = append(p.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: max(1, res.attempts),
+	p.open.counts.limited++
+	p.open.blamed = append(p.open.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: max(1, res.attempts),
 		err: &limitError{ran: ran, budget: p.o.TxnBudget, names: p.names}}})
 	p.log.Warn("a record ran for most of the transaction's time budget; it fails under "+p.names.onError+" on its retry",
 		"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "ran", ran.Round(time.Millisecond).String(), "policy", string(p.o.OnError))
@@ -159,22 +159,22 @@ func (p *Pipeline) blameSlow(src transform.Source, res result) bool {
 }
 
 // blameRest looks, once the workers have stopped and the transaction is
-// to abort, at the results from p.results[from] on that the loop did not
+// to abort, at the results from p.pool.results[from] on that the loop did not
 // reach: records the monitor cut, or that ran for most of the budget when
 // it ran out, are blamed too, so that their retry does not run them again.
 func (p *Pipeline) blameRest(from int) {
-	for _, b := range p.batches {
+	for _, b := range p.pool.batches {
 		for j, r := range b.recs {
 			i := b.at + j
 			if i < from {
 				continue
 			}
-			res := p.results[i]
+			res := p.pool.results[i]
 			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
 			switch le, ok := res.err.(*limitError); {
 			case ok:
-				p.cur.limited++
-				p.blamed = append(p.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
+				p.open.counts.limited++
+				p.open.blamed = append(p.open.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
 			case errors.Is(res.err, errWatchdog):
 				p.blameSlow(src, res)
 			}

@@ -325,8 +325,8 @@ func TestConfirmMissing(t *testing.T) {
 		return txn.Failure{Record: &kgo.Record{Topic: topic}, Err: err}
 	}
 	ctx := context.Background()
-	if got := p.confirmMissing(ctx, []txn.Failure{fail("never", kerr.MessageTooLarge), fail(e.out, kerr.NotLeaderForPartition)}); len(got) != 0 || len(p.missing) != 0 {
-		t.Errorf("failures that blame no unknown topic confirmed %v (remembered %v), want nothing", got, p.missing)
+	if got := p.confirmMissing(ctx, []txn.Failure{fail("never", kerr.MessageTooLarge), fail(e.out, kerr.NotLeaderForPartition)}); len(got) != 0 || len(p.book.missing) != 0 {
+		t.Errorf("failures that blame no unknown topic confirmed %v (remembered %v), want nothing", got, p.book.missing)
 	}
 	before := time.Now()
 	got := p.confirmMissing(ctx, []txn.Failure{
@@ -337,8 +337,8 @@ func TestConfirmMissing(t *testing.T) {
 	if len(got) != 1 || !got["never"] {
 		t.Errorf("confirmMissing = %v, want only never confirmed missing", got)
 	}
-	if at, ok := p.missing["never"]; !ok || at.Before(before) || len(p.missing) != 1 {
-		t.Errorf("remembered as missing: %v, want never, from now", p.missing)
+	if at, ok := p.book.missing["never"]; !ok || at.Before(before) || len(p.book.missing) != 1 {
+		t.Errorf("remembered as missing: %v, want never, from now", p.book.missing)
 	}
 	if err := p.checkDestinations([]*kgo.Record{{Topic: "never"}}); err == nil {
 		t.Error("an output routed to a confirmed-missing topic passes checkDestinations")

@@ -90,12 +90,12 @@ func (p *Pipeline) Status() Status {
 		Generation:      gen,
 		Guarantee:       p.obs.Guarantee(),
 		Sink:            p.obs.Sink(),
-		Workers:         len(p.workers),
+		Workers:         len(p.pool.workers),
 		Ready:           p.Ready(),
 		Health:          "ok",
-		Commits:         p.commits.Load(),
-		Consumed:        p.consumed.Load(),
-		Produced:        p.produced.Load(),
+		Commits:         p.stats.commits.Load(),
+		Consumed:        p.stats.consumed.Load(),
+		Produced:        p.stats.produced.Load(),
 		Aborts:          map[string]uint64{},
 	}
 	for _, e := range p.chain.Entries() {
@@ -107,7 +107,7 @@ func (p *Pipeline) Status() Status {
 	st.Partitions, st.Lag = p.parts.snapshot()
 	m := p.obs.Metrics()
 	if since := m.OpenSince(); !since.IsZero() {
-		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.openRecords.Load()}
+		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.stats.openRecords.Load()}
 	}
 	st.LastCommit = m.LastCommitAt()
 	aborts, last := m.Aborts()
@@ -121,8 +121,8 @@ func (p *Pipeline) Status() Status {
 		}
 		st.LastError = &Event{At: last.At, Message: msg}
 	}
-	if f := p.failure.Load(); f != nil {
-		st.LastError = &Event{At: time.Unix(0, p.failedAt.Load()), Message: clip((*f).Error())}
+	if at, err := p.health.fatal(); err != nil {
+		st.LastError = &Event{At: at, Message: clip(err.Error())}
 	}
 	return st
 }
