@@ -81,8 +81,8 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		// An abort that found a record at fault (or shrank the next
 		// transaction to find one) made progress: its retry goes without it.
 		if !found && len(p.book.poison) <= before && p.pace.max >= txnMax {
-			p.noteAbort(abort)
-			defer p.abortBackoff(ctx)
+			p.health.noteAbort(abort)
+			defer p.health.abortBackoff(ctx)
 		}
 	}
 	p.open.reset(!p.s.InTxn())

@@ -40,8 +40,8 @@ func (h *health) fail(err error) {
 	h.failure.Store(&err)
 }
 
-// report stores *err, a report the monitor makes, as the fatal error
-// unless one is stored already; withdraw takes it back.
+// report stores *err, a report of the monitor's, as the fatal error
+// unless one is stored already.
 func (h *health) report(err *error, at time.Time) {
 	if h.failure.CompareAndSwap(nil, err) {
 		h.failedAt.Store(at.UnixNano())
@@ -85,8 +85,8 @@ func defaultFailingAfter(stall time.Duration) time.Duration { return max(2*stall
 // aborted in a row: from 50ms, doubling to 2s, so that a cause that no
 // abort clears (a broker refusing every write) is not retried in a tight
 // loop. It returns early when ctx ends.
-func (p *Pipeline) abortBackoff(ctx context.Context) {
-	r := p.health.failing.Load()
+func (h *health) abortBackoff(ctx context.Context) {
+	r := h.failing.Load()
 	if r == nil || r.n < minFailingAborts {
 		return
 	}
@@ -104,16 +104,16 @@ func (p *Pipeline) abortBackoff(ctx context.Context) {
 // fault; the watchdog's aborts make progress too (they shrink the
 // transaction until it fits), and injected ones are a drill's, so they
 // neither start nor extend a run.
-func (p *Pipeline) noteAbort(reason txn.Reason) {
+func (h *health) noteAbort(reason txn.Reason) {
 	if reason == txn.ReasonWatchdog || reason == txn.ReasonInjected {
 		return
 	}
-	r := p.health.failing.Load()
+	r := h.failing.Load()
 	next := &abortRun{since: time.Now(), n: 1}
 	if r != nil {
 		next.since, next.n = r.since, r.n+1
 	}
-	p.health.failing.Store(next)
+	h.failing.Store(next)
 }
 
 // progress logs one line every ProgressInterval.
@@ -150,7 +150,14 @@ type Stats struct {
 
 // Stats returns the counters since start; safe from any goroutine.
 func (p *Pipeline) Stats() Stats {
-	return Stats{p.stats.consumed.Load(), p.stats.produced.Load(), p.stats.commits.Load(), p.stats.aborts.Load(), p.lag()}
+	s := p.stats.snapshot()
+	s.Lag = p.lag()
+	return s
+}
+
+// snapshot returns the counts, without the lag.
+func (c *counters) snapshot() Stats {
+	return Stats{Consumed: c.consumed.Load(), Produced: c.produced.Load(), Commits: c.commits.Load(), Aborts: c.aborts.Load()}
 }
 
 // lag is the assigned partitions' lag, summed.

@@ -133,10 +133,11 @@ func (c *memCluster) read(topic string, committed bool) []*kgo.Record {
 func (c *memCluster) committed(group, topic string) map[int32]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps1(c.groups[group][topic])
+	return cloneOffsets(c.groups[group][topic])
 }
 
-func maps1(m map[int32]int64) map[int32]int64 {
+// cloneOffsets copies m, never nil.
+func cloneOffsets(m map[int32]int64) map[int32]int64 {
 	out := make(map[int32]int64, len(m))
 	for k, v := range m {
 		out[k] = v
@@ -306,11 +307,11 @@ func (s *memSession) End(_ context.Context, records int, abort txn.Reason) (bool
 		s.c.groups[s.group] = g
 	}
 	if abort != "" {
-		s.pos = maps1(g[s.in])
+		s.pos = cloneOffsets(g[s.in])
 		s.m.Aborted.WithLabelValues(string(abort)).Inc()
 		return false, nil
 	}
-	g[s.in] = maps1(s.pos)
+	g[s.in] = cloneOffsets(s.pos)
 	s.m.Committed.Inc()
 	s.m.Records.Observe(float64(records))
 	return true, nil
