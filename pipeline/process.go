@@ -12,8 +12,8 @@ import (
 
 // process runs every polled record through the chain and produces the
 // outputs, partition by partition, each partition's in its input order.
-// With more than one worker the chains run concurrently (see split and
-// startWorkers) while the outputs are produced here, in the same order
+// With more than one worker the chains run concurrently (see pool.split
+// and startWorkers) while the outputs are produced here, in the same order
 // and under the same policies as with one worker. This is the per-record
 // path: nothing here allocates, locks or logs unless a record fails.
 func (p *Pipeline) process(fs kgo.Fetches) error {
