@@ -231,6 +231,9 @@ func (s *memSession) Produce(ctx context.Context, r *kgo.Record, _ transform.Sou
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	t := s.c.topics[r.Topic]
+	if t != nil {
+		r.Partition = partitionFor(r.Key, len(t.parts)) // a failed record has its partition too
+	}
 	var err error
 	switch {
 	case ctx.Err() != nil:
