@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -62,11 +63,28 @@ func unitPipeline(t *testing.T, chain *transform.Chain, o Options) *Pipeline {
 	if chain == nil {
 		chain = loopChain(t, passThrough)
 	}
-	p, err := New(s, chain, o)
+	if o.SettingName == nil {
+		o.SettingName = envSettingName
+	}
+	p, err := New(s, s, chain, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// envSettingName names settings by their environment variables, as the
+// processor does (cmd/processor/app).
+func envSettingName(s Setting) string {
+	switch s {
+	case SettingOnError:
+		return config.EnvName("ON_ERROR")
+	case SettingTransformTimeout:
+		return config.EnvName("TRANSFORM_TIMEOUT")
+	case SettingTransactionTimeout:
+		return config.EnvName("TRANSACTION_TIMEOUT")
+	}
+	return string(s)
 }
 
 // recordingHandler is a slog.Handler that keeps every record, with its
@@ -131,7 +149,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		return Options{OutputTopic: "out", CommitInterval: time.Nanosecond, MaxRecordsPerTxn: 1,
 			Metrics: NewMetrics(prometheus.NewRegistry())}
 	}
-	if _, err := New(nil, chain, valid()); err != nil {
+	if _, err := New(nil, nil, chain, valid()); err != nil {
 		t.Fatalf("New with a 1ns commit interval and 1 record per transaction: %v, want no error", err)
 	}
 	for _, c := range []struct {
@@ -150,7 +168,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	} {
 		o := valid()
 		c.edit(&o)
-		p, err := New(nil, chain, o)
+		p, err := New(nil, nil, chain, o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New = %v, %v; want an error mentioning %s", c.name, p, err, c.want)
 		}
@@ -175,8 +193,8 @@ func TestFailedFollowsThePolicy(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "record topic in partition 2 offset 41: boom") {
 			t.Errorf("policy %q: RecordError message %q does not name the record and cause", policy, err)
 		}
-		if p.cur.skipped != 0 {
-			t.Errorf("policy %q: %d records counted as skipped", policy, p.cur.skipped)
+		if p.open.counts.skipped != 0 {
+			t.Errorf("policy %q: %d records counted as skipped", policy, p.open.counts.skipped)
 		}
 	}
 
@@ -185,8 +203,8 @@ func TestFailedFollowsThePolicy(t *testing.T) {
 	if err := p.failed(src, &kgo.Record{}, "loop", 3, cause, ""); err != nil {
 		t.Fatalf("Skip: failed() = %v, want nil", err)
 	}
-	if p.cur.skipped != 1 {
-		t.Errorf("Skip: %d records counted as skipped, want 1", p.cur.skipped)
+	if p.open.counts.skipped != 1 {
+		t.Errorf("Skip: %d records counted as skipped, want 1", p.open.counts.skipped)
 	}
 	warn := h.find("skipping a record")
 	if len(warn) != 1 || warn[0].level != slog.LevelWarn || warn[0].attrs["offset"] != "41" || warn[0].attrs["attempts"] != "3" ||
@@ -367,8 +385,8 @@ func TestCheckDestinations(t *testing.T) {
 			t.Errorf("an output to %s: %v, want an error mentioning %s", c.topic, err, c.want)
 		}
 	}
-	p.missing["gone"] = time.Now()
-	p.missing["old"] = time.Now().Add(-missingTTL - time.Second)
+	p.book.missing["gone"] = time.Now()
+	p.book.missing["old"] = time.Now().Add(-missingTTL - time.Second)
 	if err := p.checkDestinations(rec("side", "gone")); err == nil || !strings.Contains(err.Error(), `topic "gone", which does not exist`) {
 		t.Errorf("an output to a topic confirmed missing just now: %v, want an error", err)
 	}
@@ -407,7 +425,7 @@ func TestPollSize(t *testing.T) {
 		{name: "bytes: only filtered records so far", maxBytes: 1000, txnMax: 100, records: 3, want: 97},
 		{name: "bytes: last transaction produced nothing", maxBytes: 1000, txnMax: 100, sized: true, want: 100},
 	} {
-		p.o.MaxTxnBytes, p.txnMax, p.cur.records, p.cur.bytes, p.perRecord, p.sized = c.maxBytes, c.txnMax, c.records, c.bytes, c.perRecord, c.sized
+		p.o.MaxTxnBytes, p.pace.max, p.open.counts.records, p.open.counts.bytes, p.pace.perRecord, p.pace.sized = c.maxBytes, c.txnMax, c.records, c.bytes, c.perRecord, c.sized
 		if got := p.pollSize(); got != c.want {
 			t.Errorf("%s: pollSize() = %d, want %d", c.name, got, c.want)
 		}
@@ -569,29 +587,29 @@ func TestHealthy(t *testing.T) {
 	if err := p.Healthy(); err != nil {
 		t.Errorf("Healthy before the loop initialised: %v", err)
 	}
-	p.initialised.Store(true)
-	p.lastLoop.Store(time.Now().Add(-5 * time.Second).UnixNano())
+	p.health.initialised.Store(true)
+	p.health.lastLoop.Store(time.Now().Add(-5 * time.Second).UnixNano())
 	if err := p.Healthy(); err != nil {
 		t.Errorf("Healthy 5s after the last iteration, default stall timeout: %v, want nil", err)
 	}
-	p.lastLoop.Store(time.Now().Add(-2 * time.Minute).UnixNano())
+	p.health.lastLoop.Store(time.Now().Add(-2 * time.Minute).UnixNano())
 	if err := p.Healthy(); err == nil || !strings.Contains(err.Error(), "has not advanced for 2m0s") {
 		t.Errorf("Healthy 2m after the last iteration: %v, want a stall error", err)
 	}
 
 	short := unitPipeline(t, nil, Options{StallTimeout: 100 * time.Millisecond})
-	short.initialised.Store(true)
-	short.lastLoop.Store(time.Now().UnixNano())
+	short.health.initialised.Store(true)
+	short.health.lastLoop.Store(time.Now().UnixNano())
 	if err := short.Healthy(); err != nil {
 		t.Errorf("Healthy right after an iteration: %v", err)
 	}
-	short.lastLoop.Store(time.Now().Add(-time.Second).UnixNano())
+	short.health.lastLoop.Store(time.Now().Add(-time.Second).UnixNano())
 	if err := short.Healthy(); err == nil {
 		t.Error("Healthy 1s after the last iteration with a 100ms stall timeout: nil, want an error")
 	}
 	fatal := errors.New("fenced")
-	short.failure.Store(&fatal)
-	short.lastLoop.Store(time.Now().UnixNano())
+	short.health.failure.Store(&fatal)
+	short.health.lastLoop.Store(time.Now().UnixNano())
 	if err := short.Healthy(); err != fatal {
 		t.Errorf("Healthy after a fatal error: %v, want it", err)
 	}
@@ -608,10 +626,10 @@ func TestProgressLine(t *testing.T) {
 	const interval = 20 * time.Millisecond
 	p := unitPipeline(t, nil, Options{ProgressInterval: interval, Logger: slog.New(h)})
 	const in, out = 1_000_000, 500_000
-	p.consumed.Store(in)
-	p.produced.Store(out)
-	p.commits.Store(3)
-	p.aborts.Store(2)
+	p.stats.consumed.Store(in)
+	p.stats.produced.Store(out)
+	p.stats.commits.Store(3)
+	p.stats.aborts.Store(2)
 	p.parts.assign(map[string][]int32{"in": {0}})
 	p.parts.ends(map[string]map[int32]txn.Ends{"in": {0: {LogStart: 3, LogEnd: 12, LastStable: 10}}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -707,7 +725,7 @@ func TestRunChainOnce(t *testing.T) {
 
 	p := unitPipeline(t, chain, Options{MaxRetries: 3})
 	r := fresh()
-	out, stage, attempts, err := p.runChain(&p.workers[0], src, r, nil)
+	out, stage, attempts, err := p.runChain(&p.pool.workers[0], src, r, nil)
 	if err != nil || len(out) != 1 || attempts != 1 || stage != "" {
 		t.Fatalf("runChain = %d outputs, %q, %d attempts, %v; want one output after one attempt", len(out), stage, attempts, err)
 	}
@@ -721,7 +739,7 @@ func TestRunChainOnce(t *testing.T) {
 	// A permanent failure with retries to spare: one attempt, record restored.
 	mode, calls = "permanent", 0
 	r = fresh()
-	_, stage, attempts, err = p.runChain(&p.workers[0], src, r, nil)
+	_, stage, attempts, err = p.runChain(&p.pool.workers[0], src, r, nil)
 	if err == nil || errors.Is(err, errWatchdog) || stage != "step" || attempts != 1 || calls != 1 {
 		t.Fatalf("permanent failure: %q, %d attempts, %d calls, %v; want the error of stage step after one call", stage, attempts, calls, err)
 	}
@@ -747,7 +765,7 @@ func TestRunChainOnce(t *testing.T) {
 	} {
 		mode, calls = c.mode, 0
 		before := time.Now()
-		_, _, attempts, err := q.runChain(&q.workers[0], src, fresh(), nil)
+		_, _, attempts, err := q.runChain(&q.pool.workers[0], src, fresh(), nil)
 		if err == nil || attempts != 1 || calls != 1 || !strings.Contains(err.Error(), c.msg) || strings.Contains(err.Error(), "PROCESSOR_TRANSFORM_TIMEOUT") {
 			t.Errorf("%s: %d attempts, %d calls, %v; want its own error after one attempt", c.mode, attempts, calls, err)
 		}
@@ -762,7 +780,7 @@ func TestRunChainOnce(t *testing.T) {
 	// A transform that runs into the TransformTimeout.
 	mode, calls = "wait", 0
 	r = fresh()
-	_, stage, attempts, err = q.runChain(&q.workers[0], src, r, nil)
+	_, stage, attempts, err = q.runChain(&q.pool.workers[0], src, r, nil)
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "(PROCESSOR_TRANSFORM_TIMEOUT=50ms)") || attempts != 1 || stage != "step" {
 		t.Errorf("timed out: %q, %d attempts, %v; want a deadline error naming PROCESSOR_TRANSFORM_TIMEOUT", stage, attempts, err)
 	}
@@ -782,7 +800,7 @@ func TestRunChainOnce(t *testing.T) {
 	})
 	rp := unitPipeline(t, routed, Options{InputTopics: []string{"in"}})
 	r = fresh()
-	out, stage, attempts, err = rp.runChain(&rp.workers[0], src, r, nil)
+	out, stage, attempts, err = rp.runChain(&rp.pool.workers[0], src, r, nil)
 	if err == nil || out != nil || stage != stageProduce || attempts != 1 || string(r.Value) != "v" {
 		t.Errorf("routed to the input: %d outputs, %q, %d attempts, %v, value %q; want a produce failure, record restored", len(out), stage, attempts, err, r.Value)
 	}

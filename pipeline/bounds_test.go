@@ -3,7 +3,8 @@ package pipeline
 // Loop tests of how transactions are sized and of what the loop reports
 // while it runs: the record bound, the byte bound, consumer lag, and an
 // idle loop. Real Pipeline on a real txn.Session against kfake, as in
-// loop_test.go.
+// loop_test.go; the budget running out before the first record on a
+// session in memory (newMemEnv).
 
 import (
 	"context"
@@ -187,7 +188,7 @@ func TestLoopLagAndIdle(t *testing.T) {
 // running the transform, failing a record or committing anything, and the
 // loop carries on, healthy, until it is stopped.
 func TestLoopBudgetOverBeforeTheFirstRecord(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	e.produce(30, 3)
 	var calls sync.Map
 	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {

@@ -129,7 +129,7 @@ func TestBudgetCheckAtStart(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			chain := budgetTestChain(t, timeouts, c.entries...)
 			defer chain.Close()
-			_, err := New(nil, chain, Options{
+			_, err := New(nil, nil, chain, Options{
 				OutputTopic:      "out",
 				CommitInterval:   100 * time.Millisecond,
 				MaxRecordsPerTxn: 100,

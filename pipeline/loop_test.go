@@ -2,7 +2,8 @@ package pipeline
 
 // Fast tests of the loop itself: the real Pipeline (New and Run) on a real
 // txn.Session against an in-process kfake cluster over TCP, each in a few
-// seconds. Every test reads its output back with read_committed and checks
+// seconds (the watchdog's, which needs no broker, on a session in memory:
+// newMemEnv). Every test reads its output back with read_committed and checks
 // it against the input: each input exactly once, per-key order, the right
 // topic, and lineage headers naming the input's exact position.
 
@@ -45,6 +46,9 @@ type loopEnv struct {
 	// noLineage: the pipeline runs without Options.Lineage, so checkTopic
 	// wants no lineage headers at all.
 	noLineage bool
+	// mem, when set, is the cluster in memory the env runs on instead
+	// (newMemEnv); cluster, brokers and adm are then unset.
+	mem *memCluster
 }
 
 const loopPartitions = 3
@@ -108,6 +112,10 @@ func (e *loopEnv) produce(n, keys int) {
 // brokers) and keeps them, with their offsets, as the input.
 func (e *loopEnv) produceInputs(recs []*kgo.Record, opts ...kgo.Opt) {
 	e.t.Helper()
+	if e.mem != nil {
+		e.produceMem(recs)
+		return
+	}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, opts...)...)
 	if err != nil {
 		e.t.Fatal(err)
@@ -260,15 +268,7 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 	if o.Logger == nil {
 		o.Logger = loopLogger(e.t)
 	}
-	so := e.sessionOpts(group, txnID, tm)
-	so.Logger = o.Logger
-	if tweak != nil {
-		tweak(&so)
-	}
-	s, err := txn.New(so)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	s, obs := e.session(group, txnID, tm, o.Logger, tweak)
 	if o.OutputTopic == "" {
 		o.OutputTopic = e.out
 	}
@@ -285,12 +285,15 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 	if o.StallTimeout == 0 {
 		o.StallTimeout = 8 * time.Second
 	}
+	if o.SettingName == nil {
+		o.SettingName = envSettingName
+	}
 	if fn, ok := loopFns[chain]; ok && o.Chains == nil {
 		for range loopWorkers - 1 {
 			o.Chains = append(o.Chains, loopChain(e.t, fn))
 		}
 	}
-	p, err := New(s, chain, o)
+	p, err := New(s, obs, chain, o)
 	if err != nil {
 		s.Close()
 		e.t.Fatal(err)
@@ -310,6 +313,30 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 		}
 	})
 	return r
+}
+
+// session returns a session of group on the env's input: a real one with
+// the options tweak edits (when not nil), or one in memory (newMemEnv),
+// which takes no options.
+func (e *loopEnv) session(group, txnID string, tm *txn.Metrics, log *slog.Logger, tweak func(*txn.Options)) (Session, Observer) {
+	e.t.Helper()
+	if e.mem != nil {
+		if tweak != nil {
+			e.t.Fatal("session options apply to a real session only")
+		}
+		s := newMemSession(e.mem, group, txnID, e.in, tm)
+		return s, s
+	}
+	so := e.sessionOpts(group, txnID, tm)
+	so.Logger = log
+	if tweak != nil {
+		tweak(&so)
+	}
+	s, err := txn.New(so)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s, s
 }
 
 // stop ends the run's context and waits for Run to return, at most
@@ -353,6 +380,9 @@ func eventually(t *testing.T, timeout time.Duration, what string, run *loopRun, 
 // committedOffsets returns group's committed offset per input partition.
 func (e *loopEnv) committedOffsets(group string) map[int32]int64 {
 	e.t.Helper()
+	if e.mem != nil {
+		return e.mem.committed(group, e.in)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	m := map[int32]int64{}
@@ -412,6 +442,9 @@ func (e *loopEnv) openTxnRecords(topics ...string) map[string]int64 {
 // read_uncommitted, and returns its data records.
 func (e *loopEnv) read(topic string, committed bool) []*kgo.Record {
 	e.t.Helper()
+	if e.mem != nil {
+		return e.mem.read(topic, committed)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	ends, err := e.adm.ListEndOffsets(ctx, topic)
@@ -693,7 +726,7 @@ func TestLoopInjectedAbortInvisibleAndReprocessed(t *testing.T) {
 // smaller transactions then finish the input exactly once without failing
 // any record.
 func TestLoopWatchdogAborts(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	const n, keys = 600, 12
 	e.produce(n, keys)
 	const budget = 250 * time.Millisecond

@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		Skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "processor", Name: "records_skipped_total",
-			Help: "Input records that failed and were dropped (PROCESSOR_ON_ERROR=skip), in committed transactions.",
+			Help: "Input records that failed and were dropped under the skip error policy, in committed transactions.",
 		}),
 		TransformErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "processor", Name: "transform_errors_total",

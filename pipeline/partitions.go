@@ -21,6 +21,10 @@ import (
 // end offsets every few seconds, so lag is fresh while the loop is idle.
 // Nothing here is on the per-record path.
 type partitions struct {
+	// epoch is the session's assignment epoch the partitions reflect; the
+	// loop's goroutine only.
+	epoch uint64
+
 	mu sync.Mutex
 	m  map[topicPartition]*offsets
 	g  *Metrics
@@ -223,7 +227,7 @@ func (p *Pipeline) refreshEnds(ctx context.Context, interval time.Duration) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, interval)
-		ends, err := p.s.EndOffsets(rctx, topics)
+		ends, err := p.obs.EndOffsets(rctx, topics)
 		cancel()
 		if err != nil {
 			p.log.Debug("could not refresh end offsets", "err", err.Error())
@@ -231,4 +235,10 @@ func (p *Pipeline) refreshEnds(ctx context.Context, interval time.Duration) {
 		}
 		p.parts.ends(ends)
 	}
+}
+
+// topicPartition names one partition of a topic.
+type topicPartition struct {
+	topic     string
+	partition int32
 }

@@ -3,8 +3,9 @@ package pipeline
 // Loop tests of what happens to records that fail, and of the loop's start
 // and fatal ends: retries with backoff, the skip and fail policies, routed
 // outputs, a record slow within its own deadlines, missing
-// required topics, and a stop while still connecting. Real Pipeline on a
-// real txn.Session against kfake, as in loop_test.go.
+// required topics, and a stop while still connecting. The real Pipeline;
+// the policies on a session in memory (newMemEnv), the stops on a real
+// txn.Session against kfake, as in loop_test.go.
 
 import (
 	"context"
@@ -91,7 +92,7 @@ func poisonChain(t *testing.T, poison *kgo.Record) *transform.Chain {
 // letter saying how many attempts it had and why. transform_errors_total
 // and transform_retries_total count every attempt.
 func TestLoopRetriesWithBackoff(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	const n, keys, maxRetries = 30, 3, 4
 	e.produce(n, keys)
 	kind := func(r *kgo.Record) string {
@@ -189,7 +190,7 @@ func TestLoopRetriesWithBackoff(t *testing.T) {
 // records_skipped_total; the other records are output exactly once, and
 // nothing goes to the dead-letter topic.
 func TestLoopSkipPolicy(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	e.noLineage = true
 	const n, keys = 300, 10
 	e.produce(n, keys)
@@ -232,7 +233,7 @@ func TestLoopSkipPolicy(t *testing.T) {
 // holding it is aborted (transform_error), nothing from it on is committed
 // on its partition, Healthy reports the error and Ready is false.
 func TestLoopFailPolicyStops(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	const n, keys = 300, 10
 	e.produce(n, keys)
 	poison := e.inputs[n/2]
@@ -264,7 +265,7 @@ func TestLoopFailPolicyStops(t *testing.T) {
 // under that topic only: with every output routed, records_produced_total
 // has no series for the default output topic.
 func TestLoopRoutedOutputs(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	side := e.createTopic("side", loopPartitions, nil)
 	const n, keys = 200, 10
 	e.produce(n, keys)
@@ -298,7 +299,7 @@ func TestLoopRoutedOutputs(t *testing.T) {
 // on its fourth attempt, past half the budget in all, is output like any
 // other, with no dead letter and no watchdog abort.
 func TestLoopRecordWithinItsOwnDeadlinesIsNotCut(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	const n, keys = 30, 3
 	e.produce(n, keys)
 	slow := e.inputs[n/2]
@@ -336,7 +337,7 @@ func TestLoopRecordWithinItsOwnDeadlinesIsNotCut(t *testing.T) {
 // Run refuses to start when a required topic does not exist: it returns a
 // *MissingTopicsError naming exactly the missing ones.
 func TestLoopMissingRequiredTopic(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	run := e.start("g", "g-a", loopChain(t, passThrough), Options{RequireTopics: []string{e.out, "absent", e.dlq}})
 	err := waitDone(t, run, 20*time.Second, "a required topic is missing")
 	var mt *MissingTopicsError
@@ -360,7 +361,7 @@ func TestLoopStopWhileConnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(s, loopChain(t, passThrough), Options{OutputTopic: "out", CommitInterval: 100 * time.Millisecond, MaxRecordsPerTxn: 10,
+	p, err := New(s, s, loopChain(t, passThrough), Options{OutputTopic: "out", CommitInterval: 100 * time.Millisecond, MaxRecordsPerTxn: 10,
 		StallTimeout: 100 * time.Millisecond, Metrics: NewMetrics(reg), Logger: loopLogger(t)})
 	if err != nil {
 		t.Fatal(err)

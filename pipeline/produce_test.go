@@ -3,7 +3,9 @@ package pipeline
 // Loop tests of outputs and dead letters the cluster will not take: too
 // large for their topic (the broker rejects the whole batch holding them),
 // routed to a topic that does not exist, or dead letters for a dead-letter
-// topic that does not exist. Real Pipeline on a real txn.Session against
+// topic that does not exist. The real Pipeline on a session in memory
+// (newMemEnv), which refuses them as a broker does; the case that reads
+// the abort as the session records it on a real txn.Session against
 // kfake, as in loop_test.go.
 
 import (
@@ -36,6 +38,11 @@ const (
 // createTopic creates topic with configs and returns its name.
 func (e *loopEnv) createTopic(topic string, partitions int32, configs map[string]string) string {
 	e.t.Helper()
+	if e.mem != nil {
+		limit, _ := strconv.Atoi(configs["max.message.bytes"])
+		e.mem.create(topic, int(partitions), limit)
+		return topic
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cfg := map[string]*string{}
@@ -77,6 +84,18 @@ func incompressible(n int, seed uint64) []byte {
 // batch, which the broker accepts or rejects as a whole.
 func lingering(o *txn.Options) {
 	o.ClientOpts = append(o.ClientOpts, kgo.ProducerLinger(time.Minute))
+}
+
+// startBatched is start with each transaction's outputs to one partition
+// in one batch, which the cluster takes or refuses as a whole: a lingering
+// producer on a real broker, oneBatch in memory.
+func (e *loopEnv) startBatched(group, txnID string, chain *transform.Chain, o Options) *loopRun {
+	e.t.Helper()
+	if e.mem != nil {
+		e.mem.oneBatch = true
+		return e.start(group, txnID, chain, o)
+	}
+	return e.startWith(group, txnID, chain, o, lingering)
 }
 
 // bigOutputs is a transform that passes records, except that the outputs
@@ -152,12 +171,12 @@ func TestLoopOutputTooLargeDeadLettered(t *testing.T) {
 // input and wrapping the broker's error, and nothing from it on is
 // committed on its partition.
 func TestLoopOutputTooLargeFails(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	tiny := e.createTopic("tiny", 1, map[string]string{"max.message.bytes": strconv.Itoa(tinyLimit)})
 	const n, keys = 40, 4
 	e.produce(n, keys)
 	big := e.inputs[17]
-	run := e.startWith("g", "g-a", loopChain(t, bigOutputs(big)), Options{OutputTopic: tiny, Lineage: true}, lingering)
+	run := e.startBatched("g", "g-a", loopChain(t, bigOutputs(big)), Options{OutputTopic: tiny, Lineage: true})
 	err := waitDone(t, run, 30*time.Second, "the fail policy must stop at the input whose output is too large")
 
 	var re *RecordError
@@ -178,7 +197,7 @@ func TestLoopOutputTooLargeFails(t *testing.T) {
 // even without its value (its key alone is) stops the processor with a
 // *RecordError saying so.
 func TestLoopDeadLetterTooLarge(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	tinyDLQ := e.createTopic("tinydlq", 1, map[string]string{"max.message.bytes": strconv.Itoa(tinyLimit)})
 	const n, keys = 30, 3
 	e.produce(n/2, keys)
@@ -194,7 +213,7 @@ func TestLoopDeadLetterTooLarge(t *testing.T) {
 		}
 		return append(out, r), nil
 	})
-	run := e.startWith("g", "g-a", chain, Options{Lineage: true, OnError: DeadLetter, DLQTopic: tinyDLQ}, lingering)
+	run := e.startBatched("g", "g-a", chain, Options{Lineage: true, OnError: DeadLetter, DLQTopic: tinyDLQ})
 	eventually(t, 30*time.Second, "the group to commit every input", run, func() bool { return e.caughtUp("g") })
 
 	e.checkTopic(e.out, e.read(e.out, true), func(in *kgo.Record) bool { return !isBig(in) })
@@ -241,7 +260,7 @@ func TestLoopDeadLetterTooLarge(t *testing.T) {
 // saying the topic does not exist) while every other record is output
 // exactly once.
 func TestLoopRoutedToMissingTopic(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	const n, keys = 60, 3
 	e.produce(n, keys)
 	ghost := func(r *kgo.Record) bool { return loopSeq(string(r.Value))%10 == 4 }
@@ -275,7 +294,7 @@ func TestLoopRoutedToMissingTopic(t *testing.T) {
 // at the first dead letter, with an error naming the topic: no record can
 // be dead-lettered, and retrying would abort forever.
 func TestLoopDeadLetterTopicMissing(t *testing.T) {
-	e := newLoopEnv(t)
+	e := newMemEnv(t)
 	const n, keys = 30, 3
 	e.produce(n, keys)
 	poison := e.inputs[n/3]
@@ -294,13 +313,10 @@ func TestLoopDeadLetterTopicMissing(t *testing.T) {
 // confirmed and remembered (so that checkDestinations fails records routed
 // there), one it has is not, and failures for other reasons ask nothing.
 func TestConfirmMissing(t *testing.T) {
-	e := newLoopEnv(t)
-	s, err := txn.New(e.sessionOpts("g", "g-a", txn.NewMetrics(prometheus.NewRegistry())))
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newMemEnv(t)
+	s := newMemSession(e.mem, "g", "g-a", e.in, txn.NewMetrics(prometheus.NewRegistry()))
 	defer s.Close()
-	p, err := New(s, loopChain(t, passThrough), Options{OutputTopic: e.out, CommitInterval: time.Second, MaxRecordsPerTxn: 10,
+	p, err := New(s, s, loopChain(t, passThrough), Options{OutputTopic: e.out, CommitInterval: time.Second, MaxRecordsPerTxn: 10,
 		Metrics: NewMetrics(prometheus.NewRegistry())})
 	if err != nil {
 		t.Fatal(err)
@@ -309,8 +325,8 @@ func TestConfirmMissing(t *testing.T) {
 		return txn.Failure{Record: &kgo.Record{Topic: topic}, Err: err}
 	}
 	ctx := context.Background()
-	if got := p.confirmMissing(ctx, []txn.Failure{fail("never", kerr.MessageTooLarge), fail(e.out, kerr.NotLeaderForPartition)}); len(got) != 0 || len(p.missing) != 0 {
-		t.Errorf("failures that blame no unknown topic confirmed %v (remembered %v), want nothing", got, p.missing)
+	if got := p.confirmMissing(ctx, []txn.Failure{fail("never", kerr.MessageTooLarge), fail(e.out, kerr.NotLeaderForPartition)}); len(got) != 0 || len(p.book.missing) != 0 {
+		t.Errorf("failures that blame no unknown topic confirmed %v (remembered %v), want nothing", got, p.book.missing)
 	}
 	before := time.Now()
 	got := p.confirmMissing(ctx, []txn.Failure{
@@ -321,8 +337,8 @@ func TestConfirmMissing(t *testing.T) {
 	if len(got) != 1 || !got["never"] {
 		t.Errorf("confirmMissing = %v, want only never confirmed missing", got)
 	}
-	if at, ok := p.missing["never"]; !ok || at.Before(before) || len(p.missing) != 1 {
-		t.Errorf("remembered as missing: %v, want never, from now", p.missing)
+	if at, ok := p.book.missing["never"]; !ok || at.Before(before) || len(p.book.missing) != 1 {
+		t.Errorf("remembered as missing: %v, want never, from now", p.book.missing)
 	}
 	if err := p.checkDestinations([]*kgo.Record{{Topic: "never"}}); err == nil {
 		t.Error("an output routed to a confirmed-missing topic passes checkDestinations")

@@ -3,8 +3,8 @@ package pipeline
 // Loop tests of one record that does not finish, in the middle of a few
 // hundred: it must be found directly (by how long it runs), not by halving
 // the transaction until it is alone in it, and fail under the policy while
-// every other record commits exactly once. Real Pipeline on a real
-// txn.Session against kfake, as in loop_test.go.
+// every other record commits exactly once. The real Pipeline on a session
+// in memory (newMemEnv): the budget is the loop's, not the broker's.
 
 import (
 	"context"
@@ -87,7 +87,7 @@ func TestLoopSlowRecordIsolatedDirectly(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := newLoopEnv(t)
+			e := newMemEnv(t)
 			const n, keys = 300, 3
 			e.produce(n, keys)
 			slow := e.inputs[n/2]

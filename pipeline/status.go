@@ -17,7 +17,7 @@ type Status struct {
 	Sink  string   `json:"sink"`
 	Chain []string `json:"transforms"`
 	// Workers is how many records of different partitions run through
-	// the chain at once (PROCESSOR_WORKERS).
+	// the chain at once: one, plus one per Options.Chains.
 	Workers int  `json:"workers"`
 	Ready   bool `json:"ready"`
 	// Health is "ok", or why /healthz fails.
@@ -81,21 +81,21 @@ type Event struct {
 
 // Status returns a snapshot of the processor; safe from any goroutine.
 func (p *Pipeline) Status() Status {
-	group, txnID := p.s.Identity()
-	member, gen := p.s.Member()
+	group, txnID := p.obs.Identity()
+	member, gen := p.obs.Member()
 	st := Status{
 		TransactionalID: txnID,
 		Group:           group,
 		MemberID:        member,
 		Generation:      gen,
-		Guarantee:       p.s.Guarantee(),
-		Sink:            p.s.Sink(),
-		Workers:         len(p.workers),
+		Guarantee:       p.obs.Guarantee(),
+		Sink:            p.obs.Sink(),
+		Workers:         len(p.pool.workers),
 		Ready:           p.Ready(),
 		Health:          "ok",
-		Commits:         p.commits.Load(),
-		Consumed:        p.consumed.Load(),
-		Produced:        p.produced.Load(),
+		Commits:         p.stats.commits.Load(),
+		Consumed:        p.stats.consumed.Load(),
+		Produced:        p.stats.produced.Load(),
 		Aborts:          map[string]uint64{},
 	}
 	for _, e := range p.chain.Entries() {
@@ -105,9 +105,9 @@ func (p *Pipeline) Status() Status {
 		st.Health = err.Error()
 	}
 	st.Partitions, st.Lag = p.parts.snapshot()
-	m := p.s.Metrics()
+	m := p.obs.Metrics()
 	if since := m.OpenSince(); !since.IsZero() {
-		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.openRecords.Load()}
+		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.stats.openRecords.Load()}
 	}
 	st.LastCommit = m.LastCommitAt()
 	aborts, last := m.Aborts()
@@ -121,8 +121,8 @@ func (p *Pipeline) Status() Status {
 		}
 		st.LastError = &Event{At: last.At, Message: msg}
 	}
-	if f := p.failure.Load(); f != nil {
-		st.LastError = &Event{At: time.Unix(0, p.failedAt.Load()), Message: clip((*f).Error())}
+	if at, err := p.health.fatal(); err != nil {
+		st.LastError = &Event{At: at, Message: clip(err.Error())}
 	}
 	return st
 }

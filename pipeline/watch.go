@@ -76,15 +76,16 @@ type limitError struct {
 	ran    time.Duration // how long it ran, at least
 	limit  time.Duration // the limit it ran into (0: the budget ran out)
 	budget time.Duration
+	names  settingNames // the settings to change, as the user sets them
 }
 
 func (e *limitError) Error() string {
 	if e.limit == 0 {
 		return fmt.Sprintf("the record did not finish within the transaction's time budget of %s: it had been running for %s when the budget ran out "+
-			"(bound the transform with PROCESSOR_TRANSFORM_TIMEOUT, or raise PROCESSOR_TRANSACTION_TIMEOUT)", e.budget, e.ran.Round(time.Millisecond))
+			"(bound the transform with %s, or raise %s)", e.budget, e.ran.Round(time.Millisecond), e.names.transformTimeout, e.names.transactionTimeout)
 	}
 	return fmt.Sprintf("the record did not finish within %s, its limit with a transaction time budget of %s "+
-		"(bound the transform with PROCESSOR_TRANSFORM_TIMEOUT, or raise PROCESSOR_TRANSACTION_TIMEOUT)", e.limit, e.budget)
+		"(bound the transform with %s, or raise %s)", e.limit, e.budget, e.names.transformTimeout, e.names.transactionTimeout)
 }
 
 // limitCause returns the *limitError that ended ctx, if one did.
@@ -102,21 +103,33 @@ type stuckError struct {
 	entry transform.Entry
 	ran   time.Duration
 	since time.Duration
+	// timeout is TransformTimeout's name, as the user sets it.
+	timeout string
 }
 
 func (e *stuckError) Error() string {
 	return fmt.Sprintf("record topic %s partition %d offset %d has been in transform %s for %s and has not returned %s after its context ended: "+
-		"the transform ignores its context and holds the transaction until it returns (PROCESSOR_TRANSFORM_TIMEOUT cannot end it either); fix the transform",
-		e.src.Topic, e.src.Partition, e.src.Offset, e.entry, e.ran.Round(time.Millisecond), e.since.Round(time.Millisecond))
+		"the transform ignores its context and holds the transaction until it returns (%s cannot end it either); fix the transform",
+		e.src.Topic, e.src.Partition, e.src.Offset, e.entry, e.ran.Round(time.Millisecond), e.since.Round(time.Millisecond), e.timeout)
 }
 
-// monitor watches the workers' slots while a transaction is open.
+// monitor watches the workers' slots while a transaction is open: it cuts
+// a record that has run for limit, looking every tick.
 type monitor struct {
+	limit time.Duration
+	tick  time.Duration
+
 	mu    sync.Mutex
 	t     *time.Timer
 	on    bool
 	began time.Time
 	seen  []sighting // per worker
+}
+
+// newMonitor returns the monitor of workers workers, which cuts records at
+// limit.
+func newMonitor(limit time.Duration, workers int) monitor {
+	return monitor{limit: limit, tick: max(limit/8, minTick), seen: make([]sighting, workers)}
 }
 
 // sighting is the record the monitor last saw a worker run.
@@ -142,8 +155,8 @@ func recordLimit(o Options, chain *transform.Chain) time.Duration {
 // watch starts watching the transaction just begun, with fresh contexts
 // for the workers.
 func (p *Pipeline) watch() {
-	for i := range p.workers {
-		p.workers[i].renew(p.txn)
+	for i := range p.pool.workers {
+		p.pool.workers[i].renew(p.open.ctx)
 	}
 	m := &p.mon
 	m.mu.Lock()
@@ -151,9 +164,9 @@ func (p *Pipeline) watch() {
 	m.on, m.began = true, p.s.Begun()
 	clear(m.seen)
 	if m.t == nil {
-		m.t = time.AfterFunc(p.tick, p.look)
+		m.t = time.AfterFunc(p.mon.tick, p.look)
 	} else {
-		m.t.Reset(p.tick)
+		m.t.Reset(p.mon.tick)
 	}
 }
 
@@ -179,8 +192,8 @@ func (p *Pipeline) look() {
 	}
 	now := time.Now()
 	budgetEnd := m.began.Add(p.o.TxnBudget)
-	for i := range p.workers {
-		w := &p.workers[i]
+	for i := range p.pool.workers {
+		w := &p.pool.workers[i]
 		s, sn := &w.slot, &m.seen[i]
 		seq, v := s.seq.Load(), s.off.Load()
 		if v == 0 || seq%2 == 1 {
@@ -196,13 +209,13 @@ func (p *Pipeline) look() {
 		}
 		sn.last = now
 		src := transform.Source{Topic: *sn.topic, Partition: sn.part, Offset: off - 1}
-		if v > 0 && now.Sub(sn.since) >= p.limit {
+		if v > 0 && now.Sub(sn.since) >= p.mon.limit {
 			if c := s.cancel.Load(); c != nil && s.off.CompareAndSwap(v, -v) {
-				(*c)(&limitError{ran: now.Sub(sn.since), limit: p.limit, budget: p.o.TxnBudget})
+				(*c)(&limitError{ran: now.Sub(sn.since), limit: p.mon.limit, budget: p.o.TxnBudget, names: p.names})
 				sn.ended = now
-				p.log.Warn("a record has run for its limit; it fails under PROCESSOR_ON_ERROR",
+				p.log.Warn("a record has run for its limit; it fails under "+p.names.onError,
 					"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "transform", w.chain.Running().String(),
-					"limit", p.limit.String(), "policy", string(p.o.OnError))
+					"limit", p.mon.limit.String(), "policy", string(p.o.OnError))
 			}
 		}
 		if sn.ended.IsZero() && !now.Before(budgetEnd) {
@@ -211,25 +224,26 @@ func (p *Pipeline) look() {
 				sn.ended = sn.since
 			}
 		}
-		if !sn.ended.IsZero() && now.Sub(sn.ended) >= p.tick && s.stuck.Load() == nil {
-			var err error = &stuckError{src: src, entry: w.chain.Running(), ran: now.Sub(sn.since), since: now.Sub(sn.ended)}
+		if !sn.ended.IsZero() && now.Sub(sn.ended) >= p.mon.tick && s.stuck.Load() == nil {
+			var err error = &stuckError{src: src, entry: w.chain.Running(), ran: now.Sub(sn.since), since: now.Sub(sn.ended),
+				timeout: p.names.transformTimeout}
 			s.stuck.Store(&err)
 			p.log.Error("a transform does not return after its context ended", "err", err.Error())
 			if s.off.Load() != v { // it returned meanwhile
 				p.unstick(s)
 			}
 		}
-		if st := s.stuck.Load(); st != nil && p.failure.CompareAndSwap(nil, st) {
-			p.failedAt.Store(now.UnixNano())
+		if st := s.stuck.Load(); st != nil {
+			p.health.report(st, now)
 		}
 	}
-	m.t.Reset(p.tick)
+	m.t.Reset(p.mon.tick)
 }
 
 // unstick withdraws the report of s's record not returning: it has.
 func (p *Pipeline) unstick(s *slot) {
 	if st := s.stuck.Swap(nil); st != nil {
-		p.failure.CompareAndSwap(st, nil)
+		p.health.withdraw(st)
 	}
 }
 
@@ -255,7 +269,7 @@ func (p *Pipeline) run(w *worker, src transform.Source, r *kgo.Record, dst []*kg
 	out, stage, attempts, err = p.runChain(w, src, r, dst)
 	if !s.off.CompareAndSwap(v, 0) {
 		s.off.Store(0)
-		w.renew(p.txn)
+		w.renew(p.open.ctx)
 	}
 	if s.stuck.Load() != nil {
 		p.unstick(s)

@@ -344,6 +344,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		Logger:           log,
 		InjectAbort:      inject,
 		Chains:           chains[1:],
+		SettingName:      pipelineSetting,
 	}
 	if cfg.Sink == "postgres" {
 		if db == nil {
@@ -381,7 +382,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the transactional session: %w", err)
 	}
-	p, err := pipeline.New(sess, chain, opts)
+	p, err := pipeline.New(sess, sess, chain, opts)
 	if err != nil {
 		sess.Close()
 		return nil, nil, fmt.Errorf("building the pipeline: %w", err)

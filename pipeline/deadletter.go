@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
+)
+
+// Dead-letter header keys, added to the original record's headers (with
+// the lineage headers).
+const (
+	HeaderError             = record.HeaderError             // the error message
+	HeaderErrorTransform    = record.HeaderErrorTransform    // the chain entry that failed; "produce" when the output could not be written
+	HeaderErrorAttempts     = record.HeaderErrorAttempts     // how many times the chain ran on the record, ASCII decimal
+	HeaderErrorValueDropped = record.HeaderErrorValueDropped // set when the value was dropped because the dead letter itself could not be written; says why
+)
+
+// deadLetter writes the input record as it arrived, with the error headers
+// and lineage, to the dead-letter topic in the open transaction.
+// dropValue, when set, drops the value and says why.
+func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) {
+	r.Headers = deadLetterHeaders(r.Headers, stage, attempts, err, dropValue)
+	if dropValue != "" {
+		r.Value = nil
+	}
+	r.Topic = p.o.DLQTopic
+	p.open.dlqLineage.stamp(r, src)
+	if dropValue == "" {
+		p.fitDeadLetter(r)
+	}
+	p.open.counts.dlq++
+	p.open.inflight = append(p.open.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
+	p.s.ProduceDeadLetter(p.work, r, src, txn.DeadLetter{Stage: stage, Attempts: attempts, Err: err})
+}
+
+// minErrorQuote is the least of the error message a dead letter keeps
+// when its headers are clipped to make it fit its topic.
+const minErrorQuote = 64
+
+// fitDeadLetter makes the dead letter r fit the producer's limit for the
+// dead-letter topic (its max.message.bytes) when it is over it: first by
+// clipping the processor.error header, down to minErrorQuote bytes; when
+// that is not enough, by dropping the value, saying so in
+// processor.error.value.dropped. A dead letter that does not fit even so
+// fails to produce, and the policy's last resort applies (see
+// poisonInput). The input itself fitted its own topic's limit, so with
+// limits alike only the headers the processor adds can push it over.
+func (p *Pipeline) fitDeadLetter(r *kgo.Record) {
+	limit := p.s.MaxRecordBytes(r.Topic)
+	over := wireBytes(r) - limit
+	if limit <= 0 || over <= 0 {
+		return
+	}
+	for i := range r.Headers {
+		h := &r.Headers[i]
+		if h.Key != HeaderError {
+			continue
+		}
+		if keep := len(h.Value) - over; keep >= minErrorQuote {
+			h.Value = []byte(clipTo(string(h.Value), keep))
+			return
+		}
+		h.Value = []byte(clipTo(string(h.Value), minErrorQuote))
+	}
+	size := wireBytes(r)
+	r.Value = nil
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(fmt.Sprintf(
+		"the dead letter with its value (%d bytes encoded) is larger than the %d bytes the dead-letter topic takes (max.message.bytes)", size, limit))})
+}
+
+// wireBytes is what r takes encoded alone in a record batch (Kafka's
+// format v2), batch header included, as the producer counts it against
+// its limit before compression; the broker measures the same batch
+// (4 bytes less) against max.message.bytes.
+func wireBytes(r *kgo.Record) int {
+	const batch = 65 // the batch header as franz-go counts it
+	body := 3 +      // attributes; timestamp and offset deltas, 0 for a batch's first record
+		varintLen(len(r.Key)) + len(r.Key) + varintLen(len(r.Value)) + len(r.Value) + varintLen(len(r.Headers))
+	for _, h := range r.Headers {
+		body += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+	}
+	return batch + varintLen(body) + body
+}
+
+// varintLen is the length of n as a zigzag varint.
+func varintLen(n int) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutVarint(b[:], int64(n))
+}
+
+// deadLetterHeaders returns a new header slice: the original headers
+// (without error headers of an earlier dead-lettering, as when a replayed
+// dead letter fails again) plus the error headers.
+func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err error, dropValue string) []kgo.RecordHeader {
+	hdrs := make([]kgo.RecordHeader, 0, len(orig)+4)
+	for _, h := range orig {
+		switch h.Key {
+		case HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped:
+		default:
+			hdrs = append(hdrs, h)
+		}
+	}
+	hdrs = append(hdrs,
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(err.Error())},
+		kgo.RecordHeader{Key: HeaderErrorTransform, Value: []byte(stage)},
+		kgo.RecordHeader{Key: HeaderErrorAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
+	)
+	if dropValue != "" {
+		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(dropValue)})
+	}
+	return hdrs
+}

@@ -1,0 +1,179 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/streamproc/processor/transform"
+)
+
+// Options configure a Pipeline.
+type Options struct {
+	OutputTopic      string        // where records with an empty Topic go
+	CommitInterval   time.Duration // a transaction ends after this long ...
+	MaxRecordsPerTxn int           // ... or after this many input records
+	// StallTimeout: the loop counts as stuck (Healthy fails) when one
+	// iteration takes longer. Set it to the transaction timeout.
+	StallTimeout     time.Duration
+	ProgressInterval time.Duration // 0: no progress line
+	// Lineage stamps the processor.source.* headers on every output.
+	Lineage bool
+
+	// OnError decides what happens to a record that fails for good
+	// (default Fail); DLQTopic receives dead letters under DeadLetter.
+	OnError  OnError
+	DLQTopic string
+	// MaxRetries bounds the retries of a record whose transform failed
+	// with a retriable error or timed out.
+	MaxRetries int
+	// TransformTimeout is the per-attempt deadline of the chain; 0 is none.
+	// Whatever it is, a record that runs, all its attempts together, for
+	// half of TxnBudget (or its worst case by these deadlines, if longer)
+	// is cut and fails under OnError: it alone holds up the transaction.
+	TransformTimeout time.Duration
+	// TxnBudget is how long a transaction may process before it must end
+	// (the watchdog aborts and shrinks the batch past it). Default: four
+	// fifths of StallTimeout, which is the transaction timeout.
+	TxnBudget time.Duration
+	// SettingName names a setting in the messages that tell the user to
+	// change it (logs, health, the error of a dead letter), the way the
+	// user sets it: the processor passes its environment variables.
+	// Default: the option's name, e.g. "Options.TransformTimeout".
+	SettingName func(Setting) string
+	Logger      *slog.Logger
+	Metrics     *Metrics
+
+	// InputTopics are the topics the session consumes. An output routed to
+	// one of them, or to DLQTopic, fails its record: it would feed the
+	// processor its own output.
+	InputTopics []string
+	// MaxTxnBytes bounds the output bytes (keys, values, headers) that one
+	// transaction holds until it ends: the transaction ends at the first
+	// poll boundary past it, and polls are sized from the bytes per input
+	// record seen so far, so a transaction overshoots it only when its
+	// records suddenly grow. 0 is no bound.
+	MaxTxnBytes int64
+
+	// EndOffsetsInterval is how often the assigned partitions' end offsets
+	// are read for the lag gauges while no record arrives. Default 5s.
+	EndOffsetsInterval time.Duration
+
+	// RequireTopics must exist before the loop starts (the output and
+	// dead-letter topics): producing to a missing topic would abort every
+	// transaction forever. Run returns a *MissingTopicsError otherwise.
+	RequireTopics []string
+
+	// Chains are the chains of the workers beyond the first (which runs
+	// the chain passed to New): with any, a poll's records run through the
+	// chain concurrently, in runs of one partition's records shared among
+	// the workers, while every partition's outputs are produced in its
+	// input order, in the open transaction, under the same policies. A
+	// transform then no longer sees one partition's records one after
+	// another. Each chain must be built like the first and serve no one
+	// else; the caller keeps them and closes them after Run has returned.
+	Chains []*transform.Chain
+
+	// FailingAfter is how long transactions may keep aborting with no
+	// commit (at least minFailingAborts of them) before Healthy fails.
+	// Default: twice StallTimeout, at least a minute.
+	FailingAfter time.Duration
+
+	// InjectAbort is for tests and fault drills only: it is called before
+	// each commit with the transaction's sequence number (from 1), and
+	// returning true aborts that transaction with reason "injected".
+	InjectAbort func(seq uint64) bool
+}
+
+// Setting is an option that a message of the pipeline tells its user to
+// change. Options.SettingName says how the user sets it, so that the
+// message names it the way the user knows it.
+type Setting string
+
+// The settings that messages name.
+const (
+	SettingOnError          Setting = "OnError"          // Options.OnError
+	SettingTransformTimeout Setting = "TransformTimeout" // Options.TransformTimeout
+	// SettingTransactionTimeout is the transaction timeout, which
+	// Options.StallTimeout is set to.
+	SettingTransactionTimeout Setting = "StallTimeout"
+)
+
+// settingNames are the names of the settings that messages name.
+type settingNames struct {
+	onError, transformTimeout, transactionTimeout string
+}
+
+// newSettingNames names the settings with name, or by their option.
+func newSettingNames(name func(Setting) string) settingNames {
+	if name == nil {
+		name = func(s Setting) string { return "Options." + string(s) }
+	}
+	return settingNames{
+		onError:            name(SettingOnError),
+		transformTimeout:   name(SettingTransformTimeout),
+		transactionTimeout: name(SettingTransactionTimeout),
+	}
+}
+
+// New returns a pipeline that runs chain on session s, and reads status,
+// health and lag through obs (a *txn.Session is both); Run starts it.
+func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckBudget(o, chain); err != nil {
+		return nil, err
+	}
+	p := &Pipeline{
+		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
+		names: newSettingNames(o.SettingName),
+		pool:  newPool(chain, o.Chains),
+		open:  newOpenTxn(o.Lineage),
+		pace:  pace{max: o.MaxRecordsPerTxn},
+		book:  poisonBook{poison: make(map[transform.Source]poison), missing: make(map[string]time.Time)},
+		mon:   newMonitor(recordLimit(o, chain), len(o.Chains)+1),
+		work:  context.Background(),
+		parts: newPartitions(o.Metrics),
+	}
+	for i := range p.pool.workers {
+		p.pool.workers[i].renew(p.open.ctx)
+	}
+	return p, nil
+}
+
+// withDefaults returns o with its defaults filled in, or an error naming
+// what is missing or wrong.
+func (o Options) withDefaults() (Options, error) {
+	if o.OutputTopic == "" || o.CommitInterval <= 0 || o.MaxRecordsPerTxn <= 0 || o.Metrics == nil {
+		return o, errors.New("pipeline: OutputTopic, CommitInterval, MaxRecordsPerTxn and Metrics are required")
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = time.Minute
+	}
+	o.TxnBudget = o.budget()
+	if o.FailingAfter <= 0 {
+		o.FailingAfter = defaultFailingAfter(o.StallTimeout)
+	}
+	switch o.OnError {
+	case "":
+		o.OnError = Fail
+	case Fail, Skip:
+	case DeadLetter:
+		if o.DLQTopic == "" {
+			return o, errors.New("pipeline: OnError DeadLetter needs a DLQTopic")
+		}
+	default:
+		return o, fmt.Errorf("pipeline: unknown OnError %q", o.OnError)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.EndOffsetsInterval <= 0 {
+		o.EndOffsetsInterval = 5 * time.Second
+	}
+	return o, nil
+}

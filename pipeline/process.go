@@ -1,0 +1,183 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+)
+
+// process runs every polled record through the chain and produces the
+// outputs, partition by partition, each partition's in its input order.
+// With more than one worker the chains run concurrently (see pool.split
+// and startWorkers) while the outputs are produced here, in the same order
+// and under the same policies as with one worker. This is the per-record
+// path: nothing here allocates, locks or logs unless a record fails.
+func (p *Pipeline) process(fs kgo.Fetches) error {
+	parallel := p.pool.split(fs)
+	if parallel {
+		p.startWorkers()
+		defer p.pool.stop()
+	}
+	for bi, b := range p.pool.batches {
+		if parallel {
+			p.pool.wait(bi)
+		} else {
+			p.pool.workers[0].slot.publish(b.topic, b.partition)
+		}
+		for j, r := range b.recs {
+			var res result
+			if parallel {
+				res = p.pool.results[b.at+j]
+				if res.notRun {
+					p.pool.stop()
+					p.blameRest(b.at + j)
+					return errWatchdog
+				}
+			} else {
+				select {
+				case <-p.open.ctx.Done():
+					return errWatchdog
+				default:
+				}
+			}
+			if r.Attrs.IsControl() {
+				continue // a transaction marker: kept so that committed offsets step over it
+			}
+			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
+			if !parallel {
+				r.Topic = "" // a worker did it already: the chain may have routed r since
+			}
+			p.open.counts.records++
+			if len(p.book.poison) > 0 {
+				// It failed for good in an earlier, aborted attempt.
+				if pz, ok := p.book.poison[src]; ok {
+					p.open.applied = append(p.open.applied, src)
+					drop := ""
+					if pz.dlqFailed {
+						drop = "the dead letter with its value could not be written either"
+					}
+					if err := p.failed(src, r, pz.stage, pz.attempts, pz.err, drop); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			if !parallel {
+				w := &p.pool.workers[0]
+				res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
+				w.out = res.out[:0]
+			} else if errors.Is(res.err, errWatchdog) {
+				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
+			}
+			err := p.produceOutputs(src, r, res)
+			if !parallel {
+				clear(res.out) // pool.stop clears the workers' outputs
+			}
+			if err != nil {
+				if parallel {
+					p.pool.stop()
+					p.blameRest(b.at + j + 1)
+				}
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// produceOutputs applies the outcome of r's chain run: the watchdog, the
+// error policy, or producing the outputs. It writes nothing into res.out,
+// which may be a worker's buffer.
+func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res result) error {
+	if errors.Is(res.err, errWatchdog) {
+		if p.blameSlow(src, res) {
+			return res.err
+		}
+		if p.open.counts.records == 1 {
+			// Alone in its transaction and still over the budget: no
+			// smaller transaction can help. Its next attempt fails it.
+			p.book.poison[src] = poison{failure: failure{stage: res.stage, attempts: res.attempts,
+				err: fmt.Errorf("the record did not finish within the transaction's time budget (%s) even alone in its transaction", p.o.TxnBudget)}}
+		}
+		return res.err
+	}
+	if res.err != nil {
+		if le, ok := res.err.(*limitError); ok {
+			p.open.counts.limited++
+			p.open.blamed = append(p.open.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
+		}
+		return p.failed(src, r, res.stage, res.attempts, res.err, "")
+	}
+	if len(res.out) == 0 {
+		p.open.counts.filtered++
+		return nil
+	}
+	for _, o := range res.out {
+		if o.Topic == "" {
+			o.Topic = p.o.OutputTopic
+			p.open.counts.out++
+		} else {
+			p.open.counts.routed[o.Topic]++
+		}
+		if p.open.lineage != nil {
+			p.open.lineage.stamp(o, src)
+		}
+		if p.o.MaxTxnBytes > 0 {
+			p.open.counts.bytes += transform.Bytes(o)
+		}
+		p.open.inflight = append(p.open.inflight, inflight{r: o, src: src})
+		p.s.Produce(p.work, o, src)
+	}
+	return nil
+}
+
+// blamed is a record this transaction failed as the one that held it up.
+type blamed struct {
+	src transform.Source
+	failure
+}
+
+// blameSlow blames src, interrupted by the end of the budget, when the
+// monitor saw it run for at least half the budget: it held up the
+// transaction, and the records queued behind it did not. Its retry then
+// fails it under the policy instead of the transaction shrinking.
+func (p *Pipeline) blameSlow(src transform.Source, res result) bool {
+	ran := p.ranFor(src)
+	if ran < p.o.TxnBudget/2 {
+		return false
+	}
+	p.open.counts.limited++
+	p.open.blamed = append(p.open.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: max(1, res.attempts),
+		err: &limitError{ran: ran, budget: p.o.TxnBudget, names: p.names}}})
+	p.log.Warn("a record ran for most of the transaction's time budget; it fails under "+p.names.onError+" on its retry",
+		"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "ran", ran.Round(time.Millisecond).String(), "policy", string(p.o.OnError))
+	return true
+}
+
+// blameRest looks, once the workers have stopped and the transaction is
+// to abort, at the results from p.pool.results[from] on that the loop did not
+// reach: records the monitor cut, or that ran for most of the budget when
+// it ran out, are blamed too, so that their retry does not run them again.
+func (p *Pipeline) blameRest(from int) {
+	for _, b := range p.pool.batches {
+		for j, r := range b.recs {
+			i := b.at + j
+			if i < from {
+				continue
+			}
+			res := p.pool.results[i]
+			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
+			switch le, ok := res.err.(*limitError); {
+			case ok:
+				p.open.counts.limited++
+				p.open.blamed = append(p.open.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
+			case errors.Is(res.err, errWatchdog):
+				p.blameSlow(src, res)
+			}
+		}
+	}
+}
