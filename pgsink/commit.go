@@ -15,55 +15,23 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/sink"
 )
 
-// Row is one output record with the coordinates of the input record it
-// came from.
-type Row struct {
-	Key, Value []byte
-	Headers    []kgo.RecordHeader
-	// Timestamp is the record's; the zero time is stored as NULL.
-	Timestamp time.Time
-	// Topic, Partition and Offset are the source (input) record's.
-	Topic     string
-	Partition int32
-	Offset    int64
-	// Seq is the index of this output among its input's outputs, from 0.
-	Seq int
-}
-
-// DeadLetter is an input record that failed for good, with why. Its Seq
-// is not stored.
-type DeadLetter struct {
-	Row
-	// Error is the failure's message.
-	Error string
-	// Stage is where it failed, e.g. the transform's name.
-	Stage string
-	// Attempts is how many times it was tried.
-	Attempts int
-}
-
-// OffsetUpdate moves one partition's stored next offset from Expected
-// (-1: no row stored yet) to Next.
-type OffsetUpdate struct {
-	TopicPartition
-	Expected, Next int64
-}
-
-// String returns topic/partition expected->next.
-func (u OffsetUpdate) String() string {
-	return u.TopicPartition.String() + " " + strconv.FormatInt(u.Expected, 10) + "->" + strconv.FormatInt(u.Next, 10)
-}
-
-// Batch is what one Commit writes: all of it or nothing.
-type Batch struct {
-	Rows        []Row
-	DeadLetters []DeadLetter
-	// Offsets holds at most one update per partition.
-	Offsets []OffsetUpdate
-}
+// The batch a Commit writes, as the sink contract has it.
+type (
+	// Row is one output record with the coordinates of the input
+	// record it came from.
+	Row = sink.Row
+	// DeadLetter is an input record that failed for good, with why.
+	DeadLetter = sink.DeadLetter
+	// OffsetUpdate moves one partition's stored next offset from
+	// Expected (-1: no row stored yet) to Next.
+	OffsetUpdate = sink.OffsetUpdate
+	// Batch is what one Commit writes: all of it or nothing.
+	Batch = sink.Batch
+)
 
 // errNotJSON is the RowError.Err of a value that is not JSON when the
 // statement uses @value.
@@ -134,7 +102,7 @@ func (s *Sink) Commit(ctx context.Context, b *Batch) error {
 	switch {
 	case len(fenced) > 0 && (err == nil || errors.As(err, &rowErr)):
 		s.count(RollbackFenced, time.Since(start))
-		fe := &FencedError{Partitions: fenced}
+		fe := &FencedError{From: "pgsink", Partitions: fenced}
 		// What is stored now, for the caller's log and for telling an
 		// earlier attempt of this batch from another instance's commit.
 		fe.Stored, _ = s.Offsets(ctx, fenced)
@@ -245,7 +213,7 @@ func (s *Sink) repeated(ctx context.Context, b *Batch, err error) error {
 	}
 	s.repeats.reset()
 	if src != nil && kind == unknown {
-		return &RowError{Index: at.row, DeadLetter: at.dead, src: source(src),
+		return &RowError{Index: at.row, DeadLetter: at.dead, From: "pgsink", Input: (src).Source(),
 			Err: fmt.Errorf("%w (the same failure %d times in a row: taken as this row's)", at.err, n)}
 	}
 	what := at.what
@@ -253,7 +221,7 @@ func (s *Sink) repeated(ctx context.Context, b *Batch, err error) error {
 		what = s.diagnose(ctx, pe.Code, what)
 	}
 	setting, check := s.toCheck(pe.Code, what)
-	return &PersistentError{Setting: setting, Check: check, Attempts: n, Err: err}
+	return &PersistentError{From: "pgsink", Destination: "PostgreSQL", Setting: setting, Check: check, Attempts: n, Detail: pgMessage(err), Err: err}
 }
 
 // diagnose finds which of the sink's statements fails with SQLSTATE code
@@ -355,7 +323,7 @@ func (s *Sink) queue(b *Batch, offsets []OffsetUpdate) (*pgx.Batch, error) {
 		for i := range b.Rows {
 			args, err := s.stmt.args(&b.Rows[i])
 			if err != nil {
-				return nil, &RowError{Index: i, Err: err, src: source(&b.Rows[i])}
+				return nil, &RowError{Index: i, Err: err, From: "pgsink", Input: (&b.Rows[i]).Source()}
 			}
 			batch.Queue(s.stmt.sql, args...)
 		}
@@ -471,7 +439,7 @@ func (s *Sink) copyRows(ctx context.Context, tx pgx.Tx, rows []Row) error {
 			continue
 		}
 		if rowFailure(err) {
-			return &RowError{Index: i, Err: err, src: source(&rows[i])}
+			return &RowError{Index: i, Err: err, From: "pgsink", Input: (&rows[i]).Source()}
 		}
 		return fmt.Errorf("COPY into %s: %w", s.records.Sanitize(), &failedStatement{what: whatRows, row: i, err: err})
 	}
@@ -492,7 +460,7 @@ func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([
 	for i := range b.DeadLetters {
 		if _, err := br.Exec(); err != nil {
 			if rowFailure(err) {
-				return fenced, &RowError{Index: i, DeadLetter: true, Err: err, src: source(&b.DeadLetters[i].Row)}
+				return fenced, &RowError{Index: i, DeadLetter: true, Err: err, From: "pgsink", Input: (&b.DeadLetters[i].Row).Source()}
 			}
 			return fenced, fmt.Errorf("writing dead letter %d: %w", i, &failedStatement{what: whatDeadLetters, row: i, dead: true, err: err})
 		}
@@ -501,7 +469,7 @@ func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([
 		for i := range b.Rows {
 			if _, err := br.Exec(); err != nil {
 				if rowFailure(err) {
-					return fenced, &RowError{Index: i, Err: err, src: source(&b.Rows[i])}
+					return fenced, &RowError{Index: i, Err: err, From: "pgsink", Input: (&b.Rows[i]).Source()}
 				}
 				return fenced, fmt.Errorf("running the statement for row %d: %w", i, &failedStatement{what: whatRows, row: i, err: err})
 			}

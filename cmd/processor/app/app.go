@@ -31,6 +31,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -362,7 +363,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 	}
 	m := &Metrics{Txn: txn.NewMetrics(promReg), Pipeline: pipeline.NewMetrics(promReg)}
 	opts.Metrics = m.Pipeline
-	sess, err := txn.New(txn.Options{
+	so := txn.Options{
 		Brokers:            brokers,
 		Group:              cfg.Group,
 		Topics:             cfg.InputTopics,
@@ -370,14 +371,17 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		InstanceID:         cfg.InstanceID,
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
-		AtLeastOnce:        cfg.Guarantee == "at_least_once",
-		Database:           db,
+		Guarantee:          txn.Guarantee(cfg.Guarantee),
 		OutputTopics:       opts.RequireTopics,
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
 		ConnOpts:           sec.connOpts(),
-	})
+	}
+	if db != nil {
+		so.Destination, so.DestinationName = db, cfg.Sink
+	}
+	sess, err := txn.New(so)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the transactional session: %w", err)
 	}
@@ -395,6 +399,7 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 	var missing *pipeline.MissingTopicsError
 	var recErr *pipeline.RecordError
 	var access *txn.AccessError
+	var persistent *sink.PersistentError
 	switch {
 	case err == nil:
 		s := p.Stats()
@@ -416,7 +421,9 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 		return configError(&config.Error{Var: required[value], Value: value,
 			Want: "a topic that exists in the cluster (it does not; create it first, e.g. kafka-topics.sh --create --topic " + value + ")"})
 	case errors.As(err, &fenced):
-		log.Error("stopping: " + err.Error())
+		log.Error("stopping: " + fenced.Hint("give every instance its own "+config.EnvName("TRANSACTIONAL_ID")))
+	case errors.As(err, &persistent):
+		log.Error("stopping: " + persistent.Line(func(setting string) string { return sinkVar(cfg.Sink, setting) }))
 	case errors.As(err, &access):
 		log.Error("stopping: " + accessMessage(access, cfg))
 	case errors.As(err, &recErr):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +16,7 @@ import (
 // openDatabase opens the postgres sink's database (PROCESSOR_SINK=postgres),
 // creating its tables, and registers its metrics with promReg; nil without
 // the postgres sink. A setting that cannot work (the URL, a table name, the
-// statement, the password file) is a *config.Error or *pgsink.ConfigError,
+// statement, the password file) is a *config.Error,
 // returned at once, and so is a server that refuses the user, the password
 // or the database. A database that cannot be reached is retried with
 // backoff, saying so, until ctx ends.
@@ -51,8 +52,11 @@ func openDatabase(ctx context.Context, cfg *config.Config, promReg prometheus.Re
 			return db, nil
 		}
 		var ce *pgsink.ConfigError
+		if errors.As(err, &ce) {
+			return nil, &config.Error{Var: sinkVar("postgres", ce.Setting), Value: ce.Value, Want: ce.Want}
+		}
 		var refused *pgsink.RefusedError
-		if errors.As(err, &ce) || errors.As(err, &refused) || ctx.Err() != nil {
+		if errors.As(err, &refused) || ctx.Err() != nil {
 			return nil, err
 		}
 		log.Warn("cannot open the PostgreSQL database; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
@@ -63,6 +67,12 @@ func openDatabase(ctx context.Context, cfg *config.Config, promReg prometheus.Re
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// sinkVar is the variable a setting of sink name is read from:
+// PROCESSOR_<NAME>_<SETTING>.
+func sinkVar(name, setting string) string {
+	return config.EnvName(strings.ToUpper(name) + "_" + setting)
 }
 
 // postgresNames are the names the pipeline gives the postgres sink's
