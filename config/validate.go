@@ -120,11 +120,7 @@ var rules = []rule{
 		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (to replay dead letters, run a separate processor with the DLQ topic as its input)")},
 	{field: "DLQTopic", when: func(c *Config) bool { return hasDLQ(c) && hasOutput(c) && kafkaSink(c) }, ok: func(c *Config) bool { return c.DLQTopic != c.OutputTopic },
 		form: fixed("a topic other than PROCESSOR_OUTPUT_TOPIC (dead letters would be mixed into the outputs, and readers of either could not tell them apart)")},
-	// The postgres sink.
-	{field: "PostgresURL", when: postgresSink, unset: true, ok: func(c *Config) bool { return c.PostgresURL != "" },
-		form: note(" (PROCESSOR_SINK=postgres needs one)")},
-	{field: "PostgresURL", when: kafkaSink, ok: func(c *Config) bool { return c.PostgresURL == "" },
-		form: fixed("unset unless PROCESSOR_SINK=postgres")},
+	// The postgres sink (its own settings are pgsink.Settings).
 	{field: "Guarantee", when: postgresSink, ok: func(c *Config) bool { return c.Guarantee == "exactly_once" },
 		form: fixed("exactly_once with PROCESSOR_SINK=postgres (rows and offsets commit in one database transaction)")},
 	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},

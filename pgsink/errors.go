@@ -21,6 +21,7 @@ const (
 	SettingStatement       = "STATEMENT"
 	SettingDeadLetterTable = "DEAD_LETTER_TABLE"
 	SettingOffsetsTable    = "OFFSETS_TABLE"
+	SettingPasswordFile    = "PASSWORD_FILE"
 )
 
 // ConfigError is a setting that cannot work: a malformed URL, a table name

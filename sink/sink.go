@@ -11,9 +11,9 @@
 // leaves nothing behind. A destination without transactions (Writer)
 // could only give at least once; the session runs none yet.
 //
-// The package is a leaf: it imports the shared vocabulary (record) and
-// franz-go's record header, no driver, so that the session (txn) depends
-// on the contract and never on a database.
+// The package is a leaf: it imports the shared vocabulary (record), the
+// settings model (settings) and franz-go's record header, no driver, so
+// that the session (txn) depends on the contract and never on a database.
 package sink
 
 import (

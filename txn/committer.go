@@ -11,7 +11,7 @@ import (
 )
 
 // Guarantee is what the session promises about each input record's
-// outputs; it is the value of PROCESSOR_GUARANTEE.
+// outputs.
 type Guarantee string
 
 // The guarantees.

@@ -90,6 +90,10 @@ func Main(reg *transform.Registry) int {
 	if err != nil {
 		return configError(err)
 	}
+	dest, err := chooseSink(sink.Default, cfg)
+	if err != nil {
+		return configError(err)
+	}
 	if cfg.SASLMechanism == "PLAIN" && !cfg.TLSEnabled && !cfg.EmbeddedBroker {
 		log.Warn("PROCESSOR_SASL_MECHANISM=PLAIN without PROCESSOR_TLS_ENABLED=true: the password crosses the network readable; use TLS, or a SCRAM mechanism")
 	}
@@ -127,18 +131,12 @@ func Main(reg *transform.Registry) int {
 	}
 	defer closeBroker()
 
-	if cfg.Sink == "postgres" {
-		ep.starting("connecting to PostgreSQL")
+	db, code, ok := openSink(ctx, dest, cfg, promReg, ep, log)
+	if !ok {
+		return code
 	}
-	db, err := openDatabase(ctx, cfg, promReg, log)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		log.Info("stopped while starting")
-		return exitOK
-	case err != nil:
-		return configError(err)
-	case db != nil:
-		defer db.Close()
+	if db != nil {
+		defer db.close()
 	}
 	required := requiredTopics(cfg, chain)
 	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{})
@@ -311,12 +309,12 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
-	return newPipeline(cfg, sec, brokers, chains, db, promReg, log, ov)
+	return newPipeline(cfg, sec, brokers, chains, openedPostgres(db), promReg, log, ov)
 }
 
 // newPipeline is NewPipeline for a cfg that has validated, with its TLS
 // and SASL files already read into sec (as Main does before connecting).
-func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*transform.Chain, db *pgsink.Sink,
+func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*transform.Chain, db *opened,
 	promReg *prometheus.Registry, log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
 	if len(chains) == 0 {
 		return nil, nil, errors.New("building the processor: no transform chain")
@@ -346,11 +344,11 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		InjectAbort:      inject,
 		Chains:           chains[1:],
 	}
-	if cfg.Sink == "postgres" {
+	if cfg.Sink != "kafka" {
 		if db == nil {
-			return nil, nil, errors.New("building the processor: PROCESSOR_SINK=postgres without a database")
+			return nil, nil, fmt.Errorf("building the processor: PROCESSOR_SINK=%s without its destination open", cfg.Sink)
 		}
-		opts.OutputTopic, opts.DLQTopic = postgresNames(cfg)
+		opts.OutputTopic, opts.DLQTopic = db.outputs, db.deadLetters
 		if cfg.OnError != "dlq" {
 			opts.DLQTopic = ""
 		}
@@ -379,7 +377,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		ConnOpts:           sec.connOpts(),
 	}
 	if db != nil {
-		so.Destination, so.DestinationName = db, cfg.Sink
+		so.Destination, so.DestinationName = db.dest, db.name
 	}
 	sess, err := txn.New(so)
 	if err != nil {
@@ -469,7 +467,7 @@ func checkDestinations(cfg *config.Config, chain *transform.Chain) error {
 		switch {
 		case slices.Contains(cfg.InputTopics, d.Topic):
 			why = "a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)"
-		case cfg.Sink != "postgres" && cfg.DLQTopic != "" && d.Topic == cfg.DLQTopic:
+		case cfg.Sink == "kafka" && cfg.DLQTopic != "" && d.Topic == cfg.DLQTopic:
 			why = "a topic other than PROCESSOR_DLQ_TOPIC (outputs would be mixed into the dead letters)"
 		default:
 			continue
