@@ -65,7 +65,7 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 	spec, ok := reg.Lookup(cfg.Sink)
 	if !ok {
 		return nil, &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: "kafka or a sink this binary has: " + strings.Join(reg.Names(), ", ")}
+			Want: strings.Join(append([]string{"kafka"}, reg.Names()...), " or ")}
 	}
 	d := &destination{name: cfg.Sink, spec: spec}
 	if spec.Settings == nil {

@@ -79,3 +79,14 @@ func TestPostgresPasswordFileUnreadable(t *testing.T) {
 		t.Errorf("exit %d, line %q", code, line)
 	}
 }
+
+// PROCESSOR_SINK names kafka or a registered sink.
+func TestUnknownSink(t *testing.T) {
+	clearPostgresEnv(t)
+	_, err := chooseSink(sink.Default, &config.Config{Sink: "mysql"})
+	var cerr *config.Error
+	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SINK" || cerr.Value != "mysql" ||
+		err.Error() != `PROCESSOR_SINK="mysql" is invalid: want kafka or postgres` {
+		t.Fatalf("chooseSink = %v, want PROCESSOR_SINK=\"mysql\" refused, kafka or postgres wanted", err)
+	}
+}
