@@ -1,6 +1,9 @@
-// Package txn owns the transactional session: the franz-go
-// GroupTransactSession that consumes in a group with read_committed
-// isolation and commits produced records together with consumed offsets.
+// Package txn owns the transactional session: the group consumer that
+// reads with read_committed isolation, and one committer per way a batch
+// ends: a Kafka transaction (franz-go's GroupTransactSession, committing
+// the produced records together with the consumed offsets), a flush and
+// then an offset commit (at least once), or a transaction of a destination
+// that stores the offsets with the rows (sink.Transactional).
 //
 // It decides what an ended transaction means: committed; aborted without
 // error (a rebalance revoked partitions, or an absorbed commit error, after
@@ -21,7 +24,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
@@ -336,40 +338,6 @@ func (s *Session) refusal(err error) error {
 		return e
 	}
 	return nil
-}
-
-// MissingTopics returns which of topics the cluster does not have. It
-// answers nil, nil for no topics, and an error when the cluster cannot say.
-func (s *Session) MissingTopics(ctx context.Context, topics []string) ([]string, error) {
-	if len(topics) == 0 {
-		return nil, nil
-	}
-	// A metadata request of its own: kadm's ListTopics may answer from the
-	// client's cached metadata, which can predate a topic created a moment
-	// ago, and a topic confirmed missing fails records for missingTTL.
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, s.cl)
-	if err != nil {
-		return nil, fmt.Errorf("listing topics: %w", err)
-	}
-	exists := map[string]bool{}
-	for _, t := range resp.Topics {
-		if t.Topic != nil && !errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.UnknownTopicOrPartition) {
-			exists[*t.Topic] = true
-		}
-	}
-	var missing []string
-	for _, t := range topics {
-		if !exists[t] {
-			missing = append(missing, t)
-		}
-	}
-	return missing, nil
 }
 
 // Poll returns up to max buffered records, waiting until some arrive or ctx
