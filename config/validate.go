@@ -80,7 +80,9 @@ var rules = []rule{
 	{field: "Group", unset: true, ok: func(c *Config) bool { return c.Group != "" }},
 	{field: "InputTopics", unset: true, ok: func(c *Config) bool { return len(c.InputTopics) > 0 }},
 	{field: "InputTopics", ok: func(c *Config) bool { return all(c.InputTopics, topic.Valid[string]) }, form: note(topicNote)},
-	{field: "Sink", ok: func(c *Config) bool { return oneOf(c.Sink, "kafka", "postgres") }},
+	// Which sinks exist is the sink registry's to say (the wiring checks
+	// it); here only that the name can be one.
+	{field: "Sink", ok: func(c *Config) bool { return sinkName(c.Sink) }},
 	{field: "OutputTopic", when: kafkaSink, unset: true, ok: func(c *Config) bool { return c.OutputTopic != "" }},
 	{field: "OutputTopic", when: hasOutput, ok: func(c *Config) bool { return topic.Valid(c.OutputTopic) }, form: note(topicNote)},
 	{field: "OutputTopic", when: hasOutput, ok: func(c *Config) bool { return !slices.Contains(c.InputTopics, c.OutputTopic) },
@@ -120,13 +122,12 @@ var rules = []rule{
 		form: fixed("a topic that is not also in PROCESSOR_INPUT_TOPICS (to replay dead letters, run a separate processor with the DLQ topic as its input)")},
 	{field: "DLQTopic", when: func(c *Config) bool { return hasDLQ(c) && hasOutput(c) && kafkaSink(c) }, ok: func(c *Config) bool { return c.DLQTopic != c.OutputTopic },
 		form: fixed("a topic other than PROCESSOR_OUTPUT_TOPIC (dead letters would be mixed into the outputs, and readers of either could not tell them apart)")},
-	// The postgres sink.
-	{field: "PostgresURL", when: postgresSink, unset: true, ok: func(c *Config) bool { return c.PostgresURL != "" },
-		form: note(" (PROCESSOR_SINK=postgres needs one)")},
-	{field: "PostgresURL", when: kafkaSink, ok: func(c *Config) bool { return c.PostgresURL == "" },
-		form: fixed("unset unless PROCESSOR_SINK=postgres")},
-	{field: "Guarantee", when: postgresSink, ok: func(c *Config) bool { return c.Guarantee == "exactly_once" },
-		form: fixed("exactly_once with PROCESSOR_SINK=postgres (rows and offsets commit in one database transaction)")},
+	// A sink other than kafka stores the offsets with the rows (its own
+	// settings are its package's, e.g. pgsink.Settings).
+	{field: "Guarantee", when: otherSink, ok: func(c *Config) bool { return c.Guarantee == "exactly_once" },
+		form: func(c *Config, _ string) string {
+			return "exactly_once with " + EnvName("SINK") + "=" + c.Sink + " (rows and offsets commit in one database transaction)"
+		}},
 	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},
 	{field: "Workers", ok: func(c *Config) bool { return within(c.Workers, 0, 256) }},
 	// The transaction timeout is positive by now, so 0 (no deadline) passes.
@@ -189,15 +190,28 @@ func fixed(s string) func(*Config, string) string {
 	return func(*Config, string) string { return s }
 }
 
-func embedded(c *Config) bool     { return c.EmbeddedBroker }
-func external(c *Config) bool     { return !c.EmbeddedBroker }
-func hasDLQ(c *Config) bool       { return c.DLQTopic != "" }
-func kafkaSink(c *Config) bool    { return c.Sink != "postgres" }
-func postgresSink(c *Config) bool { return c.Sink == "postgres" }
-func hasOutput(c *Config) bool    { return c.OutputTopic != "" }
-func tlsOff(c *Config) bool       { return !c.TLSEnabled }
-func hasSASL(c *Config) bool      { return c.SASLMechanism != "" }
-func noSASL(c *Config) bool       { return c.SASLMechanism == "" }
+func embedded(c *Config) bool  { return c.EmbeddedBroker }
+func external(c *Config) bool  { return !c.EmbeddedBroker }
+func hasDLQ(c *Config) bool    { return c.DLQTopic != "" }
+func kafkaSink(c *Config) bool { return c.Sink == "kafka" }
+func otherSink(c *Config) bool { return c.Sink != "kafka" }
+
+// sinkName reports whether s can name a sink: a lower-case identifier.
+func sinkName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_')) {
+			return false
+		}
+	}
+	return true
+}
+func hasOutput(c *Config) bool { return c.OutputTopic != "" }
+func tlsOff(c *Config) bool    { return !c.TLSEnabled }
+func hasSASL(c *Config) bool   { return c.SASLMechanism != "" }
+func noSASL(c *Config) bool    { return c.SASLMechanism == "" }
 
 // within reports whether v is not outside lo..hi. A NaN is not outside.
 func within[T cmp.Ordered](v, lo, hi T) bool { return !(v < lo || v > hi) }

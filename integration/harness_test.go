@@ -339,7 +339,7 @@ func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
 		cfg.TransformTimeout = o.transformTimeout
 	}
 	if o.db != nil {
-		cfg.Sink, cfg.PostgresURL = "postgres", "postgres://set-by-the-test"
+		cfg.Sink = "postgres"
 	}
 	if o.configure != nil {
 		o.configure(cfg)

@@ -46,7 +46,7 @@ func BenchmarkCommit(b *testing.B) {
 		next := int64(-1)
 		for b.Loop() {
 			from := max(next, 0)
-			if err := s.Commit(ctx, &Batch{Rows: rs, Offsets: []OffsetUpdate{{p, next, from + benchBatch}}}); err != nil {
+			if err := s.Commit(ctx, &Batch{Rows: rs, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: next, Next: from + benchBatch}}}); err != nil {
 				b.Fatal(err)
 			}
 			next = from + benchBatch

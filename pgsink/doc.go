@@ -1,7 +1,8 @@
-// Package pgsink is the database side of the PostgreSQL sink
-// (PROCESSOR_SINK=postgres): it writes a batch's output rows, its dead
-// letters and the consumed offsets in one PostgreSQL transaction, so that a
-// crash or a rebalance can neither lose nor duplicate a row.
+// Package pgsink is the PostgreSQL sink, registered as "postgres" (see
+// Settings) and implementing sink.Transactional: it writes a batch's
+// output rows, its dead letters and the consumed offsets in one PostgreSQL
+// transaction, so that a crash or a rebalance can neither lose nor
+// duplicate a row.
 //
 // Exactly once rests on the offsets table, not on the output table: each
 // consumer group has one row per input partition holding the next offset

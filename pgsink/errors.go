@@ -6,21 +6,22 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/streamproc/processor/sink"
 )
 
-// The settings a ConfigError names: the suffix of the processor's
-// PROCESSOR_POSTGRES_<setting> variable.
+// The settings a ConfigError or a PersistentError names, as Settings
+// declares them; the processor reads each from a variable of its own.
 const (
 	SettingURL             = "URL"
 	SettingTable           = "TABLE"
 	SettingStatement       = "STATEMENT"
 	SettingDeadLetterTable = "DEAD_LETTER_TABLE"
 	SettingOffsetsTable    = "OFFSETS_TABLE"
+	SettingPasswordFile    = "PASSWORD_FILE"
 )
 
 // ConfigError is a setting that cannot work: a malformed URL, a table name
@@ -39,75 +40,34 @@ type ConfigError struct {
 	Want string
 }
 
-// Error names the variable, its value and what it should be, in the form
-// of the processor's other configuration errors.
+// Error names the setting, its value and what it should be, in the form
+// of settings.Error; the processor shows the setting's variable instead.
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("PROCESSOR_POSTGRES_%s=%q is invalid: want %s", e.Setting, e.Value, e.Want)
+	return fmt.Sprintf("setting %s=%q is invalid: want %s", e.Setting, e.Value, e.Want)
 }
 
-// FencedError is returned by Commit when the stored next offset of at least
-// one partition was not the batch's OffsetUpdate.Expected: another instance
-// (or an earlier attempt of this one whose COMMIT was acknowledged too late,
-// see Commit) committed past it. Nothing of the batch was written. The
-// caller must not retry the batch: it reloads the offsets (Offsets) and
-// resumes each partition from there.
-type FencedError struct {
-	// Partitions are all the batch's partitions whose update failed,
-	// ordered by topic and partition.
-	Partitions []TopicPartition
-	// Stored are their next offsets as stored right after the rollback
-	// (absent: no row); nil if they could not be read.
-	Stored map[TopicPartition]int64
-}
-
-// Error lists the fenced partitions and what is stored for them.
-func (e *FencedError) Error() string {
-	var b strings.Builder
-	b.WriteString("pgsink: fenced: the stored offsets of ")
-	for i, tp := range e.Partitions {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(tp.String())
-		if e.Stored != nil {
-			if n, ok := e.Stored[tp]; ok {
-				b.WriteString(" (now " + strconv.FormatInt(n, 10) + ")")
-			} else {
-				b.WriteString(" (now none)")
-			}
-		}
-	}
-	b.WriteString(" are not the ones this batch started from: another instance committed them; nothing was written, resume from the stored offsets")
-	return b.String()
-}
-
-// RowError is one row of a batch that the database refused (a constraint
-// violation, a bad cast, a value that is not JSON where the statement
-// wants JSON). Nothing of the batch was written; the caller applies its
-// error policy to that row's input record and commits the batch again.
-type RowError struct {
-	// Index is the row's index in Batch.Rows, or in Batch.DeadLetters when
-	// DeadLetter is true.
-	Index int
-	// DeadLetter tells that the row was a dead letter.
-	DeadLetter bool
-	// Err is why, usually a *pgconn.PgError.
-	Err error
-
-	src string // the input record's coordinates, for Error
-}
-
-// Error says which row, from which input record, and why.
-func (e *RowError) Error() string {
-	what := "output row"
-	if e.DeadLetter {
-		what = "dead letter"
-	}
-	return fmt.Sprintf("pgsink: %s %d (input %s) refused: %v", what, e.Index, e.src, e.Err)
-}
-
-// Unwrap returns Err.
-func (e *RowError) Unwrap() error { return e.Err }
+// The failures of Commit, as the sink contract has them.
+type (
+	// FencedError is returned by Commit when the stored next offset of at
+	// least one partition was not the batch's OffsetUpdate.Expected:
+	// another instance (or an earlier attempt of this one whose COMMIT
+	// was acknowledged too late, see Commit) committed past it. Nothing
+	// of the batch was written.
+	FencedError = sink.FencedError
+	// RowError is one row of a batch that the database refused (a
+	// constraint violation, a bad cast, a value that is not JSON where
+	// the statement wants JSON); its Err is usually a *pgconn.PgError.
+	RowError = sink.RowError
+	// PersistentError is a failure of Commit that repeated MaxIdentical
+	// times in a row, that no retry is expected to fix and that is no
+	// row's fault: a table or column of the statement that is gone, a
+	// privilege revoked, a read-only server, a deferred constraint
+	// failing at COMMIT, an unknown error of the database. Its Setting
+	// is SettingURL (the user's rights and the server),
+	// SettingStatement, SettingTable, SettingDeadLetterTable, or "" when
+	// no setting is to blame (the offsets table, an unknown error).
+	PersistentError = sink.PersistentError
+)
 
 // connLostError marks an error after which the connection it happened on
 // was closed: the server went away or restarted, the network failed.
@@ -117,6 +77,9 @@ func (e *connLostError) Error() string {
 	return "the connection to PostgreSQL was lost: " + e.err.Error()
 }
 func (e *connLostError) Unwrap() error { return e.err }
+
+// Retriable is the package's Retriable, for the sink contract.
+func (s *Sink) Retriable(err error) bool { return Retriable(err) }
 
 // Retriable tells whether committing the same batch again later can
 // succeed: true for a lost or refused connection (server down, restarting:
@@ -238,47 +201,6 @@ func rowFailure(err error) bool {
 // failure tied to a row becomes a *RowError for that row, and one tied to
 // none a *PersistentError.
 const MaxIdentical = 3
-
-// PersistentError is a failure of Commit that repeated MaxIdentical times
-// in a row, that no retry is expected to fix and that is no row's fault:
-// a table or column of the statement that is gone, a privilege revoked, a
-// read-only server, a deferred constraint failing at COMMIT, an unknown
-// error of the database. Nothing of the batch was written. The processor
-// stops (exit code 1) with Error's one line, which names the setting to
-// check.
-type PersistentError struct {
-	// Setting is the PROCESSOR_POSTGRES_<setting> to check (SettingURL
-	// for the user's rights and the server, SettingStatement,
-	// SettingTable, SettingDeadLetterTable), or "" when no setting is to
-	// blame (the offsets table, an unknown error).
-	Setting string
-	// Check says what to look at.
-	Check string
-	// Attempts is how many commits failed so.
-	Attempts int
-	// Err is the last failure, usually wrapping a *pgconn.PgError.
-	Err error
-}
-
-// Error is one line: the failure, how many times, and what to check.
-func (e *PersistentError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "pgsink: committing to PostgreSQL failed %d times in a row with the same error, which retrying does not fix: %s", e.Attempts, pgMessage(e.Err))
-	switch {
-	case e.Setting != "" && e.Check != "":
-		b.WriteString("; check PROCESSOR_POSTGRES_" + e.Setting + ": " + e.Check)
-	case e.Setting != "":
-		b.WriteString("; check PROCESSOR_POSTGRES_" + e.Setting)
-	case e.Check != "":
-		b.WriteString("; check " + e.Check)
-	default:
-		b.WriteString("; check the server's log")
-	}
-	return strings.Join(strings.Fields(b.String()), " ")
-}
-
-// Unwrap returns Err.
-func (e *PersistentError) Unwrap() error { return e.Err }
 
 // pgMessage is PostgreSQL's message of err with its detail and hint, or
 // err's text.

@@ -36,7 +36,7 @@ func TestTwoInstancesRace(t *testing.T) {
 					rs[j].Key = []byte(fmt.Sprintf("instance-%d", i))
 				}
 				<-start
-				errs[i] = s.Commit(ctx, &Batch{Rows: rs, Offsets: []OffsetUpdate{{p, expected, next}}})
+				errs[i] = s.Commit(ctx, &Batch{Rows: rs, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: expected, Next: next}}})
 			}()
 		}
 		if before != nil {

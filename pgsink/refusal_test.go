@@ -58,7 +58,7 @@ const anyJSON = "\x00any JSON"
 // want is "", in value_bytes as it came.
 func checkValues(t *testing.T, d *testDB, s *Sink, values []string, want []string) {
 	t.Helper()
-	err := s.Commit(testCtx(t), &Batch{Rows: valueRows(values...), Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, int64(len(values))}}})
+	err := s.Commit(testCtx(t), &Batch{Rows: valueRows(values...), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: int64(len(values))}}})
 	if err != nil {
 		t.Fatalf("Commit = %v, want every row written, in value_bytes where jsonb refuses the value", err)
 	}
@@ -156,7 +156,7 @@ func TestStatementRowContentClasses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := valueRows(`[{"id":10,"name":"x"}]`, tc.value, `[{"id":11,"name":"y"}]`)
-			err := s.Commit(ctx, &Batch{Rows: rows, Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, 3}}})
+			err := s.Commit(ctx, &Batch{Rows: rows, Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 3}}})
 			var re *RowError
 			if !errors.As(err, &re) || re.Index != 1 || !strings.Contains(err.Error(), tc.code) || Retriable(err) {
 				t.Fatalf("Commit = %v, want a *RowError for row 1 with SQLSTATE %s", err, tc.code)
@@ -179,7 +179,7 @@ func TestStatementUnknownErrorBlamesRowAfterRepeats(t *testing.T) {
 	s := d.open(t, Options{Statement: `INSERT INTO t VALUES (check_v(@value::jsonb))`})
 	ctx := testCtx(t)
 	batch := func() *Batch {
-		return &Batch{Rows: valueRows(`{"a":1}`, `{"odd":1}`), Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, 2}}}
+		return &Batch{Rows: valueRows(`{"a":1}`, `{"odd":1}`), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 2}}}
 	}
 	for i := 1; i < MaxIdentical; i++ {
 		err := s.Commit(ctx, batch())
@@ -236,7 +236,7 @@ func TestCommitPersistentErrors(t *testing.T) {
 			s := d.open(t, o)
 			tc.setup(t, d)
 			for i := 1; i <= MaxIdentical; i++ {
-				err := s.Commit(ctx, &Batch{Rows: valueRows(`{"a":1}`), Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, 1}}})
+				err := s.Commit(ctx, &Batch{Rows: valueRows(`{"a":1}`), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 1}}})
 				var pe *PersistentError
 				var re *RowError
 				switch {
@@ -249,7 +249,11 @@ func TestCommitPersistentErrors(t *testing.T) {
 					if tc.setting == "" {
 						want = "check the sink's table processor_offsets"
 					}
-					if !errors.As(err, &pe) || pe.Setting != tc.setting || !strings.Contains(err.Error(), want) ||
+					line := ""
+					if errors.As(err, &pe) {
+						line = pe.Line(func(s string) string { return "PROCESSOR_POSTGRES_" + s })
+					}
+					if !errors.As(err, &pe) || pe.Setting != tc.setting || !strings.Contains(line, want) ||
 						!strings.Contains(err.Error(), "SQLSTATE") || strings.Contains(err.Error(), "\n") {
 						t.Fatalf("Commit %d = %v, want a one-line *PersistentError saying %q", i, err, want)
 					}

@@ -138,7 +138,7 @@ func TestCommitDefaultTable(t *testing.T) {
 			{Value: []byte("\"\xff\""), Topic: "in", Partition: 0, Offset: 8},       // not UTF-8
 			{Value: []byte(`42`), Topic: "in", Partition: 0, Offset: 9},
 		},
-		Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, 10}},
+		Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 10}},
 	}
 	if err := s.Commit(ctx, b); err != nil {
 		t.Fatal(err)
@@ -230,14 +230,14 @@ func TestOffsets(t *testing.T) {
 		t.Fatalf("Offsets before any commit = %v, %v; want empty", got, err)
 	}
 	// First commit of a partition: an INSERT.
-	if err := s.Commit(ctx, &Batch{Rows: rows("a", 0, 0, 3), Offsets: []OffsetUpdate{{p0, -1, 3}, {q0, -1, 100}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: rows("a", 0, 0, 3), Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: -1, Next: 3}, {TopicPartition: q0, Expected: -1, Next: 100}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Then conditional UPDATEs; offsets may move without rows (all filtered).
-	if err := s.Commit(ctx, &Batch{Rows: rows("a", 0, 3, 2), Offsets: []OffsetUpdate{{p0, 3, 5}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: rows("a", 0, 3, 2), Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: 3, Next: 5}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, &Batch{Offsets: []OffsetUpdate{{p0, 5, 9}, {p1, -1, 1}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: 5, Next: 9}, {TopicPartition: p1, Expected: -1, Next: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err = s.Offsets(ctx, []TopicPartition{p0, p1, {Topic: "a", Partition: 7}})
@@ -268,7 +268,7 @@ func TestCommitFenced(t *testing.T) {
 	s := d.open(t, Options{Metrics: m})
 	ctx := testCtx(t)
 	p0, p1, p2 := TopicPartition{Topic: "in", Partition: 0}, TopicPartition{Topic: "in", Partition: 1}, TopicPartition{Topic: "in", Partition: 2}
-	if err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 10), Offsets: []OffsetUpdate{{p0, -1, 10}, {p1, -1, 5}, {p2, -1, 3}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 10), Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: -1, Next: 10}, {TopicPartition: p1, Expected: -1, Next: 5}, {TopicPartition: p2, Expected: -1, Next: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	before := d.Count(t, "SELECT count(*) FROM processor_records")
@@ -276,7 +276,7 @@ func TestCommitFenced(t *testing.T) {
 	err := s.Commit(ctx, &Batch{
 		Rows:        append(rows("in", 0, 10, 4), rows("in", 1, 7, 2)...),
 		DeadLetters: []DeadLetter{{Row: rows("in", 2, 3, 1)[0], Error: "boom", Stage: "jq", Attempts: 1}},
-		Offsets:     []OffsetUpdate{{p2, -1, 4}, {p1, 7, 9}, {p0, 10, 14}},
+		Offsets:     []OffsetUpdate{{TopicPartition: p2, Expected: -1, Next: 4}, {TopicPartition: p1, Expected: 7, Next: 9}, {TopicPartition: p0, Expected: 10, Next: 14}},
 	})
 	var fe *FencedError
 	if !errors.As(err, &fe) {
@@ -304,7 +304,7 @@ func TestCommitFenced(t *testing.T) {
 			testutil.ToFloat64(m.Commits), roundTrips(t, m))
 	}
 	// Resuming from the stored offsets works.
-	if err := s.Commit(ctx, &Batch{Rows: rows("in", 1, 5, 2), Offsets: []OffsetUpdate{{p1, 5, 7}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: rows("in", 1, 5, 2), Offsets: []OffsetUpdate{{TopicPartition: p1, Expected: 5, Next: 7}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -316,7 +316,7 @@ func TestCommitCanceled(t *testing.T) {
 	s := d.open(t, Options{})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
-	err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 3), Offsets: []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 0}, -1, 3}}})
+	err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 3), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 3}}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Commit with a canceled context = %v, want context.Canceled", err)
 	}
@@ -338,7 +338,7 @@ func TestDeadLetters(t *testing.T) {
 	err := s.Commit(ctx, &Batch{
 		Rows:        rows("in", 2, 40, 1),
 		DeadLetters: []DeadLetter{dl},
-		Offsets:     []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 2}, -1, 42}},
+		Offsets:     []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 2}, Expected: -1, Next: 42}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +368,7 @@ func TestDeadLetters(t *testing.T) {
 	err = s.Commit(ctx, &Batch{
 		Rows:        rows("in", 2, 42, 1),
 		DeadLetters: []DeadLetter{dl, bad},
-		Offsets:     []OffsetUpdate{{TopicPartition{Topic: "in", Partition: 2}, 42, 44}},
+		Offsets:     []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 2}, Expected: 42, Next: 44}},
 	})
 	var re *RowError
 	if !errors.As(err, &re) || !re.DeadLetter || re.Index != 1 || Retriable(err) || !strings.Contains(err.Error(), "in/2@41") {
@@ -401,7 +401,7 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	err := s.Commit(ctx, &Batch{
 		Rows:        rows("in", 0, 0, 3),
 		DeadLetters: []DeadLetter{{Row: rows("in", 0, 3, 1)[0], Error: "e", Stage: "s", Attempts: 1}},
-		Offsets:     []OffsetUpdate{{p, -1, 4}},
+		Offsets:     []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 4}},
 	})
 	if err != nil {
 		t.Fatal(err)

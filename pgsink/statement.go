@@ -96,85 +96,107 @@ func parseStatement(src string) (*statement, error) {
 	var out strings.Builder
 	out.Grow(len(src) + 32)
 	for i := 0; i < len(src); {
-		c := src[i]
+		j, why := verbatim(src, i)
+		if why != "" {
+			return nil, bad(why)
+		}
+		if j > i {
+			out.WriteString(src[i:j])
+			i = j
+			continue
+		}
 		var next byte
 		if i+1 < len(src) {
 			next = src[i+1]
 		}
-		switch {
-		case c == '\'':
-			// E'...' strings take backslash escapes; others do not
-			// (standard_conforming_strings, on since PostgreSQL 9.1).
-			escapes := i > 0 && (src[i-1] == 'E' || src[i-1] == 'e') && (i < 2 || !identChar(src[i-2]))
-			j, ok := skipQuoted(src, i, '\'', escapes)
-			if !ok {
-				return nil, bad("a string literal is not terminated")
-			}
-			out.WriteString(src[i:j])
-			i = j
-		case c == '"':
-			j, ok := skipQuoted(src, i, '"', false)
-			if !ok {
-				return nil, bad("a quoted identifier is not terminated")
-			}
-			out.WriteString(src[i:j])
-			i = j
-		case c == '-' && next == '-':
-			j := strings.IndexByte(src[i:], '\n')
-			if j < 0 {
-				j = len(src) - i
-			}
-			out.WriteString(src[i : i+j])
-			i += j
-		case c == '/' && next == '*':
-			j, ok := skipBlockComment(src, i)
-			if !ok {
-				return nil, bad("a /* comment */ is not terminated")
-			}
-			out.WriteString(src[i:j])
-			i = j
-		case c == '$' && (i == 0 || !identChar(src[i-1])):
-			if next >= '0' && next <= '9' {
-				return nil, bad("positional parameters such as $1 are not supported")
-			}
-			j, ok := skipDollarQuoted(src, i)
-			if !ok {
-				return nil, bad("a $tag$ string is not terminated")
-			}
-			out.WriteString(src[i:j])
-			i = j
-		case c == '@' && (i == 0 || src[i-1] != '@') && identStart(next):
-			j := i + 1
-			for j < len(src) && paramChar(src[j]) {
-				j++
-			}
-			name := src[i+1 : j]
-			p, sqlType, ok := lookupParam(name)
-			if !ok {
-				return nil, bad("@" + name + " is not one")
-			}
-			if p.kind == paramValue {
-				st.wantsJSON = true
-			}
-			n, seen := index[name]
-			if !seen {
-				st.params = append(st.params, p)
-				n = len(st.params)
-				index[name] = n
-			}
-			out.WriteString("($")
-			out.WriteString(strconv.Itoa(n))
-			out.WriteString("::")
-			out.WriteString(sqlType)
-			out.WriteByte(')')
-			i = j
-		default:
-			out.WriteByte(c)
+		if src[i] != '@' || (i > 0 && src[i-1] == '@') || !identStart(next) {
+			out.WriteByte(src[i])
 			i++
+			continue
+		}
+		if i, why = st.param(src, i, index, &out); why != "" {
+			return nil, bad(why)
 		}
 	}
 	st.sql = out.String()
 	return st, nil
+}
+
+// verbatim returns the end of the string literal, quoted identifier,
+// comment or dollar-quoted string that starts at src[i], which the
+// statement keeps as it is; i when none starts there; and why, when one
+// is not terminated or src[i] starts a positional parameter.
+func verbatim(src string, i int) (int, string) {
+	c := src[i]
+	var next byte
+	if i+1 < len(src) {
+		next = src[i+1]
+	}
+	switch {
+	case c == '\'':
+		// E'...' strings take backslash escapes; others do not
+		// (standard_conforming_strings, on since PostgreSQL 9.1).
+		escapes := i > 0 && (src[i-1] == 'E' || src[i-1] == 'e') && (i < 2 || !identChar(src[i-2]))
+		if j, ok := skipQuoted(src, i, '\'', escapes); ok {
+			return j, ""
+		}
+		return i, "a string literal is not terminated"
+	case c == '"':
+		if j, ok := skipQuoted(src, i, '"', false); ok {
+			return j, ""
+		}
+		return i, "a quoted identifier is not terminated"
+	case c == '-' && next == '-':
+		j := strings.IndexByte(src[i:], '\n')
+		if j < 0 {
+			return len(src), ""
+		}
+		return i + j, ""
+	case c == '/' && next == '*':
+		if j, ok := skipBlockComment(src, i); ok {
+			return j, ""
+		}
+		return i, "a /* comment */ is not terminated"
+	case c == '$' && (i == 0 || !identChar(src[i-1])):
+		if next >= '0' && next <= '9' {
+			return i, "positional parameters such as $1 are not supported"
+		}
+		if j, ok := skipDollarQuoted(src, i); ok {
+			return j, ""
+		}
+		return i, "a $tag$ string is not terminated"
+	}
+	return i, ""
+}
+
+// param writes the positional parameter, with its cast, of the named one
+// at src[i] (its @) to out, numbering each name once in index, and
+// returns where the name ends; or why it is not one.
+func (st *statement) param(src string, i int, index map[string]int, out *strings.Builder) (int, string) {
+	j := i + 1
+	for j < len(src) && paramChar(src[j]) {
+		j++
+	}
+	name := src[i+1 : j]
+	p, sqlType, ok := lookupParam(name)
+	if !ok {
+		return i, "@" + name + " is not one"
+	}
+	if p.kind == paramValue {
+		st.wantsJSON = true
+	}
+	n, seen := index[name]
+	if !seen {
+		st.params = append(st.params, p)
+		n = len(st.params)
+		index[name] = n
+	}
+	out.WriteString("($")
+	out.WriteString(strconv.Itoa(n))
+	out.WriteString("::")
+	out.WriteString(sqlType)
+	out.WriteByte(')')
+	return j, ""
 }
 
 // lookupParam returns the parameter called name and its SQL type.

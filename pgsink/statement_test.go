@@ -50,11 +50,11 @@ func TestStatementUpsert(t *testing.T) {
 		order(1, `{"order_id": 2, "amount": 3}`),
 		order(2, `{"order_id": 1, "amount": 11}`), // the same order again, in the same batch
 	}
-	if err := s.Commit(ctx, &Batch{Rows: batch, Offsets: []OffsetUpdate{{p, -1, 3}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: batch, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	// The same inputs once more (as after a reset of the offsets).
-	if err := s.Commit(ctx, &Batch{Rows: batch, Offsets: []OffsetUpdate{{p, 3, 6}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: batch, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: 3, Next: 6}}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := d.Count(t, "SELECT count(*) FROM invoices"); n != 2 {
@@ -85,7 +85,7 @@ func TestStatementRowError(t *testing.T) {
 	s := d.open(t, Options{Statement: invoicesStatement, Metrics: m})
 	ctx := testCtx(t)
 	p := TopicPartition{Topic: "orders", Partition: 0}
-	if err := s.Commit(ctx, &Batch{Rows: []Row{order(0, `{"order_id": 1, "amount": 1}`)}, Offsets: []OffsetUpdate{{p, -1, 1}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: []Row{order(0, `{"order_id": 1, "amount": 1}`)}, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -109,7 +109,7 @@ func TestStatementRowError(t *testing.T) {
 			err := s.Commit(ctx, &Batch{
 				Rows:        batch,
 				DeadLetters: []DeadLetter{{Row: order(9, "x"), Error: "e", Stage: "s"}},
-				Offsets:     []OffsetUpdate{{p, 1, 4}},
+				Offsets:     []OffsetUpdate{{TopicPartition: p, Expected: 1, Next: 4}},
 			})
 			var re *RowError
 			if !errors.As(err, &re) || re.Index != tc.index || re.DeadLetter || !strings.Contains(err.Error(), tc.want) || Retriable(err) {
@@ -134,7 +134,7 @@ func TestStatementRowError(t *testing.T) {
 		t.Errorf("rollbacks{row} = %v, want 4", got)
 	}
 	// The batch without the bad row commits.
-	if err := s.Commit(ctx, &Batch{Rows: []Row{order(1, `{"order_id": 10, "amount": 1}`)}, Offsets: []OffsetUpdate{{p, 1, 4}}}); err != nil {
+	if err := s.Commit(ctx, &Batch{Rows: []Row{order(1, `{"order_id": 10, "amount": 1}`)}, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: 1, Next: 4}}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -265,9 +265,9 @@ func TestRetriable(t *testing.T) {
 
 func TestSortedOffsets(t *testing.T) {
 	us := []OffsetUpdate{
-		{TopicPartition{Topic: "b", Partition: 0}, -1, 1},
-		{TopicPartition{Topic: "a", Partition: 2}, 5, 6},
-		{TopicPartition{Topic: "a", Partition: 1}, 5, 6},
+		{TopicPartition: TopicPartition{Topic: "b", Partition: 0}, Expected: -1, Next: 1},
+		{TopicPartition: TopicPartition{Topic: "a", Partition: 2}, Expected: 5, Next: 6},
+		{TopicPartition: TopicPartition{Topic: "a", Partition: 1}, Expected: 5, Next: 6},
 	}
 	got, err := sortedOffsets(us)
 	if err != nil {
@@ -279,13 +279,13 @@ func TestSortedOffsets(t *testing.T) {
 	if us[0].Topic != "b" {
 		t.Error("sortedOffsets reordered the caller's slice")
 	}
-	if _, err := sortedOffsets([]OffsetUpdate{{TopicPartition{Topic: "a", Partition: 0}, -1, 0}}); err != nil {
+	if _, err := sortedOffsets([]OffsetUpdate{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: -1, Next: 0}}); err != nil {
 		t.Errorf("sortedOffsets refused a first update to offset 0: %v", err)
 	}
 	for _, bad := range [][]OffsetUpdate{
-		{{TopicPartition{Topic: "a", Partition: 0}, -2, 1}},
-		{{TopicPartition{Topic: "a", Partition: 0}, 0, -1}},
-		{{TopicPartition{Topic: "a", Partition: 0}, 0, 1}, {TopicPartition{Topic: "a", Partition: 0}, 1, 2}},
+		{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: -2, Next: 1}},
+		{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: 0, Next: -1}},
+		{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: 0, Next: 1}, {TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: 1, Next: 2}},
 	} {
 		if _, err := sortedOffsets(bad); err == nil {
 			t.Errorf("sortedOffsets(%v) accepted it", bad)

@@ -29,7 +29,7 @@ func TestLoopAtLeastOnceLosesNothing(t *testing.T) {
 	})
 	inject := func(seq uint64) bool { return seq%3 == 2 }
 	run := e.startWith("g", "g-alo", chain, Options{Lineage: true, MaxRecordsPerTxn: 200, InjectAbort: inject},
-		func(o *txn.Options) { o.AtLeastOnce = true })
+		func(o *txn.Options) { o.Guarantee = txn.AtLeastOnce })
 	eventually(t, 30*time.Second, "the group to commit every input", run, func() bool { return e.caughtUp("g") })
 	run.stop(t, 10*time.Second)
 

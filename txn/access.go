@@ -117,7 +117,7 @@ func accessKind(err error) Access {
 // them; so are ACLs that allow describing but not reading, which only the
 // join or the fetch finds.
 func (s *Session) checkReadAccess(ctx context.Context) error {
-	if _, err := kadm.NewClient(s.client()).FetchOffsets(ctx, s.opts.Group); errors.Is(err, kerr.GroupAuthorizationFailed) {
+	if _, err := kadm.NewClient(s.cl).FetchOffsets(ctx, s.opts.Group); errors.Is(err, kerr.GroupAuthorizationFailed) {
 		return &AccessError{Kind: AccessDenied, Resource: fmt.Sprintf("group %q", s.opts.Group), Err: err}
 	}
 	// A metadata request of its own, as kadm's does not say which topic
@@ -128,7 +128,7 @@ func (s *Session) checkReadAccess(ctx context.Context) error {
 		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
-	resp, err := req.RequestWith(ctx, s.client())
+	resp, err := req.RequestWith(ctx, s.cl)
 	if err != nil {
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func atLeastOnce(o *Options) { o.AtLeastOnce = true }
+func atLeastOnceMode(o *Options) { o.Guarantee = AtLeastOnce }
 
 // At least once: a committed batch's outputs are visible at once (no
 // transaction) and its offsets committed; an aborted batch's outputs stay
@@ -20,7 +20,7 @@ func TestAtLeastOnce(t *testing.T) {
 	c.createTopic(t, "in", 2)
 	c.createTopic(t, "out", 1)
 	c.produce(t, "in", 20)
-	f := c.session(t, "g", "alo", []string{"in"}, atLeastOnce)
+	f := c.session(t, "g", "alo", []string{"in"}, atLeastOnceMode)
 	f.init(t)
 	first := f.pollN(t, 20)
 	f.begin(t)

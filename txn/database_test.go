@@ -34,11 +34,15 @@ func (c *cluster) dbSession(t *testing.T, db *pgtest.DB, name string) (*fixture,
 	}
 	t.Cleanup(sink.Close)
 	f := c.session(t, "g", name, []string{"in"}, func(o *Options) {
-		o.Database = sink
+		o.Destination, o.DestinationName = sink, "postgres"
 		o.ClientOpts = append(o.ClientOpts, kgo.RebalanceTimeout(2*time.Second))
 	})
 	return f, sink
 }
+
+// postgresVar is the variable the processor reads a postgres setting
+// from, as it names it in a *sink.PersistentError's line.
+func postgresVar(setting string) string { return "PROCESSOR_POSTGRES_" + setting }
 
 // writeRows produces one row per input record, as the pipeline does.
 func (f *fixture) writeRows(in []*kgo.Record) {
@@ -237,7 +241,7 @@ func TestDatabasePersistentFailureEnds(t *testing.T) {
 			if since.IsZero() || transient || !strings.Contains(why, "processor_records") {
 				t.Errorf("after End %d: CommitFailing() = %v, %v, %q; want failing, not transient, naming the table", i, since, transient, why)
 			}
-		case !errors.As(err, &pe) || pe.Setting != pgsink.SettingTable || !strings.Contains(err.Error(), "PROCESSOR_POSTGRES_TABLE"):
+		case !errors.As(err, &pe) || pe.Setting != pgsink.SettingTable || !strings.Contains(pe.Line(postgresVar), "PROCESSOR_POSTGRES_TABLE"):
 			t.Fatalf("End %d = %v, want a *pgsink.PersistentError naming PROCESSOR_POSTGRES_TABLE", i, err)
 		}
 	}

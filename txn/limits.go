@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,6 +24,15 @@ const (
 	maxBatchBytes = 1 << 30
 )
 
+// limiter holds the producer's per-topic batch limits, which Init reads
+// (read) and the group client asks for (batchLimit).
+type limiter struct {
+	admin   *kadm.Client
+	outputs []string // Options.OutputTopics
+	log     *slog.Logger
+	cur     atomic.Pointer[batchLimits]
+}
+
 // batchLimits are the producer's limits on a record batch, per topic.
 type batchLimits struct {
 	topics   map[string]int32 // the OutputTopics' max.message.bytes
@@ -33,8 +44,8 @@ type batchLimits struct {
 // topic's max.message.bytes after compression; franz-go measures it before
 // (and sends it uncompressed when compressing makes it larger), so a
 // batch within this limit is never too large for the broker.
-func (s *Session) batchLimit(topic string) int32 {
-	l := s.limits.Load()
+func (lim *limiter) batchLimit(topic string) int32 {
+	l := lim.cur.Load()
 	if n, ok := l.topics[topic]; ok {
 		return n
 	}
@@ -46,13 +57,8 @@ func (s *Session) batchLimit(topic string) int32 {
 // the topic's max.message.bytes as Init read it, or the broker's
 // message.max.bytes for a topic not in Options.OutputTopics. A larger
 // record fails with kerr.MessageTooLarge without reaching the broker. It
-// is 0 in database mode, which has no such limit.
-func (s *Session) MaxRecordBytes(topic string) int {
-	if s.db != nil {
-		return 0
-	}
-	return int(s.batchLimit(topic))
-}
+// is 0 with a Destination, which has no such limit.
+func (s *Session) MaxRecordBytes(topic string) int { return s.c.maxRecordBytes(topic) }
 
 // readLimits reads the max.message.bytes of the OutputTopics and the
 // broker's message.max.bytes, for the producer's batch limits. A
@@ -61,23 +67,23 @@ func (s *Session) MaxRecordBytes(topic string) int {
 // to DefaultMaxMessageBytes. A topic that does not exist gets the broker's
 // value too (the pipeline's topic check reports it). It returns an error
 // only when the brokers do not answer, which Init retries.
-func (s *Session) readLimits(ctx context.Context) error {
+func (lim *limiter) read(ctx context.Context) error {
 	fallback := DefaultMaxMessageBytes
 	// One broker's own configuration: the cluster-wide resource holds
 	// only values set dynamically, not a broker's static or default ones.
-	meta, err := s.admin.BrokerMetadata(ctx)
+	meta, err := lim.admin.BrokerMetadata(ctx)
 	if err != nil {
 		return fmt.Errorf("reading the brokers' metadata: %w", err)
 	}
 	var brokers kadm.ResourceConfigs
 	if len(meta.Brokers) > 0 {
-		brokers, err = s.admin.DescribeBrokerConfigs(ctx, meta.Brokers[0].NodeID)
+		brokers, err = lim.admin.DescribeBrokerConfigs(ctx, meta.Brokers[0].NodeID)
 	}
 	switch {
 	case err != nil && !denied(err):
 		return fmt.Errorf("reading the broker's message.max.bytes: %w", err)
 	case err != nil:
-		s.log.Warn("may not read the broker's configuration (DescribeConfigs on the cluster); assuming Kafka's default message.max.bytes",
+		lim.log.Warn("may not read the broker's configuration (DescribeConfigs on the cluster); assuming Kafka's default message.max.bytes",
 			"message_max_bytes", fallback, "err", err.Error())
 	default:
 		for _, rc := range brokers {
@@ -86,14 +92,14 @@ func (s *Session) readLimits(ctx context.Context) error {
 				break
 			}
 			if denied(rc.Err) {
-				s.log.Warn("may not read the broker's configuration (DescribeConfigs on the cluster); assuming Kafka's default message.max.bytes",
+				lim.log.Warn("may not read the broker's configuration (DescribeConfigs on the cluster); assuming Kafka's default message.max.bytes",
 					"message_max_bytes", fallback, "err", rc.Err.Error())
 			}
 		}
 	}
-	limits := &batchLimits{topics: make(map[string]int32, len(s.opts.OutputTopics)), fallback: fallback}
-	if len(s.opts.OutputTopics) > 0 {
-		topics, err := s.admin.DescribeTopicConfigs(ctx, s.opts.OutputTopics...)
+	limits := &batchLimits{topics: make(map[string]int32, len(lim.outputs)), fallback: fallback}
+	if len(lim.outputs) > 0 {
+		topics, err := lim.admin.DescribeTopicConfigs(ctx, lim.outputs...)
 		if err != nil && !denied(err) {
 			return fmt.Errorf("reading the output topics' max.message.bytes: %w", err)
 		}
@@ -103,12 +109,12 @@ func (s *Session) readLimits(ctx context.Context) error {
 			case rc.Err == nil && ok:
 				limits.topics[rc.Name] = n
 			case denied(rc.Err):
-				s.log.Warn("may not read an output topic's configuration (DescribeConfigs on the topic); assuming the broker's message.max.bytes for it",
+				lim.log.Warn("may not read an output topic's configuration (DescribeConfigs on the topic); assuming the broker's message.max.bytes for it",
 					"topic", rc.Name, "max_message_bytes", fallback, "err", rc.Err.Error())
 			}
 		}
 	}
-	s.limits.Store(limits)
+	lim.cur.Store(limits)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -78,19 +79,29 @@ func (s *Session) Identity() (group, transactionalID string) {
 }
 
 // Guarantee returns "exactly_once" or "at_least_once".
-func (s *Session) Guarantee() string {
-	if s.opts.AtLeastOnce && s.db == nil {
-		return "at_least_once"
+func (s *Session) Guarantee() string { return string(s.opts.Guarantee) }
+
+// Sink returns where outputs go: "kafka", or Options.DestinationName.
+func (s *Session) Sink() string {
+	if s.opts.Destination == nil {
+		return "kafka"
 	}
-	return "exactly_once"
+	if s.opts.DestinationName == "" {
+		return "destination"
+	}
+	return s.opts.DestinationName
 }
 
-// Sink returns where outputs go: "kafka" or "postgres".
-func (s *Session) Sink() string {
-	if s.db != nil {
-		return "postgres"
-	}
-	return "kafka"
+// CommitFailing reports, with a Destination, since when committing to it
+// has failed without a commit going through (the zero time when the last
+// one went through, when none failed yet, and without a Destination),
+// whether the last failure was transient (a lost connection, a deadlock, a
+// server starting: sink.Transactional.Retriable) rather than one retrying
+// is not expected to fix, and its message. A batch fenced or rolled back
+// for a row's sake is no failure here. Safe from any goroutine; the
+// pipeline's health check reads it.
+func (s *Session) CommitFailing() (since time.Time, transient bool, why string) {
+	return s.c.commitFailing()
 }
 
 // Member returns this member's ID and group generation as of its last
@@ -103,34 +114,10 @@ func (s *Session) Member() (memberID string, generation int32) {
 
 // CommittedOffsets returns, per topic and partition, the next offset the
 // group has committed for the partitions this member consumed, as of the
-// last committed transaction (in database mode: the offsets stored in the
-// database for the partitions it holds). Call it from the loop's
+// last committed transaction (with a Destination: the offsets stored in
+// it for the partitions the member holds). Call it from the loop's
 // goroutine.
-func (s *Session) CommittedOffsets() map[string]map[int32]int64 {
-	out := map[string]map[int32]int64{}
-	if s.db != nil { // the database's offsets are the truth
-		s.db.mu.Lock()
-		defer s.db.mu.Unlock()
-		for tp, next := range s.db.stored {
-			if next < 0 {
-				continue
-			}
-			if out[tp.Topic] == nil {
-				out[tp.Topic] = map[int32]int64{}
-			}
-			out[tp.Topic][tp.Partition] = next
-		}
-		return out
-	}
-	for t, ps := range s.client().CommittedOffsets() {
-		m := make(map[int32]int64, len(ps))
-		for p, eo := range ps {
-			m[p] = eo.Offset
-		}
-		out[t] = m
-	}
-	return out
-}
+func (s *Session) CommittedOffsets() map[string]map[int32]int64 { return s.c.committed() }
 
 // Ends are one partition's end offsets.
 type Ends struct {

@@ -1,6 +1,9 @@
-// Package txn owns the transactional session: the franz-go
-// GroupTransactSession that consumes in a group with read_committed
-// isolation and commits produced records together with consumed offsets.
+// Package txn owns the transactional session: the group consumer that
+// reads with read_committed isolation, and one committer per way a batch
+// ends: a Kafka transaction (franz-go's GroupTransactSession, committing
+// the produced records together with the consumed offsets), a flush and
+// then an offset commit (at least once), or a transaction of a destination
+// that stores the offsets with the rows (sink.Transactional).
 //
 // It decides what an ended transaction means: committed; aborted without
 // error (a rebalance revoked partitions, or an absorbed commit error, after
@@ -15,16 +18,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -68,11 +69,13 @@ type Options struct {
 	// not accept each other (credentials, certificates), Init returns an
 	// *AccessError instead of retrying.
 	ConnOpts []kgo.Opt
-	// AtLeastOnce runs without transactions: End waits until the batch's
-	// outputs are acknowledged, then commits the consumed offsets; an
-	// aborted batch rewinds and is processed again, so outputs may be
-	// written twice but none is lost. TransactionalID is not used.
-	AtLeastOnce bool
+	// Guarantee is how batches end: ExactlyOnce (the zero value) in a
+	// Kafka transaction, or in the Destination's own; AtLeastOnce without
+	// transactions: End waits until the batch's outputs are acknowledged,
+	// then commits the consumed offsets; an aborted batch rewinds and is
+	// processed again, so outputs may be written twice but none is lost
+	// (TransactionalID is not used).
+	Guarantee Guarantee
 	// OutputTopics are the topics the session produces to that are known
 	// before it starts: the output topic, the dead-letter topic and the
 	// chain's fixed destinations. Init reads their max.message.bytes, and
@@ -81,53 +84,37 @@ type Options struct {
 	// default of 1,048,588). Topics routed to that are not listed get the
 	// broker's message.max.bytes. See MaxRecordBytes.
 	OutputTopics []string
-	// Database writes the outputs into PostgreSQL instead of Kafka: each
-	// batch's rows, dead letters and next offsets in one database
-	// transaction, the database's offsets winning over the group's (see
-	// database.go). TransactionalID is not used.
-	Database *pgsink.Sink
+	// Destination, when not nil, takes the outputs instead of Kafka: each
+	// batch's rows, dead letters and next offsets in one transaction of
+	// its own, its offsets winning over the group's (see stored.go). It
+	// gives ExactlyOnce only. TransactionalID is not used.
+	Destination sink.Transactional
+	// DestinationName is what Sink reports for Destination, e.g.
+	// "postgres"; "kafka" without one.
+	DestinationName string
 }
-
-// FencedError is returned when the producer was fenced again soon after a
-// rebuild: another live instance holds the same transactional ID.
-type FencedError struct {
-	TransactionalID string
-	Window          time.Duration
-	Err             error
-}
-
-func (e *FencedError) Error() string {
-	return fmt.Sprintf("producer fenced twice within %s: another live instance is using transactional ID %q; give every instance its own PROCESSOR_TRANSACTIONAL_ID (%v)",
-		e.Window, e.TransactionalID, e.Err)
-}
-
-// Unwrap returns the broker's error.
-func (e *FencedError) Unwrap() error { return e.Err }
 
 // Session is a transactional consume-produce session that survives broker
 // restarts, transaction timeouts and coordinator moves by rebuilding its
-// client. It is used from one goroutine, except for the read-only
-// accessors, which are safe anywhere.
+// client. It is the group consumer; how each batch ends is its
+// committer's, picked once, at construction, from Options.Guarantee and
+// Options.Destination. It is used from one goroutine, except for the
+// read-only accessors, which are safe anywhere.
 type Session struct {
 	opts Options
 	log  *slog.Logger
 	m    *Metrics
 
-	gts   *kgo.GroupTransactSession // exactly once
-	plain *kgo.Client               // at least once and database: no Kafka transactions
-	db    *database                 // database mode
-	// batchStart is, per partition, the first offset polled since the
-	// last commit (at least once): where an aborted batch rewinds to.
-	batchStart map[string]map[int32]kgo.EpochOffset
-	begun      time.Time
-	inTxn      bool
+	cl  *kgo.Client // the group client, the committer's; replaced by a rebuild
+	c   committer
+	out *outcomes
+	lim *limiter
+
+	begun time.Time
+	inTxn bool
 
 	lastFence time.Time
 
-	produceErr    atomic.Pointer[error] // first failed produce of the open transaction
-	failMu        sync.Mutex
-	failures      []Failure
-	promise       func(*kgo.Record, error)
 	rebalanced    atomic.Bool  // partitions revoked or lost since the last End
 	assignGen     atomic.Int32 // last group generation counted as a rebalance
 	joined        atomic.Bool
@@ -140,8 +127,6 @@ type Session struct {
 	admin       *kadm.Client
 
 	sasl saslWatch // a hook of the group client, across rebuilds
-
-	limits atomic.Pointer[batchLimits] // the producer's per-topic batch limits, read by Init
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -156,27 +141,48 @@ func New(opts Options) (*Session, error) {
 	if opts.Metrics == nil {
 		return nil, errors.New("txn: Options.Metrics is required")
 	}
-	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics}
-	s.assignGen.Store(-1)
-	s.promise = s.onProduced
-	s.limits.Store(&batchLimits{fallback: DefaultMaxMessageBytes})
-	if opts.Database != nil {
-		s.db = &database{sink: opts.Database, stored: map[pgsink.TopicPartition]int64{}}
+	if opts.Guarantee == "" {
+		opts.Guarantee = ExactlyOnce
 	}
+	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics, out: &outcomes{},
+		lim: &limiter{outputs: opts.OutputTopics, log: opts.Logger}}
+	s.assignGen.Store(-1)
+	s.lim.cur.Store(&batchLimits{fallback: DefaultMaxMessageBytes})
+	c, err := newCommitter(opts, s.out, s.lim)
+	if err != nil {
+		return nil, err
+	}
+	s.c = c
 	if err := s.open(); err != nil {
 		return nil, err
 	}
 	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("processor-admin"),
 		kgo.WithLogger(kgoLogger{s.log})}, opts.ConnOpts...)...)
 	if err != nil {
-		s.closeClient()
+		s.c.close()
 		return nil, fmt.Errorf("creating the Kafka admin client: %w", err)
 	}
 	s.adminClient, s.admin = admin, kadm.NewClient(admin)
+	s.lim.admin = s.admin
 	return s, nil
 }
 
+// open creates the group client through the committer.
 func (s *Session) open() error {
+	cl, err := s.c.open(s.consumerOpts())
+	if err != nil {
+		return err
+	}
+	s.cl = cl
+	return nil
+}
+
+// errCreating wraps a failure to create the group client.
+func errCreating(err error) error { return fmt.Errorf("creating the Kafka client: %w", err) }
+
+// consumerOpts are the group client's options that every committer
+// shares.
+func (s *Session) consumerOpts() []kgo.Opt {
 	o := s.opts
 	kopts := []kgo.Opt{
 		kgo.SeedBrokers(o.Brokers...),
@@ -196,30 +202,9 @@ func (s *Session) open() error {
 		// record's timestamp, which is the input's (as in Kafka Streams),
 		// so a backlog would fail as "timed out". End bounds a stuck
 		// flush by the transaction timeout instead.
-		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, added map[string][]int32) {
-			s.assigned.add(cl, added)
-			s.joined.Store(true)
-			s.countRebalance(cl)
-		}),
-		kgo.OnPartitionsRevoked(func(_ context.Context, cl *kgo.Client, rev map[string][]int32) {
-			if len(rev) > 0 {
-				s.assigned.remove(rev)
-				if s.db != nil {
-					s.db.forget(rev)
-				}
-				s.rebalanced.Store(true)
-				s.countRebalance(cl)
-			}
-		}),
-		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
-			s.assigned.clear()
-			if s.db != nil {
-				s.db.forget(nil)
-			}
-			s.rebalanced.Store(true)
-			s.joined.Store(false)
-			s.countRebalance(cl)
-		}),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onLost),
 		kgo.WithLogger(kgoLogger{s.log}),
 		// franz-go retries CONCURRENT_TRANSACTIONS (the previous
 		// transaction's markers are still being written) after a
@@ -230,52 +215,39 @@ func (s *Session) open() error {
 		// A batch may be as large as its topic takes (Init reads the
 		// limits before anything is produced; franz-go asks once per
 		// partition, when it first produces to it).
-		kgo.ProducerBatchMaxBytesFn(s.batchLimit),
+		kgo.ProducerBatchMaxBytesFn(s.lim.batchLimit),
 	}
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
 	}
 	kopts = append(kopts, o.ConnOpts...)
-	kopts = append(kopts, o.ClientOpts...)
-	if o.AtLeastOnce || s.db != nil {
-		// Offsets are committed by End after the batch's outputs are
-		// acknowledged (or written to the database), and rebalances wait
-		// for it (AllowRebalance).
-		kopts = append(kopts, kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
-		if s.db != nil {
-			kopts = append(kopts, kgo.AdjustFetchOffsetsFn(s.adjustOffsets))
-		}
-		cl, err := kgo.NewClient(kopts...)
-		if err != nil {
-			return fmt.Errorf("creating the Kafka client: %w", err)
-		}
-		s.plain, s.batchStart = cl, map[string]map[int32]kgo.EpochOffset{}
-		return nil
-	}
-	kopts = append(kopts, kgo.TransactionalID(o.TransactionalID), kgo.TransactionTimeout(o.TransactionTimeout))
-	gts, err := kgo.NewGroupTransactSession(kopts...)
-	if err != nil {
-		return fmt.Errorf("creating the Kafka client: %w", err)
-	}
-	s.gts = gts
-	return nil
+	return append(kopts, o.ClientOpts...)
 }
 
-// client is the session's Kafka client.
-func (s *Session) client() *kgo.Client {
-	if s.plain != nil {
-		return s.plain
-	}
-	return s.gts.Client()
+// onAssigned is the group client's OnPartitionsAssigned.
+func (s *Session) onAssigned(_ context.Context, cl *kgo.Client, added map[string][]int32) {
+	s.assigned.add(cl, added)
+	s.joined.Store(true)
+	s.countRebalance(cl)
 }
 
-// closeClient closes the session's Kafka client.
-func (s *Session) closeClient() {
-	if s.plain != nil {
-		s.plain.Close()
-		return
+// onRevoked is the group client's OnPartitionsRevoked.
+func (s *Session) onRevoked(_ context.Context, cl *kgo.Client, rev map[string][]int32) {
+	if len(rev) > 0 {
+		s.assigned.remove(rev)
+		s.c.forget(rev)
+		s.rebalanced.Store(true)
+		s.countRebalance(cl)
 	}
-	s.gts.Close()
+}
+
+// onLost is the group client's OnPartitionsLost.
+func (s *Session) onLost(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+	s.assigned.clear()
+	s.c.forget(nil)
+	s.rebalanced.Store(true)
+	s.joined.Store(false)
+	s.countRebalance(cl)
 }
 
 // countRebalance counts one rebalance per group generation, however many
@@ -301,27 +273,7 @@ func (s *Session) Init(ctx context.Context) error {
 	defer s.connecting.Store(false)
 	backoff := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		tctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Second)
-		actx, cancel := context.WithCancelCause(tctx)
-		s.sasl.arm(cancel)
-		var err error
-		if s.db != nil {
-			err = s.client().Ping(actx) // it produces nothing: no producer ID to ask for
-		} else {
-			_, _, err = s.client().ProducerID(actx)
-		}
-		s.sasl.disarm()
-		if cause := context.Cause(actx); err != nil && errors.Is(cause, errSASLDropped) && ctx.Err() == nil {
-			err = cause
-		}
-		if err == nil {
-			err = s.checkReadAccess(actx)
-		}
-		if err == nil && s.db == nil {
-			err = s.readLimits(actx)
-		}
-		cancel(nil)
-		cancelTimeout()
+		err := s.initOnce(ctx)
 		if err == nil {
 			s.producerReady.Store(true)
 			if attempt > 1 {
@@ -332,19 +284,8 @@ func (s *Session) Init(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, kerr.InvalidTransactionTimeout) {
-			return fmt.Errorf("the broker rejects transaction timeout %s: %w", s.opts.TransactionTimeout, err)
-		}
-		var access *AccessError
-		if errors.As(err, &access) {
-			return access
-		}
-		if kind := accessKind(err); kind != 0 {
-			e := &AccessError{Kind: kind, Err: err}
-			if kind == AccessDenied {
-				e.Resource = fmt.Sprintf("transactional ID %q", s.opts.TransactionalID)
-			}
-			return e
+		if err := s.refusal(err); err != nil {
+			return err
 		}
 		s.log.Warn("cannot initialise the transactional producer; retrying",
 			"brokers", s.opts.Brokers, "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
@@ -357,47 +298,52 @@ func (s *Session) Init(ctx context.Context) error {
 	}
 }
 
-// MissingTopics returns which of topics the cluster does not have. It
-// answers nil, nil for no topics, and an error when the cluster cannot say.
-func (s *Session) MissingTopics(ctx context.Context, topics []string) ([]string, error) {
-	if len(topics) == 0 {
-		return nil, nil
+// initOnce is one attempt of Init: the committer's first request, the
+// check of read access, and what the committer prepares.
+func (s *Session) initOnce(ctx context.Context) error {
+	tctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelTimeout()
+	actx, cancel := context.WithCancelCause(tctx)
+	defer cancel(nil)
+	s.sasl.arm(cancel)
+	err := s.c.hello(actx)
+	s.sasl.disarm()
+	if cause := context.Cause(actx); err != nil && errors.Is(cause, errSASLDropped) && ctx.Err() == nil {
+		err = cause
 	}
-	// A metadata request of its own: kadm's ListTopics may answer from the
-	// client's cached metadata, which can predate a topic created a moment
-	// ago, and a topic confirmed missing fails records for missingTTL.
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
+	if err == nil {
+		err = s.checkReadAccess(actx)
 	}
-	resp, err := req.RequestWith(ctx, s.client())
-	if err != nil {
-		return nil, fmt.Errorf("listing topics: %w", err)
+	if err == nil {
+		err = s.c.prepare(actx)
 	}
-	exists := map[string]bool{}
-	for _, t := range resp.Topics {
-		if t.Topic != nil && !errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.UnknownTopicOrPartition) {
-			exists[*t.Topic] = true
+	return err
+}
+
+// refusal returns the error Init returns at once for err, one that no
+// retry can fix, or nil when err is to be retried.
+func (s *Session) refusal(err error) error {
+	if errors.Is(err, kerr.InvalidTransactionTimeout) {
+		return fmt.Errorf("the broker rejects transaction timeout %s: %w", s.opts.TransactionTimeout, err)
+	}
+	var access *AccessError
+	if errors.As(err, &access) {
+		return access
+	}
+	if kind := accessKind(err); kind != 0 {
+		e := &AccessError{Kind: kind, Err: err}
+		if kind == AccessDenied {
+			e.Resource = fmt.Sprintf("transactional ID %q", s.opts.TransactionalID)
 		}
+		return e
 	}
-	var missing []string
-	for _, t := range topics {
-		if !exists[t] {
-			missing = append(missing, t)
-		}
-	}
-	return missing, nil
+	return nil
 }
 
 // Poll returns up to max buffered records, waiting until some arrive or ctx
 // ends. Fetch errors are logged; the client retries them itself.
 func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
-	if s.plain != nil {
-		return s.pollAtLeastOnce(ctx, max)
-	}
-	fs := s.gts.PollRecords(ctx, max)
+	fs := s.c.poll(ctx, max)
 	s.logFetchErrors(fs)
 	return fs
 }
@@ -412,22 +358,14 @@ func (s *Session) logFetchErrors(fs kgo.Fetches) {
 	})
 }
 
-// ErrRebuilt is returned by Begin when the producer had failed and the
-// session was rebuilt: records polled before the call belong to the old
-// client and must be dropped; the new one fetches them again from the
-// committed offsets.
-var ErrRebuilt = errors.New("transactional session rebuilt")
-
 // Begin starts a transaction. If the producer is in a failed state it
 // rebuilds the session and returns ErrRebuilt; any other error is fatal.
 func (s *Session) Begin(ctx context.Context) error {
-	if s.gts != nil { // at least once has no transaction to begin
-		if err := s.gts.Begin(); err != nil {
-			if err := s.recover(ctx, 0, 0, fmt.Errorf("beginning a transaction: %w", err)); err != nil {
-				return err
-			}
-			return ErrRebuilt
+	if err := s.c.begin(); err != nil {
+		if err := s.recover(ctx, 0, 0, fmt.Errorf("beginning a transaction: %w", err)); err != nil {
+			return err
 		}
+		return ErrRebuilt
 	}
 	s.begun = time.Now()
 	s.inTxn = true
@@ -447,15 +385,7 @@ func (s *Session) Begun() time.Time { return s.begun }
 // records, franz-go's default): when it ends first, r fails with ctx's
 // error, which aborts the transaction.
 func (s *Session) Produce(ctx context.Context, r *kgo.Record, src transform.Source) {
-	if s.db != nil {
-		s.db.produceRow(r, src)
-		return
-	}
-	if s.plain != nil {
-		s.plain.Produce(ctx, r, s.promise)
-		return
-	}
-	s.gts.Produce(ctx, r, s.promise)
+	s.c.produce(ctx, r, src, nil)
 }
 
 // DeadLetter is why an input record was given up on: the chain entry (or
@@ -468,193 +398,15 @@ type DeadLetter struct {
 
 // ProduceDeadLetter buffers r, the dead letter of input src, in the open
 // transaction, as Produce does: to r's topic (the dead-letter topic), or
-// in database mode to the dead-letter table, with why's columns.
+// with a Destination to its dead letters, with why's columns.
 func (s *Session) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why DeadLetter) {
-	if s.db != nil {
-		s.db.produceDeadLetter(r, src, why)
-		return
-	}
-	s.Produce(ctx, r, src)
-}
-
-// Failure is an output record that could not be produced, and why.
-type Failure struct {
-	Record *kgo.Record
-	Err    error
-}
-
-// maxFailures bounds the failures kept per transaction.
-const maxFailures = 1000
-
-// onProduced keeps the first produce error of the transaction, and the
-// failed records.
-func (s *Session) onProduced(r *kgo.Record, err error) {
-	if err == nil {
-		return
-	}
-	s.produceErr.CompareAndSwap(nil, &err)
-	s.failMu.Lock()
-	if len(s.failures) < maxFailures {
-		s.failures = append(s.failures, Failure{Record: r, Err: err})
-	}
-	s.failMu.Unlock()
+	s.c.produce(ctx, r, src, &why)
 }
 
 // TakeFailures returns the records that failed to produce since the last
 // call (at most 1000), so the caller can tell which inputs cannot be
 // written at all, and forgets them.
-func (s *Session) TakeFailures() []Failure {
-	s.failMu.Lock()
-	defer s.failMu.Unlock()
-	f := s.failures
-	s.failures = nil
-	return f
-}
-
-// End ends the open transaction: it commits when abort is empty, and
-// aborts with that reason otherwise. records is the number of input
-// records the transaction covered.
-//
-// It returns whether the transaction committed. An abort, asked for or not,
-// leaves the session rewound to the last committed offsets, so the aborted
-// input is consumed again. When ending fails (outcome unknown, or the
-// producer was fenced), End rebuilds the session and returns nil; the
-// returned error is fatal: a *FencedError, a *pgsink.PersistentError (in
-// database mode, a failure no retry fixes), or ctx's error.
-//
-// Canceling ctx does not cut the ending short, which would leave its
-// outcome unknown: ending is bounded by the transaction timeout instead.
-// ctx bounds the rebuild that may follow.
-func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, error) {
-	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
-	defer cancel()
-	var detail string // why, for an abort the session decides
-	if s.db == nil && (abort == "" || abort == ReasonInjected || s.plain != nil) {
-		// Every record must be acknowledged before a commit: one that
-		// failed turns the commit into an abort. (An injected abort also
-		// lets its records reach the log, the hardest case for readers.)
-		if err := s.client().Flush(ectx); err == nil {
-			if perr := s.produceErr.Load(); perr != nil && abort == "" {
-				abort = ReasonProduce
-				if time.Since(s.begun) >= s.opts.TransactionTimeout {
-					// The broker aborted it at the timeout; Kafka 4
-					// (KIP-890) then fails its produces this way.
-					abort = ReasonTimeout
-				}
-				detail = "an output record could not be produced: " + (*perr).Error()
-				s.log.Warn("an output record could not be produced; aborting the transaction", "reason", string(abort), "err", (*perr).Error())
-			}
-		}
-	}
-	var committed bool
-	var err error
-	switch {
-	case s.db != nil:
-		var decided Reason
-		committed, decided, detail, err = s.endDatabase(ectx, abort)
-		if decided != "" {
-			abort = decided
-		}
-	case s.plain != nil:
-		var why string
-		if committed, why = s.endAtLeastOnce(ectx, abort); why != "" {
-			detail = why
-		}
-	default:
-		committed, err = s.gts.End(ectx, kgo.TransactionEndTry(abort == ""))
-	}
-	// Every record of the transaction has been acknowledged or failed by
-	// now (End flushes, or fails what is buffered), so no error of this
-	// transaction can reach the next one's.
-	s.produceErr.Store(nil)
-	s.inTxn = false
-	s.m.openSince.Store(0)
-	age := time.Since(s.begun)
-	s.m.Duration.Observe(age.Seconds())
-	rebalanced := s.rebalanced.Swap(false)
-	switch {
-	case err == nil && committed:
-		s.m.Committed.Inc()
-		s.m.Records.Observe(float64(records))
-		now := time.Now().UnixNano()
-		s.m.lastCommit.Store(now)
-		s.m.LastCommit.Set(float64(now) / 1e9)
-		return true, nil
-	case err == nil:
-		if abort == "" {
-			abort = ReasonOffsetCommit
-			if rebalanced {
-				abort = ReasonRebalance
-			}
-		}
-		s.m.countAbort(abort, detail)
-		s.log.Info("transaction aborted; its input will be processed again", "reason", string(abort), "records", records)
-		return false, nil
-	}
-	var persistent *pgsink.PersistentError
-	if errors.As(err, &persistent) { // a rebuild cannot fix the database's refusal
-		s.m.countAbort(ReasonEndError, err.Error())
-		return false, err
-	}
-	if ctx.Err() != nil {
-		return false, fmt.Errorf("ending the transaction: %w", ctx.Err())
-	}
-	return false, s.recover(ctx, records, age, err)
-}
-
-// recover handles a failed producer: it counts the abort, exits on
-// repeated fencing, and otherwise rebuilds the session. age is how long
-// the failed transaction had been open (0 when none was): a transaction
-// open for the transaction timeout was aborted by the broker, which bumps
-// the producer epoch, so the fencing error that follows is our own
-// timeout and not another instance.
-func (s *Session) recover(ctx context.Context, records int, age time.Duration, err error) error {
-	reason := ReasonEndError
-	switch {
-	case IsFenced(err) && age >= s.opts.TransactionTimeout:
-		reason = ReasonTimeout
-	case IsFenced(err):
-		reason = ReasonFenced
-		s.m.Fenced.Inc()
-		now := time.Now()
-		if !s.lastFence.IsZero() && now.Sub(s.lastFence) < s.opts.FenceWindow {
-			s.m.countAbort(reason, err.Error())
-			return &FencedError{TransactionalID: s.opts.TransactionalID, Window: s.opts.FenceWindow, Err: err}
-		}
-		s.lastFence = now
-	}
-	s.m.countAbort(reason, err.Error())
-	s.log.Warn("the transaction failed; rebuilding the session with a new producer epoch",
-		"reason", string(reason), "records", records, "err", err.Error())
-	return s.rebuild(ctx)
-}
-
-// IsFenced reports whether err means a newer producer with the same
-// transactional ID has taken over.
-func IsFenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
-		errors.Is(err, kerr.FencedInstanceID)
-}
-
-// rebuild replaces the client: the old one leaves, the new one rejoins the
-// group and initialises the producer, which aborts whatever the old epoch
-// left open.
-func (s *Session) rebuild(ctx context.Context) error {
-	s.producerReady.Store(false)
-	s.joined.Store(false)
-	s.leave()
-	s.closeClient()
-	if s.db != nil {
-		s.db.forget(nil) // the new client reads them when assigned
-		s.db.reset()
-		clear(s.batchStart)
-	}
-	if err := s.open(); err != nil {
-		return err
-	}
-	s.epoch.Add(1)
-	return s.Init(ctx)
-}
+func (s *Session) TakeFailures() []Failure { return s.out.take() }
 
 // Close leaves the group and closes the client. End any open transaction
 // first. It gives up waiting after a few seconds: an unreachable broker
@@ -664,7 +416,7 @@ func (s *Session) Close() {
 	s.leave()
 	closed := make(chan struct{})
 	go func() {
-		s.closeClient()
+		s.c.close()
 		s.adminClient.Close()
 		close(closed)
 	}()
@@ -682,7 +434,7 @@ const closeTimeout = 5 * time.Second
 func (s *Session) leave() {
 	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
-	if err := s.client().LeaveGroupContext(ctx); err != nil && ctx.Err() != nil {
+	if err := s.cl.LeaveGroupContext(ctx); err != nil && ctx.Err() != nil {
 		s.log.Warn("leaving the group timed out; its coordinator will notice after the session timeout", "err", err.Error())
 	}
 }
@@ -702,44 +454,3 @@ func (s *Session) Metrics() *Metrics { return s.m }
 // AssignmentEpoch changes whenever the assignment may have changed
 // (rebalance or rebuild), so callers can drop per-partition state.
 func (s *Session) AssignmentEpoch() uint64 { return s.epoch.Load() }
-
-// kgoLogger routes franz-go's own logs into slog. franz-go logs every
-// transaction at info, so its info becomes our debug; and so do its
-// warnings and errors about a refused connection (credentials,
-// certificates), which it logs per connection attempt: Init reports the
-// refusal itself, once, as the error that stops the processor.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	ctx := context.Background()
-	switch {
-	case k.l.Enabled(ctx, slog.LevelDebug):
-		return kgo.LogLevelInfo
-	case k.l.Enabled(ctx, slog.LevelWarn):
-		return kgo.LogLevelWarn
-	}
-	return kgo.LogLevelError
-}
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	l := slog.LevelDebug
-	switch {
-	case refusal(keyvals):
-	case level == kgo.LogLevelError:
-		l = slog.LevelError
-	case level == kgo.LogLevelWarn:
-		l = slog.LevelWarn
-	}
-	k.l.Log(context.Background(), l, "kafka client: "+msg, keyvals...)
-}
-
-// refusal reports whether one of a log line's values is an error that
-// accessKind recognises.
-func refusal(keyvals []any) bool {
-	for _, v := range keyvals {
-		if err, ok := v.(error); ok && accessKind(err) != 0 {
-			return true
-		}
-	}
-	return false
-}

@@ -375,7 +375,7 @@ func TestCommit(t *testing.T) {
 		t.Error("AssignmentEpoch did not change on the first assignment")
 	}
 	// More callbacks in the same generation count no more rebalances.
-	f.countRebalance(f.gts.Client())
+	f.countRebalance(f.cl)
 	if n := testutil.ToFloat64(f.m.Rebalance); n != 1 {
 		t.Errorf("rebalances_total after a second callback in the same generation = %v, want 1", n)
 	}
@@ -771,7 +771,7 @@ func TestEndErrorRebuilds(t *testing.T) {
 	f := c.session(t, "g", "tx-end", []string{"in"}, nil)
 	f.init(t)
 	in := f.pollN(t, 3)
-	old, epoch := f.gts.Client(), f.AssignmentEpoch()
+	old, epoch := f.cl, f.AssignmentEpoch()
 	h := c.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true})
 	f.begin(t)
 	f.copyTo("out", in)
@@ -784,7 +784,7 @@ func TestEndErrorRebuilds(t *testing.T) {
 	if n := f.aborted(ReasonEndError); n != 1 {
 		t.Errorf("aborted{end_error} = %v, want 1", n)
 	}
-	if f.gts.Client() == old {
+	if f.cl == old {
 		t.Error("the client was not replaced")
 	}
 	if f.AssignmentEpoch() == epoch {
@@ -812,7 +812,7 @@ func TestEndErrorWithCanceledContext(t *testing.T) {
 	c.createTopic(t, "out", 1)
 	f := c.session(t, "g", "tx-cancel", []string{"in"}, nil)
 	f.init(t)
-	old := f.gts.Client()
+	old := f.cl
 	c.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true})
 	f.begin(t)
 	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("x")}, transform.Source{})
@@ -822,7 +822,7 @@ func TestEndErrorWithCanceledContext(t *testing.T) {
 	if committed || !errors.Is(err, context.Canceled) {
 		t.Fatalf("End = %v, %v; want false and context.Canceled", committed, err)
 	}
-	if f.gts.Client() != old {
+	if f.cl != old {
 		t.Error("the session was rebuilt despite the canceled context")
 	}
 }
@@ -835,13 +835,13 @@ func TestBeginFailureRebuilds(t *testing.T) {
 	c.createTopic(t, "out", 1)
 	f := c.session(t, "g", "tx-begin", []string{"in"}, nil)
 	f.init(t)
-	old := f.gts.Client()
+	old := f.cl
 	f.begin(t)
 	// A second Begin without End is refused by the client.
 	if err := f.Begin(context.Background()); !errors.Is(err, ErrRebuilt) {
 		t.Fatalf("Begin on an open transaction = %v, want ErrRebuilt", err)
 	}
-	if f.gts.Client() == old {
+	if f.cl == old {
 		t.Error("the client was not replaced")
 	}
 	if n := f.aborted(ReasonEndError); n != 1 {

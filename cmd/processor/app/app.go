@@ -31,6 +31,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -89,6 +90,10 @@ func Main(reg *transform.Registry) int {
 	if err != nil {
 		return configError(err)
 	}
+	dest, err := chooseSink(sink.Default, cfg)
+	if err != nil {
+		return configError(err)
+	}
 	if cfg.SASLMechanism == "PLAIN" && !cfg.TLSEnabled && !cfg.EmbeddedBroker {
 		log.Warn("PROCESSOR_SASL_MECHANISM=PLAIN without PROCESSOR_TLS_ENABLED=true: the password crosses the network readable; use TLS, or a SCRAM mechanism")
 	}
@@ -126,18 +131,12 @@ func Main(reg *transform.Registry) int {
 	}
 	defer closeBroker()
 
-	if cfg.Sink == "postgres" {
-		ep.starting("connecting to PostgreSQL")
+	db, code, ok := openSink(ctx, dest, cfg, promReg, ep, log)
+	if !ok {
+		return code
 	}
-	db, err := openDatabase(ctx, cfg, promReg, log)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		log.Info("stopped while starting")
-		return exitOK
-	case err != nil:
-		return configError(err)
-	case db != nil:
-		defer db.Close()
+	if db != nil {
+		defer db.close()
 	}
 	required := requiredTopics(cfg, chain)
 	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{})
@@ -310,12 +309,12 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
-	return newPipeline(cfg, sec, brokers, chains, db, promReg, log, ov)
+	return newPipeline(cfg, sec, brokers, chains, openedPostgres(db), promReg, log, ov)
 }
 
 // newPipeline is NewPipeline for a cfg that has validated, with its TLS
 // and SASL files already read into sec (as Main does before connecting).
-func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*transform.Chain, db *pgsink.Sink,
+func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*transform.Chain, db *opened,
 	promReg *prometheus.Registry, log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
 	if len(chains) == 0 {
 		return nil, nil, errors.New("building the processor: no transform chain")
@@ -346,11 +345,11 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		Chains:           chains[1:],
 		SettingName:      pipelineSetting,
 	}
-	if cfg.Sink == "postgres" {
+	if cfg.Sink != "kafka" {
 		if db == nil {
-			return nil, nil, errors.New("building the processor: PROCESSOR_SINK=postgres without a database")
+			return nil, nil, fmt.Errorf("building the processor: PROCESSOR_SINK=%s without its destination open", cfg.Sink)
 		}
-		opts.OutputTopic, opts.DLQTopic = postgresNames(cfg)
+		opts.OutputTopic, opts.DLQTopic = db.outputs, db.deadLetters
 		if cfg.OnError != "dlq" {
 			opts.DLQTopic = ""
 		}
@@ -363,7 +362,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 	}
 	m := &Metrics{Txn: txn.NewMetrics(promReg), Pipeline: pipeline.NewMetrics(promReg)}
 	opts.Metrics = m.Pipeline
-	sess, err := txn.New(txn.Options{
+	so := txn.Options{
 		Brokers:            brokers,
 		Group:              cfg.Group,
 		Topics:             cfg.InputTopics,
@@ -371,14 +370,17 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		InstanceID:         cfg.InstanceID,
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
-		AtLeastOnce:        cfg.Guarantee == "at_least_once",
-		Database:           db,
+		Guarantee:          txn.Guarantee(cfg.Guarantee),
 		OutputTopics:       opts.RequireTopics,
 		Logger:             log,
 		Metrics:            m.Txn,
 		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
 		ConnOpts:           sec.connOpts(),
-	})
+	}
+	if db != nil {
+		so.Destination, so.DestinationName = db.dest, db.name
+	}
+	sess, err := txn.New(so)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the transactional session: %w", err)
 	}
@@ -396,6 +398,7 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 	var missing *pipeline.MissingTopicsError
 	var recErr *pipeline.RecordError
 	var access *txn.AccessError
+	var persistent *sink.PersistentError
 	switch {
 	case err == nil:
 		s := p.Stats()
@@ -417,7 +420,9 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 		return configError(&config.Error{Var: required[value], Value: value,
 			Want: "a topic that exists in the cluster (it does not; create it first, e.g. kafka-topics.sh --create --topic " + value + ")"})
 	case errors.As(err, &fenced):
-		log.Error("stopping: " + err.Error())
+		log.Error("stopping: " + fenced.Hint("give every instance its own "+config.EnvName("TRANSACTIONAL_ID")))
+	case errors.As(err, &persistent):
+		log.Error("stopping: " + persistent.Line(func(setting string) string { return sinkVar(cfg.Sink, setting) }))
 	case errors.As(err, &access):
 		log.Error("stopping: " + accessMessage(access, cfg))
 	case errors.As(err, &recErr):
@@ -463,7 +468,7 @@ func checkDestinations(cfg *config.Config, chain *transform.Chain) error {
 		switch {
 		case slices.Contains(cfg.InputTopics, d.Topic):
 			why = "a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)"
-		case cfg.Sink != "postgres" && cfg.DLQTopic != "" && d.Topic == cfg.DLQTopic:
+		case cfg.Sink == "kafka" && cfg.DLQTopic != "" && d.Topic == cfg.DLQTopic:
 			why = "a topic other than PROCESSOR_DLQ_TOPIC (outputs would be mixed into the dead letters)"
 		default:
 			continue

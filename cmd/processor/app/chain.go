@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -119,11 +120,18 @@ func replaceWord(s, word, with string) string {
 
 // warnUnknownVars logs PROCESSOR_* variables that nothing reads, which are
 // usually typos (PROCESSOR_COMIT_INTERVAL, PROCESSOR_JQ_EXPRESSION) or
-// settings of a transform that is not in the chain.
+// settings of a transform that is not in the chain (a registered sink's
+// settings are known whichever sink is chosen).
 func warnUnknownVars(log *slog.Logger, reg *transform.Registry, chain []string) {
 	known := map[string]bool{}
 	for _, v := range config.Vars() {
 		known[v] = true
+	}
+	for _, name := range sink.Default.Names() {
+		spec, _ := sink.Default.Lookup(name)
+		for _, f := range spec.Fields() {
+			known[sinkVar(name, f.Name)] = true
+		}
 	}
 	for _, entry := range chain {
 		e, err := transform.ParseEntry(entry)

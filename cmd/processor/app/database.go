@@ -3,59 +3,137 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/settings"
+	"github.com/streamproc/processor/sink"
 )
 
-// openDatabase opens the postgres sink's database (PROCESSOR_SINK=postgres),
-// creating its tables, and registers its metrics with promReg; nil without
-// the postgres sink. A setting that cannot work (the URL, a table name, the
-// statement, the password file) is a *config.Error or *pgsink.ConfigError,
-// returned at once, and so is a server that refuses the user, the password
-// or the database. A database that cannot be reached is retried with
-// backoff, saying so, until ctx ends.
-func openDatabase(ctx context.Context, cfg *config.Config, promReg prometheus.Registerer, log *slog.Logger) (*pgsink.Sink, error) {
-	if cfg.Sink != "postgres" {
+// The destinations other than Kafka: PROCESSOR_SINK names one registered
+// in a sink.Registry (the built-in ones register from init, see
+// sinks.go), whose settings are read from PROCESSOR_<NAME>_<SETTING>.
+
+// destination is the sink PROCESSOR_SINK names, with its filled settings.
+type destination struct {
+	name     string
+	spec     sink.Spec
+	settings any
+}
+
+// opened is an open destination, as the pipeline is built on it.
+type opened struct {
+	dest                 sink.Transactional
+	name                 string
+	outputs, deadLetters string // what the pipeline calls its destinations
+	close                func()
+}
+
+// sinkVar is the variable a setting of sink name is read from:
+// PROCESSOR_<NAME>_<SETTING>.
+func sinkVar(name, setting string) string {
+	return config.EnvName(strings.ToUpper(name) + "_" + setting)
+}
+
+// chooseSink returns the sink of PROCESSOR_SINK with its settings filled
+// from the environment, or nil for kafka. A setting that cannot work is a
+// *config.Error naming its variable, and so is a required setting of a
+// sink that is not the one chosen (a leftover that would be ignored).
+func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
+	for _, name := range reg.Names() {
+		if name == cfg.Sink {
+			continue
+		}
+		spec, _ := reg.Lookup(name)
+		for _, f := range spec.Fields() {
+			if v := sinkVar(name, f.Name); f.Required && os.Getenv(v) != "" {
+				return nil, &config.Error{Var: v, Value: os.Getenv(v), Secret: f.Type == "Secret",
+					Want: "unset unless " + config.EnvName("SINK") + "=" + name}
+			}
+		}
+	}
+	if cfg.Sink == "kafka" {
 		return nil, nil
 	}
-	o := pgsink.Options{
-		URL:             cfg.PostgresURL.Reveal(),
-		Table:           cfg.PostgresTable,
-		Statement:       cfg.PostgresStatement,
-		DeadLetterTable: cfg.PostgresDeadLetterTable,
-		Group:           cfg.Group,
-		Logger:          log,
-		Metrics:         pgsink.NewMetrics(promReg),
+	spec, ok := reg.Lookup(cfg.Sink)
+	if !ok {
+		return nil, &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
+			Want: strings.Join(append([]string{"kafka"}, reg.Names()...), " or ")}
 	}
-	if f := cfg.PostgresPasswordFile; f != "" {
-		pw, err := readPassword("POSTGRES_PASSWORD_FILE", f, "the database password")
-		if err != nil {
-			return nil, err
+	d := &destination{name: cfg.Sink, spec: spec}
+	if spec.Settings == nil {
+		return d, nil
+	}
+	d.settings = spec.Settings()
+	err := settings.Fill(spec.Fields(), d.settings, func(setting string) (string, bool) {
+		v, ok := os.LookupEnv(sinkVar(cfg.Sink, setting))
+		return v, ok && v != ""
+	})
+	return d, d.settingError(err)
+}
+
+// settingError turns a *settings.Error of the sink's into the
+// configuration error naming its variable; other errors are returned as
+// they are.
+func (d *destination) settingError(err error) error {
+	var se *settings.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	want := se.Want + se.Detail
+	if se.Unset {
+		want += " (" + config.EnvName("SINK") + "=" + d.name + " needs one)"
+	}
+	return &config.Error{Var: sinkVar(d.name, se.Field), Value: se.Value, Unset: se.Unset, Want: want}
+}
+
+// open opens the destination (creating its tables, for the postgres
+// sink) and registers its metrics with promReg. A setting that cannot
+// work is a *config.Error, returned at once, and so is a destination that
+// refuses the user, the password or the database. One that cannot be
+// reached is retried with backoff, saying so, until ctx ends.
+func (d *destination) open(ctx context.Context, group string, promReg prometheus.Registerer, log *slog.Logger) (*opened, error) {
+	host := sink.Host{Group: group, Logger: log, Register: func(c any) error {
+		pc, ok := c.(prometheus.Collector)
+		if !ok {
+			return fmt.Errorf("a %T is no prometheus.Collector", c)
 		}
-		o.Password = pw
-	}
+		err := promReg.Register(pc)
+		var dup prometheus.AlreadyRegisteredError
+		if errors.As(err, &dup) { // an earlier attempt's: the latest attempt's count
+			promReg.Unregister(dup.ExistingCollector)
+			err = promReg.Register(pc)
+		}
+		return err
+	}}
 	backoff := 500 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		db, err := pgsink.Open(octx, o)
+		dest, closeDest, err := d.spec.Open(octx, d.settings, host)
 		cancel()
 		if err == nil {
 			if attempt > 1 {
-				log.Info("connected to PostgreSQL")
+				log.Info("connected to " + d.spec.Title)
 			}
-			return db, nil
+			out, dead := d.spec.Names(d.settings)
+			return &opened{dest: dest, name: d.name, outputs: out, deadLetters: dead, close: closeDest}, nil
 		}
-		var ce *pgsink.ConfigError
-		var refused *pgsink.RefusedError
-		if errors.As(err, &ce) || errors.As(err, &refused) || ctx.Err() != nil {
+		var se *settings.Error
+		var refused *sink.RefusedError
+		switch {
+		case errors.As(err, &se):
+			return nil, d.settingError(err)
+		case errors.As(err, &refused) || ctx.Err() != nil:
 			return nil, err
 		}
-		log.Warn("cannot open the PostgreSQL database; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
+		log.Warn("cannot open the "+d.spec.Title+" database; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -65,14 +143,31 @@ func openDatabase(ctx context.Context, cfg *config.Config, promReg prometheus.Re
 	}
 }
 
-// postgresNames are the names the pipeline gives the postgres sink's
-// destinations, where the Kafka sink has topics: the records table (or
-// the statement) and the dead-letter table. They label
-// processor_records_produced_total.
-func postgresNames(cfg *config.Config) (out, deadLetters string) {
-	out = "postgres:" + cfg.PostgresTable
-	if cfg.PostgresStatement != "" {
-		out = "postgres:statement"
+// openedPostgres is db, opened by a caller of NewPipeline, as the
+// pipeline is built on it.
+func openedPostgres(db *pgsink.Sink) *opened {
+	if db == nil {
+		return nil
 	}
-	return out, "postgres:" + cfg.PostgresDeadLetterTable
+	out, dead := db.Names()
+	return &opened{dest: db, name: "postgres", outputs: out, deadLetters: dead, close: db.Close}
+}
+
+// openSink opens dest (nil: the kafka sink, nothing to open), saying so on
+// the status page meanwhile. When it returns !ok, code is the exit code:
+// 0 when ctx ended first, 2 for a configuration error.
+func openSink(ctx context.Context, dest *destination, cfg *config.Config, promReg prometheus.Registerer, ep *endpoints, log *slog.Logger) (db *opened, code int, ok bool) {
+	if dest == nil {
+		return nil, exitOK, true
+	}
+	ep.starting("connecting to " + dest.spec.Title)
+	db, err := dest.open(ctx, cfg.Group, promReg, log)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		log.Info("stopped while starting")
+		return nil, exitOK, false
+	case err != nil:
+		return nil, configError(err), false
+	}
+	return db, exitOK, true
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/sink"
 )
 
 // The configuration error line of a bad PROCESSOR_POSTGRES_URL never shows
@@ -39,15 +40,18 @@ func TestPostgresURLErrorLineHidesThePassword(t *testing.T) {
 }
 
 // postgresConfigLine opens the database of PROCESSOR_POSTGRES_URL=u as
-// Main does, and returns the line configError prints for its error, and
+// Main does (chooseSink, then open), and returns the line configError prints for its error, and
 // the exit code.
 func postgresConfigLine(t *testing.T, u string) (string, int) {
 	t.Helper()
-	cfg := &config.Config{Sink: "postgres", PostgresURL: config.Secret(u), PostgresTable: "processor_records",
-		PostgresDeadLetterTable: "processor_dead_letters", Group: "g"}
+	t.Setenv("PROCESSOR_POSTGRES_URL", u)
+	dest, err := chooseSink(sink.Default, &config.Config{Sink: "postgres", Group: "g"})
+	if err != nil {
+		t.Fatalf("%s: chooseSink = %v", u, err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := openDatabase(ctx, cfg, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	_, err = dest.open(ctx, "g", prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("%s: openDatabase = %v, want a configuration error at once", u, err)
 	}

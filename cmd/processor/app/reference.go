@@ -7,12 +7,13 @@ import (
 	"strings"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
 
 // The configuration reference: every variable the processor reads, core
-// settings from config's tags and each registered transform's declared
-// settings. `processor config` prints it; docs/configuration.md is the
+// settings from config's tags, and each registered sink's and transform's
+// declared settings. `processor config` prints it; docs/configuration.md is the
 // same reference in Markdown (`make docs`), and a test fails when the file
 // and the code drift apart.
 
@@ -31,6 +32,20 @@ func transformSettings(reg *transform.Registry) (names, docs []string, settings 
 		for _, f := range spec.Fields() {
 			ss = append(ss, setting{Name: settingVar(transform.Entry{Name: name}, f.Name), Default: f.Default,
 				Doc: f.Doc, Form: f.Form, Required: f.Required})
+		}
+		names, docs, settings = append(names, name), append(docs, spec.Doc), append(settings, ss)
+	}
+	return names, docs, settings
+}
+
+// sinkSettings lists, per registered sink in name order, its doc and its
+// settings under their variable names.
+func sinkSettings(reg *sink.Registry) (names, docs []string, settings [][]setting) {
+	for _, name := range reg.Names() {
+		spec, _ := reg.Lookup(name)
+		var ss []setting
+		for _, f := range spec.Fields() {
+			ss = append(ss, setting{Name: sinkVar(name, f.Name), Default: f.Default, Doc: f.Doc, Form: f.Form, Required: f.Required})
 		}
 		names, docs, settings = append(names, name), append(docs, spec.Doc), append(settings, ss)
 	}
@@ -74,7 +89,12 @@ func printReference(w io.Writer, reg *transform.Registry) {
 	}
 	fmt.Fprintln(w, "\nCore settings:")
 	printSettings(coreSettings())
-	names, docs, settings := transformSettings(reg)
+	names, docs, settings := sinkSettings(sink.Default)
+	for i, name := range names {
+		fmt.Fprintf(w, "\nSink %s (PROCESSOR_SINK=%s): %s\n", name, name, docs[i])
+		printSettings(settings[i])
+	}
+	names, docs, settings = transformSettings(reg)
 	for i, name := range names {
 		fmt.Fprintf(w, "\nTransform %s: %s\n", name, docs[i])
 		if len(settings[i]) == 0 {
@@ -102,6 +122,17 @@ binary at hand (including compiled-in plugins).
 `)
 	table(&b, coreSettings())
 	b.WriteString(`
+## Sink settings
+
+A sink's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `, read when
+` + "`PROCESSOR_SINK=<name>`" + `.
+`)
+	names, docs, settings := sinkSettings(sink.Default)
+	for i, name := range names {
+		fmt.Fprintf(&b, "\n### `%s`\n\n%s.\n\n", name, upperFirst(docs[i]))
+		table(&b, settings[i])
+	}
+	b.WriteString(`
 ## Transform settings
 
 A transform's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `; for an entry
@@ -109,7 +140,7 @@ A transform's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `; for an entry
 ` + "`PROCESSOR_<NAME>_<ALIAS>_<SETTING>`" + `, so one transform can appear twice with
 its own settings.
 `)
-	names, docs, settings := transformSettings(reg)
+	names, docs, settings = transformSettings(reg)
 	for i, name := range names {
 		fmt.Fprintf(&b, "\n### `%s`\n\n%s.\n", name, upperFirst(docs[i]))
 		if len(settings[i]) == 0 {
