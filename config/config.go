@@ -171,8 +171,7 @@ func Load(hostname string) (*Config, error) {
 }
 
 // Process fills spec, a pointer to a struct with envconfig tags, from the
-// environment variables under prefix. Transforms' own settings are read
-// with it (prefix PROCESSOR_<NAME> or PROCESSOR_<NAME>_<ALIAS>). A value
+// environment variables under prefix (Load reads Config with it). A value
 // that does not parse becomes an *Error quoting the field's `desc` tag.
 //
 // Only prefixed variables are read. envconfig.Process alone falls back to
@@ -281,16 +280,6 @@ func describe(desc, typ string) string {
 // EnvName returns the full environment variable name of a Config field's
 // tag, e.g. EnvName("GROUP") is "PROCESSOR_GROUP".
 func EnvName(tag string) string { return Prefix + "_" + tag }
-
-// TransformPrefix is the environment prefix of one transform's settings:
-// PROCESSOR_<NAME> or, with an alias, PROCESSOR_<NAME>_<ALIAS>.
-func TransformPrefix(name, alias string) string {
-	p := Prefix + "_" + strings.ToUpper(name)
-	if alias != "" {
-		p += "_" + strings.ToUpper(alias)
-	}
-	return p
-}
 
 // Hostname returns the machine's host name for the default transactional
 // ID, or "localhost" when it cannot be read.

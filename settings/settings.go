@@ -12,7 +12,7 @@
 // required makes a missing setting an error; doc says in one line what the
 // setting does, and form the values it takes (quoted when a value is
 // wrong). A plugin never sees where the values come from: the processor
-// binds each setting to PROCESSOR_<NAME>_<SETTING>, and tests pass values
+// binds each setting to a variable of its own, and tests pass values
 // directly.
 //
 // Field types: string, bool, int (any size), uint (any size), float64,
@@ -38,25 +38,6 @@ type Field struct {
 	Form     string // the values it takes, quoted when a value is wrong
 
 	index int // of the struct field
-}
-
-// Error is a bad value of one setting: a value that does not parse, a
-// required setting that is missing, or a value the plugin refuses.
-type Error struct {
-	Field string // the setting, e.g. "EXPR"
-	Value string // the value given; empty when Unset
-	Unset bool   // the setting is required but was not given
-	// Want is what was expected (the field's form); Detail follows it,
-	// e.g. " (unexpected EOF)".
-	Want   string
-	Detail string
-}
-
-func (e *Error) Error() string {
-	if e.Unset {
-		return fmt.Sprintf("setting %s is not set: want %s%s", e.Field, e.Want, e.Detail)
-	}
-	return fmt.Sprintf("setting %s=%q is invalid: want %s%s", e.Field, e.Value, e.Want, e.Detail)
 }
 
 // Lookup returns a setting's value as given, and whether it was given at
@@ -207,14 +188,14 @@ func Fill(fields []Field, settings any, lookup Lookup) error {
 		if !given {
 			if f.Default == "" {
 				if f.Required {
-					return &Error{Field: f.Name, Unset: true, Want: f.Form}
+					return &Error{Field: f.Name, Unset: true, Want: Say(f.Form)}
 				}
 				continue
 			}
 			raw = f.Default
 		}
 		if err := parseInto(s.Field(f.index), raw); err != nil {
-			return &Error{Field: f.Name, Value: raw, Want: f.Form}
+			return &Error{Field: f.Name, Value: raw, Want: Say(f.Form)}
 		}
 	}
 	return nil

@@ -104,13 +104,7 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 		if err != nil {
 			var se *SettingError
 			if errors.As(err, &se) {
-				se.Entry = e
-				for _, f := range fields {
-					if f.Name == se.Field && se.Want == "" {
-						se.Want = f.Form
-					}
-				}
-				return fail(se)
+				return fail(refused(e, fields, se))
 			}
 			return fail(fmt.Errorf("transform %s: %w", e, err))
 		}

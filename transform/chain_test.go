@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -294,8 +295,8 @@ func TestBuildSettingErrorNamesTheEntry(t *testing.T) {
 		return closerLookup(e, setting)
 	})
 	var se *transform.SettingError
-	if !errors.As(err, &se) || se.Entry != (transform.Entry{Name: "num", Alias: "b"}) || se.Field != "N" || se.Value != "three" ||
-		se.Want != "a whole number such as 3" || se.Unset {
+	if !errors.As(err, &se) || se.Plugin != (settings.Plugin{Kind: "transform", Name: "num", Alias: "b"}) || se.Field != "N" || se.Value != "three" ||
+		se.Want.String() != "a whole number such as 3" || se.Unset {
 		t.Fatalf("error = %#v, want a *SettingError for num@b's N", err)
 	}
 	if want := `transform num@b: setting N="three" is invalid: want a whole number such as 3`; err.Error() != want {

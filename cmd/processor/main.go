@@ -12,11 +12,7 @@ import (
 
 	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/transform"
-	_ "github.com/streamproc/processor/transform/headers"
-	_ "github.com/streamproc/processor/transform/identity"
-	_ "github.com/streamproc/processor/transform/jq"
-	_ "github.com/streamproc/processor/transform/route"
-	_ "github.com/streamproc/processor/transform/wasm"
+	_ "github.com/streamproc/processor/transform/all" // the built-in transforms
 )
 
 func main() { os.Exit(app.Main(transform.Default)) }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -70,7 +71,7 @@ func New(s *Settings) (transform.Transform, error) {
 			if t.drop[k] {
 				for _, h := range t.set {
 					if h.Key == k {
-						return nil, transform.Invalid("REMOVE", s.Remove, fmt.Sprintf(", and none also in SET (%q is in both)", k))
+						return nil, transform.Invalid("REMOVE", s.Remove, ", and none also in ", settings.Ref("SET"), fmt.Sprintf(" (%q is in both)", k))
 					}
 				}
 			}
@@ -78,7 +79,7 @@ func New(s *Settings) (transform.Transform, error) {
 		}
 	}
 	if len(t.drop) == 0 {
-		return nil, transform.Missing("SET", "; or REMOVE set")
+		return nil, transform.Missing("SET", "; or ", settings.Ref("REMOVE"), " set")
 	}
 	return t, nil
 }

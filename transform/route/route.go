@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/topic"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
 	"github.com/streamproc/processor/transform/jq"
@@ -60,10 +61,10 @@ type Transform struct {
 func New(s *Settings) (transform.Transform, error) {
 	switch {
 	case s.Expr == "" && s.Header == "":
-		return nil, transform.Missing("EXPR", "; or set HEADER to route by a header")
+		return nil, transform.Missing("EXPR", "; or set ", settings.Ref("HEADER"), " to route by a header")
 	case s.Expr != "" && s.Header != "":
 		return nil, &transform.SettingError{Field: "HEADER", Value: s.Header,
-			Want: "unset while EXPR is set: exactly one of the two chooses the topic"}
+			Want: settings.Say("unset while ", settings.Ref("EXPR"), " is set: exactly one of the two chooses the topic")}
 	}
 	if s.Default != "" && !topic.Valid(s.Default) {
 		return nil, transform.Invalid("DEFAULT", s.Default, "")

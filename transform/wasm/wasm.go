@@ -52,6 +52,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -166,7 +167,7 @@ func New(s *Settings) (transform.Transform, error) {
 // one to compile each guest once).
 func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error) {
 	bad := func(name, value, want string) error {
-		return &transform.SettingError{Field: name, Value: value, Want: want}
+		return &transform.SettingError{Field: name, Value: value, Want: settings.Say(want)}
 	}
 	if s.Module == "" {
 		return nil, transform.Missing("MODULE", "")

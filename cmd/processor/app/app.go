@@ -445,7 +445,7 @@ func requiredTopics(cfg *config.Config, chain *transform.Chain) map[string]strin
 	}
 	for _, d := range chain.Destinations() {
 		if _, ok := topics[d.Topic]; !ok {
-			topics[d.Topic] = config.TransformPrefix(d.Entry.Name, d.Entry.Alias) + "_" + d.Setting
+			topics[d.Topic] = PluginVar(d.Entry.Plugin(), d.Setting)
 		}
 	}
 	return topics
@@ -467,7 +467,7 @@ func checkDestinations(cfg *config.Config, chain *transform.Chain) error {
 		default:
 			continue
 		}
-		return &config.Error{Var: config.TransformPrefix(d.Entry.Name, d.Entry.Alias) + "_" + d.Setting, Value: d.Topic, Want: why}
+		return &config.Error{Var: PluginVar(d.Entry.Plugin(), d.Setting), Value: d.Topic, Want: why}
 	}
 	return nil
 }
@@ -479,7 +479,7 @@ func budgetError(cfg *config.Config, e *pipeline.BudgetError) error {
 		e.Attempts, e.Budget, e.Error())
 	switch {
 	case e.Entry != (transform.Entry{}):
-		return &config.Error{Var: config.TransformPrefix(e.Entry.Name, e.Entry.Alias) + "_TIMEOUT", Value: e.PerAttempt.String(), Want: fits}
+		return &config.Error{Var: PluginVar(e.Entry.Plugin(), "TIMEOUT"), Value: e.PerAttempt.String(), Want: fits}
 	case e.PerAttempt > 0:
 		return &config.Error{Var: config.EnvName("TRANSFORM_TIMEOUT"), Value: cfg.TransformTimeout.String(), Want: fits}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -22,19 +23,53 @@ type setting struct {
 	Required                 bool
 }
 
-// transformSettings lists, per registered transform in name order, its doc
-// and its settings under the unaliased variable names.
-func transformSettings(reg *transform.Registry) (names, docs []string, settings [][]setting) {
-	for _, name := range reg.Names() {
+// Plugin describes one registered plugin for the reference: its kind
+// ("transform"; "sink" once sinks register), its name, its one-line doc
+// and its declared settings.
+type Plugin struct {
+	Kind, Name, Doc string
+	Fields          []settings.Field
+}
+
+// Plugins lists every plugin the processor knows: the transforms
+// registered in reg, in name order. Another kind of plugin is one more
+// describe call here.
+func Plugins(reg *transform.Registry) []Plugin {
+	return describe("transform", reg.Names(), func(name string) (string, []settings.Field) {
 		spec, _ := reg.Lookup(name)
-		var ss []setting
-		for _, f := range spec.Fields() {
-			ss = append(ss, setting{Name: settingVar(transform.Entry{Name: name}, f.Name), Default: f.Default,
-				Doc: f.Doc, Form: f.Form, Required: f.Required})
-		}
-		names, docs, settings = append(names, name), append(docs, spec.Doc), append(settings, ss)
+		return spec.Doc, spec.Fields()
+	})
+}
+
+// describe lists the plugins of one kind, in the order of names, with the
+// doc and declared settings spec returns for each.
+func describe(kind string, names []string, spec func(name string) (doc string, fields []settings.Field)) []Plugin {
+	ps := make([]Plugin, 0, len(names))
+	for _, name := range names {
+		doc, fields := spec(name)
+		ps = append(ps, Plugin{Kind: kind, Name: name, Doc: doc, Fields: fields})
 	}
-	return names, docs, settings
+	return ps
+}
+
+// vars returns p's settings under their unaliased variable names.
+func (p Plugin) vars() []setting {
+	var ss []setting
+	for _, f := range p.Fields {
+		ss = append(ss, setting{Name: PluginVar(settings.Plugin{Kind: p.Kind, Name: p.Name}, f.Name), Default: f.Default,
+			Doc: f.Doc, Form: f.Form, Required: f.Required})
+	}
+	return ss
+}
+
+// kinds are the sections of the reference, one per kind of plugin, in
+// order: the heading's noun and the text under it.
+var kinds = []struct{ kind, title, intro string }{
+	{"transform", "Transform", `A transform's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `; for an entry
+` + "`name@alias`" + ` in ` + "`PROCESSOR_TRANSFORMS`" + ` they are
+` + "`PROCESSOR_<NAME>_<ALIAS>_<SETTING>`" + `, so one transform can appear twice with
+its own settings.
+`},
 }
 
 func coreSettings() []setting {
@@ -45,19 +80,30 @@ func coreSettings() []setting {
 	return ss
 }
 
-// WriteReference writes the configuration reference for the transforms
-// registered in reg: as Markdown (docs/configuration.md) or as the plain
-// text of `processor config`.
+// WriteReference writes the configuration reference for the plugins
+// registered in reg (Plugins): as Markdown (docs/configuration.md) or as
+// the plain text of `processor config`.
 func WriteReference(w io.Writer, reg *transform.Registry, markdown bool) {
 	if markdown {
-		_, _ = io.WriteString(w, markdownReference(reg))
+		_, _ = io.WriteString(w, markdownReference(Plugins(reg)))
 		return
 	}
-	printReference(w, reg)
+	printReference(w, Plugins(reg))
+}
+
+// ofKind returns the plugins of one kind, in their order.
+func ofKind(ps []Plugin, kind string) []Plugin {
+	var out []Plugin
+	for _, p := range ps {
+		if p.Kind == kind {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // printReference writes the reference as plain text.
-func printReference(w io.Writer, reg *transform.Registry) {
+func printReference(w io.Writer, ps []Plugin) {
 	fmt.Fprintln(w, "The processor is configured by environment variables; a transform's settings are")
 	fmt.Fprintln(w, "PROCESSOR_<NAME>_<SETTING>, or PROCESSOR_<NAME>_<ALIAS>_<SETTING> for name@alias.")
 	printSettings := func(ss []setting) {
@@ -74,18 +120,19 @@ func printReference(w io.Writer, reg *transform.Registry) {
 	}
 	fmt.Fprintln(w, "\nCore settings:")
 	printSettings(coreSettings())
-	names, docs, settings := transformSettings(reg)
-	for i, name := range names {
-		fmt.Fprintf(w, "\nTransform %s: %s\n", name, docs[i])
-		if len(settings[i]) == 0 {
-			fmt.Fprintln(w, "\n  (no settings)")
+	for _, k := range kinds {
+		for _, p := range ofKind(ps, k.kind) {
+			fmt.Fprintf(w, "\n%s %s: %s\n", k.title, p.Name, p.Doc)
+			if len(p.Fields) == 0 {
+				fmt.Fprintln(w, "\n  (no settings)")
+			}
+			printSettings(p.vars())
 		}
-		printSettings(settings[i])
 	}
 }
 
 // markdownReference returns docs/configuration.md.
-func markdownReference(reg *transform.Registry) string {
+func markdownReference(ps []Plugin) string {
 	var b strings.Builder
 	b.WriteString(`# Configuration reference
 
@@ -101,23 +148,17 @@ binary at hand (including compiled-in plugins).
 
 `)
 	table(&b, coreSettings())
-	b.WriteString(`
-## Transform settings
-
-A transform's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `; for an entry
-` + "`name@alias`" + ` in ` + "`PROCESSOR_TRANSFORMS`" + ` they are
-` + "`PROCESSOR_<NAME>_<ALIAS>_<SETTING>`" + `, so one transform can appear twice with
-its own settings.
-`)
-	names, docs, settings := transformSettings(reg)
-	for i, name := range names {
-		fmt.Fprintf(&b, "\n### `%s`\n\n%s.\n", name, upperFirst(docs[i]))
-		if len(settings[i]) == 0 {
-			b.WriteString("\nNo settings.\n")
-			continue
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "\n## %s settings\n\n%s", k.title, k.intro)
+		for _, p := range ofKind(ps, k.kind) {
+			fmt.Fprintf(&b, "\n### `%s`\n\n%s.\n", p.Name, upperFirst(p.Doc))
+			if len(p.Fields) == 0 {
+				b.WriteString("\nNo settings.\n")
+				continue
+			}
+			b.WriteString("\n")
+			table(&b, p.vars())
 		}
-		b.WriteString("\n")
-		table(&b, settings[i])
 	}
 	return b.String()
 }

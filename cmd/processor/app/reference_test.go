@@ -30,7 +30,7 @@ func TestRunCommand(t *testing.T) {
 	}
 	var out bytes.Buffer
 	if code, _ := runCommand([]string{"config", "-markdown"}, transform.Default, &out, &bytes.Buffer{}); code != 0 ||
-		out.String() != markdownReference(transform.Default) || !strings.Contains(out.String(), "| `PROCESSOR_ROUTE_DEFAULT` |") {
+		out.String() != markdownReference(Plugins(transform.Default)) || !strings.Contains(out.String(), "| `PROCESSOR_ROUTE_DEFAULT` |") {
 		t.Errorf("config -markdown: code %d, %d bytes", code, out.Len())
 	}
 	var ver bytes.Buffer
