@@ -193,6 +193,8 @@ func upperFirst(s string) string {
 const usage = `usage: processor             run (configured by PROCESSOR_* environment variables)
        processor config      print every variable, with its default and values
        processor config -markdown   the same as Markdown (docs/configuration.md)
+       processor metrics     print every metric, with its type, labels and meaning
+       processor metrics -markdown  the same as the Markdown table of docs/operations.md
        processor --version   print the version`
 
 // runCommand handles the command line: Main runs the processor only when
@@ -211,6 +213,10 @@ func runCommand(args []string, reg *transform.Registry, stdout, stderr io.Writer
 		WriteReference(stdout, reg, false)
 	case len(args) == 2 && args[0] == "config" && (args[1] == "-markdown" || args[1] == "--markdown"):
 		WriteReference(stdout, reg, true)
+	case len(args) == 1 && args[0] == "metrics":
+		WriteMetrics(stdout, false)
+	case len(args) == 2 && args[0] == "metrics" && (args[1] == "-markdown" || args[1] == "--markdown"):
+		WriteMetrics(stdout, true)
 	default:
 		fmt.Fprintf(stderr, "processor: unknown arguments %q\n%s\n", args, usage)
 		return exitConfig, true
