@@ -156,19 +156,13 @@ var (
 // declared size.
 const coreFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
-// New loads, checks and compiles the module, and instantiates one instance
-// so that a module that cannot start fails at start, not on the first
-// record. Every error names the setting at fault.
-func New(s *Settings) (transform.Transform, error) {
-	return newTransform(s, nil)
+// bad is the error refusing value for setting name, wanting want.
+func bad(name, value, want string) error {
+	return &transform.SettingError{Field: name, Value: value, Want: settings.Say(want)}
 }
 
-// newTransform is New with an optional shared compilation cache (tests use
-// one to compile each guest once).
-func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error) {
-	bad := func(name, value, want string) error {
-		return &transform.SettingError{Field: name, Value: value, Want: settings.Say(want)}
-	}
+// readModule checks the settings' bounds and reads the module's bytes.
+func readModule(s *Settings) ([]byte, error) {
 	if s.Module == "" {
 		return nil, transform.Missing("MODULE", "")
 	}
@@ -181,6 +175,23 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	bin, err := os.ReadFile(s.Module)
 	if err != nil {
 		return nil, bad("MODULE", s.Module, "a readable WebAssembly module file ("+firstLine(err)+")")
+	}
+	return bin, nil
+}
+
+// New loads, checks and compiles the module, and instantiates one instance
+// so that a module that cannot start fails at start, not on the first
+// record. Every error names the setting at fault.
+func New(s *Settings) (transform.Transform, error) {
+	return newTransform(s, nil)
+}
+
+// newTransform is New with an optional shared compilation cache (tests use
+// one to compile each guest once).
+func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error) {
+	bin, err := readModule(s)
+	if err != nil {
+		return nil, err
 	}
 
 	ctx := context.Background()
