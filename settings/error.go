@@ -118,3 +118,25 @@ func (e *Error) Error() string {
 func (e *Error) Expected(name func(setting string) string) string {
 	return e.Want.Format(name) + e.Detail.Format(name)
 }
+
+// Message is an error whose text names settings of its plugin, such as
+// "stopped after TIMEOUT=100ms": a plugin returns one, unwrapped, for a
+// failure that a setting explains, and the host that runs the plugin sets
+// Name, so that the message shows each setting as the user knows it (its
+// variable). Err, when set, is what errors.Is and errors.As find in it.
+type Message struct {
+	Text Text
+	Err  error
+	Name func(setting string) string // set by the host; nil shows settings as declared
+}
+
+// Error returns the text, with settings named by Name.
+func (m *Message) Error() string {
+	if m.Name == nil {
+		return m.Text.String()
+	}
+	return m.Text.Format(m.Name)
+}
+
+// Unwrap returns Err.
+func (m *Message) Unwrap() error { return m.Err }

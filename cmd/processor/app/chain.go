@@ -39,12 +39,13 @@ func buildChain(reg *transform.Registry, names []string, opts ...transform.Build
 }
 
 // buildChains builds n chains alike (buildChain), one per worker, each
-// bounding one record's outputs by PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD.
+// bounding one record's outputs by PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD,
+// its errors naming settings by their variables (SettingNames).
 // On an error it returns the chains it built, for the caller to close.
 func buildChains(reg *transform.Registry, cfg *config.Config, n int) ([]*transform.Chain, error) {
 	var chains []*transform.Chain
 	for range n {
-		c, err := buildChain(reg, cfg.Transforms, transform.MaxOutputBytes(int64(cfg.MaxOutputBytesPerRecord)))
+		c, err := buildChain(reg, cfg.Transforms, transform.MaxOutputBytes(int64(cfg.MaxOutputBytesPerRecord)), transform.WithNames(SettingNames()))
 		if err != nil {
 			return chains, err
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/settings"
+	"github.com/streamproc/processor/transform"
 )
 
 // The one place that names a plugin's variables: a plugin declares its
@@ -31,6 +32,13 @@ func pluginPrefix(p settings.Plugin) string {
 // jq@second.
 func PluginVar(p settings.Plugin, setting string) string {
 	return pluginPrefix(p) + "_" + setting
+}
+
+// SettingNames are the names a chain's errors give settings
+// (transform.WithNames): their variables, PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD
+// for the limit on one record's outputs, PluginVar for an entry's own.
+func SettingNames() transform.Names {
+	return transform.Names{Limit: config.EnvName("MAX_OUTPUT_BYTES_PER_RECORD"), Setting: PluginVar}
 }
 
 // envLookup returns the lookup that reads p's settings from the

@@ -46,3 +46,14 @@ func TestSettingError(t *testing.T) {
 		t.Error("another error was changed")
 	}
 }
+
+// A running chain's errors name settings by their variables.
+func TestSettingNames(t *testing.T) {
+	n := SettingNames()
+	if n.Limit != "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD" {
+		t.Errorf("Limit = %q", n.Limit)
+	}
+	if got := n.Setting(settings.Plugin{Kind: "transform", Name: "wasm", Alias: "x"}, "TIMEOUT"); got != "PROCESSOR_WASM_X_TIMEOUT" {
+		t.Errorf("Setting = %q", got)
+	}
+}
