@@ -17,7 +17,7 @@ import (
 	"github.com/streamproc/processor/settings"
 )
 
-// Entry is one element of PROCESSOR_TRANSFORMS: a registered name and an
+// Entry is one element of the processor's chain: a registered name and an
 // optional alias that lets one transform appear twice with its own settings.
 type Entry struct {
 	Name  string
@@ -37,7 +37,7 @@ func ParseEntry(s string) (Entry, error) {
 	return Entry{Name: name, Alias: alias}, nil
 }
 
-// String returns the entry as written in PROCESSOR_TRANSFORMS.
+// String returns the entry as written in the chain: name or name@alias.
 func (e Entry) String() string {
 	if e.Alias == "" {
 		return e.Name
@@ -122,8 +122,8 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 // Len returns the number of stages.
 func (c *Chain) Len() int { return len(c.stages) }
 
-// Entries returns the chain's entries in order, as written in
-// PROCESSOR_TRANSFORMS.
+// Entries returns the chain's entries in order, as they were given to
+// Build.
 func (c *Chain) Entries() []Entry {
 	es := make([]Entry, len(c.stages))
 	for i, s := range c.stages {

@@ -12,10 +12,11 @@ import (
 
 // DefaultMaxOutputBytes is the limit on the output bytes of one input
 // record (see MaxOutputBytes) of a chain built without the option, and the
-// default of PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD: 16MiB, sixteen records
+// processor's default limit: 16MiB, sixteen records
 // of the largest size a topic takes by default (Kafka's message.max.bytes
 // is about 1MiB), or a 1MiB order flat-mapped into its items with room to
-// spare, and a quarter of PROCESSOR_MAX_TXN_BYTES's default, so one record
+// spare, and a quarter of the default bound on a transaction's output
+// bytes, so one record
 // cannot fill a transaction on its own.
 const DefaultMaxOutputBytes = 16 << 20
 
@@ -29,8 +30,8 @@ const (
 )
 
 // Bytes is what a record's key, value, header keys and header values
-// hold: what the processor counts of its outputs against
-// PROCESSOR_MAX_TXN_BYTES.
+// hold: what the processor counts of its outputs against its bound on a
+// transaction's output bytes.
 func Bytes(r *kgo.Record) int64 {
 	n := len(r.Key) + len(r.Value)
 	for _, h := range r.Headers {

@@ -123,7 +123,7 @@ type decoder struct {
 	// and header values, which is what materializing them copies. Output
 	// fields may point at the same guest bytes, so the guest's memory
 	// alone does not bound it. It is the instance's memory limit
-	// (PROCESSOR_WASM_MAX_MEMORY in whole pages): a guest that writes
+	// (its MAX_MEMORY setting in whole pages): a guest that writes
 	// each output byte once cannot exceed it.
 	maxBytes uint64
 	// maxRecord is the chain's limit on one input record's outputs,
