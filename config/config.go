@@ -1,7 +1,10 @@
-// Package config holds the processor's configuration: the PROCESSOR_*
-// environment variables, their defaults, and the validation that runs before
-// anything connects to Kafka. It is the only package that reads the
-// environment; everything below cmd/ receives a validated Config.
+// Package config holds the processor's core settings: its own PROCESSOR_*
+// environment variables, their defaults, the validation that runs before
+// anything connects to Kafka, and the variable reference. A plugin's
+// settings are not here: each plugin declares its own (package settings),
+// and the processor's wiring (cmd/processor/app) binds them to variables.
+// Packages below cmd/ never read the environment: they receive a validated
+// Config, or a plugin its filled settings.
 package config
 
 import (
