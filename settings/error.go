@@ -1,6 +1,7 @@
 package settings
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -14,6 +15,17 @@ type Plugin struct {
 	Kind  string // e.g. "transform"
 	Name  string // the registered name, e.g. "jq"
 	Alias string // empty unless the plugin is used under an alias
+}
+
+// Fill is Fill for the settings of p: an *Error it returns names p, so the
+// host can name the variable.
+func (p Plugin) Fill(fields []Field, settings any, lookup Lookup) error {
+	err := Fill(fields, settings, lookup)
+	var se *Error
+	if errors.As(err, &se) {
+		se.Plugin = p
+	}
+	return err
 }
 
 // String returns the plugin as messages show it: "transform jq@second".

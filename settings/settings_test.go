@@ -222,3 +222,16 @@ func TestTextFormatsOnlyRefs(t *testing.T) {
 	}()
 	settings.Say(42)
 }
+
+// A plugin's Fill names the plugin in its error.
+func TestPluginFill(t *testing.T) {
+	p := settings.Plugin{Kind: "sink", Name: "postgres"}
+	err := p.Fill(settings.Fields(&every{}), &every{}, nil)
+	var se *settings.Error
+	if !errors.As(err, &se) || se.Plugin != p || err.Error() != "sink postgres: setting STR is not set: want any string" {
+		t.Errorf("got %v, want STR unset for sink postgres", err)
+	}
+	if err := p.Fill(settings.Fields(&every{}), &every{}, lookup(map[string]string{"STR": "s"})); err != nil {
+		t.Errorf("got %v", err)
+	}
+}

@@ -1,10 +1,6 @@
 package transform
 
-import (
-	"errors"
-
-	"github.com/streamproc/processor/settings"
-)
+import "github.com/streamproc/processor/settings"
 
 // A transform's settings are a struct whose fields declare themselves in
 // tags (package settings), and the processor hands New a filled one:
@@ -67,12 +63,7 @@ func fill(e Entry, fields []Field, s any, lookup Lookup) error {
 	if lookup != nil {
 		l = func(name string) (string, bool) { return lookup(e, name) }
 	}
-	err := settings.Fill(fields, s, l)
-	var se *SettingError
-	if errors.As(err, &se) {
-		se.Plugin = e.Plugin()
-	}
-	return err
+	return e.Plugin().Fill(fields, s, l)
 }
 
 // refused completes a setting error that New returned for entry e: the
