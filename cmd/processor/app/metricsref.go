@@ -23,29 +23,25 @@ import (
 // (`make docs`), and a test fails when the file and the code drift apart.
 
 // exporters are what registers the processor's metrics, in the order of
-// the reference: each registers its collectors with reg the way Main does
-// (the build info at start, the transaction and record metrics with the
-// pipeline, the postgres sink's with the database, franz-go's kprom
-// metrics with each Kafka client).
-var exporters = []func(reg prometheus.Registerer){
-	func(reg prometheus.Registerer) { txn.NewMetrics(reg) },
-	func(reg prometheus.Registerer) { pipeline.NewMetrics(reg) },
-	func(reg prometheus.Registerer) { pgsink.NewMetrics(reg) },
-	registerBuildInfo,
+// the reference: each registers its collectors the way Main does (the
+// transaction and record metrics with the pipeline, the postgres sink's
+// with the database, the build info at start, franz-go's kprom metrics
+// with each Kafka client).
+var exporters = []func(rec *recorder){
+	func(rec *recorder) { txn.NewMetrics(rec) },
+	func(rec *recorder) { pipeline.NewMetrics(rec) },
+	func(rec *recorder) { pgsink.NewMetrics(rec) },
+	func(rec *recorder) { registerBuildInfo(rec) },
 	registerKafkaMetrics,
 }
 
 // registerKafkaMetrics registers the kprom metrics of one Kafka client,
 // as the client hook does when a client is created; the client never
 // connects, and is closed before the metrics are read.
-func registerKafkaMetrics(reg prometheus.Registerer) {
-	rec, ok := reg.(*recorder)
-	if !ok {
-		panic("registerKafkaMetrics: needs a recorder")
-	}
+func registerKafkaMetrics(rec *recorder) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"), kgo.WithHooks(newKafkaMetrics(rec)))
 	if err != nil {
-		panic(fmt.Sprintf("registerKafkaMetrics: %v", err))
+		panic(fmt.Sprintf("metrics reference: a Kafka client: %v", err))
 	}
 	rec.frozen = true // closing the client unregisters its metrics: keep them
 	cl.Close()
