@@ -48,16 +48,22 @@ func envLookup(p settings.Plugin) settings.Lookup {
 }
 
 // settingError turns a plugin's setting error into the configuration
-// error naming the variable, with every other setting its message names
-// shown as a variable of the same plugin, and prefixed by the plugin
-// ("transform jq@second: PROCESSOR_JQ_SECOND_EXPR=... is invalid: ...").
-// Other errors are returned as they are.
+// error naming the variable (varError), prefixed by the plugin as the
+// messages of a chain entry are ("transform jq@second:
+// PROCESSOR_JQ_SECOND_EXPR=... is invalid: ..."). Other errors are
+// returned as they are.
 func settingError(err error) error {
 	var se *settings.Error
 	if !errors.As(err, &se) {
 		return err
 	}
+	return fmt.Errorf("%s: %w", se.Plugin, varError(se))
+}
+
+// varError is the configuration error of a plugin's setting error: it
+// names the variable, and shows every other setting its message names as
+// a variable of the same plugin, from the error's fields.
+func varError(se *settings.Error) *config.Error {
 	name := func(setting string) string { return PluginVar(se.Plugin, setting) }
-	cerr := &config.Error{Var: name(se.Field), Value: se.Value, Unset: se.Unset, Want: se.Expected(name)}
-	return fmt.Errorf("%s: %w", se.Plugin, cerr)
+	return &config.Error{Var: name(se.Field), Value: se.Value, Unset: se.Unset, Want: se.Expected(name)}
 }

@@ -57,3 +57,11 @@ func TestSettingNames(t *testing.T) {
 		t.Errorf("Setting = %q", got)
 	}
 }
+
+// varError names the variable without the plugin's prefix.
+func TestVarError(t *testing.T) {
+	se := &settings.Error{Plugin: settings.Plugin{Kind: "sink", Name: "postgres"}, Field: "URL", Unset: true, Want: settings.Say("a PostgreSQL URL")}
+	if got, want := varError(se).Error(), "PROCESSOR_POSTGRES_URL is not set: want a PostgreSQL URL"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
