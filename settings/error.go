@@ -102,8 +102,9 @@ func declared(setting string) string { return setting }
 type Error struct {
 	Plugin Plugin // whose setting; the zero Plugin when Fill alone is used
 	Field  string // the setting, e.g. "EXPR"
-	Value  string // the value given; empty when Unset
+	Value  string // the value given; empty when Unset or Secret
 	Unset  bool   // the setting is required but was not given
+	Secret bool   // the setting is a secret: the message does not show its value
 	// Want is what was expected, usually the field's form; Detail follows
 	// it, e.g. " (unexpected EOF)". Either may name other settings of the
 	// same plugin.
@@ -118,8 +119,11 @@ func (e *Error) Error() string {
 	if e.Plugin != (Plugin{}) {
 		prefix = e.Plugin.String() + ": "
 	}
-	if e.Unset {
+	switch {
+	case e.Unset:
 		return fmt.Sprintf("%ssetting %s is not set: want %s", prefix, e.Field, e.Expected(declared))
+	case e.Secret:
+		return fmt.Sprintf("%ssetting %s is invalid (its value is not shown): want %s", prefix, e.Field, e.Expected(declared))
 	}
 	return fmt.Sprintf("%ssetting %s=%q is invalid: want %s", prefix, e.Field, e.Value, e.Expected(declared))
 }

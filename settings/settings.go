@@ -11,7 +11,8 @@
 // is the value when the setting is not given, as it would be written;
 // required makes a missing setting an error; doc says in one line what the
 // setting does, and form the values it takes (quoted when a value is
-// wrong). A plugin never sees where the values come from: the processor
+// wrong); secret:"true" marks a password or the like, whose value no error
+// shows. A plugin never sees where the values come from: the processor
 // binds each setting to a variable of its own, and tests pass values
 // directly.
 //
@@ -36,6 +37,7 @@ type Field struct {
 	Required bool   // a missing setting is an error
 	Doc      string // what the setting does, one line
 	Form     string // the values it takes, quoted when a value is wrong
+	Secret   bool   // a password or the like: errors never show its value
 
 	index int // of the struct field
 }
@@ -65,7 +67,7 @@ func Fields(settings any) []Field {
 		}
 		f := Field{
 			Name: sf.Tag.Get("setting"), Default: sf.Tag.Get("default"), Required: sf.Tag.Get("required") == "true",
-			Doc: sf.Tag.Get("doc"), Form: sf.Tag.Get("form"), index: i,
+			Doc: sf.Tag.Get("doc"), Form: sf.Tag.Get("form"), Secret: sf.Tag.Get("secret") == "true", index: i,
 		}
 		bad := func(why string) { panic(fmt.Sprintf("settings: %s.%s: %s", t, sf.Name, why)) }
 		switch {
@@ -195,6 +197,9 @@ func Fill(fields []Field, settings any, lookup Lookup) error {
 			raw = f.Default
 		}
 		if err := parseInto(s.Field(f.index), raw); err != nil {
+			if f.Secret {
+				return &Error{Field: f.Name, Secret: true, Want: Say(f.Form)}
+			}
 			return &Error{Field: f.Name, Value: raw, Want: Say(f.Form)}
 		}
 	}

@@ -235,3 +235,20 @@ func TestPluginFill(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// A secret setting's value is in no error.
+func TestSecretNotShown(t *testing.T) {
+	type s struct {
+		Port int `setting:"PORT" secret:"true" doc:"a secret number" form:"a number (never shown)"`
+	}
+	fields := settings.Fields(&s{})
+	if !fields[0].Secret {
+		t.Fatal("PORT is not secret")
+	}
+	err := settings.Fill(fields, &s{}, lookup(map[string]string{"PORT": "hunter2"}))
+	var se *settings.Error
+	if !errors.As(err, &se) || !se.Secret || se.Value != "" || strings.Contains(err.Error(), "hunter2") ||
+		err.Error() != "setting PORT is invalid (its value is not shown): want a number (never shown)" {
+		t.Errorf("got %v", err)
+	}
+}

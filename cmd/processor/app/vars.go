@@ -65,5 +65,5 @@ func settingError(err error) error {
 // a variable of the same plugin, from the error's fields.
 func varError(se *settings.Error) *config.Error {
 	name := func(setting string) string { return PluginVar(se.Plugin, setting) }
-	return &config.Error{Var: name(se.Field), Value: se.Value, Unset: se.Unset, Want: se.Expected(name)}
+	return &config.Error{Var: name(se.Field), Value: se.Value, Unset: se.Unset, Secret: se.Secret, Want: se.Expected(name)}
 }

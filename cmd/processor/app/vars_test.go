@@ -65,3 +65,11 @@ func TestVarError(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// A secret setting's error names the variable and not the value.
+func TestVarErrorSecret(t *testing.T) {
+	se := &settings.Error{Plugin: settings.Plugin{Kind: "sink", Name: "postgres"}, Field: "URL", Secret: true, Want: settings.Say("a URL")}
+	if got, want := varError(se).Error(), "PROCESSOR_POSTGRES_URL is invalid (its value is not shown): want a URL"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
