@@ -96,7 +96,7 @@ func TestDocsNameOnlyRealVariables(t *testing.T) {
 			if next := text[loc[1]:]; len(next) > 0 && (next[0] == '<' || next[0] == '*' || bytes.HasPrefix(next, []byte("_<")) || bytes.HasPrefix(next, []byte("_*"))) {
 				continue // a pattern: PROCESSOR_<NAME>_..., PROCESSOR_TLS_*
 			}
-			if known[v] || strings.HasPrefix(v, "PROCESSOR_TEST_") || knownAliased(v, known) || v == "PROCESSOR_COMIT_INTERVAL" /* the README's example of a typo */ ||
+			if known[v] || strings.HasPrefix(v, "PROCESSOR_TEST_") || knownAliased(v, known) || v == "PROCESSOR_COMIT_INTERVAL" /* docs/running.md's example of a typo */ ||
 				strings.HasPrefix(v, "PROCESSOR_PG_") /* integration/postgres/pg.sh's, which starts the test PostgreSQL */ ||
 				strings.HasPrefix(v, "PROCESSOR_REDACT_") /* the example plugin's (examples/goplugin) */ {
 				continue
