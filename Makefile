@@ -150,9 +150,18 @@ mutate:
 	done
 
 # docs/configuration.md is generated from config's tags and the built-in
-# transforms' declared settings; cmd/processor's tests fail when it is stale.
+# transforms' declared settings, and the metrics table of
+# docs/operations.md (between its two marker comments) from the registered
+# collectors; cmd/processor's tests fail when either is stale.
 docs:
 	$(GO) run ./cmd/processor config -markdown > docs/configuration.md
+	$(GO) run ./cmd/processor metrics -markdown > docs/.metrics.tmp
+	awk -v table=docs/.metrics.tmp \
+		'/^<!-- end of the metrics table -->/ { skip = 0 } !skip { print } \
+		/^<!-- metrics table:/ { print ""; while ((getline l < table) > 0) print l; print ""; skip = 1 }' \
+		docs/operations.md > docs/.operations.tmp
+	mv docs/.operations.tmp docs/operations.md
+	rm -f docs/.metrics.tmp
 
 # The alerting rules: promtool's check and their unit tests (promtool:
 # apt-get install prometheus). go test ./deploy/ runs them too, and checks

@@ -1,7 +1,10 @@
-// Package config holds the processor's configuration: the PROCESSOR_*
-// environment variables, their defaults, and the validation that runs before
-// anything connects to Kafka. It is the only package that reads the
-// environment; everything below cmd/ receives a validated Config.
+// Package config holds the processor's core settings: its own PROCESSOR_*
+// environment variables, their defaults, the validation that runs before
+// anything connects to Kafka, and the variable reference. A plugin's
+// settings are not here: each plugin declares its own (package settings),
+// and the processor's wiring (cmd/processor/app) binds them to variables.
+// Packages below cmd/ never read the environment: they receive a validated
+// Config, or a plugin its filled settings.
 package config
 
 import (
@@ -9,7 +12,6 @@ import (
 	"encoding"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"reflect"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/settings"
 )
 
 // Prefix is the prefix of every environment variable the processor reads.
@@ -119,33 +122,9 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
 }
 
-// Secret is a setting that must not be shown: a password. fmt, log/slog,
-// encoding/json and the like print a placeholder in its place; Reveal
-// returns the value itself, for the one place that needs it.
-type Secret string
-
-// redacted is what a Secret shows instead of its value.
-const redacted = "[redacted]"
-
-// Reveal returns the secret's value.
-func (s Secret) Reveal() string { return string(s) }
-
-// String returns a placeholder, or "" when the secret is empty.
-func (s Secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return redacted
-}
-
-// GoString returns a placeholder, also for %#v.
-func (s Secret) GoString() string { return strconv.Quote(s.String()) }
-
-// LogValue returns a placeholder for log/slog.
-func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
-
-// MarshalText returns a placeholder, for encoding/json and the like.
-func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+// Secret is a setting that must not be shown (settings.Secret, the one
+// type for every secret, core or plugin).
+type Secret = settings.Secret
 
 // Load reads the PROCESSOR_* environment into a Config, applies defaults
 // (the transactional ID defaults to <group>-<hostname>) and validates it.
@@ -165,8 +144,7 @@ func Load(hostname string) (*Config, error) {
 }
 
 // Process fills spec, a pointer to a struct with envconfig tags, from the
-// environment variables under prefix. Transforms' own settings are read
-// with it (prefix PROCESSOR_<NAME> or PROCESSOR_<NAME>_<ALIAS>). A value
+// environment variables under prefix (Load reads Config with it). A value
 // that does not parse becomes an *Error quoting the field's `desc` tag.
 //
 // Only prefixed variables are read. envconfig.Process alone falls back to
@@ -275,16 +253,6 @@ func describe(desc, typ string) string {
 // EnvName returns the full environment variable name of a Config field's
 // tag, e.g. EnvName("GROUP") is "PROCESSOR_GROUP".
 func EnvName(tag string) string { return Prefix + "_" + tag }
-
-// TransformPrefix is the environment prefix of one transform's settings:
-// PROCESSOR_<NAME> or, with an alias, PROCESSOR_<NAME>_<ALIAS>.
-func TransformPrefix(name, alias string) string {
-	p := Prefix + "_" + strings.ToUpper(name)
-	if alias != "" {
-		p += "_" + strings.ToUpper(alias)
-	}
-	return p
-}
 
 // Hostname returns the machine's host name for the default transactional
 // ID, or "localhost" when it cannot be read.

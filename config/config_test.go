@@ -542,20 +542,6 @@ func TestEnvName(t *testing.T) {
 	}
 }
 
-func TestTransformPrefix(t *testing.T) {
-	tests := []struct{ name, alias, want string }{
-		{"jq", "", "PROCESSOR_JQ"},
-		{"jq", "second", "PROCESSOR_JQ_SECOND"},
-		{"Route_v2", "Alt_1", "PROCESSOR_ROUTE_V2_ALT_1"},
-		{"identity", "", "PROCESSOR_IDENTITY"},
-	}
-	for _, tt := range tests {
-		if got := config.TransformPrefix(tt.name, tt.alias); got != tt.want {
-			t.Errorf("TransformPrefix(%q, %q) = %q, want %q", tt.name, tt.alias, got, tt.want)
-		}
-	}
-}
-
 func TestHostname(t *testing.T) {
 	if h := config.Hostname(); h == "" {
 		t.Error("Hostname is empty")
@@ -563,7 +549,8 @@ func TestHostname(t *testing.T) {
 }
 
 // jqSettings is a transform's settings struct, read the way the processor
-// reads them: Process(TransformPrefix(name, alias), settings).
+// reads them: Process(prefix, settings) with the prefix PROCESSOR_JQ or
+// PROCESSOR_JQ_SECOND.
 type jqSettings struct {
 	Filter  string        `envconfig:"FILTER" default:"." desc:"a jq filter, e.g. .payload | {id}"`
 	Timeout time.Duration `envconfig:"TIMEOUT" default:"1s" desc:"a Go duration such as 100ms, per record"`
@@ -591,12 +578,12 @@ func TestProcessSettings(t *testing.T) {
 	}{
 		{
 			name:   "defaults",
-			prefix: config.TransformPrefix("jq", ""),
+			prefix: "PROCESSOR_JQ",
 			want:   jqSettings{Filter: ".", Timeout: time.Second, Workers: 2, Preset: "from-go"},
 		},
 		{
 			name:   "every field set",
-			prefix: config.TransformPrefix("jq", ""),
+			prefix: "PROCESSOR_JQ",
 			env: map[string]string{
 				"PROCESSOR_JQ_FILTER": ".a", "PROCESSOR_JQ_TIMEOUT": "250ms", "PROCESSOR_JQ_WORKERS": "8",
 				"PROCESSOR_JQ_FIELDS": "id,name", "PROCESSOR_JQ_STRICT": "true", "PROCESSOR_JQ_LIMIT": "-1",
@@ -607,7 +594,7 @@ func TestProcessSettings(t *testing.T) {
 		},
 		{
 			name:   "an aliased entry reads only its own variables",
-			prefix: config.TransformPrefix("jq", "second"),
+			prefix: "PROCESSOR_JQ_SECOND",
 			env: map[string]string{
 				"PROCESSOR_JQ_FILTER": ".first", "PROCESSOR_JQ_WORKERS": "9",
 				"PROCESSOR_JQ_SECOND_FILTER": ".second",
@@ -616,13 +603,13 @@ func TestProcessSettings(t *testing.T) {
 		},
 		{
 			name:   "the unaliased entry does not read the aliased variables",
-			prefix: config.TransformPrefix("jq", ""),
+			prefix: "PROCESSOR_JQ",
 			env:    map[string]string{"PROCESSOR_JQ_SECOND_FILTER": ".second"},
 			want:   jqSettings{Filter: ".", Timeout: time.Second, Workers: 2, Preset: "from-go"},
 		},
 		{
 			name:   "unprefixed names are not read",
-			prefix: config.TransformPrefix("jq", "second"),
+			prefix: "PROCESSOR_JQ_SECOND",
 			env:    map[string]string{"FILTER": ".bare", "WORKERS": "7", "STRICT": "true", "PRESET": "bare", "TIMEOUT": "never"},
 			want:   jqSettings{Filter: ".", Timeout: time.Second, Workers: 2, Preset: "from-go"},
 		},

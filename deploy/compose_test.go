@@ -15,7 +15,9 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
 )
 
 const (
@@ -200,7 +202,7 @@ func TestComposeProcessors(t *testing.T) {
 		}
 
 		// A WebAssembly module the image holds.
-		if module, ok := e.vars[config.TransformPrefix("wasm", "")+"_MODULE"]; ok {
+		if module, ok := e.vars[app.PluginVar(transform.Entry{Name: "wasm"}.Plugin(), "MODULE")]; ok {
 			dir, plugins := pluginsDir(t, df)
 			name := strings.TrimSuffix(path.Base(module), ".wasm")
 			if s.Build == nil || s.Build.Target != "with-plugins" || path.Dir(module) != dir || !slices.Contains(plugins, name) {
@@ -307,7 +309,7 @@ func TestComposeLoadgen(t *testing.T) {
 	}
 	// Its flags are cmd/loadgen's.
 	defined := map[string]bool{}
-	for _, m := range regexp.MustCompile(`flag\.\w+\("([\w-]+)"`).FindAllStringSubmatch(readFile(t, loadgenMain), -1) {
+	for _, m := range regexp.MustCompile(`flag\.\w+\((?:&[\w.]+, )?"([\w-]+)"`).FindAllStringSubmatch(readFile(t, loadgenMain), -1) {
 		defined[m[1]] = true
 	}
 	flags := map[string]string{}

@@ -15,15 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 	// The built-in transforms, as cmd/processor/main.go imports them, so
 	// that their settings are known.
-	_ "github.com/streamproc/processor/transform/headers"
-	_ "github.com/streamproc/processor/transform/identity"
-	_ "github.com/streamproc/processor/transform/jq"
-	_ "github.com/streamproc/processor/transform/route"
-	_ "github.com/streamproc/processor/transform/wasm"
+	_ "github.com/streamproc/processor/transform/all"
 )
 
 // The processor's command and its HTTP wiring, relative to this package.
@@ -73,7 +70,7 @@ func transformVars(t *testing.T) map[string]string {
 	for _, name := range transform.Default.Names() {
 		spec, _ := transform.Default.Lookup(name)
 		for _, f := range spec.Fields() {
-			out[config.TransformPrefix(name, "")+"_"+f.Name] = name
+			out[app.PluginVar(transform.Entry{Name: name}.Plugin(), f.Name)] = name
 		}
 	}
 	if len(out) == 0 {
@@ -105,7 +102,7 @@ func unknownVars(t *testing.T, e envSet) []string {
 		}
 		if alias != "" {
 			for _, f := range spec.Fields() {
-				byTransform[config.TransformPrefix(name, alias)+"_"+f.Name] = name
+				byTransform[app.PluginVar(transform.Entry{Name: name, Alias: alias}.Plugin(), f.Name)] = name
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/jq"
@@ -26,7 +27,7 @@ func TestAmplifyingRecordDeadLettered(t *testing.T) {
 		tg.createTopics(t, 1, in, out, dlq)
 		chain, err := transform.Default.Build([]transform.Entry{{Name: "jq"}}, func(_ transform.Entry, s string) (string, bool) {
 			return `.items[] as $i | .item = $i`, s == "EXPR"
-		}, transform.MaxOutputBytes(4<<20))
+		}, transform.MaxOutputBytes(4<<20), transform.WithNames(app.SettingNames()))
 		if err != nil {
 			t.Fatal(err)
 		}

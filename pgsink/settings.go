@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,43 +23,16 @@ func init() {
 
 // Settings are the postgres sink's declared settings.
 type Settings struct {
-	URL             Secret `setting:"URL" required:"true" form:"a PostgreSQL URL, e.g. postgres://processor@db:5432/billing?sslmode=verify-full (never shown)" doc:"the database the postgres sink writes to; any libpq URL parameter works (sslmode, sslrootcert, connect_timeout); required with the postgres sink; never logged or shown"`
+	URL             Secret `setting:"URL" required:"true" secret:"true" form:"a PostgreSQL URL, e.g. postgres://processor@db:5432/billing?sslmode=verify-full (never shown)" doc:"the database the postgres sink writes to; any libpq URL parameter works (sslmode, sslrootcert, connect_timeout); required with the postgres sink; never logged or shown"`
 	PasswordFile    string `setting:"PASSWORD_FILE" form:"a path to a file holding the database password, e.g. /var/run/secrets/db/password" doc:"a file holding the database user's password, read at start, replacing any password in the URL; a trailing newline is dropped"`
 	Table           string `setting:"TABLE" default:"processor_records" form:"a table name, optionally schema-qualified, e.g. billing.records" doc:"the table the postgres sink writes outputs to (created if missing, with the record's key, value, headers, timestamp and source coordinates); not used with a statement"`
 	Statement       string `setting:"STATEMENT" form:"one SQL statement with @parameters, e.g. INSERT INTO invoices (order_id, doc) VALUES ((@value::jsonb->>'order_id')::int, @value::jsonb) ON CONFLICT (order_id) DO NOTHING" doc:"instead of the table, the SQL the postgres sink runs once per output, e.g. an upsert into your own schema; parameters @key, @key_text, @value (JSON text), @value_text, @value_bytes, @topic, @partition, @offset, @seq, @timestamp and @header_<name>"`
 	DeadLetterTable string `setting:"DEAD_LETTER_TABLE" default:"processor_dead_letters" form:"a table name, optionally schema-qualified" doc:"the table the postgres sink writes dead letters to under the dlq error policy, in the same database transaction (created if missing)"`
 }
 
-// Secret is a setting that must not be shown: the URL, which may hold the
-// password. fmt, log/slog, encoding/json and the like print a placeholder
-// in its place; Reveal returns the value itself.
-type Secret string
-
-// redacted is what a Secret shows instead of its value.
-const redacted = "xxxxx"
-
-// Reveal returns the secret itself.
-func (s Secret) Reveal() string { return string(s) }
-
-// String shows a placeholder, or nothing for an empty secret.
-func (s Secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return redacted
-}
-
-// GoString shows the placeholder, quoted.
-func (s Secret) GoString() string { return strconv.Quote(s.String()) }
-
-// MarshalText shows the placeholder.
-func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// UnmarshalText takes the secret as given.
-func (s *Secret) UnmarshalText(b []byte) error {
-	*s = Secret(b)
-	return nil
-}
+// Secret is a setting that must not be shown (settings.Secret): the URL,
+// which may hold the password.
+type Secret = settings.Secret
 
 // Options returns the Options of s for group, reading the password file.
 // A file that cannot be read, or is empty, is a *settings.Error.
@@ -71,11 +43,11 @@ func (s *Settings) Options(group string) (Options, error) {
 	}
 	b, err := os.ReadFile(s.PasswordFile)
 	if err != nil {
-		return o, &settings.Error{Field: SettingPasswordFile, Value: s.PasswordFile, Want: "a readable file holding the database password (" + err.Error() + ")"}
+		return o, &settings.Error{Field: SettingPasswordFile, Value: s.PasswordFile, Want: settings.Say("a readable file holding the database password (" + err.Error() + ")")}
 	}
 	o.Password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 	if o.Password == "" {
-		return o, &settings.Error{Field: SettingPasswordFile, Value: s.PasswordFile, Want: "a file holding the database password (it is empty)"}
+		return o, &settings.Error{Field: SettingPasswordFile, Value: s.PasswordFile, Want: settings.Say("a file holding the database password (it is empty)")}
 	}
 	return o, nil
 }
@@ -95,7 +67,7 @@ func openSettings(ctx context.Context, s *Settings, h sink.Host) (sink.Transacti
 	var refused *RefusedError
 	switch {
 	case errors.As(err, &ce):
-		return nil, nil, &settings.Error{Field: ce.Setting, Value: ce.Value, Want: ce.Want}
+		return nil, nil, &settings.Error{Field: ce.Setting, Value: ce.Value, Want: settings.Say(ce.Want)}
 	case errors.As(err, &refused):
 		return nil, nil, &sink.RefusedError{Err: err}
 	case err != nil:

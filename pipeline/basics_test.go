@@ -319,7 +319,7 @@ func TestUnproducible(t *testing.T) {
 
 // A run of aborts is unhealthy after twice the stall timeout, and never
 // sooner than a minute (a broker restart or a rebalance is over by then),
-// as the README says of /healthz.
+// as docs/running.md says of /healthz.
 func TestDefaultFailingAfter(t *testing.T) {
 	for stall, want := range map[time.Duration]time.Duration{
 		40 * time.Second: 80 * time.Second, // the default transaction timeout

@@ -2,7 +2,9 @@ package pipeline
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Metrics are the record metrics named in CONVENTIONS.md. They count
+// Metrics are the record metrics, processor_records_*, processor_transform_*
+// and the per-partition offset and lag gauges; their names and help
+// strings are public (dashboards and alerts use them). The counters count
 // records of committed transactions only, so over any interval they show
 // exactly-once progress: an aborted and retried input is counted once.
 type Metrics struct {

@@ -11,8 +11,9 @@
 // is the value when the setting is not given, as it would be written;
 // required makes a missing setting an error; doc says in one line what the
 // setting does, and form the values it takes (quoted when a value is
-// wrong). A plugin never sees where the values come from: the processor
-// binds each setting to PROCESSOR_<NAME>_<SETTING>, and tests pass values
+// wrong); secret:"true" marks a password or the like, whose value no error
+// shows. A plugin never sees where the values come from: the processor
+// binds each setting to a variable of its own, and tests pass values
 // directly.
 //
 // Field types: string, bool, int (any size), uint (any size), float64,
@@ -36,27 +37,9 @@ type Field struct {
 	Required bool   // a missing setting is an error
 	Doc      string // what the setting does, one line
 	Form     string // the values it takes, quoted when a value is wrong
+	Secret   bool   // a password or the like: errors never show its value
 
 	index int // of the struct field
-}
-
-// Error is a bad value of one setting: a value that does not parse, a
-// required setting that is missing, or a value the plugin refuses.
-type Error struct {
-	Field string // the setting, e.g. "EXPR"
-	Value string // the value given; empty when Unset
-	Unset bool   // the setting is required but was not given
-	// Want is what was expected (the field's form); Detail follows it,
-	// e.g. " (unexpected EOF)".
-	Want   string
-	Detail string
-}
-
-func (e *Error) Error() string {
-	if e.Unset {
-		return fmt.Sprintf("setting %s is not set: want %s%s", e.Field, e.Want, e.Detail)
-	}
-	return fmt.Sprintf("setting %s=%q is invalid: want %s%s", e.Field, e.Value, e.Want, e.Detail)
 }
 
 // Lookup returns a setting's value as given, and whether it was given at
@@ -84,7 +67,7 @@ func Fields(settings any) []Field {
 		}
 		f := Field{
 			Name: sf.Tag.Get("setting"), Default: sf.Tag.Get("default"), Required: sf.Tag.Get("required") == "true",
-			Doc: sf.Tag.Get("doc"), Form: sf.Tag.Get("form"), index: i,
+			Doc: sf.Tag.Get("doc"), Form: sf.Tag.Get("form"), Secret: sf.Tag.Get("secret") == "true", index: i,
 		}
 		bad := func(why string) { panic(fmt.Sprintf("settings: %s.%s: %s", t, sf.Name, why)) }
 		switch {
@@ -207,14 +190,17 @@ func Fill(fields []Field, settings any, lookup Lookup) error {
 		if !given {
 			if f.Default == "" {
 				if f.Required {
-					return &Error{Field: f.Name, Unset: true, Want: f.Form}
+					return &Error{Field: f.Name, Unset: true, Want: Say(f.Form)}
 				}
 				continue
 			}
 			raw = f.Default
 		}
 		if err := parseInto(s.Field(f.index), raw); err != nil {
-			return &Error{Field: f.Name, Value: raw, Want: f.Form}
+			if f.Secret {
+				return &Error{Field: f.Name, Secret: true, Want: Say(f.Form)}
+			}
+			return &Error{Field: f.Name, Value: raw, Want: Say(f.Form)}
 		}
 	}
 	return nil

@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/settings"
 )
 
-// Entry is one element of PROCESSOR_TRANSFORMS: a registered name and an
+// Entry is one element of the processor's chain: a registered name and an
 // optional alias that lets one transform appear twice with its own settings.
 type Entry struct {
 	Name  string
@@ -35,7 +37,7 @@ func ParseEntry(s string) (Entry, error) {
 	return Entry{Name: name, Alias: alias}, nil
 }
 
-// String returns the entry as written in PROCESSOR_TRANSFORMS.
+// String returns the entry as written in the chain: name or name@alias.
 func (e Entry) String() string {
 	if e.Alias == "" {
 		return e.Name
@@ -49,6 +51,7 @@ type Chain struct {
 	stages   []stage
 	a, b     []*kgo.Record // ping-pong buffers between stages
 	maxBytes int64         // MaxOutputBytes
+	names    Names         // WithNames
 	// at is the index of the stage running now (or last run), for Running;
 	// only a chain of several stages sets it.
 	at atomic.Int32
@@ -78,7 +81,7 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 		o.maxOutputBytes = DefaultMaxOutputBytes
 	}
 	seen := make(map[Entry]bool, len(entries))
-	c := &Chain{maxBytes: o.maxOutputBytes}
+	c := &Chain{maxBytes: o.maxOutputBytes, names: o.names}
 	fail := func(err error) (*Chain, error) {
 		c.Close()
 		return nil, err
@@ -92,25 +95,19 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 		if !ok {
 			return fail(&UnknownError{Name: e.Name, Known: r.Names()})
 		}
-		var settings any
+		var filled any
 		var fields []Field
 		if spec.Settings != nil {
-			settings, fields = spec.Settings(), spec.Fields()
-			if err := fill(e, fields, settings, lookup); err != nil {
+			filled, fields = spec.Settings(), spec.Fields()
+			if err := fill(e, fields, filled, lookup); err != nil {
 				return fail(err)
 			}
 		}
-		t, err := spec.New(settings)
+		t, err := spec.New(filled)
 		if err != nil {
 			var se *SettingError
 			if errors.As(err, &se) {
-				se.Entry = e
-				for _, f := range fields {
-					if f.Name == se.Field && se.Want == "" {
-						se.Want = f.Form
-					}
-				}
-				return fail(se)
+				return fail(refused(e, fields, se))
 			}
 			return fail(fmt.Errorf("transform %s: %w", e, err))
 		}
@@ -125,8 +122,8 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 // Len returns the number of stages.
 func (c *Chain) Len() int { return len(c.stages) }
 
-// Entries returns the chain's entries in order, as written in
-// PROCESSOR_TRANSFORMS.
+// Entries returns the chain's entries in order, as they were given to
+// Build.
 func (c *Chain) Entries() []Entry {
 	es := make([]Entry, len(c.stages))
 	for i, s := range c.stages {
@@ -211,10 +208,10 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 		// Not into out: a failing stage may return a nil or shorter slice,
 		// and out[:n] must stay the caller's slice.
 		if res, err = c.stages[0].t.Process(ctx, src, rec, out); err != nil {
-			return out[:n], &Error{Stage: cur, Err: err}
+			return out[:n], c.stageError(&c.stages[0], err)
 		}
 		if _, err = c.measure(res[n:], 0, len(res)-n); err != nil {
-			return out[:n], &Error{Stage: cur, Err: err}
+			return out[:n], c.stageError(&c.stages[0], err)
 		}
 		return res, nil
 	}
@@ -241,7 +238,7 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 				clear(in)
 				clear(c.a[:cap(c.a)])
 				clear(c.b[:cap(c.b)])
-				return out[:n], &Error{Stage: cur, Err: err}
+				return out[:n], c.stageError(&c.stages[i], err)
 			}
 		}
 		if last {
@@ -257,6 +254,21 @@ func (c *Chain) Process(ctx context.Context, src Source, rec *kgo.Record, out []
 	clear(c.a)
 	clear(c.b)
 	return out, nil
+}
+
+// stageError is the *Error of stage s failing with err, after naming the
+// settings that err's message mentions as the chain's Names say.
+func (c *Chain) stageError(s *stage, err error) error {
+	var limit *OutputLimitError
+	if errors.As(err, &limit) {
+		limit.Setting = c.names.Limit
+	}
+	var msg *settings.Message
+	if errors.As(err, &msg) && c.names.Setting != nil {
+		p := s.entry.Plugin()
+		msg.Name = func(setting string) string { return c.names.Setting(p, setting) }
+	}
+	return &Error{Stage: s.name, Err: err}
 }
 
 // measure adds the Size of a stage's new outputs to total, what its

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -294,8 +295,8 @@ func TestBuildSettingErrorNamesTheEntry(t *testing.T) {
 		return closerLookup(e, setting)
 	})
 	var se *transform.SettingError
-	if !errors.As(err, &se) || se.Entry != (transform.Entry{Name: "num", Alias: "b"}) || se.Field != "N" || se.Value != "three" ||
-		se.Want != "a whole number such as 3" || se.Unset {
+	if !errors.As(err, &se) || se.Plugin != (settings.Plugin{Kind: "transform", Name: "num", Alias: "b"}) || se.Field != "N" || se.Value != "three" ||
+		se.Want.String() != "a whole number such as 3" || se.Unset {
 		t.Fatalf("error = %#v, want a *SettingError for num@b's N", err)
 	}
 	if want := `transform num@b: setting N="three" is invalid: want a whole number such as 3`; err.Error() != want {
@@ -806,4 +807,34 @@ func BenchmarkChainIdentity(b *testing.B) {
 
 func BenchmarkChainThreeStages(b *testing.B) {
 	benchmarkChain(b, "identity", "identity@b", "identity@c")
+}
+
+// A stage's *settings.Message names the entry's settings as the chain's
+// Names say, and as declared without them; errors.Is still finds its Err.
+func TestStageMessageNamesSettings(t *testing.T) {
+	r := &transform.Registry{}
+	r.Register("slow", transform.Plain("fails naming its TIMEOUT", func() (transform.Transform, error) {
+		return transform.Func(func(context.Context, transform.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
+			return nil, &settings.Message{Err: errBoom, Text: settings.Say("stopped after ", settings.Ref("TIMEOUT"), "=1s")}
+		}), nil
+	}))
+	names := transform.Names{Setting: func(p settings.Plugin, s string) string {
+		return strings.ToUpper("P_" + p.Name + "_" + p.Alias + "_" + s)
+	}}
+	for _, c := range []struct {
+		opts []transform.BuildOption
+		want string
+	}{
+		{[]transform.BuildOption{transform.WithNames(names)}, "transform slow@b: stopped after P_SLOW_B_TIMEOUT=1s"},
+		{nil, "transform slow@b: stopped after TIMEOUT=1s"},
+	} {
+		ch, err := r.Build(entries(t, "slow@b"), nil, c.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ch.Process(context.Background(), transform.Source{}, &kgo.Record{}, nil)
+		if err == nil || err.Error() != c.want || !errors.Is(err, errBoom) {
+			t.Errorf("got %v, want %q wrapping errBoom", err, c.want)
+		}
+	}
 }

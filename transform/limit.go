@@ -7,14 +7,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/settings"
 )
 
 // DefaultMaxOutputBytes is the limit on the output bytes of one input
 // record (see MaxOutputBytes) of a chain built without the option, and the
-// default of PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD: 16MiB, sixteen records
+// processor's default limit: 16MiB, sixteen records
 // of the largest size a topic takes by default (Kafka's message.max.bytes
 // is about 1MiB), or a 1MiB order flat-mapped into its items with room to
-// spare, and a quarter of PROCESSOR_MAX_TXN_BYTES's default, so one record
+// spare, and a quarter of the default bound on a transaction's output
+// bytes, so one record
 // cannot fill a transaction on its own.
 const DefaultMaxOutputBytes = 16 << 20
 
@@ -28,8 +30,8 @@ const (
 )
 
 // Bytes is what a record's key, value, header keys and header values
-// hold: what the processor counts of its outputs against
-// PROCESSOR_MAX_TXN_BYTES.
+// hold: what the processor counts of its outputs against its bound on a
+// transaction's output bytes.
 func Bytes(r *kgo.Record) int64 {
 	n := len(r.Key) + len(r.Value)
 	for _, h := range r.Headers {
@@ -50,14 +52,32 @@ type BuildOption func(*buildOptions)
 
 type buildOptions struct {
 	maxOutputBytes int64
+	names          Names
+}
+
+// Names are how the host names settings in the messages of errors that a
+// running chain returns: the name of the chain's limit on one input
+// record's outputs (MaxOutputBytes), and of each setting of a chain entry,
+// e.g. their variables. Without them, a message says "the limit" and shows
+// a setting by its declared name (TIMEOUT).
+type Names struct {
+	Limit   string                                         // e.g. the variable MaxOutputBytes came from
+	Setting func(p settings.Plugin, setting string) string // nil: the declared name
+}
+
+// WithNames makes the chain's errors name settings as names says: it sets
+// OutputLimitError.Setting, and the Name of a *settings.Message that a
+// stage returns.
+func WithNames(names Names) BuildOption {
+	return func(o *buildOptions) { o.names = names }
 }
 
 // MaxOutputBytes limits what one input record may produce, at every stage
 // of the chain: the Size of the outputs of one stage for one input record,
 // added up over all the stage's calls for it, may not pass n. A record
 // whose outputs do fails with an *Error naming the stage, wrapping an
-// *OutputLimitError: a permanent error, so PROCESSOR_ON_ERROR decides what
-// happens to it. Stages that implement OutputLimiter are told n, so they
+// *OutputLimitError: a permanent error, so the processor's error policy
+// decides what happens to it. Stages that implement OutputLimiter are told n, so they
 // stop before they spend the memory. n <= 0 means DefaultMaxOutputBytes.
 func MaxOutputBytes(n int64) BuildOption {
 	return func(o *buildOptions) { o.maxOutputBytes = n }
@@ -76,17 +96,22 @@ type OutputLimiter interface {
 }
 
 // OutputLimitError is the error of a record whose outputs passed the limit
-// on one input record's output bytes (MaxOutputBytes,
-// PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD). The chain wraps it in an *Error
-// naming the stage. It is permanent: retrying the record would produce the
-// same outputs.
+// on one input record's output bytes (MaxOutputBytes). A transform returns
+// it as it is, not wrapped, and the chain wraps it in an *Error naming the
+// stage, after setting Setting from its Names. It is permanent: retrying
+// the record would produce the same outputs.
 type OutputLimitError struct {
-	Limit   int64 // the limit in bytes
-	Bytes   int64 // what the outputs held when the limit was passed, at least
-	Records int   // how many outputs there were by then (with the one that passed it)
+	Limit   int64  // the limit in bytes
+	Bytes   int64  // what the outputs held when the limit was passed, at least
+	Records int    // how many outputs there were by then (with the one that passed it)
+	Setting string // the limit's name (Names.Limit); empty: "the limit"
 }
 
 func (e *OutputLimitError) Error() string {
-	return fmt.Sprintf("the outputs of one input record passed PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=%s (%d records, at least %d bytes)",
-		bytesize.Size(e.Limit), e.Records, e.Bytes)
+	if e.Setting == "" {
+		return fmt.Sprintf("the outputs of one input record passed the limit of %s (%d records, at least %d bytes)",
+			bytesize.Size(e.Limit), e.Records, e.Bytes)
+	}
+	return fmt.Sprintf("the outputs of one input record passed %s=%s (%d records, at least %d bytes)",
+		e.Setting, bytesize.Size(e.Limit), e.Records, e.Bytes)
 }

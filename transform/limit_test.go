@@ -45,7 +45,7 @@ func TestChainFanOutStopsAtTheLimit(t *testing.T) {
 	var calls int
 	reg := fanRegistry(&calls)
 	const limit = 4 << 20
-	c, err := reg.Build(entries(t, "split", "copy", "copy@again"), nil, transform.MaxOutputBytes(limit))
+	c, err := reg.Build(entries(t, "split", "copy", "copy@again"), nil, transform.MaxOutputBytes(limit), transform.WithNames(hostNames))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,5 +194,20 @@ func TestBytes(t *testing.T) {
 	}
 	if got := transform.Bytes(&kgo.Record{}); got != 0 {
 		t.Errorf("Bytes of an empty record = %d", got)
+	}
+}
+
+// hostNames name the limit as the processor does.
+var hostNames = transform.Names{Limit: "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD"}
+
+// Without Names, the limit's error says "the limit".
+func TestOutputLimitErrorWithoutNames(t *testing.T) {
+	e := &transform.OutputLimitError{Limit: 4 << 20, Bytes: 5 << 20, Records: 3}
+	if got, want := e.Error(), "the outputs of one input record passed the limit of 4MiB (3 records, at least 5242880 bytes)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	e.Setting = "LIMIT"
+	if got, want := e.Error(), "the outputs of one input record passed LIMIT=4MiB (3 records, at least 5242880 bytes)"; got != want {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

@@ -9,10 +9,10 @@ import (
 
 // Spec describes one kind of transform: its documentation, its settings and
 // how to build it. Settings are a struct whose fields declare themselves in
-// tags (see Field); the processor fills a fresh one, from
-// PROCESSOR_<NAME>_<SETTING> (PROCESSOR_<NAME>_<ALIAS>_<SETTING> for an
-// aliased entry), and hands it to New, so a transform never reads the
-// environment, nor knows the variables' names.
+// tags (see Field); the processor fills a fresh one for each chain entry,
+// from a variable of the entry's own per setting, and hands it to New, so
+// a transform never reads the environment, nor knows the variables'
+// names.
 type Spec struct {
 	// Doc is a one-line description shown in listings.
 	Doc string

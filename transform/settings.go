@@ -1,74 +1,55 @@
 package transform
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/streamproc/processor/settings"
-)
+import "github.com/streamproc/processor/settings"
 
 // A transform's settings are a struct whose fields declare themselves in
-// tags, and the processor hands New a filled one:
+// tags (package settings), and the processor hands New a filled one:
 //
 //	type Settings struct {
 //		Expr    string        `setting:"EXPR" required:"true" doc:"the jq program each value runs through" form:"a jq program such as .a"`
 //		Timeout time.Duration `setting:"TIMEOUT" default:"100ms" doc:"how long one call may take" form:"a Go duration such as 100ms"`
 //	}
 //
-// setting is the field's name (upper case letters, digits and _); default
-// is the value when the setting is not given, as it would be written;
-// required makes a missing setting an error; doc says in one line what the
-// setting does, and form the values it takes (quoted when a value is
-// wrong). A transform never sees where the values come from: the processor
-// reads PROCESSOR_<NAME>_<SETTING> (PROCESSOR_<NAME>_<ALIAS>_<SETTING> for
-// an aliased entry), and tests pass values directly.
-//
-// Field types: string, bool, int (any size), uint (any size), float64,
-// time.Duration, and any type implementing encoding.TextUnmarshaler.
+// A transform never sees where the values come from: the host binds each
+// setting of a chain entry to a variable of its own (named from the
+// entry's name, its alias if it has one, and the setting), and tests pass
+// values directly.
 
 // Field is one declared setting of a transform.
 type Field = settings.Field
 
-// SettingError is a bad value of one setting: New returns one to refuse a
-// value, and Build returns one for a value that does not parse or a
-// required setting that is missing. Build fills in Entry, and Want from
-// the field's form when New leaves it empty. The processor turns it into
-// an error naming the environment variable.
-type SettingError struct {
-	Entry Entry  // the chain entry whose setting it is
-	Field string // the setting, e.g. "EXPR"
-	Value string // the value given; empty when Unset
-	Unset bool   // the setting is required but was not given
-	// Want is what was expected: when New leaves it empty, Build sets it
-	// to the field's form. Detail follows it, e.g. " (unexpected EOF)".
-	// Either may name another setting of the same transform by its
-	// setting name (HEADER); the processor shows it as its variable.
-	Want   string
-	Detail string
-}
-
-func (e *SettingError) Error() string {
-	if e.Unset {
-		return fmt.Sprintf("transform %s: setting %s is not set: want %s%s", e.Entry, e.Field, e.Want, e.Detail)
-	}
-	return fmt.Sprintf("transform %s: setting %s=%q is invalid: want %s%s", e.Entry, e.Field, e.Value, e.Want, e.Detail)
-}
+// SettingError is a bad value of one setting, the one error type of every
+// plugin's settings (settings.Error): New returns one to refuse a value,
+// and Build returns one for a value that does not parse or a required
+// setting that is missing. Build fills in Plugin (the chain entry, kind
+// "transform"), and Want from the field's form when New leaves it empty.
+// Want and Detail may name other settings of the same transform (with
+// settings.Ref); the processor shows each as its variable.
+type SettingError = settings.Error
 
 // Invalid returns the error refusing value for setting field: the field's
-// form is wanted, followed by detail (may be empty), e.g. " (" + err + ")".
-func Invalid(field, value, detail string) *SettingError {
-	return &SettingError{Field: field, Value: value, Detail: detail}
+// form is wanted, followed by detail, the arguments of settings.Say (text,
+// and settings.Ref for another setting of the same transform), e.g.
+// Invalid("REMOVE", v, ", and none also in ", settings.Ref("SET")).
+func Invalid(field, value string, detail ...any) *SettingError {
+	return &SettingError{Field: field, Value: value, Detail: settings.Say(detail...)}
 }
 
 // Missing returns the error for a setting that must be given and was not:
-// the field's form is wanted, followed by detail (may be empty).
-func Missing(field, detail string) *SettingError {
-	return &SettingError{Field: field, Unset: true, Detail: detail}
+// the field's form is wanted, followed by detail (as for Invalid).
+func Missing(field string, detail ...any) *SettingError {
+	return &SettingError{Field: field, Unset: true, Detail: settings.Say(detail...)}
 }
 
 // Lookup returns a setting's value as given, and whether it was given at
 // all; a nil Lookup gives nothing, so every setting takes its default.
 type Lookup func(e Entry, setting string) (string, bool)
+
+// Plugin returns the entry as the owner of its settings: kind "transform",
+// the entry's name and alias.
+func (e Entry) Plugin() settings.Plugin {
+	return settings.Plugin{Kind: "transform", Name: e.Name, Alias: e.Alias}
+}
 
 // fieldsOf returns the fields that settings, a pointer to a struct,
 // declares; tags that cannot work panic (settings.Fields).
@@ -76,16 +57,25 @@ func fieldsOf(s any) []Field { return settings.Fields(s) }
 
 // fill sets every declared field of s to its value from lookup, or to
 // its default. A value that does not parse, or a required setting that is
-// missing, is a *SettingError.
+// missing, is a *SettingError naming the entry.
 func fill(e Entry, fields []Field, s any, lookup Lookup) error {
 	var l settings.Lookup
 	if lookup != nil {
 		l = func(name string) (string, bool) { return lookup(e, name) }
 	}
-	err := settings.Fill(fields, s, l)
-	var se *settings.Error
-	if errors.As(err, &se) {
-		return &SettingError{Entry: e, Field: se.Field, Value: se.Value, Unset: se.Unset, Want: se.Want, Detail: se.Detail}
+	return e.Plugin().Fill(fields, s, l)
+}
+
+// refused completes a setting error that New returned for entry e: the
+// entry, and the field's form as Want when New left it empty.
+func refused(e Entry, fields []Field, se *SettingError) *SettingError {
+	se.Plugin = e.Plugin()
+	if len(se.Want) == 0 {
+		for _, f := range fields {
+			if f.Name == se.Field {
+				se.Want = settings.Say(f.Form)
+			}
+		}
 	}
-	return err
+	return se
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -105,18 +106,18 @@ func TestBuildSettingErrors(t *testing.T) {
 		want  transform.SettingError
 		msg   string
 	}{
-		{map[string]string{}, transform.SettingError{Field: "STR", Unset: true, Want: "any string"},
+		{map[string]string{}, transform.SettingError{Field: "STR", Unset: true, Want: settings.Say("any string")},
 			"transform all: setting STR is not set: want any string"},
-		{map[string]string{"all.STR": "missing"}, transform.SettingError{Field: "STR", Unset: true, Want: "any string"},
+		{map[string]string{"all.STR": "missing"}, transform.SettingError{Field: "STR", Unset: true, Want: settings.Say("any string")},
 			"transform all: setting STR is not set: want any string"},
-		{map[string]string{"all.STR": "s", "all.N": "1.5"}, transform.SettingError{Field: "N", Value: "1.5", Want: "a whole number"},
+		{map[string]string{"all.STR": "s", "all.N": "1.5"}, transform.SettingError{Field: "N", Value: "1.5", Want: settings.Say("a whole number")},
 			`transform all: setting N="1.5" is invalid: want a whole number`},
-		{map[string]string{"all.STR": "s", "all.U": "65536"}, transform.SettingError{Field: "U", Value: "65536", Want: "0 to 65535"}, ""},
-		{map[string]string{"all.STR": "s", "all.ON": "yes please"}, transform.SettingError{Field: "ON", Value: "yes please", Want: "true or false"}, ""},
-		{map[string]string{"all.STR": "s", "all.F": "half"}, transform.SettingError{Field: "F", Value: "half", Want: "a number such as 0.5"}, ""},
-		{map[string]string{"all.STR": "s", "all.D": "soon"}, transform.SettingError{Field: "D", Value: "soon", Want: "a Go duration such as 250ms"}, ""},
-		{map[string]string{"all.STR": "s", "all.SIZE": "64MB"}, transform.SettingError{Field: "SIZE", Value: "64MB", Want: "a size such as 2MiB"}, ""},
-		{map[string]string{"all.STR": "s", "all.N": "13"}, transform.SettingError{Field: "N", Value: "13", Want: "a whole number", Detail: ", and not 13 (unlucky; see ON)"},
+		{map[string]string{"all.STR": "s", "all.U": "65536"}, transform.SettingError{Field: "U", Value: "65536", Want: settings.Say("0 to 65535")}, ""},
+		{map[string]string{"all.STR": "s", "all.ON": "yes please"}, transform.SettingError{Field: "ON", Value: "yes please", Want: settings.Say("true or false")}, ""},
+		{map[string]string{"all.STR": "s", "all.F": "half"}, transform.SettingError{Field: "F", Value: "half", Want: settings.Say("a number such as 0.5")}, ""},
+		{map[string]string{"all.STR": "s", "all.D": "soon"}, transform.SettingError{Field: "D", Value: "soon", Want: settings.Say("a Go duration such as 250ms")}, ""},
+		{map[string]string{"all.STR": "s", "all.SIZE": "64MB"}, transform.SettingError{Field: "SIZE", Value: "64MB", Want: settings.Say("a size such as 2MiB")}, ""},
+		{map[string]string{"all.STR": "s", "all.N": "13"}, transform.SettingError{Field: "N", Value: "13", Want: settings.Say("a whole number"), Detail: settings.Say(", and not 13 (unlucky; see ON)")},
 			`transform all: setting N="13" is invalid: want a whole number, and not 13 (unlucky; see ON)`},
 	} {
 		_, err := r.Build([]transform.Entry{{Name: "all"}}, lookupMap(c.given))
@@ -125,8 +126,8 @@ func TestBuildSettingErrors(t *testing.T) {
 			t.Errorf("%v: error %v (%T), want a *SettingError", c.given, err, err)
 			continue
 		}
-		c.want.Entry = transform.Entry{Name: "all"}
-		if *se != c.want {
+		c.want.Plugin = transform.Entry{Name: "all"}.Plugin()
+		if !reflect.DeepEqual(*se, c.want) {
 			t.Errorf("%v: %+v, want %+v", c.given, *se, c.want)
 		}
 		if c.msg != "" && err.Error() != c.msg {

@@ -38,10 +38,10 @@ type Source = record.Source
 // the chain runs; Key, Value, Headers and Timestamp are the input's.
 //
 // An error fails the input record as a whole: none of its outputs are
-// written, and PROCESSOR_ON_ERROR decides what happens to the input. Mark a
+// written, and the processor's error policy decides what happens to the input. Mark a
 // transient error with Retriable to have the record retried. Process is
 // called from one goroutine at a time per instance, with a ctx that carries
-// the per-record deadline (PROCESSOR_TRANSFORM_TIMEOUT) when one is set.
+// the processor's per-record deadline when one is set.
 //
 // A transform must not modify the bytes that rec's Key, Value or header
 // values point to: assign new slices instead. The pipeline keeps the
@@ -79,7 +79,7 @@ type PanicError struct {
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // Retriable marks err as transient: the pipeline runs the record through
-// the chain again, with backoff, up to PROCESSOR_MAX_RETRIES times within the
+// the chain again, with backoff, up to the processor's retry count within the
 // transaction's time budget, before it treats the error as permanent. Use it
 // for failures that may pass, such as a timeout of a lookup.
 func Retriable(err error) error {
@@ -101,7 +101,7 @@ func (e *retriableError) Error() string { return e.err.Error() }
 func (e *retriableError) Unwrap() error { return e.err }
 
 // Timed is an optional interface of a transform whose every call carries
-// its own deadline (the wasm transform's PROCESSOR_WASM_TIMEOUT). The
+// its own deadline (the wasm transform's TIMEOUT setting). The
 // processor checks at start that one record's worst case, retries
 // included, fits the transaction's time budget.
 type Timed interface {
@@ -110,8 +110,8 @@ type Timed interface {
 }
 
 // Destinations is an optional interface of a transform that writes to fixed
-// topics named in its settings (the route transform's
-// PROCESSOR_ROUTE_DEFAULT). The processor checks at start that they exist,
+// topics named in its settings (the route transform's DEFAULT
+// setting). The processor checks at start that they exist,
 // as it does for the output topic.
 type Destinations interface {
 	// Destinations maps a setting's field name (e.g. "DEFAULT") to the

@@ -8,8 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the transaction metrics named in CONVENTIONS.md. One Metrics
-// serves every Session of a process, across rebuilds.
+// Metrics are the transaction metrics, processor_transaction*,
+// processor_rebalances_total, processor_producer_fenced_total and
+// processor_last_commit_timestamp_seconds; their names and help strings
+// are public (dashboards and alerts use them). One Metrics serves every
+// Session of a process, across rebuilds.
 type Metrics struct {
 	Committed prometheus.Counter
 	Aborted   *prometheus.CounterVec // {reason}

@@ -22,19 +22,51 @@ func TestConfigurationReferenceIsCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := string(file), b.String(); got != want {
-		gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
-		for i := range max(len(gl), len(wl)) {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("docs/configuration.md is out of date (run make docs); line %d is\n  %q\nwant\n  %q", i+1, g, w)
-			}
+	sameLines(t, "docs/configuration.md", string(file), b.String())
+}
+
+// The metrics table of docs/operations.md, between its two marker
+// comments, is exactly what `processor metrics -markdown` prints (every
+// family the processor's collectors register): a metric added, renamed or
+// redocumented without `make docs` fails here.
+func TestMetricsTableIsCurrent(t *testing.T) {
+	var b bytes.Buffer
+	app.WriteMetrics(&b, true)
+	file, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const begin, end = "\n<!-- metrics table:", "\n<!-- end of the metrics table -->\n"
+	i, j := bytes.Index(file, []byte(begin)), bytes.Index(file, []byte(end))
+	if i < 0 || j < i {
+		t.Fatalf("docs/operations.md has no %q ... %q markers around its metrics table", begin[1:], end[1:len(end)-1])
+	}
+	table := file[i+1 : j+1]
+	table = table[bytes.IndexByte(table, '\n')+1:] // after the first marker's line
+	sameLines(t, "the metrics table of docs/operations.md", string(table), "\n"+b.String()+"\n")
+	if !strings.Contains(b.String(), "| `processor_transactions_committed_total` | counter |  |") {
+		t.Errorf("the table lacks processor_transactions_committed_total:\n%s", b.String())
+	}
+}
+
+// sameLines fails at the first line where the committed file got differs
+// from the generated want.
+func sameLines(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got == want {
+		return
+	}
+	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := range max(len(gl), len(wl)) {
+		var g, w string
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if g != w {
+			t.Fatalf("%s is out of date (run make docs); line %d is\n  %q\nwant\n  %q", what, i+1, g, w)
 		}
 	}
 }
@@ -64,7 +96,7 @@ func TestDocsNameOnlyRealVariables(t *testing.T) {
 			if next := text[loc[1]:]; len(next) > 0 && (next[0] == '<' || next[0] == '*' || bytes.HasPrefix(next, []byte("_<")) || bytes.HasPrefix(next, []byte("_*"))) {
 				continue // a pattern: PROCESSOR_<NAME>_..., PROCESSOR_TLS_*
 			}
-			if known[v] || strings.HasPrefix(v, "PROCESSOR_TEST_") || knownAliased(v, known) || v == "PROCESSOR_COMIT_INTERVAL" /* the README's example of a typo */ ||
+			if known[v] || strings.HasPrefix(v, "PROCESSOR_TEST_") || knownAliased(v, known) || v == "PROCESSOR_COMIT_INTERVAL" /* docs/running.md's example of a typo */ ||
 				strings.HasPrefix(v, "PROCESSOR_PG_") /* integration/postgres/pg.sh's, which starts the test PostgreSQL */ ||
 				strings.HasPrefix(v, "PROCESSOR_REDACT_") /* the example plugin's (examples/goplugin) */ {
 				continue

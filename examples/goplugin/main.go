@@ -1,6 +1,6 @@
 // Command goplugin is a processor binary with a compiled-in transform
 // plugin: it blank-imports the plugin package (examples/goplugin/redact)
-// next to the built-in transforms, whose init functions register them in
+// next to the built-in transforms (transform/all), whose init functions register them in
 // transform.Default, and runs the processor exactly as cmd/processor does.
 // See README.md beside this file.
 //
@@ -17,12 +17,9 @@ import (
 	// The plugin.
 	_ "github.com/streamproc/processor/examples/goplugin/redact"
 
-	// The built-in transforms, as in cmd/processor; keep the ones you use.
-	_ "github.com/streamproc/processor/transform/headers"
-	_ "github.com/streamproc/processor/transform/identity"
-	_ "github.com/streamproc/processor/transform/jq"
-	_ "github.com/streamproc/processor/transform/route"
-	_ "github.com/streamproc/processor/transform/wasm"
+	// The built-in transforms, as in cmd/processor. To keep only some,
+	// import their packages (transform/jq, ...) instead.
+	_ "github.com/streamproc/processor/transform/all"
 )
 
 func main() { os.Exit(app.Main(transform.Default)) }

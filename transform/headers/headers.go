@@ -1,7 +1,7 @@
 // Package headers registers the "headers" transform, which sets and
-// removes record headers: PROCESSOR_HEADERS_SET="k=v,k2=v2" sets each key
-// to its value (replacing every header of that key), and
-// PROCESSOR_HEADERS_REMOVE="a,b" removes every header of those keys.
+// removes record headers: SET="k=v,k2=v2" sets each key to its value
+// (replacing every header of that key), and REMOVE="a,b" removes every
+// header of those keys.
 // Other headers keep their order; set headers follow them, in the order
 // written.
 //
@@ -20,15 +20,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
 func init() {
-	transform.Register("headers", transform.Typed("sets (PROCESSOR_HEADERS_SET) and removes (PROCESSOR_HEADERS_REMOVE) record headers", New))
+	transform.Register("headers", transform.Typed("sets (SET) and removes (REMOVE) record headers", New))
 }
 
-// Settings are the headers transform's settings, read from
-// PROCESSOR_HEADERS_* (PROCESSOR_HEADERS_<ALIAS>_* for an aliased entry).
+// Settings are the headers transform's settings, one set per chain entry.
 type Settings struct {
 	// Set is "key=value" pairs, comma-separated.
 	Set string `setting:"SET" doc:"headers to set on every record, replacing headers of the same key" form:"comma-separated key=value pairs with distinct, non-empty keys, e.g. source=eu,schema=v2 (values cannot contain commas)"`
@@ -70,7 +70,7 @@ func New(s *Settings) (transform.Transform, error) {
 			if t.drop[k] {
 				for _, h := range t.set {
 					if h.Key == k {
-						return nil, transform.Invalid("REMOVE", s.Remove, fmt.Sprintf(", and none also in SET (%q is in both)", k))
+						return nil, transform.Invalid("REMOVE", s.Remove, ", and none also in ", settings.Ref("SET"), fmt.Sprintf(" (%q is in both)", k))
 					}
 				}
 			}
@@ -78,7 +78,7 @@ func New(s *Settings) (transform.Transform, error) {
 		}
 	}
 	if len(t.drop) == 0 {
-		return nil, transform.Missing("SET", "; or REMOVE set")
+		return nil, transform.Missing("SET", "; or ", settings.Ref("REMOVE"), " set")
 	}
 	return t, nil
 }

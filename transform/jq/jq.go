@@ -1,5 +1,5 @@
 // Package jq registers the "jq" transform, which runs a jq program
-// (PROCESSOR_JQ_EXPR, github.com/itchyny/gojq) on every record's value:
+// (its EXPR setting, github.com/itchyny/gojq) on every record's value:
 // each result becomes an output record, so a program filters
 // (select(...)), maps (.amount_cents *= 2) or flat-maps (.items[]).
 //
@@ -15,7 +15,7 @@
 // Programs see no environment ($ENV and env are empty), cannot import
 // modules, and have no input/inputs. One input may produce at most
 // MaxResults outputs, and outputs of at most the chain's limit on one
-// record's output bytes (PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD, counted as
+// record's output bytes (the chain's MaxOutputBytes, counted as
 // transform.Size counts them): results are encoded one by one as the
 // program yields them, each stopped as soon as the running total passes
 // the limit, so a program that copies a large value for each of its parts
@@ -25,7 +25,7 @@
 // What the limit cannot stop is gojq building one result in memory before
 // it yields it: [range(1e8)] or "x" * 1e9 allocate gigabytes inside gojq.
 // gojq offers no bound on that; it checks the context at every step of a
-// program, so a per-record deadline (PROCESSOR_TRANSFORM_TIMEOUT) stops
+// program, so the processor's per-record deadline stops
 // the first between steps (the record then fails, or is retried, as a
 // timeout), while the second is one step that runs to its end.
 package jq
@@ -46,11 +46,10 @@ import (
 )
 
 func init() {
-	transform.Register("jq", transform.Typed("runs a jq program (PROCESSOR_JQ_EXPR) on JSON values; each result is an output record", New))
+	transform.Register("jq", transform.Typed("runs a jq program (EXPR) on JSON values; each result is an output record", New))
 }
 
-// Settings are the jq transform's settings, read from PROCESSOR_JQ_*
-// (PROCESSOR_JQ_<ALIAS>_* for an aliased entry).
+// Settings are the jq transform's settings, one set per chain entry.
 type Settings struct {
 	// Expr is the jq program.
 	Expr string `setting:"EXPR" required:"true" doc:"the jq program each JSON value runs through; each result is an output record" form:"a jq program such as .amount_cents *= 2, select(.status == \"paid\") or .items[]"`

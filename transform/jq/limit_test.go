@@ -102,7 +102,9 @@ func TestAmplifiedOrderFailsWithinTheLimit(t *testing.T) {
 	if len(order) < 1_000_000 || len(order) > 1_100_000 {
 		t.Fatalf("the order is %d bytes, want about 1MB", len(order))
 	}
-	chain, err := transformtest.Build("jq", map[string]string{"EXPR": ".items[] as $i | .item = $i"})
+	// The limit is named as the processor names it.
+	chain, err := transformtest.Build("jq", map[string]string{"EXPR": ".items[] as $i | .item = $i"},
+		transform.WithNames(transform.Names{Limit: "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,20 +1,20 @@
 // Package route registers the "route" transform, which chooses each
 // record's output topic: from a jq program on the JSON value
-// (PROCESSOR_ROUTE_EXPR, whose first result must be a topic name) or from
-// a header (PROCESSOR_ROUTE_HEADER, its last occurrence). Exactly one of
+// (the EXPR setting, whose first result must be a topic name) or from a
+// header (the HEADER setting, its last occurrence). Exactly one of
 // the two must be set.
 //
 // A record the rule cannot place (the header is missing, the program has
 // no result or a result that is not a string, or names no valid topic)
-// goes to PROCESSOR_ROUTE_DEFAULT when that is set, and is a transform
+// goes to the DEFAULT topic when that is set, and is a transform
 // error otherwise. A value that is not JSON and a jq runtime error are
 // transform errors either way, as is a topic equal to the record's input
 // topic, which would feed the record back into the processor. Routing
 // allocates nothing per record once a topic has been seen.
 //
-// PROCESSOR_ROUTE_DEFAULT must exist when the processor starts, like its
-// output topic. A topic the rule chooses that the cluster confirms does
-// not exist fails the record under PROCESSOR_ON_ERROR (the processor
+// The DEFAULT topic must exist when the processor starts, like its output
+// topic. A topic the rule chooses that the cluster confirms does not
+// exist fails the record under the processor's error policy (the processor
 // checks this, and refuses routes to its input and dead-letter topics).
 package route
 
@@ -26,24 +26,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/topic"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
 	"github.com/streamproc/processor/transform/jq"
 )
 
 func init() {
-	transform.Register("route", transform.Typed("chooses each record's output topic from a jq program (PROCESSOR_ROUTE_EXPR) or a header (PROCESSOR_ROUTE_HEADER)", New))
+	transform.Register("route", transform.Typed("chooses each record's output topic from a jq program (EXPR) or a header (HEADER)", New))
 }
 
-// Settings are the route transform's settings, read from PROCESSOR_ROUTE_*
-// (PROCESSOR_ROUTE_<ALIAS>_* for an aliased entry).
+// Settings are the route transform's settings, one set per chain entry.
 type Settings struct {
 	// Expr is a jq program whose first result is the topic.
 	Expr string `setting:"EXPR" doc:"a jq program choosing each record's topic (or set HEADER)" form:"a jq program whose first result is a topic name, e.g. \"orders-\" + .region"`
 	// Header is the name of the header holding the topic.
 	Header string `setting:"HEADER" doc:"a record header naming each record's topic (or set EXPR)" form:"the name of a record header holding the topic name, e.g. destination"`
 	// Default is where records the rule cannot place go; unset, they fail.
-	Default string `setting:"DEFAULT" doc:"where records go that the rule cannot place; unset, they fail under PROCESSOR_ON_ERROR" form:"a topic name (a-z A-Z 0-9 . _ -, at most 249 characters) for records the rule cannot place"`
+	Default string `setting:"DEFAULT" doc:"where records go that the rule cannot place; unset, they fail under the error policy" form:"a topic name (a-z A-Z 0-9 . _ -, at most 249 characters) for records the rule cannot place"`
 }
 
 // Transform sets rec.Topic. Like every transform it is called from one
@@ -60,10 +60,10 @@ type Transform struct {
 func New(s *Settings) (transform.Transform, error) {
 	switch {
 	case s.Expr == "" && s.Header == "":
-		return nil, transform.Missing("EXPR", "; or set HEADER to route by a header")
+		return nil, transform.Missing("EXPR", "; or set ", settings.Ref("HEADER"), " to route by a header")
 	case s.Expr != "" && s.Header != "":
 		return nil, &transform.SettingError{Field: "HEADER", Value: s.Header,
-			Want: "unset while EXPR is set: exactly one of the two chooses the topic"}
+			Want: settings.Say("unset while ", settings.Ref("EXPR"), " is set: exactly one of the two chooses the topic")}
 	}
 	if s.Default != "" && !topic.Valid(s.Default) {
 		return nil, transform.Invalid("DEFAULT", s.Default, "")

@@ -40,12 +40,12 @@ func Bench(b *testing.B, tr transform.Transform, wantOutputs int) {
 }
 
 // Build builds a chain of the one transform registered as name in
-// transform.Default, with settings given by setting name as the processor
-// would read them (PROCESSOR_<NAME>_<SETTING>); the others take their
-// defaults. Setting errors are *transform.SettingError.
-func Build(name string, settings map[string]string) (*transform.Chain, error) {
+// transform.Default, with opts, and with settings given by their declared
+// names (EXPR); the others take their defaults. Setting errors are
+// *transform.SettingError.
+func Build(name string, settings map[string]string, opts ...transform.BuildOption) (*transform.Chain, error) {
 	return transform.Default.Build([]transform.Entry{{Name: name}}, func(_ transform.Entry, setting string) (string, bool) {
 		v, ok := settings[setting]
 		return v, ok
-	})
+	}, opts...)
 }

@@ -123,7 +123,7 @@ type decoder struct {
 	// and header values, which is what materializing them copies. Output
 	// fields may point at the same guest bytes, so the guest's memory
 	// alone does not bound it. It is the instance's memory limit
-	// (PROCESSOR_WASM_MAX_MEMORY in whole pages): a guest that writes
+	// (its MAX_MEMORY setting in whole pages): a guest that writes
 	// each output byte once cannot exceed it.
 	maxBytes uint64
 	// maxRecord is the chain's limit on one input record's outputs,
@@ -153,11 +153,31 @@ func (d *decoder) view(ptr uint32, n int32, what string) []byte {
 // guest-reported error ErrGuest. Nothing is appended, and rec is left as
 // it was, unless the whole output is valid.
 func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out []*kgo.Record, a *arena) ([]*kgo.Record, error) {
-	le := binary.LittleEndian
 	d.err = nil
-	res := d.view(at, resultSize, "the result")
+	count, ptr, err := d.result(at)
+	if err != nil || count == 0 {
+		return out, err // no error and no records: filtered
+	}
+	table := d.view(ptr, int32(count*outRecordSize), "the record table")
 	if d.err != nil {
 		return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
+	}
+	if err := d.readTable(table, count); err != nil {
+		return out, err
+	}
+	if err := checkTopics(d.recs, src); err != nil {
+		return out, err
+	}
+	return d.materialize(rec, out, a), nil
+}
+
+// result reads the result at address at: the count of output records and
+// the address of their table, or the guest's error.
+func (d *decoder) result(at uint32) (count, ptr uint32, err error) {
+	le := binary.LittleEndian
+	res := d.view(at, resultSize, "the result")
+	if d.err != nil {
+		return 0, 0, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
 	}
 	status, count, ptr := le.Uint32(res), le.Uint32(res[4:]), le.Uint32(res[8:])
 	switch status {
@@ -165,25 +185,26 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 	case statusError:
 		msg := d.view(ptr, int32(min(count, maxGuestMessage)), "the error message")
 		if d.err != nil {
-			return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
+			return 0, 0, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
 		}
 		if count > maxGuestMessage {
-			return out, fmt.Errorf("%w: %s...", ErrGuest, msg)
+			return 0, 0, fmt.Errorf("%w: %s...", ErrGuest, msg)
 		}
-		return out, fmt.Errorf("%w: %s", ErrGuest, msg)
+		return 0, 0, fmt.Errorf("%w: %s", ErrGuest, msg)
 	default:
-		return out, fmt.Errorf("%w: unknown status %d", ErrBadOutput, status)
+		return 0, 0, fmt.Errorf("%w: unknown status %d", ErrBadOutput, status)
 	}
 	if count > maxOutputs {
-		return out, fmt.Errorf("%w: %d output records, more than the %d allowed", ErrBadOutput, count, maxOutputs)
+		return 0, 0, fmt.Errorf("%w: %d output records, more than the %d allowed", ErrBadOutput, count, maxOutputs)
 	}
-	if count == 0 {
-		return out, nil // filtered
-	}
-	table := d.view(ptr, int32(count*outRecordSize), "the record table")
-	if d.err != nil {
-		return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
-	}
+	return count, ptr, nil
+}
+
+// readTable reads the table of count records into d.recs and d.hdrs,
+// views of guest memory, checking the bounds on their headers and bytes;
+// nothing is copied until all of it is known to be within bounds.
+func (d *decoder) readTable(table []byte, count uint32) error {
+	le := binary.LittleEndian
 	// Records may share one header table, so their header counts are
 	// added up, and bounded, before anything is read for them.
 	var nhdrs uint64
@@ -191,67 +212,87 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 		nhdrs += uint64(le.Uint32(table[i*outRecordSize+28:]))
 	}
 	if nhdrs > maxOutputHeaders {
-		return out, fmt.Errorf("%w: %d output records carry %d headers in all, %d more than the %d one call may return", ErrBadOutput, count, nhdrs, nhdrs-maxOutputHeaders, maxOutputHeaders)
+		return fmt.Errorf("%w: %d output records carry %d headers in all, %d more than the %d one call may return", ErrBadOutput, count, nhdrs, nhdrs-maxOutputHeaders, maxOutputHeaders)
 	}
 	// Empty records and headers hold no bytes but take memory, the
 	// scratch below included: their count alone may pass the limit.
 	size := int64(count)*transform.RecordOverhead + int64(nhdrs)*transform.HeaderOverhead
 	if size > d.maxRecord {
-		return out, &transform.OutputLimitError{Limit: d.maxRecord, Bytes: size, Records: int(count)}
+		return &transform.OutputLimitError{Limit: d.maxRecord, Bytes: size, Records: int(count)}
 	}
-
-	// Read the table into views of guest memory, adding up the bytes
-	// the outputs would copy; nothing is copied until all of it is known
-	// to be within bounds.
+	// Read the table, adding up the bytes the outputs would copy (nbytes)
+	// and their size as transform.Size counts it.
 	d.recs, d.hdrs = scratch(d.recs, int(count)), scratch(d.hdrs, int(nhdrs))
 	var nbytes uint64
 	for i := uint32(0); i < count && d.err == nil; i++ {
-		r := table[i*outRecordSize:]
-		var rr rawRecord
-		rr.topic = d.view(le.Uint32(r), int32(le.Uint32(r[4:])), "a topic")
-		rr.key = d.view(le.Uint32(r[8:]), int32(le.Uint32(r[12:])), "a key")
-		rr.value = d.view(le.Uint32(r[16:]), int32(le.Uint32(r[20:])), "a value")
-		nbytes += uint64(len(rr.topic) + len(rr.key) + len(rr.value))
-		size += int64(len(rr.key) + len(rr.value))
-		nh := le.Uint32(r[28:])
-		if nh > 0 {
-			ht := d.view(le.Uint32(r[24:]), int32(nh*outHeaderSize), "a header table")
-			for j := uint32(0); j < nh && d.err == nil; j++ {
-				h := ht[j*outHeaderSize:]
-				k := d.view(le.Uint32(h), int32(le.Uint32(h[4:])), "a header key")
-				if k == nil && d.err == nil {
-					d.err = errors.New("a header key is null")
-				}
-				v := d.view(le.Uint32(h[8:]), int32(le.Uint32(h[12:])), "a header value")
-				nbytes += uint64(len(k) + len(v))
-				size += int64(len(k) + len(v))
-				d.hdrs = append(d.hdrs, rawHeader{key: k, value: v})
-			}
-		}
-		rr.hdrs = int(nh)
-		d.recs = append(d.recs, rr)
+		n, sz := d.readRecord(table[i*outRecordSize:])
+		nbytes += n
+		size += sz
 	}
 	if d.err != nil {
-		return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
+		return fmt.Errorf("%w: %v", ErrBadOutput, d.err)
 	}
 	if nbytes > d.maxBytes {
-		return out, fmt.Errorf("%w: %d output records hold %d bytes in all (topics, keys, values, headers), %d more than the %d one call may return (its MAX_MEMORY setting is %s)", ErrBadOutput, count, nbytes, nbytes-d.maxBytes, d.maxBytes, bytesize.Size(d.maxBytes))
+		return fmt.Errorf("%w: %d output records hold %d bytes in all (topics, keys, values, headers), %d more than the %d one call may return (its MAX_MEMORY setting is %s)", ErrBadOutput, count, nbytes, nbytes-d.maxBytes, d.maxBytes, bytesize.Size(d.maxBytes))
 	}
 	if size > d.maxRecord {
-		return out, &transform.OutputLimitError{Limit: d.maxRecord, Bytes: size, Records: int(count)}
+		return &transform.OutputLimitError{Limit: d.maxRecord, Bytes: size, Records: int(count)}
 	}
-	for i, rr := range d.recs {
+	return nil
+}
+
+// readRecord reads one entry r of the record table into d.recs, and its
+// headers into d.hdrs, and returns the bytes materializing it copies and
+// its key, value and header bytes.
+func (d *decoder) readRecord(r []byte) (nbytes uint64, size int64) {
+	le := binary.LittleEndian
+	var rr rawRecord
+	rr.topic = d.view(le.Uint32(r), int32(le.Uint32(r[4:])), "a topic")
+	rr.key = d.view(le.Uint32(r[8:]), int32(le.Uint32(r[12:])), "a key")
+	rr.value = d.view(le.Uint32(r[16:]), int32(le.Uint32(r[20:])), "a value")
+	nbytes += uint64(len(rr.topic) + len(rr.key) + len(rr.value))
+	size += int64(len(rr.key) + len(rr.value))
+	nh := le.Uint32(r[28:])
+	if nh > 0 {
+		ht := d.view(le.Uint32(r[24:]), int32(nh*outHeaderSize), "a header table")
+		for j := uint32(0); j < nh && d.err == nil; j++ {
+			h := ht[j*outHeaderSize:]
+			k := d.view(le.Uint32(h), int32(le.Uint32(h[4:])), "a header key")
+			if k == nil && d.err == nil {
+				d.err = errors.New("a header key is null")
+			}
+			v := d.view(le.Uint32(h[8:]), int32(le.Uint32(h[12:])), "a header value")
+			nbytes += uint64(len(k) + len(v))
+			size += int64(len(k) + len(v))
+			d.hdrs = append(d.hdrs, rawHeader{key: k, value: v})
+		}
+	}
+	rr.hdrs = int(nh)
+	d.recs = append(d.recs, rr)
+	return nbytes, size
+}
+
+// checkTopics refuses an output topic that is not a valid name, or that
+// is the input's own topic.
+func checkTopics(recs []rawRecord, src transform.Source) error {
+	for i, rr := range recs {
 		if len(rr.topic) > 0 {
 			if !topic.Valid(rr.topic) {
-				return out, fmt.Errorf("output record %d names topic %s: want %s", i, quoteHead(rr.topic), topic.Form)
+				return fmt.Errorf("output record %d names topic %s: want %s", i, quoteHead(rr.topic), topic.Form)
 			}
 			if string(rr.topic) == src.Topic {
-				return out, fmt.Errorf("output record %d names its input topic %q, which would feed it back into the processor", i, rr.topic)
+				return fmt.Errorf("output record %d names its input topic %q, which would feed it back into the processor", i, rr.topic)
 			}
 		}
 	}
+	return nil
+}
 
-	// Materialize. The input's parts are kept aside: rec becomes output 0.
+// materialize appends the records read into d.recs and d.hdrs to out,
+// copied out of guest memory into a; the first reuses rec, keeping parts
+// of the input that the output repeats.
+func (d *decoder) materialize(rec *kgo.Record, out []*kgo.Record, a *arena) []*kgo.Record {
+	// The input's parts are kept aside: rec becomes output 0.
 	inKey, inValue, inHdrs, ts := rec.Key, rec.Value, rec.Headers, rec.Timestamp
 	hdrs := d.hdrs
 	for i, rr := range d.recs {
@@ -274,7 +315,7 @@ func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out [
 		}
 		out = append(out, o)
 	}
-	return out, nil
+	return out
 }
 
 // maxQuoted caps how much of an invalid topic an error message quotes: a

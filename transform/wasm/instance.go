@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -81,7 +82,7 @@ func (inst *instance) close() {
 }
 
 // arm starts the deadline of one use of the instance: every guest call
-// until disarm shares it, so PROCESSOR_WASM_TIMEOUT bounds the guest's
+// until disarm shares it, so the TIMEOUT setting bounds the guest's
 // time per record (processor_alloc and processor_process together), not
 // per call.
 func (inst *instance) arm() {
@@ -103,7 +104,8 @@ func (inst *instance) disarm() error {
 }
 
 func (inst *instance) timedOut() error {
-	return fmt.Errorf("%w: stopped after PROCESSOR_WASM_TIMEOUT=%s", ErrTimeout, inst.t.timeout)
+	return &settings.Message{Err: ErrTimeout,
+		Text: settings.Say(ErrTimeout.Error()+": stopped after ", settings.Ref("TIMEOUT"), "="+inst.t.timeout.String())}
 }
 
 // call runs f under the deadline arm started. An error marks the

@@ -522,7 +522,7 @@ func TestGuestReturnsTooManyBytes(t *testing.T) {
 	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, func(_ transform.Entry, s string) (string, bool) {
 		v, ok := settings[s]
 		return v, ok
-	}, transform.MaxOutputBytes(2<<20))
+	}, transform.MaxOutputBytes(2<<20), transform.WithNames(transform.Names{Limit: "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD"}))
 	if err != nil {
 		t.Fatal(err)
 	}

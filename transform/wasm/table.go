@@ -3,7 +3,7 @@ package wasm
 // maxTable bounds the entries of the table a module declares. wazero
 // allocates a table in full when it instantiates a module, eight bytes an
 // entry, at whatever size the module declares (up to 2^27 entries: 1 GiB
-// per instance, outside PROCESSOR_WASM_MAX_MEMORY). A Go guest's table
+// per instance, outside its MAX_MEMORY). A Go guest's table
 // holds the functions it calls indirectly: a few thousand.
 const maxTable = 1 << 20
 

@@ -1,5 +1,5 @@
 // Package wasm registers the "wasm" transform, which runs every record
-// through a WebAssembly module loaded at start from PROCESSOR_WASM_MODULE,
+// through a WebAssembly module loaded at start from its MODULE setting,
 // sandboxed by wazero (pure Go, no cgo).
 //
 // The module speaks ABI version 1 (ABI.md beside this file): the host
@@ -14,17 +14,16 @@
 //
 // The module is compiled once, at start; instances are pooled and reused
 // record after record, never instantiated per record. Each instance gets a
-// memory limit (PROCESSOR_WASM_MAX_MEMORY), each record a deadline
-// (PROCESSOR_WASM_TIMEOUT) that stops even a guest in an infinite loop.
+// memory limit (MAX_MEMORY), each record a deadline (TIMEOUT) that stops even a guest in an infinite loop.
 // What one call may hand back is bounded before anything is copied: at
 // most 2^20 records, 2^20 headers and the memory limit's worth of bytes
 // in all, however many of them point at the same guest memory, and at
 // most the chain's limit on one record's output bytes
-// (PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD, see transform.MaxOutputBytes). WebAssembly
+// (see transform.MaxOutputBytes). WebAssembly
 // reference types are off, and a module's table is limited, so a guest
 // cannot make the host allocate tables outside its memory limit either.
 // Guests get no filesystem, no network, no arguments or environment, a
-// deterministic random source, and, unless PROCESSOR_WASM_ALLOW_CLOCK is
+// deterministic random source, and, unless ALLOW_CLOCK is
 // true, a fake clock (wazero's default: wall time starts at 2022-01-01 and
 // both clocks advance 1ms per reading; sleeping returns at once).
 //
@@ -52,19 +51,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
 func init() {
-	transform.Register("wasm", transform.Typed("runs every record through a sandboxed WebAssembly module (PROCESSOR_WASM_MODULE)", New))
+	transform.Register("wasm", transform.Typed("runs every record through a sandboxed WebAssembly module (MODULE)", New))
 }
 
 // ABIVersion is the host-guest interface version this host speaks; a
 // module whose processor_abi_version returns another is refused at start.
 const ABIVersion = 1
 
-// Settings are the wasm transform's settings, read from PROCESSOR_WASM_*
-// (PROCESSOR_WASM_<ALIAS>_* for an aliased entry).
+// Settings are the wasm transform's settings, one set per chain entry.
 type Settings struct {
 	// Module is the path of the .wasm file.
 	Module string `setting:"MODULE" required:"true" doc:"the WebAssembly module every record runs through" form:"the path of a WebAssembly module implementing the processor's wasm ABI version 1, e.g. bin/plugins/uppercase.wasm"`
@@ -90,7 +89,7 @@ type Settings struct {
 // Errors a record can fail with, for errors.Is. The message names the
 // cause in more detail.
 var (
-	// ErrTimeout: the call ran past PROCESSOR_WASM_TIMEOUT and was stopped.
+	// ErrTimeout: the call ran past the TIMEOUT setting and was stopped.
 	ErrTimeout = errors.New("wasm guest exceeded its deadline")
 	// ErrTrap: the guest trapped (unreachable, out-of-bounds access, stack
 	// overflow) or exited (a Go guest's fatal error or unrecovered panic
@@ -155,19 +154,13 @@ var (
 // declared size.
 const coreFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
-// New loads, checks and compiles the module, and instantiates one instance
-// so that a module that cannot start fails at start, not on the first
-// record. Every error names the setting at fault.
-func New(s *Settings) (transform.Transform, error) {
-	return newTransform(s, nil)
+// bad is the error refusing value for setting name, wanting want.
+func bad(name, value, want string) error {
+	return &transform.SettingError{Field: name, Value: value, Want: settings.Say(want)}
 }
 
-// newTransform is New with an optional shared compilation cache (tests use
-// one to compile each guest once).
-func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error) {
-	bad := func(name, value, want string) error {
-		return &transform.SettingError{Field: name, Value: value, Want: want}
-	}
+// readModule checks the settings' bounds and reads the module's bytes.
+func readModule(s *Settings) ([]byte, error) {
 	if s.Module == "" {
 		return nil, transform.Missing("MODULE", "")
 	}
@@ -180,6 +173,23 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	bin, err := os.ReadFile(s.Module)
 	if err != nil {
 		return nil, bad("MODULE", s.Module, "a readable WebAssembly module file ("+firstLine(err)+")")
+	}
+	return bin, nil
+}
+
+// New loads, checks and compiles the module, and instantiates one instance
+// so that a module that cannot start fails at start, not on the first
+// record. Every error names the setting at fault.
+func New(s *Settings) (transform.Transform, error) {
+	return newTransform(s, nil)
+}
+
+// newTransform is New with an optional shared compilation cache (tests use
+// one to compile each guest once).
+func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error) {
+	bin, err := readModule(s)
+	if err != nil {
+		return nil, err
 	}
 
 	ctx := context.Background()
@@ -297,7 +307,7 @@ func checkModule(m wazero.CompiledModule) error {
 // output followed the ABI.
 func (t *Transform) LimitOutputBytes(n int64) { t.maxRecord.Store(n) }
 
-// CallTimeout returns PROCESSOR_WASM_TIMEOUT, the longest one Process
+// CallTimeout returns the TIMEOUT setting, the longest one Process
 // call may run the guest for, or 0 when the deadline is off. It
 // implements transform.Timed. A call takes longer than this by the host's
 // own work around the guest (writing the input, copying the outputs) and,

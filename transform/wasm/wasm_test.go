@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/transformtest"
 )
@@ -248,6 +249,10 @@ func TestBadGuests(t *testing.T) {
 			start := time.Now()
 			rec := value(c.value)
 			out, err := process(tr, rec)
+			var msg *settings.Message // named as the processor names the settings of the entry wasm
+			if errors.As(err, &msg) {
+				msg.Name = func(s string) string { return "PROCESSOR_WASM_" + s }
+			}
 			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.msg) {
 				t.Fatalf("got %v, want %v containing %q", err, c.want, c.msg)
 			}

@@ -22,13 +22,12 @@ func buildChain(reg *transform.Registry, names []string, opts ...transform.Build
 		return nil, err
 	}
 	chain, err := reg.Build(entries, func(e transform.Entry, setting string) (string, bool) {
-		return os.LookupEnv(settingVar(e, setting))
+		return envLookup(e.Plugin())(setting)
 	}, opts...)
 	if err != nil {
 		var se *transform.SettingError
 		if errors.As(err, &se) {
-			spec, _ := reg.Lookup(se.Entry.Name)
-			return nil, fmt.Errorf("transform %s: %w", se.Entry, settingError(se, spec))
+			return nil, settingError(se)
 		}
 		var unknown *transform.UnknownError
 		if errors.As(err, &unknown) {
@@ -41,12 +40,13 @@ func buildChain(reg *transform.Registry, names []string, opts ...transform.Build
 }
 
 // buildChains builds n chains alike (buildChain), one per worker, each
-// bounding one record's outputs by PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD.
+// bounding one record's outputs by PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD,
+// its errors naming settings by their variables (SettingNames).
 // On an error it returns the chains it built, for the caller to close.
 func buildChains(reg *transform.Registry, cfg *config.Config, n int) ([]*transform.Chain, error) {
 	var chains []*transform.Chain
 	for range n {
-		c, err := buildChain(reg, cfg.Transforms, transform.MaxOutputBytes(int64(cfg.MaxOutputBytesPerRecord)))
+		c, err := buildChain(reg, cfg.Transforms, transform.MaxOutputBytes(int64(cfg.MaxOutputBytesPerRecord)), transform.WithNames(SettingNames()))
 		if err != nil {
 			return chains, err
 		}
@@ -78,46 +78,6 @@ func parseEntries(names []string) ([]transform.Entry, error) {
 	return entries, nil
 }
 
-// settingVar is the variable of one setting of a chain entry:
-// PROCESSOR_<NAME>_<SETTING>, or PROCESSOR_<NAME>_<ALIAS>_<SETTING>.
-func settingVar(e transform.Entry, setting string) string {
-	return config.TransformPrefix(e.Name, e.Alias) + "_" + setting
-}
-
-// settingError turns a transform's setting error into the configuration
-// error naming the variable; settings of the same transform that its
-// message names (HEADER) are shown as variables too.
-func settingError(se *transform.SettingError, spec transform.Spec) *config.Error {
-	want := se.Want + se.Detail
-	for _, f := range spec.Fields() {
-		want = replaceWord(want, f.Name, settingVar(se.Entry, f.Name))
-	}
-	return &config.Error{Var: settingVar(se.Entry, se.Field), Value: se.Value, Unset: se.Unset, Want: want}
-}
-
-// replaceWord replaces whole-word occurrences of word in s (words are runs
-// of A-Z, 0-9 and _).
-func replaceWord(s, word, with string) string {
-	inWord := func(c byte) bool { return c == '_' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
-	var b strings.Builder
-	for {
-		i := strings.Index(s, word)
-		if i < 0 {
-			b.WriteString(s)
-			return b.String()
-		}
-		end := i + len(word)
-		whole := (i == 0 || !inWord(s[i-1])) && (end == len(s) || !inWord(s[end]))
-		b.WriteString(s[:i])
-		if whole {
-			b.WriteString(with)
-		} else {
-			b.WriteString(word)
-		}
-		s = s[end:]
-	}
-}
-
 // warnUnknownVars logs PROCESSOR_* variables that nothing reads, which are
 // usually typos (PROCESSOR_COMIT_INTERVAL, PROCESSOR_JQ_EXPRESSION) or
 // settings of a transform that is not in the chain (a registered sink's
@@ -140,7 +100,7 @@ func warnUnknownVars(log *slog.Logger, reg *transform.Registry, chain []string) 
 		}
 		spec, _ := reg.Lookup(e.Name)
 		for _, f := range spec.Fields() {
-			known[settingVar(e, f.Name)] = true
+			known[PluginVar(e.Plugin(), f.Name)] = true
 		}
 	}
 	for _, kv := range os.Environ() {

@@ -9,9 +9,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
-	_ "github.com/streamproc/processor/transform/headers"
-	_ "github.com/streamproc/processor/transform/jq"
-	_ "github.com/streamproc/processor/transform/route"
+	_ "github.com/streamproc/processor/transform/all"
 )
 
 // The wiring reads each entry's settings from PROCESSOR_<NAME>_<SETTING>,
@@ -50,20 +48,6 @@ func TestBuildChainNamesVariables(t *testing.T) {
 	}
 	if _, err := buildChain(transform.Default, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "PROCESSOR_TRANSFORMS") {
 		t.Errorf("unknown transform: %v", err)
-	}
-}
-
-// Only a setting's whole name is replaced by its variable.
-func TestReplaceWord(t *testing.T) {
-	for _, c := range [][3]string{
-		{"unset while EXPR is set", "EXPR", "unset while P_EXPR is set"},
-		{"EXPR", "EXPR", "P_EXPR"},
-		{"EXPRESSION or MY_EXPR or EXPR2, EXPR.", "EXPR", "EXPRESSION or MY_EXPR or EXPR2, P_EXPR."},
-		{"no mention", "EXPR", "no mention"},
-	} {
-		if got := replaceWord(c[0], c[1], "P_"+c[1]); got != c[2] {
-			t.Errorf("replaceWord(%q) = %q, want %q", c[0], got, c[2])
-		}
 	}
 }
 

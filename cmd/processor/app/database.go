@@ -39,8 +39,11 @@ type opened struct {
 // sinkVar is the variable a setting of sink name is read from:
 // PROCESSOR_<NAME>_<SETTING>.
 func sinkVar(name, setting string) string {
-	return config.EnvName(strings.ToUpper(name) + "_" + setting)
+	return PluginVar(sinkPlugin(name), setting)
 }
+
+// sinkPlugin names the sink called name as a plugin.
+func sinkPlugin(name string) settings.Plugin { return settings.Plugin{Kind: "sink", Name: name} }
 
 // chooseSink returns the sink of PROCESSOR_SINK with its settings filled
 // from the environment, or nil for kafka. A setting that cannot work is a
@@ -54,7 +57,7 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 		spec, _ := reg.Lookup(name)
 		for _, f := range spec.Fields() {
 			if v := sinkVar(name, f.Name); f.Required && os.Getenv(v) != "" {
-				return nil, &config.Error{Var: v, Value: os.Getenv(v), Secret: f.Type == "Secret",
+				return nil, &config.Error{Var: v, Value: os.Getenv(v), Secret: f.Secret,
 					Want: "unset unless " + config.EnvName("SINK") + "=" + name}
 			}
 		}
@@ -87,11 +90,12 @@ func (d *destination) settingError(err error) error {
 	if !errors.As(err, &se) {
 		return err
 	}
-	want := se.Want + se.Detail
+	se.Plugin = sinkPlugin(d.name)
+	ce := varError(se)
 	if se.Unset {
-		want += " (" + config.EnvName("SINK") + "=" + d.name + " needs one)"
+		ce.Want += " (" + config.EnvName("SINK") + "=" + d.name + " needs one)"
 	}
-	return &config.Error{Var: sinkVar(d.name, se.Field), Value: se.Value, Unset: se.Unset, Want: want}
+	return ce
 }
 
 // open opens the destination (creating its tables, for the postgres

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 )
@@ -23,7 +22,7 @@ import (
 // and batch hooks, which do not name one, go to the newest client's. A late
 // call from a closed client is therefore counted for its successor.
 type kafkaMetrics struct {
-	reg *prometheus.Registry
+	reg kprom.RegistererGatherer
 	cur atomic.Pointer[kprom.Metrics] // the newest client's; nil before the first
 
 	mu       sync.Mutex
@@ -32,7 +31,7 @@ type kafkaMetrics struct {
 
 // newKafkaMetrics returns the hook that registers the Kafka client's
 // metrics with reg while a client is open.
-func newKafkaMetrics(reg *prometheus.Registry) *kafkaMetrics {
+func newKafkaMetrics(reg kprom.RegistererGatherer) *kafkaMetrics {
 	return &kafkaMetrics{reg: reg, byClient: make(map[*kgo.Client]*kprom.Metrics)}
 }
 

@@ -7,13 +7,14 @@ import (
 	"strings"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
 
 // The configuration reference: every variable the processor reads, core
-// settings from config's tags, and each registered sink's and transform's
-// declared settings. `processor config` prints it; docs/configuration.md is the
+// settings from config's tags and each registered transform's declared
+// settings. `processor config` prints it; docs/configuration.md is the
 // same reference in Markdown (`make docs`), and a test fails when the file
 // and the code drift apart.
 
@@ -23,33 +24,61 @@ type setting struct {
 	Required                 bool
 }
 
-// transformSettings lists, per registered transform in name order, its doc
-// and its settings under the unaliased variable names.
-func transformSettings(reg *transform.Registry) (names, docs []string, settings [][]setting) {
-	for _, name := range reg.Names() {
-		spec, _ := reg.Lookup(name)
-		var ss []setting
-		for _, f := range spec.Fields() {
-			ss = append(ss, setting{Name: settingVar(transform.Entry{Name: name}, f.Name), Default: f.Default,
-				Doc: f.Doc, Form: f.Form, Required: f.Required})
-		}
-		names, docs, settings = append(names, name), append(docs, spec.Doc), append(settings, ss)
-	}
-	return names, docs, settings
+// Plugin describes one registered plugin for the reference: its kind
+// ("transform"; "sink" once sinks register), its name, its one-line doc
+// and its declared settings.
+type Plugin struct {
+	Kind, Name, Doc string
+	Fields          []settings.Field
 }
 
-// sinkSettings lists, per registered sink in name order, its doc and its
-// settings under their variable names.
-func sinkSettings(reg *sink.Registry) (names, docs []string, settings [][]setting) {
-	for _, name := range reg.Names() {
+// Plugins lists every plugin the processor knows: the sinks registered
+// in sink.Default and the transforms registered in reg, each kind in name
+// order. Another kind of plugin is one more describe call here, and one
+// entry in kinds.
+func Plugins(reg *transform.Registry) []Plugin {
+	sinks := describe("sink", sink.Default.Names(), func(name string) (string, []settings.Field) {
+		spec, _ := sink.Default.Lookup(name)
+		return spec.Doc, spec.Fields()
+	})
+	return append(sinks, describe("transform", reg.Names(), func(name string) (string, []settings.Field) {
 		spec, _ := reg.Lookup(name)
-		var ss []setting
-		for _, f := range spec.Fields() {
-			ss = append(ss, setting{Name: sinkVar(name, f.Name), Default: f.Default, Doc: f.Doc, Form: f.Form, Required: f.Required})
-		}
-		names, docs, settings = append(names, name), append(docs, spec.Doc), append(settings, ss)
+		return spec.Doc, spec.Fields()
+	})...)
+}
+
+// describe lists the plugins of one kind, in the order of names, with the
+// doc and declared settings spec returns for each.
+func describe(kind string, names []string, spec func(name string) (doc string, fields []settings.Field)) []Plugin {
+	ps := make([]Plugin, 0, len(names))
+	for _, name := range names {
+		doc, fields := spec(name)
+		ps = append(ps, Plugin{Kind: kind, Name: name, Doc: doc, Fields: fields})
 	}
-	return names, docs, settings
+	return ps
+}
+
+// vars returns p's settings under their unaliased variable names.
+func (p Plugin) vars() []setting {
+	var ss []setting
+	for _, f := range p.Fields {
+		ss = append(ss, setting{Name: PluginVar(settings.Plugin{Kind: p.Kind, Name: p.Name}, f.Name), Default: f.Default,
+			Doc: f.Doc, Form: f.Form, Required: f.Required})
+	}
+	return ss
+}
+
+// kinds are the sections of the reference, one per kind of plugin, in
+// order: the heading's noun and the text under it.
+var kinds = []struct{ kind, title, intro string }{
+	{"sink", "Sink", `A sink's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `, read when
+` + "`PROCESSOR_SINK=<name>`" + `.
+`},
+	{"transform", "Transform", `A transform's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `; for an entry
+` + "`name@alias`" + ` in ` + "`PROCESSOR_TRANSFORMS`" + ` they are
+` + "`PROCESSOR_<NAME>_<ALIAS>_<SETTING>`" + `, so one transform can appear twice with
+its own settings.
+`},
 }
 
 func coreSettings() []setting {
@@ -60,19 +89,30 @@ func coreSettings() []setting {
 	return ss
 }
 
-// WriteReference writes the configuration reference for the transforms
-// registered in reg: as Markdown (docs/configuration.md) or as the plain
-// text of `processor config`.
+// WriteReference writes the configuration reference for the plugins
+// registered in reg (Plugins): as Markdown (docs/configuration.md) or as
+// the plain text of `processor config`.
 func WriteReference(w io.Writer, reg *transform.Registry, markdown bool) {
 	if markdown {
-		_, _ = io.WriteString(w, markdownReference(reg))
+		_, _ = io.WriteString(w, markdownReference(Plugins(reg)))
 		return
 	}
-	printReference(w, reg)
+	printReference(w, Plugins(reg))
+}
+
+// ofKind returns the plugins of one kind, in their order.
+func ofKind(ps []Plugin, kind string) []Plugin {
+	var out []Plugin
+	for _, p := range ps {
+		if p.Kind == kind {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // printReference writes the reference as plain text.
-func printReference(w io.Writer, reg *transform.Registry) {
+func printReference(w io.Writer, ps []Plugin) {
 	fmt.Fprintln(w, "The processor is configured by environment variables; a transform's settings are")
 	fmt.Fprintln(w, "PROCESSOR_<NAME>_<SETTING>, or PROCESSOR_<NAME>_<ALIAS>_<SETTING> for name@alias.")
 	printSettings := func(ss []setting) {
@@ -89,23 +129,19 @@ func printReference(w io.Writer, reg *transform.Registry) {
 	}
 	fmt.Fprintln(w, "\nCore settings:")
 	printSettings(coreSettings())
-	names, docs, settings := sinkSettings(sink.Default)
-	for i, name := range names {
-		fmt.Fprintf(w, "\nSink %s (PROCESSOR_SINK=%s): %s\n", name, name, docs[i])
-		printSettings(settings[i])
-	}
-	names, docs, settings = transformSettings(reg)
-	for i, name := range names {
-		fmt.Fprintf(w, "\nTransform %s: %s\n", name, docs[i])
-		if len(settings[i]) == 0 {
-			fmt.Fprintln(w, "\n  (no settings)")
+	for _, k := range kinds {
+		for _, p := range ofKind(ps, k.kind) {
+			fmt.Fprintf(w, "\n%s %s: %s\n", k.title, p.Name, p.Doc)
+			if len(p.Fields) == 0 {
+				fmt.Fprintln(w, "\n  (no settings)")
+			}
+			printSettings(p.vars())
 		}
-		printSettings(settings[i])
 	}
 }
 
 // markdownReference returns docs/configuration.md.
-func markdownReference(reg *transform.Registry) string {
+func markdownReference(ps []Plugin) string {
 	var b strings.Builder
 	b.WriteString(`# Configuration reference
 
@@ -121,34 +157,17 @@ binary at hand (including compiled-in plugins).
 
 `)
 	table(&b, coreSettings())
-	b.WriteString(`
-## Sink settings
-
-A sink's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `, read when
-` + "`PROCESSOR_SINK=<name>`" + `.
-`)
-	names, docs, settings := sinkSettings(sink.Default)
-	for i, name := range names {
-		fmt.Fprintf(&b, "\n### `%s`\n\n%s.\n\n", name, upperFirst(docs[i]))
-		table(&b, settings[i])
-	}
-	b.WriteString(`
-## Transform settings
-
-A transform's settings are ` + "`PROCESSOR_<NAME>_<SETTING>`" + `; for an entry
-` + "`name@alias`" + ` in ` + "`PROCESSOR_TRANSFORMS`" + ` they are
-` + "`PROCESSOR_<NAME>_<ALIAS>_<SETTING>`" + `, so one transform can appear twice with
-its own settings.
-`)
-	names, docs, settings = transformSettings(reg)
-	for i, name := range names {
-		fmt.Fprintf(&b, "\n### `%s`\n\n%s.\n", name, upperFirst(docs[i]))
-		if len(settings[i]) == 0 {
-			b.WriteString("\nNo settings.\n")
-			continue
+	for _, k := range kinds {
+		fmt.Fprintf(&b, "\n## %s settings\n\n%s", k.title, k.intro)
+		for _, p := range ofKind(ps, k.kind) {
+			fmt.Fprintf(&b, "\n### `%s`\n\n%s.\n", p.Name, upperFirst(p.Doc))
+			if len(p.Fields) == 0 {
+				b.WriteString("\nNo settings.\n")
+				continue
+			}
+			b.WriteString("\n")
+			table(&b, p.vars())
 		}
-		b.WriteString("\n")
-		table(&b, settings[i])
 	}
 	return b.String()
 }
@@ -183,6 +202,8 @@ func upperFirst(s string) string {
 const usage = `usage: processor             run (configured by PROCESSOR_* environment variables)
        processor config      print every variable, with its default and values
        processor config -markdown   the same as Markdown (docs/configuration.md)
+       processor metrics     print every metric, with its type, labels and meaning
+       processor metrics -markdown  the same as the Markdown table of docs/operations.md
        processor --version   print the version`
 
 // runCommand handles the command line: Main runs the processor only when
@@ -201,6 +222,10 @@ func runCommand(args []string, reg *transform.Registry, stdout, stderr io.Writer
 		WriteReference(stdout, reg, false)
 	case len(args) == 2 && args[0] == "config" && (args[1] == "-markdown" || args[1] == "--markdown"):
 		WriteReference(stdout, reg, true)
+	case len(args) == 1 && args[0] == "metrics":
+		WriteMetrics(stdout, false)
+	case len(args) == 2 && args[0] == "metrics" && (args[1] == "-markdown" || args[1] == "--markdown"):
+		WriteMetrics(stdout, true)
 	default:
 		fmt.Fprintf(stderr, "processor: unknown arguments %q\n%s\n", args, usage)
 		return exitConfig, true

@@ -30,8 +30,17 @@ func TestRunCommand(t *testing.T) {
 	}
 	var out bytes.Buffer
 	if code, _ := runCommand([]string{"config", "-markdown"}, transform.Default, &out, &bytes.Buffer{}); code != 0 ||
-		out.String() != markdownReference(transform.Default) || !strings.Contains(out.String(), "| `PROCESSOR_ROUTE_DEFAULT` |") {
+		out.String() != markdownReference(Plugins(transform.Default)) || !strings.Contains(out.String(), "| `PROCESSOR_ROUTE_DEFAULT` |") {
 		t.Errorf("config -markdown: code %d, %d bytes", code, out.Len())
+	}
+	var metrics, metricsMD bytes.Buffer
+	if code, handled := runCommand([]string{"metrics"}, transform.Default, &metrics, &bytes.Buffer{}); !handled || code != 0 ||
+		!strings.Contains(metrics.String(), "processor_transactions_aborted_total{reason} (counter)") {
+		t.Errorf("metrics: code %d, %q", code, metrics.String())
+	}
+	if code, _ := runCommand([]string{"metrics", "-markdown"}, transform.Default, &metricsMD, &bytes.Buffer{}); code != 0 ||
+		!strings.Contains(metricsMD.String(), "| `processor_build_info` | gauge | `version`, `go_version` |") {
+		t.Errorf("metrics -markdown: code %d, %q", code, metricsMD.String())
 	}
 	var ver bytes.Buffer
 	if code, handled := runCommand([]string{"--version"}, transform.Default, &ver, &bytes.Buffer{}); !handled || code != 0 ||

@@ -33,7 +33,7 @@
 // slices (of records, of bytes) on every call, as the examples in
 // examples/wasm do to allocate nothing.
 //
-// Cost: under the host's deadline (PROCESSOR_WASM_TIMEOUT) every loop
+// Cost: under the host's deadline (the wasm transform's TIMEOUT) every loop
 // iteration and most branches of Go code compiled to WebAssembly cost
 // about 25 ns more, so per-record work in few iterations (eight bytes at
 // a time, no reflection) is what makes a fast plugin; see ../ABI.md.
@@ -48,7 +48,7 @@ const ABIVersion = 1
 // On input, Key, Value and Headers are the input record's (nil Key or
 // Value is a Kafka null), Source tells where it came from, Timestamp is its
 // timestamp, and Topic is empty. On output, Topic chooses the destination
-// topic ("" is the processor's default output topic, PROCESSOR_OUTPUT_TOPIC);
+// topic ("" is the processor's default output topic);
 // Source and Timestamp are ignored: outputs keep the input's timestamp.
 type Record struct {
 	Key     []byte
@@ -81,7 +81,7 @@ type Source struct {
 //
 // The host bounds what one call may return (../ABI.md): at most 1,048,576
 // records and 1,048,576 headers in all, and at most the instance's memory
-// limit (PROCESSOR_WASM_MAX_MEMORY) of topic, key, value and header bytes
+// limit (the wasm transform's MAX_MEMORY) of topic, key, value and header bytes
 // in all, counting bytes that several records share once per record.
 // Returning more fails the input record.
 type Func func(in Record) ([]Record, error)

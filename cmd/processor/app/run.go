@@ -1,0 +1,251 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/sink"
+	"github.com/streamproc/processor/transform"
+)
+
+// Main runs the processor with the transforms registered in reg (usually
+// transform.Default) and returns the exit code for os.Exit. It never exits
+// the process itself, so a custom main decides what happens after it.
+func Main(reg *transform.Registry) int {
+	if code, handled := runCommand(os.Args[1:], reg, os.Stdout, os.Stderr); handled {
+		return code // processor config, processor --help
+	}
+	// Signals first: a SIGTERM that arrives while starting (a module
+	// compiling, a broker unreachable) stops the processor cleanly rather
+	// than killing it.
+	ctx, again, stop := handleSignals()
+	defer stop()
+
+	s, code := setUp(ctx, reg)
+	if s == nil {
+		return code
+	}
+	code, abandoned := s.run(ctx, again)
+	if !abandoned { // a run abandoned by a second signal may still use the chains
+		s.closeChains()
+	}
+	return code
+}
+
+// startup is what Main prepares before anything connects: the
+// configuration, the logger, the chains, the TLS and SASL material and the
+// HTTP listener.
+type startup struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	chains []*transform.Chain
+	sec    *security
+	dest   *destination // the sink of PROCESSOR_SINK; nil for kafka
+	ln     net.Listener
+}
+
+// setUp loads and checks everything that needs no network: a mistake is
+// a configuration error (exit 2) found before a client joins the group.
+// It returns nil and the exit code when the processor must not run.
+func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
+	cfg, err := config.Load(config.Hostname())
+	if err != nil {
+		return nil, configError(err)
+	}
+	log := newLogger(cfg)
+	warnUnknownVars(log, reg, cfg.Transforms)
+	s := &startup{cfg: cfg, log: log}
+	s.chains, err = buildChains(reg, cfg, workers(cfg))
+	if err == nil {
+		err = checkBudget(cfg, s.chains[0])
+	}
+	if err == nil {
+		err = checkDestinations(cfg, s.chains[0])
+	}
+	if err == nil { // the TLS and SASL files, before anything connects
+		s.sec, err = loadSecurity(cfg)
+	}
+	if err == nil {
+		s.dest, err = chooseSink(sink.Default, cfg)
+	}
+	// fail reports a configuration error, then closes the chains, as the
+	// processor does when it exits.
+	fail := func(err error) (*startup, int) {
+		code := configError(err)
+		s.closeChains()
+		return nil, code
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if cfg.SASLMechanism == "PLAIN" && !cfg.TLSEnabled && !cfg.EmbeddedBroker {
+		log.Warn("PROCESSOR_SASL_MECHANISM=PLAIN without PROCESSOR_TLS_ENABLED=true: the password crosses the network readable; use TLS, or a SCRAM mechanism")
+	}
+	if ctx.Err() != nil {
+		log.Info("stopped while starting")
+		s.closeChains()
+		return nil, exitOK
+	}
+	// The HTTP port before anything connects: a port in use is a
+	// configuration error, found before a client joins the group.
+	s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fail(&config.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
+			Want: "a free host:port (" + err.Error() + ")"})
+	}
+	return s, exitOK
+}
+
+// closeChains closes the transforms of every chain.
+func (s *startup) closeChains() {
+	for _, c := range s.chains {
+		if err := c.Close(); err != nil {
+			s.log.Warn("closing transforms", "err", err.Error())
+		}
+	}
+}
+
+// run serves HTTP, connects, builds the pipeline and runs it until the
+// first signal, and returns the exit code; abandoned reports that a second
+// signal ended it without waiting for the open transaction, so the chains
+// may still be in use.
+func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, abandoned bool) {
+	cfg, log, chains, sec := s.cfg, s.log, s.chains, s.sec
+	chain := chains[0]
+	defer s.ln.Close() // for the early returns; the server's Shutdown closes it too
+
+	// HTTP from the first moment: while the embedded broker starts or the
+	// database is unreachable, /healthz says alive and /readyz not ready,
+	// so a startup probe does not kill a processor that is only waiting.
+	promReg := newRegistry()
+	ep := newEndpoints(cfg, chain, len(chains))
+	srv := serveHTTP(s.ln, promReg, ep)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+
+	if cfg.EmbeddedBroker {
+		ep.starting("starting the embedded broker")
+	}
+	brokers, closeBroker, code := connectBrokers(ctx, cfg, sec, log)
+	if brokers == nil {
+		return code, false
+	}
+	defer closeBroker()
+
+	db, code, ok := openSink(ctx, s.dest, cfg, promReg, ep, log)
+	if !ok {
+		return code, false
+	}
+	if db != nil {
+		defer db.close()
+	}
+	required := requiredTopics(cfg, chain)
+	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{})
+	if err != nil {
+		log.Error("building the processor", "err", err.Error())
+		return exitRuntime, false
+	}
+	ep.run(p)
+
+	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
+		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
+		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
+		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(chains), "http_addr", cfg.HTTPAddr},
+		sec.logAttrs()...)...)
+
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case err = <-done:
+		return exitCode(err, cfg, required, p, log), false
+	case <-again:
+		log.Error("second signal: exiting without finishing the open transaction (it will be aborted)")
+		return exitRuntime, true
+	}
+}
+
+// handleSignals returns a context that the first SIGINT or SIGTERM
+// cancels, a channel that a second one closes (give up finishing the open
+// transaction), and a function that stops listening.
+func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
+	ctx, stopFirst := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	second := make(chan struct{})
+	quit := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-quit:
+			return
+		}
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM) // before stopFirst, so no signal goes unhandled
+		defer signal.Stop(c)
+		stopFirst()
+		select {
+		case <-c:
+			close(second)
+		case <-quit:
+		}
+	}()
+	var once sync.Once
+	return ctx, second, func() {
+		once.Do(func() {
+			close(quit)
+			stopFirst()
+		})
+	}
+}
+
+// connectBrokers returns the seed brokers, starting the embedded broker
+// when configured (with SASL, as sec says), and how to stop it. When it
+// returns no brokers, code is the exit code.
+func connectBrokers(ctx context.Context, cfg *config.Config, sec *security, log *slog.Logger) (brokers []string, closeBroker func(), code int) {
+	if !cfg.EmbeddedBroker {
+		return cfg.Brokers, func() {}, exitOK
+	}
+	eb, err := startEmbeddedBroker(ctx, cfg, sec, log)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		log.Info("stopped while starting")
+		return nil, nil, exitOK
+	case err != nil:
+		log.Error("starting the embedded broker failed", "err", err.Error())
+		return nil, nil, exitRuntime
+	}
+	return eb.Addrs(), eb.Close, exitOK
+}
+
+// newRegistry returns the Prometheus registry with the Go runtime and
+// process collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerBuildInfo(reg)
+	return reg
+}
+
+// newLogger returns the logger cfg's PROCESSOR_LOG_LEVEL and
+// PROCESSOR_LOG_FORMAT ask for, writing to stderr.
+func newLogger(cfg *config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}

@@ -1,0 +1,16 @@
+// Package all registers every built-in transform: a binary that imports it
+// for its side effect knows headers, identity, jq, route and wasm. It is
+// the one list of them; a new built-in transform is one package under
+// transform/ and one import here.
+//
+//	import _ "github.com/streamproc/processor/transform/all"
+package all
+
+import (
+	// Each registers itself in transform.Default from init.
+	_ "github.com/streamproc/processor/transform/headers"
+	_ "github.com/streamproc/processor/transform/identity"
+	_ "github.com/streamproc/processor/transform/jq"
+	_ "github.com/streamproc/processor/transform/route"
+	_ "github.com/streamproc/processor/transform/wasm"
+)
