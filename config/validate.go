@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/streamproc/processor/internal/registry"
 	"github.com/streamproc/processor/internal/topic"
 )
 
@@ -197,17 +198,7 @@ func kafkaSink(c *Config) bool { return c.Sink == "kafka" }
 func otherSink(c *Config) bool { return c.Sink != "kafka" }
 
 // sinkName reports whether s can name a sink: a lower-case identifier.
-func sinkName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_')) {
-			return false
-		}
-	}
-	return true
-}
+func sinkName(s string) bool   { return registry.LowerName(s) }
 func hasOutput(c *Config) bool { return c.OutputTopic != "" }
 func tlsOff(c *Config) bool    { return !c.TLSEnabled }
 func hasSASL(c *Config) bool   { return c.SASLMechanism != "" }

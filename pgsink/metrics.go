@@ -1,6 +1,10 @@
 package pgsink
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamproc/processor/internal/metric"
+)
 
 // The reasons of processor_postgres_rollbacks_total.
 const (
@@ -37,23 +41,10 @@ type Metrics struct {
 // panics if they are registered already, as prometheus.MustRegister does.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		RoundTrip: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "processor", Name: "postgres_roundtrip_seconds",
-			Help:    "Time of one PostgreSQL sink transaction, from BEGIN to COMMIT (or ROLLBACK): rows, dead letters and offsets.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
-		RowsWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "postgres_rows_written_total",
-			Help: "Output rows written to PostgreSQL by committed transactions.",
-		}),
-		Commits: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "postgres_commits_total",
-			Help: "PostgreSQL sink transactions committed: their rows and offsets became visible together.",
-		}),
-		Rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "processor", Name: "postgres_rollbacks_total",
-			Help: "PostgreSQL sink batches not committed, by reason: fenced (another instance moved an offset), row (a row was refused), error (anything else, an unreachable server and lost connections included).",
-		}, []string{"reason"}),
+		RoundTrip:   metric.Histogram("postgres_roundtrip_seconds", "Time of one PostgreSQL sink transaction, from BEGIN to COMMIT (or ROLLBACK): rows, dead letters and offsets.", []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}),
+		RowsWritten: metric.Counter("postgres_rows_written_total", "Output rows written to PostgreSQL by committed transactions."),
+		Commits:     metric.Counter("postgres_commits_total", "PostgreSQL sink transactions committed: their rows and offsets became visible together."),
+		Rollbacks:   metric.CounterVec("postgres_rollbacks_total", "PostgreSQL sink batches not committed, by reason: fenced (another instance moved an offset), row (a row was refused), error (anything else, an unreachable server and lost connections included).", "reason"),
 	}
 	for _, r := range []string{RollbackFenced, RollbackRow, RollbackError} {
 		m.Rollbacks.WithLabelValues(r) // export zeros so that rate() works from the start

@@ -1,6 +1,10 @@
 package pipeline
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamproc/processor/internal/metric"
+)
 
 // Metrics are the record metrics, processor_records_*, processor_transform_*
 // and the per-partition offset and lag gauges; their names and help
@@ -31,38 +35,15 @@ type Metrics struct {
 // NewMetrics creates the record metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Consumed: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "records_consumed_total",
-			Help: "Input records whose processing committed (their offsets were committed in a transaction).",
-		}),
-		Produced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "processor", Name: "records_produced_total",
-			Help: "Output records committed, by topic.",
-		}, []string{"topic"}),
-		Filtered: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "records_filtered_total",
-			Help: "Input records the transform chain turned into no output, in committed transactions.",
-		}),
-		DLQ: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "records_dlq_total",
-			Help: "Input records written to the dead-letter topic, in committed transactions.",
-		}),
-		Skipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "records_skipped_total",
-			Help: "Input records that failed and were dropped under the skip error policy, in committed transactions.",
-		}),
-		TransformErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "processor", Name: "transform_errors_total",
-			Help: "Transform failures on a record, by chain entry and class (permanent, retriable, timeout, panic).",
-		}, []string{"transform", "class"}),
-		Retries: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "transform_retries_total",
-			Help: "Retries of records whose transform failed with a retriable error or timed out.",
-		}),
+		Consumed:        metric.Counter("records_consumed_total", "Input records whose processing committed (their offsets were committed in a transaction)."),
+		Produced:        metric.CounterVec("records_produced_total", "Output records committed, by topic.", "topic"),
+		Filtered:        metric.Counter("records_filtered_total", "Input records the transform chain turned into no output, in committed transactions."),
+		DLQ:             metric.Counter("records_dlq_total", "Input records written to the dead-letter topic, in committed transactions."),
+		Skipped:         metric.Counter("records_skipped_total", "Input records that failed and were dropped under the skip error policy, in committed transactions."),
+		TransformErrors: metric.CounterVec("transform_errors_total", "Transform failures on a record, by chain entry and class (permanent, retriable, timeout, panic).", "transform", "class"),
+		Retries:         metric.Counter("transform_retries_total", "Retries of records whose transform failed with a retriable error or timed out."),
 	}
-	partition := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "processor", Name: name, Help: help}, []string{"topic", "partition"})
-	}
+	partition := func(name, help string) *prometheus.GaugeVec { return metric.GaugeVec(name, help, "topic", "partition") }
 	m.ConsumerLag = partition("consumer_lag_records",
 		"Records of an assigned input partition that a read_committed reader could read and the group has not committed: last stable offset minus committed offset (0 when caught up, transaction markers included).")
 	m.CommittedOffset = partition("committed_offset", "The next offset the group has committed for an assigned input partition.")

@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
-	"sync"
 
+	"github.com/streamproc/processor/internal/registry"
 	"github.com/streamproc/processor/settings"
 )
 
@@ -82,8 +81,7 @@ func Typed[S any](doc string, open func(ctx context.Context, s *S, h Host) (Tran
 // Registry maps destination names to their specs. The zero value is empty
 // and ready to use; tests build their own instead of touching Default.
 type Registry struct {
-	mu    sync.RWMutex
-	specs map[string]Spec
+	specs registry.Map[Spec]
 }
 
 // Default is the registry that built-in destinations register into from
@@ -98,54 +96,18 @@ func Register(name string, spec Spec) { Default.Register(name, spec) }
 
 // Register adds a destination to r; see the package-level Register.
 func (r *Registry) Register(name string, spec Spec) {
-	if !identifier(name) {
+	if !registry.LowerName(name) {
 		panic(fmt.Sprintf("sink: Register name %q is not a lower-case identifier", name))
 	}
 	if spec.Open == nil || spec.Names == nil {
 		panic(fmt.Sprintf("sink: Register %q without Open or Names", name))
 	}
 	spec.Fields() // panics on settings tags that cannot work
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.specs == nil {
-		r.specs = make(map[string]Spec)
-	}
-	if _, dup := r.specs[name]; dup {
-		panic(fmt.Sprintf("sink: Register called twice for %q", name))
-	}
-	r.specs[name] = spec
+	r.specs.Add("sink", name, spec)
 }
 
 // Lookup returns the spec registered under name.
-func (r *Registry) Lookup(name string) (Spec, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	s, ok := r.specs[name]
-	return s, ok
-}
+func (r *Registry) Lookup(name string) (Spec, bool) { return r.specs.Lookup(name) }
 
 // Names returns the registered names, sorted.
-func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.specs))
-	for n := range r.specs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// identifier reports whether s is a lower-case identifier: a-z, then a-z,
-// 0-9 or _.
-func identifier(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, c := range s {
-		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_')) {
-			return false
-		}
-	}
-	return true
-}
+func (r *Registry) Names() []string { return r.specs.Names() }

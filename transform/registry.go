@@ -2,9 +2,9 @@ package transform
 
 import (
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
+
+	"github.com/streamproc/processor/internal/registry"
 )
 
 // Spec describes one kind of transform: its documentation, its settings and
@@ -51,8 +51,7 @@ func Plain(doc string, build func() (Transform, error)) Spec {
 // Registry maps transform names to their specs. The zero value is empty and
 // ready to use; tests build their own instead of touching Default.
 type Registry struct {
-	mu    sync.RWMutex
-	specs map[string]Spec
+	specs registry.Map[Spec]
 }
 
 // Default is the registry that built-in and compiled-in plugins register
@@ -74,36 +73,14 @@ func (r *Registry) Register(name string, spec Spec) {
 		panic(fmt.Sprintf("transform: Register %q with a nil New", name))
 	}
 	spec.Fields() // panics on settings tags that cannot work
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.specs == nil {
-		r.specs = make(map[string]Spec)
-	}
-	if _, dup := r.specs[name]; dup {
-		panic(fmt.Sprintf("transform: Register called twice for %q", name))
-	}
-	r.specs[name] = spec
+	r.specs.Add("transform", name, spec)
 }
 
 // Lookup returns the spec registered under name.
-func (r *Registry) Lookup(name string) (Spec, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	s, ok := r.specs[name]
-	return s, ok
-}
+func (r *Registry) Lookup(name string) (Spec, bool) { return r.specs.Lookup(name) }
 
 // Names returns the registered names, sorted.
-func (r *Registry) Names() []string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	names := make([]string, 0, len(r.specs))
-	for n := range r.specs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (r *Registry) Names() []string { return r.specs.Names() }
 
 // UnknownError is returned for a chain entry naming no registered
 // transform; its message lists the known ones.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/streamproc/processor/internal/metric"
 )
 
 // Metrics are the transaction metrics, processor_transaction*,
@@ -83,41 +85,15 @@ func (m *Metrics) OpenSince() time.Time {
 // NewMetrics creates the transaction metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Committed: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "transactions_committed_total",
-			Help: "Transactions committed: their output records and consumed offsets became visible together.",
-		}),
-		Aborted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "processor", Name: "transactions_aborted_total",
-			Help: "Transactions aborted, by reason; their input records are processed again.",
-		}, []string{"reason"}),
-		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "processor", Name: "transaction_duration_seconds",
-			Help:    "Time from beginning a transaction to its commit or abort.",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-		}),
-		Records: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: "processor", Name: "transaction_records",
-			Help:    "Input records per transaction.",
-			Buckets: prometheus.ExponentialBuckets(1, 4, 10), // 1 .. 262144
-		}),
-		Rebalance: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "rebalances_total",
-			Help: "Group rebalances that changed this instance's assignment or membership.",
-		}),
-		Fenced: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "processor", Name: "producer_fenced_total",
-			Help: "Times this instance's transactional producer was fenced by a newer one with the same transactional ID.",
-		}),
-		LastCommit: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "processor", Name: "last_commit_timestamp_seconds",
-			Help: "When a transaction last committed, in unix seconds; 0 before the first commit.",
-		}),
+		Committed:  metric.Counter("transactions_committed_total", "Transactions committed: their output records and consumed offsets became visible together."),
+		Aborted:    metric.CounterVec("transactions_aborted_total", "Transactions aborted, by reason; their input records are processed again.", "reason"),
+		Duration:   metric.Histogram("transaction_duration_seconds", "Time from beginning a transaction to its commit or abort.", []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}),
+		Records:    metric.Histogram("transaction_records", "Input records per transaction.", prometheus.ExponentialBuckets(1, 4, 10)), // 1 .. 262144
+		Rebalance:  metric.Counter("rebalances_total", "Group rebalances that changed this instance's assignment or membership."),
+		Fenced:     metric.Counter("producer_fenced_total", "Times this instance's transactional producer was fenced by a newer one with the same transactional ID."),
+		LastCommit: metric.Gauge("last_commit_timestamp_seconds", "When a transaction last committed, in unix seconds; 0 before the first commit."),
 	}
-	openAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "processor", Name: "transaction_open_age_seconds",
-		Help: "How long the open transaction has been open; 0 when none is. Near the transaction timeout, the broker is about to abort it.",
-	}, func() float64 {
+	openAge := metric.GaugeFunc("transaction_open_age_seconds", "How long the open transaction has been open; 0 when none is. Near the transaction timeout, the broker is about to abort it.", func() float64 {
 		if since := m.OpenSince(); !since.IsZero() {
 			return time.Since(since).Seconds()
 		}
