@@ -26,8 +26,10 @@ import (
 // restarts its server, and the pgsink tests use the shared one at the same
 // time under go test ./... Against PROCESSOR_TEST_BROKERS as well, like
 // TestChaosShort's kafka variant without the broker fault (chaos restarts
-// the brokers of the three-node cluster only).
+// the brokers of the three-node cluster only). A drill: it runs under make
+// drill, not make test.
 func TestChaosPostgres(t *testing.T) {
+	drill(t)
 	srv := pgtest.StartServer(t)
 	binary(t)
 	script, pgURL, pgEnv := srv.Script, srv.URL, srv.Env
