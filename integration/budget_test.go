@@ -144,6 +144,7 @@ func budgetBusy(n int) (stop func()) {
 // cannot add log lines of its own (with a refused connection it does, about
 // half the time).
 func TestBudgetBinaryExits2(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -459,6 +460,7 @@ func budgetWaitBrokerAbort(ctx context.Context, adm *kadm.Client, txnID string, 
 // times (aborts counted as reason "timeout"), not stop with a *txn.FencedError nor count a fencing; the
 // output is exactly once.
 func TestTxnTimeoutIsNotFencing(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		// The shortest transaction timeout the harness can have: its
 		// session timeout (2s more) must be at least 6s
@@ -539,6 +541,7 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 // records, up to 10000 records and a commit interval of 5s, no committed
 // transaction holds more than 1MiB/8KiB records and a few; exactly once.
 func TestMaxTxnBytes(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		const maxBytes, size = 1 << 20, 8 << 10
 		in := input{topic: unique("bytes-in"), n: 2000, keys: 20}
@@ -598,6 +601,7 @@ func TestMaxTxnBytes(t *testing.T) {
 // the transaction timeout and 15s (leaving the group and closing the client
 // are bounded by 5s each) of the stop.
 func TestShutdownBlockedProduce(t *testing.T) {
+	t.Parallel()
 	tg := newFake(t)
 	const txnTimeout = 6 * time.Second
 	budget := txnTimeout * 4 / 5

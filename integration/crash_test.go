@@ -142,6 +142,7 @@ func (p *proc) terminate(t *testing.T) {
 // offsets, the group's), until the transaction timeout. Either way the
 // output is exactly once.
 func TestCrashRestart(t *testing.T) {
+	t.Parallel()
 	for _, sameID := range []bool{true, false} {
 		name := "same-transactional-id"
 		if !sameID {
@@ -201,6 +202,7 @@ func TestCrashRestart(t *testing.T) {
 // SIGKILLed mid-run and restarted; afterwards every input is exactly once
 // in the output or the dead-letter topic (eoscheck, one-to-one over both).
 func TestDeadLettersUnderCrash(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, dlq, group := unique("dlqcrash-in"), unique("dlqcrash-out"), unique("dlqcrash-dlq"), unique("dlqcrash-group")
 		tg.createTopics(t, 3, in, out, dlq)

@@ -117,6 +117,7 @@ func dlBadRecord(topic string, i int, key []byte) *kgo.Record {
 // the chain entry that failed. The good records around it are output exactly once, and the
 // instance keeps running.
 func TestDeadLetterValueDropped(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("dlbig-in"), n: 1200, keys: 24}
 		out, dlq, group := unique("dlbig-out"), unique("dlbig-dlq"), unique("dlbig-group")
@@ -215,6 +216,7 @@ func TestDeadLetterValueDropped(t *testing.T) {
 // topic, partition and offset and the original error, never a panic, and
 // nothing from that record on is committed.
 func TestDeadLetterTooLargeEvenWithoutValue(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("dlkey-in"), n: 400, keys: 8}
 		out, dlq, group := unique("dlkey-out"), unique("dlkey-dlq"), unique("dlkey-group")

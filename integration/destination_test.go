@@ -92,6 +92,7 @@ func checkDeadLetters(t testing.TB, dead []*kgo.Record, want []*kgo.Record, errH
 // stall of retried transactions. Under fail, Run returns a RecordError
 // naming the missing topic.
 func TestDestinationMissingTopic(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip, pipeline.Fail} {
 		t.Run(string(policy), func(t *testing.T) {
 			forEachTarget(t, func(t *testing.T, tg *target) {
@@ -182,6 +183,7 @@ func TestDestinationMissingTopic(t *testing.T) {
 // produce: under dlq it is dead-lettered with a message saying where it was
 // routed, and neither topic receives the routed record.
 func TestDestinationForbidden(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in1 := input{topic: unique("forbid-in1"), n: 600, keys: 12}
 		in2 := input{topic: unique("forbid-in2"), n: 300, keys: 6}
@@ -262,6 +264,7 @@ func TestDestinationForbidden(t *testing.T) {
 // topic: a missing one exits 2 at start with one line naming the variable
 // (the aliased one for route@r2), not a loop of aborted transactions.
 func TestRouteDefaultMissingExits2(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, group := unique("routedef-in"), unique("routedef-out"), unique("routedef-group")
 		tg.createTopics(t, 1, in, out)

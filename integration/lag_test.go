@@ -48,6 +48,7 @@ const (
 // While the processor is held behind on plain (non-transactional) input,
 // and once it has caught up, its gauges agree with Kafka.
 func TestLagAgreesWithKafkaPlainInput(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, false) })
 }
 
@@ -57,6 +58,7 @@ func TestLagAgreesWithKafkaPlainInput(t *testing.T) {
 // transaction is also left open on partition 0, so that its high watermark
 // and last stable offset differ.
 func TestLagAgreesWithKafkaTransactionalInput(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, true) })
 }
 
@@ -172,6 +174,7 @@ func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
 // second. Each instance's series are exactly its assignment as the broker
 // describes it, so each partition is reported by exactly one instance.
 func TestLagSeriesOfRevokedPartitionsVanish(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		const parts = 4
 		in := input{topic: unique("lagrev-in"), n: 400, keys: 40}

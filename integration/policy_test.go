@@ -100,6 +100,7 @@ func headerValue(r *kgo.Record, key string) string {
 // outputs are the good inputs; with fail the processor stops at the first
 // poison record and commits nothing from it on.
 func TestErrorPolicies(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip, pipeline.Fail} {
 		t.Run(string(policy), func(t *testing.T) {

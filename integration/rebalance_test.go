@@ -73,6 +73,7 @@ func rebalanceAborts(tm *txn.Metrics) float64 {
 // joined the same group and a has seen partitions revoked. Then a goes on
 // and ends the transaction.
 func TestRebalanceMidTransactionAborts(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("rebal-in"), n: 4000, keys: 60}
 		out, group := unique("rebal-out"), unique("rebal-group")

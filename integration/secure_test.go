@@ -275,6 +275,7 @@ func forEachSecured(t *testing.T, fn func(t *testing.T, s *secured)) {
 // exactly once; so do the test's own clients, which create the topics and
 // read the output through the same listener.
 func TestSecureExactlyOnce(t *testing.T) {
+	t.Parallel()
 	forEachSecured(t, func(t *testing.T, s *secured) {
 		in := input{topic: unique("secure-in"), n: 3000, keys: 60}
 		out, group := unique("secure-out"), unique("secure-group")
@@ -293,6 +294,7 @@ func TestSecureExactlyOnce(t *testing.T) {
 // processor stops at once saying so. Apache Kafka only: kfake's users are
 // super users.
 func TestSecureLeastACLs(t *testing.T) {
+	t.Parallel()
 	s := kafkaSecured(t, "SCRAM-SHA-512")
 	if s == nil {
 		t.Skip("PROCESSOR_TEST_SECURE_BROKERS is not set")
@@ -371,6 +373,7 @@ func secureEnv(s *secured, a access, group string, in, out string) []string {
 // its input, and shows the password nowhere: not in its log (at debug,
 // franz-go's included), nor on /, /status, /metrics, /healthz or /readyz.
 func TestSecureBinaryShowsNoSecret(t *testing.T) {
+	t.Parallel()
 	cases := []func(t *testing.T) *secured{
 		func(t *testing.T) *secured {
 			return fakeSecured(t, "kfake-scram-sha-256", "SCRAM-SHA-256", false, false, false)
@@ -445,6 +448,7 @@ type refusal struct {
 // ends it with exit code 1 and one clear error line, within the session
 // timeout, without retries and without showing a password.
 func TestSecureRefusalsExit1(t *testing.T) {
+	t.Parallel()
 	var cases []func(t *testing.T) (*secured, []refusal)
 	cases = append(cases, func(t *testing.T) (*secured, []refusal) {
 		s := fakeSecured(t, "kfake-scram-sha-256", "SCRAM-SHA-256", false, false, false)
@@ -579,6 +583,7 @@ func TestSecureRefusalsExit1(t *testing.T) {
 // PROCESSOR_SASL_MECHANISM is set: the processor and a client with that
 // user work; a client without SASL is not let in.
 func TestSecureEmbeddedBrokerSASL(t *testing.T) {
+	t.Parallel()
 	for _, mechanism := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
 		t.Run(mechanism, func(t *testing.T) {
 			broker, httpAddr := freeAddr(t), freeAddr(t)
@@ -630,6 +635,7 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 // Mistakes in the TLS and SASL settings, and files that cannot be read,
 // exit 2 at once with one line naming the variable, never the password.
 func TestSecureBadConfigExits2(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	dir := t.TempDir()
 	pw := newPassword()

@@ -50,6 +50,7 @@ func largeRecords(topic string, sizes ...int) []*kgo.Record {
 // takes with its default limits, pass through identity exactly once, with
 // their lineage headers, and nothing is dead-lettered.
 func TestRecordsNearSizeLimit(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, dlq, group := unique("near-in"), unique("near-out"), unique("near-dlq"), unique("near-group")
 		tg.createTopics(t, 1, in, out, dlq)
@@ -112,6 +113,7 @@ func growChain(t testing.TB) *transform.Chain {
 // it would not fit otherwise (the 1,048,200-byte input). The small records
 // around them are output exactly once.
 func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("grow-in"), n: 200, keys: 4}
 		out, dlq, group := unique("grow-out"), unique("grow-dlq"), unique("grow-group")

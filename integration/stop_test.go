@@ -67,6 +67,7 @@ func ctxChain(t testing.TB, d time.Duration, seen ...*processed) *transform.Chai
 // what the instances counted as consumed), and the output stays exactly
 // once.
 func TestStopNeverFailsRecords(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip} {
 			t.Run(string(policy), func(t *testing.T) {
@@ -147,6 +148,7 @@ func TestStopNeverFailsRecords(t *testing.T) {
 // repeats it: the exit error, /healthz (which shows the pipeline's fatal
 // error) and the dead-letter header.
 func TestRecordErrorsAreClipped(t *testing.T) {
+	t.Parallel()
 	tg := newFake(t)
 	in := input{topic: unique("clip-in"), n: 5, keys: 1}
 	out, dlq, group := unique("clip-out"), unique("clip-dlq"), unique("clip-group")

@@ -18,6 +18,7 @@ import (
 // transaction's offsets were aborted with it). Nothing is skipped, nothing
 // doubled, and the dead transaction's output stays invisible.
 func TestPendingOffsetsOfDeadTransaction(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("pending-in"), n: 6000, keys: 60}
 		out, group := unique("pending-out"), unique("pending-group")

@@ -83,6 +83,7 @@ func wasmChain(t *testing.T, module string) *transform.Chain {
 // A read_committed reader then finds every input upper-cased exactly once,
 // in per-key order, with its key and lineage.
 func TestWasmPluginExactlyOnce(t *testing.T) {
+	t.Parallel()
 	module := uppercaseModule(t)
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("wasm-in"), n: 20_000, keys: 200}
