@@ -58,17 +58,7 @@ func sizeLimitChain(t testing.TB, limit int) *transform.Chain {
 // with their partitions and offsets set.
 func (tg *target) produceSync(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("producing: %v", err)
-	}
-	return recs
+	return tg.ProduceSync(t, recs)
 }
 
 // waitStopped waits for in to stop on its own and returns Run's error; the

@@ -137,8 +137,8 @@ func (tg *target) refuseProduce(t testing.TB, topic string, code int16) (lift fu
 	}
 	id := details[topic].ID
 	var lifted atomic.Bool
-	tg.fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		tg.fake.KeepControl()
+	tg.Fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		tg.Fake.KeepControl()
 		if lifted.Load() {
 			return nil, nil, false
 		}

@@ -64,7 +64,7 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 		tg.waitCaughtUp(t, group, in.topic, b)
 		b.stop(t)
 
-		t.Logf("%s: %s", tg.name, fmtStats(a, b))
+		t.Logf("%s: %s", tg.Name, fmtStats(a, b))
 		if got := sumConsumed(a, b); got != uint64(in.n) {
 			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
 		}
@@ -212,7 +212,7 @@ func TestInjectedProtocolErrors(t *testing.T) {
 			if c.key == kmsg.Produce {
 				f.Topic = out // not the test's own input
 			}
-			h := tg.fake.Fault(f)
+			h := tg.Fake.Fault(f)
 			tg.produce(t, in, in.n/2, in.n)
 			tg.waitCaughtUp(t, group, in.topic, a)
 			a.stop(t)

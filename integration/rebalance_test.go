@@ -150,6 +150,6 @@ func TestRebalanceMidTransactionAborts(t *testing.T) {
 		checkExactlyOnce(t, in, tg.readAll(t, out, true))
 		tg.audit(t, group, []string{in.topic}, []string{out})
 		t.Logf("%s: revoked %s after b started; %s; a aborted{rebalance} = %v",
-			tg.name, revokedAfter.Round(time.Millisecond), fmtStats(a, b), testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonRebalance))))
+			tg.Name, revokedAfter.Round(time.Millisecond), fmtStats(a, b), testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonRebalance))))
 	})
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 // access is how a client reaches a secured cluster: the processor's TLS
@@ -176,12 +177,9 @@ func fakeSecured(t testing.TB, name, mechanism string, inFile, withTLS, mtls boo
 		s.access.tls, s.access.caFile = true, ca.write(t, dir, "ca.pem")
 		opts = append(opts, kfake.TLS(server))
 	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	s.target = &target{name: name, brokers: c.ListenAddrs(), fake: c, conn: s.access.opts(t)}
+	c := kafkatest.NewFake(t, opts...)
+	c.Name, c.Conn = name, s.access.opts(t)
+	s.target = &target{c}
 	return s
 }
 
@@ -232,7 +230,7 @@ func kafkaSecured(t testing.TB, mechanism string) *secured {
 	if mechanism == "" {
 		name = "kafka-mtls"
 	}
-	s.target = &target{name: name, brokers: strings.Split(brokers, ","), conn: s.access.opts(t)}
+	s.target = newTarget(t, name, strings.Split(brokers, ","), s.access.opts(t)...)
 	return s
 }
 
@@ -357,7 +355,7 @@ func TestSecureLeastACLs(t *testing.T) {
 // secureEnv is a binary's environment on s, without HTTP_ADDR.
 func secureEnv(s *secured, a access, group string, in, out string) []string {
 	return append([]string{
-		"PROCESSOR_BROKERS=" + strings.Join(s.brokers, ","),
+		"PROCESSOR_BROKERS=" + strings.Join(s.Brokers, ","),
 		"PROCESSOR_GROUP=" + group,
 		"PROCESSOR_INPUT_TOPICS=" + in,
 		"PROCESSOR_OUTPUT_TOPIC=" + out,
@@ -388,7 +386,7 @@ func TestSecureBinaryShowsNoSecret(t *testing.T) {
 		if s == nil {
 			continue
 		}
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			a := s.access
 			a.passwordFile = "" // in PROCESSOR_SASL_PASSWORD: the variable is the riskier place
 			in := input{topic: unique("secret-in"), n: 500, keys: 10}
@@ -532,7 +530,7 @@ func TestSecureRefusalsExit1(t *testing.T) {
 	for _, mk := range cases {
 		s, refusals := mk(t)
 		for _, r := range refusals { // none when s is nil
-			t.Run(s.name+"/"+r.name, func(t *testing.T) {
+			t.Run(s.Name+"/"+r.name, func(t *testing.T) {
 				group := unique("refused")
 				start := time.Now()
 				p := runBinary(t, group, append(secureEnv(s, r.access, group, "in", "out"), "PROCESSOR_HTTP_ADDR=127.0.0.1:0"))
@@ -602,7 +600,7 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 				"PROCESSOR_LOG_LEVEL=debug",
 			}, a.env()...))
 			waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
-			tg := &target{name: "embedded", brokers: []string{broker}, conn: a.opts(t)}
+			tg := newTarget(t, "embedded", []string{broker}, a.opts(t)...)
 			in := input{topic: "orders", n: 200, keys: 5}
 			tg.produce(t, in, 0, in.n)
 			waitFor(t, 30*time.Second, "the input to be consumed", func() bool {

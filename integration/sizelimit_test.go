@@ -23,17 +23,7 @@ var nearLimitSizes = []int{1_000_000, 1_040_000, 1_048_000}
 // Kafka's default limit, and returns them with their offsets set.
 func (tg *target) produceLarge(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(tg.clientOpts(kgo.ProducerBatchMaxBytes(txn.DefaultMaxMessageBytes))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("producing: %v", err)
-	}
-	return recs
+	return tg.ProduceSync(t, recs, kgo.ProducerBatchMaxBytes(txn.DefaultMaxMessageBytes))
 }
 
 // largeRecords are records of the given value sizes, incompressible (the

@@ -71,6 +71,7 @@ func TestStopNeverFailsRecords(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip} {
 			t.Run(string(policy), func(t *testing.T) {
+				t.Parallel() // on topics and a group of its own; the input is fed at a pace
 				in := input{topic: unique("stop-in"), n: 12000, keys: 40}
 				out, dlq, group := unique("stop-out"), unique("stop-dlq"), unique("stop-group")
 				tg.createTopics(t, 3, in.topic, out, dlq)

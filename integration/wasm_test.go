@@ -104,7 +104,7 @@ func TestWasmPluginExactlyOnce(t *testing.T) {
 		tg.waitCaughtUp(t, group, in.topic, b)
 		b.stop(t)
 
-		t.Logf("%s: %s", tg.name, fmtStats(a, b))
+		t.Logf("%s: %s", tg.Name, fmtStats(a, b))
 		if got := sumConsumed(a, b); got != uint64(in.n) {
 			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
 		}
