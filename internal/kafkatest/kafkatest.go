@@ -169,6 +169,43 @@ func (c *Cluster) CreateTopics(t testing.TB, partitions int32, configs map[strin
 			t.Fatalf("creating %s with %v: %v", r.Topic, configs, r.Err)
 		}
 	}
+	// Kafka answers once its controller has the topics; a broker's
+	// metadata may lag a moment behind, and a processor started then would
+	// find no such topic.
+	for {
+		missing := c.unready(ctx, t, topics)
+		if missing == "" {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("created %v, but the metadata did not show them ready within %s: %s", topics, adminTimeout, missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// unready returns what the cluster's metadata does not yet show of topics
+// (a topic, or a partition's leader), or "" when it shows them all.
+func (c *Cluster) unready(ctx context.Context, t testing.TB, topics []string) string {
+	details, err := c.Admin(t).ListTopics(ctx, topics...)
+	if err != nil {
+		return err.Error()
+	}
+	for _, topic := range topics {
+		d, ok := details[topic]
+		switch {
+		case !ok:
+			return topic + ": not listed"
+		case d.Err != nil:
+			return topic + ": " + d.Err.Error()
+		}
+		for _, p := range d.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return fmt.Sprintf("%s partition %d: no leader (%v)", topic, p.Partition, p.Err)
+			}
+		}
+	}
+	return ""
 }
 
 // EndOffsets returns topic's log-end offset (high watermark) per
