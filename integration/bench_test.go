@@ -1,13 +1,14 @@
 package integration
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 // BenchmarkCopy measures, side by side in one run, how fast a bare franz-go
@@ -19,12 +20,11 @@ import (
 // so compare the ratio, not the absolute figures; set
 // PROCESSOR_TEST_BROKERS to run against a real cluster.
 func BenchmarkCopy(b *testing.B) {
-	brokers := os.Getenv("PROCESSOR_TEST_BROKERS")
 	for _, kind := range []string{"bare", "processor", "processor-nolineage"} {
 		b.Run(kind, func(b *testing.B) {
 			var tg *target
-			if brokers != "" {
-				tg = newTarget(b, "kafka", strings.Split(brokers, ","))
+			if c := kafkatest.FromEnv(b); c != nil {
+				tg = &target{c}
 			} else {
 				tg = newFake(b)
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/pgtest"
 )
 
@@ -49,7 +50,7 @@ func TestChaosPostgres(t *testing.T) {
 		}
 	}
 	t.Run("kfake", func(t *testing.T) { run(t, "kill,pgrestart,term,stop,pgrestart,scale,broker,abort", "-embedded") })
-	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
+	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka", func(t *testing.T) { run(t, "kill,pgrestart,term,stop,pgrestart,scale,abort", "-brokers", b) })
 	}
 }

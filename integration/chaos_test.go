@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 // drillVar, set to 1, runs the drills: the short chaos runs of
@@ -104,7 +106,7 @@ func TestChaosShort(t *testing.T) {
 			t.Errorf("at least once under SIGKILL and aborts wrote no input twice; the drill should show the expected duplicates")
 		}
 	})
-	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
+	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka", func(t *testing.T) {
 			run(t, "-brokers", b, "-faults", "kill,term,stop,scale,abort", "-transforms", "jq", "-policies", "fail,dlq,skip")
 		})
