@@ -40,10 +40,6 @@ func uppercaseModule(t *testing.T) string {
 		if wasmErr = wasmtest.Build("../examples/wasm/uppercase", wasmPath, "-buildmode=c-shared"); wasmErr != nil {
 			return
 		}
-		if err := os.Mkdir(filepath.Join(dir, "cache"), 0o755); err != nil {
-			wasmErr = err
-			return
-		}
 		if wasmCache, wasmErr = wasmtest.NewCache(filepath.Join(dir, "cache")); wasmErr != nil {
 			return
 		}

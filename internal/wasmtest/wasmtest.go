@@ -114,7 +114,7 @@ type Cache struct {
 	err    error
 }
 
-// NewCache returns a cache in dir, which must exist; the caller removes
+// NewCache returns a cache in dir, created if need be; the caller removes
 // it.
 func NewCache(dir string) (*Cache, error) {
 	cc, err := wazero.NewCompilationCacheWithDir(dir)

@@ -41,10 +41,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	guestDir = dir
-	if err := os.Mkdir(filepath.Join(dir, "cache"), 0o755); err == nil {
-		guestCache, err = wasmtest.NewCache(filepath.Join(dir, "cache"))
-	}
-	if err != nil {
+	if guestCache, err = wasmtest.NewCache(filepath.Join(dir, "cache")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
