@@ -6,7 +6,7 @@ PG      := bash integration/postgres/pg.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run run-billing plugins test test-kafka test-cluster chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
+.PHONY: build run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
 
 # The version is baked in (processor --version, the start log line,
 # processor_build_info); without git it is "devel".
@@ -86,12 +86,20 @@ test-kafka:
 test-cluster:
 	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/
 
-# The long fault drill on the embedded devbroker (kfake): 100,000 records,
+# The short drills of the integration suite, which make test leaves out
+# (docs/testing.md): TestChaosShort (three short chaos runs on kfake, and
+# one against PROCESSOR_TEST_BROKERS when it is set) and TestChaosPostgres
+# (when PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed).
+drill:
+	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|Postgres)$$' ./integration/
+
+# The short drills (make drill), then the long fault drill on the
+# embedded devbroker (kfake): 100,000 records,
 # every 500th a marked hard one (notjson, which jq fails: a dead letter or
 # skipped; nearlimit, 1.00-1.05 MB of JSON: an ordinary output), 20 faults,
 # the jq transform with the dlq and skip policies mixed in one group; ends
 # with eoscheck's anomaly table and the counts per poison class.
-chaos: build
+chaos: build drill
 	./bin/chaos -embedded -records 100000 -iterations 20
 
 # The same against the local three-node Apache Kafka cluster, whose nodes

@@ -22,6 +22,7 @@ import (
 // limit, and every other input's outputs are committed exactly once. The
 // process neither runs out of memory nor stops.
 func TestAmplifyingRecordDeadLettered(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, dlq, group := unique("amp-in"), unique("amp-out"), unique("amp-dlq"), unique("amp-group")
 		tg.createTopics(t, 1, in, out, dlq)

@@ -1,13 +1,14 @@
 package integration
 
 import (
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 // BenchmarkCopy measures, side by side in one run, how fast a bare franz-go
@@ -19,12 +20,11 @@ import (
 // so compare the ratio, not the absolute figures; set
 // PROCESSOR_TEST_BROKERS to run against a real cluster.
 func BenchmarkCopy(b *testing.B) {
-	brokers := os.Getenv("PROCESSOR_TEST_BROKERS")
 	for _, kind := range []string{"bare", "processor", "processor-nolineage"} {
 		b.Run(kind, func(b *testing.B) {
 			var tg *target
-			if brokers != "" {
-				tg = &target{name: "kafka", brokers: strings.Split(brokers, ",")}
+			if c := kafkatest.FromEnv(b); c != nil {
+				tg = &target{c}
 			} else {
 				tg = newFake(b)
 			}
@@ -52,7 +52,7 @@ func benchTimeout(n int) time.Duration {
 
 // bareCopy is the baseline: the least code that copies exactly once.
 func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
-	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tg.brokers...), kgo.ConsumerGroup(group),
+	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tg.Brokers...), kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(in), kgo.TransactionalID(group+"-bare"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
@@ -107,7 +107,7 @@ func processorCopy(b *testing.B, tg *target, group, in, out string, n int, linea
 
 // produceBacklog writes n keyed records of size bytes each.
 func (tg *target) produceBacklog(b *testing.B, topic string, n, size int) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(5*time.Millisecond))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		b.Fatal(err)
 	}

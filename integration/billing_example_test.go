@@ -91,7 +91,7 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 	waitFor(t, 30*time.Second, "the first processor's first commit", func() bool { return !p1.committedAt().IsZero() })
 
 	// Two bad orders among loadgen's: the jq program fails them.
-	tg := &target{name: "devbroker", brokers: []string{broker}}
+	tg := newTarget(t, "devbroker", []string{broker})
 	badOrders := []string{`{"order_id":"bad-1","customer":"c","amount_cents":-5}`, `{"order_id":`}
 	cl, err := kgo.NewClient(tg.clientOpts(kgo.DefaultProduceTopic(topic))...)
 	if err != nil {

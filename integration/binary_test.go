@@ -86,6 +86,7 @@ func freeAddr(t *testing.T) string {
 // Bad configuration exits 2 with one line naming the variable, and no
 // stack trace.
 func TestBinaryBadConfigExits2(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	busy, err := net.Listen("tcp", "127.0.0.1:0") // a port in use
 	if err != nil {
@@ -162,6 +163,7 @@ func runBadConfig(t *testing.T, bin string, env ...string) string {
 // loadgen's input with three workers, serves metrics and /status, and
 // exits 0 on SIGTERM.
 func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
+	t.Parallel()
 	broker, httpAddr := freeAddr(t), freeAddr(t)
 	p := runBinary(t, "processor", []string{
 		"PROCESSOR_EMBEDDED_BROKER=true",
@@ -233,6 +235,7 @@ func (s *syncBuffer) String() string {
 // with backoff, says so plainly, answers /readyz with 503 and /healthz with
 // 200, and still stops cleanly on SIGTERM.
 func TestBinaryUnreachableBroker(t *testing.T) {
+	t.Parallel()
 	httpAddr := freeAddr(t)
 	p := runBinary(t, "processor", []string{
 		"PROCESSOR_BROKERS=" + freeAddr(t), // nothing listens there
@@ -273,6 +276,7 @@ func TestBinaryUnreachableBroker(t *testing.T) {
 // A missing output or dead-letter topic is a configuration error found at
 // start (exit 2, naming the variable), not a loop of aborted transactions.
 func TestBinaryMissingTopicExits2(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, dlq, group := unique("missing-in"), unique("missing-out"), unique("missing-dlq"), unique("missing-group")
 		tg.createTopics(t, 1, in, out)

@@ -144,6 +144,7 @@ func budgetBusy(n int) (stop func()) {
 // cannot add log lines of its own (with a refused connection it does, about
 // half the time).
 func TestBudgetBinaryExits2(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -242,7 +243,7 @@ func TestWatchdogShortensTransactions(t *testing.T) {
 					maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
 				tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
 				a.stop(t)
-				t.Logf("%s: caught up in %s; aborts: %s", tg.name, time.Since(began).Round(time.Millisecond), budgetAborts(a.tm))
+				t.Logf("%s: caught up in %s; aborts: %s", tg.Name, time.Since(began).Round(time.Millisecond), budgetAborts(a.tm))
 
 				if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog))); got < 1 {
 					t.Errorf("aborted{reason=watchdog} = %v, want at least 1", got)
@@ -309,7 +310,7 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
 		a.stop(t)
 		watchdog := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog)))
-		t.Logf("%s: caught up in %s; the slow record was tried %d times; aborts: %s", tg.name, time.Since(began).Round(time.Millisecond),
+		t.Logf("%s: caught up in %s; the slow record was tried %d times; aborts: %s", tg.Name, time.Since(began).Round(time.Millisecond),
 			slowCalls.Load(), budgetAborts(a.tm))
 		if watchdog > 1 {
 			t.Errorf("aborted{reason=watchdog} = %v, want at most 1", watchdog)
@@ -409,7 +410,7 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 			onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
 		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
 		a.stop(t)
-		t.Logf("%s: the flaky record was tried %d times; retries %v; aborts: %s", tg.name, attempts.Load(),
+		t.Logf("%s: the flaky record was tried %d times; retries %v; aborts: %s", tg.Name, attempts.Load(),
 			testutil.ToFloat64(a.pm.Retries), budgetAborts(a.tm))
 		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
 			t.Errorf("%d dead letters, want none; the first says %q", len(dead), headerValue(dead[0], pipeline.HeaderError))
@@ -459,12 +460,13 @@ func budgetWaitBrokerAbort(ctx context.Context, adm *kadm.Client, txnID string, 
 // times (aborts counted as reason "timeout"), not stop with a *txn.FencedError nor count a fencing; the
 // output is exactly once.
 func TestTxnTimeoutIsNotFencing(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		// The shortest transaction timeout the harness can have: its
 		// session timeout (2s more) must be at least 6s
 		// (group.min.session.timeout.ms, in kfake too).
 		txnTimeout, waitAbort, bound := 4*time.Second, 10*time.Second, 30*time.Second
-		if tg.fake == nil {
+		if tg.Fake == nil {
 			// Kafka looks for timed-out transactions every 10s
 			// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
 			waitAbort, bound = 16*time.Second, 50*time.Second
@@ -505,7 +507,7 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 		tg.waitCaughtUpWithin(t, bound, group, in.topic, a)
 		a.stop(t)
 		mu.Lock()
-		t.Logf("%s: caught up in %s; blocked: %s; aborts: %s; fenced %v", tg.name, time.Since(began).Round(10*time.Millisecond),
+		t.Logf("%s: caught up in %s; blocked: %s; aborts: %s; fenced %v", tg.Name, time.Since(began).Round(10*time.Millisecond),
 			strings.Join(waits, ", "), budgetAborts(a.tm), testutil.ToFloat64(a.tm.Fenced))
 		if len(waits) != 2 {
 			t.Errorf("the transform blocked %d times, want 2", len(waits))
@@ -539,13 +541,14 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 // records, up to 10000 records and a commit interval of 5s, no committed
 // transaction holds more than 1MiB/8KiB records and a few; exactly once.
 func TestMaxTxnBytes(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		const maxBytes, size = 1 << 20, 8 << 10
 		in := input{topic: unique("bytes-in"), n: 2000, keys: 20}
 		out, group := unique("bytes-out"), unique("bytes-group")
 		tg.createTopics(t, 3, in.topic, out)
 		pad := "|" + strings.Repeat("x", size)
-		cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.ProducerLinger(2*time.Millisecond))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.ProducerLinger(2*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -572,7 +575,7 @@ func TestMaxTxnBytes(t *testing.T) {
 		a.stop(t)
 		outs := tg.readAll(t, out, true)
 		sizes, largest := budgetPerTxn(outs)
-		t.Logf("%s: input records per committed transaction, in order: %v; aborts: %s", tg.name, sizes, budgetAborts(a.tm))
+		t.Logf("%s: input records per committed transaction, in order: %v; aborts: %s", tg.Name, sizes, budgetAborts(a.tm))
 		if limit := maxBytes/size + 8; largest > limit {
 			t.Errorf("committed transactions hold %v records of %d bytes, in order; want at most %d each (PROCESSOR_MAX_TXN_BYTES=1MiB)", sizes, size, limit)
 		}
@@ -598,6 +601,7 @@ func TestMaxTxnBytes(t *testing.T) {
 // the transaction timeout and 15s (leaving the group and closing the client
 // are bounded by 5s each) of the stop.
 func TestShutdownBlockedProduce(t *testing.T) {
+	// Serial: 50,000 records must pass the transform within 2.4s.
 	tg := newFake(t)
 	const txnTimeout = 6 * time.Second
 	budget := txnTimeout * 4 / 5
@@ -630,7 +634,7 @@ func TestShutdownBlockedProduce(t *testing.T) {
 		t.Fatal("no record reached the transform within 20s")
 	}
 	time.Sleep(700 * time.Millisecond) // the client fetches the backlog meanwhile
-	tg.fake.Close()
+	tg.Fake.Close()
 	released.Store(true)
 	openGate()
 	full := 50_001 // the output that cannot be buffered

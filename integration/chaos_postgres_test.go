@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/pgtest"
 )
 
@@ -26,8 +27,10 @@ import (
 // restarts its server, and the pgsink tests use the shared one at the same
 // time under go test ./... Against PROCESSOR_TEST_BROKERS as well, like
 // TestChaosShort's kafka variant without the broker fault (chaos restarts
-// the brokers of the three-node cluster only).
+// the brokers of the three-node cluster only). A drill: it runs under make
+// drill, not make test.
 func TestChaosPostgres(t *testing.T) {
+	drill(t)
 	srv := pgtest.StartServer(t)
 	binary(t)
 	script, pgURL, pgEnv := srv.Script, srv.URL, srv.Env
@@ -47,7 +50,7 @@ func TestChaosPostgres(t *testing.T) {
 		}
 	}
 	t.Run("kfake", func(t *testing.T) { run(t, "kill,pgrestart,term,stop,pgrestart,scale,broker,abort", "-embedded") })
-	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
+	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka", func(t *testing.T) { run(t, "kill,pgrestart,term,stop,pgrestart,scale,abort", "-brokers", b) })
 	}
 }

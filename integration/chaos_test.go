@@ -10,7 +10,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/internal/kafkatest"
 )
+
+// drillVar, set to 1, runs the drills: the short chaos runs of
+// TestChaosShort and TestChaosPostgres, which make drill (and with it make
+// chaos) sets, and make test does not. They run the chaos tool, not a
+// test's own processors, for most of a minute each.
+const drillVar = "PROCESSOR_TEST_DRILLS"
+
+// drill skips t unless drillVar is set to 1.
+func drill(t *testing.T) {
+	t.Helper()
+	if os.Getenv(drillVar) != "1" {
+		t.Skipf("a drill: make drill (or make chaos) runs it, or set %s=1", drillVar)
+	}
+}
 
 // chaosTimeout bounds one short chaos run; then chaos is killed, and the
 // processes it started with it (killTree).
@@ -68,8 +84,9 @@ func killTree(p *os.Process) error {
 // missing output is a good record given up on. The broker fault restarts
 // the devbroker process cleanly; against PROCESSOR_TEST_BROKERS (jq and
 // mixed policies) there is no broker fault (the three-node cluster's is in
-// make chaos-kafka).
+// make chaos-kafka). A drill: it runs under make drill, not make test.
 func TestChaosShort(t *testing.T) {
+	drill(t)
 	binary(t)
 	run := func(t *testing.T, args ...string) string {
 		return runChaos(t, nil, append([]string{"-records", "15000", "-rate", "3000", "-iterations", "5", "-pause", "1s"}, args...)...)
@@ -89,7 +106,7 @@ func TestChaosShort(t *testing.T) {
 			t.Errorf("at least once under SIGKILL and aborts wrote no input twice; the drill should show the expected duplicates")
 		}
 	})
-	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
+	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka", func(t *testing.T) {
 			run(t, "-brokers", b, "-faults", "kill,term,stop,scale,abort", "-transforms", "jq", "-policies", "fail,dlq,skip")
 		})

@@ -41,7 +41,7 @@ func TestClusterBrokerKillAndRestart(t *testing.T) {
 	if bootstrap == "" {
 		t.Skip("PROCESSOR_TEST_CLUSTER is not set: run make test-cluster")
 	}
-	tg := &target{name: "kafka-cluster", brokers: strings.Split(bootstrap, ",")}
+	tg := newTarget(t, "kafka-cluster", strings.Split(bootstrap, ","))
 	in := input{topic: unique("cluster-in"), n: 30_000, keys: 300}
 	out, group := unique("cluster-out"), unique("cluster-group")
 	tg.createTopics(t, 6, in.topic, out)

@@ -34,7 +34,7 @@ type proc struct {
 func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, extraEnv ...string) *proc {
 	t.Helper()
 	return runBinary(t, txnID, append([]string{
-		"PROCESSOR_BROKERS=" + strings.Join(tg.brokers, ","),
+		"PROCESSOR_BROKERS=" + strings.Join(tg.Brokers, ","),
 		"PROCESSOR_GROUP=" + group,
 		"PROCESSOR_INPUT_TOPICS=" + in,
 		"PROCESSOR_OUTPUT_TOPIC=" + out,
@@ -142,6 +142,7 @@ func (p *proc) terminate(t *testing.T) {
 // offsets, the group's), until the transaction timeout. Either way the
 // output is exactly once.
 func TestCrashRestart(t *testing.T) {
+	t.Parallel()
 	for _, sameID := range []bool{true, false} {
 		name := "same-transactional-id"
 		if !sameID {
@@ -184,7 +185,7 @@ func TestCrashRestart(t *testing.T) {
 				tg.waitCaughtUp(t, group, in.topic)
 				waitFor(t, 5*time.Second, "a progress line showing a commit", func() bool { return !p2.committedAt().IsZero() })
 				recovery := p2.committedAt().Sub(restarted)
-				t.Logf("%s: restart to first commit: %s", tg.name, recovery.Round(10*time.Millisecond))
+				t.Logf("%s: restart to first commit: %s", tg.Name, recovery.Round(10*time.Millisecond))
 				p2.terminate(t)
 				checkExactlyOnce(t, in, tg.readAll(t, out, true))
 				if sameID && recovery > 10*time.Second {
@@ -201,6 +202,7 @@ func TestCrashRestart(t *testing.T) {
 // SIGKILLed mid-run and restarted; afterwards every input is exactly once
 // in the output or the dead-letter topic (eoscheck, one-to-one over both).
 func TestDeadLettersUnderCrash(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, dlq, group := unique("dlqcrash-in"), unique("dlqcrash-out"), unique("dlqcrash-dlq"), unique("dlqcrash-group")
 		tg.createTopics(t, 3, in, out, dlq)
@@ -208,7 +210,7 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 		// write reports whether records [from, to) were all acknowledged,
 		// within produceTimeout; it may be called from any goroutine.
 		write := func(from, to int) bool {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.DefaultProduceTopic(in))
+			cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.DefaultProduceTopic(in))
 			if err != nil {
 				t.Error(err)
 				return false

@@ -58,17 +58,7 @@ func sizeLimitChain(t testing.TB, limit int) *transform.Chain {
 // with their partitions and offsets set.
 func (tg *target) produceSync(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("producing: %v", err)
-	}
-	return recs
+	return tg.ProduceSync(t, recs)
 }
 
 // waitStopped waits for in to stop on its own and returns Run's error; the
@@ -117,6 +107,7 @@ func dlBadRecord(topic string, i int, key []byte) *kgo.Record {
 // the chain entry that failed. The good records around it are output exactly once, and the
 // instance keeps running.
 func TestDeadLetterValueDropped(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("dlbig-in"), n: 1200, keys: 24}
 		out, dlq, group := unique("dlbig-out"), unique("dlbig-dlq"), unique("dlbig-group")
@@ -215,6 +206,7 @@ func TestDeadLetterValueDropped(t *testing.T) {
 // topic, partition and offset and the original error, never a panic, and
 // nothing from that record on is committed.
 func TestDeadLetterTooLargeEvenWithoutValue(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("dlkey-in"), n: 400, keys: 8}
 		out, dlq, group := unique("dlkey-out"), unique("dlkey-dlq"), unique("dlkey-group")

@@ -38,6 +38,7 @@ func (tg *target) deleteTopic(t testing.TB, topic string) {
 // returns that error, instead of aborting every transaction forever while
 // healthy. Nothing of the input after the deletion is committed.
 func TestRequiredTopicDeletedWhileRunning(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		for _, c := range []struct {
 			name  string
@@ -83,6 +84,7 @@ func TestRequiredTopicDeletedWhileRunning(t *testing.T) {
 // The binary whose output topic is deleted while it runs exits 1 with one
 // line naming the topic and PROCESSOR_OUTPUT_TOPIC.
 func TestBinaryOutputTopicDeletedExits1(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("bindel-in"), n: 200, keys: 4}
 		out, group := unique("bindel-out"), unique("bindel-group")
@@ -135,8 +137,8 @@ func (tg *target) refuseProduce(t testing.TB, topic string, code int16) (lift fu
 	}
 	id := details[topic].ID
 	var lifted atomic.Bool
-	tg.fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		tg.fake.KeepControl()
+	tg.Fake.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		tg.Fake.KeepControl()
 		if lifted.Load() {
 			return nil, nil, false
 		}
@@ -170,6 +172,7 @@ func (tg *target) refuseProduce(t testing.TB, topic string, code int16) (lift fu
 // every record as if each had failed. kfake only: its brokers are told to
 // refuse.
 func TestOutputWriteRefusedWhileRunning(t *testing.T) {
+	t.Parallel()
 	tg := newFake(t)
 	in := input{topic: unique("deny-in"), n: 200, keys: 4}
 	out, dlq, group := unique("deny-out"), unique("deny-dlq"), unique("deny-group")

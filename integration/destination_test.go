@@ -92,6 +92,7 @@ func checkDeadLetters(t testing.TB, dead []*kgo.Record, want []*kgo.Record, errH
 // stall of retried transactions. Under fail, Run returns a RecordError
 // naming the missing topic.
 func TestDestinationMissingTopic(t *testing.T) {
+	t.Parallel()
 	for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip, pipeline.Fail} {
 		t.Run(string(policy), func(t *testing.T) {
 			forEachTarget(t, func(t *testing.T, tg *target) {
@@ -182,6 +183,7 @@ func TestDestinationMissingTopic(t *testing.T) {
 // produce: under dlq it is dead-lettered with a message saying where it was
 // routed, and neither topic receives the routed record.
 func TestDestinationForbidden(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in1 := input{topic: unique("forbid-in1"), n: 600, keys: 12}
 		in2 := input{topic: unique("forbid-in2"), n: 300, keys: 6}
@@ -209,9 +211,14 @@ func TestDestinationForbidden(t *testing.T) {
 		// Not fatal: when routed records were written back into an input
 		// the group may never catch up, and the checks below say why.
 		deadline := time.Now().Add(30 * time.Second)
-		for !tg.caughtUp(t, group, in1.topic) || !tg.caughtUp(t, group, in2.topic) {
+		for {
+			ok1, behind1 := tg.CaughtUp(t, group, in1.topic)
+			ok2, behind2 := tg.CaughtUp(t, group, in2.topic)
+			if ok1 && ok2 {
+				break
+			}
 			if time.Now().After(deadline) {
-				t.Errorf("the group did not catch up within 30s (behind: %s; %s)", tg.lastBehind, fmtStats(a))
+				t.Errorf("the group did not catch up within 30s (behind: %s; %s)", in1.topic+": "+behind1+"; "+in2.topic+": "+behind2, fmtStats(a))
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -262,6 +269,7 @@ func TestDestinationForbidden(t *testing.T) {
 // topic: a missing one exits 2 at start with one line naming the variable
 // (the aliased one for route@r2), not a loop of aborted transactions.
 func TestRouteDefaultMissingExits2(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, group := unique("routedef-in"), unique("routedef-out"), unique("routedef-group")
 		tg.createTopics(t, 1, in, out)

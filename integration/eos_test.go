@@ -19,6 +19,7 @@ import (
 // exactly once with per-key order kept, and the group's committed offsets
 // equal the input's end offsets.
 func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("eos-in"), n: 50_000, keys: 500}
 		out, group := unique("eos-out"), unique("eos-group")
@@ -63,7 +64,7 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 		tg.waitCaughtUp(t, group, in.topic, b)
 		b.stop(t)
 
-		t.Logf("%s: %s", tg.name, fmtStats(a, b))
+		t.Logf("%s: %s", tg.Name, fmtStats(a, b))
 		if got := sumConsumed(a, b); got != uint64(in.n) {
 			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
 		}
@@ -78,6 +79,7 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 // An aborted transaction leaves nothing visible to read_committed, and its
 // input is processed again.
 func TestAbortedTransactionInvisibleAndReprocessed(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("abort-in"), n: 3000, keys: 50}
 		out, group := unique("abort-out"), unique("abort-group")
@@ -110,6 +112,7 @@ func TestAbortedTransactionInvisibleAndReprocessed(t *testing.T) {
 // stops with a FencedError naming the ID; the survivor finishes the work
 // and the output is still exactly once.
 func TestSameTransactionalIDFences(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("fence-in"), n: 20_000, keys: 100}
 		out, group := unique("fence-out"), unique("fence-group")
@@ -173,6 +176,7 @@ func TestSameTransactionalIDFences(t *testing.T) {
 // and rebuild the session) without losing or duplicating anything. kfake
 // only: a real broker cannot be told to fail.
 func TestInjectedProtocolErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		key      kmsg.Key
@@ -208,7 +212,7 @@ func TestInjectedProtocolErrors(t *testing.T) {
 			if c.key == kmsg.Produce {
 				f.Topic = out // not the test's own input
 			}
-			h := tg.fake.Fault(f)
+			h := tg.Fake.Fault(f)
 			tg.produce(t, in, in.n/2, in.n)
 			tg.waitCaughtUp(t, group, in.topic, a)
 			a.stop(t)

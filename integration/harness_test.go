@@ -6,8 +6,6 @@ package integration
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -27,6 +25,7 @@ import (
 	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
@@ -34,89 +33,57 @@ import (
 	"github.com/streamproc/processor/txn"
 )
 
-// target is one broker cluster a test runs against.
+// target is one broker cluster a test runs against (see package
+// kafkatest): a kfake cluster of three brokers, the cluster of
+// PROCESSOR_TEST_BROKERS, or one a test starts itself.
 type target struct {
-	name    string
-	brokers []string
-	fake    *kfake.Cluster // nil for a real cluster
-	// conn are the options the test's own clients need to reach a secured
-	// cluster (TLS, SASL); see secure_test.go.
-	conn []kgo.Opt
-
-	lastBehind string // what caughtUp last found behind, for failure messages
+	*kafkatest.Cluster
 }
+
+// fakeOpts are the options of every test's kfake cluster.
+var fakeOpts = []kfake.Opt{kfake.NumBrokers(3), kfake.ClusterID("integration")}
 
 // forEachTarget runs fn against a fresh kfake cluster and, when
 // PROCESSOR_TEST_BROKERS is set, against that cluster too.
 func forEachTarget(t *testing.T, fn func(t *testing.T, tg *target)) {
-	t.Run("kfake", func(t *testing.T) { fn(t, newFake(t)) })
-	if b := os.Getenv("PROCESSOR_TEST_BROKERS"); b != "" {
-		t.Run("kafka", func(t *testing.T) { fn(t, &target{name: "kafka", brokers: strings.Split(b, ",")}) })
-	}
+	t.Helper()
+	kafkatest.ForEach(t, fakeOpts, func(t *testing.T, c *kafkatest.Cluster) { fn(t, &target{c}) })
 }
 
 func newFake(t testing.TB) *target {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ClusterID("integration"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return &target{name: "kfake", brokers: c.ListenAddrs(), fake: c}
+	return &target{kafkatest.NewFake(t, fakeOpts...)}
+}
+
+// newTarget is a target of brokers already running, reached with conn.
+func newTarget(t testing.TB, name string, brokers []string, conn ...kgo.Opt) *target {
+	return &target{kafkatest.New(t, name, brokers, conn...)}
 }
 
 // unique returns a name no earlier run used, so tests can share a real
 // cluster.
-func unique(prefix string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return prefix + "-" + hex.EncodeToString(b)
-}
+func unique(prefix string) string { return kafkatest.Unique(prefix) }
 
 // clientOpts are the options of a test client of tg: its brokers, how to
 // reach them, then more.
-func (tg *target) clientOpts(more ...kgo.Opt) []kgo.Opt {
-	return append(append([]kgo.Opt{kgo.SeedBrokers(tg.brokers...)}, tg.conn...), more...)
-}
+func (tg *target) clientOpts(more ...kgo.Opt) []kgo.Opt { return tg.ClientOpts(more...) }
 
 func (tg *target) admin(t testing.TB) *kadm.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(tg.clientOpts()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
+	return tg.Admin(t)
 }
 
 // createTopics creates topics with the broker's default settings.
 func (tg *target) createTopics(t testing.TB, partitions int32, topics ...string) {
 	t.Helper()
-	tg.createTopicWithConfigs(t, partitions, nil, topics...)
+	tg.CreateTopics(t, partitions, nil, topics...)
 }
 
 // createTopicWithConfigs creates topics with the given topic configs (e.g.
 // max.message.bytes), failing the test with the broker's answer.
 func (tg *target) createTopicWithConfigs(t testing.TB, partitions int32, configs map[string]string, topics ...string) {
 	t.Helper()
-	var cfg map[string]*string
-	if len(configs) > 0 {
-		cfg = make(map[string]*string, len(configs))
-		for k, v := range configs {
-			cfg[k] = &v
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := tg.admin(t).CreateTopics(ctx, partitions, -1, cfg, topics...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			t.Fatalf("creating %s with %v: %v", r.Topic, configs, r.Err)
-		}
-	}
+	tg.CreateTopics(t, partitions, configs, topics...)
 }
 
 // input is a keyed input data set: value "k<key>:<seq>", seq counting per
@@ -315,7 +282,7 @@ func defaultConfig(t testing.TB) *config.Config {
 func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
 	t.Helper()
 	cfg := defaultConfig(t)
-	cfg.Brokers = tg.brokers
+	cfg.Brokers = tg.Brokers
 	cfg.Group = o.group
 	cfg.InputTopics = o.topics
 	cfg.OutputTopic = o.out
@@ -365,7 +332,7 @@ func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	if o.chain == nil {
 		o.chain = identityChain(t)
 	}
-	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.brokers, []*transform.Chain{o.chain}, o.db, prometheus.NewRegistry(), testLogger(t, o.txnID),
+	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.Brokers, []*transform.Chain{o.chain}, o.db, prometheus.NewRegistry(), testLogger(t, o.txnID),
 		app.Overrides{TxnBudget: o.txnBudget, FailingAfter: o.failingAfter, InjectAbort: o.injectAbort})
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +388,11 @@ func (tg *target) waitCaughtUp(t testing.TB, group, topic string, running ...*in
 func (tg *target) waitCaughtUpWithin(t testing.TB, timeout time.Duration, group, topic string, running ...*instance) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	for !tg.caughtUp(t, group, topic) {
+	for {
+		ok, behind := tg.CaughtUp(t, group, topic)
+		if ok {
+			return
+		}
 		for _, in := range running {
 			select {
 			case <-in.done:
@@ -431,39 +402,17 @@ func (tg *target) waitCaughtUpWithin(t testing.TB, timeout time.Duration, group,
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the group did not catch up on %s within %s (behind: %s; %s)", topic, timeout, tg.lastBehind, fmtStats(running...))
+			t.Fatalf("the group did not catch up on %s within %s (behind: %s; %s)", topic, timeout, behind, fmtStats(running...))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 // caughtUp reports whether group's committed offsets reached the end of
-// every partition of topic. On a transactional input topic the last offset
-// is a commit marker: the processor commits past it once it has fetched
-// it, and may be one below the end until then.
+// every partition of topic (kafkatest.Cluster.CaughtUp).
 func (tg *target) caughtUp(t testing.TB, group, topic string) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	adm := tg.admin(t)
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return false
-	}
-	committed, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return false
-	}
-	ok := true
-	var behind []string
-	ends.Each(func(o kadm.ListedOffset) {
-		c, found := committed.Lookup(topic, o.Partition)
-		if !found || c.At != o.Offset {
-			ok = false
-			behind = append(behind, fmt.Sprintf("p%d committed %d end %d", o.Partition, c.At, o.Offset))
-		}
-	})
-	tg.lastBehind = strings.Join(behind, ", ")
+	ok, _ := tg.CaughtUp(t, group, topic)
 	return ok
 }
 
@@ -471,48 +420,7 @@ func (tg *target) caughtUp(t testing.TB, group, topic string) bool {
 // isolation and returns the records.
 func (tg *target) readAll(t testing.TB, topic string, committed bool) []*kgo.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	ends, err := tg.admin(t).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	// Control records (transaction markers) are kept so positions reach
-	// the end offsets; they are not returned.
-	cl, err := kgo.NewClient(tg.clientOpts(kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	pos := map[int32]int64{}
-	done := func() bool {
-		ok := true
-		ends.Each(func(o kadm.ListedOffset) {
-			if pos[o.Partition] < o.Offset {
-				ok = false
-			}
-		})
-		return ok
-	}
-	var out []*kgo.Record
-	for !done() {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: timed out with %d records; positions %v", topic, len(out), pos)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			pos[r.Partition] = r.Offset + 1
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
-	}
-	return out
+	return tg.ReadAll(t, topic, committed)
 }
 
 // checkExactlyOnce asserts that out holds every input exactly once with
@@ -571,7 +479,7 @@ func fmtStats(ins ...*instance) string {
 // the test on any anomaly, printing its table.
 func (tg *target) audit(t testing.TB, group string, inputs, outputs []string) {
 	t.Helper()
-	r, err := check.NewReader(check.Source{Brokers: tg.brokers, Inputs: inputs, Outputs: outputs, Group: group})
+	r, err := check.NewReader(check.Source{Brokers: tg.Brokers, Inputs: inputs, Outputs: outputs, Group: group})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,7 @@ const (
 // While the processor is held behind on plain (non-transactional) input,
 // and once it has caught up, its gauges agree with Kafka.
 func TestLagAgreesWithKafkaPlainInput(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, false) })
 }
 
@@ -57,6 +58,7 @@ func TestLagAgreesWithKafkaPlainInput(t *testing.T) {
 // transaction is also left open on partition 0, so that its high watermark
 // and last stable offset differ.
 func TestLagAgreesWithKafkaTransactionalInput(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, true) })
 }
 
@@ -122,7 +124,7 @@ func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
 			behind[0].logEnd, behind[0].lastStable)
 	}
 	checkStatus(t, inst, in.topic, behind)
-	if tg.fake == nil {
+	if tg.Fake == nil {
 		checkConsumerGroupsTool(t, tg, inst, group, in.topic)
 	}
 
@@ -155,7 +157,7 @@ func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
 		t.Errorf("Status().Lag = %d once caught up, want 0", s.Lag)
 	}
 	checkStatus(t, inst, in.topic, caught)
-	if tg.fake == nil {
+	if tg.Fake == nil {
 		rows := checkConsumerGroupsTool(t, tg, inst, group, in.topic)
 		for p, r := range rows {
 			if r.lag != 0 {
@@ -172,6 +174,7 @@ func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
 // second. Each instance's series are exactly its assignment as the broker
 // describes it, so each partition is reported by exactly one instance.
 func TestLagSeriesOfRevokedPartitionsVanish(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		const parts = 4
 		in := input{topic: unique("lagrev-in"), n: 400, keys: 40}
@@ -214,7 +217,7 @@ func TestLagSeriesOfRevokedPartitionsVanish(t *testing.T) {
 // records by one transactional producer.
 func (tg *target) produceLagInput(t testing.TB, in input, parts int32, perTxn int) {
 	t.Helper()
-	opts := []kgo.Opt{kgo.SeedBrokers(tg.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	opts := []kgo.Opt{kgo.SeedBrokers(tg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(250 * time.Millisecond)} // see kafka/README.md: prompt retries of CONCURRENT_TRANSACTIONS
 	if perTxn > 0 {
 		opts = append(opts, kgo.TransactionalID(unique("lag-upstream")))
@@ -258,7 +261,7 @@ func (tg *target) produceLagInput(t testing.TB, in input, parts int32, perTxn in
 // (closing the client at the test's end aborts it otherwise).
 func (tg *target) openUpstreamTransaction(t testing.TB, topic string, p int32, n int) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.TransactionalID(unique("lag-open")),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.TransactionalID(unique("lag-open")),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -662,7 +665,7 @@ func consumerGroupsTool(t testing.TB, tg *target, group, topic string) map[int32
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lagToolWait)
 	defer cancel()
-	args := []string{script, "consumer-groups", "--bootstrap-server", strings.Join(tg.brokers, ","), "--describe", "--group", group}
+	args := []string{script, "consumer-groups", "--bootstrap-server", strings.Join(tg.Brokers, ","), "--describe", "--group", group}
 	cmd := exec.CommandContext(ctx, "bash", args...)
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer

@@ -14,6 +14,7 @@ import (
 // 0, not 1 per partition. The final output is still exactly the input,
 // once, and only data records count as consumed.
 func TestTransactionalInputMarkers(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("chain-in"), n: 10_000, keys: 100}
 		mid, out := unique("chain-mid"), unique("chain-out")

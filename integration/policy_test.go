@@ -100,6 +100,7 @@ func headerValue(r *kgo.Record, key string) string {
 // outputs are the good inputs; with fail the processor stops at the first
 // poison record and commits nothing from it on.
 func TestErrorPolicies(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip, pipeline.Fail} {
 		t.Run(string(policy), func(t *testing.T) {
@@ -110,7 +111,7 @@ func TestErrorPolicies(t *testing.T) {
 					partitions = 1 // one order, so a restart meets the same first poison record
 				}
 				tg.createTopics(t, partitions, in, out, dlq)
-				cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.DefaultProduceTopic(in))
+				cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.DefaultProduceTopic(in))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -257,17 +258,7 @@ func TestErrorPolicies(t *testing.T) {
 // committedOffsets returns group's committed offsets for topic by partition.
 func (tg *target) committedOffsets(t testing.TB, group, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := tg.admin(t).FetchOffsets(ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[int32]int64{}
-	for p, o := range resp[topic] {
-		m[p] = o.At
-	}
-	return m
+	return tg.Committed(t, group, topic)
 }
 
 // A transform too slow for the transaction's time budget: the watchdog

@@ -50,6 +50,7 @@ func storedTotal(t testing.TB, db *pgtest.DB, group string) int {
 // once with its error, the stored offsets are the input's end offsets, and
 // the group's own committed offsets are their copy.
 func TestPostgresSinkExactlyOnce(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		db := pgtest.New(t)
 		in := input{topic: unique("pg-in"), n: 6000, keys: 60}
@@ -149,6 +150,7 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 // configuration error: exit 2 at start with one line saying what to check,
 // and never the password, rather than retrying forever.
 func TestBinaryPostgresRefusedExits2(t *testing.T) {
+	t.Parallel()
 	base := pgtest.URL(t)
 	bin := binary(t)
 	u, err := url.Parse(base)
@@ -175,6 +177,7 @@ func TestBinaryPostgresRefusedExits2(t *testing.T) {
 // under dlq it becomes a dead letter, stage "produce", with the database's
 // error, and every other input is a row of the user's table exactly once.
 func TestPostgresStatementRowRefused(t *testing.T) {
+	t.Parallel()
 	db := pgtest.New(t)
 	tg := newFake(t)
 	in := input{topic: unique("pgst-in"), n: 1200, keys: 30}

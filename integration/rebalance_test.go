@@ -73,6 +73,7 @@ func rebalanceAborts(tm *txn.Metrics) float64 {
 // joined the same group and a has seen partitions revoked. Then a goes on
 // and ends the transaction.
 func TestRebalanceMidTransactionAborts(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("rebal-in"), n: 4000, keys: 60}
 		out, group := unique("rebal-out"), unique("rebal-group")
@@ -149,6 +150,6 @@ func TestRebalanceMidTransactionAborts(t *testing.T) {
 		checkExactlyOnce(t, in, tg.readAll(t, out, true))
 		tg.audit(t, group, []string{in.topic}, []string{out})
 		t.Logf("%s: revoked %s after b started; %s; a aborted{rebalance} = %v",
-			tg.name, revokedAfter.Round(time.Millisecond), fmtStats(a, b), testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonRebalance))))
+			tg.Name, revokedAfter.Round(time.Millisecond), fmtStats(a, b), testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonRebalance))))
 	})
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 // access is how a client reaches a secured cluster: the processor's TLS
@@ -176,12 +177,9 @@ func fakeSecured(t testing.TB, name, mechanism string, inFile, withTLS, mtls boo
 		s.access.tls, s.access.caFile = true, ca.write(t, dir, "ca.pem")
 		opts = append(opts, kfake.TLS(server))
 	}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	s.target = &target{name: name, brokers: c.ListenAddrs(), fake: c, conn: s.access.opts(t)}
+	c := kafkatest.NewFake(t, opts...)
+	c.Name, c.Conn = name, s.access.opts(t)
+	s.target = &target{c}
 	return s
 }
 
@@ -232,7 +230,7 @@ func kafkaSecured(t testing.TB, mechanism string) *secured {
 	if mechanism == "" {
 		name = "kafka-mtls"
 	}
-	s.target = &target{name: name, brokers: strings.Split(brokers, ","), conn: s.access.opts(t)}
+	s.target = newTarget(t, name, strings.Split(brokers, ","), s.access.opts(t)...)
 	return s
 }
 
@@ -275,6 +273,7 @@ func forEachSecured(t *testing.T, fn func(t *testing.T, s *secured)) {
 // exactly once; so do the test's own clients, which create the topics and
 // read the output through the same listener.
 func TestSecureExactlyOnce(t *testing.T) {
+	t.Parallel()
 	forEachSecured(t, func(t *testing.T, s *secured) {
 		in := input{topic: unique("secure-in"), n: 3000, keys: 60}
 		out, group := unique("secure-out"), unique("secure-group")
@@ -293,6 +292,7 @@ func TestSecureExactlyOnce(t *testing.T) {
 // processor stops at once saying so. Apache Kafka only: kfake's users are
 // super users.
 func TestSecureLeastACLs(t *testing.T) {
+	t.Parallel()
 	s := kafkaSecured(t, "SCRAM-SHA-512")
 	if s == nil {
 		t.Skip("PROCESSOR_TEST_SECURE_BROKERS is not set")
@@ -355,7 +355,7 @@ func TestSecureLeastACLs(t *testing.T) {
 // secureEnv is a binary's environment on s, without HTTP_ADDR.
 func secureEnv(s *secured, a access, group string, in, out string) []string {
 	return append([]string{
-		"PROCESSOR_BROKERS=" + strings.Join(s.brokers, ","),
+		"PROCESSOR_BROKERS=" + strings.Join(s.Brokers, ","),
 		"PROCESSOR_GROUP=" + group,
 		"PROCESSOR_INPUT_TOPICS=" + in,
 		"PROCESSOR_OUTPUT_TOPIC=" + out,
@@ -371,6 +371,7 @@ func secureEnv(s *secured, a access, group string, in, out string) []string {
 // its input, and shows the password nowhere: not in its log (at debug,
 // franz-go's included), nor on /, /status, /metrics, /healthz or /readyz.
 func TestSecureBinaryShowsNoSecret(t *testing.T) {
+	t.Parallel()
 	cases := []func(t *testing.T) *secured{
 		func(t *testing.T) *secured {
 			return fakeSecured(t, "kfake-scram-sha-256", "SCRAM-SHA-256", false, false, false)
@@ -385,7 +386,7 @@ func TestSecureBinaryShowsNoSecret(t *testing.T) {
 		if s == nil {
 			continue
 		}
-		t.Run(s.name, func(t *testing.T) {
+		t.Run(s.Name, func(t *testing.T) {
 			a := s.access
 			a.passwordFile = "" // in PROCESSOR_SASL_PASSWORD: the variable is the riskier place
 			in := input{topic: unique("secret-in"), n: 500, keys: 10}
@@ -445,6 +446,7 @@ type refusal struct {
 // ends it with exit code 1 and one clear error line, within the session
 // timeout, without retries and without showing a password.
 func TestSecureRefusalsExit1(t *testing.T) {
+	t.Parallel()
 	var cases []func(t *testing.T) (*secured, []refusal)
 	cases = append(cases, func(t *testing.T) (*secured, []refusal) {
 		s := fakeSecured(t, "kfake-scram-sha-256", "SCRAM-SHA-256", false, false, false)
@@ -528,7 +530,7 @@ func TestSecureRefusalsExit1(t *testing.T) {
 	for _, mk := range cases {
 		s, refusals := mk(t)
 		for _, r := range refusals { // none when s is nil
-			t.Run(s.name+"/"+r.name, func(t *testing.T) {
+			t.Run(s.Name+"/"+r.name, func(t *testing.T) {
 				group := unique("refused")
 				start := time.Now()
 				p := runBinary(t, group, append(secureEnv(s, r.access, group, "in", "out"), "PROCESSOR_HTTP_ADDR=127.0.0.1:0"))
@@ -579,6 +581,7 @@ func TestSecureRefusalsExit1(t *testing.T) {
 // PROCESSOR_SASL_MECHANISM is set: the processor and a client with that
 // user work; a client without SASL is not let in.
 func TestSecureEmbeddedBrokerSASL(t *testing.T) {
+	t.Parallel()
 	for _, mechanism := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
 		t.Run(mechanism, func(t *testing.T) {
 			broker, httpAddr := freeAddr(t), freeAddr(t)
@@ -597,7 +600,7 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 				"PROCESSOR_LOG_LEVEL=debug",
 			}, a.env()...))
 			waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
-			tg := &target{name: "embedded", brokers: []string{broker}, conn: a.opts(t)}
+			tg := newTarget(t, "embedded", []string{broker}, a.opts(t)...)
 			in := input{topic: "orders", n: 200, keys: 5}
 			tg.produce(t, in, 0, in.n)
 			waitFor(t, 30*time.Second, "the input to be consumed", func() bool {
@@ -630,6 +633,7 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 // Mistakes in the TLS and SASL settings, and files that cannot be read,
 // exit 2 at once with one line naming the variable, never the password.
 func TestSecureBadConfigExits2(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	dir := t.TempDir()
 	pw := newPassword()

@@ -23,17 +23,7 @@ var nearLimitSizes = []int{1_000_000, 1_040_000, 1_048_000}
 // Kafka's default limit, and returns them with their offsets set.
 func (tg *target) produceLarge(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
 	t.Helper()
-	cl, err := kgo.NewClient(tg.clientOpts(kgo.ProducerBatchMaxBytes(txn.DefaultMaxMessageBytes))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatalf("producing: %v", err)
-	}
-	return recs
+	return tg.ProduceSync(t, recs, kgo.ProducerBatchMaxBytes(txn.DefaultMaxMessageBytes))
 }
 
 // largeRecords are records of the given value sizes, incompressible (the
@@ -50,6 +40,7 @@ func largeRecords(topic string, sizes ...int) []*kgo.Record {
 // takes with its default limits, pass through identity exactly once, with
 // their lineage headers, and nothing is dead-lettered.
 func TestRecordsNearSizeLimit(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in, out, dlq, group := unique("near-in"), unique("near-out"), unique("near-dlq"), unique("near-group")
 		tg.createTopics(t, 1, in, out, dlq)
@@ -112,6 +103,7 @@ func growChain(t testing.TB) *transform.Chain {
 // it would not fit otherwise (the 1,048,200-byte input). The small records
 // around them are output exactly once.
 func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("grow-in"), n: 200, keys: 4}
 		out, dlq, group := unique("grow-out"), unique("grow-dlq"), unique("grow-group")

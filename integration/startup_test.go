@@ -12,6 +12,7 @@ import (
 // the start waits for, from the first moment and for as long as
 // PostgreSQL cannot be reached; SIGTERM still stops it cleanly.
 func TestBinaryPostgresDownAtStartServesProbes(t *testing.T) {
+	t.Parallel()
 	httpAddr := freeAddr(t)
 	started := time.Now()
 	p := runBinary(t, "processor", []string{

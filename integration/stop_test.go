@@ -67,9 +67,11 @@ func ctxChain(t testing.TB, d time.Duration, seen ...*processed) *transform.Chai
 // what the instances counted as consumed), and the output stays exactly
 // once.
 func TestStopNeverFailsRecords(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip} {
 			t.Run(string(policy), func(t *testing.T) {
+				t.Parallel() // on topics and a group of its own; the input is fed at a pace
 				in := input{topic: unique("stop-in"), n: 12000, keys: 40}
 				out, dlq, group := unique("stop-out"), unique("stop-dlq"), unique("stop-group")
 				tg.createTopics(t, 3, in.topic, out, dlq)
@@ -147,6 +149,7 @@ func TestStopNeverFailsRecords(t *testing.T) {
 // repeats it: the exit error, /healthz (which shows the pipeline's fatal
 // error) and the dead-letter header.
 func TestRecordErrorsAreClipped(t *testing.T) {
+	t.Parallel()
 	tg := newFake(t)
 	in := input{topic: unique("clip-in"), n: 5, keys: 1}
 	out, dlq, group := unique("clip-out"), unique("clip-dlq"), unique("clip-group")

@@ -18,6 +18,7 @@ import (
 // client retries, such as NOT_ENOUGH_REPLICAS, holds up the loop instead,
 // which is unhealthy after the transaction timeout.)
 func TestProduceNeverSucceedsIsUnhealthy(t *testing.T) {
+	t.Parallel()
 	tg := newFake(t)
 	in := input{topic: unique("stuckprod-in"), n: 100, keys: 4}
 	out, group := unique("stuckprod-out"), unique("stuckprod-group")

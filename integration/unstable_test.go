@@ -18,6 +18,7 @@ import (
 // transaction's offsets were aborted with it). Nothing is skipped, nothing
 // doubled, and the dead transaction's output stays invisible.
 func TestPendingOffsetsOfDeadTransaction(t *testing.T) {
+	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("pending-in"), n: 6000, keys: 60}
 		out, group := unique("pending-out"), unique("pending-group")
@@ -32,7 +33,7 @@ func TestPendingOffsetsOfDeadTransaction(t *testing.T) {
 		waited := time.Since(died)
 		tg.waitCaughtUp(t, group, in.topic, a)
 		a.stop(t)
-		t.Logf("%s: first commit %s after the transaction died (its timeout %s)", tg.name, waited.Round(10*time.Millisecond), deadTimeout)
+		t.Logf("%s: first commit %s after the transaction died (its timeout %s)", tg.Name, waited.Round(10*time.Millisecond), deadTimeout)
 		if waited < deadTimeout/2 {
 			t.Errorf("the new instance committed %s after the dead transaction began, before it could have timed out (%s)", waited, deadTimeout)
 		}
@@ -49,7 +50,7 @@ func (tg *target) deadTransactionWithOffsets(t *testing.T, group, topic, out str
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	txnID := group + "-dead"
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.brokers...), kgo.TransactionalID(txnID), kgo.TransactionTimeout(timeout),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.TransactionalID(txnID), kgo.TransactionTimeout(timeout),
 		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

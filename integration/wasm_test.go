@@ -1,10 +1,7 @@
 package integration
 
 import (
-	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,19 +11,23 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/wasmtest"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/wasm"
 )
 
 var (
-	wasmOnce sync.Once
-	wasmPath string
-	wasmErr  error
+	wasmOnce  sync.Once
+	wasmPath  string
+	wasmCache *wasmtest.Cache
+	wasmErr   error
 )
 
 // uppercaseModule builds the uppercase example plugin once per test run,
-// with the Go toolchain running the tests, and returns its path.
+// with the Go toolchain running the tests, compiles it ahead into
+// wasmCache outside the race detector (see package wasmtest), and returns
+// its path.
 func uppercaseModule(t *testing.T) string {
 	t.Helper()
 	wasmOnce.Do(func() {
@@ -36,18 +37,13 @@ func uppercaseModule(t *testing.T) string {
 			return
 		}
 		wasmPath = filepath.Join(dir, "uppercase.wasm")
-		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-o", wasmPath, "../examples/wasm/uppercase")
-		cmd.WaitDelay = 10 * time.Second
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-		out, err := cmd.CombinedOutput()
-		switch {
-		case ctx.Err() != nil:
-			wasmErr = fmt.Errorf("building the uppercase plugin did not finish within %s, killed: %v\n%s", buildTimeout, err, out)
-		case err != nil:
-			wasmErr = fmt.Errorf("building the uppercase plugin: %v\n%s", err, out)
+		if wasmErr = wasmtest.Build("../examples/wasm/uppercase", wasmPath, "-buildmode=c-shared"); wasmErr != nil {
+			return
 		}
+		if wasmCache, wasmErr = wasmtest.NewCache(filepath.Join(dir, "cache")); wasmErr != nil {
+			return
+		}
+		wasmErr = wasmCache.Precompile(wasmPath, time.Second)
 	})
 	if wasmErr != nil {
 		t.Fatal(wasmErr)
@@ -56,11 +52,14 @@ func uppercaseModule(t *testing.T) string {
 }
 
 // wasmChain is a chain of one wasm transform running module, built from a
-// registry of its own with the settings given directly.
+// registry of its own with the settings given directly, on the
+// compilation cache of uppercaseModule.
 func wasmChain(t *testing.T, module string) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
-	reg.Register("wasm", transform.Typed("", wasm.New))
+	reg.Register("wasm", transform.Typed("", func(s *wasm.Settings) (transform.Transform, error) {
+		return wasm.NewWithCache(s, wasmCache.CompilationCache())
+	}))
 	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, settingsLookup(map[string]string{"MODULE": module, "MAX_MEMORY": "64MiB", "TIMEOUT": "1s"}))
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +79,7 @@ func wasmChain(t *testing.T, module string) *transform.Chain {
 // A read_committed reader then finds every input upper-cased exactly once,
 // in per-key order, with its key and lineage.
 func TestWasmPluginExactlyOnce(t *testing.T) {
+	t.Parallel()
 	module := uppercaseModule(t)
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		in := input{topic: unique("wasm-in"), n: 20_000, keys: 200}
@@ -100,7 +100,7 @@ func TestWasmPluginExactlyOnce(t *testing.T) {
 		tg.waitCaughtUp(t, group, in.topic, b)
 		b.stop(t)
 
-		t.Logf("%s: %s", tg.name, fmtStats(a, b))
+		t.Logf("%s: %s", tg.Name, fmtStats(a, b))
 		if got := sumConsumed(a, b); got != uint64(in.n) {
 			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
 		}

@@ -23,10 +23,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -34,7 +34,10 @@ import (
 // loopEnv is one kfake cluster with an input, an output and a dead-letter
 // topic, and the input records as the cluster stored them.
 type loopEnv struct {
-	t       *testing.T
+	t *testing.T
+	c *kafkatest.Cluster
+	// cluster, brokers and adm are c's kfake cluster, brokers and admin
+	// client.
 	cluster *kfake.Cluster
 	brokers []string
 	adm     *kadm.Client
@@ -55,29 +58,9 @@ const loopPartitions = 3
 
 func newLoopEnv(t *testing.T) *loopEnv {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("pipeline-loop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	e := &loopEnv{t: t, cluster: c, brokers: c.ListenAddrs(), in: "in", out: "out", dlq: "dlq", byValue: map[string]*kgo.Record{}}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	e.adm = kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := e.adm.CreateTopics(ctx, loopPartitions, 1, nil, e.in, e.out, e.dlq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			t.Fatalf("creating %s: %v", r.Topic, r.Err)
-		}
-	}
+	c := kafkatest.NewFake(t, kfake.NumBrokers(1), kfake.ClusterID("pipeline-loop"))
+	e := &loopEnv{t: t, c: c, cluster: c.Fake, brokers: c.Brokers, adm: c.Admin(t), in: "in", out: "out", dlq: "dlq", byValue: map[string]*kgo.Record{}}
+	c.CreateTopics(t, loopPartitions, nil, e.in, e.out, e.dlq)
 	return e
 }
 
@@ -116,16 +99,7 @@ func (e *loopEnv) produceInputs(recs []*kgo.Record, opts ...kgo.Opt) {
 		e.produceMem(recs)
 		return
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...)}, opts...)...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		e.t.Fatalf("producing input: %v", err)
-	}
+	e.c.ProduceSync(e.t, recs, opts...)
 	for _, r := range recs {
 		e.inputs = append(e.inputs, r)
 		e.byValue[string(r.Value)] = r
@@ -383,22 +357,7 @@ func (e *loopEnv) committedOffsets(group string) map[int32]int64 {
 	if e.mem != nil {
 		return e.mem.committed(group, e.in)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	m := map[int32]int64{}
-	resp, err := e.adm.FetchOffsets(ctx, group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return m // nothing committed yet
-	}
-	if err != nil {
-		e.t.Fatalf("fetching the group's offsets: %v", err)
-	}
-	resp.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == e.in && o.Err == nil {
-			m[o.Partition] = o.At
-		}
-	})
-	return m
+	return e.c.Committed(e.t, group, e.in)
 }
 
 func sumOffsets(m map[int32]int64) int64 {
@@ -445,43 +404,7 @@ func (e *loopEnv) read(topic string, committed bool) []*kgo.Record {
 	if e.mem != nil {
 		return e.mem.read(topic, committed)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := e.adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	// Control records are kept so that positions reach the end offsets.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	pos := map[int32]int64{}
-	done := func() bool {
-		ok := true
-		ends.Each(func(o kadm.ListedOffset) { ok = ok && pos[o.Partition] >= o.Offset })
-		return ok
-	}
-	var out []*kgo.Record
-	for !done() {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			e.t.Fatalf("reading %s: timed out with %d records at %v (an open transaction holds back read_committed)", topic, len(out), pos)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			pos[r.Partition] = r.Offset + 1
-			if !r.Attrs.IsControl() {
-				out = append(out, r)
-			}
-		})
-	}
-	return out
+	return e.c.ReadAll(e.t, topic, committed)
 }
 
 // checkTopic is the exactly-once reader check of one topic's read_committed

@@ -43,21 +43,7 @@ func (e *loopEnv) createTopic(topic string, partitions int32, configs map[string
 		e.mem.create(topic, int(partitions), limit)
 		return topic
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cfg := map[string]*string{}
-	for k, v := range configs {
-		cfg[k] = &v
-	}
-	resp, err := e.adm.CreateTopics(ctx, partitions, 1, cfg, topic)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, r := range resp.Sorted() {
-		if r.Err != nil {
-			e.t.Fatalf("creating %s: %v", r.Topic, r.Err)
-		}
-	}
+	e.c.CreateTopics(e.t, partitions, configs, topic)
 	return topic
 }
 

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,130 +25,6 @@ import (
 
 	"github.com/streamproc/processor/transform"
 )
-
-// cluster is a three-broker kfake cluster for one test.
-type cluster struct {
-	fake    *kfake.Cluster
-	brokers []string
-}
-
-func newCluster(t *testing.T) *cluster {
-	t.Helper()
-	return newClusterOf(t, kfake.NumBrokers(3), kfake.ClusterID("txn-test"))
-}
-
-// newClusterOf is a kfake cluster of opts for one test.
-func newClusterOf(t *testing.T, opts ...kfake.Opt) *cluster {
-	t.Helper()
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return &cluster{fake: c, brokers: c.ListenAddrs()}
-}
-
-func (c *cluster) createTopic(t *testing.T, topic string, partitions int32) {
-	t.Helper()
-	if err := c.fake.CreateTopic(topic, partitions, nil); err != nil {
-		t.Fatalf("creating %s: %v", topic, err)
-	}
-}
-
-// produce writes n plain (non-transactional) records "v0".."v<n-1>" to topic.
-func (c *cluster) produce(t *testing.T, topic string, n int) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	rs := make([]*kgo.Record, n)
-	for i := range rs {
-		rs[i] = &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatalf("producing to %s: %v", topic, err)
-	}
-}
-
-// readAll returns the data records of topic up to its current end offsets,
-// as a read_committed or a read_uncommitted consumer sees them.
-func (c *cluster) readAll(t *testing.T, topic string, committed bool) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	ends := c.endOffsets(t, topic)
-	iso := kgo.ReadUncommitted()
-	if committed {
-		iso = kgo.ReadCommitted()
-	}
-	// Control records (transaction markers) are kept so positions reach
-	// the end offsets; they are not returned.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	pos := map[int32]int64{}
-	done := func() bool {
-		for p, end := range ends {
-			if pos[p] < end {
-				return false
-			}
-		}
-		return true
-	}
-	var out []string
-	for !done() {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("reading %s: timed out at %v of %v", topic, pos, ends)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			pos[r.Partition] = r.Offset + 1
-			if !r.Attrs.IsControl() {
-				out = append(out, string(r.Value))
-			}
-		})
-	}
-	return out
-}
-
-// endOffsets returns topic's log-end offset per partition.
-func (c *cluster) endOffsets(t *testing.T, topic string) map[int32]int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ends := map[int32]int64{}
-	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
-	return ends
-}
-
-// committedOffsets returns the sum of the group's committed offsets on topic.
-func (c *cluster) committedOffsets(group, topic string) int64 {
-	gi := c.fake.GroupInfo(group)
-	if gi == nil {
-		return 0
-	}
-	var n int64
-	for _, pc := range gi.Commits[topic] {
-		n += pc.Offset
-	}
-	return n
-}
 
 // logBuf collects a session's log lines.
 type logBuf struct {

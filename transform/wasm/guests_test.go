@@ -1,27 +1,31 @@
 package wasm
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/streamproc/processor/internal/wasmtest"
 )
 
 // Guests are built from Go sources with the Go toolchain the tests run
 // under, once per test binary, into a temporary directory: the tests need
-// nothing but Go.
+// nothing but Go. Each is compiled ahead, outside the race detector, into
+// testCache (see package wasmtest), which every transform of the tests
+// shares, those built through the registry (New) included.
 var (
 	guestDir   string
 	guestMu    sync.Mutex
 	guestBuilt = map[string]*guestBuild{}
-	// testCache compiles each guest once across the tests' transforms.
-	testCache = wazero.NewCompilationCache()
+	guestCache *wasmtest.Cache
+	testCache  wazero.CompilationCache
 )
 
 type guestBuild struct {
@@ -37,7 +41,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	guestDir = dir
+	if guestCache, err = wasmtest.NewCache(filepath.Join(dir, "cache")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	testCache = guestCache.CompilationCache()
+	newCache = testCache
 	code := m.Run()
+	testCache.Close(context.Background())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -50,7 +62,9 @@ func guestPath(tb testing.TB, pkg string) string {
 	return guestPathWith(tb, pkg, "-buildmode=c-shared")
 }
 
-// guestPathWith builds pkg with extra go build flags.
+// guestPathWith builds pkg with extra go build flags, and compiles it
+// into testCache for a call timeout; uppercase without one as well
+// (TestCallTimeout, TestNoDeadline and the benchmarks run it so).
 func guestPathWith(tb testing.TB, pkg string, flags ...string) string {
 	tb.Helper()
 	key := pkg + " " + strings.Join(flags, " ")
@@ -64,25 +78,17 @@ func guestPathWith(tb testing.TB, pkg string, flags ...string) string {
 	guestMu.Unlock()
 	g.once.Do(func() {
 		out := filepath.Join(guestDir, fmt.Sprintf("%s-%d.wasm", filepath.Base(pkg), n))
-		g.path, g.err = out, buildGuest(pkg, out, flags...)
+		if g.err = wasmtest.Build(pkg, out, flags...); g.err != nil {
+			return
+		}
+		timeouts := []time.Duration{time.Second}
+		if pkg == uppercase {
+			timeouts = append(timeouts, 0)
+		}
+		g.path, g.err = out, guestCache.Precompile(out, timeouts...)
 	})
 	if g.err != nil {
 		tb.Fatal(g.err)
 	}
 	return g.path
-}
-
-// buildGuest runs GOOS=wasip1 GOARCH=wasm go build on pkg.
-func buildGuest(pkg, out string, flags ...string) error {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	args := append([]string{"build", "-o", out}, flags...)
-	cmd := exec.Command(goBin, append(args, "./"+filepath.ToSlash(filepath.Clean(pkg)))...)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building guest %s: %v\n%s", pkg, err, b)
-	}
-	return nil
 }

@@ -181,7 +181,7 @@ func readModule(s *Settings) ([]byte, error) {
 // so that a module that cannot start fails at start, not on the first
 // record. Every error names the setting at fault.
 func New(s *Settings) (transform.Transform, error) {
-	return newTransform(s, nil)
+	return newTransform(s, newCache)
 }
 
 // newTransform is New with an optional shared compilation cache (tests use
