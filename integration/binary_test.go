@@ -142,12 +142,16 @@ func runBadConfig(t *testing.T, bin string, env ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin) // killed at the deadline
-	cmd.WaitDelay = 5 * time.Second      // and Run returns even if something still holds its stderr
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
+	p, err := launch.Start(ctx, launch.Command{ // killed at the deadline
+		Path:      bin,
+		Env:       launch.Environ(launch.PathOnly, env...),
+		Output:    &stderr,
+		WaitDelay: 5 * time.Second, // and its end is seen even if something still holds its stderr
+	})
+	if err == nil {
+		err = p.Wait()
+	}
 	msg := strings.TrimSpace(stderr.String())
 	var ee *exec.ExitError
 	switch {

@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -648,7 +647,7 @@ func TestSecureBadConfigExits2(t *testing.T) {
 	pw := newPassword()
 	notPEM := writeSecret(t, dir, "not.pem", "not a certificate: "+pw)
 	empty := writeSecret(t, dir, "empty", "")
-	base := []string{"PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out"}
+	base := launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"}, OutputTopic: "out"}
 	for _, c := range []struct {
 		env  []string
 		want []string
@@ -666,7 +665,9 @@ func TestSecureBadConfigExits2(t *testing.T) {
 		{[]string{"PROCESSOR_TLS_ENABLED=true", "PROCESSOR_TLS_CERT_FILE=" + notPEM}, []string{"PROCESSOR_TLS_KEY_FILE is not set"}},
 		{[]string{"PROCESSOR_TLS_ENABLED=true", "PROCESSOR_TLS_CERT_FILE=" + notPEM, "PROCESSOR_TLS_KEY_FILE=" + notPEM}, []string{"PROCESSOR_TLS_CERT_FILE=", "holds no PEM certificate"}},
 	} {
-		msg := runBadConfig(t, bin, append(slices.Clone(base), c.env...)...)
+		inst := base
+		inst.Extra = c.env
+		msg := runBadConfig(t, bin, inst.Env()...)
 		if strings.Contains(msg, pw) {
 			t.Errorf("%v: stderr %q, want one line without the password", c.env, msg)
 		}
