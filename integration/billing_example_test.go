@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/pgtest"
 )
 
@@ -74,19 +75,24 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 	billingCommand(t, "devbroker", "-addr", broker, "-dir", t.TempDir())
 	loadgen := billingCommand(t, "loadgen", "-brokers", broker, "-topic", topic,
 		"-records", strconv.Itoa(billingOrders), "-rate", strconv.Itoa(billingRate), "-wait", "30s")
-	env = append(env,
-		"PROCESSOR_BROKERS="+broker,
-		"PROCESSOR_INSTANCE_ID="+group+"-1",
-		"PROCESSOR_POSTGRES_URL="+db.URL,
-		"PROCESSOR_JQ_EXPR="+billingFile(t, "invoice.jq"),
-		"PROCESSOR_POSTGRES_STATEMENT="+billingFile(t, "invoice.sql"),
-		"PROCESSOR_LOG_FORMAT=text",
-		"PROCESSOR_HTTP_ADDR=127.0.0.1:0",
-		"PROCESSOR_PROGRESS_INTERVAL=100ms",
-	)
+	// What the test adds to billing.env's settings (Extra): none of it is
+	// a variable billing.env sets, which would win.
+	inst := launch.Instance{
+		Brokers:    []string{broker},
+		InstanceID: group + "-1",
+		Settings: map[string]string{
+			"PROCESSOR_POSTGRES_URL":       db.URL,
+			"PROCESSOR_JQ_EXPR":            billingFile(t, "invoice.jq"),
+			"PROCESSOR_POSTGRES_STATEMENT": billingFile(t, "invoice.sql"),
+		},
+		LogFormat:        "text",
+		HTTPAddr:         "127.0.0.1:0",
+		ProgressInterval: 100 * time.Millisecond,
+		Extra:            env,
+	}
 	invoices := func() int { return db.Count(t, "SELECT count(*)::int FROM invoices") }
 
-	p1 := runBinary(t, "processor-1", env)
+	p1 := runBinary(t, "processor-1", inst)
 	started := time.Now()
 	waitFor(t, 30*time.Second, "the first processor's first commit", func() bool { return !p1.committedAt().IsZero() })
 
@@ -113,7 +119,7 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 		t.Fatalf("%d of %d orders invoiced at the SIGKILL; the drill needs it midway", atKill, billingOrders)
 	}
 
-	p2 := runBinary(t, "processor-2", env)
+	p2 := runBinary(t, "processor-2", inst)
 	restarted := time.Now()
 	select {
 	case <-loadgen.done:

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/internal/launch"
 )
 
 var (
@@ -140,12 +142,16 @@ func runBadConfig(t *testing.T, bin string, env ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin) // killed at the deadline
-	cmd.WaitDelay = 5 * time.Second      // and Run returns even if something still holds its stderr
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
+	p, err := launch.Start(ctx, launch.Command{ // killed at the deadline
+		Path:      bin,
+		Env:       launch.Environ(launch.PathOnly, env...),
+		Output:    &stderr,
+		WaitDelay: 5 * time.Second, // and its end is seen even if something still holds its stderr
+	})
+	if err == nil {
+		err = p.Wait()
+	}
 	msg := strings.TrimSpace(stderr.String())
 	var ee *exec.ExitError
 	switch {
@@ -165,16 +171,15 @@ func runBadConfig(t *testing.T, bin string, env ...string) string {
 func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	t.Parallel()
 	broker, httpAddr := freeAddr(t), freeAddr(t)
-	p := runBinary(t, "processor", []string{
-		"PROCESSOR_EMBEDDED_BROKER=true",
-		"PROCESSOR_EMBEDDED_BROKER_ADDR=" + broker,
-		"PROCESSOR_EMBEDDED_BROKER_DIR=" + t.TempDir(),
-		"PROCESSOR_GROUP=bin-demo",
-		"PROCESSOR_INPUT_TOPICS=orders",
-		"PROCESSOR_OUTPUT_TOPIC=orders-out",
-		"PROCESSOR_HTTP_ADDR=" + httpAddr,
-		"PROCESSOR_PROGRESS_INTERVAL=200ms",
-		"PROCESSOR_WORKERS=3",
+	p := runBinary(t, "processor", launch.Instance{
+		EmbeddedBroker:    broker,
+		EmbeddedBrokerDir: t.TempDir(),
+		Group:             "bin-demo",
+		InputTopics:       []string{"orders"},
+		OutputTopic:       "orders-out",
+		HTTPAddr:          httpAddr,
+		ProgressInterval:  200 * time.Millisecond,
+		Workers:           3,
 	})
 	logs := p.logs
 
@@ -237,12 +242,12 @@ func (s *syncBuffer) String() string {
 func TestBinaryUnreachableBroker(t *testing.T) {
 	t.Parallel()
 	httpAddr := freeAddr(t)
-	p := runBinary(t, "processor", []string{
-		"PROCESSOR_BROKERS=" + freeAddr(t), // nothing listens there
-		"PROCESSOR_GROUP=unreachable",
-		"PROCESSOR_INPUT_TOPICS=in",
-		"PROCESSOR_OUTPUT_TOPIC=out",
-		"PROCESSOR_HTTP_ADDR=" + httpAddr,
+	p := runBinary(t, "processor", launch.Instance{
+		Brokers:     []string{freeAddr(t)}, // nothing listens there
+		Group:       "unreachable",
+		InputTopics: []string{"in"},
+		OutputTopic: "out",
+		HTTPAddr:    httpAddr,
 	})
 	logs := p.logs
 	status := func(path string) int {
@@ -282,16 +287,16 @@ func TestBinaryMissingTopicExits2(t *testing.T) {
 		tg.createTopics(t, 1, in, out)
 		for _, c := range []struct {
 			name, want string
-			env        []string
+			set        func(*launch.Instance)
 		}{
-			{"output", "PROCESSOR_OUTPUT_TOPIC", nil},
-			{"dlq", "PROCESSOR_DLQ_TOPIC", []string{"PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=" + dlq}},
+			{"output", "PROCESSOR_OUTPUT_TOPIC", func(*launch.Instance) {}},
+			{"dlq", "PROCESSOR_DLQ_TOPIC", func(inst *launch.Instance) { inst.OnError, inst.DLQTopic = "dlq", dlq }},
 		} {
 			target := out
 			if c.name == "output" {
 				target = unique("never-created")
 			}
-			p := tg.startBinary(t, group, group+"-"+c.name, in, target, c.env...)
+			p := tg.startBinary(t, group, group+"-"+c.name, in, target, c.set)
 			select {
 			case <-p.done:
 			case <-time.After(60 * time.Second):

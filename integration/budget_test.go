@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"runtime"
 	"sort"
@@ -23,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
@@ -168,8 +168,8 @@ func TestBudgetBinaryExits2(t *testing.T) {
 			conns = append(conns, c)
 		}
 	}()
-	base := []string{"PROCESSOR_BROKERS=" + ln.Addr().String(), "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
-		"PROCESSOR_HTTP_ADDR=127.0.0.1:0"}
+	base := launch.Instance{Brokers: []string{ln.Addr().String()}, Group: "g", InputTopics: []string{"in"}, OutputTopic: "out",
+		HTTPAddr: "127.0.0.1:0"}
 	cases := []struct {
 		env  []string
 		want []string
@@ -182,11 +182,15 @@ func TestBudgetBinaryExits2(t *testing.T) {
 	}
 	for _, c := range cases {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		cmd := exec.CommandContext(ctx, bin)
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, append(base, c.env...)...)
+		inst := base
+		inst.Extra = c.env
+		cmd := inst.Command(bin, launch.PathOnly)
 		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
+		cmd.Output = &stderr
+		p, err := launch.Start(ctx, cmd)
+		if err == nil {
+			err = p.Wait()
+		}
 		timedOut := ctx.Err() != nil
 		cancel()
 		if timedOut {

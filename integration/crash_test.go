@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,12 +13,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/launch"
 )
 
 // proc is a processor binary running against a target.
 type proc struct {
 	name     string
-	cmd      *exec.Cmd
+	process  *launch.Process
 	logs     *syncBuffer
 	done     chan struct{}
 	err      error
@@ -30,40 +30,55 @@ type proc struct {
 	firstCommit time.Time // first progress line with committed > 0
 }
 
-// startBinary runs cmd/processor with the given transactional ID against tg.
-func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, extraEnv ...string) *proc {
+// startBinary runs cmd/processor against tg as the test suite's standard
+// instance with the given group, transactional ID and topics (see
+// binaryInstance), changed by set.
+func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, set ...func(*launch.Instance)) *proc {
 	t.Helper()
-	return runBinary(t, txnID, append([]string{
-		"PROCESSOR_BROKERS=" + strings.Join(tg.Brokers, ","),
-		"PROCESSOR_GROUP=" + group,
-		"PROCESSOR_INPUT_TOPICS=" + in,
-		"PROCESSOR_OUTPUT_TOPIC=" + out,
-		"PROCESSOR_TRANSACTIONAL_ID=" + txnID,
-		"PROCESSOR_HTTP_ADDR=127.0.0.1:0",
-		"PROCESSOR_SESSION_TIMEOUT=10s",
-		"PROCESSOR_TRANSACTION_TIMEOUT=8s",
-		"PROCESSOR_COMMIT_INTERVAL=500ms",
-		"PROCESSOR_PROGRESS_INTERVAL=100ms",
-		"PROCESSOR_LOG_FORMAT=text",
-	}, extraEnv...))
+	inst := tg.binaryInstance(group, txnID, in, out)
+	for _, f := range set {
+		f(&inst)
+	}
+	return runBinary(t, txnID, inst)
 }
 
-// runBinary runs cmd/processor with env (and PATH) as its whole
-// environment; its log is kept, and shown if the test fails. It is killed
-// when the test ends, or binaryRunTimeout after start, which fails the test.
-func runBinary(t *testing.T, name string, env []string) *proc {
+// binaryInstance is the processor instance the tests run against tg:
+// group, transactional ID and topics as given, a free HTTP port, text
+// logs, progress lines every 100ms, commits every 500ms and timeouts short
+// enough for a test.
+func (tg *target) binaryInstance(group, txnID, in, out string) launch.Instance {
+	return launch.Instance{
+		Brokers:            tg.Brokers,
+		Group:              group,
+		InputTopics:        []string{in},
+		OutputTopic:        out,
+		TransactionalID:    txnID,
+		HTTPAddr:           "127.0.0.1:0",
+		SessionTimeout:     10 * time.Second,
+		TransactionTimeout: 8 * time.Second,
+		CommitInterval:     500 * time.Millisecond,
+		ProgressInterval:   100 * time.Millisecond,
+		LogFormat:          "text",
+	}
+}
+
+// runBinary runs cmd/processor as inst, with inst's variables and PATH as
+// its whole environment; its log is kept, and shown if the test fails. It
+// is killed when the test ends, or binaryRunTimeout after start, which
+// fails the test.
+func runBinary(t *testing.T, name string, inst launch.Instance) *proc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), binaryRunTimeout)
-	cmd := exec.CommandContext(ctx, binary(t)) // killed at the deadline
-	cmd.WaitDelay = 10 * time.Second           // and Wait returns even if something still holds its stderr
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	p := &proc{name: name, cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	c := inst.Command(binary(t), launch.PathOnly)
+	c.WaitDelay = 10 * time.Second // its end is seen even if something still holds its stderr
 	pr, pw := io.Pipe()
-	cmd.Stderr = pw
-	if err := cmd.Start(); err != nil {
+	c.Output = pw
+	lp, err := launch.Start(ctx, c) // killed at the deadline
+	if err != nil {
 		cancel()
 		t.Fatal(err)
 	}
+	p := &proc{name: name, process: lp, logs: &syncBuffer{}, done: make(chan struct{})}
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
@@ -79,7 +94,7 @@ func runBinary(t *testing.T, name string, env []string) *proc {
 		}
 	}()
 	go func() {
-		p.err = cmd.Wait()
+		p.err = lp.Wait()
 		if ctx.Err() != nil {
 			p.timedOut = true
 			p.err = fmt.Errorf("killed %s after start, at the deadline of a test's binary: %w", binaryRunTimeout, p.err)
@@ -89,7 +104,7 @@ func runBinary(t *testing.T, name string, env []string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = lp.Kill()
 		select {
 		case <-p.done:
 			if p.timedOut {
@@ -113,7 +128,7 @@ func (p *proc) committedAt() time.Time {
 
 func (p *proc) kill(t *testing.T) {
 	t.Helper()
-	_ = p.cmd.Process.Kill()
+	_ = p.process.Kill()
 	select {
 	case <-p.done:
 	case <-time.After(binaryKillTimeout):
@@ -123,7 +138,7 @@ func (p *proc) kill(t *testing.T) {
 
 func (p *proc) terminate(t *testing.T) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
@@ -158,7 +173,7 @@ func TestCrashRestart(t *testing.T) {
 				// A restarted instance keeps its transactional ID and, with
 				// it, its static member ID, so the group hands it back its
 				// partitions without waiting out the session timeout.
-				static := "PROCESSOR_INSTANCE_ID=" + group + "-1"
+				static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
 				p1 := tg.startBinary(t, group, group+"-1", in.topic, out, static)
 				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
 				// Keep input arriving so the kill lands inside a transaction.
@@ -235,9 +250,12 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 			return true
 		}
 		write(0, n/2)
-		env := []string{"PROCESSOR_INSTANCE_ID=" + group + "-1", "PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=.",
-			"PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=" + dlq}
-		p1 := tg.startBinary(t, group, group+"-1", in, out, env...)
+		env := func(inst *launch.Instance) {
+			inst.InstanceID = group + "-1"
+			inst.Transforms, inst.Settings = []string{"jq"}, map[string]string{"PROCESSOR_JQ_EXPR": "."}
+			inst.OnError, inst.DLQTopic = "dlq", dlq
+		}
+		p1 := tg.startBinary(t, group, group+"-1", in, out, env)
 		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
 		fed := make(chan struct{})
 		go func() {
@@ -251,7 +269,7 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 		}()
 		time.Sleep(200 * time.Millisecond)
 		p1.kill(t)
-		p2 := tg.startBinary(t, group, group+"-1", in, out, env...)
+		p2 := tg.startBinary(t, group, group+"-1", in, out, env)
 		waitClosed(t, fed, feedTimeout, "the input feeder to write the second half of the input")
 		tg.waitCaughtUp(t, group, in)
 		p2.terminate(t)

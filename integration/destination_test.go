@@ -2,6 +2,7 @@ package integration
 
 import (
 	"errors"
+	"maps"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/route"
@@ -275,19 +277,23 @@ func TestRouteDefaultMissingExits2(t *testing.T) {
 		tg.createTopics(t, 1, in, out)
 		for _, c := range []struct {
 			name, want string
-			env        []string
+			transforms []string
+			settings   map[string]string
 		}{
-			{"route", "PROCESSOR_ROUTE_DEFAULT", []string{"PROCESSOR_TRANSFORMS=route", "PROCESSOR_ROUTE_HEADER=dest"}},
-			{"alias", "PROCESSOR_ROUTE_R2_DEFAULT", []string{"PROCESSOR_TRANSFORMS=route@r2", "PROCESSOR_ROUTE_R2_HEADER=dest"}},
+			{"route", "PROCESSOR_ROUTE_DEFAULT", []string{"route"}, map[string]string{"PROCESSOR_ROUTE_HEADER": "dest"}},
+			{"alias", "PROCESSOR_ROUTE_R2_DEFAULT", []string{"route@r2"}, map[string]string{"PROCESSOR_ROUTE_R2_HEADER": "dest"}},
 			// Two entries, only the second one's default missing: the
 			// message names that entry's variable.
-			{"second", "PROCESSOR_ROUTE_R2_DEFAULT", []string{"PROCESSOR_TRANSFORMS=route,route@r2",
-				"PROCESSOR_ROUTE_HEADER=dest", "PROCESSOR_ROUTE_DEFAULT=" + out, "PROCESSOR_ROUTE_R2_HEADER=dest"}},
+			{"second", "PROCESSOR_ROUTE_R2_DEFAULT", []string{"route", "route@r2"},
+				map[string]string{"PROCESSOR_ROUTE_HEADER": "dest", "PROCESSOR_ROUTE_DEFAULT": out, "PROCESSOR_ROUTE_R2_HEADER": "dest"}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				missing := unique("routedef-never-created")
-				env := append(c.env, c.want+"="+missing)
-				p := tg.startBinary(t, group, group+"-"+c.name, in, out, env...)
+				settings := maps.Clone(c.settings)
+				settings[c.want] = missing
+				p := tg.startBinary(t, group, group+"-"+c.name, in, out, func(inst *launch.Instance) {
+					inst.Transforms, inst.Settings = c.transforms, settings
+				})
 				select {
 				case <-p.done:
 				case <-time.After(30 * time.Second):

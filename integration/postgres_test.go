@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
@@ -164,8 +165,8 @@ func TestBinaryPostgresRefusedExits2(t *testing.T) {
 		"password authentication failed": wrongPassword.String(),
 		"does not exist":                 noDatabase.String(),
 	} {
-		msg := runBadConfig(t, bin, "PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in",
-			"PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL="+dsn, "PROCESSOR_HTTP_ADDR=127.0.0.1:0")
+		msg := runBadConfig(t, bin, launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"},
+			Sink: "postgres", Settings: map[string]string{"PROCESSOR_POSTGRES_URL": dsn}, HTTPAddr: "127.0.0.1:0"}.Env()...)
 		if !strings.Contains(msg, want) || strings.Contains(msg, "s3cret") {
 			t.Errorf("stderr %q, want one line containing %q and no password", msg, want)
 		}

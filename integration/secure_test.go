@@ -26,7 +26,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +38,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/launch"
 )
 
 // access is how a client reaches a secured cluster: the processor's TLS
@@ -331,7 +331,9 @@ func TestSecureLeastACLs(t *testing.T) {
 	// Without READ on the group.
 	binary(t)
 	start := time.Now()
-	p := runBinary(t, group, append(secureEnv(s, *s.reader, group, in.topic, out), "PROCESSOR_HTTP_ADDR=127.0.0.1:0"))
+	reader := secureInstance(s, *s.reader, group, in.topic, out)
+	reader.HTTPAddr = "127.0.0.1:0"
+	p := runBinary(t, group, reader)
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
@@ -352,19 +354,21 @@ func TestSecureLeastACLs(t *testing.T) {
 	checkExactlyOnce(t, in, s.readAll(t, out, true))
 }
 
-// secureEnv is a binary's environment on s, without HTTP_ADDR.
-func secureEnv(s *secured, a access, group string, in, out string) []string {
-	return append([]string{
-		"PROCESSOR_BROKERS=" + strings.Join(s.Brokers, ","),
-		"PROCESSOR_GROUP=" + group,
-		"PROCESSOR_INPUT_TOPICS=" + in,
-		"PROCESSOR_OUTPUT_TOPIC=" + out,
-		"PROCESSOR_TRANSACTIONAL_ID=" + group + "-1",
-		"PROCESSOR_SESSION_TIMEOUT=10s",
-		"PROCESSOR_TRANSACTION_TIMEOUT=8s",
-		"PROCESSOR_COMMIT_INTERVAL=200ms",
-		"PROCESSOR_LOG_FORMAT=text",
-	}, a.env()...)
+// secureInstance is a binary on s reaching it with a, without an HTTP
+// address.
+func secureInstance(s *secured, a access, group string, in, out string) launch.Instance {
+	return launch.Instance{
+		Brokers:            s.Brokers,
+		Group:              group,
+		InputTopics:        []string{in},
+		OutputTopic:        out,
+		TransactionalID:    group + "-1",
+		SessionTimeout:     10 * time.Second,
+		TransactionTimeout: 8 * time.Second,
+		CommitInterval:     200 * time.Millisecond,
+		LogFormat:          "text",
+		Extra:              a.env(),
+	}
 }
 
 // The binary on a secured cluster says at start how it connects, copies
@@ -393,7 +397,9 @@ func TestSecureBinaryShowsNoSecret(t *testing.T) {
 			out, group := unique("secret-out"), unique("secret-group")
 			s.createTopics(t, 2, in.topic, out)
 			httpAddr := freeAddr(t)
-			p := runBinary(t, group, append(secureEnv(s, a, group, in.topic, out), "PROCESSOR_HTTP_ADDR="+httpAddr, "PROCESSOR_LOG_LEVEL=debug"))
+			inst := secureInstance(s, a, group, in.topic, out)
+			inst.HTTPAddr, inst.LogLevel = httpAddr, "debug"
+			p := runBinary(t, group, inst)
 			waitFor(t, 60*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
 			s.produce(t, in, 0, in.n)
 			waitFor(t, 60*time.Second, "the input to be consumed", func() bool {
@@ -533,7 +539,9 @@ func TestSecureRefusalsExit1(t *testing.T) {
 			t.Run(s.Name+"/"+r.name, func(t *testing.T) {
 				group := unique("refused")
 				start := time.Now()
-				p := runBinary(t, group, append(secureEnv(s, r.access, group, "in", "out"), "PROCESSOR_HTTP_ADDR=127.0.0.1:0"))
+				inst := secureInstance(s, r.access, group, "in", "out")
+				inst.HTTPAddr = "127.0.0.1:0"
+				p := runBinary(t, group, inst)
 				const sessionTimeout = 10 * time.Second
 				select {
 				case <-p.done:
@@ -587,18 +595,18 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 			broker, httpAddr := freeAddr(t), freeAddr(t)
 			a := access{mechanism: mechanism, user: "demo", password: newPassword()}
 			a.passwordFile = writeSecret(t, t.TempDir(), "password", a.password+"\n")
-			p := runBinary(t, "embedded-"+mechanism, append([]string{
-				"PROCESSOR_EMBEDDED_BROKER=true",
-				"PROCESSOR_EMBEDDED_BROKER_ADDR=" + broker,
-				"PROCESSOR_EMBEDDED_BROKER_DIR=" + t.TempDir(),
-				"PROCESSOR_EMBEDDED_BROKER_PARTITIONS=2",
-				"PROCESSOR_GROUP=embedded-sasl",
-				"PROCESSOR_INPUT_TOPICS=orders",
-				"PROCESSOR_OUTPUT_TOPIC=orders-out",
-				"PROCESSOR_HTTP_ADDR=" + httpAddr,
-				"PROCESSOR_LOG_FORMAT=text",
-				"PROCESSOR_LOG_LEVEL=debug",
-			}, a.env()...))
+			p := runBinary(t, "embedded-"+mechanism, launch.Instance{
+				EmbeddedBroker:           broker,
+				EmbeddedBrokerDir:        t.TempDir(),
+				EmbeddedBrokerPartitions: 2,
+				Group:                    "embedded-sasl",
+				InputTopics:              []string{"orders"},
+				OutputTopic:              "orders-out",
+				HTTPAddr:                 httpAddr,
+				LogFormat:                "text",
+				LogLevel:                 "debug",
+				Extra:                    a.env(),
+			})
 			waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
 			tg := newTarget(t, "embedded", []string{broker}, a.opts(t)...)
 			in := input{topic: "orders", n: 200, keys: 5}
@@ -639,7 +647,7 @@ func TestSecureBadConfigExits2(t *testing.T) {
 	pw := newPassword()
 	notPEM := writeSecret(t, dir, "not.pem", "not a certificate: "+pw)
 	empty := writeSecret(t, dir, "empty", "")
-	base := []string{"PROCESSOR_BROKERS=127.0.0.1:1", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out"}
+	base := launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"}, OutputTopic: "out"}
 	for _, c := range []struct {
 		env  []string
 		want []string
@@ -657,7 +665,9 @@ func TestSecureBadConfigExits2(t *testing.T) {
 		{[]string{"PROCESSOR_TLS_ENABLED=true", "PROCESSOR_TLS_CERT_FILE=" + notPEM}, []string{"PROCESSOR_TLS_KEY_FILE is not set"}},
 		{[]string{"PROCESSOR_TLS_ENABLED=true", "PROCESSOR_TLS_CERT_FILE=" + notPEM, "PROCESSOR_TLS_KEY_FILE=" + notPEM}, []string{"PROCESSOR_TLS_CERT_FILE=", "holds no PEM certificate"}},
 	} {
-		msg := runBadConfig(t, bin, append(slices.Clone(base), c.env...)...)
+		inst := base
+		inst.Extra = c.env
+		msg := runBadConfig(t, bin, inst.Env()...)
 		if strings.Contains(msg, pw) {
 			t.Errorf("%v: stderr %q, want one line without the password", c.env, msg)
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/internal/launch"
 )
 
 // A database that is down at start is no reason for a startup probe to
@@ -15,14 +17,16 @@ func TestBinaryPostgresDownAtStartServesProbes(t *testing.T) {
 	t.Parallel()
 	httpAddr := freeAddr(t)
 	started := time.Now()
-	p := runBinary(t, "processor", []string{
-		"PROCESSOR_BROKERS=" + freeAddr(t), // not reached: the database comes first
-		"PROCESSOR_GROUP=pg-down",
-		"PROCESSOR_INPUT_TOPICS=in",
-		"PROCESSOR_SINK=postgres",
-		"PROCESSOR_POSTGRES_URL=postgres://processor:pw@" + freeAddr(t) + "/processor?sslmode=disable", // nothing listens
-		"PROCESSOR_HTTP_ADDR=" + httpAddr,
-		"PROCESSOR_LOG_FORMAT=text",
+	p := runBinary(t, "processor", launch.Instance{
+		Brokers:     []string{freeAddr(t)}, // not reached: the database comes first
+		Group:       "pg-down",
+		InputTopics: []string{"in"},
+		Sink:        "postgres",
+		Settings: map[string]string{
+			"PROCESSOR_POSTGRES_URL": "postgres://processor:pw@" + freeAddr(t) + "/processor?sslmode=disable", // nothing listens
+		},
+		HTTPAddr:  httpAddr,
+		LogFormat: "text",
 	})
 	var health, ready int
 	var readyBody string

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/streamproc/processor/internal/launch"
 )
 
 // Deadlines of the status page test's browser: each one fails the test
@@ -45,17 +47,16 @@ func TestStatusPage(t *testing.T) {
 		records    = 2000
 	)
 	broker, httpAddr := freeAddr(t), freeAddr(t)
-	runBinary(t, "processor", []string{
-		"PROCESSOR_EMBEDDED_BROKER=true",
-		"PROCESSOR_EMBEDDED_BROKER_ADDR=" + broker,
-		"PROCESSOR_EMBEDDED_BROKER_DIR=" + t.TempDir(),
-		"PROCESSOR_EMBEDDED_BROKER_PARTITIONS=" + strconv.Itoa(partitions),
-		"PROCESSOR_GROUP=status-page",
-		"PROCESSOR_TRANSACTIONAL_ID=status-page-1",
-		"PROCESSOR_INPUT_TOPICS=orders",
-		"PROCESSOR_OUTPUT_TOPIC=orders-out",
-		"PROCESSOR_HTTP_ADDR=" + httpAddr,
-		"PROCESSOR_LOG_FORMAT=text",
+	runBinary(t, "processor", launch.Instance{
+		EmbeddedBroker:           broker,
+		EmbeddedBrokerDir:        t.TempDir(),
+		EmbeddedBrokerPartitions: partitions,
+		Group:                    "status-page",
+		TransactionalID:          "status-page-1",
+		InputTopics:              []string{"orders"},
+		OutputTopic:              "orders-out",
+		HTTPAddr:                 httpAddr,
+		LogFormat:                "text",
 	})
 	base := "http://" + httpAddr
 	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == 200 })

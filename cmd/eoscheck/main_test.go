@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -71,23 +72,13 @@ func TestUnreachableBrokers(t *testing.T) {
 // offsets; then the command must find it clean, and a second run with one
 // output doubled and one missing must show exactly that.
 func TestEndToEnd(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
+	c := kafkatest.NewFake(t, kfake.NumBrokers(1))
+	brokers := c.Brokers
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	newClient := func(opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return cl
+		return c.Client(t, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
 	}
-	adm := kadm.NewClient(newClient())
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -111,9 +102,7 @@ func TestEndToEnd(t *testing.T) {
 	// scenario writes one run under prefix and returns the command's args.
 	scenario := func(prefix string, dup, drop check.Input) []string {
 		in, outT, group := prefix+"in", prefix+"out", prefix+"group"
-		resp, err := adm.CreateTopics(ctx, 3, -1, nil, in, outT)
-		must(err)
-		must(resp.Error())
+		c.CreateTopics(t, 3, nil, in, outT)
 		plain := newClient()
 		for p := int32(0); p < 3; p++ {
 			for i := range 8 {
@@ -139,7 +128,7 @@ func TestEndToEnd(t *testing.T) {
 		for p := int32(0); p < 3; p++ {
 			offs.AddOffset(in, p, 8, -1)
 		}
-		must(adm.CommitAllOffsets(ctx, group, offs))
+		must(c.Admin(t).CommitAllOffsets(ctx, group, offs))
 		return []string{"-brokers", strings.Join(brokers, ","), "-input", in, "-output", outT, "-group", group, "-timeout", "30s"}
 	}
 

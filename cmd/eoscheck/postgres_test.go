@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
 )
@@ -29,14 +30,9 @@ func postgresRunSetup(t *testing.T) (db *pgtest.DB, ctx context.Context, must fu
 			t.Fatal(err)
 		}
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	must(err)
-	t.Cleanup(c.Close)
-	brokers = c.ListenAddrs()
-	cl, err = kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	must(err)
-	t.Cleanup(cl.Close)
-	return db, ctx, must, brokers, cl, kadm.NewClient(cl)
+	c := kafkatest.NewFake(t, kfake.NumBrokers(1))
+	cl = c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	return db, ctx, must, c.Brokers, cl, kadm.NewClient(cl)
 }
 
 // TestPostgresRun plays an identity processor into PostgreSQL by hand: a

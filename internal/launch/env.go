@@ -28,6 +28,16 @@ type Instance struct {
 	Guarantee       string   // PROCESSOR_GUARANTEE: exactly_once or at_least_once
 	Sink            string   // PROCESSOR_SINK: kafka or postgres
 
+	// EmbeddedBroker, set, runs the processor on a broker of its own in
+	// place of Brokers: PROCESSOR_EMBEDDED_BROKER=true, listening at this
+	// host:port (PROCESSOR_EMBEDDED_BROKER_ADDR), keeping its log in
+	// EmbeddedBrokerDir (PROCESSOR_EMBEDDED_BROKER_DIR), its topics of
+	// EmbeddedBrokerPartitions partitions
+	// (PROCESSOR_EMBEDDED_BROKER_PARTITIONS).
+	EmbeddedBroker           string
+	EmbeddedBrokerDir        string
+	EmbeddedBrokerPartitions int
+
 	// Transforms is the chain (PROCESSOR_TRANSFORMS, joined by commas);
 	// Settings are the plugins' own settings (a transform's, the sink's)
 	// by full variable name, e.g. PROCESSOR_JQ_EXPR, rendered sorted by
@@ -46,6 +56,7 @@ type Instance struct {
 
 	HTTPAddr  string // PROCESSOR_HTTP_ADDR: status, metrics and probes; 127.0.0.1:0 picks a free port
 	LogFormat string // PROCESSOR_LOG_FORMAT: json or text
+	LogLevel  string // PROCESSOR_LOG_LEVEL: debug, info, warn or error
 
 	// Extra are more variables, NAME=value, rendered last: where one
 	// names a variable a field sets too, it wins (os/exec keeps the last
@@ -68,7 +79,18 @@ func (in Instance) Env() []string {
 			str(name, d.String())
 		}
 	}
+	num := func(name string, n int) {
+		if n != 0 {
+			str(name, strconv.Itoa(n))
+		}
+	}
 	str("PROCESSOR_BROKERS", strings.Join(in.Brokers, ","))
+	if in.EmbeddedBroker != "" {
+		str("PROCESSOR_EMBEDDED_BROKER", "true")
+	}
+	str("PROCESSOR_EMBEDDED_BROKER_ADDR", in.EmbeddedBroker)
+	str("PROCESSOR_EMBEDDED_BROKER_DIR", in.EmbeddedBrokerDir)
+	num("PROCESSOR_EMBEDDED_BROKER_PARTITIONS", in.EmbeddedBrokerPartitions)
 	str("PROCESSOR_GROUP", in.Group)
 	str("PROCESSOR_INPUT_TOPICS", strings.Join(in.InputTopics, ","))
 	str("PROCESSOR_OUTPUT_TOPIC", in.OutputTopic)
@@ -83,11 +105,10 @@ func (in Instance) Env() []string {
 	dur("PROCESSOR_SESSION_TIMEOUT", in.SessionTimeout)
 	dur("PROCESSOR_TRANSACTION_TIMEOUT", in.TransactionTimeout)
 	dur("PROCESSOR_PROGRESS_INTERVAL", in.ProgressInterval)
-	if in.Workers != 0 {
-		str("PROCESSOR_WORKERS", strconv.Itoa(in.Workers))
-	}
+	num("PROCESSOR_WORKERS", in.Workers)
 	str("PROCESSOR_HTTP_ADDR", in.HTTPAddr)
 	str("PROCESSOR_LOG_FORMAT", in.LogFormat)
+	str("PROCESSOR_LOG_LEVEL", in.LogLevel)
 	names := make([]string, 0, len(in.Settings))
 	for name := range in.Settings {
 		names = append(names, name)

@@ -20,20 +20,23 @@ func TestInstanceEnv(t *testing.T) {
 		t.Errorf("zero Instance renders %v, want nothing", env)
 	}
 	in := Instance{
-		Brokers: []string{"a:1", "b:2"}, Group: "g", InputTopics: []string{"in", "in2"}, OutputTopic: "out",
+		Brokers: []string{"a:1", "b:2"}, EmbeddedBroker: "127.0.0.1:9", EmbeddedBrokerDir: "/data", EmbeddedBrokerPartitions: 3,
+		Group: "g", InputTopics: []string{"in", "in2"}, OutputTopic: "out",
 		TransactionalID: "g-1", InstanceID: "g-1", Guarantee: "at_least_once", Sink: "postgres",
 		Transforms: []string{"jq", "identity"}, Settings: map[string]string{"PROCESSOR_JQ_EXPR": ".a = 1", "PROCESSOR_B": "x=y"},
 		OnError: "dlq", DLQTopic: "dead",
 		CommitInterval: 200 * time.Millisecond, SessionTimeout: 6 * time.Second, TransactionTimeout: 5 * time.Second,
-		ProgressInterval: 250 * time.Millisecond, Workers: 2, HTTPAddr: "127.0.0.1:0", LogFormat: "json",
+		ProgressInterval: 250 * time.Millisecond, Workers: 2, HTTPAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "debug",
 		Extra: []string{"PROCESSOR_TEST_ABORT_RATE=0.05", "PROCESSOR_WORKERS=3"},
 	}
 	want := []string{
-		"PROCESSOR_BROKERS=a:1,b:2", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in,in2", "PROCESSOR_OUTPUT_TOPIC=out",
+		"PROCESSOR_BROKERS=a:1,b:2", "PROCESSOR_EMBEDDED_BROKER=true", "PROCESSOR_EMBEDDED_BROKER_ADDR=127.0.0.1:9",
+		"PROCESSOR_EMBEDDED_BROKER_DIR=/data", "PROCESSOR_EMBEDDED_BROKER_PARTITIONS=3", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in,in2", "PROCESSOR_OUTPUT_TOPIC=out",
 		"PROCESSOR_TRANSACTIONAL_ID=g-1", "PROCESSOR_INSTANCE_ID=g-1", "PROCESSOR_GUARANTEE=at_least_once", "PROCESSOR_SINK=postgres",
 		"PROCESSOR_TRANSFORMS=jq,identity", "PROCESSOR_ON_ERROR=dlq", "PROCESSOR_DLQ_TOPIC=dead",
 		"PROCESSOR_COMMIT_INTERVAL=200ms", "PROCESSOR_SESSION_TIMEOUT=6s", "PROCESSOR_TRANSACTION_TIMEOUT=5s",
 		"PROCESSOR_PROGRESS_INTERVAL=250ms", "PROCESSOR_WORKERS=2", "PROCESSOR_HTTP_ADDR=127.0.0.1:0", "PROCESSOR_LOG_FORMAT=json",
+		"PROCESSOR_LOG_LEVEL=debug",
 		"PROCESSOR_B=x=y", "PROCESSOR_JQ_EXPR=.a = 1",
 		"PROCESSOR_TEST_ABORT_RATE=0.05", "PROCESSOR_WORKERS=3",
 	}

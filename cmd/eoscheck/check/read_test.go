@@ -10,29 +10,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 // env is one kfake cluster over real TCP, with helpers that play both the
 // upstream producer and the processor.
 type env struct {
 	t       *testing.T
+	c       *kafkatest.Cluster
 	brokers []string
 	adm     *kadm.Client
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return &env{t: t, brokers: c.ListenAddrs(), adm: kadm.NewClient(cl)}
+	c := kafkatest.NewFake(t, kfake.NumBrokers(1))
+	return &env{t: t, c: c, brokers: c.Brokers, adm: c.Admin(t)}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -43,24 +37,13 @@ func ctxT(t *testing.T) context.Context {
 
 func (e *env) createTopics(partitions int32, topics ...string) {
 	e.t.Helper()
-	resp, err := e.adm.CreateTopics(ctxT(e.t), partitions, -1, nil, topics...)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	e.c.CreateTopics(e.t, partitions, nil, topics...)
 }
 
 // client returns a producer that writes to the partition a record names.
 func (e *env) client(opts ...kgo.Opt) *kgo.Client {
 	e.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(cl.Close)
-	return cl
+	return e.c.Client(e.t, append([]kgo.Opt{kgo.RecordPartitioner(kgo.ManualPartitioner())}, opts...)...)
 }
 
 func (e *env) produce(cl *kgo.Client, recs ...*kgo.Record) {

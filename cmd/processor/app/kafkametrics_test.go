@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 // kafkaMetrics forwards every hook kprom implements: a hook it lacked would
@@ -37,11 +39,7 @@ func TestKafkaMetricsHooks(t *testing.T) {
 // client: each open client's metrics are registered (a second registration
 // would panic) and unregistered when it closes.
 func TestKafkaMetricsAcrossClients(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := kafkatest.NewFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	reg := prometheus.NewRegistry()
 	hook := newKafkaMetrics(reg)
 	kafkaFamilies := func() []string {
@@ -58,7 +56,7 @@ func TestKafkaMetricsAcrossClients(t *testing.T) {
 		return names
 	}
 	for i := range 3 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.WithHooks(hook))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.WithHooks(hook))
 		if err != nil {
 			t.Fatal(err)
 		}

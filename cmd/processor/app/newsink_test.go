@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/sink/sinktest"
@@ -28,15 +29,11 @@ import (
 // input's end, across an injected abort, a commit that fails, and a
 // restart on the same store.
 func TestNewSinkEndToEnd(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := kafkatest.NewFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "in"))
 	stores := &sinktest.Stores{}
 	reg := &sink.Registry{}
 	reg.Register("memory", sinktest.Spec(stores))
-	for k, v := range map[string]string{"BROKERS": c.ListenAddrs()[0], "GROUP": "g", "INPUT_TOPICS": "in", "SINK": "memory",
+	for k, v := range map[string]string{"BROKERS": c.Brokers[0], "GROUP": "g", "INPUT_TOPICS": "in", "SINK": "memory",
 		"MEMORY_STORE": "e2e", "COMMIT_INTERVAL": "50ms", "MAX_RECORDS_PER_TXN": "40", "TRANSACTIONAL_ID": "memory-1"} {
 		t.Setenv(config.EnvName(k), v)
 	}
@@ -45,7 +42,7 @@ func TestNewSinkEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := stores.Get("e2e")
-	produced := produceInputs(t, c.ListenAddrs(), 0, 200)
+	produced := produceInputs(t, c, 0, 200)
 	mem.FailNext(1)
 	m := runMemorySink(t, reg, cfg, func(seq uint64) bool { return seq == 2 }, func() bool { return storedSum(t, mem) == 200 })
 	if n := testutil.ToFloat64(m.Txn.Aborted.WithLabelValues("injected")); n != 1 {
@@ -54,7 +51,7 @@ func TestNewSinkEndToEnd(t *testing.T) {
 	if n := testutil.ToFloat64(m.Txn.Aborted.WithLabelValues("end_error")); n != 1 {
 		t.Errorf("aborted{end_error} = %v, want 1 (the commit that failed)", n)
 	}
-	for k, v := range produceInputs(t, c.ListenAddrs(), 200, 300) {
+	for k, v := range produceInputs(t, c, 200, 300) {
 		produced[k] = v
 	}
 	runMemorySink(t, reg, cfg, nil, func() bool { return storedSum(t, mem) == 300 }) // the restart
@@ -81,23 +78,18 @@ func TestNewSinkEndToEnd(t *testing.T) {
 	}
 }
 
-// produceInputs produces the values v<from>..v<to-1> to "in", and returns
-// each one's source.
-func produceInputs(t *testing.T, brokers []string, from, to int) map[record.Source]string {
+// produceInputs produces the values v<from>..v<to-1> to "in" of c, and
+// returns each one's source.
+func produceInputs(t *testing.T, c *kafkatest.Cluster, from, to int) map[record.Source]string {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	out := map[record.Source]string{}
+	var recs []*kgo.Record
 	for i := from; i < to; i++ {
 		v := fmt.Sprintf("v%d", i)
-		r, err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "in", Key: []byte(v), Value: []byte(v)}).First()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[record.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = v
+		recs = append(recs, &kgo.Record{Topic: "in", Key: []byte(v), Value: []byte(v)})
+	}
+	out := map[record.Source]string{}
+	for _, r := range c.ProduceSync(t, recs) {
+		out[record.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = string(r.Value)
 	}
 	return out
 }
