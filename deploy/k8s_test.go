@@ -86,6 +86,7 @@ type k8sContainer struct {
 				Name string `yaml:"name"`
 				Key  string `yaml:"key"`
 			} `yaml:"configMapKeyRef"`
+			ResourceFieldRef *resourceFieldRef `yaml:"resourceFieldRef"`
 		} `yaml:"valueFrom"`
 	} `yaml:"env"`
 	Resources struct {
@@ -110,6 +111,12 @@ type k8sContainer struct {
 	} `yaml:"volumeMounts"`
 }
 
+type resourceFieldRef struct {
+	ContainerName string `yaml:"containerName"`
+	Resource      string `yaml:"resource"`
+	Divisor       string `yaml:"divisor"`
+}
+
 type statefulSetSpec struct {
 	ServiceName string `yaml:"serviceName"`
 	Replicas    *int   `yaml:"replicas"`
@@ -121,8 +128,10 @@ type statefulSetSpec struct {
 			Labels map[string]string `yaml:"labels"`
 		} `yaml:"metadata"`
 		Spec struct {
-			TerminationGracePeriodSeconds *int  `yaml:"terminationGracePeriodSeconds"`
-			EnableServiceLinks            *bool `yaml:"enableServiceLinks"`
+			ServiceAccountName            string `yaml:"serviceAccountName"`
+			AutomountServiceAccountToken  *bool  `yaml:"automountServiceAccountToken"`
+			TerminationGracePeriodSeconds *int   `yaml:"terminationGracePeriodSeconds"`
+			EnableServiceLinks            *bool  `yaml:"enableServiceLinks"`
 			SecurityContext               struct {
 				RunAsNonRoot *bool `yaml:"runAsNonRoot"`
 				RunAsUser    *int  `yaml:"runAsUser"`
@@ -160,41 +169,157 @@ type pdbSpec struct {
 	} `yaml:"selector"`
 }
 
-// loadK8s parses every manifest in deploy/k8s, every document of each,
-// except the kustomization.
+// kustomization is what the tests read of a kustomization.yaml.
+type kustomization struct {
+	Kind               string      `yaml:"kind"`
+	Resources          []string    `yaml:"resources"`
+	Components         []string    `yaml:"components"`
+	ConfigMapGenerator []generator `yaml:"configMapGenerator"`
+	SecretGenerator    []generator `yaml:"secretGenerator"`
+	Images             []struct {
+		Name    string `yaml:"name"`
+		NewName string `yaml:"newName"`
+		NewTag  string `yaml:"newTag"`
+		Digest  string `yaml:"digest"`
+	} `yaml:"images"`
+}
+
+// generator is one entry of configMapGenerator or secretGenerator.
+type generator struct {
+	Name     string   `yaml:"name"`
+	Type     string   `yaml:"type"`
+	Envs     []string `yaml:"envs"`
+	Files    []string `yaml:"files"`
+	Literals []string `yaml:"literals"`
+	Options  struct {
+		Labels                map[string]string `yaml:"labels"`
+		DisableNameSuffixHash bool              `yaml:"disableNameSuffixHash"`
+	} `yaml:"options"`
+}
+
+func readKustomization(t *testing.T, dir string) kustomization {
+	t.Helper()
+	f := filepath.Join(dir, "kustomization.yaml")
+	var k kustomization
+	if err := yaml.Unmarshal([]byte(readFile(t, f)), &k); err != nil {
+		t.Fatalf("%s: %v", f, err)
+	}
+	return k
+}
+
+// loadK8s returns the objects of the base, deploy/k8s: its resources and
+// what its generators make, under their names before kustomize adds the
+// hash (kustomize rewrites the references to them the same way).
 func loadK8s(t *testing.T) []k8sObject {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(k8sDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var objs []k8sObject
-	for _, f := range files {
-		if f == kustomizationFile {
-			continue
-		}
-		dec := yaml.NewDecoder(bytes.NewReader([]byte(readFile(t, f))))
-		for i := 1; ; i++ {
-			var o k8sObject
-			err := dec.Decode(&o)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: document %d: %v", f, i, err)
-			}
-			if o.Kind == "" && o.APIVersion == "" {
-				continue // an empty document
-			}
-			o.file = f
-			if o.Kind == "" || o.APIVersion == "" || o.Metadata.Name == "" {
-				t.Errorf("%s: document %d lacks kind, apiVersion or metadata.name", f, i)
-			}
-			objs = append(objs, o)
-		}
-	}
+	objs := loadKustomize(t, k8sDir)
 	if len(objs) == 0 {
 		t.Fatalf("no manifests in %s", k8sDir)
+	}
+	return objs
+}
+
+// loadKustomize reads the kustomization in dir: every document of each
+// resource file (a directory is read as a kustomization of its own), and
+// the ConfigMaps and Secrets of its generators. Components and patches are
+// not applied.
+func loadKustomize(t *testing.T, dir string) []k8sObject {
+	t.Helper()
+	k := readKustomization(t, dir)
+	var objs []k8sObject
+	for _, r := range k.Resources {
+		p := filepath.Join(dir, r)
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			objs = append(objs, loadKustomize(t, p)...)
+			continue
+		}
+		objs = append(objs, loadManifests(t, p)...)
+	}
+	kf := filepath.Join(dir, "kustomization.yaml")
+	for _, g := range k.ConfigMapGenerator {
+		o := generated(t, dir, g)
+		o.file, o.Kind, o.APIVersion = kf+" configMapGenerator", "ConfigMap", "v1"
+		objs = append(objs, o)
+	}
+	for _, g := range k.SecretGenerator {
+		o := generated(t, dir, g)
+		o.file, o.Kind, o.APIVersion = kf+" secretGenerator", "Secret", "v1"
+		o.StringData, o.Data = o.Data, nil
+		objs = append(objs, o)
+	}
+	return objs
+}
+
+// generated makes the data of a generator's object as kustomize does:
+// env files (KEY=VALUE lines; blank lines and # comments skipped), files
+// (key=path, or the file's name as key) and literals.
+func generated(t *testing.T, dir string, g generator) k8sObject {
+	t.Helper()
+	var o k8sObject
+	o.Metadata.Name = g.Name
+	o.Metadata.Labels = g.Options.Labels
+	o.Data = map[string]string{}
+	add := func(where, k, v string) {
+		if _, dup := o.Data[k]; dup {
+			t.Errorf("%s: key %s twice in generator %s", where, k, g.Name)
+		}
+		o.Data[k] = v
+	}
+	for _, env := range g.Envs {
+		f := filepath.Join(dir, env)
+		for i, line := range strings.Split(readFile(t, f), "\n") {
+			line = strings.TrimLeft(line, " \t")
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				// kustomize would take the value from its own environment.
+				t.Errorf("%s:%d: %q has no =", f, i+1, line)
+				continue
+			}
+			if strings.HasPrefix(v, `"`) || strings.HasPrefix(v, "'") {
+				t.Errorf("%s:%d: %s: kustomize keeps the quotes as part of the value", f, i+1, k)
+			}
+			add(f, k, v)
+		}
+	}
+	for _, spec := range g.Files {
+		k, p, ok := strings.Cut(spec, "=")
+		if !ok {
+			k, p = filepath.Base(spec), spec
+		}
+		add(filepath.Join(dir, "kustomization.yaml"), k, readFile(t, filepath.Join(dir, p)))
+	}
+	for _, l := range g.Literals {
+		k, v, _ := strings.Cut(l, "=")
+		add(filepath.Join(dir, "kustomization.yaml"), k, v)
+	}
+	return o
+}
+
+// loadManifests parses every document of a manifest file.
+func loadManifests(t *testing.T, f string) []k8sObject {
+	t.Helper()
+	var objs []k8sObject
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(readFile(t, f))))
+	for i := 1; ; i++ {
+		var o k8sObject
+		err := dec.Decode(&o)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: document %d: %v", f, i, err)
+		}
+		if o.Kind == "" && o.APIVersion == "" {
+			continue // an empty document
+		}
+		o.file = f
+		if o.Kind == "" || o.APIVersion == "" || o.Metadata.Name == "" {
+			t.Errorf("%s: document %d lacks kind, apiVersion or metadata.name", f, i)
+		}
+		objs = append(objs, o)
 	}
 	return objs
 }
@@ -244,10 +369,19 @@ func theOnly(t *testing.T, objs []k8sObject, kind string, spec any) k8sObject {
 	return found[0]
 }
 
-// podEnv returns the processor container's environment: its ConfigMaps
-// (envFrom), then its env, which wins. Values from the pod's name and
-// from secrets are stand-ins.
+// podEnv returns the processor container's environment for the pod
+// podNameStandIn.
 func podEnv(t *testing.T, objs []k8sObject, sts k8sObject, c k8sContainer) envSet {
+	t.Helper()
+	return podEnvOf(t, objs, sts, c, podNameStandIn)
+}
+
+// podEnvOf returns the processor container's environment in the pod named
+// pod: its ConfigMaps (envFrom), then its env, which wins. Values from
+// secrets are stand-ins. $(VAR) in a value is expanded as the API defines
+// it: from the variables defined earlier in env ($$ is a $); a reference
+// to anything else stays as written.
+func podEnvOf(t *testing.T, objs []k8sObject, sts k8sObject, c k8sContainer, pod string) envSet {
 	t.Helper()
 	e := newEnvSet(sts.String())
 	for _, ef := range c.EnvFrom {
@@ -272,12 +406,13 @@ func podEnv(t *testing.T, objs []k8sObject, sts k8sObject, c k8sContainer) envSe
 			}
 		}
 	}
+	defined := map[string]string{} // env entries so far, for $(VAR)
 	for _, v := range c.Env {
-		value := v.Value
+		value := expandEnv(v.Value, defined)
 		switch {
 		case v.ValueFrom == nil:
 		case v.ValueFrom.FieldRef != nil && v.ValueFrom.FieldRef.FieldPath == "metadata.name":
-			value = podNameStandIn
+			value = pod
 		case v.ValueFrom.SecretKeyRef != nil:
 			ref := v.ValueFrom.SecretKeyRef
 			sec, ok := findObject(objs, "Secret", ref.Name)
@@ -287,14 +422,86 @@ func podEnv(t *testing.T, objs []k8sObject, sts k8sObject, c k8sContainer) envSe
 			value = "secret"
 		case v.ValueFrom.ConfigMapKeyRef != nil:
 			ref := v.ValueFrom.ConfigMapKeyRef
-			cm, _ := findObject(objs, "ConfigMap", ref.Name)
+			cm, ok := findObject(objs, "ConfigMap", ref.Name)
+			if _, has := cm.Data[ref.Key]; !ok || !has {
+				t.Errorf("%s: %s comes from key %s of ConfigMap %s, which is not in %s", sts, v.Name, ref.Key, ref.Name, k8sDir)
+			}
 			value = cm.Data[ref.Key]
+		case v.ValueFrom.ResourceFieldRef != nil:
+			value = resourceField(t, sts, c, v.Name, *v.ValueFrom.ResourceFieldRef)
 		default:
 			value = "from-the-pod"
 		}
+		defined[v.Name] = value
 		e.set(v.Name, value, sts.String()+" env")
 	}
 	return e
+}
+
+// expandEnv expands $(NAME) from defined as Kubernetes does; $$ is $.
+func expandEnv(s string, defined map[string]string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+end]
+			if v, ok := defined[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+end+1])
+			}
+			i += end
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// resourceField resolves a resourceFieldRef of c's env variable name the
+// way the kubelet does: the container's request or limit divided by the
+// divisor (default 1), rounded up, as a plain integer.
+func resourceField(t *testing.T, sts k8sObject, c k8sContainer, name string, ref resourceFieldRef) string {
+	t.Helper()
+	if ref.ContainerName != "" && ref.ContainerName != c.Name {
+		t.Errorf("%s: %s: resourceFieldRef of container %s, want its own (%s)", sts, name, ref.ContainerName, c.Name)
+	}
+	kind, res, _ := strings.Cut(ref.Resource, ".")
+	var q string
+	switch kind {
+	case "requests":
+		q = c.Resources.Requests[res]
+	case "limits":
+		q = c.Resources.Limits[res]
+	}
+	if res != "memory" || q == "" {
+		t.Errorf("%s: %s: resourceFieldRef %q: want requests.memory or limits.memory, set on the container", sts, name, ref.Resource)
+		return "from-the-pod"
+	}
+	n, err := parseBytes(q)
+	if err != nil {
+		t.Errorf("%s: %s: %s %q: %v", sts, name, ref.Resource, q, err)
+	}
+	d := int64(1)
+	if ref.Divisor != "" {
+		if d, err = parseBytes(ref.Divisor); err != nil || d <= 0 {
+			t.Errorf("%s: %s: divisor %q: %v", sts, name, ref.Divisor, err)
+			d = 1
+		}
+	}
+	return strconv.FormatInt((n+d-1)/d, 10)
 }
 
 // intp shows an optional number.
@@ -345,15 +552,7 @@ func labelsMatch(selector, labels map[string]string) bool {
 }
 
 func TestK8sKustomization(t *testing.T) {
-	var k struct {
-		Resources []string `yaml:"resources"`
-		Images    []struct {
-			Name string `yaml:"name"`
-		} `yaml:"images"`
-	}
-	if err := yaml.Unmarshal([]byte(readFile(t, kustomizationFile)), &k); err != nil {
-		t.Fatalf("%s: %v", kustomizationFile, err)
-	}
+	k := readKustomization(t, k8sDir)
 	files, _ := filepath.Glob(filepath.Join(k8sDir, "*.yaml"))
 	var want []string
 	for _, f := range files {
@@ -398,8 +597,9 @@ func TestK8sStatefulSet(t *testing.T) {
 		t.Errorf("%s: selector %v does not select its pods' labels %v", sts, spec.Selector.MatchLabels, spec.Template.Metadata.Labels)
 	}
 
-	// One transactional ID and static member ID per pod, stable across its
-	// restarts: the pod's name.
+	// One static member ID per pod, stable across its restarts: the pod's
+	// name. One transactional ID per pod, stable across its restarts and
+	// unique in the Kafka cluster: <group>-<pod name>.
 	for _, name := range []string{"TRANSACTIONAL_ID", "INSTANCE_ID"} {
 		name = config.EnvName(name)
 		ok := false
@@ -408,11 +608,19 @@ func TestK8sStatefulSet(t *testing.T) {
 				ok = true
 			}
 		}
-		if !ok {
+		if !ok && name == config.EnvName("INSTANCE_ID") {
 			t.Errorf("%s: %s must come from the pod's name (valueFrom.fieldRef metadata.name)", sts, name)
 		}
 		if from := e.from[name]; from != sts.String()+" env" {
 			t.Errorf("%s: %s is also set by %s, and must not be the same for every pod", sts, name, from)
+		}
+	}
+	group := e.get(config.EnvName("GROUP"))
+	for _, pod := range []string{"processor-0", "processor-1"} {
+		id := podEnvOf(t, objs, sts, c, pod).get(config.EnvName("TRANSACTIONAL_ID"))
+		if want := group + "-" + pod; id != want {
+			t.Errorf("%s: in pod %s, PROCESSOR_TRANSACTIONAL_ID is %q, want %q (<PROCESSOR_GROUP>-<pod name>; $(VAR) expands only variables defined earlier in env, not those of envFrom)",
+				sts, pod, id, want)
 		}
 	}
 
@@ -515,7 +723,33 @@ func TestK8sStatefulSet(t *testing.T) {
 	if v, ok := e.vars["GOMEMLIMIT"]; ok {
 		if n, err := parseBytes(v); err != nil || n >= limit {
 			t.Errorf("%s: GOMEMLIMIT=%s, want it below the memory limit %s (%v)", sts, v, c.Resources.Limits["memory"], err)
+		} else if n > limit*4/5 {
+			t.Errorf("%s: GOMEMLIMIT=%s leaves less than a fifth of the memory limit %s as headroom", sts, v, c.Resources.Limits["memory"])
 		}
+	}
+	// GOMEMLIMIT follows the resources: from a resourceFieldRef in bytes
+	// (the Go runtime reads a plain number as bytes), not a number to be
+	// edited along with them.
+	derived := false
+	for _, v := range c.Env {
+		if v.Name != "GOMEMLIMIT" {
+			continue
+		}
+		var r *resourceFieldRef
+		if v.ValueFrom != nil {
+			r = v.ValueFrom.ResourceFieldRef
+		}
+		if r == nil {
+			t.Errorf("%s: GOMEMLIMIT=%q: want it from valueFrom.resourceFieldRef of the container's memory", sts, v.Value)
+			continue
+		}
+		derived = true
+		if d, err := parseBytes(cmpOr(r.Divisor, "1")); err != nil || d != 1 {
+			t.Errorf("%s: GOMEMLIMIT: divisor %q, want 1: the Go runtime reads a plain number as bytes", sts, r.Divisor)
+		}
+	}
+	if !derived {
+		t.Errorf("%s: no GOMEMLIMIT from the container's memory (resourceFieldRef)", sts)
 	}
 }
 
