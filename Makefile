@@ -170,6 +170,14 @@ docs:
 		docs/operations.md > docs/.operations.tmp
 	mv docs/.operations.tmp docs/operations.md
 	rm -f docs/.metrics.tmp
+	$(MAKE) k8s-rules
+
+# The PrometheusRule of deploy/k8s/components/monitoring, made from
+# deploy/prometheus/alerts.yml (the same rules); go test ./deploy/ fails
+# when it is stale.
+.PHONY: k8s-rules
+k8s-rules:
+	$(GO) test -count=1 -run '^TestK8sPrometheusRuleMatchesAlerts$$' ./deploy/ -update
 
 # The alerting rules: promtool's check and their unit tests (promtool:
 # apt-get install prometheus). go test ./deploy/ runs them too, and checks
