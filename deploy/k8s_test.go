@@ -41,6 +41,8 @@ type k8sObject struct {
 	Data       map[string]string `yaml:"data"`
 	StringData map[string]string `yaml:"stringData"`
 	Spec       yaml.Node         `yaml:"spec"`
+	// A ServiceAccount's.
+	AutomountServiceAccountToken *bool `yaml:"automountServiceAccountToken"`
 }
 
 func (o k8sObject) String() string {
