@@ -8,7 +8,10 @@
 //     Prometheus (prometheus/prometheus.yml) and Grafana
 //     (grafana/provisioning);
 //   - k8s/: a kustomization with a StatefulSet, its Services, a
-//     PodDisruptionBudget, a ConfigMap and a Secret;
+//     PodDisruptionBudget, a ServiceAccount, a NetworkPolicy, and a
+//     ConfigMap and Secret from generators; components/monitoring
+//     (PodMonitor, and a PrometheusRule made from the alerting rules)
+//     and components/keda (a ScaledObject on the processor's lag);
 //   - the Grafana dashboard (grafana/processor.json) and the Prometheus
 //     alerting rules with their unit tests (prometheus/alerts.yml,
 //     alerts_test.yml); docs/operations.md describes every metric they
