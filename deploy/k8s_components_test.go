@@ -357,3 +357,44 @@ func TestK8sKedaComponent(t *testing.T) {
 		t.Errorf("%s: metricType %q, want AverageValue (lag per pod)", obj, tr.MetricType)
 	}
 }
+
+// TestDeployDocListsEveryAlert: docs/deploy.md's table of what fires when
+// names every alert of alerts.yml, and no other.
+func TestDeployDocListsEveryAlert(t *testing.T) {
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, rulesFile)), &rules); err != nil {
+		t.Fatalf("%s: %v", rulesFile, err)
+	}
+	var want []string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				want = append(want, r.Alert)
+			}
+		}
+	}
+	doc := readFile(t, deployDoc)
+	i := strings.Index(doc, "### 8. What alerts fire when")
+	if i < 0 {
+		t.Fatalf("%s: no section \"8. What alerts fire when\"", deployDoc)
+	}
+	section := doc[i+1:]
+	if j := strings.Index(section, "\n### "); j >= 0 {
+		section = section[:j]
+	}
+	var got []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `(\\w+)` \\|").FindAllStringSubmatch(section, -1) {
+		got = append(got, m[1])
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s, \"What alerts fire when\": the table lists %v, %s has %v", deployDoc, got, rulesFile, want)
+	}
+}

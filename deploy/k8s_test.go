@@ -621,7 +621,7 @@ func TestK8sStatefulSet(t *testing.T) {
 	for _, pod := range []string{"processor-0", "processor-1"} {
 		id := podEnvOf(t, objs, sts, c, pod).get(config.EnvName("TRANSACTIONAL_ID"))
 		if want := group + "-" + pod; id != want {
-			t.Errorf("%s: in pod %s, PROCESSOR_TRANSACTIONAL_ID is %q, want %q (<PROCESSOR_GROUP>-<pod name>; $(VAR) expands only variables defined earlier in env, not those of envFrom)",
+			t.Errorf("%s: in pod %s, PROCESSOR_TRANSACTIONAL_ID is %q, want %q (<PROCESSOR_GROUP>-<pod name>; define PROCESSOR_GROUP and POD_NAME in env before it: the API expands $(VAR) from earlier env entries only)",
 				sts, pod, id, want)
 		}
 	}
