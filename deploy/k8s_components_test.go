@@ -272,6 +272,33 @@ func TestK8sKedaComponent(t *testing.T) {
 	if k := readKustomization(t, kedaDir); k.Kind != "Component" {
 		t.Errorf("%s: kind %q, want Component", kedaDir, k.Kind)
 	}
+	// The StatefulSet's replicas removed, so that kubectl apply does not
+	// reset what the HPA chose.
+	var kp struct {
+		Patches []struct {
+			Target struct {
+				Kind string `yaml:"kind"`
+				Name string `yaml:"name"`
+			} `yaml:"target"`
+			Patch string `yaml:"patch"`
+		} `yaml:"patches"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, filepath.Join(kedaDir, "kustomization.yaml"))), &kp); err != nil {
+		t.Fatal(err)
+	}
+	removed := false
+	for _, p := range kp.Patches {
+		var ops []struct{ Op, Path string }
+		if p.Target.Kind != "StatefulSet" || p.Target.Name != sts.Metadata.Name || yaml.Unmarshal([]byte(p.Patch), &ops) != nil {
+			continue
+		}
+		for _, op := range ops {
+			removed = removed || (op.Op == "remove" && op.Path == "/spec/replicas")
+		}
+	}
+	if !removed {
+		t.Errorf("%s: no patch removing the StatefulSet's /spec/replicas: kubectl apply would reset the HPA's count", kedaDir)
+	}
 	objs := loadKustomize(t, kedaDir)
 	var so scaledObjectSpec
 	obj := theOnly(t, objs, "ScaledObject", &so)

@@ -488,6 +488,12 @@ func TestK8sKustomizeRenders(t *testing.T) {
 			t.Errorf("overlay with both components: %d %s, want 1", len(findObjects(all, kind)), kind)
 		}
 	}
+	if sts := findObjects(all, "StatefulSet"); len(sts) == 1 {
+		var s statefulSetSpec
+		if err := sts[0].Spec.Decode(&s); err != nil || s.Replicas != nil {
+			t.Errorf("overlay with the keda component: the StatefulSet keeps replicas %s (%v)", intp(s.Replicas), err)
+		}
+	}
 	if svc, ok := findObject(all, "Service", "processor-metrics"); !ok || svc.Metadata.Annotations["prometheus.io/scrape"] != "false" {
 		t.Errorf("overlay with the monitoring component: processor-metrics still has prometheus.io/scrape %q", svc.Metadata.Annotations["prometheus.io/scrape"])
 	}
