@@ -474,3 +474,45 @@ func TestDashboardQueriesParse(t *testing.T) {
 	}
 	runPromtool(t, "check", "rules", abs)
 }
+
+// TestDocumentedRuleExamplesCheck has promtool check the example alerting
+// rules of docs/operations.md (the broker-side lag backstop, the
+// kube-state-metrics restart rule): every YAML block with an alert in it,
+// a whole rule file or a list of rules, which it wraps in a group.
+func TestDocumentedRuleExamplesCheck(t *testing.T) {
+	promtool(t)
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(readFile(t, operationsFile), -1)
+	n := 0
+	for _, m := range blocks {
+		block := m[1]
+		if !strings.Contains(block, "alert:") {
+			continue
+		}
+		if !strings.HasPrefix(block, "groups:") {
+			lines := strings.Split(strings.TrimRight(block, "\n"), "\n")
+			indent := len(lines[0]) - len(strings.TrimLeft(lines[0], " "))
+			var b strings.Builder
+			b.WriteString("groups:\n  - name: example\n    rules:\n")
+			for _, l := range lines {
+				if len(l) >= indent {
+					l = l[indent:]
+				}
+				b.WriteString("      " + l + "\n")
+			}
+			block = b.String()
+		}
+		n++
+		file := filepath.Join(t.TempDir(), fmt.Sprintf("example_%d.yml", n))
+		if err := os.WriteFile(file, []byte(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runPromtool(t, "check", "rules", abs)
+	}
+	if n < 3 {
+		t.Errorf("%s: %d YAML blocks with example alerts, want 3 (kube-state-metrics restarts, kafka-exporter, KMinion)", operationsFile, n)
+	}
+}
