@@ -24,6 +24,11 @@ import (
 // The client hooks go to the metrics of the client they name; the broker
 // and batch hooks, which do not name one, go to the newest client's. A late
 // call from a closed client is therefore counted for its successor.
+//
+// Every kprom.Metrics has the request-latency histograms of
+// kafkaHistograms, and registers through kpromRegistry, which gives two
+// gauges names that promtool check metrics accepts and leaves out what
+// kprom would never fill.
 type kafkaMetrics struct {
 	reg kprom.RegistererGatherer
 	cur atomic.Pointer[kprom.Metrics] // the newest client's; nil before the first
