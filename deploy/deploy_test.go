@@ -516,3 +516,31 @@ func TestDocumentedRuleExamplesCheck(t *testing.T) {
 		t.Errorf("%s: %d YAML blocks with example alerts, want 3 (kube-state-metrics restarts, kafka-exporter, KMinion)", operationsFile, n)
 	}
 }
+
+// TestAvailabilityAlerts: the rules that fire when the processor is gone,
+// which its own (self-reported) series cannot do, are there and read what
+// Prometheus sees of it.
+func TestAvailabilityAlerts(t *testing.T) {
+	blocks := alertBlocks(t)
+	for name, want := range map[string][]string{
+		"ProcessorAllInstancesDown": {`absent(up{job="processor"} == 1)`, "job: processor", "for: 5m"},
+		"ProcessorInstanceDown":     {`up{job="processor"} == 0`, "for: 5m"},
+		"ProcessorNotReady":         {"processor_ready", "== 0", "for: 10m"},
+		"ProcessorCrashLooping":     {`changes(process_start_time_seconds{job="processor"}[15m]) > 2`},
+	} {
+		block, ok := blocks[name]
+		if !ok {
+			t.Errorf("%s: no alert %s", rulesFile, name)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(block, w) {
+				t.Errorf("alert %s does not have %s", name, w)
+			}
+		}
+	}
+	// The job the rules select is the one prometheus.yml scrapes.
+	if !regexp.MustCompile(`(?m)^\s*- job_name: processor\s*$`).MatchString(readFile(t, promConfigFile)) {
+		t.Errorf("%s: no scrape job named processor, which the availability alerts select", promConfigFile)
+	}
+}
