@@ -236,19 +236,20 @@ func metricsSection(t *testing.T) []string {
 
 // undocumented reports whether name is not in the documented table: a
 // histogram may appear as _bucket, _sum and _count, and franz-go's kprom
-// metrics are documented as the processor_kafka_* family.
+// metrics are documented by name (the generated table) or as the
+// processor_kafka_* family.
 func undocumented(doc map[string]string, name string) bool {
 	if _, ok := doc[name]; ok {
 		return false
-	}
-	if strings.HasPrefix(name, kafkaPrefix) {
-		_, ok := doc[kafkaPrefix+"*"]
-		return !ok
 	}
 	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 		if base, ok := strings.CutSuffix(name, suffix); ok && doc[base] == "histogram" {
 			return false
 		}
+	}
+	if strings.HasPrefix(name, kafkaPrefix) {
+		_, ok := doc[kafkaPrefix+"*"]
+		return !ok
 	}
 	return true
 }
@@ -472,4 +473,74 @@ func TestDashboardQueriesParse(t *testing.T) {
 		t.Fatal(err)
 	}
 	runPromtool(t, "check", "rules", abs)
+}
+
+// TestDocumentedRuleExamplesCheck has promtool check the example alerting
+// rules of docs/operations.md (the broker-side lag backstop, the
+// kube-state-metrics restart rule): every YAML block with an alert in it,
+// a whole rule file or a list of rules, which it wraps in a group.
+func TestDocumentedRuleExamplesCheck(t *testing.T) {
+	promtool(t)
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(readFile(t, operationsFile), -1)
+	n := 0
+	for _, m := range blocks {
+		block := m[1]
+		if !strings.Contains(block, "alert:") {
+			continue
+		}
+		if !strings.HasPrefix(block, "groups:") {
+			lines := strings.Split(strings.TrimRight(block, "\n"), "\n")
+			indent := len(lines[0]) - len(strings.TrimLeft(lines[0], " "))
+			var b strings.Builder
+			b.WriteString("groups:\n  - name: example\n    rules:\n")
+			for _, l := range lines {
+				if len(l) >= indent {
+					l = l[indent:]
+				}
+				b.WriteString("      " + l + "\n")
+			}
+			block = b.String()
+		}
+		n++
+		file := filepath.Join(t.TempDir(), fmt.Sprintf("example_%d.yml", n))
+		if err := os.WriteFile(file, []byte(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runPromtool(t, "check", "rules", abs)
+	}
+	if n < 3 {
+		t.Errorf("%s: %d YAML blocks with example alerts, want 3 (kube-state-metrics restarts, kafka-exporter, KMinion)", operationsFile, n)
+	}
+}
+
+// TestAvailabilityAlerts: the rules that fire when the processor is gone,
+// which its own (self-reported) series cannot do, are there and read what
+// Prometheus sees of it.
+func TestAvailabilityAlerts(t *testing.T) {
+	blocks := alertBlocks(t)
+	for name, want := range map[string][]string{
+		"ProcessorAllInstancesDown": {`absent(up{job="processor"} == 1)`, "job: processor", "for: 5m"},
+		"ProcessorInstanceDown":     {`up{job="processor"} == 0`, "for: 5m"},
+		"ProcessorNotReady":         {"processor_ready", "== 0", "for: 10m"},
+		"ProcessorCrashLooping":     {`changes(process_start_time_seconds{job="processor"}[15m]) > 2`},
+	} {
+		block, ok := blocks[name]
+		if !ok {
+			t.Errorf("%s: no alert %s", rulesFile, name)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(block, w) {
+				t.Errorf("alert %s does not have %s", name, w)
+			}
+		}
+	}
+	// The job the rules select is the one prometheus.yml scrapes.
+	if !regexp.MustCompile(`(?m)^\s*- job_name: processor\s*$`).MatchString(readFile(t, promConfigFile)) {
+		t.Errorf("%s: no scrape job named processor, which the availability alerts select", promConfigFile)
+	}
 }

@@ -89,6 +89,21 @@ func (ep *endpoints) ready() string {
 	return ""
 }
 
+// registerReady registers processor_ready, which reads ready at every
+// scrape: 1 when it is "" (what /readyz answers 200 for), 0 otherwise.
+func registerReady(reg prometheus.Registerer, ready func() string) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "processor",
+		Name:      "ready",
+		Help:      "1 while the instance is ready, as /readyz answers 200 (joined its group, producer initialised); 0 while it starts, waits for the brokers or the database, or has lost its group.",
+	}, func() float64 {
+		if ready() != "" {
+			return 0
+		}
+		return 1
+	}))
+}
+
 // serveHTTP serves the status page (/), /status, /metrics, /healthz and
 // /readyz in the background.
 func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.Server {

@@ -25,13 +25,14 @@ import (
 // exporters are what registers the processor's metrics, in the order of
 // the reference: each registers its collectors the way Main does (the
 // transaction and record metrics with the pipeline, the postgres sink's
-// with the database, the build info at start, franz-go's kprom metrics
+// with the database, the build info and readiness at start, franz-go's kprom metrics
 // with each Kafka client).
 var exporters = []func(rec *recorder){
 	func(rec *recorder) { txn.NewMetrics(rec) },
 	func(rec *recorder) { pipeline.NewMetrics(rec) },
 	func(rec *recorder) { pgsink.NewMetrics(rec) },
 	func(rec *recorder) { registerBuildInfo(rec) },
+	func(rec *recorder) { registerReady(rec, func() string { return "starting" }) },
 	registerKafkaMetrics,
 }
 

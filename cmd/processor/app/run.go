@@ -130,6 +130,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 	// so a startup probe does not kill a processor that is only waiting.
 	promReg := newRegistry()
 	ep := newEndpoints(cfg, chain, len(chains))
+	registerReady(promReg, ep.ready)
 	srv := serveHTTP(s.ln, promReg, ep)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
