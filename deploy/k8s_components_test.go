@@ -151,6 +151,7 @@ type podMonitorSpec struct {
 		Relabelings []struct {
 			SourceLabels []string `yaml:"sourceLabels"`
 			TargetLabel  string   `yaml:"targetLabel"`
+			Replacement  string   `yaml:"replacement"`
 		} `yaml:"relabelings"`
 	} `yaml:"podMetricsEndpoints"`
 }
@@ -174,12 +175,7 @@ func TestK8sMonitoringComponent(t *testing.T) {
 	if !labelsMatch(pm.Selector.MatchLabels, podLabels) {
 		t.Errorf("%s: selector %v does not select the processor's pods %v", mon, pm.Selector.MatchLabels, podLabels)
 	}
-	// job: one per deployment, the group, as the alerts and the keda
-	// component's query assume.
 	group := e.get(config.EnvName("GROUP"))
-	if pm.JobLabel == "" || podLabels[pm.JobLabel] != group {
-		t.Errorf("%s: jobLabel %q: want a pod label whose value is PROCESSOR_GROUP %q (pod labels %v)", mon, pm.JobLabel, group, podLabels)
-	}
 	paths := servedPaths(t)
 	if len(pm.PodMetricsEndpoints) != 1 {
 		t.Fatalf("%s: %d endpoints, want 1", mon, len(pm.PodMetricsEndpoints))
@@ -193,9 +189,23 @@ func TestK8sMonitoringComponent(t *testing.T) {
 	if ep.Path != "/metrics" || !paths[ep.Path] {
 		t.Errorf("%s: path %q, want /metrics", mon, ep.Path)
 	}
-	instance := false
+	// job: "processor", the scrape job the alerts select; group: a pod
+	// label whose value is PROCESSOR_GROUP, which the keda component's
+	// query selects by.
+	instance, job, groupLabel := false, false, false
 	for _, r := range ep.Relabelings {
 		instance = instance || (r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_name"}))
+		job = job || (r.TargetLabel == "job" && len(r.SourceLabels) == 0 && r.Replacement == "processor")
+		if r.TargetLabel == "group" && len(r.SourceLabels) == 1 {
+			label, ok := strings.CutPrefix(r.SourceLabels[0], "__meta_kubernetes_pod_label_")
+			groupLabel = ok && podLabelValue(podLabels, label) == group
+		}
+	}
+	if !job {
+		t.Errorf("%s: no relabeling sets job to processor, the job deploy/prometheus/alerts.yml selects", mon)
+	}
+	if !groupLabel {
+		t.Errorf("%s: no relabeling sets group from a pod label whose value is PROCESSOR_GROUP %q (pod labels %v)", mon, group, podLabels)
 	}
 	if !instance {
 		t.Errorf("%s: no relabeling of instance to the pod's name", mon)
@@ -374,8 +384,8 @@ func TestK8sKedaComponent(t *testing.T) {
 	if !ok || !strings.HasPrefix(strings.TrimSpace(q), "sum(") {
 		t.Errorf("%s: query %q: want the sum of processor_consumer_lag_records", obj, q)
 	}
-	if group := e.get(config.EnvName("GROUP")); ms["job="] != group {
-		t.Errorf("%s: query %q selects job %q, want the group %q (the monitoring component's job label)", obj, q, ms["job="], group)
+	if group := e.get(config.EnvName("GROUP")); ms["job="] != "processor" || ms["group="] != group {
+		t.Errorf("%s: query %q selects job %q and group %q, want job processor and the group %q (the monitoring component's labels)", obj, q, ms["job="], ms["group="], group)
 	}
 	if _, ok := documentedMetrics(t)["processor_consumer_lag_records"]; !ok {
 		t.Errorf("processor_consumer_lag_records is not in %s", operationsFile)
@@ -424,4 +434,20 @@ func TestDeployDocListsEveryAlert(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("%s, \"What alerts fire when\": the table lists %v, %s has %v", deployDoc, got, rulesFile, want)
 	}
+}
+
+// podLabelValue returns the value of the pod label whose Prometheus
+// discovery name (non-alphanumerics as _) is name.
+func podLabelValue(labels map[string]string, name string) string {
+	for k, v := range labels {
+		if strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '_'
+		}, k) == name {
+			return v
+		}
+	}
+	return ""
 }
