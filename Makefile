@@ -6,18 +6,28 @@ PG      := bash integration/postgres/pg.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
+.PHONY: build version run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
 
-# The version is baked in (processor --version, the start log line,
-# processor_build_info); without git it is "devel".
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# The version baked in (processor --version, the start log line,
+# processor_build_info), by scripts/version.sh from the VERSION file and
+# git: v0.4.0 when HEAD is the tag v0.4.0 and clean, v0.4.0-dev+<hash>
+# otherwise (.dirty appended when tracked files are modified), v0.4.0-dev
+# without git. make version prints it; make build VERSION=... overrides it.
+VERSION := $(shell sh scripts/version.sh)
 LDFLAGS := -X github.com/streamproc/processor/cmd/processor/app.Version=$(VERSION)
 
 # -trimpath: no build machine paths in the binaries, so that a build is
 # reproducible; deploy/Dockerfile builds the image's binary with the same
 # flags (go test ./deploy/ compares them).
 build:
+	@test -n "$(VERSION)" || { echo "make build: no version: scripts/version.sh failed (its message is above)" >&2; exit 1; }
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+
+# The version make build bakes in, e.g. for the image:
+#   docker build -f deploy/Dockerfile --build-arg VERSION=$(make -s version) --build-arg REVISION=$(git rev-parse HEAD) .
+version:
+	@test -n "$(VERSION)" || { echo "make version: scripts/version.sh failed (its message is above)" >&2; exit 1; }
+	@echo $(VERSION)
 
 # Starts the processor on the embedded broker (data under ./data/broker) and
 # feeds it sample orders; Ctrl-C stops both cleanly.
