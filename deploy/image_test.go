@@ -34,6 +34,8 @@ const (
 	versionVar = "<VERSION>"
 	// The variable the version is baked into (-X).
 	versionSymbol = "github.com/streamproc/processor/cmd/processor/app.Version"
+	// The build tags of the image's processor: no embedded broker.
+	imageTags = "-tags=noembedded"
 )
 
 // ------------------------------------------------------------ parsing ----
@@ -453,7 +455,7 @@ func TestDockerfileGoVersion(t *testing.T) {
 	for k, v := range df.args {
 		base = strings.ReplaceAll(base, "${"+k+"}", v)
 	}
-	image, tag, _ := strings.Cut(base, ":")
+	image, tag, _ := parseImageRef(base)
 	if image != "golang" && image != "docker.io/library/golang" {
 		t.Errorf("%s: the build stage starts from %s, want the golang image", dockerfileFile, base)
 	}
@@ -485,8 +487,16 @@ func TestDockerfileBuildsLikeMakefile(t *testing.T) {
 	if local.pkgs == nil {
 		t.Fatalf("%s: target build does not build ./cmd/processor", makefileFile)
 	}
-	if !slices.Equal(img.flags, local.flags) {
-		t.Errorf("go build flags differ:\n  %s: %q\n  %s (make build): %q", dockerfileFile, img.flags, makefileFile, local.flags)
+	// The image's flags are make build's plus -tags noembedded: the
+	// embedded test broker (kfake) is left out of the image.
+	if !slices.Contains(img.flags, imageTags) {
+		t.Errorf("%s: the processor's go build flags %q lack %s: the image must leave the embedded broker out", dockerfileFile, img.flags, imageTags)
+	}
+	if slices.Contains(local.flags, imageTags) {
+		t.Errorf("%s: make build has %s, but make run needs the embedded broker", makefileFile, imageTags)
+	}
+	if bare := slices.DeleteFunc(slices.Clone(img.flags), func(f string) bool { return f == imageTags }); !slices.Equal(bare, local.flags) {
+		t.Errorf("go build flags differ (besides %s):\n  %s: %q\n  %s (make build): %q", imageTags, dockerfileFile, bare, makefileFile, local.flags)
 	}
 	want := "-ldflags=-X " + versionSymbol + "=" + versionVar
 	if !slices.Contains(img.flags, want) {
@@ -588,8 +598,9 @@ func TestDockerfileRuntime(t *testing.T) {
 		if !found {
 			t.Errorf("%s: stage %s does not COPY --from=%s %s %s", dockerfileFile, target.stage, buildStage.name, built, target.binary)
 		}
-		image := df.image(st)
-		if image != "scratch" && !regexp.MustCompile(`^gcr\.io/distroless/static(-debian\d+)?:nonroot$`).MatchString(image) {
+		name, tag, _ := parseImageRef(df.image(st)) // the digest: TestDockerfileBasesPinned
+		image := name + ":" + tag
+		if name != "scratch" && !regexp.MustCompile(`^gcr\.io/distroless/static(-debian\d+)?:nonroot$`).MatchString(image) {
 			t.Errorf("%s: stage %s runs on %s, want gcr.io/distroless/static-debianN:nonroot or scratch", dockerfileFile, target.stage, image)
 		}
 		user, _ := df.last(st, "USER")
