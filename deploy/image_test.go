@@ -701,8 +701,8 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf("%s: %s is sent to the image build; leave it out", dockerignoreFile, p)
 		}
 	}
-	// What go build needs.
-	needed := []string{"go.mod", "go.sum", "cmd/processor/main.go", "cmd/processor/app/status.html", "examples/wasm/enrich/main.go"}
+	// What go build needs, and the version rule's script and file.
+	needed := []string{"go.mod", "go.sum", "cmd/processor/main.go", "cmd/processor/app/status.html", "examples/wasm/enrich/main.go", "VERSION", "scripts/version.sh"}
 	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -395,3 +395,20 @@ func TestChangelog(t *testing.T) {
 		}
 	}
 }
+
+// TestDockerfileVersionFallback: an image built without the VERSION
+// build argument still bakes in a version by the rule (scripts/version.sh,
+// v<VERSION>-dev in a context without .git), not an empty one.
+func TestDockerfileVersionFallback(t *testing.T) {
+	df := parseDockerfile(t, dockerfileFile)
+	_, st := processorBuild(t, df)
+	found := false
+	for _, in := range st.instrs {
+		if in.cmd == "RUN" && len(goBuilds(runCommand(in))) > 0 {
+			found = strings.Contains(runCommand(in), `VERSION="${VERSION:-$(sh scripts/version.sh)}" &&`)
+		}
+	}
+	if !found {
+		t.Errorf("%s: the processor's go build does not fall back to scripts/version.sh when VERSION is not passed", dockerfileFile)
+	}
+}
