@@ -6,29 +6,40 @@ PG      := bash integration/postgres/pg.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
+.PHONY: build version run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
 
-# The version is baked in (processor --version, the start log line,
-# processor_build_info); without git it is "devel".
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# The version baked in (processor --version, the start log line,
+# processor_build_info), by scripts/version.sh from the VERSION file and
+# git: v0.4.0 when HEAD is the tag v0.4.0 and clean, v0.4.0-dev+<hash>
+# otherwise (.dirty appended when tracked files are modified), v0.4.0-dev
+# without git. make version prints it; make build VERSION=... overrides it.
+VERSION := $(shell sh scripts/version.sh)
 LDFLAGS := -X github.com/streamproc/processor/cmd/processor/app.Version=$(VERSION)
 
 # -trimpath: no build machine paths in the binaries, so that a build is
 # reproducible; deploy/Dockerfile builds the image's binary with the same
 # flags (go test ./deploy/ compares them).
 build:
+	@test -n "$(VERSION)" || { echo "make build: no version: scripts/version.sh failed (its message is above)" >&2; exit 1; }
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
+# The version make build bakes in, e.g. for the image:
+#   docker build -f deploy/Dockerfile --build-arg VERSION=$(make -s version) --build-arg REVISION=$(git rev-parse HEAD) .
+version:
+	@test -n "$(VERSION)" || { echo "make version: scripts/version.sh failed (its message is above)" >&2; exit 1; }
+	@echo $(VERSION)
+
 # Starts the processor on the embedded broker (data under ./data/broker) and
-# feeds it sample orders; Ctrl-C stops both cleanly.
+# feeds it sample orders; Ctrl-C stops both cleanly. scripts/run.sh checks
+# first that ports 9092 and 8080 are free (choose others with
+# PROCESSOR_EMBEDDED_BROKER_ADDR and PROCESSOR_HTTP_ADDR, e.g.
+# make run PROCESSOR_HTTP_ADDR=:8081), and stops loadgen when the processor
+# exits, the processor when loadgen fails.
 run: build
-	@echo "make run: processor on the embedded broker at 127.0.0.1:9092, metrics on :8080; loadgen writes 500 orders/s to 'orders'. Ctrl-C stops."
 	@trap '' INT; \
 	PROCESSOR_EMBEDDED_BROKER=true PROCESSOR_GROUP=demo PROCESSOR_INPUT_TOPICS=orders \
 	PROCESSOR_OUTPUT_TOPIC=orders-processed PROCESSOR_LOG_FORMAT=text PROCESSOR_PROGRESS_INTERVAL=2s \
-	./bin/processor & \
-	./bin/loadgen -brokers 127.0.0.1:9092 -topic orders -rate 500 -wait 30s & \
-	wait
+	bash scripts/run.sh "make run" 500
 
 # The billing example (examples/billing/README.md): the processor on the
 # embedded broker turns loadgen's orders into one row each of the table
@@ -40,23 +51,21 @@ BILLING := examples/billing
 
 run-billing: build
 	@set -e; \
+	bash scripts/run.sh --check "make run-billing"; \
 	url=$$($(PG) up); \
 	$(PG) psql -q -v ON_ERROR_STOP=1 -c 'SET client_min_messages = warning' -c 'DROP SCHEMA IF EXISTS billing CASCADE' -c 'CREATE SCHEMA billing' \
 		-c 'SET search_path = billing' -f $(BILLING)/schema.sql; \
 	rm -rf data/billing; \
-	echo "make run-billing: processor on the embedded broker at 127.0.0.1:9092, invoices into PostgreSQL (schema billing); loadgen writes 200 orders/s to 'orders'. Ctrl-C stops."; \
+	echo "make run-billing: invoices into PostgreSQL (schema billing), one per order."; \
 	echo "  invoices:    $(PG) psql -c 'SELECT count(*), sum(total_cents) FROM billing.invoices'"; \
 	echo "  audit:       $(PG) psql -qx -c 'SET search_path = billing' -f $(BILLING)/audit.sql"; \
-	echo "  status page: http://localhost:8080/"; \
 	set -a; . ./$(BILLING)/billing.env; set +a; \
 	trap '' INT; \
 	PROCESSOR_EMBEDDED_BROKER=true PROCESSOR_EMBEDDED_BROKER_DIR=data/billing/broker \
 	PROCESSOR_POSTGRES_URL="$$url&search_path=billing" \
 	PROCESSOR_JQ_EXPR="$$(cat $(BILLING)/invoice.jq)" PROCESSOR_POSTGRES_STATEMENT="$$(cat $(BILLING)/invoice.sql)" \
 	PROCESSOR_LOG_FORMAT=text PROCESSOR_PROGRESS_INTERVAL=2s \
-	./bin/processor & \
-	./bin/loadgen -brokers 127.0.0.1:9092 -topic orders -rate 200 -wait 30s & \
-	wait
+	bash scripts/run.sh "make run-billing" 200
 
 # The example WebAssembly plugins: every examples/wasm/<name>/main.go
 # becomes bin/plugins/<name>.wasm, a WASI reactor for PROCESSOR_WASM_MODULE.

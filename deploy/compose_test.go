@@ -49,7 +49,11 @@ type composeService struct {
 	Ports       []string `yaml:"ports"`
 	Volumes     []string `yaml:"volumes"`
 	Healthcheck *struct {
-		Test []string `yaml:"test"`
+		Test        []string `yaml:"test"`
+		Interval    string   `yaml:"interval"`
+		Timeout     string   `yaml:"timeout"`
+		StartPeriod string   `yaml:"start_period"`
+		Retries     int      `yaml:"retries"`
 	} `yaml:"healthcheck"`
 	StopGracePeriod string `yaml:"stop_grace_period"`
 }
@@ -220,6 +224,41 @@ func TestComposeProcessors(t *testing.T) {
 			t.Errorf("%s: %s must be unique per instance: %v", composeFile, config.EnvName(v), vals)
 		}
 	}
+}
+
+// TestComposeProcessorHealthcheck: each processor service is healthy when
+// processor probe, run inside its container (the image has no shell or
+// HTTP client), finds /readyz ready on the port of its
+// PROCESSOR_HTTP_ADDR, within a timeout above the probe's own.
+func TestComposeProcessorHealthcheck(t *testing.T) {
+	c := loadCompose(t)
+	df := parseDockerfile(t, dockerfileFile)
+	for _, name := range c.processors() {
+		s := c.Services[name]
+		hc := s.Healthcheck
+		if hc == nil {
+			t.Errorf("%s: service %s has no healthcheck; want [CMD /processor probe]", composeFile, name)
+			continue
+		}
+		binary := "/processor"
+		if s.Build != nil && df.stage(s.Build.Target) != nil {
+			binary = df.entrypoint(t, df.stage(s.Build.Target))[0]
+		}
+		if want := []string{"CMD", binary, "probe"}; !slices.Equal(hc.Test, want) {
+			t.Errorf("%s: service %s: healthcheck test %q, want %q (exec form: no shell in the image)", composeFile, name, hc.Test, want)
+		}
+		if port := httpPort(t, c.env(name)); port == 0 {
+			t.Errorf("%s: service %s: PROCESSOR_HTTP_ADDR has no port to probe", composeFile, name)
+		}
+		if d, err := time.ParseDuration(hc.Timeout); err != nil || d <= 2*time.Second {
+			t.Errorf("%s: service %s: healthcheck timeout %q, want a duration above processor probe's 2s", composeFile, name, hc.Timeout)
+		}
+		if d, err := time.ParseDuration(hc.StartPeriod); err != nil || d < 30*time.Second {
+			t.Errorf("%s: service %s: healthcheck start_period %q, want at least 30s: joining the group takes a while", composeFile, name, hc.StartPeriod)
+		}
+	}
+	// TestImageBinary runs processor probe, built as the image builds it,
+	// against a processor before it runs and once it is ready.
 }
 
 func TestComposeKafka(t *testing.T) {

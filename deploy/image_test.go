@@ -6,6 +6,7 @@ import (
 	"context"
 	"debug/buildinfo"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +22,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/streamproc/processor/internal/kafkatest"
 )
 
 const (
@@ -34,6 +39,8 @@ const (
 	versionVar = "<VERSION>"
 	// The variable the version is baked into (-X).
 	versionSymbol = "github.com/streamproc/processor/cmd/processor/app.Version"
+	// The build tags of the image's processor: no embedded broker.
+	imageTags = "-tags=noembedded"
 )
 
 // ------------------------------------------------------------ parsing ----
@@ -453,7 +460,7 @@ func TestDockerfileGoVersion(t *testing.T) {
 	for k, v := range df.args {
 		base = strings.ReplaceAll(base, "${"+k+"}", v)
 	}
-	image, tag, _ := strings.Cut(base, ":")
+	image, tag, _ := parseImageRef(base)
 	if image != "golang" && image != "docker.io/library/golang" {
 		t.Errorf("%s: the build stage starts from %s, want the golang image", dockerfileFile, base)
 	}
@@ -485,8 +492,16 @@ func TestDockerfileBuildsLikeMakefile(t *testing.T) {
 	if local.pkgs == nil {
 		t.Fatalf("%s: target build does not build ./cmd/processor", makefileFile)
 	}
-	if !slices.Equal(img.flags, local.flags) {
-		t.Errorf("go build flags differ:\n  %s: %q\n  %s (make build): %q", dockerfileFile, img.flags, makefileFile, local.flags)
+	// The image's flags are make build's plus -tags noembedded: the
+	// embedded test broker (kfake) is left out of the image.
+	if !slices.Contains(img.flags, imageTags) {
+		t.Errorf("%s: the processor's go build flags %q lack %s: the image must leave the embedded broker out", dockerfileFile, img.flags, imageTags)
+	}
+	if slices.Contains(local.flags, imageTags) {
+		t.Errorf("%s: make build has %s, but make run needs the embedded broker", makefileFile, imageTags)
+	}
+	if bare := slices.DeleteFunc(slices.Clone(img.flags), func(f string) bool { return f == imageTags }); !slices.Equal(bare, local.flags) {
+		t.Errorf("go build flags differ (besides %s):\n  %s: %q\n  %s (make build): %q", imageTags, dockerfileFile, bare, makefileFile, local.flags)
 	}
 	want := "-ldflags=-X " + versionSymbol + "=" + versionVar
 	if !slices.Contains(img.flags, want) {
@@ -588,8 +603,9 @@ func TestDockerfileRuntime(t *testing.T) {
 		if !found {
 			t.Errorf("%s: stage %s does not COPY --from=%s %s %s", dockerfileFile, target.stage, buildStage.name, built, target.binary)
 		}
-		image := df.image(st)
-		if image != "scratch" && !regexp.MustCompile(`^gcr\.io/distroless/static(-debian\d+)?:nonroot$`).MatchString(image) {
+		name, tag, _ := parseImageRef(df.image(st)) // the digest: TestDockerfileBasesPinned
+		image := name + ":" + tag
+		if name != "scratch" && !regexp.MustCompile(`^gcr\.io/distroless/static(-debian\d+)?:nonroot$`).MatchString(image) {
 			t.Errorf("%s: stage %s runs on %s, want gcr.io/distroless/static-debianN:nonroot or scratch", dockerfileFile, target.stage, image)
 		}
 		user, _ := df.last(st, "USER")
@@ -685,8 +701,8 @@ func TestDockerignore(t *testing.T) {
 			t.Errorf("%s: %s is sent to the image build; leave it out", dockerignoreFile, p)
 		}
 	}
-	// What go build needs.
-	needed := []string{"go.mod", "go.sum", "cmd/processor/main.go", "cmd/processor/app/status.html", "examples/wasm/enrich/main.go"}
+	// What go build needs, and the version rule's script and file.
+	needed := []string{"go.mod", "go.sum", "cmd/processor/main.go", "cmd/processor/app/status.html", "examples/wasm/enrich/main.go", "VERSION", "scripts/version.sh"}
 	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -778,10 +794,62 @@ func TestImageBinary(t *testing.T) {
 		if want := versionSymbol + "=" + version; settings["-trimpath"] != "true" && !strings.Contains(settings["-ldflags"], want) {
 			t.Errorf("-ldflags %q, want it to set %s", settings["-ldflags"], want)
 		}
+		if settings["-tags"] != "noembedded" {
+			t.Errorf("built with -tags %q, want noembedded", settings["-tags"])
+		}
+		for _, d := range info.Deps {
+			if strings.HasPrefix(d.Path, "github.com/twmb/franz-go/pkg/kfake") {
+				t.Errorf("the image's processor links %s %s: the embedded broker is left out of it", d.Path, d.Version)
+			}
+		}
 		t.Logf("build settings: %v", settings)
 	})
 
+	t.Run("no embedded broker", func(t *testing.T) {
+		cmd := exec.CommandContext(ctx, bin)
+		cmd.Env = append(processorFreeEnv(),
+			"PROCESSOR_EMBEDDED_BROKER=true",
+			"PROCESSOR_EMBEDDED_BROKER_ADDR="+freeAddr(t),
+			"PROCESSOR_EMBEDDED_BROKER_DIR="+t.TempDir(),
+			"PROCESSOR_GROUP=deploy-test", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
+			"PROCESSOR_HTTP_ADDR="+freeAddr(t))
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "no embedded broker") {
+			t.Errorf("PROCESSOR_EMBEDDED_BROKER=true: %v, %q; want a failure saying the build has no embedded broker", err, out)
+		}
+	})
+
 	t.Run("serves", func(t *testing.T) { runBinary(t, bin, version) })
+}
+
+// processorFreeEnv is this process's environment without PROCESSOR_*.
+func processorFreeEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PROCESSOR_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// probeExit runs `bin probe` against the HTTP address addr, the way the
+// Compose healthcheck does (PROCESSOR_HTTP_ADDR in the environment), and
+// returns its exit code and output.
+func probeExit(t *testing.T, bin, addr string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(bin, "probe")
+	cmd.Env = append(processorFreeEnv(), "PROCESSOR_HTTP_ADDR="+addr)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("processor probe: %v", err)
+	return 0, ""
 }
 
 // freeAddr returns a loopback address with a port nothing listens on now.
@@ -795,20 +863,18 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// runBinary starts the processor on its embedded broker, waits for
-// /readyz, checks /healthz and /metrics, and stops it with SIGTERM.
+// runBinary starts the processor on a kfake cluster (the image has no
+// embedded broker), waits for /readyz, checks processor probe, /healthz
+// and /metrics, and stops it with SIGTERM.
 func runBinary(t *testing.T, bin, version string) {
 	httpAddr := freeAddr(t)
-	cmd := exec.Command(bin)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "PROCESSOR_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
+	if code, out := probeExit(t, bin, httpAddr); code != 1 || !strings.Contains(out, "not ready") {
+		t.Errorf("processor probe before the processor runs: exit %d, %q; want 1 saying not ready", code, out)
 	}
-	cmd.Env = append(cmd.Env,
-		"PROCESSOR_EMBEDDED_BROKER=true",
-		"PROCESSOR_EMBEDDED_BROKER_ADDR="+freeAddr(t),
-		"PROCESSOR_EMBEDDED_BROKER_DIR="+t.TempDir(),
+	cluster := kafkatest.NewFake(t, kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"))
+	cmd := exec.Command(bin)
+	cmd.Env = append(processorFreeEnv(),
+		"PROCESSOR_BROKERS="+strings.Join(cluster.Brokers, ","),
 		"PROCESSOR_GROUP=deploy-test",
 		"PROCESSOR_INPUT_TOPICS=in",
 		"PROCESSOR_OUTPUT_TOPIC=out",
@@ -860,6 +926,9 @@ func runBinary(t *testing.T, bin, version string) {
 			t.Fatalf("/readyz did not answer 200 within 90s: last %d %s", code, body)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	if code, out := probeExit(t, bin, httpAddr); code != 0 || out != "" {
+		t.Errorf("processor probe of a ready processor: exit %d, %q; want 0 and nothing", code, out)
 	}
 	if code, body := get("/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz: %d %s, want 200", code, body)

@@ -204,6 +204,7 @@ const usage = `usage: processor             run (configured by PROCESSOR_* envir
        processor config -markdown   the same as Markdown (docs/configuration.md)
        processor metrics     print every metric, with its type, labels and meaning
        processor metrics -markdown  the same as the Markdown table of docs/operations.md
+       processor probe       GET /readyz of the processor on this host: exit 0 when ready (healthchecks)
        processor --version   print the version`
 
 // runCommand handles the command line: Main runs the processor only when
@@ -218,6 +219,8 @@ func runCommand(args []string, reg *transform.Registry, stdout, stderr io.Writer
 		WriteReference(stdout, reg, false)
 	case len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version"):
 		fmt.Fprintln(stdout, "processor", version(), runtime.Version())
+	case args[0] == "probe":
+		return runProbe(args[1:], stderr), true
 	case len(args) == 1 && args[0] == "config":
 		WriteReference(stdout, reg, false)
 	case len(args) == 2 && args[0] == "config" && (args[1] == "-markdown" || args[1] == "--markdown"):

@@ -11,19 +11,48 @@ import (
 //
 //	go build -ldflags "-X github.com/streamproc/processor/cmd/processor/app.Version=v1.2.3"
 //
-// (the Makefile does, from git describe); otherwise it is the main
-// module's version when built with go install, or "devel".
+// `make build` and the image do, from scripts/version.sh: v<VERSION> on
+// the commit tagged so, v<VERSION>-dev+<commit>[.dirty] on any other,
+// v<VERSION>-dev without git (docs/running.md). When it is not set, see
+// version.
 var Version string
 
 // version returns Version, or the best the binary knows about itself.
 func version() string {
-	if Version != "" {
-		return Version
+	bi, _ := debug.ReadBuildInfo()
+	return versionFrom(Version, bi)
+}
+
+// versionFrom returns set when it is not empty; else the main module's
+// version (go install ...@v1.2.3); else "devel", followed by
+// +<commit>[.dirty] when the go command recorded the commit (a plain go
+// build in a git checkout), so that a build is still named.
+func versionFrom(set string, bi *debug.BuildInfo) string {
+	if set != "" {
+		return set
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+	if bi == nil {
+		return "devel"
+	}
+	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
-	return "devel"
+	v, rev, dirty := "devel", "", ""
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = ".dirty"
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += "+" + rev + dirty
+	}
+	return v
 }
 
 // registerBuildInfo registers processor_build_info{version,go_version} 1.
