@@ -814,8 +814,9 @@ func TestImageBinary(t *testing.T) {
 			"PROCESSOR_GROUP=deploy-test", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
 			"PROCESSOR_HTTP_ADDR="+freeAddr(t))
 		out, err := cmd.CombinedOutput()
-		if err == nil || !strings.Contains(string(out), "no embedded broker") {
-			t.Errorf("PROCESSOR_EMBEDDED_BROKER=true: %v, %q; want a failure saying the build has no embedded broker", err, out)
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "no embedded broker") {
+			t.Errorf("PROCESSOR_EMBEDDED_BROKER=true: %v, %q; want exit 2 (bad configuration) saying the build has no embedded broker", err, out)
 		}
 	})
 

@@ -367,10 +367,9 @@ func TestK8sImagesPinned(t *testing.T) {
 	if len(comps) < 2 {
 		t.Errorf("%s: components %v, want monitoring and keda", k8sDir, comps)
 	}
-	version := ""
-	if b, err := os.ReadFile("../VERSION"); err == nil {
-		version = "v" + strings.TrimPrefix(strings.TrimSpace(string(b)), "v")
-	}
+	// The manifests run a released image: the latest release CHANGELOG.md
+	// names (VERSION is the release being worked towards, not yet built).
+	version := latestRelease(t)
 	for _, dir := range dirs {
 		k := readKustomization(t, dir)
 		set := map[string]string{}
@@ -380,7 +379,7 @@ func TestK8sImagesPinned(t *testing.T) {
 				t.Errorf("%s/kustomization.yaml: image %s: newTag %q, want a version (or a digest)", dir, img.Name, tag)
 			}
 			if version != "" && img.Digest == "" && tag != version {
-				t.Errorf("%s/kustomization.yaml: image %s: newTag %q, but VERSION says %s", dir, img.Name, tag, version)
+				t.Errorf("%s/kustomization.yaml: image %s: newTag %q, but the latest release in CHANGELOG.md is %s", dir, img.Name, tag, version)
 			}
 			set[img.Name] = tag + img.Digest
 		}
@@ -497,4 +496,15 @@ func TestK8sKustomizeRenders(t *testing.T) {
 	if svc, ok := findObject(all, "Service", "processor-metrics"); !ok || svc.Metadata.Annotations["prometheus.io/scrape"] != "false" {
 		t.Errorf("overlay with the monitoring component: processor-metrics still has prometheus.io/scrape %q", svc.Metadata.Annotations["prometheus.io/scrape"])
 	}
+}
+
+// latestRelease is the version of CHANGELOG.md's first release heading
+// ("## [0.4.0] - 2026-12-02"), with a v, as images are tagged.
+func latestRelease(t *testing.T) string {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$`).FindStringSubmatch(readFile(t, "../CHANGELOG.md"))
+	if m == nil {
+		t.Fatal("CHANGELOG.md names no release (## [x.y.z] - yyyy-mm-dd)")
+	}
+	return "v" + m[1]
 }

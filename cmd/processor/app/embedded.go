@@ -10,6 +10,9 @@ import (
 	"github.com/streamproc/processor/config"
 )
 
+// embeddedBuilt says whether this build has the embedded broker.
+const embeddedBuilt = true
+
 // startEmbeddedBroker starts the in-process broker of
 // PROCESSOR_EMBEDDED_BROKER with the processor's topics. A build with the
 // tag noembedded leaves it (and kfake) out.

@@ -16,6 +16,11 @@ type embeddedBroker interface {
 	Close()
 }
 
+// embeddedBuilt says whether this build has the embedded broker: it has
+// not, so setUp refuses PROCESSOR_EMBEDDED_BROKER=true as a configuration
+// error (exit 2).
+const embeddedBuilt = false
+
 // startEmbeddedBroker fails: this build has no embedded broker.
 func startEmbeddedBroker(context.Context, *config.Config, *security, *slog.Logger) (embeddedBroker, error) {
 	return nil, errors.New("this build has no embedded broker (built with -tags noembedded); set PROCESSOR_BROKERS instead")

@@ -66,6 +66,10 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	log := newLogger(cfg)
 	warnUnknownVars(log, reg, cfg.Transforms)
 	s := &startup{cfg: cfg, log: log}
+	if cfg.EmbeddedBroker && !embeddedBuilt {
+		return nil, configError(&config.Error{Var: config.EnvName("EMBEDDED_BROKER"), Value: "true",
+			Want: "false: this build has no embedded broker (built with -tags noembedded); set " + config.EnvName("BROKERS") + " instead"})
+	}
 	s.chains, err = buildChains(reg, cfg, workers(cfg))
 	if err == nil {
 		err = checkBudget(cfg, s.chains[0])
