@@ -117,31 +117,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		return nil, nil, errors.New("building the processor: no transform chain")
 	}
 	chain := chains[0]
-	inject := ov.InjectAbort
-	if inject == nil {
-		inject = injectAbort(cfg.TestAbortRate, log)
-	}
-	opts := pipeline.Options{
-		OutputTopic:      cfg.OutputTopic,
-		CommitInterval:   cfg.CommitInterval,
-		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
-		MaxTxnBytes:      int64(cfg.MaxTxnBytes),
-		InputTopics:      cfg.InputTopics,
-		StallTimeout:     cfg.TransactionTimeout,
-		ProgressInterval: cfg.ProgressInterval,
-		Lineage:          cfg.LineageHeaders,
-		OnError:          pipeline.OnError(cfg.OnError),
-		DLQTopic:         cfg.DLQTopic,
-		MaxRetries:       cfg.MaxRetries,
-		TransformTimeout: cfg.TransformTimeout,
-		TxnBudget:        ov.TxnBudget,
-		FailingAfter:     ov.FailingAfter,
-		RequireTopics:    slices.Sorted(maps.Keys(requiredTopics(cfg, chain))),
-		Logger:           log,
-		InjectAbort:      inject,
-		Chains:           chains[1:],
-		SettingName:      pipelineSetting,
-	}
+	opts := pipelineOptions(cfg, chains, log, ov)
 	if cfg.Sink != "kafka" {
 		if db == nil {
 			return nil, nil, fmt.Errorf("building the processor: PROCESSOR_SINK=%s without its destination open", cfg.Sink)
@@ -187,6 +163,37 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		return nil, nil, fmt.Errorf("building the pipeline: %w", err)
 	}
 	return p, m, nil
+}
+
+// pipelineOptions are the loop's options from cfg, for the kafka sink,
+// with chains' first chain run first and the others by more workers:
+// what the processor runs, and what `processor try` runs on its samples.
+func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov Overrides) pipeline.Options {
+	inject := ov.InjectAbort
+	if inject == nil {
+		inject = injectAbort(cfg.TestAbortRate, log)
+	}
+	return pipeline.Options{
+		OutputTopic:      cfg.OutputTopic,
+		CommitInterval:   cfg.CommitInterval,
+		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
+		MaxTxnBytes:      int64(cfg.MaxTxnBytes),
+		InputTopics:      cfg.InputTopics,
+		StallTimeout:     cfg.TransactionTimeout,
+		ProgressInterval: cfg.ProgressInterval,
+		Lineage:          cfg.LineageHeaders,
+		OnError:          pipeline.OnError(cfg.OnError),
+		DLQTopic:         cfg.DLQTopic,
+		MaxRetries:       cfg.MaxRetries,
+		TransformTimeout: cfg.TransformTimeout,
+		TxnBudget:        ov.TxnBudget,
+		FailingAfter:     ov.FailingAfter,
+		RequireTopics:    slices.Sorted(maps.Keys(requiredTopics(cfg, chains[0]))),
+		Logger:           log,
+		InjectAbort:      inject,
+		Chains:           chains[1:],
+		SettingName:      pipelineSetting,
+	}
 }
 
 // injectAbort returns the fault-drill hook that aborts a fraction of

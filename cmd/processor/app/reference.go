@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"strings"
 
@@ -204,6 +205,7 @@ const usage = `usage: processor             run (configured by PROCESSOR_* envir
        processor config -markdown   the same as Markdown (docs/configuration.md)
        processor metrics     print every metric, with its type, labels and meaning
        processor metrics -markdown  the same as the Markdown table of docs/operations.md
+       processor try [-file F] [-format auto|kv|json]   run the chain over sample records, no broker
        processor probe       GET /readyz of the processor on this host: exit 0 when ready (healthchecks)
        processor --version   print the version`
 
@@ -219,6 +221,8 @@ func runCommand(args []string, reg *transform.Registry, stdout, stderr io.Writer
 		WriteReference(stdout, reg, false)
 	case len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version"):
 		fmt.Fprintln(stdout, "processor", version(), runtime.Version())
+	case args[0] == "try":
+		return runTry(args[1:], reg, os.Stdin, stdout, stderr), true
 	case args[0] == "probe":
 		return runProbe(args[1:], stderr), true
 	case len(args) == 1 && args[0] == "config":

@@ -1,0 +1,191 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
+)
+
+// `processor try [-file F] [-format auto|kv|json]` runs the configured
+// chain over sample records with no broker: the real loop
+// (pipeline.New and Run) on a trySession, under the same PROCESSOR_*
+// settings, so the error policy, retries, timeouts and limits apply as
+// they do in the processor. It prints one JSON line per input
+// (tryLine) and exits 0 when the chain succeeded on every record, 1 when
+// a record failed (dead-lettered, skipped, or failed under
+// PROCESSOR_ON_ERROR=fail), 2 for bad configuration or unreadable input.
+
+// The settings try supplies when unset: it connects to nothing, so the
+// processor's required connection and group settings must not stop it.
+const (
+	tryBrokers     = "127.0.0.1:9092"
+	tryGroup       = "try"
+	tryInputTopic  = "try"
+	tryOutputTopic = "try-output"
+)
+
+// runTry is `processor try` with its arguments; it returns the exit code.
+func runTry(args []string, reg *transform.Registry, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("processor try", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("file", "", "read the sample records from this file (default: stdin)")
+	format := fs.String("format", "auto", "auto, kv (key<TAB>value lines) or json (JSON lines)")
+	if err := fs.Parse(args); err != nil {
+		return exitConfig
+	}
+	if fs.NArg() > 0 || (*format != "auto" && *format != "kv" && *format != "json") {
+		fmt.Fprintln(stderr, "processor: usage: processor try [-file F] [-format auto|kv|json]")
+		return exitConfig
+	}
+	cfg, err := loadTryConfig()
+	if err != nil {
+		return tryConfigError(stderr, err)
+	}
+	in := stdin
+	if *file != "" {
+		f, err := os.Open(*file)
+		if err != nil {
+			return tryConfigError(stderr, fmt.Errorf("-file: %w", err))
+		}
+		defer f.Close()
+		in = f
+	}
+	recs, err := readSamples(in, *format, cfg.InputTopics[0])
+	if err != nil {
+		return tryConfigError(stderr, err)
+	}
+	log := newLogger(cfg)
+	warnUnknownVars(log, reg, cfg.Transforms)
+	lines, code := tryChain(reg, cfg, recs, log, stderr)
+	if lines == nil {
+		return code
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			fmt.Fprintln(stderr, "processor: writing the results: "+err.Error())
+			return exitRuntime
+		}
+	}
+	return code
+}
+
+// tryConfigError prints one line for a configuration mistake to stderr
+// and returns 2.
+func tryConfigError(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, "processor: configuration error: "+oneLine(err.Error()))
+	return exitConfig
+}
+
+// loadTryConfig reads the PROCESSOR_* environment as config.Load does,
+// with the settings try does not need (brokers, group, input and output
+// topics) defaulted when unset, and validates it.
+func loadTryConfig() (*config.Config, error) {
+	var c config.Config
+	if err := config.Process(config.Prefix, &c); err != nil {
+		return nil, err
+	}
+	if len(c.Brokers) == 0 {
+		c.Brokers = []string{tryBrokers}
+	}
+	c.EmbeddedBroker = false // nothing is started
+	if c.Group == "" {
+		c.Group = tryGroup
+	}
+	if len(c.InputTopics) == 0 {
+		c.InputTopics = []string{tryInputTopic}
+	}
+	if c.OutputTopic == "" {
+		c.OutputTopic = tryOutputTopic
+	}
+	if c.TransactionalID == "" {
+		c.TransactionalID = c.Group + "-try"
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// tryChain builds the chain of cfg and runs the loop over recs. It returns
+// one line per input and the exit code, or no lines and the exit code
+// when the chain or the loop could not be built.
+func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, log *slog.Logger, stderr io.Writer) ([]tryLine, int) {
+	chains, err := buildChains(reg, cfg, 1)
+	defer func() {
+		for _, c := range chains {
+			if cerr := c.Close(); cerr != nil {
+				log.Warn("closing transforms", "err", cerr.Error())
+			}
+		}
+	}()
+	if err == nil {
+		err = checkBudget(cfg, chains[0])
+	}
+	if err == nil {
+		err = checkDestinations(cfg, chains[0])
+	}
+	if err != nil {
+		return nil, tryConfigError(stderr, err)
+	}
+	res, runErr, err := runTryLoop(cfg, chains[0], recs, log)
+	if err != nil {
+		var budget *pipeline.BudgetError
+		if errors.As(err, &budget) {
+			err = budgetError(cfg, budget)
+		}
+		return nil, tryConfigError(stderr, err)
+	}
+	var recErr *pipeline.RecordError
+	if runErr != nil && !errors.As(runErr, &recErr) {
+		fmt.Fprintln(stderr, "processor: stopping: "+oneLine(runErr.Error()))
+		return nil, exitRuntime
+	}
+	return tryLines(recs, res, recErr)
+}
+
+// runTryLoop runs the loop over recs on a trySession, one input per
+// transaction so that each input's outputs are told apart, and returns
+// what each input's transaction committed and the error Run returned;
+// err is set when the loop could not be built.
+func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, log *slog.Logger) (res []tryResult, runErr, err error) {
+	promReg := prometheus.NewRegistry()
+	opts := pipelineOptions(cfg, []*transform.Chain{chain}, log, Overrides{InjectAbort: func(uint64) bool { return false }})
+	opts.MaxRecordsPerTxn, opts.MaxTxnBytes, opts.RequireTopics, opts.ProgressInterval = 1, 0, nil, 0
+	opts.Metrics = pipeline.NewMetrics(promReg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newTrySession(recs, txn.NewMetrics(promReg), cancel)
+	s.skipped = func() float64 { return counterValue(opts.Metrics.Skipped) }
+	p, err := pipeline.New(s, s, chain, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	runErr = p.Run(ctx)
+	s.settle()
+	return s.results, runErr, nil
+}
+
+// counterValue reads c.
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
