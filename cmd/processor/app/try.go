@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -44,11 +45,12 @@ func runTry(args []string, reg *transform.Registry, stdin io.Reader, stdout, std
 	fs.SetOutput(stderr)
 	file := fs.String("file", "", "read the sample records from this file (default: stdin)")
 	format := fs.String("format", "auto", "auto, kv (key<TAB>value lines) or json (JSON lines)")
+	topics := fs.String("topics", "", "comma-separated topics that exist: outputs to others fail as on a cluster without them (default: every topic exists)")
 	if err := fs.Parse(args); err != nil {
 		return exitConfig
 	}
 	if fs.NArg() > 0 || (*format != "auto" && *format != "kv" && *format != "json") {
-		fmt.Fprintln(stderr, "processor: usage: processor try [-file F] [-format auto|kv|json]")
+		fmt.Fprintln(stderr, "processor: usage: processor try [-file F] [-format auto|kv|json] [-topics T1,T2]")
 		return exitConfig
 	}
 	cfg, err := loadTryConfig()
@@ -70,7 +72,11 @@ func runTry(args []string, reg *transform.Registry, stdin io.Reader, stdout, std
 	}
 	log := newLogger(cfg)
 	warnUnknownVars(log, reg, cfg.Transforms)
-	lines, code := tryChain(reg, cfg, recs, log, stderr)
+	var exist []string
+	if *topics != "" {
+		exist = strings.Split(*topics, ",")
+	}
+	lines, code := tryChain(reg, cfg, recs, exist, log, stderr)
 	if lines == nil {
 		return code
 	}
@@ -125,7 +131,8 @@ func loadTryConfig() (*config.Config, error) {
 // tryChain builds the chain of cfg and runs the loop over recs. It returns
 // one line per input and the exit code, or no lines and the exit code
 // when the chain or the loop could not be built.
-func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, log *slog.Logger, stderr io.Writer) ([]tryLine, int) {
+func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, topics []string, log *slog.Logger,
+	stderr io.Writer) ([]tryLine, int) {
 	chains, err := buildChains(reg, cfg, 1)
 	defer func() {
 		for _, c := range chains {
@@ -143,7 +150,7 @@ func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, l
 	if err != nil {
 		return nil, tryConfigError(stderr, err)
 	}
-	res, runErr, err := runTryLoop(cfg, chains[0], recs, log)
+	res, runErr, err := runTryLoop(cfg, chains[0], recs, topics, log)
 	if err != nil {
 		var budget *pipeline.BudgetError
 		if errors.As(err, &budget) {
@@ -152,6 +159,12 @@ func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, l
 		return nil, tryConfigError(stderr, err)
 	}
 	var recErr *pipeline.RecordError
+	var missing *pipeline.MissingTopicsError
+	if errors.As(runErr, &missing) {
+		value := missing.Topics[0]
+		return nil, tryConfigError(stderr, &config.Error{Var: requiredTopics(cfg, chains[0])[value], Value: value,
+			Want: "a topic in -topics (it is not there)"})
+	}
 	if runErr != nil && !errors.As(runErr, &recErr) {
 		fmt.Fprintln(stderr, "processor: stopping: "+oneLine(runErr.Error()))
 		return nil, exitRuntime
@@ -162,16 +175,28 @@ func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, l
 // runTryLoop runs the loop over recs on a trySession, one input per
 // transaction so that each input's outputs are told apart, and returns
 // what each input's transaction committed and the error Run returned;
-// err is set when the loop could not be built.
-func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, log *slog.Logger) (res []tryResult, runErr, err error) {
+// err is set when the loop could not be built. With topics, only those
+// exist, and the output, dead-letter and fixed destinations must be
+// among them, as they must exist in the cluster.
+func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, topics []string,
+	log *slog.Logger) (res []tryResult, runErr, err error) {
 	promReg := prometheus.NewRegistry()
 	opts := pipelineOptions(cfg, []*transform.Chain{chain}, log, Overrides{InjectAbort: func(uint64) bool { return false }})
-	opts.MaxRecordsPerTxn, opts.MaxTxnBytes, opts.RequireTopics, opts.ProgressInterval = 1, 0, nil, 0
+	opts.MaxRecordsPerTxn, opts.MaxTxnBytes, opts.ProgressInterval = 1, 0, 0
+	if topics == nil {
+		opts.RequireTopics = nil
+	}
 	opts.Metrics = pipeline.NewMetrics(promReg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := newTrySession(recs, txn.NewMetrics(promReg), cancel)
 	s.skipped = func() float64 { return counterValue(opts.Metrics.Skipped) }
+	if topics != nil {
+		s.topics = map[string]bool{}
+		for _, t := range topics {
+			s.topics[strings.TrimSpace(t)] = true
+		}
+	}
 	p, err := pipeline.New(s, s, chain, opts)
 	if err != nil {
 		return nil, nil, err

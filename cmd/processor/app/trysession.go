@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/pipeline"
@@ -31,6 +32,10 @@ type trySession struct {
 	skipped     func() float64
 	seenSkipped float64
 	last        int // the input committed last, -1 before any
+	// topics are the topics that exist, nil: every one; an output to
+	// another fails as it does on a cluster without it.
+	topics   map[string]bool
+	failures []txn.Failure
 
 	next, committed int // the next input to poll; how many inputs have committed
 	inTxn           bool
@@ -102,16 +107,28 @@ func (s *trySession) InTxn() bool      { return s.inTxn }
 func (s *trySession) Begun() time.Time { return s.begun }
 
 func (s *trySession) Produce(_ context.Context, r *kgo.Record, src transform.Source) {
+	if s.topics != nil && !s.topics[r.Topic] {
+		s.failures = append(s.failures, txn.Failure{Record: r, Err: kerr.UnknownTopicOrPartition})
+		return
+	}
 	s.pending = append(s.pending, tryOutput{input: s.index[src], r: cloneRecord(r)})
 }
 
-func (s *trySession) ProduceDeadLetter(_ context.Context, r *kgo.Record, src transform.Source, why txn.DeadLetter) {
+func (s *trySession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why txn.DeadLetter) {
+	if s.topics != nil && !s.topics[r.Topic] {
+		s.Produce(ctx, r, src)
+		return
+	}
 	s.pending = append(s.pending, tryOutput{input: s.index[src], r: cloneRecord(r), dead: &why})
 }
 
-// TakeFailures is empty: every output is written (no topic is missing,
-// none has a size limit).
-func (s *trySession) TakeFailures() []txn.Failure { return nil }
+// TakeFailures returns the outputs to topics that do not exist since the
+// last call; no topic has a size limit.
+func (s *trySession) TakeFailures() []txn.Failure {
+	f := s.failures
+	s.failures = nil
+	return f
+}
 
 // End keeps the open transaction's outputs, or drops them and rewinds on
 // an abort.
@@ -119,6 +136,9 @@ func (s *trySession) End(_ context.Context, records int, abort txn.Reason) (bool
 	s.inTxn = false
 	pending := s.pending
 	s.pending = nil
+	if abort == "" && len(s.failures) > 0 {
+		abort = txn.ReasonProduce
+	}
 	if abort != "" {
 		s.next = s.committed
 		s.m.Aborted.WithLabelValues(string(abort)).Inc()
@@ -155,8 +175,14 @@ func (s *trySession) settle() {
 }
 
 func (s *trySession) MaxRecordBytes(string) int { return 0 }
-func (s *trySession) MissingTopics(context.Context, []string) ([]string, error) {
-	return nil, nil
+func (s *trySession) MissingTopics(_ context.Context, topics []string) ([]string, error) {
+	var missing []string
+	for _, t := range topics {
+		if s.topics != nil && !s.topics[t] {
+			missing = append(missing, t)
+		}
+	}
+	return missing, nil
 }
 func (s *trySession) AssignmentEpoch() uint64 { return 1 }
 func (s *trySession) Close()                  {}
