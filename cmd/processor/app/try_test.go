@@ -172,6 +172,8 @@ func TestTryConfigErrors(t *testing.T) {
 		{"offset going back", nil, "{\"offset\":5}\n{\"offset\":5}\n", nil, "sample line 2: offset 5"},
 		{"missing file", nil, "", []string{"-file", "/nonexistent/samples"}, "-file:"},
 		{"bad format", nil, "", []string{"-format", "csv"}, "usage: processor try"},
+		{"topic not in -topics", map[string]string{"ON_ERROR": "dlq", "DLQ_TOPIC": "dlq"}, "k\tv\n", []string{"-topics", "try-output"},
+			`PROCESSOR_DLQ_TOPIC="dlq" is invalid: want a topic in -topics`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			lines, stderr, code := tryRun(t, transform.Default, c.env, c.input, c.args...)
