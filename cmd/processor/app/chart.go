@@ -13,7 +13,7 @@ import (
 
 // Chart geometry, in SVG user units (CSS pixels at the page's size).
 const (
-	chartW, chartH = 420, 120
+	chartW, chartH = 380, 100
 	chartPadL      = 4   // left of the plot
 	chartPadR      = 4   // right of the plot
 	chartPadT      = 16  // above the plot: the title
