@@ -72,9 +72,9 @@ type statusDoc struct {
 	History       []Sample `json:"history"`
 }
 
-// since parses ?since=: an RFC 3339 time, or a duration back from now; a
+// sinceQuery parses ?since=: an RFC 3339 time, or a duration back from now; a
 // zero time (all) when absent.
-func since(r *http.Request, now time.Time) (time.Time, bool) {
+func sinceQuery(r *http.Request, now time.Time) (time.Time, bool) {
 	v := r.URL.Query().Get("since")
 	if v == "" {
 		return time.Time{}, true
@@ -90,7 +90,7 @@ func since(r *http.Request, now time.Time) (time.Time, bool) {
 
 func (h *statusHandlers) json(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	from, ok := since(r, now)
+	from, ok := sinceQuery(r, now)
 	if !ok {
 		http.Error(w, "since: want an RFC 3339 time (2006-01-02T15:04:05Z) or a Go duration back from now (5m)", http.StatusBadRequest)
 		return
