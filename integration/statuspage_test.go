@@ -589,12 +589,14 @@ func checkStatusPageScreenshot(t *testing.T, img image.Image, p pageState) {
 
 // statusPageChart is what the browser shows of one of the page's charts.
 type statusPageChart struct {
-	ID    string  `json:"id"`
-	W     float64 `json:"w"` // rendered size, CSS pixels
-	H     float64 `json:"h"`
-	Max   float64 `json:"max"`   // data-max: the value at the plot's top
-	ViewW float64 `json:"viewW"` // the viewBox's width
-	Lines []struct {
+	ID  string  `json:"id"`
+	W   float64 `json:"w"` // rendered size, CSS pixels
+	H   float64 `json:"h"`
+	Max float64 `json:"max"` // data-max: the value at the plot's top
+	// The plot's top and bottom in the viewBox (data-plot-top, -bottom).
+	Top, Bottom float64
+	ViewW       float64 `json:"viewW"` // the viewBox's width
+	Lines       []struct {
 		Series string  `json:"series"`
 		Last   float64 `json:"last"`   // data-last
 		LastAt string  `json:"lastAt"` // data-last-at
@@ -609,6 +611,7 @@ const statusPageChartsJS = `(() => {
 	const charts = [...document.querySelectorAll("svg.chart")].map(svg => {
 		const b = svg.getBoundingClientRect();
 		return {id: svg.id, w: b.width, h: b.height, max: Number(svg.dataset.max), viewW: svg.viewBox.baseVal.width,
+			Top: Number(svg.dataset.plotTop), Bottom: Number(svg.dataset.plotBottom),
 			lines: [...svg.querySelectorAll("polyline")].map(pl => {
 				const n = pl.points.numberOfItems, p = n ? pl.points.getItem(n - 1) : {x: NaN, y: NaN};
 				return {series: pl.dataset.series, last: Number(pl.dataset.last), lastAt: pl.dataset.lastAt, points: n, X: p.x, Y: p.y};
@@ -695,10 +698,8 @@ func checkStatusPageCharts(t *testing.T, ctx context.Context, base string) {
 			case sample[field] != l.Last:
 				t.Errorf("chart %s, %s: last point %v, /status's sample at %s has %s %v", c.ID, l.Series, l.Last, l.LastAt, field, sample[field])
 			}
-			// The point itself: at the right edge, at the value's height
-			// (the plot's height is the viewBox's less 20 units of margins).
-			plot := c.H*c.ViewW/c.W - 20
-			want := 16 + plot*(1-l.Last/c.Max)
+			// The point itself: at the right edge, at the value's height.
+			want := c.Bottom - (c.Bottom-c.Top)*l.Last/c.Max
 			if l.X < c.ViewW-5 || l.Y < want-1 || l.Y > want+1 {
 				t.Errorf("chart %s, %s: last point at (%v, %v), want the right edge at y %v (value %v of %v)", c.ID, l.Series, l.X, l.Y, want, l.Last, c.Max)
 			}

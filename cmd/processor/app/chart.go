@@ -17,7 +17,7 @@ const (
 	chartPadL      = 4   // left of the plot
 	chartPadR      = 4   // right of the plot
 	chartPadT      = 16  // above the plot: the title
-	chartPadB      = 4   // below the plot
+	chartPadB      = 14  // below the plot: the time axis
 	chartPoints    = 300 // at most this many points per series
 )
 
@@ -25,12 +25,15 @@ const (
 type series struct {
 	name, colour string
 	value        func(Sample) float64
+	dash         string // stroke-dasharray, "" for a solid line
 }
 
 // chart draws the series over ss as an SVG with id id. Every polyline
 // carries the value and time of its last point (data-last, data-last-at),
-// which is the last sample's; the plot's top is data-max. With more than
-// chartPoints samples it draws every k-th, ending on the last.
+// which is the last sample's; the plot's top is data-max, and it spans
+// data-plot-top to data-plot-bottom of the viewBox from 0 to data-max.
+// With more than chartPoints samples it draws every k-th, ending on the
+// last.
 func chart(id, title, unit string, ss []Sample, lines ...series) template.HTML {
 	var b strings.Builder
 	top := 0.0
@@ -40,8 +43,8 @@ func chart(id, title, unit string, ss []Sample, lines ...series) template.HTML {
 		}
 	}
 	top = niceMax(top)
-	fmt.Fprintf(&b, `<svg id="%s" class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" data-max="%s">`,
-		id, chartW, chartH, chartW, chartH, num(top))
+	fmt.Fprintf(&b, `<svg id="%s" class="chart" xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" data-max="%s" data-plot-top="%d" data-plot-bottom="%d">`,
+		id, chartW, chartH, chartW, chartH, num(top), chartPadT, chartH-chartPadB)
 	fmt.Fprintf(&b, `<rect x="0.5" y="0.5" width="%d" height="%d" fill="#fff" stroke="#ddd"/>`, chartW-1, chartH-1)
 	fmt.Fprintf(&b, `<text x="6" y="12" font-size="11" fill="#333">%s`, template.HTMLEscapeString(title))
 	if len(ss) > 0 {
@@ -57,10 +60,17 @@ func chart(id, title, unit string, ss []Sample, lines ...series) template.HTML {
 	}
 	idx := pick(len(ss), chartPoints)
 	t0, t1 := ss[idx[0]].At, ss[len(ss)-1].At
+	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#ddd"/>`, chartPadL, chartH-chartPadB, chartW-chartPadR, chartH-chartPadB)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#777">%s ago</text>`, chartPadL+2, chartH-3, t1.Sub(t0).Round(time.Second))
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#777" text-anchor="end">now</text>`, chartW-chartPadR-2, chartH-3)
 	for _, l := range lines {
 		last := ss[len(ss)-1]
-		fmt.Fprintf(&b, `<polyline class="series" data-series="%s" data-last="%s" data-last-at="%s" fill="none" stroke="%s" stroke-width="1.5" points="`,
+		fmt.Fprintf(&b, `<polyline class="series" data-series="%s" data-last="%s" data-last-at="%s" fill="none" stroke="%s" stroke-width="1.5"`,
 			template.HTMLEscapeString(l.name), num(l.value(last)), last.At.UTC().Format(time.RFC3339Nano), l.colour)
+		if l.dash != "" {
+			fmt.Fprintf(&b, ` stroke-dasharray="%s"`, l.dash)
+		}
+		b.WriteString(` points="`)
 		for j, i := range idx {
 			if j > 0 {
 				b.WriteByte(' ')

@@ -166,7 +166,7 @@ func TestChartLastPoint(t *testing.T) {
 			t.Errorf("%s: last point at y %v is %v, want %v", l[1], y, v, want)
 		}
 	}
-	if empty := string(chart("c", "t", "u", nil, series{"a", "#000", func(Sample) float64 { return 1 }})); !strings.Contains(empty, "no samples yet") {
+	if empty := string(chart("c", "t", "u", nil, series{"a", "#000", func(Sample) float64 { return 1 }, ""})); !strings.Contains(empty, "no samples yet") {
 		t.Errorf("empty chart %s", empty)
 	}
 }

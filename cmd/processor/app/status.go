@@ -205,17 +205,17 @@ func pageCharts(ss []Sample, lagGrowing bool) []template.HTML {
 	}
 	return []template.HTML{
 		chart("chart-records", "records per second", "records/s", ss,
-			series{"in", colourIn, func(s Sample) float64 { return s.InPerSec }},
-			series{"out", colourOut, func(s Sample) float64 { return s.OutPerSec }}),
+			series{"in", colourIn, func(s Sample) float64 { return s.InPerSec }, ""},
+			series{"out", colourOut, func(s Sample) float64 { return s.OutPerSec }, "5 3"}),
 		chart("chart-txns", "transactions per second", "txn/s", ss,
-			series{"commits", colourOut, func(s Sample) float64 { return s.CommitsPerSec }},
-			series{"aborts", colourAbort, func(s Sample) float64 { return s.AbortsPerSec }}),
+			series{"commits", colourOut, func(s Sample) float64 { return s.CommitsPerSec }, ""},
+			series{"aborts", colourAbort, func(s Sample) float64 { return s.AbortsPerSec }, ""}),
 		chart("chart-lag", "total lag", "records", ss,
-			series{"lag", lag, func(s Sample) float64 { return float64(s.Lag) }}),
+			series{"lag", lag, func(s Sample) float64 { return float64(s.Lag) }, ""}),
 		chart("chart-lag-seconds", "lag in seconds", "s, oldest partition", ss,
-			series{"lag", lag, func(s Sample) float64 { return s.LagSeconds }}),
+			series{"lag", lag, func(s Sample) float64 { return s.LagSeconds }, ""}),
 		chart("chart-latency", "end-to-end latency", "s", ss,
-			series{"p50", colourIn, func(s Sample) float64 { return s.LatencyP50 }},
-			series{"p99", colourP, func(s Sample) float64 { return s.LatencyP99 }}),
+			series{"p50", colourIn, func(s Sample) float64 { return s.LatencyP50 }, ""},
+			series{"p99", colourP, func(s Sample) float64 { return s.LatencyP99 }, ""}),
 	}
 }
