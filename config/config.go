@@ -97,6 +97,7 @@ type Config struct {
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:":8080" desc:"host:port to serve /metrics, /healthz and /readyz on, e.g. :8080" doc:"where the HTTP server for /metrics, /healthz and /readyz listens"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"one of debug, info, warn, error" doc:"the least severe level logged (log/slog, to stderr)"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text" doc:"the format of log lines (log/slog, to stderr)"`
+	StatusHistory    time.Duration `envconfig:"STATUS_HISTORY" default:"15m" desc:"a Go duration from 1m to 24h, e.g. 15m" doc:"how far back the history of /status and the status page's charts reaches (one sample a second, kept in memory)"`
 	ProgressInterval time.Duration `envconfig:"PROGRESS_INTERVAL" default:"5s" desc:"a Go duration such as 5s; 0 turns the progress line off" doc:"how often the progress line is logged"`
 }
 

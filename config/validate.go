@@ -111,6 +111,7 @@ var rules = []rule{
 	// Serving and logging.
 	{field: "HTTPAddr", ok: func(c *Config) bool { return checkHostPort(c.HTTPAddr, true) == nil }},
 	{field: "LogLevel", ok: func(c *Config) bool { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
+	{field: "StatusHistory", ok: func(c *Config) bool { return within(c.StatusHistory, time.Minute, 24*time.Hour) }},
 	{field: "LogFormat", ok: func(c *Config) bool { return oneOf(c.LogFormat, "json", "text") }},
 
 	// Records that fail.

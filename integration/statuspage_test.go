@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,8 +36,10 @@ const (
 // processor binary on its embedded broker, once it has committed loadgen's
 // records and is idle. The table #partitions is visible, has a row per
 // assigned partition of /status, and shows /status's offsets; a screenshot
-// of the page really shows the table; and the page reloads itself (meta
-// refresh), showing new positions while loadgen writes.
+// of the page really shows the table; the page reloads itself (meta
+// refresh), showing new positions while loadgen writes; and its charts are
+// drawn, end on /status's samples, under a strict Content-Security-Policy
+// with nothing loaded from elsewhere (checkStatusPageCharts).
 func TestStatusPage(t *testing.T) {
 	chromium := findChromium(t)
 	start := time.Now()
@@ -144,6 +147,9 @@ func TestStatusPage(t *testing.T) {
 			t.Logf("the page reloaded itself after %s: positions %d (were %d): %q", time.Since(lastReload).Round(100*time.Millisecond), p.positionSum(), startPositions, p.cells())
 			lastReload = time.Now()
 			if p.positionSum() > startPositions {
+				t.Logf("reloaded with new positions after %s", since())
+				// The charts, while loadgen still writes.
+				checkStatusPageCharts(t, ctx, base)
 				t.Logf("done after %s", since())
 				return
 			}
@@ -579,4 +585,164 @@ func checkStatusPageScreenshot(t *testing.T, img image.Image, p pageState) {
 		}
 	}
 	t.Logf("screenshot %dx%d; table %v: %d dark pixels", b.Dx(), b.Dy(), table, total)
+}
+
+// statusPageChart is what the browser shows of one of the page's charts.
+type statusPageChart struct {
+	ID  string  `json:"id"`
+	W   float64 `json:"w"` // rendered size, CSS pixels
+	H   float64 `json:"h"`
+	Max float64 `json:"max"` // data-max: the value at the plot's top
+	// The plot's top and bottom in the viewBox (data-plot-top, -bottom).
+	Top, Bottom float64
+	ViewW       float64 `json:"viewW"` // the viewBox's width
+	Lines       []struct {
+		Series string  `json:"series"`
+		Last   float64 `json:"last"`   // data-last
+		LastAt string  `json:"lastAt"` // data-last-at
+		Points int     `json:"points"`
+		X, Y   float64 // the last point, in the viewBox
+	} `json:"lines"`
+}
+
+// statusPageChartsJS reads the charts, what the page loaded, and its
+// external references, in one evaluation.
+const statusPageChartsJS = `(() => {
+	const charts = [...document.querySelectorAll("svg.chart")].map(svg => {
+		const b = svg.getBoundingClientRect();
+		return {id: svg.id, w: b.width, h: b.height, max: Number(svg.dataset.max), viewW: svg.viewBox.baseVal.width,
+			Top: Number(svg.dataset.plotTop), Bottom: Number(svg.dataset.plotBottom),
+			lines: [...svg.querySelectorAll("polyline")].map(pl => {
+				const n = pl.points.numberOfItems, p = n ? pl.points.getItem(n - 1) : {x: NaN, y: NaN};
+				return {series: pl.dataset.series, last: Number(pl.dataset.last), lastAt: pl.dataset.lastAt, points: n, X: p.x, Y: p.y};
+			})};
+	});
+	const external = [...document.querySelectorAll("[src], link[href], [srcset]")].map(e => e.outerHTML.slice(0, 120));
+	return JSON.stringify({charts, external, resources: performance.getEntriesByType("resource").map(r => r.name), ready: document.readyState});
+})()`
+
+// statusPageChartSeries names the /status sample field each chart's
+// line draws.
+var statusPageChartSeries = map[string]map[string]string{
+	"chart-records":     {"in": "records_in_per_second", "out": "records_out_per_second"},
+	"chart-txns":        {"commits": "commits_per_second", "aborts": "aborts_per_second"},
+	"chart-lag":         {"lag": "lag"},
+	"chart-lag-seconds": {"lag": "lag_seconds"},
+	"chart-latency":     {"p50": "latency_p50_seconds", "p99": "latency_p99_seconds"},
+}
+
+// checkStatusPageCharts checks the page's charts while records flow: the
+// page is served with a strict Content-Security-Policy and under 200 KB;
+// in the browser it loads nothing (no resource, no external reference);
+// every chart is drawn with points, its last point at the plot's right
+// edge at the height of its value, and that value is /status's sample of
+// the same moment; the records-in chart's last point is above 0.
+func checkStatusPageCharts(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	resp, err := binaryHTTP.Get(base + "/")
+	if err != nil {
+		t.Fatalf("GET /: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	csp := resp.Header.Get("Content-Security-Policy")
+	if !strings.Contains(csp, "default-src 'none'") || strings.Contains(csp, "script-src") {
+		t.Errorf("Content-Security-Policy %q: want default-src 'none' and no script", csp)
+	}
+	if len(body) > 200_000 {
+		t.Errorf("the page is %d bytes, want at most 200 KB", len(body))
+	}
+
+	var got struct {
+		Charts    []statusPageChart `json:"charts"`
+		External  []string          `json:"external"`
+		Resources []string          `json:"resources"`
+		Ready     string            `json:"ready"`
+	}
+	for attempt := 1; ; attempt++ {
+		browse(t, ctx, "loading "+base+"/ for the charts", chromedp.Navigate(base+"/"))
+		browse(t, ctx, "waiting for the charts", chromedp.WaitVisible(chromedp.ID("chart-records")))
+		s := browse(t, ctx, "reading the charts", chromedp.Evaluate[string](statusPageChartsJS))
+		if err := json.Unmarshal([]byte(s), &got); err != nil {
+			t.Fatalf("reading the charts: %v", err)
+		}
+		if inAboveZero(got.Charts) || attempt == 5 {
+			break
+		}
+		time.Sleep(time.Second) // a sample with records in
+	}
+	if len(got.External) > 0 || len(got.Resources) > 0 {
+		t.Errorf("the page references or loaded something: %q, resources %q", got.External, got.Resources)
+	}
+	if len(got.Charts) != len(statusPageChartSeries) {
+		t.Fatalf("%d charts, want %d: %+v", len(got.Charts), len(statusPageChartSeries), got.Charts)
+	}
+	if !inAboveZero(got.Charts) {
+		t.Errorf("the records-in chart ends at 0 while loadgen writes: %+v", got.Charts[0])
+	}
+	samples := fetchStatusPageSamples(t, base)
+	for _, c := range got.Charts {
+		fields := statusPageChartSeries[c.ID]
+		if c.W <= 0 || c.H <= 0 || len(c.Lines) != len(fields) {
+			t.Errorf("chart %s: %vx%v px, %d lines (want %d)", c.ID, c.W, c.H, len(c.Lines), len(fields))
+			continue
+		}
+		for _, l := range c.Lines {
+			sample, ok := samples[l.LastAt]
+			field := fields[l.Series]
+			switch {
+			case l.Points < 2:
+				t.Errorf("chart %s, %s: %d points", c.ID, l.Series, l.Points)
+			case !ok || field == "":
+				t.Errorf("chart %s, %s: its last point (at %s) is no sample of /status's history", c.ID, l.Series, l.LastAt)
+			case sample[field] != l.Last:
+				t.Errorf("chart %s, %s: last point %v, /status's sample at %s has %s %v", c.ID, l.Series, l.Last, l.LastAt, field, sample[field])
+			}
+			// The point itself: at the right edge, at the value's height.
+			want := c.Bottom - (c.Bottom-c.Top)*l.Last/c.Max
+			if l.X < c.ViewW-5 || l.Y < want-1 || l.Y > want+1 {
+				t.Errorf("chart %s, %s: last point at (%v, %v), want the right edge at y %v (value %v of %v)", c.ID, l.Series, l.X, l.Y, want, l.Last, c.Max)
+			}
+		}
+	}
+	t.Logf("charts: %+v", got.Charts)
+}
+
+func inAboveZero(cs []statusPageChart) bool {
+	return len(cs) > 0 && cs[0].ID == "chart-records" && len(cs[0].Lines) > 0 && cs[0].Lines[0].Last > 0
+}
+
+// fetchStatusPageSamples returns /status's history by the time of each
+// sample, in the charts' format (RFC 3339 in UTC, nanoseconds).
+func fetchStatusPageSamples(t *testing.T, base string) map[string]map[string]float64 {
+	t.Helper()
+	resp, err := binaryHTTP.Get(base + "/status?since=2m")
+	if err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		History []map[string]any `json:"history"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatalf("/status: %v", err)
+	}
+	out := map[string]map[string]float64{}
+	for _, s := range doc.History {
+		at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(s["at"]))
+		if err != nil {
+			t.Fatalf("/status: a sample's at %v: %v", s["at"], err)
+		}
+		v := map[string]float64{}
+		for k, x := range s {
+			if f, ok := x.(float64); ok {
+				v[k] = f
+			}
+		}
+		out[at.UTC().Format(time.RFC3339Nano)] = v
+	}
+	if len(doc.History) == 0 {
+		t.Fatal("/status has no history")
+	}
+	return out
 }

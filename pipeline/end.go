@@ -114,6 +114,9 @@ func (p *Pipeline) committed() {
 	p.stats.consumed.Add(uint64(c.records))
 	p.stats.produced.Add(uint64(out))
 	p.stats.commits.Add(1)
+	p.stats.filtered.Add(uint64(c.filtered))
+	p.stats.dlq.Add(uint64(c.dlq))
+	p.stats.skipped.Add(uint64(c.skipped))
 	p.parts.committed(p.obs.CommittedOffsets())
 	p.health.failing.Store(nil)
 }

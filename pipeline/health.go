@@ -16,7 +16,10 @@ type counters struct {
 	produced    atomic.Uint64
 	commits     atomic.Uint64
 	aborts      atomic.Uint64
-	openRecords atomic.Int64 // input records of the open transaction, as of the last poll
+	filtered    atomic.Uint64 // input records with no output, committed
+	dlq         atomic.Uint64 // input records dead-lettered, committed
+	skipped     atomic.Uint64 // input records dropped by the skip policy, committed
+	openRecords atomic.Int64  // input records of the open transaction, as of the last poll
 }
 
 // health is what Healthy and Ready judge by.

@@ -30,6 +30,16 @@ type Status struct {
 	Partitions []PartitionStatus `json:"partitions"`
 	// Lag is the sum of the partitions' lag.
 	Lag int64 `json:"lag"`
+	// LagSeconds is the largest of the partitions' LagSeconds: how long
+	// ago the oldest record not yet committed was written; filled by the
+	// loop.
+	LagSeconds float64 `json:"lag_seconds"`
+	// LatencyP50 and LatencyP99 are the median and 99th percentile of the
+	// end-to-end latency (an input record's timestamp to the commit that
+	// made its outputs visible) over the last seconds, 0 when nothing
+	// committed; filled by the loop.
+	LatencyP50 float64 `json:"latency_p50_seconds"`
+	LatencyP99 float64 `json:"latency_p99_seconds"`
 
 	// OpenTransaction is the transaction in progress, if any.
 	OpenTransaction *OpenTransaction `json:"open_transaction"`
@@ -40,6 +50,13 @@ type Status struct {
 	Aborts   map[string]uint64 `json:"aborts"`
 	Consumed uint64            `json:"records_consumed"`
 	Produced uint64            `json:"records_produced"`
+	// Filtered, DeadLettered and Skipped count input records, in
+	// committed transactions, that the chain turned into no output, that
+	// went to the dead-letter topic, and that failed and were dropped
+	// under the skip policy.
+	Filtered     uint64 `json:"records_filtered"`
+	DeadLettered uint64 `json:"records_dead_lettered"`
+	Skipped      uint64 `json:"records_skipped"`
 	// LastError is the latest abort or failure, if any.
 	LastError *Event `json:"last_error"`
 }
@@ -64,6 +81,9 @@ type PartitionStatus struct {
 	// upstream transactions not decided yet.
 	Lag      int64 `json:"lag"`
 	Unstable int64 `json:"unstable"`
+	// LagSeconds is how long ago the first record not yet committed was
+	// written, 0 when caught up; filled by the loop.
+	LagSeconds float64 `json:"lag_seconds"`
 }
 
 // OpenTransaction is the transaction in progress.
@@ -96,6 +116,9 @@ func (p *Pipeline) Status() Status {
 		Commits:         p.stats.commits.Load(),
 		Consumed:        p.stats.consumed.Load(),
 		Produced:        p.stats.produced.Load(),
+		Filtered:        p.stats.filtered.Load(),
+		DeadLettered:    p.stats.dlq.Load(),
+		Skipped:         p.stats.skipped.Load(),
 		Aborts:          map[string]uint64{},
 	}
 	for _, e := range p.chain.Entries() {

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,6 +26,11 @@ type endpoints struct {
 	// base is the /status of a processor that is starting: who it is,
 	// not ready, healthy.
 	base pipeline.Status
+	// info is the rest of who it is, for /status and the page.
+	info statusInfo
+	// history is how far back the status history reaches; 0 for
+	// defaultHistory.
+	history time.Duration
 }
 
 // newEndpoints returns the endpoints of a processor that is starting.
@@ -33,6 +39,11 @@ func newEndpoints(cfg *config.Config, chain *transform.Chain, workers int) *endp
 		TransactionalID: cfg.TransactionalID, Group: cfg.Group, Guarantee: cfg.Guarantee, Sink: cfg.Sink,
 		Workers: workers, Health: "ok", Aborts: map[string]uint64{}, Generation: -1,
 	}}
+	ep.info = statusInfo{Version: version(), StartedAt: time.Now(), InputTopics: cfg.InputTopics, OutputTopic: cfg.OutputTopic}
+	if cfg.OnError == "dlq" {
+		ep.info.DLQTopic = cfg.DLQTopic
+	}
+	ep.history = cfg.StatusHistory
 	for _, e := range chain.Entries() {
 		ep.base.Chain = append(ep.base.Chain, e.String())
 	}
@@ -105,11 +116,13 @@ func registerReady(reg prometheus.Registerer, ready func() string) {
 }
 
 // serveHTTP serves the status page (/), /status, /metrics, /healthz and
-// /readyz in the background.
+// /readyz in the background, and samples the status history until the
+// server shuts down.
 func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	status := &statusHandlers{snapshot: ep.status}
+	hist := newHistory(ep.status, ep.history, sampleEvery)
+	status := &statusHandlers{snapshot: ep.status, hist: hist, info: ep.info}
 	mux.HandleFunc("/status", status.json)
 	mux.HandleFunc("/", status.page)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -131,6 +144,9 @@ func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.S
 		fmt.Fprintln(w, "ready")
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ctx, stopSampling := context.WithCancel(context.Background())
+	srv.RegisterOnShutdown(stopSampling)
+	go hist.run(ctx)
 	go func() { _ = srv.Serve(ln) }()
 	return srv
 }
