@@ -64,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		"Log-end minus last stable offset of an assigned input partition: records of upstream transactions not yet decided; one left open shows here first.")
 	m.LagSeconds = partition("consumer_lag_seconds",
 		"How long ago the first record of an assigned input partition that the group has not committed was written, by its timestamp (0 when caught up). "+
-			"It is the first such record the processor has fetched; until one is fetched after a commit it keeps the value of the last one, and it is 0 when none is known.")
+			"It is the first such record the processor has fetched; after a commit that leaves lag it keeps the last known one until the next poll brings the next; 0 while none is known.")
 	m.EndToEndLatency = metric.Histogram("end_to_end_latency_seconds",
 		"From an input record's timestamp to the commit that made its outputs visible (the database commit into PostgreSQL), for every committed input record, "+
 			"filtered, skipped and dead-lettered ones included; an aborted attempt is not observed, its retry is once committed. "+
