@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/streamproc/processor/internal/metric"
 )
 
 // End-to-end latency: each input record's timestamp goes into the open
@@ -33,6 +35,10 @@ const LatencyWindow = 10 * time.Second
 // adds once per commit; Status reads. The lock is taken once per commit,
 // never per record.
 type latencyWindow struct {
+	// tally counts a commit's observations before they are added to
+	// the histogram; the loop's goroutine only.
+	tally *metric.Tally
+
 	mu   sync.Mutex
 	at   []int64   // when the sample's transaction committed, Unix ms
 	lat  []float64 // seconds
@@ -40,8 +46,8 @@ type latencyWindow struct {
 	next int
 }
 
-func newLatencyWindow() *latencyWindow {
-	return &latencyWindow{at: make([]int64, latencyWindowSize), lat: make([]float64, latencyWindowSize), w: make([]float64, latencyWindowSize)}
+func newLatencyWindow(h *metric.BatchHistogram) *latencyWindow {
+	return &latencyWindow{tally: h.NewTally(), at: make([]int64, latencyWindowSize), lat: make([]float64, latencyWindowSize), w: make([]float64, latencyWindowSize)}
 }
 
 // latencyOf is the latency of a record with timestamp ts (Unix ms)
@@ -57,12 +63,13 @@ func latencyOf(now, ts int64) (float64, bool) {
 // (Unix ms): every one in the histogram, a sample of them in the window.
 func (p *Pipeline) observeCommitted(now int64) {
 	stamps := p.open.stamps
-	h := p.o.Metrics.EndToEndLatency
+	t := p.latency.tally
 	for _, ts := range stamps {
 		if l, ok := latencyOf(now, ts); ok {
-			h.Observe(l)
+			t.Observe(l)
 		}
 	}
+	p.o.Metrics.EndToEndLatency.Add(t)
 	p.latency.add(now, stamps)
 }
 

@@ -36,7 +36,7 @@ type Metrics struct {
 
 	// EndToEndLatency is, per committed input record, from its timestamp
 	// to the commit that made its outputs visible (see latency.go).
-	EndToEndLatency prometheus.Histogram
+	EndToEndLatency *metric.BatchHistogram
 }
 
 // LatencyBuckets are processor_end_to_end_latency_seconds' buckets: 1 ms
@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.LagSeconds = partition("consumer_lag_seconds",
 		"How long ago the first record of an assigned input partition that the group has not committed was written, by its timestamp (0 when caught up). "+
 			"It is the first such record the processor has fetched; after a commit that leaves lag it keeps the last known one until the next poll brings the next; 0 while none is known.")
-	m.EndToEndLatency = metric.Histogram("end_to_end_latency_seconds",
+	m.EndToEndLatency = metric.NewBatchHistogram("end_to_end_latency_seconds",
 		"From an input record's timestamp to the commit that made its outputs visible (the database commit into PostgreSQL), for every committed input record, "+
 			"filtered, skipped and dead-lettered ones included; an aborted attempt is not observed, its retry is once committed. "+
 			"Records without a timestamp (0 or below) are not observed; a timestamp in the future counts as 0.", LatencyBuckets)

@@ -138,7 +138,7 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 		mon:     newMonitor(recordLimit(o, chain), len(o.Chains)+1),
 		work:    context.Background(),
 		parts:   newPartitions(o.Metrics),
-		latency: newLatencyWindow(),
+		latency: newLatencyWindow(o.Metrics.EndToEndLatency),
 	}
 	for i := range p.pool.workers {
 		p.pool.workers[i].renew(p.open.ctx)
