@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
@@ -15,6 +16,7 @@ type openTxn struct {
 	counts   txnCounts
 	inflight []inflight
 	applied  []transform.Source // poison entries this transaction applied
+	stamps   []int64            // its input records' timestamps, Unix ms (latency.go)
 	// blamed are the records this transaction failed as the ones that
 	// held it up; an abort makes them poison, so that their retry does
 	// not run them.
@@ -95,6 +97,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 // transaction's size, the committed offsets, and the end of a run of
 // aborts.
 func (p *Pipeline) committed() {
+	p.observeCommitted(time.Now().UnixMilli())
 	c := &p.open.counts
 	m := p.o.Metrics
 	m.Consumed.Add(float64(c.records))
@@ -130,6 +133,7 @@ func (o *openTxn) reset(done bool) {
 	clear(o.inflight) // drop the record pointers
 	o.inflight = o.inflight[:0]
 	o.applied = o.applied[:0]
+	o.stamps = o.stamps[:0]
 	o.counts.reset()
 	if done {
 		if o.lineage != nil {

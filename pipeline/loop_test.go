@@ -107,7 +107,7 @@ func (e *loopEnv) produceInputs(recs []*kgo.Record, opts ...kgo.Opt) {
 }
 
 // chainOf builds a chain of the one transform fn, registered as name.
-func chainOf(t *testing.T, name string, fn transform.Func) *transform.Chain {
+func chainOf(t testing.TB, name string, fn transform.Func) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register(name, transform.Plain("", func() (transform.Transform, error) { return fn, nil }))

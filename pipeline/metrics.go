@@ -30,7 +30,18 @@ type Metrics struct {
 	LogEndOffset     *prometheus.GaugeVec
 	LastStableOffset *prometheus.GaugeVec
 	UnstableRecords  *prometheus.GaugeVec // log end minus last stable offset
+	// LagSeconds is how long ago the first record not yet committed was
+	// written (see partitions).
+	LagSeconds *prometheus.GaugeVec
+
+	// EndToEndLatency is, per committed input record, from its timestamp
+	// to the commit that made its outputs visible (see latency.go).
+	EndToEndLatency *metric.BatchHistogram
 }
+
+// LatencyBuckets are processor_end_to_end_latency_seconds' buckets: 1 ms
+// to 10 minutes.
+var LatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 
 // NewMetrics creates the record metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -51,7 +62,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.LastStableOffset = partition("last_stable_offset", "The last stable offset of an assigned input partition: read_committed readers read up to it.")
 	m.UnstableRecords = partition("partition_unstable_records",
 		"Log-end minus last stable offset of an assigned input partition: records of upstream transactions not yet decided; one left open shows here first.")
+	m.LagSeconds = partition("consumer_lag_seconds",
+		"How long ago the first record of an assigned input partition that the group has not committed was written, by its timestamp (0 when caught up). "+
+			"It is the first such record the processor has fetched; after a commit that leaves lag it keeps the last known one until the next poll brings the next; 0 while none is known.")
+	m.EndToEndLatency = metric.NewBatchHistogram("end_to_end_latency_seconds",
+		"From an input record's timestamp to the commit that made its outputs visible (the database commit into PostgreSQL), for every committed input record, "+
+			"filtered, skipped and dead-lettered ones included; an aborted attempt is not observed, its retry is once committed. "+
+			"Records without a timestamp (0 or below) are not observed; a timestamp in the future counts as 0.", LatencyBuckets)
 	reg.MustRegister(m.Consumed, m.Produced, m.Filtered, m.DLQ, m.Skipped, m.TransformErrors, m.Retries,
-		m.ConsumerLag, m.CommittedOffset, m.LogEndOffset, m.LastStableOffset, m.UnstableRecords)
+		m.ConsumerLag, m.CommittedOffset, m.LogEndOffset, m.LastStableOffset, m.UnstableRecords,
+		m.LagSeconds, m.EndToEndLatency)
 	return m
 }

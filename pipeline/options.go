@@ -130,14 +130,15 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 	}
 	p := &Pipeline{
 		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
-		names: newSettingNames(o.SettingName),
-		pool:  newPool(chain, o.Chains),
-		open:  newOpenTxn(o.Lineage),
-		pace:  pace{max: o.MaxRecordsPerTxn},
-		book:  poisonBook{poison: make(map[transform.Source]poison), missing: make(map[string]time.Time)},
-		mon:   newMonitor(recordLimit(o, chain), len(o.Chains)+1),
-		work:  context.Background(),
-		parts: newPartitions(o.Metrics),
+		names:   newSettingNames(o.SettingName),
+		pool:    newPool(chain, o.Chains),
+		open:    newOpenTxn(o.Lineage),
+		pace:    pace{max: o.MaxRecordsPerTxn},
+		book:    poisonBook{poison: make(map[transform.Source]poison), missing: make(map[string]time.Time)},
+		mon:     newMonitor(recordLimit(o, chain), len(o.Chains)+1),
+		work:    context.Background(),
+		parts:   newPartitions(o.Metrics),
+		latency: newLatencyWindow(o.Metrics.EndToEndLatency),
 	}
 	for i := range p.pool.workers {
 		p.pool.workers[i].renew(p.open.ctx)

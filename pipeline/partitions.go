@@ -35,6 +35,38 @@ type partitions struct {
 type offsets struct {
 	position, committed, logStart, logEnd, lastStable int64
 	labels                                            []string
+	// head is the timestamp (Unix ms) of the first record past the
+	// committed offset that a poll brought, 0 when none is known;
+	// headStale says a commit has passed it since: it stays until a poll
+	// brings the next one (erring by at most one transaction's span).
+	head      int64
+	headStale bool
+}
+
+// lagSeconds is how long before now (Unix ms) the first record not yet
+// committed was written: 0 when the lag in records is 0 or no such
+// record's timestamp is known.
+func (o *offsets) lagSeconds(now int64) float64 {
+	if lag, ok := o.lag(); (ok && lag == 0) || o.head <= 0 {
+		return 0
+	}
+	return float64(max(now-o.head, 0)) / 1000
+}
+
+// fetchedHead notes the timestamp of the first data record of recs past
+// the committed offset, unless a fresher one is known.
+func (o *offsets) fetchedHead(recs []*kgo.Record) {
+	if o.head > 0 && !o.headStale {
+		return
+	}
+	for _, r := range recs {
+		if !r.Attrs.IsControl() && r.Offset >= o.committed {
+			if ts := r.Timestamp.UnixMilli(); ts > 0 {
+				o.head, o.headStale = ts, false
+			}
+			return
+		}
+	}
 }
 
 func newPartitions(g *Metrics) *partitions {
@@ -75,7 +107,7 @@ func (ps *partitions) assign(assigned map[string][]int32) {
 			tp := topicPartition{t, p}
 			keep[tp] = true
 			if ps.m[tp] == nil {
-				ps.m[tp] = &offsets{-1, -1, -1, -1, -1, labels(tp)}
+				ps.m[tp] = &offsets{position: -1, committed: -1, logStart: -1, logEnd: -1, lastStable: -1, labels: labels(tp)}
 			}
 		}
 	}
@@ -84,7 +116,7 @@ func (ps *partitions) assign(assigned map[string][]int32) {
 			delete(ps.m, tp)
 			l := o.labels
 			for _, g := range []interface{ DeleteLabelValues(...string) bool }{
-				ps.g.ConsumerLag, ps.g.CommittedOffset, ps.g.LogEndOffset, ps.g.LastStableOffset, ps.g.UnstableRecords,
+				ps.g.ConsumerLag, ps.g.LagSeconds, ps.g.CommittedOffset, ps.g.LogEndOffset, ps.g.LastStableOffset, ps.g.UnstableRecords,
 			} {
 				g.DeleteLabelValues(l...)
 			}
@@ -105,6 +137,7 @@ func (ps *partitions) fetched(fs kgo.Fetches) {
 			return
 		}
 		o.position = ftp.Records[len(ftp.Records)-1].Offset + 1
+		o.fetchedHead(ftp.Records)
 		if ftp.HighWatermark >= 0 {
 			o.logEnd = ftp.HighWatermark
 		}
@@ -123,8 +156,15 @@ func (ps *partitions) committed(c map[string]map[int32]int64) {
 	for t, parts := range c {
 		for p, off := range parts {
 			if o := ps.m[topicPartition{t, p}]; o != nil {
+				advanced := off > o.committed
 				o.committed = off
 				o.position = max(o.position, off)
+				if advanced {
+					o.headStale = true
+					if lag, ok := o.lag(); !ok || lag == 0 {
+						o.head = 0 // caught up: a record written later is not the one kept
+					}
+				}
 			}
 		}
 	}
@@ -184,6 +224,7 @@ func (ps *partitions) publish(o *offsets) {
 	if lag, ok := o.lag(); ok {
 		ps.g.ConsumerLag.WithLabelValues(l...).Set(float64(lag))
 	}
+	ps.g.LagSeconds.WithLabelValues(l...).Set(o.lagSeconds(time.Now().UnixMilli()))
 }
 
 // snapshot returns the partitions by topic and partition, and the total
@@ -193,12 +234,13 @@ func (ps *partitions) snapshot() ([]PartitionStatus, int64) {
 	defer ps.mu.Unlock()
 	out := make([]PartitionStatus, 0, len(ps.m))
 	var total int64
+	now := time.Now().UnixMilli()
 	for tp, o := range ps.m {
 		lag, _ := o.lag()
 		total += lag
 		unstable, _ := o.unstable()
 		out = append(out, PartitionStatus{Topic: tp.topic, Partition: tp.partition, Position: o.position, Committed: o.committed,
-			LogEnd: o.logEnd, LastStable: o.lastStable, Lag: lag, Unstable: unstable})
+			LogEnd: o.logEnd, LastStable: o.lastStable, Lag: lag, Unstable: unstable, LagSeconds: o.lagSeconds(now)})
 	}
 	slices.SortFunc(out, func(a, b PartitionStatus) int {
 		return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))

@@ -45,6 +45,8 @@ type Pipeline struct {
 	stats  counters
 	health health
 	parts  *partitions // also read by Status and the refresher
+	// latency is a sample of recent end-to-end latencies, for Status.
+	latency *latencyWindow
 }
 
 // pace is how large transactions and polls are: a transaction's record

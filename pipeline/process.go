@@ -52,6 +52,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				r.Topic = "" // a worker did it already: the chain may have routed r since
 			}
 			p.open.counts.records++
+			p.open.stamps = append(p.open.stamps, r.Timestamp.UnixMilli()) // latency.go
 			if len(p.book.poison) > 0 {
 				// It failed for good in an earlier, aborted attempt.
 				if pz, ok := p.book.poison[src]; ok {

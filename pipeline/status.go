@@ -30,14 +30,12 @@ type Status struct {
 	Partitions []PartitionStatus `json:"partitions"`
 	// Lag is the sum of the partitions' lag.
 	Lag int64 `json:"lag"`
-	// LagSeconds is the largest of the partitions' LagSeconds: how long
-	// ago the oldest record not yet committed was written; filled by the
-	// loop.
+	// LagSeconds is the largest of the partitions' LagSeconds.
 	LagSeconds float64 `json:"lag_seconds"`
-	// LatencyP50 and LatencyP99 are the median and 99th percentile of the
-	// end-to-end latency (an input record's timestamp to the commit that
-	// made its outputs visible) over the last seconds, 0 when nothing
-	// committed; filled by the loop.
+	// LatencyP50 and LatencyP99 are quantiles of the end-to-end latency
+	// (processor_end_to_end_latency_seconds) of the records committed in
+	// the last LatencyWindow, from a weighted sample of each
+	// transaction's records; 0 when nothing committed then.
 	LatencyP50 float64 `json:"latency_p50_seconds"`
 	LatencyP99 float64 `json:"latency_p99_seconds"`
 
@@ -81,8 +79,8 @@ type PartitionStatus struct {
 	// upstream transactions not decided yet.
 	Lag      int64 `json:"lag"`
 	Unstable int64 `json:"unstable"`
-	// LagSeconds is how long ago the first record not yet committed was
-	// written, 0 when caught up; filled by the loop.
+	// LagSeconds is how long ago the first record not committed yet was
+	// written (processor_consumer_lag_seconds): 0 when caught up.
 	LagSeconds float64 `json:"lag_seconds"`
 }
 
@@ -128,6 +126,11 @@ func (p *Pipeline) Status() Status {
 		st.Health = err.Error()
 	}
 	st.Partitions, st.Lag = p.parts.snapshot()
+	for _, ps := range st.Partitions {
+		st.LagSeconds = max(st.LagSeconds, ps.LagSeconds)
+	}
+	q := p.latency.quantiles(time.Now(), 0.5, 0.99)
+	st.LatencyP50, st.LatencyP99 = q[0], q[1]
 	m := p.obs.Metrics()
 	if since := m.OpenSince(); !since.IsZero() {
 		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.stats.openRecords.Load()}

@@ -1,0 +1,71 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/transform"
+)
+
+// Into PostgreSQL, end-to-end latency runs to the database commit: input
+// written 90 s ago, processed in batches of which the first two abort on
+// purpose, is observed once per input, every one in the histogram's
+// (60 s, 120 s] bucket, and /status' quantiles read about 90 s.
+func TestEndToEndLatencyPostgres(t *testing.T) {
+	t.Parallel()
+	tg := newFake(t)
+	db := pgtest.New(t)
+	in := input{topic: unique("latency-pg-in"), n: 300, keys: 10}
+	group := unique("latency-pg-group")
+	tg.createTopics(t, 3, in.topic)
+	cl, err := kgo.NewClient(tg.clientOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const age = 90 * time.Second
+	written := time.Now().Add(-age)
+	recs := make([]*kgo.Record, in.n)
+	for i := range recs {
+		recs[i] = in.record(i)
+		recs[i].Timestamp = written
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	chain := budgetChain(t, "pass", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return append(out, r), nil
+	})
+	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, chain: chain, maxRecords: 50,
+		db: openSink(t, db, group), injectAbort: func(seq uint64) bool { return seq <= 2 }})
+	waitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
+	st := a.p.Status()
+	a.stop(t)
+
+	var m dto.Metric
+	if err := a.pm.EndToEndLatency.Metric().Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	le := map[float64]uint64{}
+	for _, b := range m.Histogram.Bucket {
+		le[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	if n := m.Histogram.GetSampleCount(); n != uint64(in.n) || le[60] != 0 || le[120] != uint64(in.n) {
+		t.Errorf("latency histogram: %d observations, %d up to 60 s, %d up to 120 s; want all %d in (60 s, 120 s]", n, le[60], le[120], in.n)
+	}
+	if st.Aborts["injected"] != 2 {
+		t.Errorf("%d injected aborts, want 2", st.Aborts["injected"])
+	}
+	if st.LatencyP50 < age.Seconds() || st.LatencyP99 > age.Seconds()+30 {
+		t.Errorf("Status() latency p50 %.1f s, p99 %.1f s; want about %.0f s", st.LatencyP50, st.LatencyP99, age.Seconds())
+	}
+	t.Logf("%d observations summing to %.0f s; %d commits, aborts %v; p50 %.2f s, p99 %.2f s",
+		m.Histogram.GetSampleCount(), m.Histogram.GetSampleSum(), st.Commits, st.Aborts, st.LatencyP50, st.LatencyP99)
+}
