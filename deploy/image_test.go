@@ -813,10 +813,9 @@ func TestImageBinary(t *testing.T) {
 			"PROCESSOR_EMBEDDED_BROKER_DIR="+t.TempDir(),
 			"PROCESSOR_GROUP=deploy-test", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",
 			"PROCESSOR_HTTP_ADDR="+freeAddr(t))
-		out, err := cmd.CombinedOutput()
-		var exit *exec.ExitError
-		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "no embedded broker") {
-			t.Errorf("PROCESSOR_EMBEDDED_BROKER=true: %v, %q; want exit 2 (bad configuration) saying the build has no embedded broker", err, out)
+		code, out := exitOf(t, cmd, "the image's processor")
+		if code != 2 || !strings.Contains(out, "no embedded broker") {
+			t.Errorf("PROCESSOR_EMBEDDED_BROKER=true: exit %d, %q; want exit 2 (bad configuration) saying the build has no embedded broker", code, out)
 		}
 	})
 
@@ -841,6 +840,13 @@ func probeExit(t *testing.T, bin, addr string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(bin, "probe")
 	cmd.Env = append(processorFreeEnv(), "PROCESSOR_HTTP_ADDR="+addr)
+	return exitOf(t, cmd, "processor probe")
+}
+
+// exitOf runs cmd and returns its exit code and combined output; a
+// command that cannot run at all (what names it) fails the test.
+func exitOf(t *testing.T, cmd *exec.Cmd, what string) (int, string) {
+	t.Helper()
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
@@ -849,7 +855,7 @@ func probeExit(t *testing.T, bin, addr string) (int, string) {
 	case errors.As(err, &ee):
 		return ee.ExitCode(), string(out)
 	}
-	t.Fatalf("processor probe: %v", err)
+	t.Fatalf("%s: %v", what, err)
 	return 0, ""
 }
 

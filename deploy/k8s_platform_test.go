@@ -347,15 +347,6 @@ func TestK8sConfigChangesRollPods(t *testing.T) {
 	}
 }
 
-// imageRef splits an image reference into name, tag and digest.
-func imageRef(s string) (name, tag, digest string) {
-	name, digest, _ = strings.Cut(s, "@")
-	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
-		name, tag = name[:i], name[i+1:]
-	}
-	return name, tag, digest
-}
-
 // TestK8sImagesPinned: every image is a version (or a digest), never
 // latest nor untagged, in the base and in every component.
 func TestK8sImagesPinned(t *testing.T) {
@@ -395,7 +386,7 @@ func TestK8sImagesPinned(t *testing.T) {
 				if _, ok := set[c.Image]; ok {
 					continue
 				}
-				if _, tag, digest := imageRef(c.Image); digest == "" && (tag == "" || tag == "latest") {
+				if _, tag, digest := parseImageRef(c.Image); digest == "" && (tag == "" || tag == "latest") {
 					t.Errorf("%s: container %s: image %q is untagged or latest, and %s/kustomization.yaml's images do not set it", o, c.Name, c.Image, dir)
 				}
 			}
@@ -406,8 +397,8 @@ func TestK8sImagesPinned(t *testing.T) {
 		{"localhost:5000/p", "localhost:5000/p", "", ""},
 		{"p@sha256:ab", "p", "", "sha256:ab"},
 	} {
-		if n, tg, d := imageRef(c.in); n != c.name || tg != c.tag || d != c.digest {
-			t.Errorf("imageRef(%q) = %q %q %q", c.in, n, tg, d)
+		if n, tg, d := parseImageRef(c.in); n != c.name || tg != c.tag || d != c.digest {
+			t.Errorf("parseImageRef(%q) = %q %q %q", c.in, n, tg, d)
 		}
 	}
 }
@@ -443,7 +434,7 @@ func kubectlKustomize(t *testing.T, dir string) []k8sObject {
 func TestK8sKustomizeRenders(t *testing.T) {
 	objs := kubectlKustomize(t, k8sDir)
 	sts, spec, c := theStatefulSet(t, objs)
-	if _, tag, _ := imageRef(c.Image); tag == "" || tag == "latest" {
+	if _, tag, _ := parseImageRef(c.Image); tag == "" || tag == "latest" {
 		t.Errorf("%s: rendered image %q", sts, c.Image)
 	}
 	// The generated names are hashed, and the StatefulSet's references
@@ -502,7 +493,7 @@ func TestK8sKustomizeRenders(t *testing.T) {
 // ("## [0.4.0] - 2026-12-02"), with a v, as images are tagged.
 func latestRelease(t *testing.T) string {
 	t.Helper()
-	m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$`).FindStringSubmatch(readFile(t, "../CHANGELOG.md"))
+	m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$`).FindStringSubmatch(readFile(t, changelogFile))
 	if m == nil {
 		t.Fatal("CHANGELOG.md names no release (## [x.y.z] - yyyy-mm-dd)")
 	}

@@ -1,7 +1,7 @@
 package deploy
 
 import (
-	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -37,16 +37,7 @@ func runScriptIn(t *testing.T, dir string, env []string, args ...string) (int, s
 			_ = cmd.Process.Kill()
 		}
 	}()
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0, string(out)
-	case errors.As(err, &ee):
-		return ee.ExitCode(), string(out)
-	}
-	t.Fatalf("scripts/run.sh %q: %v", args, err)
-	return 0, ""
+	return exitOf(t, cmd, fmt.Sprintf("scripts/run.sh %q", args))
 }
 
 // held listens on a loopback port until the test ends.
