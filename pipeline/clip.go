@@ -28,7 +28,3 @@ func clipErr(err error) error {
 	}
 	return err
 }
-
-// clipTo shortens s to at most n bytes, the note of how long it was
-// included, at a rune boundary.
-func clipTo(s string, n int) string { return record.ClipWithin(s, n) }

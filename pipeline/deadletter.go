@@ -63,10 +63,10 @@ func (p *Pipeline) fitDeadLetter(r *kgo.Record) {
 			continue
 		}
 		if keep := len(h.Value) - over; keep >= minErrorQuote {
-			h.Value = []byte(clipTo(string(h.Value), keep))
+			h.Value = []byte(record.ClipWithin(string(h.Value), keep))
 			return
 		}
-		h.Value = []byte(clipTo(string(h.Value), minErrorQuote))
+		h.Value = []byte(record.ClipWithin(string(h.Value), minErrorQuote))
 	}
 	size := wireBytes(r)
 	r.Value = nil
@@ -100,9 +100,7 @@ func varintLen(n int) int {
 func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err error, dropValue string) []kgo.RecordHeader {
 	hdrs := make([]kgo.RecordHeader, 0, len(orig)+4)
 	for _, h := range orig {
-		switch h.Key {
-		case HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped:
-		default:
+		if !record.IsDeadLetterHeader(h.Key) {
 			hdrs = append(hdrs, h)
 		}
 	}
