@@ -79,8 +79,12 @@ func runBinary(t *testing.T, name string, inst launch.Instance) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{name: name, process: lp, logs: &syncBuffer{}, done: make(chan struct{})}
+	scanned := make(chan struct{}) // every line is in p.logs
 	go func() {
+		defer close(scanned)
+		defer io.Copy(io.Discard, pr) // a line past the scanner's limit must not block the process's writes
 		sc := bufio.NewScanner(pr)
+		sc.Buffer(nil, 4<<20)
 		for sc.Scan() {
 			line := sc.Text()
 			_, _ = p.logs.Write([]byte(line + "\n"))
@@ -101,6 +105,7 @@ func runBinary(t *testing.T, name string, inst launch.Instance) *proc {
 		}
 		cancel()
 		pw.Close()
+		<-scanned // the last lines (a configuration error, say) are in the log before done
 		close(p.done)
 	}()
 	t.Cleanup(func() {
