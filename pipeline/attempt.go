@@ -17,6 +17,9 @@ const (
 	classRetriable = "retriable"
 	classTimeout   = "timeout"
 	classPanic     = "panic"
+	// classUnavailable: a service the transform depends on failed
+	// (transform.Unavailable, transform.Fatal); not the record's fault.
+	classUnavailable = "unavailable"
 )
 
 // errWatchdog ends a transaction that ran out of its time budget.
@@ -83,6 +86,10 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 		}
 		if p.open.ctx.Err() != nil {
 			return dst, stage, attempt, errWatchdog
+		}
+		if isDependency(err) {
+			p.o.Metrics.TransformErrors.WithLabelValues(stage, classUnavailable).Inc()
+			return dst, stage, attempt, err // not clipped: Healthy and the log show it whole
 		}
 		class := classPermanent
 		var pe *transform.PanicError

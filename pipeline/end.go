@@ -122,6 +122,7 @@ func (p *Pipeline) committed() {
 	p.stats.skipped.Add(uint64(c.skipped))
 	p.parts.committed(p.obs.CommittedOffsets())
 	p.health.failing.Store(nil)
+	p.health.outage.Store(nil)
 }
 
 // reset readies o for the next transaction: it drops the ended one's

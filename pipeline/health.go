@@ -32,6 +32,10 @@ type health struct {
 	// failing is the run of transactions aborted since the last commit,
 	// nil when the last one committed (see noteAbort).
 	failing atomic.Pointer[abortRun]
+	// outage is the run of transactions aborted since the last commit
+	// because a service the chain depends on failed (outage.go), nil
+	// when the last one committed.
+	outage atomic.Pointer[outage]
 }
 
 // tick notes an iteration of the loop.
@@ -108,7 +112,7 @@ func (h *health) abortBackoff(ctx context.Context) {
 // transaction until it fits), and injected ones are a drill's, so they
 // neither start nor extend a run.
 func (h *health) noteAbort(reason txn.Reason) {
-	if reason == txn.ReasonWatchdog || reason == txn.ReasonInjected {
+	if reason == txn.ReasonWatchdog || reason == txn.ReasonInjected || reason == txn.ReasonUnavailable {
 		return
 	}
 	r := h.failing.Load()
@@ -184,6 +188,9 @@ func (p *Pipeline) Healthy() error {
 	if since := time.Since(time.Unix(0, p.health.lastLoop.Load())); since > p.o.StallTimeout {
 		return fmt.Errorf("the processing loop has not advanced for %s", since.Round(time.Second))
 	}
+	if err := p.health.outageError(outageUnhealthy(p.o.StallTimeout)); err != nil {
+		return err
+	}
 	if r := p.health.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > p.o.FailingAfter {
 		why := ""
 		if _, last := p.obs.Metrics().Aborts(); last != nil {
@@ -202,6 +209,9 @@ func (p *Pipeline) Healthy() error {
 	return nil
 }
 
-// Ready reports whether the pipeline runs, has joined its group and has
-// initialised its transactional producer.
-func (p *Pipeline) Ready() bool { return p.health.running.Load() && p.obs.Ready() }
+// Ready reports whether the pipeline runs, has joined its group, has
+// initialised its transactional producer, and no service the chain
+// depends on is failing.
+func (p *Pipeline) Ready() bool {
+	return p.health.running.Load() && p.obs.Ready() && p.health.outage.Load() == nil
+}

@@ -485,7 +485,7 @@ func (e *loopEnv) checkTopic(topic string, recs []*kgo.Record, want func(in *kgo
 func abortedTotal(tm *txn.Metrics) float64 {
 	var n float64
 	for _, r := range []txn.Reason{txn.ReasonRebalance, txn.ReasonOffsetCommit, txn.ReasonProduce, txn.ReasonTransform,
-		txn.ReasonFenced, txn.ReasonEndError, txn.ReasonInjected, txn.ReasonWatchdog, txn.ReasonTimeout} {
+		txn.ReasonFenced, txn.ReasonEndError, txn.ReasonInjected, txn.ReasonWatchdog, txn.ReasonTimeout, txn.ReasonUnavailable} {
 		n += testutil.ToFloat64(tm.Aborted.WithLabelValues(string(r)))
 	}
 	return n

@@ -51,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Filtered:        metric.Counter("records_filtered_total", "Input records the transform chain turned into no output, in committed transactions."),
 		DLQ:             metric.Counter("records_dlq_total", "Input records written to the dead-letter topic, in committed transactions."),
 		Skipped:         metric.Counter("records_skipped_total", "Input records that failed and were dropped under the skip error policy, in committed transactions."),
-		TransformErrors: metric.CounterVec("transform_errors_total", "Transform failures on a record, by chain entry and class (permanent, retriable, timeout, panic).", "transform", "class"),
+		TransformErrors: metric.CounterVec("transform_errors_total", "Transform failures on a record, by chain entry and class (permanent, retriable, timeout, panic, unavailable: a service the chain depends on failed, not the record).", "transform", "class"),
 		Retries:         metric.Counter("transform_retries_total", "Retries of records whose transform failed with a retriable error or timed out."),
 	}
 	partition := func(name, help string) *prometheus.GaugeVec { return metric.GaugeVec(name, help, "topic", "partition") }

@@ -132,9 +132,12 @@ func (p *Pipeline) step(ctx context.Context) error {
 		}
 		err := p.process(fs)
 		p.stats.openRecords.Store(int64(p.open.counts.records))
+		var de *dependencyError
 		switch {
 		case errors.Is(err, errWatchdog):
 			return p.outOfBudget(ctx)
+		case errors.As(err, &de) && transform.IsUnavailable(err):
+			return p.unavailable(ctx, de)
 		case err != nil:
 			if _, endErr := p.end(ctx, txn.ReasonTransform); endErr != nil {
 				p.log.Error("aborting the transaction failed", "err", endErr.Error())

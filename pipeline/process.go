@@ -106,6 +106,9 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		}
 		return res.err
 	}
+	if res.err != nil && isDependency(res.err) {
+		return &dependencyError{stage: res.stage, err: res.err}
+	}
 	if res.err != nil {
 		if le, ok := res.err.(*limitError); ok {
 			p.open.counts.limited++

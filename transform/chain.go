@@ -61,6 +61,7 @@ type stage struct {
 	entry Entry
 	name  string
 	t     Transform
+	host  bool // placed by Frame, not an entry
 }
 
 // Build constructs the chain for entries from r. Each entry's settings
@@ -119,15 +120,57 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 	return c, nil
 }
 
+// Stage is a transform the host places in the chain itself, outside the
+// registry and PROCESSOR_TRANSFORMS: the decoding of schema-encoded
+// inputs before the entries and the encoding of outputs after them. Name
+// is what its errors and dead letters name as the failed stage.
+type Stage struct {
+	Name string
+	T    Transform
+}
+
+func (s Stage) stage() stage {
+	return stage{entry: Entry{Name: s.Name}, name: s.Name, t: s.T, host: true}
+}
+
+// Frame places first before the chain's stages and last after them, once,
+// before the chain runs. The stages count as the chain's (Len, Running,
+// Close, Touches) but not as its Entries, and their errors are a stage's
+// like any other.
+func (c *Chain) Frame(first, last []Stage) {
+	stages := make([]stage, 0, len(first)+len(c.stages)+len(last))
+	for _, s := range first {
+		stages = append(stages, s.stage())
+	}
+	stages = append(stages, c.stages...)
+	for _, s := range last {
+		stages = append(stages, s.stage())
+	}
+	c.stages = stages
+}
+
+// Touches returns the parts of a record that some stage of the chain
+// touches (see Toucher): the key or value a schema codec must decode for
+// the chain, and encode after it.
+func (c *Chain) Touches() Parts {
+	var p Parts
+	for _, s := range c.stages {
+		p |= TouchesOf(s.t)
+	}
+	return p
+}
+
 // Len returns the number of stages.
 func (c *Chain) Len() int { return len(c.stages) }
 
 // Entries returns the chain's entries in order, as they were given to
 // Build.
 func (c *Chain) Entries() []Entry {
-	es := make([]Entry, len(c.stages))
-	for i, s := range c.stages {
-		es[i] = s.entry
+	es := make([]Entry, 0, len(c.stages))
+	for _, s := range c.stages {
+		if !s.host {
+			es = append(es, s.entry)
+		}
 	}
 	return es
 }

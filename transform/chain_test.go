@@ -838,3 +838,73 @@ func TestStageMessageNamesSettings(t *testing.T) {
 		}
 	}
 }
+
+// keyOnly touches keys only.
+type keyOnly struct{ transform.Func }
+
+func (keyOnly) Touches() transform.Parts { return transform.PartKey }
+
+// Frame places host stages around the entries: they run first and last,
+// their errors name them, they are not Entries, and Touches joins every
+// stage's parts (a stage without Touches touches all).
+func TestFrameAndTouches(t *testing.T) {
+	r := &transform.Registry{}
+	r.Register("tag", fn(tag))
+	r.Register("keys", transform.Plain("key stage", func() (transform.Transform, error) {
+		return keyOnly{transform.Func(tag)}, nil
+	}))
+	c, err := r.Build([]transform.Entry{{Name: "keys"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Touches(); got != transform.PartKey {
+		t.Errorf("Touches() = %v, want PartKey", got)
+	}
+	var order []string
+	step := func(name string, fail bool) transform.Stage {
+		return transform.Stage{Name: name, T: transform.Func(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			order = append(order, name+":"+string(rec.Value))
+			if fail {
+				return out, errBoom
+			}
+			return append(out, rec), nil
+		})}
+	}
+	c.Frame([]transform.Stage{step("decode", false)}, []transform.Stage{step("encode", false)})
+	out, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: []byte("v")}, nil)
+	if err != nil || len(out) != 1 || string(out[0].Value) != "v!" {
+		t.Fatalf("Process = %v, %v", out, err)
+	}
+	if want := []string{"decode:v", "encode:v!"}; !slices.Equal(order, want) {
+		t.Errorf("stages ran as %v, want %v", order, want)
+	}
+	if es := c.Entries(); len(es) != 1 || es[0].Name != "keys" || c.Len() != 3 {
+		t.Errorf("Entries() = %v, Len() = %d; want only the entry, three stages", es, c.Len())
+	}
+	if got := c.Touches(); got != transform.PartAll {
+		t.Errorf("Touches() with stages lacking Touches = %v, want PartAll", got)
+	}
+	c2, _ := r.Build([]transform.Entry{{Name: "tag"}}, nil)
+	c2.Frame(nil, []transform.Stage{step("encode", true)})
+	_, err = c2.Process(context.Background(), transform.Source{}, &kgo.Record{Value: []byte("w")}, nil)
+	var te *transform.Error
+	if !errors.As(err, &te) || te.Stage != "encode" || !errors.Is(err, errBoom) {
+		t.Errorf("a failing host stage: %v, want a *transform.Error of stage encode", err)
+	}
+}
+
+// Unavailable and Fatal mark errors that are no record's fault, and
+// survive wrapping.
+func TestUnavailableAndFatal(t *testing.T) {
+	u := fmt.Errorf("decode: %w", transform.Unavailable(errBoom))
+	f := fmt.Errorf("decode: %w", transform.Fatal(errBoom))
+	if !transform.IsUnavailable(u) || transform.IsFatal(u) || !errors.Is(u, errBoom) {
+		t.Errorf("Unavailable: IsUnavailable %v, IsFatal %v", transform.IsUnavailable(u), transform.IsFatal(u))
+	}
+	if !transform.IsFatal(f) || transform.IsUnavailable(f) || !errors.Is(f, errBoom) {
+		t.Errorf("Fatal: IsFatal %v, IsUnavailable %v", transform.IsFatal(f), transform.IsUnavailable(f))
+	}
+	if transform.Unavailable(nil) != nil || transform.Fatal(nil) != nil {
+		t.Error("marking nil must give nil")
+	}
+}

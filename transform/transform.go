@@ -118,3 +118,81 @@ type Destinations interface {
 	// topic it names; unset settings are left out.
 	Destinations() map[string]string
 }
+
+// Unavailable marks err as the failure of a service the transform depends
+// on (a Schema Registry, a lookup service) that is not the record's fault:
+// the record is neither retried as a record nor failed under the error
+// policy. The processor aborts the transaction, backs off, retries it, and
+// reports itself not ready (and, once it lasts, unhealthy) with err's
+// message until the service answers again. Say in err which setting names
+// the service, so that an operator knows where to look.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{err}
+}
+
+// IsUnavailable reports whether err was marked with Unavailable.
+func IsUnavailable(err error) bool {
+	var u *unavailableError
+	return errors.As(err, &u)
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }
+
+// Fatal marks err as one the processor cannot go on after and no retry
+// can clear, such as a service refusing the processor's credentials: the
+// transaction is aborted and the processor stops with exit code 1, as it
+// does when a broker refuses them. No record is failed for it.
+func Fatal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &fatalError{err}
+}
+
+// IsFatal reports whether err was marked with Fatal.
+func IsFatal(err error) bool {
+	var f *fatalError
+	return errors.As(err, &f)
+}
+
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+func (e *fatalError) Unwrap() error { return e.err }
+
+// Parts are parts of a record: what a transform reads or writes (see
+// Toucher).
+type Parts uint8
+
+// The parts of a record a transform may touch.
+const (
+	PartKey Parts = 1 << iota
+	PartValue
+	// PartAll is every part: what a transform without Touches touches.
+	PartAll = PartKey | PartValue
+)
+
+// Toucher is an optional interface of a transform that says which of a
+// record's key and value it reads or writes. The processor decodes
+// schema-encoded keys and values (PROCESSOR_KEY_FORMAT,
+// PROCESSOR_VALUE_FORMAT) only for a chain that touches them, so a chain
+// of transforms that only look at headers or topics passes the encoded
+// bytes through untouched, at no cost. A transform without Touches is
+// taken to touch both.
+type Toucher interface {
+	Touches() Parts
+}
+
+// TouchesOf returns what t touches: its Touches, or PartAll.
+func TouchesOf(t Transform) Parts {
+	if tt, ok := t.(Toucher); ok {
+		return tt.Touches()
+	}
+	return PartAll
+}

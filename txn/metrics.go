@@ -43,7 +43,7 @@ type Abort struct {
 }
 
 // allReasons are the abort reasons, for exporting zeros.
-var allReasons = []Reason{ReasonRebalance, ReasonOffsetCommit, ReasonProduce, ReasonTransform, ReasonFenced, ReasonEndError, ReasonWatchdog, ReasonTimeout}
+var allReasons = []Reason{ReasonRebalance, ReasonOffsetCommit, ReasonProduce, ReasonTransform, ReasonFenced, ReasonEndError, ReasonWatchdog, ReasonTimeout, ReasonUnavailable}
 
 // countAbort counts an aborted transaction.
 func (m *Metrics) countAbort(reason Reason, detail string) {

@@ -44,6 +44,7 @@ const (
 	ReasonInjected     Reason = "injected"        // a test asked for it (see pipeline.Options.InjectAbort)
 	ReasonWatchdog     Reason = "watchdog"        // processing used up the transaction's time budget
 	ReasonTimeout      Reason = "timeout"         // the broker aborted the transaction at the transaction timeout (and bumped the epoch)
+	ReasonUnavailable  Reason = "unavailable"     // a service the chain depends on (a Schema Registry) failed: no record's fault
 )
 
 // Options configure a Session.

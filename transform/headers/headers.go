@@ -113,3 +113,7 @@ func (t *Transform) Process(_ context.Context, _ transform.Source, rec *kgo.Reco
 	rec.Headers = t.chunk[start:len(t.chunk):len(t.chunk)]
 	return append(out, rec), nil
 }
+
+// Touches returns no part: the transform works on headers only, so
+// schema-encoded keys and values pass through it undecoded.
+func (t *Transform) Touches() transform.Parts { return 0 }

@@ -25,3 +25,7 @@ type Transform struct{}
 func (Transform) Process(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return append(out, rec), nil
 }
+
+// Touches returns no part: identity reads and writes neither key nor
+// value, so schema-encoded bytes pass through it undecoded.
+func (Transform) Touches() transform.Parts { return 0 }

@@ -206,3 +206,7 @@ func ParseValue(b []byte) (any, error) {
 	}
 	return v, nil
 }
+
+// Touches returns the value: the program reads and writes values only,
+// and keys pass through it as they are.
+func (t *Transform) Touches() transform.Parts { return transform.PartValue }

@@ -159,3 +159,13 @@ func jqType(v any) string {
 	}
 	return "a number"
 }
+
+// Touches returns the value for routing by EXPR, which reads it, and no
+// part for routing by HEADER: schema-encoded values then pass through
+// undecoded.
+func (t *Transform) Touches() transform.Parts {
+	if t.prog == nil {
+		return 0
+	}
+	return transform.PartValue
+}
