@@ -17,9 +17,11 @@ import (
 // Validate checks every setting and the relations between them, rule by
 // rule in the order of rules. It returns the first problem as an *Error.
 func (c *Config) Validate() error {
-	for _, r := range rules {
-		if (r.when == nil || r.when(c)) && !r.ok(c) {
-			return r.failure(c)
+	for _, rs := range [][]rule{rules, schemaRules} {
+		for _, r := range rs {
+			if (r.when == nil || r.when(c)) && !r.ok(c) {
+				return r.failure(c)
+			}
 		}
 	}
 	return nil

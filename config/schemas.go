@@ -1,0 +1,137 @@
+package config
+
+import (
+	"net/url"
+	"slices"
+	"time"
+)
+
+// Formats are the values of the PROCESSOR_*_FORMAT settings: raw bytes,
+// or the Schema Registry wire format of each schema type.
+var Formats = []string{"raw", "avro", "protobuf", "json_schema"}
+
+// OutputKeyFormatOrDefault is PROCESSOR_OUTPUT_KEY_FORMAT, or the input
+// keys' format when it is unset.
+func (c *Config) OutputKeyFormatOrDefault() string {
+	if c.OutputKeyFormat == "" {
+		return c.KeyFormat
+	}
+	return c.OutputKeyFormat
+}
+
+// OutputValueFormatOrDefault is PROCESSOR_OUTPUT_VALUE_FORMAT, or the
+// input values' format when it is unset.
+func (c *Config) OutputValueFormatOrDefault() string {
+	if c.OutputValueFormat == "" {
+		return c.ValueFormat
+	}
+	return c.OutputValueFormat
+}
+
+// UsesSchemaRegistry reports whether a key or value format, of the input
+// or the output, is one the Schema Registry serves.
+func (c *Config) UsesSchemaRegistry() bool {
+	for _, f := range []string{c.KeyFormat, c.ValueFormat, c.OutputKeyFormatOrDefault(), c.OutputValueFormatOrDefault()} {
+		if f != "raw" {
+			return true
+		}
+	}
+	return false
+}
+
+// schemaRules are Validate's checks of the formats and the Schema
+// Registry, made after rules.
+var schemaRules = []rule{
+	{field: "KeyFormat", ok: func(c *Config) bool { return oneOf(c.KeyFormat, Formats...) }},
+	{field: "ValueFormat", ok: func(c *Config) bool { return oneOf(c.ValueFormat, Formats...) }},
+	{field: "OutputKeyFormat", when: func(c *Config) bool { return c.OutputKeyFormat != "" },
+		ok: func(c *Config) bool { return oneOf(c.OutputKeyFormat, Formats...) }},
+	{field: "OutputValueFormat", when: func(c *Config) bool { return c.OutputValueFormat != "" },
+		ok: func(c *Config) bool { return oneOf(c.OutputValueFormat, Formats...) }},
+	// Rows in a database are JSON: a sink other than kafka takes the
+	// chain's JSON as it is.
+	{field: "OutputValueFormat", when: otherSink, ok: func(c *Config) bool { return c.OutputValueFormatOrDefault() == "raw" },
+		form: func(c *Config, _ string) string {
+			return "raw with " + EnvName("SINK") + "=" + c.Sink + " (rows take the chain's JSON; set it to raw when the input is schema-encoded)"
+		}},
+	{field: "OutputKeyFormat", when: otherSink, ok: func(c *Config) bool { return c.OutputKeyFormatOrDefault() == "raw" },
+		form: func(c *Config, _ string) string {
+			return "raw with " + EnvName("SINK") + "=" + c.Sink + " (set it to raw when the input keys are schema-encoded)"
+		}},
+	{field: "OutputKeySubject", when: rawOutputKey, ok: func(c *Config) bool { return c.OutputKeySubject == "" }, form: needsOutputKeyFormat},
+	{field: "OutputKeySchemaFile", when: rawOutputKey, ok: func(c *Config) bool { return c.OutputKeySchemaFile == "" }, form: needsOutputKeyFormat},
+	{field: "OutputKeyMessage", when: func(c *Config) bool { return c.OutputKeyFormatOrDefault() != "protobuf" },
+		ok: func(c *Config) bool { return c.OutputKeyMessage == "" }, form: fixed("unset unless the output keys are protobuf")},
+	{field: "OutputValueSubject", when: rawOutputValue, ok: func(c *Config) bool { return c.OutputValueSubject == "" }, form: needsOutputValueFormat},
+	{field: "OutputValueSchemaFile", when: rawOutputValue, ok: func(c *Config) bool { return c.OutputValueSchemaFile == "" }, form: needsOutputValueFormat},
+	{field: "OutputValueMessage", when: func(c *Config) bool { return c.OutputValueFormatOrDefault() != "protobuf" },
+		ok: func(c *Config) bool { return c.OutputValueMessage == "" }, form: fixed("unset unless the output values are protobuf")},
+	{field: "OutputSchemaRefreshInterval", ok: func(c *Config) bool {
+		return within(c.OutputSchemaRefreshInterval, time.Second, 24*time.Hour)
+	}},
+
+	// Where the registry is: the embedded one, or URLs.
+	{field: "EmbeddedSchemaRegistry", when: func(c *Config) bool { return c.EmbeddedSchemaRegistry },
+		ok:   func(c *Config) bool { return len(c.SchemaRegistryURL) == 0 },
+		form: fixed("false while PROCESSOR_SCHEMA_REGISTRY_URL is set: use the embedded registry or that one, not both")},
+	{field: "EmbeddedSchemaRegistryAddr", when: func(c *Config) bool { return c.EmbeddedSchemaRegistry },
+		ok: func(c *Config) bool { return checkHostPort(c.EmbeddedSchemaRegistryAddr, true) == nil }},
+	{field: "EmbeddedSchemaRegistryDir", when: func(c *Config) bool { return c.EmbeddedSchemaRegistry }, unset: true,
+		ok: func(c *Config) bool { return c.EmbeddedSchemaRegistryDir != "" }},
+	{field: "SchemaRegistryURL", when: func(c *Config) bool { return c.UsesSchemaRegistry() && !c.EmbeddedSchemaRegistry }, unset: true,
+		ok:   func(c *Config) bool { return len(c.SchemaRegistryURL) > 0 },
+		form: note(" (a key or value format other than raw needs one; PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true to try one on this machine)")},
+	{field: "SchemaRegistryURL", ok: func(c *Config) bool { return all(c.SchemaRegistryURL, isRegistryURL) }},
+	{field: "SchemaRegistryURL", when: func(c *Config) bool { return len(c.SchemaRegistryURL) > 0 && !c.UsesSchemaRegistry() },
+		ok:   func(c *Config) bool { return false },
+		form: fixed("unset while every key and value format is raw, or PROCESSOR_VALUE_FORMAT (or another format) set to avro, protobuf or json_schema")},
+	{field: "SchemaRegistryPassword", when: noRegistryUser, ok: func(c *Config) bool { return c.SchemaRegistryPassword == "" }, form: needsRegistryUser},
+	{field: "SchemaRegistryPasswordFile", when: noRegistryUser, ok: func(c *Config) bool { return c.SchemaRegistryPasswordFile == "" }, form: needsRegistryUser},
+	{field: "SchemaRegistryPassword", when: hasRegistryUser, unset: true,
+		ok:   func(c *Config) bool { return c.SchemaRegistryPassword != "" || c.SchemaRegistryPasswordFile != "" },
+		form: note(", or PROCESSOR_SCHEMA_REGISTRY_PASSWORD_FILE (PROCESSOR_SCHEMA_REGISTRY_USERNAME needs one of them)")},
+	{field: "SchemaRegistryPasswordFile", when: hasRegistryUser,
+		ok:   func(c *Config) bool { return c.SchemaRegistryPassword == "" || c.SchemaRegistryPasswordFile == "" },
+		form: fixed("unset while PROCESSOR_SCHEMA_REGISTRY_PASSWORD is set: set one of them, not both")},
+	{field: "SchemaRegistryTLSCAFile", when: registryPlain, ok: func(c *Config) bool { return c.SchemaRegistryTLSCAFile == "" }, form: needsHTTPS},
+	{field: "SchemaRegistryTLSCertFile", when: registryPlain, ok: func(c *Config) bool { return c.SchemaRegistryTLSCertFile == "" }, form: needsHTTPS},
+	{field: "SchemaRegistryTLSKeyFile", when: registryPlain, ok: func(c *Config) bool { return c.SchemaRegistryTLSKeyFile == "" }, form: needsHTTPS},
+	{field: "SchemaRegistryTLSServerName", when: registryPlain, ok: func(c *Config) bool { return c.SchemaRegistryTLSServerName == "" }, form: needsHTTPS},
+	{field: "SchemaRegistryTLSKeyFile", when: func(c *Config) bool { return c.SchemaRegistryTLSCertFile != "" }, unset: true,
+		ok: func(c *Config) bool { return c.SchemaRegistryTLSKeyFile != "" }, form: note(" (PROCESSOR_SCHEMA_REGISTRY_TLS_CERT_FILE needs its key)")},
+	{field: "SchemaRegistryTLSCertFile", when: func(c *Config) bool { return c.SchemaRegistryTLSKeyFile != "" }, unset: true,
+		ok: func(c *Config) bool { return c.SchemaRegistryTLSCertFile != "" }, form: note(" (PROCESSOR_SCHEMA_REGISTRY_TLS_KEY_FILE is the key of a certificate)")},
+}
+
+// isRegistryURL reports whether s is an http or https URL with a host.
+func isRegistryURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == ""
+}
+
+func rawOutputKey(c *Config) bool    { return c.OutputKeyFormatOrDefault() == "raw" }
+func rawOutputValue(c *Config) bool  { return c.OutputValueFormatOrDefault() == "raw" }
+func hasRegistryUser(c *Config) bool { return c.SchemaRegistryUsername != "" }
+func noRegistryUser(c *Config) bool  { return c.SchemaRegistryUsername == "" }
+
+// registryPlain: no registry URL is https, so registry TLS settings would
+// do nothing.
+func registryPlain(c *Config) bool {
+	return !slices.ContainsFunc(c.SchemaRegistryURL, func(s string) bool { u, err := url.Parse(s); return err == nil && u.Scheme == "https" })
+}
+
+func needsOutputKeyFormat(*Config, string) string {
+	return "unset while the output keys are raw (PROCESSOR_OUTPUT_KEY_FORMAT, by default PROCESSOR_KEY_FORMAT), or a schema format set there"
+}
+
+func needsOutputValueFormat(*Config, string) string {
+	return "unset while the output values are raw (PROCESSOR_OUTPUT_VALUE_FORMAT, by default PROCESSOR_VALUE_FORMAT), or a schema format set there"
+}
+
+func needsRegistryUser(*Config, string) string {
+	return "PROCESSOR_SCHEMA_REGISTRY_USERNAME set along with it, or the variable unset"
+}
+
+func needsHTTPS(*Config, string) string {
+	return "https URLs in PROCESSOR_SCHEMA_REGISTRY_URL along with it, or the variable unset (over http it would do nothing)"
+}
