@@ -8,6 +8,7 @@ import (
 
 	"github.com/streamproc/processor/cmd/internal/devkafka"
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/srserver"
 )
 
 // embeddedBuilt says whether this build has the embedded broker.
@@ -41,4 +42,22 @@ func startEmbeddedBroker(ctx context.Context, cfg *config.Config, sec *security,
 	log.Warn("embedded broker started: for trying the processor on one machine, never for production",
 		append([]any{"addr", b.Addrs()[0], "dir", cfg.EmbeddedBrokerDir, "topics", topics}, sec.saslAttrs()...)...)
 	return b, nil
+}
+
+// startEmbeddedRegistry starts the in-process Schema Registry of
+// PROCESSOR_EMBEDDED_SCHEMA_REGISTRY, keeping its schemas in
+// PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_DIR, and returns how to stop it. A
+// build with the tag noembedded leaves it out.
+func startEmbeddedRegistry(ctx context.Context, cfg *config.Config, log *slog.Logger) (func(), error) {
+	srv, err := srserver.New(srserver.Options{Dir: cfg.EmbeddedSchemaRegistryDir})
+	if err != nil {
+		return nil, err
+	}
+	url, err := srv.Start(ctx, cfg.EmbeddedSchemaRegistryAddr)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("embedded Schema Registry started: for trying the schema formats only, never for production",
+		"url", url, "dir", cfg.EmbeddedSchemaRegistryDir)
+	return func() { _ = srv.Close() }, nil
 }

@@ -25,3 +25,8 @@ const embeddedBuilt = false
 func startEmbeddedBroker(context.Context, *config.Config, *security, *slog.Logger) (embeddedBroker, error) {
 	return nil, errors.New("this build has no embedded broker (built with -tags noembedded); set PROCESSOR_BROKERS instead")
 }
+
+// startEmbeddedRegistry fails: this build has no embedded Schema Registry.
+func startEmbeddedRegistry(context.Context, *config.Config, *slog.Logger) (func(), error) {
+	return nil, errors.New("this build has no embedded Schema Registry (built with -tags noembedded); set PROCESSOR_SCHEMA_REGISTRY_URL instead")
+}

@@ -52,6 +52,7 @@ type startup struct {
 	chains []*transform.Chain
 	sec    *security
 	dest   *destination // the sink of PROCESSOR_SINK; nil for kafka
+	sch    *schemas     // the key and value formats; nil when all are raw
 	ln     net.Listener
 }
 
@@ -70,6 +71,10 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 		return nil, configError(&config.Error{Var: config.EnvName("EMBEDDED_BROKER"), Value: "true",
 			Want: "false: this build has no embedded broker (built with -tags noembedded); set " + config.EnvName("BROKERS") + " instead"})
 	}
+	if cfg.EmbeddedSchemaRegistry && !embeddedBuilt {
+		return nil, configError(&config.Error{Var: config.EnvName("EMBEDDED_SCHEMA_REGISTRY"), Value: "true",
+			Want: "false: this build has no embedded Schema Registry (built with -tags noembedded); set " + config.EnvName("SCHEMA_REGISTRY_URL") + " instead"})
+	}
 	s.chains, err = buildChains(reg, cfg, workers(cfg))
 	if err == nil {
 		err = checkBudget(cfg, s.chains[0])
@@ -82,6 +87,9 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	}
 	if err == nil {
 		s.dest, err = chooseSink(sink.Default, cfg)
+	}
+	if err == nil { // the registry's TLS, password and schema files
+		s.sch, err = loadSchemas(cfg)
 	}
 	// fail reports a configuration error, then closes the chains, as the
 	// processor does when it exits.
@@ -158,6 +166,13 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 	if db != nil {
 		defer db.close()
 	}
+	if s.sch != nil {
+		stop, code, ok := s.openSchemas(ctx, ep)
+		if !ok {
+			return code, false
+		}
+		defer stop()
+	}
 	required := requiredTopics(cfg, chain)
 	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{})
 	if err != nil {
@@ -170,7 +185,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
 		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
 		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(chains), "http_addr", cfg.HTTPAddr},
-		sec.logAttrs()...)...)
+		append(sec.logAttrs(), s.sch.logAttrs()...)...)...)
 
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()

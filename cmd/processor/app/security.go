@@ -45,7 +45,7 @@ func (s *security) GoString() string { return s.String() }
 func loadSecurity(cfg *config.Config) (*security, error) {
 	s := &security{mechanism: cfg.SASLMechanism, user: cfg.SASLUsername, password: cfg.SASLPassword}
 	if cfg.TLSEnabled {
-		tc, err := tlsConfig(cfg)
+		tc, err := tlsConfig(brokerTLS(cfg))
 		if err != nil {
 			return nil, err
 		}
@@ -61,38 +61,50 @@ func loadSecurity(cfg *config.Config) (*security, error) {
 	return s, nil
 }
 
-// tlsConfig builds the clients' TLS configuration: TLS 1.2 or later, the
-// system's roots or PROCESSOR_TLS_CA_FILE's, a client certificate for
-// mutual TLS, and the name to verify. franz-go verifies each broker's
-// certificate against the broker's host unless ServerName is set.
-func tlsConfig(cfg *config.Config) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLSServerName}
-	if f := cfg.TLSCAFile; f != "" {
-		b, err := os.ReadFile(f)
+// tlsFiles are the TLS settings of one kind of connection: the brokers'
+// (PROCESSOR_TLS_*) or the Schema Registry's (PROCESSOR_SCHEMA_REGISTRY_TLS_*).
+type tlsFiles struct {
+	prefix                    string // of the variables' tags, e.g. "TLS_"
+	ca, cert, key, serverName string
+}
+
+// brokerTLS are the brokers' TLS settings.
+func brokerTLS(cfg *config.Config) tlsFiles {
+	return tlsFiles{prefix: "TLS_", ca: cfg.TLSCAFile, cert: cfg.TLSCertFile, key: cfg.TLSKeyFile, serverName: cfg.TLSServerName}
+}
+
+// tlsConfig builds a client's TLS configuration: TLS 1.2 or later, the
+// system's roots or the CA file's, a client certificate for mutual TLS,
+// and the name to verify. franz-go (and net/http) verify each server's
+// certificate against its host unless ServerName is set.
+func tlsConfig(f tlsFiles) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: f.serverName}
+	if f.ca != "" {
+		b, err := os.ReadFile(f.ca)
 		if err != nil {
-			return nil, fileError("TLS_CA_FILE", f, "a readable PEM file of CA certificates", err)
+			return nil, fileError(f.prefix+"CA_FILE", f.ca, "a readable PEM file of CA certificates", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(b) {
-			return nil, fileError("TLS_CA_FILE", f, "a PEM file of CA certificates", errors.New("it holds no PEM certificate"))
+			return nil, fileError(f.prefix+"CA_FILE", f.ca, "a PEM file of CA certificates", errors.New("it holds no PEM certificate"))
 		}
 		tc.RootCAs = pool
 	}
-	if cfg.TLSCertFile != "" {
-		certPEM, err := os.ReadFile(cfg.TLSCertFile)
+	if f.cert != "" {
+		certPEM, err := os.ReadFile(f.cert)
 		if err != nil {
-			return nil, fileError("TLS_CERT_FILE", cfg.TLSCertFile, "a readable PEM client certificate", err)
+			return nil, fileError(f.prefix+"CERT_FILE", f.cert, "a readable PEM client certificate", err)
 		}
 		if err := checkCertificatePEM(certPEM); err != nil {
-			return nil, fileError("TLS_CERT_FILE", cfg.TLSCertFile, "a PEM client certificate", err)
+			return nil, fileError(f.prefix+"CERT_FILE", f.cert, "a PEM client certificate", err)
 		}
-		keyPEM, err := os.ReadFile(cfg.TLSKeyFile)
+		keyPEM, err := os.ReadFile(f.key)
 		if err != nil {
-			return nil, fileError("TLS_KEY_FILE", cfg.TLSKeyFile, "a readable PEM private key", err)
+			return nil, fileError(f.prefix+"KEY_FILE", f.key, "a readable PEM private key", err)
 		}
 		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			return nil, fileError("TLS_KEY_FILE", cfg.TLSKeyFile, "the PEM private key of the certificate in PROCESSOR_TLS_CERT_FILE", err)
+			return nil, fileError(f.prefix+"KEY_FILE", f.key, "the PEM private key of the certificate in "+config.EnvName(f.prefix+"CERT_FILE"), err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -1,0 +1,276 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/schema"
+	"github.com/streamproc/processor/schema/codec"
+	"github.com/streamproc/processor/transform"
+)
+
+// schemas is what the key and value formats need (PROCESSOR_*_FORMAT):
+// the Schema Registry's client, the schema files, and, once opened, the
+// output encoders. nil when every format is raw.
+type schemas struct {
+	cfg        *config.Config
+	client     schema.Registry
+	key, value side
+	names      codec.Names
+}
+
+// side is one part of a record's formats and output schema settings.
+type side struct {
+	in, out  schema.Format
+	file     *schema.Schema // the schema file's, registered at start
+	encoders *codec.Encoders
+	decoder  *schema.Decoder
+}
+
+// loadSchemas reads what the formats need without the network: the
+// registry's TLS files, password file and the schema files. Every error
+// is a *config.Error naming the variable; nil, nil when every format is
+// raw.
+func loadSchemas(cfg *config.Config) (*schemas, error) {
+	if !cfg.UsesSchemaRegistry() {
+		return nil, nil
+	}
+	s := &schemas{cfg: cfg}
+	var err error
+	if s.key, err = loadSide(cfg.KeyFormat, cfg.OutputKeyFormatOrDefault(), "OUTPUT_KEY_SCHEMA_FILE", cfg.OutputKeySchemaFile); err != nil {
+		return nil, err
+	}
+	if s.value, err = loadSide(cfg.ValueFormat, cfg.OutputValueFormatOrDefault(), "OUTPUT_VALUE_SCHEMA_FILE", cfg.OutputValueSchemaFile); err != nil {
+		return nil, err
+	}
+	urls := cfg.SchemaRegistryURL
+	if cfg.EmbeddedSchemaRegistry {
+		urls = []string{embeddedRegistryURL(cfg)}
+	}
+	opts := schema.ClientOptions{URLs: urls, Username: cfg.SchemaRegistryUsername, Password: cfg.SchemaRegistryPassword.Reveal()}
+	if cfg.SchemaRegistryPasswordFile != "" {
+		if opts.Password, err = readPassword("SCHEMA_REGISTRY_PASSWORD_FILE", cfg.SchemaRegistryPasswordFile, "the Schema Registry password"); err != nil {
+			return nil, err
+		}
+	}
+	if strings.HasPrefix(urls[0], "https:") || cfg.SchemaRegistryTLSCAFile != "" {
+		if opts.TLS, err = tlsConfig(tlsFiles{prefix: "SCHEMA_REGISTRY_TLS_", ca: cfg.SchemaRegistryTLSCAFile, cert: cfg.SchemaRegistryTLSCertFile,
+			key: cfg.SchemaRegistryTLSKeyFile, serverName: cfg.SchemaRegistryTLSServerName}); err != nil {
+			return nil, err
+		}
+	}
+	if s.client, err = schema.NewClient(opts); err != nil {
+		return nil, &config.Error{Var: config.EnvName("SCHEMA_REGISTRY_URL"), Value: strings.Join(urls, ","),
+			Want: "URLs of a Confluent-compatible Schema Registry (" + err.Error() + ")"}
+	}
+	s.names = codec.Names{Registry: config.EnvName("SCHEMA_REGISTRY_URL") + "=" + strings.Join(urls, ","),
+		Credentials: config.EnvName("SCHEMA_REGISTRY_USERNAME") + " and _PASSWORD"}
+	if cfg.EmbeddedSchemaRegistry {
+		s.names.Registry = config.EnvName("EMBEDDED_SCHEMA_REGISTRY_ADDR") + "=" + cfg.EmbeddedSchemaRegistryAddr
+	}
+	return s, nil
+}
+
+// loadSide parses one part's formats and reads its schema file.
+func loadSide(in, out, fileTag, file string) (side, error) {
+	sd := side{in: schema.Format(in), out: schema.Format(out)}
+	if file == "" {
+		return sd, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return sd, fileError(fileTag, file, "a readable schema file", err)
+	}
+	if len(strings.TrimSpace(string(b))) == 0 {
+		return sd, fileError(fileTag, file, "a schema file", errors.New("it is empty"))
+	}
+	sd.file = &schema.Schema{Type: sd.out, Text: string(b)}
+	return sd, nil
+}
+
+// embeddedRegistryURL is the URL of PROCESSOR_EMBEDDED_SCHEMA_REGISTRY's
+// registry.
+func embeddedRegistryURL(cfg *config.Config) string {
+	addr := cfg.EmbeddedSchemaRegistryAddr
+	if strings.HasPrefix(addr, ":") {
+		addr = "127.0.0.1" + addr
+	}
+	return "http://" + addr
+}
+
+// open readies the codecs: the input decoders, and the output encoders
+// with their schemas registered or fetched (for the output topic and the
+// fixed destinations of routing). A registry that cannot be reached is
+// retried with backoff, the instance not ready meanwhile; refused
+// credentials are a runtime failure (exit 1) and an unusable schema a
+// configuration error (exit 2). ok is false when the processor must not
+// run; code is then its exit code.
+func (s *schemas) open(ctx context.Context, routed []string, ep *endpoints, log *slog.Logger) (code int, ok bool) {
+	cfg := s.cfg
+	for _, sd := range []*side{&s.key, &s.value} {
+		if sd.in != schema.Raw {
+			sd.decoder = schema.NewDecoder(s.client, sd.in, schema.DecoderOptions{})
+		}
+	}
+	if s.key.out != schema.Raw {
+		s.key.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.key.out, Suffix: "-key",
+			Message: cfg.OutputKeyMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputKeySubject, Schema: s.key.file,
+			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE")})
+	}
+	if s.value.out != schema.Raw {
+		s.value.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.value.out, Suffix: "-value",
+			Message: cfg.OutputValueMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputValueSubject, Schema: s.value.file,
+			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE")})
+	}
+	ep.starting("fetching the output schemas from the Schema Registry")
+	backoff := 500 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.startEncoders(ctx, routed)
+		switch fault := schema.FaultOf(err); {
+		case err == nil:
+			if attempt > 1 {
+				log.Info("the Schema Registry answers")
+			}
+			return exitOK, true
+		case ctx.Err() != nil:
+			log.Info("stopped while starting")
+			return exitOK, false
+		case fault == schema.FaultCredentials:
+			log.Error("stopping: the Schema Registry at " + s.names.Registry + " refused the processor's credentials; check " +
+				s.names.Credentials + ": " + err.Error())
+			return exitRuntime, false
+		case fault != schema.FaultRegistry:
+			return configError(err), false
+		}
+		what := "the Schema Registry at " + s.names.Registry + " cannot be reached; retrying"
+		ep.starting(what)
+		log.Warn(what, "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
+		select {
+		case <-ctx.Done():
+			log.Info("stopped while starting")
+			return exitOK, false
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// startEncoders starts the output encoders of both parts.
+func (s *schemas) startEncoders(ctx context.Context, routed []string) error {
+	for _, sd := range []*side{&s.key, &s.value} {
+		if sd.encoders == nil {
+			continue
+		}
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := sd.encoders.Start(octx, routed)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// frame places the decode and encode stages around every chain, as far
+// as the chain touches keys and values (a chain that touches neither
+// passes the bytes through), and returns what it placed, for the log.
+func (s *schemas) frame(chains []*transform.Chain) (decodes, encodes bool) {
+	first, last := codec.Plan(chains[0].Touches(),
+		codec.Side{In: s.key.in, Out: s.key.out, Decoder: s.key.decoder, Encoders: s.key.encoders},
+		codec.Side{In: s.value.in, Out: s.value.out, Decoder: s.value.decoder, Encoders: s.value.encoders}, s.names)
+	for _, c := range chains {
+		c.Frame(first, last)
+	}
+	return first != nil, last != nil
+}
+
+// refresh fetches the output subjects' latest versions every
+// PROCESSOR_OUTPUT_SCHEMA_REFRESH_INTERVAL until ctx ends.
+func (s *schemas) refresh(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(s.cfg.OutputSchemaRefreshInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, sd := range []*side{&s.key, &s.value} {
+			if sd.encoders == nil {
+				continue
+			}
+			before := sd.encoders.Subjects()
+			if err := sd.encoders.Refresh(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("refreshing the output schemas failed; the current ones stay in use", "err", err.Error())
+			}
+			for topic, now := range sd.encoders.Subjects() {
+				if was, ok := before[topic]; ok && was.ID != now.ID {
+					log.Info("a new output schema version is in use", "topic", topic, "subject", now.Subject,
+						"version", now.Version, "schema_id", now.ID, "was_schema_id", was.ID)
+				}
+			}
+		}
+	}
+}
+
+// logAttrs are the formats and output subjects for the start's log line.
+func (s *schemas) logAttrs() []any {
+	if s == nil {
+		return nil
+	}
+	attrs := []any{"key_format", string(s.key.in) + "->" + string(s.key.out), "value_format", string(s.value.in) + "->" + string(s.value.out)}
+	for _, sd := range []*side{&s.key, &s.value} {
+		if sd.encoders == nil {
+			continue
+		}
+		for topic, subj := range sd.encoders.Subjects() {
+			attrs = append(attrs, "output_subject_"+topic, fmt.Sprintf("%s v%d (id %d)", subj.Subject, subj.Version, subj.ID))
+		}
+	}
+	return attrs
+}
+
+// openSchemas starts the embedded registry when configured, readies the
+// codecs, frames the chains with them and starts refreshing the output
+// schemas; stop ends both. ok is false when the processor must not run,
+// with its exit code.
+func (s *startup) openSchemas(ctx context.Context, ep *endpoints) (stop func(), code int, ok bool) {
+	var closeRegistry func()
+	if s.cfg.EmbeddedSchemaRegistry {
+		ep.starting("starting the embedded Schema Registry")
+		c, err := startEmbeddedRegistry(ctx, s.cfg, s.log)
+		if err != nil {
+			s.log.Error("starting the embedded Schema Registry failed", "err", err.Error())
+			return nil, exitRuntime, false
+		}
+		closeRegistry = c
+	}
+	var routed []string
+	for _, d := range s.chains[0].Destinations() {
+		routed = append(routed, d.Topic)
+	}
+	if code, ok := s.sch.open(ctx, routed, ep, s.log); !ok {
+		if closeRegistry != nil {
+			closeRegistry()
+		}
+		return nil, code, false
+	}
+	decodes, encodes := s.sch.frame(s.chains)
+	if !decodes && !encodes {
+		s.log.Info("the chain touches no schema-encoded key or value: their bytes pass through undecoded")
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	go s.sch.refresh(rctx, s.log)
+	return func() {
+		cancel()
+		if closeRegistry != nil {
+			closeRegistry()
+		}
+	}, exitOK, true
+}

@@ -1,0 +1,160 @@
+// Package codec is the chain's schema stages: "decode", placed before the
+// transform chain, turns keys and values in the Schema Registry wire
+// format into JSON, and "encode", placed after it, turns the chain's JSON
+// outputs into the wire format of each output topic's subject. The
+// processor's wiring builds them from the format settings and frames
+// every worker's chain with them (transform.Chain.Frame).
+//
+// A failure is sorted by whose fault it is (schema.Fault): a record that
+// does not decode, or an output that does not fit its schema, fails that
+// record under the error policy, and its dead letter keeps the original
+// bytes; a registry that cannot be reached is transform.Unavailable (the
+// transaction is retried, no record fails); a registry that refuses the
+// processor's credentials is transform.Fatal (the processor stops).
+package codec
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/schema"
+	"github.com/streamproc/processor/transform"
+)
+
+// Stage names: what the errors and dead letters of a record the stages
+// failed name as its failed transform.
+const (
+	DecodeStage = "decode"
+	EncodeStage = "encode"
+)
+
+// Names are how the stages' errors name the settings an operator changes:
+// the registry's (with its URL), and the formats'.
+type Names struct {
+	Registry string // e.g. PROCESSOR_SCHEMA_REGISTRY_URL=http://registry:8081
+	// Credentials names the settings of the registry's credentials, e.g.
+	// PROCESSOR_SCHEMA_REGISTRY_USERNAME and _PASSWORD.
+	Credentials string
+}
+
+// Side is how one part of a record (its key or its value) is encoded on
+// the way in and on the way out.
+type Side struct {
+	In, Out schema.Format
+	// Decoder decodes inputs; required when In is not schema.Raw.
+	Decoder *schema.Decoder
+	// Encoders encode outputs; required when Out is not schema.Raw.
+	Encoders *Encoders
+}
+
+// transcodes reports whether the side's bytes change on the way through.
+func (s Side) transcodes() bool { return s.In != s.Out }
+
+// Plan decides which stages a chain needs: a side is decoded and encoded
+// when the chain touches that part of a record (transform.Toucher) or the
+// output format differs from the input's; otherwise its bytes pass through
+// untouched, undecoded. It returns the stages to frame the chain with
+// (either may be nil: nothing to do).
+func Plan(touches transform.Parts, key, value Side, names Names) (first, last []transform.Stage) {
+	var d decoder
+	var e encoder
+	d.names, e.names = names, names
+	for _, s := range []struct {
+		side Side
+		part transform.Parts
+		dec  **schema.Decoder
+		enc  **Encoders
+	}{{key, transform.PartKey, &d.key, &e.key}, {value, transform.PartValue, &d.value, &e.value}} {
+		if touches&s.part == 0 && !s.side.transcodes() {
+			continue
+		}
+		if s.side.In != schema.Raw {
+			*s.dec = s.side.Decoder
+		}
+		if s.side.Out != schema.Raw {
+			*s.enc = s.side.Encoders
+		}
+	}
+	if d.key != nil || d.value != nil {
+		first = []transform.Stage{{Name: DecodeStage, T: &d}}
+	}
+	if e.key != nil || e.value != nil {
+		last = []transform.Stage{{Name: EncodeStage, T: &e}}
+	}
+	return first, last
+}
+
+// decoder is the decode stage. It keeps no state of its own, so one
+// serves every worker's chain.
+type decoder struct {
+	key, value *schema.Decoder
+	names      Names
+}
+
+// Process replaces rec's key and value by their JSON. A null key or value
+// (a tombstone) stays null.
+func (d *decoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	if d.key != nil && rec.Key != nil {
+		js, err := d.key.Decode(ctx, rec.Key, nil)
+		if err != nil {
+			return out, classify("key", err, d.names)
+		}
+		rec.Key = js
+	}
+	if d.value != nil && rec.Value != nil {
+		js, err := d.value.Decode(ctx, rec.Value, nil)
+		if err != nil {
+			return out, classify("value", err, d.names)
+		}
+		rec.Value = js
+	}
+	return append(out, rec), nil
+}
+
+// Touches returns every part: the stage rewrites keys and values.
+func (d *decoder) Touches() transform.Parts { return transform.PartAll }
+
+// encoder is the encode stage; like decoder, one serves every chain.
+type encoder struct {
+	key, value *Encoders
+	names      Names
+}
+
+// Process encodes rec's key and value with the schemas of its topic's
+// subjects. A null key or value stays null.
+func (e *encoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	if e.key != nil && rec.Key != nil {
+		b, err := e.key.Encode(ctx, rec.Topic, rec.Key)
+		if err != nil {
+			return out, classify("key", err, e.names)
+		}
+		rec.Key = b
+	}
+	if e.value != nil && rec.Value != nil {
+		b, err := e.value.Encode(ctx, rec.Topic, rec.Value)
+		if err != nil {
+			return out, classify("value", err, e.names)
+		}
+		rec.Value = b
+	}
+	return append(out, rec), nil
+}
+
+// Touches returns every part: the stage rewrites keys and values.
+func (e *encoder) Touches() transform.Parts { return transform.PartAll }
+
+// classify marks err by whose fault it is: the registry's failures are
+// transform.Unavailable, refused credentials transform.Fatal, and the
+// rest the record's own (a plain, permanent error for the policy).
+func classify(part string, err error, names Names) error {
+	switch schema.FaultOf(err) {
+	case schema.FaultRegistry:
+		return transform.Unavailable(fmt.Errorf("the Schema Registry at %s cannot be reached: %w", names.Registry, err))
+	case schema.FaultCredentials:
+		return transform.Fatal(fmt.Errorf("the Schema Registry at %s refused the processor's credentials (%s): %w",
+			names.Registry, names.Credentials, err))
+	}
+	return fmt.Errorf("%s: %w", part, err)
+}
