@@ -34,7 +34,10 @@ func misfit(format string, args ...any) error {
 func under(name string, err error) error {
 	if fe, ok := err.(*fieldError); ok {
 		p := name
-		if fe.path != "" {
+		switch {
+		case strings.HasPrefix(fe.path, "["):
+			p = name + fe.path
+		case fe.path != "":
 			p = name + "." + fe.path
 		}
 		return &fieldError{path: p, msg: fe.msg}

@@ -97,11 +97,12 @@ func readJSON(d *jsontext.Decoder, depth int) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			key := k.String()
 			v, err := readJSON(d, depth+1)
 			if err != nil {
 				return nil, err
 			}
-			o.keys = append(o.keys, k.String())
+			o.keys = append(o.keys, key)
 			o.vals = append(o.vals, v)
 		}
 		_, err := d.ReadToken()
