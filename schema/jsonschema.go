@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"net/url"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -77,9 +78,23 @@ func (c *jsonCodec) validate(js []byte) error {
 		return misfit("the value is not valid JSON: %v", err)
 	}
 	if err := c.schema.Validate(v); err != nil {
-		return misfit("%v", err)
+		return misfit("does not validate: %s", oneLine(err.Error()))
 	}
 	return nil
+}
+
+// oneLine turns the validator's message (a first line naming the schema,
+// then one "- at '<instance location>': ..." line per failure) into one
+// line for logs and dead-letter headers.
+func oneLine(msg string) string {
+	lines := strings.Split(msg, "\n")
+	if len(lines) > 1 {
+		lines = lines[1:]
+	}
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(strings.TrimSpace(l), "- ")
+	}
+	return strings.Join(lines, "; ")
 }
 
 // decode validates the payload and appends it unchanged.
