@@ -144,6 +144,10 @@ func (c *client) classify(err error, notFound Fault, format string, args ...any)
 	}
 	msg := scrub(re.Error(), c.password)
 	switch {
+	case re.StatusCode == http.StatusNotFound && re.ErrorCode/100 != http.StatusNotFound:
+		// A 404 without a registry error code (40401, 40403...) comes
+		// from a server or proxy that is not the registry's API.
+		return faultf(FaultSchema, "schema registry: %s: HTTP 404 without a registry error code (%s): check the registry URL (e.g. http://host:8081 or .../apis/ccompat/v7)", what, msg)
 	case re.StatusCode == http.StatusNotFound && notFound == FaultRecord:
 		return faultf(FaultRecord, "%s is not in the registry (HTTP 404, code %d: %s)", what, re.ErrorCode, msg)
 	case re.StatusCode == http.StatusNotFound:
