@@ -1,0 +1,95 @@
+package schema
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/sr"
+)
+
+// defaultMaxSchemas is DecoderOptions.MaxSchemas when it is 0.
+const defaultMaxSchemas = 1000
+
+// maxMessageIndexes bounds the Protobuf message-index list of a header.
+const maxMessageIndexes = 64
+
+// Decoder turns wire-format bytes into JSON. It caches compiled schemas
+// by id (bounded, least recently used evicted), so that a record costs
+// no registry call once its id is known; concurrent lookups of one
+// unknown id make one registry call. It is safe for concurrent use.
+type Decoder struct {
+	reg    Registry
+	format Format
+	cache  *Cache[codec]
+	header sr.ConfluentHeader
+}
+
+// DecoderOptions configure NewDecoder.
+type DecoderOptions struct {
+	// MaxSchemas bounds the compiled schemas kept; 0 means 1000.
+	MaxSchemas int
+}
+
+// NewDecoder returns a Decoder of format f whose schemas come from reg.
+func NewDecoder(reg Registry, f Format, o DecoderOptions) *Decoder {
+	max := o.MaxSchemas
+	if max <= 0 {
+		max = defaultMaxSchemas
+	}
+	return &Decoder{reg: reg, format: f, cache: NewCache[codec](max)}
+}
+
+// Decode appends b's JSON form to dst. Errors are *Error: FaultRecord
+// for the record's own faults, FaultRegistry or FaultCredentials when
+// fetching its schema failed.
+func (d *Decoder) Decode(ctx context.Context, b []byte, dst []byte) ([]byte, error) {
+	if len(b) == 0 || b[0] != 0 {
+		return dst, faultf(FaultRecord, "no magic byte (the value is not in the Schema Registry wire format)")
+	}
+	id, payload, err := d.header.DecodeID(b)
+	if err != nil {
+		return dst, faultf(FaultRecord, "short record: %d bytes, fewer than the 5 of the Schema Registry header", len(b))
+	}
+	c, err := d.cache.Get(ctx, id, func(ctx context.Context) (codec, error) { return d.load(ctx, id) })
+	if err != nil {
+		return dst, err
+	}
+	var index []int
+	if d.format == Protobuf {
+		index, payload, err = d.header.DecodeIndex(payload, maxMessageIndexes)
+		if err != nil {
+			return dst, faultf(FaultRecord, "schema id %d: the Protobuf message-index list does not decode: %v", id, err)
+		}
+	}
+	out, err := c.decode(payload, index, dst)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return dst, err
+		}
+		return dst, faultf(FaultRecord, "does not decode as %s schema id %d: %v", d.format, id, err)
+	}
+	return out, nil
+}
+
+// load fetches and compiles schema id.
+func (d *Decoder) load(ctx context.Context, id int) (codec, error) {
+	s, err := d.reg.SchemaByID(ctx, id)
+	if err != nil {
+		if FaultOf(err) == FaultRecord {
+			return nil, faultf(FaultRecord, "schema id %d is not in the registry: %w", id, err)
+		}
+		return nil, withContext(FaultRegistry, err, "fetching schema id %d", id)
+	}
+	if s.Type != d.format {
+		return nil, faultf(FaultRecord, "schema id %d is a %s schema, not %s: the record was written with another format", id, s.Type, d.format)
+	}
+	c, err := compile(ctx, d.reg, s, "")
+	if err != nil {
+		if f := FaultOf(err); f == FaultRegistry || f == FaultCredentials {
+			return nil, err
+		}
+		return nil, faultf(FaultRecord, "schema id %d: %w", id, err)
+	}
+	return c, nil
+}
