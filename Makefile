@@ -2,11 +2,12 @@
 GO      ?= go
 KAFKA   := bash integration/kafka/kafka.sh
 PG      := bash integration/postgres/pg.sh
+SR      := bash integration/registry/registry.sh
 # The integration suite runs against kfake always, and against the brokers
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build version run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down clean
+.PHONY: build version run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
 
 # The version baked in (processor --version, the start log line,
 # processor_build_info), by scripts/version.sh from the VERSION file and
@@ -212,6 +213,18 @@ pg-up:
 
 pg-down:
 	@$(PG) down
+
+# The local Schema Registry of the schema tests (integration/registry/registry.sh):
+# Apicurio Registry's Confluent-compatible API on 127.0.0.1:18081, in memory
+# (a restart forgets every schema), global compatibility BACKWARD; needs a
+# Java 21+. sr-up prints the base URL last; the tests read it from
+# PROCESSOR_TEST_SCHEMA_REGISTRY_URL:
+#   export PROCESSOR_TEST_SCHEMA_REGISTRY_URL=$(make -s sr-up | tail -n 1)
+sr-up:
+	@$(SR) up
+
+sr-down:
+	@$(SR) down
 
 clean:
 	rm -rf bin data

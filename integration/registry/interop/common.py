@@ -1,0 +1,148 @@
+"""What produce.py and consume.py share: arguments, the registry client,
+and Protobuf message classes compiled from a .proto file."""
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+# Authlib, which the registry client imports, warns about httpx on import
+# (and turns its warnings on first, hence the import before the filter).
+import authlib.deprecate  # noqa: E402,F401
+
+warnings.filterwarnings("ignore", message="The httpx module is deprecated")
+
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+FORMATS = ("avro", "protobuf")
+
+
+def parser(description):
+    """The arguments both scripts take."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--brokers", required=True, help="seed brokers, comma-separated")
+    p.add_argument("--registry", required=True, help="Schema Registry base URL")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--format", required=True, choices=FORMATS)
+    p.add_argument("--schema-file", help="an .avsc (Avro) or .proto (Protobuf) file")
+    p.add_argument("--message", help="Protobuf: the message's full name (default: the file's first)")
+    p.add_argument("--count", type=int, help="how many records")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
+    return p
+
+
+def fail(msg):
+    """Print msg to stderr and exit 1."""
+    print(f"{os.path.basename(sys.argv[0])}: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def registry(url, proto_file=None):
+    """A client of the registry at url (see TextProtoRegistry)."""
+    return TextProtoRegistry({"url": url}, proto_file)
+
+
+def _protoc(include, name):
+    """The FileDescriptorSet (imports first) of file name in folder include,
+    compiled by grpcio-tools' protoc, or exit 1."""
+    from grpc_tools import protoc  # only Protobuf needs it
+    import importlib.resources
+
+    well_known = str(importlib.resources.files("grpc_tools") / "_proto")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "set.pb")
+        rc = protoc.main(["protoc", f"-I{include}", f"-I{well_known}", "--include_imports",
+                          f"--descriptor_set_out={out}", name])
+        if rc != 0:
+            fail(f"protoc could not compile {os.path.join(include, name)} (exit {rc})")
+        fds = descriptor_pb2.FileDescriptorSet()
+        with open(out, "rb") as f:
+            fds.ParseFromString(f.read())
+    return fds
+
+
+def protobuf_class(schema_file, message=None):
+    """The message class of message (default: the first one) of the .proto
+    schema_file, compiled with protoc (imports resolve beside it), built in
+    a descriptor pool of its own."""
+    if not schema_file:
+        fail("--format protobuf needs --schema-file (a .proto file)")
+    fds = _protoc(os.path.dirname(os.path.abspath(schema_file)), os.path.basename(schema_file))
+    pool = descriptor_pool.DescriptorPool()
+    for fd in fds.file:  # dependencies first (--include_imports orders them)
+        pool.Add(fd)
+    target = fds.file[-1]
+    if message is None:
+        if not target.message_type:
+            fail(f"{schema_file} defines no message")
+        prefix = f"{target.package}." if target.package else ""
+        message = prefix + target.message_type[0].name
+    try:
+        desc = pool.FindMessageTypeByName(message)
+    except KeyError:
+        fail(f"{schema_file} has no message {message}")
+    return message_factory.GetMessageClass(desc)
+
+
+class TextProtoRegistry(SchemaRegistryClient):
+    """A registry client that speaks .proto text to the registry where
+    Confluent's Protobuf serde speak base64 FileDescriptorProtos, which
+    Confluent's registry accepts but Apicurio Registry 3.3.3 does not: it
+    stores the base64 as given, then fails (HTTP 500) to parse it when the
+    schema is fetched, and for ?format=serialized it answers the raw
+    descriptor bytes, not base64.
+
+    Registering, it sends the text of proto_file instead of the serializer's
+    descriptor (so only a schema without imports of its own, well-known
+    types aside); fetching by id with format=serialized, it asks for the
+    text and compiles it with protoc into the base64 descriptor the
+    deserializer expects. The serializer and deserializer are Confluent's,
+    unchanged."""
+
+    def __init__(self, conf, proto_file=None):
+        super().__init__(conf)
+        self._text = None
+        if proto_file:
+            with open(proto_file, encoding="utf-8") as f:
+                self._text = f.read()
+
+    def _as_text(self, schema):
+        if schema.schema_type == "PROTOBUF" and self._text is not None and "syntax" not in schema.schema_str:
+            return Schema(self._text, "PROTOBUF", schema.references)
+        return schema
+
+    def register_schema_full_response(self, subject_name, schema, normalize_schemas=False):
+        return super().register_schema_full_response(subject_name, self._as_text(schema), normalize_schemas)
+
+    def register_schema(self, subject_name, schema, normalize_schemas=False):
+        return super().register_schema(subject_name, self._as_text(schema), normalize_schemas)
+
+    def lookup_schema(self, subject_name, schema, normalize_schemas=False, fmt=None, deleted=False):
+        return super().lookup_schema(subject_name, self._as_text(schema), normalize_schemas, None, deleted)
+
+    def get_schema(self, schema_id, subject_name=None, fmt=None, reference_format=None):
+        schema = super().get_schema(schema_id, subject_name, None, reference_format)
+        if fmt != "serialized" or schema.schema_type != "PROTOBUF" or "syntax" not in schema.schema_str:
+            return schema
+        if schema.references:
+            fail(f"schema {schema_id} imports other subjects; interop handles single-file schemas")
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "schema.proto"), "w", encoding="utf-8") as f:
+                f.write(schema.schema_str)
+            fd = _protoc(tmp, "schema.proto").file[-1]
+        return Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"), "PROTOBUF", [])
+
+
+def avro_schema(schema_file):
+    """The text of an .avsc file."""
+    if not schema_file:
+        fail("--format avro needs --schema-file (an .avsc file) to produce")
+    with open(schema_file, encoding="utf-8") as f:
+        text = f.read()
+    json.loads(text)  # fail early on a file that is not JSON
+    return text

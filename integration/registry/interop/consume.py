@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""consume.py: read a Kafka topic from its start with isolation.level
+read_committed and print each record as one JSON line, its value decoded
+with Confluent's own AvroDeserializer or ProtobufDeserializer:
+
+  {"key": "k", "partition": 0, "offset": 3, "value": {...},
+   "headers": {"processor.source.topic": "in", ...}}
+
+key is the key as a string (null without one); headers holds the
+processor's lineage headers (processor.source.topic, .partition, .offset)
+and is present only when the record has one of them.
+
+  consume.py --brokers 127.0.0.1:19092 --registry URL --topic T \\
+      --format protobuf --schema-file order.proto --count N [--timeout S]
+
+It stops after N records, or at the timeout; it exits 1 when fewer than
+N arrived by then (after printing those). Avro needs no schema file (the
+writer's schema comes from the registry); Protobuf needs the .proto file
+for the message class to decode into.
+"""
+
+import base64
+import json
+import sys
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaException
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+import common
+
+LINEAGE = ("processor.source.topic", "processor.source.partition", "processor.source.offset")
+
+
+def deserializer(args):
+    """A function of (value bytes, topic) to its JSON form."""
+    client = common.registry(args.registry, args.schema_file if args.format == "protobuf" else None)
+    if args.format == "avro":
+        from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+        de = AvroDeserializer(client)
+        return lambda b, topic: de(b, SerializationContext(topic, MessageField.VALUE))
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from google.protobuf import json_format
+
+    cls = common.protobuf_class(args.schema_file, args.message)
+    de = ProtobufDeserializer(cls, {"use.deprecated.format": False}, client)
+    return lambda b, topic: json_format.MessageToDict(
+        de(b, SerializationContext(topic, MessageField.VALUE)), preserving_proto_field_name=True)
+
+
+def plain(v):
+    """JSON for what json cannot encode itself (Avro bytes, decimals, dates)."""
+    if isinstance(v, bytes):
+        return base64.standard_b64encode(v).decode("ascii")
+    return str(v)
+
+
+def main():
+    args = common.parser(__doc__.splitlines()[0]).parse_args()
+    if args.count is None or args.count < 0:
+        common.fail("--count N is required")
+    from_bytes = deserializer(args)
+    consumer = Consumer({
+        "bootstrap.servers": args.brokers,
+        "group.id": f"interop-consume-{uuid.uuid4()}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+    })
+    consumer.subscribe([args.topic])
+    seen, deadline = 0, time.monotonic() + args.timeout
+    try:
+        while seen < args.count and time.monotonic() < deadline:
+            msg = consumer.poll(min(1.0, max(0.0, deadline - time.monotonic())))
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().retriable() or not msg.error().fatal():
+                    continue
+                raise KafkaException(msg.error())
+            out = {
+                "key": None if msg.key() is None else msg.key().decode("utf-8"),
+                "partition": msg.partition(),
+                "offset": msg.offset(),
+                "value": None if msg.value() is None else from_bytes(msg.value(), msg.topic()),
+            }
+            headers = {k: v.decode("utf-8") for k, v in (msg.headers() or []) if k in LINEAGE and v is not None}
+            if headers:
+                out["headers"] = headers
+            print(json.dumps(out, default=plain, sort_keys=True), flush=True)
+            seen += 1
+    except KafkaException as e:
+        common.fail(f"reading {args.topic}: {e}")
+    finally:
+        consumer.close()
+    if seen < args.count:
+        common.fail(f"read {seen} records of {args.topic} within {args.timeout}s, want {args.count}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+package srserver
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func post(t *testing.T, url, body string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/vnd.schemaregistry.v1+json", bytes.NewBufferString(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("POST %s: answer not JSON: %v", url, err)
+	}
+	return resp.StatusCode, m
+}
+
+// TestPersistence: with a folder, a new server on it keeps the ids,
+// versions and levels, and goes on numbering after them.
+func TestPersistence(t *testing.T) {
+	dir := t.TempDir()
+	start := func() (*Server, string) {
+		s, err := New(Options{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, err := s.Start(context.Background(), "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s, base + CcompatPrefix
+	}
+	s, base := start()
+	a := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"x\",\"type\":\"int\"}]}"}`
+	if code, m := post(t, base+"/subjects/a-value/versions", a); code != 200 || m["id"] != float64(1) {
+		t.Fatalf("register: %d %v", code, m)
+	}
+	req, _ := http.NewRequest(http.MethodPut, base+"/config/a-value", bytes.NewBufferString(`{"compatibility":"NONE"}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("PUT config: %v %v", resp, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); err != nil {
+		t.Fatalf("no state file: %v", err)
+	}
+	_, base = start()
+	if code, m := post(t, base+"/subjects/other-value/versions", a); code != 200 || m["id"] != float64(1) {
+		t.Fatalf("after a restart, the same schema under another subject: %d %v, want id 1", code, m)
+	}
+	b := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"y\",\"type\":\"long\"}]}"}`
+	if code, m := post(t, base+"/subjects/a-value/versions", b); code != 200 || m["id"] != float64(2) {
+		t.Fatalf("after a restart, a new schema (subject level NONE kept): %d %v, want id 2", code, m)
+	}
+	resp, err := http.Get(base + "/config/a-value")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var c map[string]string
+	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil || c["compatibilityLevel"] != "NONE" {
+		t.Fatalf("subject level after a restart: %v %v", c, err)
+	}
+	if _, err := New(Options{Compatibility: "SIDEWAYS"}); err == nil {
+		t.Fatal("an unknown level was accepted")
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateFile), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Dir: dir}); err == nil {
+		t.Fatal("a corrupt state file was accepted")
+	}
+}
+
+// TestForwardAndFull: FORWARD refuses what the old schema cannot read
+// (a field removed that it needs), FULL both ways; a bad level is 42203.
+func TestForwardAndFull(t *testing.T) {
+	s, err := New(Options{Compatibility: "FORWARD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := s.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	two := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"x\",\"type\":\"int\"},{\"name\":\"y\",\"type\":\"int\"}]}"}`
+	one := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"x\",\"type\":\"int\"}]}"}`
+	if code, m := post(t, base+"/subjects/f/versions", two); code != 200 {
+		t.Fatalf("register: %d %v", code, m)
+	}
+	if code, m := post(t, base+"/subjects/f/versions", one); code != 409 || m["error_code"] != float64(409) {
+		t.Fatalf("FORWARD, y dropped: %d %v, want 409", code, m)
+	}
+	if code, m := post(t, base+"/compatibility/subjects/f/versions/latest", one); code != 200 || m["is_compatible"] != false {
+		t.Fatalf("check: %d %v", code, m)
+	}
+	req, _ := http.NewRequest(http.MethodPut, base+"/config", bytes.NewBufferString(`{"compatibility":"SIDEWAYS"}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	if resp.StatusCode != 422 || m["error_code"] != float64(42203) {
+		t.Fatalf("bad level: %d %v", resp.StatusCode, m)
+	}
+}
