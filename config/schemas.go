@@ -39,6 +39,18 @@ func (c *Config) UsesSchemaRegistry() bool {
 	return false
 }
 
+// DropSchemas sets every key and value format to raw and clears the
+// Schema Registry settings: for `processor try`, whose sample records are
+// already the JSON (or bytes) the chain sees.
+func (c *Config) DropSchemas() {
+	c.KeyFormat, c.ValueFormat, c.OutputKeyFormat, c.OutputValueFormat = "raw", "raw", "", ""
+	c.OutputKeySubject, c.OutputValueSubject, c.OutputKeySchemaFile, c.OutputValueSchemaFile = "", "", "", ""
+	c.OutputKeyMessage, c.OutputValueMessage = "", ""
+	c.SchemaRegistryURL, c.SchemaRegistryUsername, c.SchemaRegistryPassword, c.SchemaRegistryPasswordFile = nil, "", "", ""
+	c.SchemaRegistryTLSCAFile, c.SchemaRegistryTLSCertFile, c.SchemaRegistryTLSKeyFile, c.SchemaRegistryTLSServerName = "", "", "", ""
+	c.EmbeddedSchemaRegistry = false
+}
+
 // schemaRules are Validate's checks of the formats and the Schema
 // Registry, made after rules.
 var schemaRules = []rule{

@@ -110,6 +110,10 @@ func loadTryConfig() (*config.Config, error) {
 		c.Brokers = []string{tryBrokers}
 	}
 	c.EmbeddedBroker = false // nothing is started
+	// The samples are what the chain sees (JSON for jq), so the key and
+	// value formats do not apply; a chain that reads Avro decoded reads
+	// its JSON.
+	c.DropSchemas()
 	if c.Group == "" {
 		c.Group = tryGroup
 	}
