@@ -11,11 +11,15 @@
 #   registry.sh status           running or stopped, with pid, RSS and URL
 #   registry.sh url              print the Confluent-compatible base URL (starts nothing)
 #   registry.sh java             print the Java 21+ binary it runs with, or fail
+#   registry.sh python           make (or update) the venv of the interop scripts
+#                                (interop/requirements.txt); prints its python last
 #
 # Environment: REGISTRY_PORT (18081; the management interface, health and
 # metrics, listens on REGISTRY_PORT+1), REGISTRY_JAVA (a java binary),
 # REGISTRY_HEAP_OPTS (-Xmx512m), REGISTRY_CACHE_DIR, REGISTRY_RUN_DIR,
-# REGISTRY_START_TIMEOUT (120 s), REGISTRY_STOP_TIMEOUT (30 s).
+# REGISTRY_START_TIMEOUT (120 s), REGISTRY_STOP_TIMEOUT (30 s),
+# REGISTRY_PYTHON (the python3 the venv is made from), REGISTRY_VENV
+# (CACHE_DIR/venv).
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +31,8 @@ DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.11.0
 CACHE_DIR=${REGISTRY_CACHE_DIR:-$SCRIPT_DIR/.cache}
 APP_DIR="$CACHE_DIR/apicurio-registry-$APICURIO_VERSION"
 RUN_DIR=${REGISTRY_RUN_DIR:-$SCRIPT_DIR/.run}
+VENV=${REGISTRY_VENV:-$CACHE_DIR/venv}
+REQUIREMENTS="$SCRIPT_DIR/interop/requirements.txt"
 
 HOST=127.0.0.1
 PORT=${REGISTRY_PORT:-18081}
@@ -42,7 +48,7 @@ die() { printf 'registry.sh: error: %s\n' "$*" >&2; exit 1; }
 info() { printf 'registry.sh: %s\n' "$*" >&2; }
 
 usage() {
-  sed -n '2,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,22s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
   exit "${1:-2}"
 }
 
@@ -145,6 +151,36 @@ fetch() {
   printf '%s\n' "$ARTIFACT" >"$APP_DIR/.complete"
   exec 8>&-
   info "fetched Apicurio Registry $APICURIO_VERSION ($(du -sh "$APP_DIR" | cut -f1))"
+}
+
+# --------------------------------------------------------------- python ----
+
+# venv_ok SUM: VENV was made from a requirements file with sha256 SUM.
+venv_ok() { [[ -x $VENV/bin/python && -f $VENV/.complete && $(cat "$VENV/.complete") == "$1" ]]; }
+
+# python_venv: make VENV with the pinned packages of REQUIREMENTS (again
+# when the file changed), then print its python.
+python_venv() {
+  local want py=${REGISTRY_PYTHON:-python3}
+  want=$(sha256sum "$REQUIREMENTS" | cut -d' ' -f1)
+  if ! venv_ok "$want"; then
+    mkdir -p "$CACHE_DIR"
+    exec 8>"$CACHE_DIR/.venv.lock"
+    flock -w 600 8 || die "timed out waiting for another registry.sh making $VENV"
+    if ! venv_ok "$want"; then
+      need "$py" "install Python 3.9+ (and python3-venv), or set REGISTRY_PYTHON"
+      info "making $VENV from $REQUIREMENTS"
+      rm -rf "$VENV"
+      "$py" -m venv "$VENV" >&2 || die "$py -m venv $VENV failed (Debian: apt-get install python3-venv)"
+      "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS" >&2 \
+        || die "pip could not install $REQUIREMENTS into $VENV (output above)"
+      "$VENV/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import common, confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, grpc_tools.protoc' "$SCRIPT_DIR/interop" \
+        || die "the venv $VENV lacks a package the interop scripts import"
+      printf '%s\n' "$want" >"$VENV/.complete"
+    fi
+    exec 8>&-
+  fi
+  printf '%s\n' "$VENV/bin/python"
 }
 
 # ---------------------------------------------------------------- server ----
@@ -309,6 +345,7 @@ main() {
     status) (($# == 0)) || die "status takes no arguments"; status ;;
     url) (($# == 0)) || die "url takes no arguments"; url ;;
     java) (($# == 0)) || die "java takes no arguments"; find_java ;;
+    python) (($# == 0)) || die "python takes no arguments"; python_venv ;;
     -h | --help | help) usage 0 ;;
     "") usage 2 ;;
     *) info "unknown command '$cmd'"; usage 2 ;;

@@ -89,11 +89,12 @@ type Options struct {
 	Timeout time.Duration
 }
 
-// Record is one record to produce: a plain string key (none when empty)
-// and a value, the JSON form of a record of the schema.
+// Record is one record to produce: a plain string key (none when empty),
+// a value, the JSON form of a record of the schema, and headers (text).
 type Record struct {
-	Key   string         `json:"key,omitempty"`
-	Value map[string]any `json:"value"`
+	Key     string            `json:"key,omitempty"`
+	Value   map[string]any    `json:"value"`
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Scripts returns the folder of produce.py and consume.py.

@@ -4,8 +4,9 @@ AvroSerializer or ProtobufSerializer, which register the schema under
 <topic>-value.
 
 Records come from stdin, one JSON object a line: {"key": "k", "value":
-{...}}, the key a plain string (optional), the value the record of the
-schema in its JSON form (Protobuf: as json_format.ParseDict takes it).
+{...}, "headers": {"name": "text"}}, the key a plain string (optional),
+the value the record of the schema in its JSON form (Protobuf: as
+json_format.ParseDict takes it), the headers optional.
 
   produce.py --brokers 127.0.0.1:19092 --registry URL --topic T \\
       --format avro --schema-file order.avsc [--count N] [--transactional] < records.jsonl
@@ -83,8 +84,10 @@ def main():
             producer.begin_transaction()
         for rec in records:
             key = rec.get("key")
+            headers = [(k, str(v).encode("utf-8")) for k, v in (rec.get("headers") or {}).items()]
             producer.produce(args.topic, key=None if key is None else str(key).encode("utf-8"),
-                             value=to_bytes(rec["value"], args.topic), on_delivery=delivered)
+                             value=to_bytes(rec["value"], args.topic), headers=headers or None,
+                             on_delivery=delivered)
             producer.poll(0)
         if args.transactional:
             producer.commit_transaction(args.timeout)
