@@ -39,7 +39,8 @@ func newEndpoints(cfg *config.Config, chain *transform.Chain, workers int) *endp
 		TransactionalID: cfg.TransactionalID, Group: cfg.Group, Guarantee: cfg.Guarantee, Sink: cfg.Sink,
 		Workers: workers, Health: "ok", Aborts: map[string]uint64{}, Generation: -1,
 	}}
-	ep.info = statusInfo{Version: version(), StartedAt: time.Now(), InputTopics: cfg.InputTopics, OutputTopic: cfg.OutputTopic}
+	ep.info = statusInfo{Version: version(), StartedAt: time.Now(), InputTopics: cfg.InputTopics, OutputTopic: cfg.OutputTopic,
+		Formats: formats(cfg)}
 	if cfg.OnError == "dlq" {
 		ep.info.DLQTopic = cfg.DLQTopic
 	}

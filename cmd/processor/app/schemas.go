@@ -274,3 +274,19 @@ func (s *startup) openSchemas(ctx context.Context, ep *endpoints) (stop func(), 
 		}
 	}, exitOK, true
 }
+
+// formats are cfg's key and value formats other than raw, for /status
+// and the status page; nil when all are raw.
+func formats(cfg *config.Config) map[string]string {
+	var m map[string]string
+	for k, v := range map[string]string{"key": cfg.KeyFormat, "value": cfg.ValueFormat,
+		"output_key": cfg.OutputKeyFormatOrDefault(), "output_value": cfg.OutputValueFormatOrDefault()} {
+		if v != "raw" {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[k] = v
+		}
+	}
+	return m
+}

@@ -113,3 +113,14 @@ func TestLoadSchemasFileErrors(t *testing.T) {
 		t.Errorf("all formats raw: loadSchemas = %v, %v; want nothing to load", s, err)
 	}
 }
+
+// /status names the formats other than raw, and nothing when all are.
+func TestStatusFormats(t *testing.T) {
+	got := formats(schemaEnv(t, map[string]string{"SCHEMA_REGISTRY_URL": "http://r:8081", "OUTPUT_KEY_FORMAT": "json_schema"}))
+	if len(got) != 3 || got["value"] != "avro" || got["output_value"] != "avro" || got["output_key"] != "json_schema" {
+		t.Errorf("formats = %v", got)
+	}
+	if got := formats(schemaEnv(t, map[string]string{"VALUE_FORMAT": "raw", "OUTPUT_KEY_FORMAT": ""})); got != nil {
+		t.Errorf("all raw: formats = %v, want none", got)
+	}
+}

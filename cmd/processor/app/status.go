@@ -50,6 +50,9 @@ type statusInfo struct {
 	InputTopics   []string  `json:"input_topics"`
 	OutputTopic   string    `json:"output_topic"`
 	DLQTopic      string    `json:"dlq_topic"` // "" without one
+	// Formats are the key and value formats in and out (PROCESSOR_*_FORMAT),
+	// e.g. {"value": "avro", "output_value": "avro"}; raw ones left out.
+	Formats map[string]string `json:"formats,omitempty"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
 }
 
