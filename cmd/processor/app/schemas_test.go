@@ -120,7 +120,7 @@ func TestStatusFormats(t *testing.T) {
 	if len(got) != 3 || got["value"] != "avro" || got["output_value"] != "avro" || got["output_key"] != "json_schema" {
 		t.Errorf("formats = %v", got)
 	}
-	if got := formats(schemaEnv(t, map[string]string{"VALUE_FORMAT": "raw", "OUTPUT_KEY_FORMAT": ""})); got != nil {
+	if got := formats(schemaEnv(t, map[string]string{"VALUE_FORMAT": "raw", "OUTPUT_KEY_FORMAT": "", "SCHEMA_REGISTRY_URL": ""})); got != nil {
 		t.Errorf("all raw: formats = %v, want none", got)
 	}
 }
