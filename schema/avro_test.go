@@ -181,6 +181,19 @@ func TestAvroDecodeFaults(t *testing.T) {
 	_, err := dec.Decode(context.Background(), b[:len(b)-3], nil)
 	wantFault(t, err, schema.FaultRecord, "does not decode as avro schema id 1")
 
+	_, err = dec.Decode(context.Background(), append(append([]byte{}, b...), 0), nil)
+	wantFault(t, err, schema.FaultRecord, "bytes are left after the value")
+
+	_, encS, decS := codecs(t, schema.Avro, `"string"`)
+	sb := mustEncode(t, encS, `"ab"`)
+	sb[6] = 0xff
+	_, err = decS.Decode(context.Background(), sb, nil)
+	wantFault(t, err, schema.FaultRecord, "not valid UTF-8")
+
+	_, _, decN := codecs(t, schema.Avro, `{"type":"array","items":"null"}`)
+	_, err = decN.Decode(context.Background(), []byte{0, 0, 0, 0, 1, 0xfe, 0xff, 0xff, 0xff, 0x0f, 0}, nil) // 2^31-1 nulls
+	wantFault(t, err, schema.FaultRecord, "items, more than")
+
 	_, encE, decE := codecs(t, schema.Avro, `{"type":"enum","name":"E","symbols":["A"]}`)
 	eb := mustEncode(t, encE, `"A"`)
 	eb[5] = 8 // symbol index 4
