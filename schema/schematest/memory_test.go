@@ -41,7 +41,7 @@ func TestMemory(t *testing.T) {
 	if _, err := m.SchemaByID(ctx, 1); err != nil {
 		t.Errorf("after Fail(\"\"): %v", err)
 	}
-	if n := m.Calls("SchemaByID"); n != 5 {
-		t.Errorf("Calls: %d, want 5", n)
+	if n := m.Calls("SchemaByID"); n != 4 {
+		t.Errorf("Calls: %d, want 4", n)
 	}
 }
