@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/base64"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -29,10 +30,10 @@ func compileAvro(s Schema, refs []namedSchema) (codec, error) {
 	cache := &avro.SchemaCache{}
 	for _, r := range refs {
 		if r.schema.Type != Avro {
-			return nil, errorf("reference %q is a %s schema, not avro", r.name, r.schema.Type)
+			return nil, fmt.Errorf("reference %q is a %s schema, not avro", r.name, r.schema.Type)
 		}
 		if _, err := avro.ParseWithCache(r.schema.Text, "", cache); err != nil {
-			return nil, errorf("reference %q: %w", r.name, err)
+			return nil, fmt.Errorf("reference %q: %w", r.name, err)
 		}
 	}
 	sch, err := avro.ParseWithCache(s.Text, "", cache)
@@ -70,7 +71,7 @@ func (c *avroCodec) decode(payload []byte, _ []int, dst []byte) ([]byte, error) 
 	}
 	var one [1]byte
 	if r.Read(one[:]); r.Error == nil {
-		return dst[:start], errorf("bytes are left after the value: the payload is longer than the schema's value")
+		return dst[:start], fmt.Errorf("bytes are left after the value: the payload is longer than the schema's value")
 	}
 	return out, nil
 }

@@ -69,9 +69,11 @@ func TestAvroDefaults(t *testing.T) {
 	  {"name":"u","type":["int","string"],"default":5},
 	  {"name":"m","type":{"type":"map","values":"int"},"default":{"k":1}},
 	  {"name":"arr","type":{"type":"array","items":"double"},"default":[1.5]},
-	  {"name":"f","type":{"type":"fixed","name":"F","size":2},"default":"ab"}]}`)
+	  {"name":"f","type":{"type":"fixed","name":"F","size":2},"default":"ab"},
+	  {"name":"r","type":{"type":"record","name":"In","fields":[{"name":"x","type":["long","string"]},{"name":"y","type":["string","null"]}]},
+	   "default":{"x":3,"y":"z"}}]}`)
 	got := mustDecode(t, dec, mustEncode(t, enc, `{"a":1}`))
-	sameJSON(t, got, `{"a":1,"n":null,"s":"x","l":7,"b":"/w==","d":"0.01","e":"B","u":{"int":5},"m":{"k":1},"arr":[1.5],"f":"YWI="}`)
+	sameJSON(t, got, `{"a":1,"n":null,"s":"x","l":7,"b":"/w==","d":"0.01","e":"B","u":{"int":5},"m":{"k":1},"arr":[1.5],"f":"YWI=","r":{"x":{"long":3},"y":"z"}}`)
 }
 
 // TestAvroLogicalTypes checks each logical type's JSON form.

@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -53,10 +54,10 @@ func (p *jsonParser) parse(js []byte) (any, error) {
 	d.Reset(bytes.NewBuffer(js))
 	v, err := readJSON(d, 0)
 	if err != nil {
-		return nil, errorf("the value is not valid JSON: %v", err)
+		return nil, fmt.Errorf("the value is not valid JSON: %v", err)
 	}
 	if _, err := d.ReadToken(); !errors.Is(err, io.EOF) {
-		return nil, errorf("the value is not valid JSON: more than one value")
+		return nil, fmt.Errorf("the value is not valid JSON: more than one value")
 	}
 	return v, nil
 }
@@ -64,7 +65,7 @@ func (p *jsonParser) parse(js []byte) (any, error) {
 // readJSON reads the next value from d.
 func readJSON(d *jsontext.Decoder, depth int) (any, error) {
 	if depth > maxJSONDepth {
-		return nil, errorf("nested deeper than %d", maxJSONDepth)
+		return nil, fmt.Errorf("nested deeper than %d", maxJSONDepth)
 	}
 	tok, err := d.ReadToken()
 	if err != nil {
@@ -108,7 +109,7 @@ func readJSON(d *jsontext.Decoder, depth int) (any, error) {
 		_, err := d.ReadToken()
 		return o, err
 	}
-	return nil, errorf("unexpected token %v", tok)
+	return nil, fmt.Errorf("unexpected token %v", tok)
 }
 
 // describe renders a JSON value briefly for an error message.
