@@ -212,6 +212,15 @@ func TestClientUnreachable(t *testing.T) {
 	wantFault(t, err, schema.FaultRegistry, "could not be reached")
 	noPassword(t, err)
 
+	// A password in the URL is kept out of messages too.
+	reg, err = schema.NewClient(schema.ClientOptions{URLs: []string{strings.Replace(closed, "//", "//svc:"+testPassword+"@", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = reg.SchemaByID(context.Background(), 7)
+	wantFault(t, err, schema.FaultRegistry)
+	noPassword(t, err)
+
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(time.Second) }))
 	defer hang.Close()
 	reg, _ = schema.NewClient(schema.ClientOptions{URLs: []string{hang.URL}, Timeout: 50 * time.Millisecond})
