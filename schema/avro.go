@@ -41,6 +41,7 @@ func compileAvro(s Schema, refs []namedSchema) (codec, error) {
 		return nil, err
 	}
 	c := &avroCodec{schema: sch, defaults: make(map[*avro.Field][]byte)}
+	c.parser.names = make(map[string]string)
 	if err := c.encodeDefaults(sch, make(map[avro.Schema]bool)); err != nil {
 		return nil, err
 	}

@@ -10,7 +10,8 @@ import (
 )
 
 // encodeDefaults encodes, once, the default of every record field of s
-// that has one, so that a missing field costs a copy.
+// that has one, so that a missing field costs a copy; it also gives the
+// JSON parser the field names to intern.
 func (c *avroCodec) encodeDefaults(s avro.Schema, seen map[avro.Schema]bool) error {
 	if seen[s] {
 		return nil
@@ -19,6 +20,7 @@ func (c *avroCodec) encodeDefaults(s avro.Schema, seen map[avro.Schema]bool) err
 	switch s := s.(type) {
 	case *avro.RecordSchema:
 		for _, f := range s.Fields() {
+			c.parser.names[f.Name()] = f.Name()
 			if err := c.encodeDefaults(f.Type(), seen); err != nil {
 				return err
 			}

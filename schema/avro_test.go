@@ -219,3 +219,16 @@ func TestAvroReferences(t *testing.T) {
 	js := `{"amount":{"cents":5}}`
 	sameJSON(t, mustDecode(t, dec, mustEncode(t, enc, js)), js)
 }
+
+// TestAvroJSONInput checks escaped keys, duplicate keys and whitespace
+// in the JSON given to the encoder.
+func TestAvroJSONInput(t *testing.T) {
+	_, enc, dec := codecs(t, schema.Avro, `{"type":"record","name":"R","fields":[{"name":"id","type":"string"},
+	  {"name":"m","type":{"type":"map","values":"long"}}]}`)
+	got := mustDecode(t, dec, mustEncode(t, enc, " {\"\\u0069d\" : \"a\\u00e9\\n\", \"m\": {\"z\\\"q\": 1, \"a\": 2}} "))
+	if want := `{"id":"aé\n","m":{"z\"q":1,"a":2}}`; got != want {
+		t.Errorf("got %s, want %s (map keys in order)", got, want)
+	}
+	_, err := enc.Encode(nil, []byte(`{"id":"a","id":"b","m":{}}`))
+	wantFault(t, err, schema.FaultRecord, "not valid JSON", "duplicate")
+}
