@@ -153,7 +153,7 @@ func (c *client) classify(err error, notFound Fault, format string, args ...any)
 		// from a server or proxy that is not the registry's API.
 		return faultf(FaultSchema, "schema registry: %s: HTTP 404 without a registry error code (%s): check the registry URL (e.g. http://host:8081 or .../apis/ccompat/v7)", what, msg)
 	case re.StatusCode == http.StatusNotFound && notFound == FaultRecord:
-		return faultf(FaultRecord, "%s is not in the registry (HTTP 404, code %d: %s)", what, re.ErrorCode, msg)
+		return faultf(FaultRecord, "schema registry: %s: HTTP 404 (code %d: %s)", what, re.ErrorCode, msg)
 	case re.StatusCode == http.StatusNotFound:
 		return faultf(notFound, "schema registry: %s not found (HTTP 404, code %d: %s): register the subject or fix its name", what, re.ErrorCode, msg)
 	case re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden:

@@ -131,6 +131,8 @@ func TestClientOK(t *testing.T) {
 	if err != nil || string(out) != `{"a":42}` {
 		t.Errorf("Decode over HTTP: %s, %v", out, err)
 	}
+	_, err = dec.Decode(ctx, []byte{0, 0, 0, 0, 42, 0}, nil)
+	wantFault(t, err, schema.FaultRecord, "schema id 42 is not in the registry", "40403")
 }
 
 // TestClientFaults checks the fault of each status and transport error,
