@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/base64"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -29,10 +30,10 @@ func compileAvro(s Schema, refs []namedSchema) (codec, error) {
 	cache := &avro.SchemaCache{}
 	for _, r := range refs {
 		if r.schema.Type != Avro {
-			return nil, errorf("reference %q is a %s schema, not avro", r.name, r.schema.Type)
+			return nil, fmt.Errorf("reference %q is a %s schema, not avro", r.name, r.schema.Type)
 		}
 		if _, err := avro.ParseWithCache(r.schema.Text, "", cache); err != nil {
-			return nil, errorf("reference %q: %w", r.name, err)
+			return nil, fmt.Errorf("reference %q: %w", r.name, err)
 		}
 	}
 	sch, err := avro.ParseWithCache(s.Text, "", cache)
@@ -40,6 +41,7 @@ func compileAvro(s Schema, refs []namedSchema) (codec, error) {
 		return nil, err
 	}
 	c := &avroCodec{schema: sch, defaults: make(map[*avro.Field][]byte)}
+	c.parser.names = make(map[string]string)
 	if err := c.encodeDefaults(sch, make(map[avro.Schema]bool)); err != nil {
 		return nil, err
 	}
@@ -67,6 +69,10 @@ func (c *avroCodec) decode(payload []byte, _ []int, dst []byte) ([]byte, error) 
 	out := appendAvro(dst, r, c.schema, 0)
 	if r.Error != nil {
 		return dst[:start], r.Error
+	}
+	var one [1]byte
+	if r.Read(one[:]); r.Error == nil {
+		return dst[:start], fmt.Errorf("bytes are left after the value: the payload is longer than the schema's value")
 	}
 	return out, nil
 }
@@ -112,7 +118,7 @@ func appendAvro(dst []byte, r *avro.Reader, s avro.Schema, depth int) []byte {
 		return appendBlocks(dst, r, '[', ']', func(dst []byte) []byte { return appendAvro(dst, r, s.Items(), depth+1) })
 	case *avro.MapSchema:
 		return appendBlocks(dst, r, '{', '}', func(dst []byte) []byte {
-			dst, _ = jsontext.AppendQuote(dst, r.ReadString())
+			dst = appendString(dst, r, r.ReadString())
 			dst = append(dst, ':')
 			return appendAvro(dst, r, s.Values(), depth+1)
 		})
@@ -130,6 +136,10 @@ func appendAvro(dst []byte, r *avro.Reader, s avro.Schema, depth int) []byte {
 	return dst
 }
 
+// maxBlockItems bounds the items of one array or map block, so that a
+// corrupt count of items that take no bytes (nulls) cannot spin.
+const maxBlockItems = 1 << 20
+
 // appendBlocks reads the blocks of an array or map, each item with item.
 func appendBlocks(dst []byte, r *avro.Reader, open, close byte, item func([]byte) []byte) []byte {
 	dst = append(dst, open)
@@ -138,6 +148,10 @@ func appendBlocks(dst []byte, r *avro.Reader, open, close byte, item func([]byte
 		n, _ := r.ReadBlockHeader()
 		if n == 0 || r.Error != nil {
 			break
+		}
+		if n < 0 || n > maxBlockItems {
+			r.ReportError("decode", "a block claims "+strconv.FormatInt(n, 10)+" items, more than the "+strconv.Itoa(maxBlockItems)+" allowed")
+			return dst
 		}
 		for ; n > 0; n-- {
 			if !first {
@@ -206,8 +220,7 @@ func appendPrimitive(dst []byte, r *avro.Reader, s *avro.PrimitiveSchema) []byte
 	case avro.Double:
 		return appendFloat(dst, r.ReadDouble(), 64)
 	case avro.String:
-		dst, _ = jsontext.AppendQuote(dst, r.ReadString())
-		return dst
+		return appendString(dst, r, r.ReadString())
 	case avro.Bytes:
 		b := r.ReadBytes()
 		if d, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
@@ -217,6 +230,16 @@ func appendPrimitive(dst []byte, r *avro.Reader, s *avro.PrimitiveSchema) []byte
 	}
 	r.ReportError("decode", "unsupported primitive "+string(s.Type()))
 	return dst
+}
+
+// appendString writes s as a JSON string; an Avro string that is not
+// UTF-8 is an error rather than silently changed.
+func appendString(dst []byte, r *avro.Reader, s string) []byte {
+	out, err := jsontext.AppendQuote(dst, s)
+	if err != nil && r.Error == nil {
+		r.ReportError("decode", "a string is not valid UTF-8")
+	}
+	return out
 }
 
 // appendFloat writes a float in its shortest exact form; NaN and the

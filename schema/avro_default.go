@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/base64"
+	"fmt"
 	"math/big"
 	"strconv"
 
@@ -9,7 +10,8 @@ import (
 )
 
 // encodeDefaults encodes, once, the default of every record field of s
-// that has one, so that a missing field costs a copy.
+// that has one, so that a missing field costs a copy; it also gives the
+// JSON parser the field names to intern.
 func (c *avroCodec) encodeDefaults(s avro.Schema, seen map[avro.Schema]bool) error {
 	if seen[s] {
 		return nil
@@ -18,6 +20,7 @@ func (c *avroCodec) encodeDefaults(s avro.Schema, seen map[avro.Schema]bool) err
 	switch s := s.(type) {
 	case *avro.RecordSchema:
 		for _, f := range s.Fields() {
+			c.parser.names[f.Name()] = f.Name()
 			if err := c.encodeDefaults(f.Type(), seen); err != nil {
 				return err
 			}
@@ -25,7 +28,7 @@ func (c *avroCodec) encodeDefaults(s avro.Schema, seen map[avro.Schema]bool) err
 				continue
 			}
 			if err := c.encodeDefault(f); err != nil {
-				return errorf("record %s field %s: default: %w", s.FullName(), f.Name(), err)
+				return fmt.Errorf("record %s field %s: default: %w", s.FullName(), f.Name(), err)
 			}
 		}
 	case *avro.ArraySchema:
@@ -47,11 +50,6 @@ func (c *avroCodec) encodeDefaults(s avro.Schema, seen map[avro.Schema]bool) err
 func (c *avroCodec) encodeDefault(f *avro.Field) error {
 	typ := f.Type()
 	v := plainDefault(typ, f.Default())
-	if u, ok := typ.(*avro.UnionSchema); ok && !u.Nullable() && v != nil {
-		// A union's default is of its first branch.
-		first := u.Types()[0]
-		v = &jsonObject{keys: []string{branchName(first)}, vals: []any{plainDefault(first, f.Default())}}
-	}
 	w := avro.NewWriter(nil, 64)
 	if err := c.write(w, typ, v, 0); err != nil {
 		return err
@@ -68,10 +66,17 @@ func plainDefault(s avro.Schema, def any) any {
 		s = ref.Schema()
 	}
 	if u, ok := s.(*avro.UnionSchema); ok {
-		s = u.Types()[0]
-		if ref, ok := s.(*avro.RefSchema); ok {
-			s = ref.Schema()
+		// A union's default is of its first branch; outside a nullable
+		// union, plain JSON names the branch.
+		first := u.Types()[0]
+		if first.Type() == avro.Null {
+			return nil
 		}
+		v := plainDefault(first, def)
+		if u.Nullable() {
+			return v
+		}
+		return &jsonObject{keys: []string{branchName(first)}, vals: []any{v}}
 	}
 	switch s := s.(type) {
 	case *avro.RecordSchema:

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/base64"
+	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -27,7 +28,7 @@ func (e *fieldError) Error() string {
 
 // misfit returns a fieldError at the top level.
 func misfit(format string, args ...any) error {
-	return &fieldError{msg: errorf(format, args...).Error()}
+	return &fieldError{msg: fmt.Errorf(format, args...).Error()}
 }
 
 // under puts err under the record field name.

@@ -69,9 +69,11 @@ func TestAvroDefaults(t *testing.T) {
 	  {"name":"u","type":["int","string"],"default":5},
 	  {"name":"m","type":{"type":"map","values":"int"},"default":{"k":1}},
 	  {"name":"arr","type":{"type":"array","items":"double"},"default":[1.5]},
-	  {"name":"f","type":{"type":"fixed","name":"F","size":2},"default":"ab"}]}`)
+	  {"name":"f","type":{"type":"fixed","name":"F","size":2},"default":"ab"},
+	  {"name":"r","type":{"type":"record","name":"In","fields":[{"name":"x","type":["long","string"]},{"name":"y","type":["string","null"]}]},
+	   "default":{"x":3,"y":"z"}}]}`)
 	got := mustDecode(t, dec, mustEncode(t, enc, `{"a":1}`))
-	sameJSON(t, got, `{"a":1,"n":null,"s":"x","l":7,"b":"/w==","d":"0.01","e":"B","u":{"int":5},"m":{"k":1},"arr":[1.5],"f":"YWI="}`)
+	sameJSON(t, got, `{"a":1,"n":null,"s":"x","l":7,"b":"/w==","d":"0.01","e":"B","u":{"int":5},"m":{"k":1},"arr":[1.5],"f":"YWI=","r":{"x":{"long":3},"y":"z"}}`)
 }
 
 // TestAvroLogicalTypes checks each logical type's JSON form.
@@ -181,6 +183,19 @@ func TestAvroDecodeFaults(t *testing.T) {
 	_, err := dec.Decode(context.Background(), b[:len(b)-3], nil)
 	wantFault(t, err, schema.FaultRecord, "does not decode as avro schema id 1")
 
+	_, err = dec.Decode(context.Background(), append(append([]byte{}, b...), 0), nil)
+	wantFault(t, err, schema.FaultRecord, "bytes are left after the value")
+
+	_, encS, decS := codecs(t, schema.Avro, `"string"`)
+	sb := mustEncode(t, encS, `"ab"`)
+	sb[6] = 0xff
+	_, err = decS.Decode(context.Background(), sb, nil)
+	wantFault(t, err, schema.FaultRecord, "not valid UTF-8")
+
+	_, _, decN := codecs(t, schema.Avro, `{"type":"array","items":"null"}`)
+	_, err = decN.Decode(context.Background(), []byte{0, 0, 0, 0, 1, 0xfe, 0xff, 0xff, 0xff, 0x0f, 0}, nil) // 2^31-1 nulls
+	wantFault(t, err, schema.FaultRecord, "items, more than")
+
 	_, encE, decE := codecs(t, schema.Avro, `{"type":"enum","name":"E","symbols":["A"]}`)
 	eb := mustEncode(t, encE, `"A"`)
 	eb[5] = 8 // symbol index 4
@@ -203,4 +218,17 @@ func TestAvroReferences(t *testing.T) {
 	dec := schema.NewDecoder(reg, schema.Avro, schema.DecoderOptions{})
 	js := `{"amount":{"cents":5}}`
 	sameJSON(t, mustDecode(t, dec, mustEncode(t, enc, js)), js)
+}
+
+// TestAvroJSONInput checks escaped keys, duplicate keys and whitespace
+// in the JSON given to the encoder.
+func TestAvroJSONInput(t *testing.T) {
+	_, enc, dec := codecs(t, schema.Avro, `{"type":"record","name":"R","fields":[{"name":"id","type":"string"},
+	  {"name":"m","type":{"type":"map","values":"long"}}]}`)
+	got := mustDecode(t, dec, mustEncode(t, enc, " {\"\\u0069d\" : \"a\\u00e9\\n\", \"m\": {\"z\\\"q\": 1, \"a\": 2}} "))
+	if want := `{"id":"aé\n","m":{"z\"q":1,"a":2}}`; got != want {
+		t.Errorf("got %s, want %s (map keys in order)", got, want)
+	}
+	_, err := enc.Encode(nil, []byte(`{"id":"a","id":"b","m":{}}`))
+	wantFault(t, err, schema.FaultRecord, "not valid JSON", "duplicate")
 }

@@ -32,8 +32,8 @@ const defaultTimeout = 10 * time.Second
 
 // client is the Registry over franz-go's sr.Client.
 type client struct {
-	cl       *sr.Client
-	password string
+	cl      *sr.Client
+	secrets []string // the password, and any in the URLs' user information
 }
 
 // NewClient returns a Registry backed by franz-go's sr.Client. Every
@@ -43,10 +43,14 @@ func NewClient(o ClientOptions) (Registry, error) {
 	if len(o.URLs) == 0 {
 		return nil, faultf(FaultSchema, "schema registry: no URL: set at least one registry URL")
 	}
+	secrets := []string{o.Password}
 	for _, u := range o.URLs {
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return nil, faultf(FaultSchema, "schema registry: URL %q is not an http or https URL", redactURL(u))
+		}
+		if pw, ok := p.User.Password(); ok {
+			secrets = append(secrets, pw)
 		}
 	}
 	timeout := o.Timeout
@@ -67,9 +71,9 @@ func NewClient(o ClientOptions) (Registry, error) {
 	}
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
-		return nil, faultf(FaultSchema, "schema registry: %s", scrub(err.Error(), o.Password))
+		return nil, faultf(FaultSchema, "schema registry: %s", scrub(err.Error(), secrets))
 	}
-	return &client{cl: cl, password: o.Password}, nil
+	return &client{cl: cl, secrets: secrets}, nil
 }
 
 // SchemaByID fetches GET /schemas/ids/{id}; a 404 is the record's fault
@@ -136,20 +140,20 @@ func (c *client) classify(err error, notFound Fault, format string, args ...any)
 	what := fmt.Sprintf(format, args...)
 	var re *sr.ResponseError
 	if !errors.As(err, &re) {
-		msg := scrub(err.Error(), c.password)
+		msg := scrub(err.Error(), c.secrets)
 		if errors.Is(err, context.Canceled) {
 			return &Error{Fault: FaultRegistry, Err: fmt.Errorf("schema registry: %s: canceled: %w", what, context.Canceled)}
 		}
 		return &Error{Fault: FaultRegistry, Err: fmt.Errorf("schema registry: %s: the registry could not be reached (%s); retrying later", what, msg)}
 	}
-	msg := scrub(re.Error(), c.password)
+	msg := scrub(re.Error(), c.secrets)
 	switch {
 	case re.StatusCode == http.StatusNotFound && re.ErrorCode/100 != http.StatusNotFound:
 		// A 404 without a registry error code (40401, 40403...) comes
 		// from a server or proxy that is not the registry's API.
 		return faultf(FaultSchema, "schema registry: %s: HTTP 404 without a registry error code (%s): check the registry URL (e.g. http://host:8081 or .../apis/ccompat/v7)", what, msg)
 	case re.StatusCode == http.StatusNotFound && notFound == FaultRecord:
-		return faultf(FaultRecord, "%s is not in the registry (HTTP 404, code %d: %s)", what, re.ErrorCode, msg)
+		return faultf(FaultRecord, "schema registry: %s: HTTP 404 (code %d: %s)", what, re.ErrorCode, msg)
 	case re.StatusCode == http.StatusNotFound:
 		return faultf(notFound, "schema registry: %s not found (HTTP 404, code %d: %s): register the subject or fix its name", what, re.ErrorCode, msg)
 	case re.StatusCode == http.StatusUnauthorized || re.StatusCode == http.StatusForbidden:
@@ -163,13 +167,15 @@ func (c *client) classify(err error, notFound Fault, format string, args ...any)
 	}
 }
 
-// scrub removes the password from a message, should a URL or body echo
-// it.
-func scrub(msg, password string) string {
-	if password == "" {
-		return msg
+// scrub removes the secrets from a message, should a URL or body echo
+// one.
+func scrub(msg string, secrets []string) string {
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
 	}
-	return strings.ReplaceAll(msg, password, "***")
+	return msg
 }
 
 // redactURL drops the user information from a URL for messages.

@@ -131,6 +131,8 @@ func TestClientOK(t *testing.T) {
 	if err != nil || string(out) != `{"a":42}` {
 		t.Errorf("Decode over HTTP: %s, %v", out, err)
 	}
+	_, err = dec.Decode(ctx, []byte{0, 0, 0, 0, 42, 0}, nil)
+	wantFault(t, err, schema.FaultRecord, "schema id 42 is not in the registry", "40403")
 }
 
 // TestClientFaults checks the fault of each status and transport error,
@@ -210,6 +212,15 @@ func TestClientUnreachable(t *testing.T) {
 	}
 	_, err = reg.SchemaByID(context.Background(), 7)
 	wantFault(t, err, schema.FaultRegistry, "could not be reached")
+	noPassword(t, err)
+
+	// A password in the URL is kept out of messages too.
+	reg, err = schema.NewClient(schema.ClientOptions{URLs: []string{strings.Replace(closed, "//", "//svc:"+testPassword+"@", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = reg.SchemaByID(context.Background(), 7)
+	wantFault(t, err, schema.FaultRegistry)
 	noPassword(t, err)
 
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { time.Sleep(time.Second) }))

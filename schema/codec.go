@@ -1,9 +1,6 @@
 package schema
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // codec is one compiled schema: it turns a payload (what follows the
 // header) into JSON and JSON into a payload.
@@ -11,8 +8,7 @@ type codec interface {
 	// decode appends payload's JSON form to dst; index is the Protobuf
 	// message-index list (nil for the other formats).
 	decode(payload []byte, index []int, dst []byte) ([]byte, error)
-	// encode appends js's payload to dst and returns the Protobuf
-	// message-index list to put in the header (nil for the others).
+	// encode appends js's payload to dst.
 	encode(dst, js []byte) ([]byte, error)
 	// index is the message-index list the encoder writes (Protobuf only).
 	index() []int
@@ -85,6 +81,3 @@ func compile(ctx context.Context, reg Registry, s Schema, message string) (codec
 	}
 	return c, nil
 }
-
-// errorf is fmt.Errorf, named for the record-level messages of codecs.
-var errorf = fmt.Errorf

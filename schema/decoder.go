@@ -39,10 +39,13 @@ func NewDecoder(reg Registry, f Format, o DecoderOptions) *Decoder {
 	return &Decoder{reg: reg, format: f, cache: NewCache[codec](max)}
 }
 
-// Decode appends b's JSON form to dst. Errors are *Error: FaultRecord
-// for the record's own faults, FaultRegistry or FaultCredentials when
-// fetching its schema failed.
+// Decode appends b's JSON form to dst (for Raw, b as it is). Errors are
+// *Error: FaultRecord for the record's own faults, FaultRegistry or
+// FaultCredentials when fetching its schema failed.
 func (d *Decoder) Decode(ctx context.Context, b []byte, dst []byte) ([]byte, error) {
+	if d.format == Raw {
+		return append(dst, b...), nil
+	}
 	if len(b) == 0 || b[0] != 0 {
 		return dst, faultf(FaultRecord, "no magic byte (the value is not in the Schema Registry wire format)")
 	}

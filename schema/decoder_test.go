@@ -35,6 +35,18 @@ func TestWireHeaderFaults(t *testing.T) {
 	}
 }
 
+// TestDecodeRaw checks that Raw passes bytes through with no registry.
+func TestDecodeRaw(t *testing.T) {
+	reg := schematest.NewMemory()
+	reg.Fail(schema.FaultRegistry)
+	out, err := schema.NewDecoder(reg, schema.Raw, schema.DecoderOptions{}).Decode(context.Background(), []byte("\x00abc"), []byte("<"))
+	if err != nil || string(out) != "<\x00abc" {
+		t.Errorf("Raw: %q, %v", out, err)
+	}
+	_, err = schema.NewEncoder(context.Background(), reg, schema.Subject{Subject: "s", Schema: schema.Schema{Type: schema.Raw}}, schema.EncoderOptions{})
+	wantFault(t, err, schema.FaultSchema, "not a codec format")
+}
+
 // TestDecodeRegistryFaults checks that a registry failure while fetching
 // a schema keeps its fault, and that the failure is not cached.
 func TestDecodeRegistryFaults(t *testing.T) {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -25,7 +26,7 @@ type noLoader struct{}
 
 // Load refuses url.
 func (noLoader) Load(u string) (any, error) {
-	return nil, errorf("%s is not a reference of the schema (only registry references are loaded)", u)
+	return nil, fmt.Errorf("%s is not a reference of the schema (only registry references are loaded)", u)
 }
 
 // compileJSONSchema compiles s with its references as resources.
@@ -34,19 +35,19 @@ func compileJSONSchema(s Schema, refs []namedSchema) (codec, error) {
 	comp.UseLoader(noLoader{})
 	for _, r := range refs {
 		if r.schema.Type != JSONSchema {
-			return nil, errorf("reference %q is a %s schema, not json_schema", r.name, r.schema.Type)
+			return nil, fmt.Errorf("reference %q is a %s schema, not json_schema", r.name, r.schema.Type)
 		}
 		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(r.schema.Text)))
 		if err != nil {
-			return nil, errorf("reference %q is not JSON: %w", r.name, err)
+			return nil, fmt.Errorf("reference %q is not JSON: %w", r.name, err)
 		}
 		if err := comp.AddResource(refURL(r.name), doc); err != nil {
-			return nil, errorf("reference %q: %w", r.name, err)
+			return nil, fmt.Errorf("reference %q: %w", r.name, err)
 		}
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader([]byte(s.Text)))
 	if err != nil {
-		return nil, errorf("the schema is not JSON: %w", err)
+		return nil, fmt.Errorf("the schema is not JSON: %w", err)
 	}
 	main := jsonSchemaBase + "schema.json"
 	if err := comp.AddResource(main, doc); err != nil {

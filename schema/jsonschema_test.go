@@ -51,6 +51,8 @@ func TestJSONSchema(t *testing.T) {
 	wantFault(t, err, schema.FaultRecord, "amount_cents")
 	_, err = enc.Encode(nil, []byte(`{"id":`))
 	wantFault(t, err, schema.FaultRecord, "not valid JSON")
+	_, err = enc.Encode(nil, []byte(`{"id":"o","amount_cents":1} {}`))
+	wantFault(t, err, schema.FaultRecord, "not valid JSON")
 
 	bad := append(append([]byte{}, b[:5]...), `{"id":1,"amount_cents":1}`...)
 	_, err = dec.Decode(ctx, bad, nil)

@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 
@@ -38,33 +39,57 @@ func (o *jsonObject) get(key string) (any, bool) {
 const maxJSONDepth = 1000
 
 // jsonParser parses JSON values, reusing its token decoders (which are
-// costly to make); it is safe for concurrent use.
+// costly to make) and scratch space; it is safe for concurrent use.
 type jsonParser struct {
-	decoders sync.Pool
+	states sync.Pool // of *parseState
+	// names interns object keys that are names of the schema (record
+	// fields), so that the usual keys cost no allocation. Read-only.
+	names map[string]string
+}
+
+// parseState is one parse's decoder and the stacks that collect the
+// members of open objects and arrays before they are copied out at
+// their exact size.
+type parseState struct {
+	d    *jsontext.Decoder
+	vals []any
+	keys []string
 }
 
 // parse parses one JSON value (and nothing after it).
 func (p *jsonParser) parse(js []byte) (any, error) {
-	d, _ := p.decoders.Get().(*jsontext.Decoder)
-	if d == nil {
-		d = jsontext.NewDecoder(bytes.NewBuffer(nil))
+	st, _ := p.states.Get().(*parseState)
+	if st == nil {
+		st = &parseState{d: jsontext.NewDecoder(bytes.NewBuffer(nil))}
 	}
-	defer p.decoders.Put(d)
-	d.Reset(bytes.NewBuffer(js))
-	v, err := readJSON(d, 0)
+	defer p.states.Put(st)
+	st.d.Reset(bytes.NewBuffer(js))
+	st.vals, st.keys = st.vals[:0], st.keys[:0]
+	v, err := p.read(st, 0)
+	clear(st.vals[:cap(st.vals)])
 	if err != nil {
-		return nil, errorf("the value is not valid JSON: %v", err)
+		return nil, fmt.Errorf("the value is not valid JSON: %v", err)
 	}
-	if _, err := d.ReadToken(); !errors.Is(err, io.EOF) {
-		return nil, errorf("the value is not valid JSON: more than one value")
+	if _, err := st.d.ReadToken(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("the value is not valid JSON: more than one value")
 	}
 	return v, nil
 }
 
-// readJSON reads the next value from d.
-func readJSON(d *jsontext.Decoder, depth int) (any, error) {
+// read reads the next value.
+func (p *jsonParser) read(st *parseState, depth int) (any, error) {
 	if depth > maxJSONDepth {
-		return nil, errorf("nested deeper than %d", maxJSONDepth)
+		return nil, fmt.Errorf("nested deeper than %d", maxJSONDepth)
+	}
+	d := st.d
+	switch d.PeekKind() {
+	case '0':
+		raw, err := d.ReadValue()
+		return jsonNumber(raw), err
+	case '[':
+		return p.readArray(st, depth)
+	case '{':
+		return p.readObject(st, depth)
 	}
 	tok, err := d.ReadToken()
 	if err != nil {
@@ -77,38 +102,68 @@ func readJSON(d *jsontext.Decoder, depth int) (any, error) {
 		return tok.Bool(), nil
 	case '"':
 		return tok.String(), nil
-	case '0':
-		return jsonNumber(tok.String()), nil
-	case '[':
-		arr := []any{}
-		for d.PeekKind() != ']' {
-			v, err := readJSON(d, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, v)
-		}
-		_, err := d.ReadToken()
-		return arr, err
-	case '{':
-		o := &jsonObject{}
-		for d.PeekKind() != '}' {
-			k, err := d.ReadToken()
-			if err != nil {
-				return nil, err
-			}
-			key := k.String()
-			v, err := readJSON(d, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			o.keys = append(o.keys, key)
-			o.vals = append(o.vals, v)
-		}
-		_, err := d.ReadToken()
-		return o, err
 	}
-	return nil, errorf("unexpected token %v", tok)
+	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+// readArray reads an array's items onto st.vals, then copies them out.
+func (p *jsonParser) readArray(st *parseState, depth int) (any, error) {
+	if _, err := st.d.ReadToken(); err != nil {
+		return nil, err
+	}
+	base := len(st.vals)
+	for st.d.PeekKind() != ']' {
+		v, err := p.read(st, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		st.vals = append(st.vals, v)
+	}
+	arr := append(make([]any, 0, len(st.vals)-base), st.vals[base:]...)
+	st.vals = st.vals[:base]
+	_, err := st.d.ReadToken()
+	return arr, err
+}
+
+// readObject reads an object's members onto st.keys and st.vals, then
+// copies them out in order.
+func (p *jsonParser) readObject(st *parseState, depth int) (any, error) {
+	if _, err := st.d.ReadToken(); err != nil {
+		return nil, err
+	}
+	vbase, kbase := len(st.vals), len(st.keys)
+	for st.d.PeekKind() != '}' {
+		raw, err := st.d.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := "", false
+		if bytes.IndexByte(raw, '\\') < 0 {
+			key, ok = p.names[string(raw[1:len(raw)-1])]
+			if !ok {
+				key = string(raw[1 : len(raw)-1])
+			}
+		} else {
+			b, err := jsontext.AppendUnquote(nil, raw)
+			if err != nil {
+				return nil, err
+			}
+			key = string(b)
+		}
+		v, err := p.read(st, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		st.keys = append(st.keys, key)
+		st.vals = append(st.vals, v)
+	}
+	o := &jsonObject{
+		keys: append(make([]string, 0, len(st.keys)-kbase), st.keys[kbase:]...),
+		vals: append(make([]any, 0, len(st.vals)-vbase), st.vals[vbase:]...),
+	}
+	st.keys, st.vals = st.keys[:kbase], st.vals[:vbase]
+	_, err := st.d.ReadToken()
+	return o, err
 }
 
 // describe renders a JSON value briefly for an error message.

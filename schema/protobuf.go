@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 
@@ -33,7 +34,7 @@ func compileProtobuf(ctx context.Context, s Schema, refs []namedSchema, message 
 	sources := map[string]string{protoMainFile: s.Text}
 	for _, r := range refs {
 		if r.schema.Type != Protobuf {
-			return nil, errorf("reference %q is a %s schema, not protobuf", r.name, r.schema.Type)
+			return nil, fmt.Errorf("reference %q is a %s schema, not protobuf", r.name, r.schema.Type)
 		}
 		sources[r.name] = r.schema.Text
 	}
@@ -42,7 +43,7 @@ func compileProtobuf(ctx context.Context, s Schema, refs []namedSchema, message 
 			Accessor: func(path string) (io.ReadCloser, error) {
 				text, ok := sources[path]
 				if !ok {
-					return nil, errorf("import %q is neither a reference of the schema nor a well-known type", path)
+					return nil, fmt.Errorf("import %q is neither a reference of the schema nor a well-known type", path)
 				}
 				return io.NopCloser(strings.NewReader(text)), nil
 			},
@@ -59,7 +60,7 @@ func compileProtobuf(ctx context.Context, s Schema, refs []namedSchema, message 
 		parse:   protojson.UnmarshalOptions{DiscardUnknown: false},
 	}
 	if fd.Messages().Len() == 0 {
-		return nil, errorf("the schema defines no message")
+		return nil, fmt.Errorf("the schema defines no message")
 	}
 	if message == "" {
 		c.message, c.msgIdx = fd.Messages().Get(0), []int{0}
@@ -67,7 +68,7 @@ func compileProtobuf(ctx context.Context, s Schema, refs []namedSchema, message 
 	}
 	c.message, c.msgIdx = findMessage(fd.Messages(), protoreflect.FullName(message), nil)
 	if c.message == nil {
-		return nil, errorf("the schema has no message %q (give the full name, package.Message)", message)
+		return nil, fmt.Errorf("the schema has no message %q (give the full name, package.Message)", message)
 	}
 	return c, nil
 }
@@ -100,7 +101,7 @@ func (c *protoCodec) byIndex(index []int) (protoreflect.MessageDescriptor, error
 	var m protoreflect.MessageDescriptor
 	for _, i := range index {
 		if i < 0 || i >= msgs.Len() {
-			return nil, errorf("message index %v is not a message of the schema", index)
+			return nil, fmt.Errorf("message index %v is not a message of the schema", index)
 		}
 		m = msgs.Get(i)
 		msgs = m.Messages()
@@ -117,11 +118,11 @@ func (c *protoCodec) decode(payload []byte, index []int, dst []byte) ([]byte, er
 	}
 	m := dynamicpb.NewMessage(md)
 	if err := proto.Unmarshal(payload, m); err != nil {
-		return dst, errorf("message %s: %w", md.FullName(), err)
+		return dst, fmt.Errorf("message %s: %w", md.FullName(), err)
 	}
 	out, err := c.marshal.MarshalAppend(dst, m)
 	if err != nil {
-		return dst, errorf("message %s: %w", md.FullName(), err)
+		return dst, fmt.Errorf("message %s: %w", md.FullName(), err)
 	}
 	return out, nil
 }

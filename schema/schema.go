@@ -30,18 +30,19 @@ const (
 
 // formats lists the accepted values of ParseFormat, in the order its
 // error names them.
-var formats = []Format{Raw, Avro, Protobuf, JSONSchema}
+func formats() []Format { return []Format{Raw, Avro, Protobuf, JSONSchema} }
 
 // ParseFormat reads a format's name as settings spell it; the error lists
 // the accepted values so that a typo is fixed at once.
 func ParseFormat(s string) (Format, error) {
-	for _, f := range formats {
+	all := formats()
+	for _, f := range all {
 		if string(f) == s {
 			return f, nil
 		}
 	}
-	names := make([]string, len(formats))
-	for i, f := range formats {
+	names := make([]string, len(all))
+	for i, f := range all {
 		names[i] = string(f)
 	}
 	return "", fmt.Errorf("unknown format %q: accepted values are %s", s, strings.Join(names, ", "))
