@@ -99,14 +99,14 @@ func (d *decoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Reco
 	if d.key != nil && rec.Key != nil {
 		js, err := d.key.Decode(ctx, rec.Key, nil)
 		if err != nil {
-			return out, classify("key", err, d.names)
+			return out, classify("key", decodeFault(err), d.names)
 		}
 		rec.Key = js
 	}
 	if d.value != nil && rec.Value != nil {
 		js, err := d.value.Decode(ctx, rec.Value, nil)
 		if err != nil {
-			return out, classify("value", err, d.names)
+			return out, classify("value", decodeFault(err), d.names)
 		}
 		rec.Value = js
 	}
@@ -144,6 +144,17 @@ func (e *encoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Reco
 
 // Touches returns every part: the stage rewrites keys and values.
 func (e *encoder) Touches() transform.Parts { return transform.PartAll }
+
+// decodeFault makes a FaultSchema of a decode the registry's: decoding a
+// record meets one only when the registry's answers make no sense (a URL
+// that answers 404 without a registry error code is not the registry's
+// API), which no record causes and no record should be failed for.
+func decodeFault(err error) error {
+	if schema.FaultOf(err) == schema.FaultSchema {
+		return &schema.Error{Fault: schema.FaultRegistry, Err: err}
+	}
+	return err
+}
 
 // classify marks err by whose fault it is: the registry's failures are
 // transform.Unavailable, refused credentials transform.Fatal, and the

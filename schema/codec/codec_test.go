@@ -264,3 +264,18 @@ func TestEncodersSchemaFile(t *testing.T) {
 		t.Errorf("a refused schema file: %v; want FaultSchema naming the setting", err)
 	}
 }
+
+// A registry whose answers make no sense to a decode (FaultSchema, e.g. a
+// URL that is not the registry's API) fails no record: it is the
+// registry's failure.
+func TestDecodeSchemaFaultIsTheRegistrys(t *testing.T) {
+	fx := newFixture(t)
+	c := fx.chain(t, transform.PartValue, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return append(out, r), nil
+	})
+	fx.reg.Fail(schema.FaultSchema)
+	_, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fx.wire}, nil)
+	if !transform.IsUnavailable(err) {
+		t.Errorf("a FaultSchema while decoding: %v; want transform.Unavailable", err)
+	}
+}

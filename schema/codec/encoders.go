@@ -82,10 +82,14 @@ func (e *Encoders) Start(ctx context.Context, topics []string) error {
 	}
 	for _, t := range append([]string{e.o.DefaultTopic}, topics...) {
 		if _, err := e.lookup(ctx, t, true); err != nil {
-			if t == e.o.DefaultTopic {
-				return fmt.Errorf("the schema of subject %q (%s): %w", e.o.Subject, e.o.SubjectSetting, err)
+			if schema.FaultOf(err) != schema.FaultSchema {
+				return err
 			}
-			return fmt.Errorf("the schema of subject %q, of topic %q: %w", t+e.o.Suffix, t, err)
+			if t == e.o.DefaultTopic {
+				return fmt.Errorf("%s: subject %q, of the output topic, has no usable schema (%w); register one, name another subject, or set %s",
+					e.o.SubjectSetting, e.o.Subject, err, e.o.SchemaSetting)
+			}
+			return fmt.Errorf("subject %q, of topic %q that the chain routes to, has no usable schema (%w); register one", t+e.o.Suffix, t, err)
 		}
 	}
 	return nil
@@ -171,7 +175,9 @@ func (e *Encoders) lookup(ctx context.Context, topic string, force bool) (*schem
 		if f := schema.FaultOf(err); f == schema.FaultRegistry || f == schema.FaultCredentials {
 			return nil, err
 		}
-		err = fmt.Errorf("topic %q has no usable schema under subject %q: %w", topic, subject, err)
+		if !force {
+			err = fmt.Errorf("topic %q has no usable schema under subject %q: %w", topic, subject, err)
+		}
 		e.store(topic, &topicEncoder{err: err, retry: time.Now().Add(missingTTL)})
 		return nil, err
 	}
