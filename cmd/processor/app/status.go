@@ -45,15 +45,15 @@ const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; b
 // statusInfo is what /status says about the instance beyond the
 // pipeline's snapshot.
 type statusInfo struct {
-	Version       string    `json:"version"`
-	StartedAt     time.Time `json:"started_at"`
-	InputTopics   []string  `json:"input_topics"`
-	OutputTopic   string    `json:"output_topic"`
-	DLQTopic      string    `json:"dlq_topic"` // "" without one
+	Version     string    `json:"version"`
+	StartedAt   time.Time `json:"started_at"`
+	InputTopics []string  `json:"input_topics"`
+	OutputTopic string    `json:"output_topic"`
+	DLQTopic    string    `json:"dlq_topic"` // "" without one
 	// Formats are the key and value formats in and out (PROCESSOR_*_FORMAT),
 	// e.g. {"value": "avro", "output_value": "avro"}; raw ones left out.
-	Formats map[string]string `json:"formats,omitempty"`
-	UptimeSeconds float64   `json:"uptime_seconds"`
+	Formats       map[string]string `json:"formats,omitempty"`
+	UptimeSeconds float64           `json:"uptime_seconds"`
 }
 
 // statusHandlers serves /status and the page from snapshot and hist.
