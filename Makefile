@@ -98,10 +98,12 @@ test-cluster:
 
 # The short drills of the integration suite, which make test leaves out
 # (docs/testing.md): TestChaosShort (three short chaos runs on kfake, and
-# one against PROCESSOR_TEST_BROKERS when it is set) and TestChaosPostgres
-# (when PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed).
+# one against PROCESSOR_TEST_BROKERS when it is set), TestChaosShortAvro
+# (the same with Avro records through the drill's Schema Registry) and
+# TestChaosPostgres (when PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is
+# installed).
 drill:
-	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|Postgres)$$' ./integration/
+	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|Postgres)$$' ./integration/
 
 # The short drills (make drill), then the long fault drill on the
 # embedded devbroker (kfake): 100,000 records,

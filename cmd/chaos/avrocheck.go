@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,13 +25,11 @@ func (d *driver) printSchemas() {
 	d.mu.Lock()
 	in := slices.Clone(d.inSubjects)
 	d.mu.Unlock()
+	half := d.o.records / 2
+	spans := []string{fmt.Sprintf("inputs 0..%d", half-1), fmt.Sprintf("inputs %d..%d", half, d.o.records-1)}
 	var vs []string
-	for i, s := range in {
-		from := "inputs 0.."
-		if i == 1 {
-			from = "inputs " + strconv.Itoa(d.o.records/2) + ".."
-		}
-		vs = append(vs, fmt.Sprintf("v%d (id %d) for %s", s.Version, s.ID, from))
+	for i, s := range in[:min(len(in), 2)] {
+		vs = append(vs, fmt.Sprintf("v%d (id %d) for %s", s.Version, s.ID, spans[i]))
 	}
 	fmt.Printf("values     avro, registry %s: input %s-value %s; output %s v%d (id %d)\n",
 		d.registryURL, d.in, strings.Join(vs, ", "), d.outSubject.Subject, d.outSubject.Version, d.outSubject.ID)
