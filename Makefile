@@ -7,7 +7,7 @@ SR      := bash integration/registry/registry.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build version run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
+.PHONY: build version run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
 
 # The version baked in (processor --version, the start log line,
 # processor_build_info), by scripts/version.sh from the VERSION file and
@@ -98,10 +98,12 @@ test-cluster:
 
 # The short drills of the integration suite, which make test leaves out
 # (docs/testing.md): TestChaosShort (three short chaos runs on kfake, and
-# one against PROCESSOR_TEST_BROKERS when it is set) and TestChaosPostgres
-# (when PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed).
+# one against PROCESSOR_TEST_BROKERS when it is set), TestChaosShortAvro
+# (the same with Avro records through the drill's Schema Registry) and
+# TestChaosPostgres (when PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is
+# installed).
 drill:
-	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|Postgres)$$' ./integration/
+	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|Postgres)$$' ./integration/
 
 # The short drills (make drill), then the long fault drill on the
 # embedded devbroker (kfake): 100,000 records,
@@ -116,6 +118,18 @@ chaos: build drill
 # are SIGKILLed and restarted as the broker fault.
 chaos-kafka: build
 	./bin/chaos -cluster -brokers $$($(KAFKA) cluster-up | tail -n 1) -records 100000 -iterations 20
+
+# The fault drill with Avro records (docs/faults.md, "Avro records") on
+# the embedded devbroker (kfake) and the drill's in-process Schema
+# Registry: 30,000 records at 1,000 a second in the Schema Registry wire
+# format, the input's schema changed halfway (a field added with a
+# default), 8 faults, every 500th input a marked hard one (notjson: values
+# the decode stage fails; nearlimit: a 1 MB Avro record), the jq
+# transform with the dlq and skip policies mixed; ends with eoscheck's
+# table and the check of every visible output value against the output
+# schema.
+chaos-avro: build
+	./bin/chaos -embedded -value-format avro -records 30000 -rate 1000 -iterations 8
 
 # The long fault drill into PostgreSQL (PROCESSOR_SINK=postgres) on the
 # embedded devbroker (kfake) and the local PostgreSQL of pg.sh, started if

@@ -113,6 +113,34 @@ func TestChaosShort(t *testing.T) {
 	}
 }
 
+// The short chaos run with Avro records (chaos -value-format avro): the
+// drill's in-process Schema Registry, the input's schema changed halfway
+// (a BACKWARD compatible added field) while the faults land, the
+// instances decoding Avro for jq and encoding the outputs with the output
+// subject's schema, and the notjson class as values the decode stage
+// fails (a dead letter or skipped). eoscheck must find no anomaly, and
+// every visible output must decode with the output schema to what its
+// input makes. On kfake with one SIGKILL, SIGTERM, devbroker restart and
+// scale-out, and a second SIGKILL, 5% aborts; against
+// PROCESSOR_TEST_BROKERS the same without the broker fault.
+func TestChaosShortAvro(t *testing.T) {
+	drill(t)
+	binary(t)
+	run := func(t *testing.T, args ...string) string {
+		return runChaos(t, nil, append([]string{"-value-format", "avro", "-records", "6000", "-rate", "1500", "-iterations", "5",
+			"-pause", "1s", "-poison-every", "200"}, args...)...)
+	}
+	t.Run("kfake", func(t *testing.T) {
+		out := run(t, "-embedded", "-faults", "kill,term,broker,scale,abort")
+		if !strings.Contains(out, "v2 (id") {
+			t.Errorf("no second input schema version in the report")
+		}
+	})
+	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
+		t.Run("kafka", func(t *testing.T) { run(t, "-brokers", b, "-faults", "kill,term,scale,abort") })
+	}
+}
+
 // runChaos runs the built chaos binary with args (after -bin and -logs)
 // and env added to the test's environment, fails the test unless it ends
 // with every anomaly count zero, logs its report and returns its output.

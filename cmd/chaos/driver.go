@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/schema"
 )
 
 // driver runs one drill: the broker, the instances, the input, the faults
@@ -39,6 +40,15 @@ type driver struct {
 	pgRestarts       map[string]int
 	pgDowntimes      []time.Duration
 	pgRecoveries     []time.Duration
+
+	// With -value-format avro: the registry's URL (the processors'
+	// PROCESSOR_SCHEMA_REGISTRY_URL) and a client of it, the input
+	// subject's versions (the second once registered, under mu) and the
+	// output subject's.
+	registryURL string
+	reg         schema.Registry
+	inSubjects  []schema.Subject
+	outSubject  schema.Subject
 
 	mu         sync.Mutex
 	insts      map[int]*instance
@@ -98,11 +108,20 @@ func (d *driver) run() int {
 		d.log.Error("creating topics", "err", err.Error())
 		return 1
 	}
+	if d.o.valueFormat == "avro" {
+		stop, err := d.setUpSchemas()
+		if err != nil {
+			d.log.Error("Schema Registry", "err", err.Error())
+			return 1
+		}
+		defer stop()
+	}
 	d.log.Info("chaos starting", "brokers", strings.Join(d.brokers, ","), "group", d.group, "input", d.in, "output", d.out,
 		"dlq", d.dlq, "sink", d.o.sink, "table", d.table, "dead_letter_table", d.deadTable,
 		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
 		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","),
-		"poison_every", d.o.poisonEvery, "poison_classes", classList(d.o.poisonClasses), "seed", d.o.seed, "logs", d.o.logDir)
+		"poison_every", d.o.poisonEvery, "poison_classes", classList(d.o.poisonClasses), "value_format", d.o.valueFormat,
+		"schema_registry", d.registryURL, "seed", d.o.seed, "logs", d.o.logDir)
 
 	for range d.o.instances {
 		d.startNew()

@@ -65,8 +65,9 @@ const inputBatchMaxBytes = 1 << 20
 // producer rides out broker restarts without duplicating input. Each
 // ordinary value is a JSON object with the record's key and sequence
 // number, e.g. {"key":"k7","seq":1007}, which any one-to-one jq program
-// accepts; with -poison-every N every Nth input is a marked one instead
-// (poisonInput).
+// accepts (with -value-format avro that object in the Avro wire format);
+// with -poison-every N every Nth input is a marked one instead
+// (inputMaker).
 func (d *driver) produce() error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.brokers...), kgo.DefaultProduceTopic(d.in), kgo.ProducerLinger(5*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(inputBatchMaxBytes))
@@ -74,11 +75,14 @@ func (d *driver) produce() error {
 		return err
 	}
 	defer cl.Close()
-	var failed atomic.Pointer[error]
 	// Its own random source: d.rng serves the faults, concurrently.
-	rng := rand.New(rand.NewPCG(d.o.seed, 2))
-	var round []check.Class                // the poison classes still to come in this round
-	variants := map[check.Class][]string{} // per class, the variants still to come in its round
+	m := &inputMaker{d: d, rng: rand.New(rand.NewPCG(d.o.seed, 2)), variants: map[check.Class][]string{}}
+	if d.o.valueFormat == "avro" {
+		if m.avro, err = d.newAvroInputs(); err != nil {
+			return err
+		}
+	}
+	var failed atomic.Pointer[error]
 	interval := time.Second / time.Duration(d.o.rate)
 	next := time.Now()
 	for i := range d.o.records {
@@ -86,34 +90,9 @@ func (d *driver) produce() error {
 		if w := time.Until(next); w > time.Millisecond {
 			time.Sleep(w)
 		}
-		key := "k" + strconv.Itoa(i%1000)
-		value, err := json.Marshal(inputValue{Key: key, Seq: i})
+		key, value, class, variant, err := m.next(i)
 		if err != nil {
 			return err
-		}
-		var class check.Class
-		var variant string
-		if d.o.poisonEvery > 0 && i%d.o.poisonEvery == d.o.poisonEvery-1 {
-			if len(round) == 0 {
-				// Each round holds every class once, in an order of
-				// the seed's: even a short drill meets them all.
-				round = slices.Clone(d.o.poisonClasses)
-				rng.Shuffle(len(round), func(a, b int) { round[a], round[b] = round[b], round[a] })
-			}
-			class, round = round[0], round[1:]
-			key = check.PoisonKey(class, i)
-			if len(variants[class]) == 0 {
-				// The variants of a class come in rounds too.
-				vs := poisonVariants[class]
-				if class == check.JSONBRefused && slices.Contains(d.o.transforms, "jq") {
-					vs = vs[:2] // jq turns a lone surrogate into U+FFFD
-				}
-				vs = slices.Clone(vs)
-				rng.Shuffle(len(vs), func(a, b int) { vs[a], vs[b] = vs[b], vs[a] })
-				variants[class] = vs
-			}
-			variant, variants[class] = variants[class][0], variants[class][1:]
-			value = poisonInput(rng, variant, key, i)
 		}
 		cl.Produce(context.Background(), &kgo.Record{Key: []byte(key), Value: value},
 			func(_ *kgo.Record, err error) {
@@ -121,12 +100,7 @@ func (d *driver) produce() error {
 					failed.CompareAndSwap(nil, &err)
 					return
 				}
-				if class != check.Ordinary {
-					d.mu.Lock()
-					d.poisonWritten[string(class)]++
-					d.poisonWritten[string(class)+"/"+variant]++
-					d.mu.Unlock()
-				}
+				d.written(class, variant)
 			})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -138,6 +112,74 @@ func (d *driver) produce() error {
 		return *e
 	}
 	return nil
+}
+
+// written counts a marked input written, by class and variant.
+func (d *driver) written(class check.Class, variant string) {
+	if class == check.Ordinary {
+		return
+	}
+	d.mu.Lock()
+	d.poisonWritten[string(class)]++
+	d.poisonWritten[string(class)+"/"+variant]++
+	d.mu.Unlock()
+}
+
+// inputMaker makes the drill's inputs in order: the ordinary ones, and
+// with -poison-every N every Nth a marked one, the classes of
+// -poison-classes in rounds of each once in an order drawn by the seed,
+// and so each class's variants.
+type inputMaker struct {
+	d        *driver
+	rng      *rand.Rand
+	round    []check.Class            // the poison classes still to come in this round
+	variants map[check.Class][]string // per class, the variants still to come in its round
+	avro     *avroInputs              // with -value-format avro
+}
+
+// next returns input i: its key, its value, and its class and variant
+// (Ordinary and "" for an ordinary one).
+func (m *inputMaker) next(i int) (key string, value []byte, class check.Class, variant string, err error) {
+	key = "k" + strconv.Itoa(i%1000)
+	if m.avro != nil {
+		if err := m.avro.at(i); err != nil {
+			return "", nil, "", "", err
+		}
+	}
+	o := m.d.o
+	if o.poisonEvery == 0 || i%o.poisonEvery != o.poisonEvery-1 {
+		if m.avro != nil {
+			value, err = m.avro.ordinary(key, i)
+		} else {
+			value, err = json.Marshal(inputValue{Key: key, Seq: i})
+		}
+		return key, value, check.Ordinary, "", err
+	}
+	if len(m.round) == 0 {
+		// Each round holds every class once, in an order of the
+		// seed's: even a short drill meets them all.
+		m.round = slices.Clone(o.poisonClasses)
+		m.rng.Shuffle(len(m.round), func(a, b int) { m.round[a], m.round[b] = m.round[b], m.round[a] })
+	}
+	class, m.round = m.round[0], m.round[1:]
+	key = check.PoisonKey(class, i)
+	if len(m.variants[class]) == 0 {
+		// The variants of a class come in rounds too.
+		vs := m.d.variantsOf(class)
+		if class == check.JSONBRefused && slices.Contains(o.transforms, "jq") {
+			vs = vs[:2] // jq turns a lone surrogate into U+FFFD
+		}
+		vs = slices.Clone(vs)
+		m.rng.Shuffle(len(vs), func(a, b int) { vs[a], vs[b] = vs[b], vs[a] })
+		m.variants[class] = vs
+	}
+	variant, m.variants[class] = m.variants[class][0], m.variants[class][1:]
+	if m.avro != nil {
+		value, err = m.avro.poison(m.rng, variant, key, i)
+	} else {
+		value = poisonInput(m.rng, variant, key, i)
+	}
+	return key, value, class, variant, err
 }
 
 // waitCaughtUp waits until the group has committed the whole input: in

@@ -96,6 +96,11 @@ func (d *driver) instance(id int) launch.Instance {
 	if slices.Contains(d.o.transforms, "jq") {
 		in.Settings["PROCESSOR_JQ_EXPR"] = d.o.jqExpr
 	}
+	if d.o.valueFormat == "avro" {
+		// The output values' format and subject are the defaults:
+		// avro, like the input's, and <output topic>-value.
+		in.Extra = append(in.Extra, "PROCESSOR_VALUE_FORMAT=avro", "PROCESSOR_SCHEMA_REGISTRY_URL="+d.registryURL)
+	}
 	if in.OnError == "dlq" && d.dlq != "" {
 		in.DLQTopic = d.dlq
 	}

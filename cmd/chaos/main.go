@@ -64,6 +64,24 @@
 // keep the broker's default max.message.bytes; its producer's batches go
 // up to 1 MiB so that the nearlimit inputs fit.
 //
+// With -value-format avro the values are in the Schema Registry wire
+// format (Avro): the drill runs a registry in its own process on loopback
+// (or uses -schema-registry), registers the input's schema under
+// <input>-value (key, seq, and the nearlimit class's pad) and the output's
+// under <output>-value (the input's fields and seen, as `.seen = true`
+// makes them), and gives the instances PROCESSOR_VALUE_FORMAT=avro and
+// PROCESSOR_SCHEMA_REGISTRY_URL, so they decode every input to JSON for
+// the chain and encode its output with the output subject's schema.
+// Halfway through the input it registers a second input version (half, an
+// int with a default: BACKWARD compatible) and writes the rest with it.
+// The notjson class becomes values the decode stage fails: without the
+// magic byte (plain text, the JSON object unencoded, bytes that are not
+// UTF-8), with a schema id the registry does not have, or cut short in the
+// Avro body; nearlimit an Avro record of 1,000,000 to 1,048,000 bytes.
+// After eoscheck (which judges keys and lineage headers), the drill reads
+// every visible output and checks that it decodes with the output
+// subject's schema id to its input's key, half and pad with seen true.
+//
 // With -sink postgres the instances write into PostgreSQL instead of an
 // output topic (PROCESSOR_SINK=postgres): rows into a table of the run's
 // own (chaos_<id>), dead letters into another (chaos_dl_<id>), and the
@@ -77,6 +95,7 @@
 //	chaos -embedded -transforms identity -policies fail   # poison: nearlimit only
 //	chaos -embedded -poison-every 0 -policies fail,dlq,skip   # no poison
 //	chaos -cluster -brokers 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
+//	chaos -embedded -value-format avro -records 30000 -iterations 8
 //	chaos -embedded -sink postgres -postgres-url "$(bash integration/postgres/pg.sh url)"
 package main
 

@@ -39,6 +39,8 @@ type options struct {
 	pgScript       string        // restarts PostgreSQL for pgrestart
 	poisonEvery    int           // every poisonEvery-th input is a marked one; 0: none
 	poisonClasses  []check.Class // the classes marked inputs are drawn from
+	valueFormat    string        // raw or avro: the input values' format
+	registryURL    string        // with avro: the registry; empty: one in process
 }
 
 // knownTransforms are the transforms the drill can run: both keep every
@@ -87,6 +89,7 @@ func parseOptions() options {
 	flag.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	o.resolveSink(&f)
 	o.resolveChain(f)
+	o.resolveFormat()
 	o.resolvePolicies(&f)
 	o.resolveRest()
 	return o
@@ -120,6 +123,8 @@ func defineFlags(o *options, f *listFlags) {
 	flag.StringVar(&o.guarantee, "guarantee", "exactly_once", "the processors' PROCESSOR_GUARANTEE: exactly_once, or at_least_once (eoscheck then counts inputs written twice, expected after a crash, and still fails on any lost)")
 	flag.StringVar(&o.sink, "sink", "kafka", "the processors' PROCESSOR_SINK: kafka (an output topic) or postgres (tables in -postgres-url)")
 	flag.StringVar(&o.pgURL, "postgres-url", "", "with -sink postgres: the database the processors write to (PROCESSOR_POSTGRES_URL) and eoscheck reads")
+	flag.StringVar(&o.valueFormat, "value-format", "raw", "the input values' format: raw (JSON objects) or avro (the same objects in the Schema Registry wire format, their schema changed halfway through the input; the processors get PROCESSOR_VALUE_FORMAT=avro and encode outputs with the schema of <output>-value; needs -sink kafka)")
+	flag.StringVar(&o.registryURL, "schema-registry", "", "with -value-format avro: the Schema Registry's URL, given to the processors as PROCESSOR_SCHEMA_REGISTRY_URL (default: one the drill runs in its own process on loopback)")
 	flag.StringVar(&o.pgScript, "postgres-script", "integration/postgres/pg.sh", "with -sink postgres: the script pgrestart runs as 'restart fast' and 'restart immediate'; it must control the server of -postgres-url")
 }
 
@@ -176,6 +181,29 @@ func (o *options) resolveChain(f listFlags) {
 	}
 	if o.guarantee != "exactly_once" && o.guarantee != "at_least_once" {
 		usage("unknown -guarantee %q (exactly_once or at_least_once)", o.guarantee)
+	}
+}
+
+// resolveFormat checks -value-format and -schema-registry against the
+// sink and the chain.
+func (o *options) resolveFormat() {
+	switch o.valueFormat {
+	case "raw":
+		if o.registryURL != "" {
+			usage("-schema-registry needs -value-format avro")
+		}
+	case "avro":
+		if o.sink != "kafka" {
+			usage("-value-format avro needs -sink kafka (rows take the chain's JSON)")
+		}
+		if slices.Contains(o.transforms, "jq") && o.jqExpr != avroJQExpr {
+			usage("-value-format avro: the output schema fits -jq-expr %q only (the input's fields and seen), not %q", avroJQExpr, o.jqExpr)
+		}
+		if o.registryURL != "" && !strings.HasPrefix(o.registryURL, "http://") && !strings.HasPrefix(o.registryURL, "https://") {
+			usage("-schema-registry %q: want an http or https URL", o.registryURL)
+		}
+	default:
+		usage("unknown -value-format %q (raw or avro)", o.valueFormat)
 	}
 }
 

@@ -7,10 +7,14 @@ import (
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 )
 
-// inputValue is the JSON value of an input record.
+// inputValue is the JSON value of an input record; Pad and Half only
+// with -value-format avro (nearlimit's pad, and the input schema's
+// second version's field), left out when zero.
 type inputValue struct {
-	Key string `json:"key"`
-	Seq int    `json:"seq"`
+	Key  string `json:"key"`
+	Seq  int    `json:"seq"`
+	Pad  string `json:"pad,omitempty"`
+	Half int    `json:"half,omitempty"`
 }
 
 // The sizes of the marked inputs: nearlimit values are drawn between

@@ -20,6 +20,7 @@ func (d *driver) report(caughtUp bool) int {
 	fmt.Printf("\nchaos run: %d records, %d instances (+scale), seed %d, logs in %s\n", d.o.records, d.o.instances, d.o.seed, d.o.logDir)
 	d.printFaults()
 	d.printChain()
+	d.printSchemas()
 	d.printTimings()
 	failed := false
 	if !caughtUp {
@@ -34,6 +35,9 @@ func (d *driver) report(caughtUp bool) int {
 	cmd := exec.Command(filepath.Join(d.o.bin, "eoscheck"), d.eoscheckArgs()...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
+		failed = true
+	}
+	if d.o.valueFormat == "avro" && !d.auditAvro() {
 		failed = true
 	}
 	if failed {
@@ -163,7 +167,7 @@ func (d *driver) poisonSummary() string {
 	var parts []string
 	for _, c := range d.o.poisonClasses {
 		var vs []string
-		for _, v := range poisonVariants[c] {
+		for _, v := range d.variantsOf(c) {
 			if n := d.poisonWritten[string(c)+"/"+v]; n > 0 {
 				vs = append(vs, fmt.Sprintf("%s %d", v, n))
 			}
