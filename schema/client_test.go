@@ -132,7 +132,7 @@ func TestClientOK(t *testing.T) {
 		t.Errorf("Decode over HTTP: %s, %v", out, err)
 	}
 	_, err = dec.Decode(ctx, []byte{0, 0, 0, 0, 42, 0}, nil)
-	wantFault(t, err, schema.FaultRecord, "schema id 42 is not in the registry", "40403")
+	wantFault(t, err, schema.FaultRecord, "the registry does not have the schema id the record names: schema registry: schema id 42: HTTP 404", "40403")
 }
 
 // TestClientFaults checks the fault of each status and transport error,

@@ -80,7 +80,7 @@ func (d *Decoder) load(ctx context.Context, id int) (codec, error) {
 	s, err := d.reg.SchemaByID(ctx, id)
 	if err != nil {
 		if FaultOf(err) == FaultRecord {
-			return nil, faultf(FaultRecord, "schema id %d is not in the registry: %w", id, err)
+			return nil, faultf(FaultRecord, "the registry does not have the schema id the record names: %w", err)
 		}
 		return nil, withContext(FaultRegistry, err, "fetching schema id %d", id)
 	}

@@ -23,7 +23,7 @@ func TestWireHeaderFaults(t *testing.T) {
 		{"empty", nil, "no magic byte"},
 		{"no magic byte", []byte(`{"a":1}`), "no magic byte (the value is not in the Schema Registry wire format)"},
 		{"short record", []byte{0, 0, 1}, "short record"},
-		{"unknown id", []byte{0, 0, 0, 0, 42, 2, 'x'}, "schema id 42 is not in the registry"},
+		{"unknown id", []byte{0, 0, 0, 0, 42, 2, 'x'}, "the registry does not have the schema id the record names: memory registry: schema id 42 not found"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, err := dec.Decode(ctx, c.b, []byte("dst"))
