@@ -117,7 +117,9 @@ type Config struct {
 	Workers          int           `envconfig:"WORKERS" default:"0" desc:"a whole number of workers from 0 to 256; 0 is one per CPU" doc:"how many records run through the transform chain at once, each worker with its own instance of every transform; outputs keep their partition's input order, all in the one transaction; set 1 for a transform that must see a partition's records one after another; 0 is one worker per CPU"`
 	TransformTimeout time.Duration `envconfig:"TRANSFORM_TIMEOUT" default:"0s" desc:"a Go duration such as 500ms; 0 sets no per-record deadline" doc:"per-record deadline of the transform chain; (PROCESSOR_MAX_RETRIES + 1) attempts of it, plus backoff, must fit four fifths of PROCESSOR_TRANSACTION_TIMEOUT"`
 
-	LineageHeaders bool `envconfig:"LINEAGE_HEADERS" default:"true" desc:"true or false" doc:"stamp the processor.source.* lineage headers (input topic, partition, offset) on every output record"`
+	// LineageHeaders is the form of the lineage every output carries:
+	// compact, legacy or off (Lineage reads it).
+	LineageHeaders string `envconfig:"LINEAGE_HEADERS" default:"compact" desc:"compact, legacy or off (true is compact, false is off)" doc:"the lineage stamped on every output record and dead letter: compact is one processor.source header, topic/partition/offset (e.g. orders/3/12345); legacy is the three processor.source.topic, .partition and .offset headers of releases before it, for consumers that read those; off stamps none on outputs (dead letters still carry the compact form)"`
 	// TestAbortRate is for fault drills only: the fraction of transactions
 	// aborted on purpose (reason "injected") instead of committed.
 	TestAbortRate float64 `envconfig:"TEST_ABORT_RATE" default:"0" desc:"a fraction from 0 to 1; for fault drills only" doc:"fault drills only: the fraction of transactions aborted on purpose (reason injected) instead of committed; never set it in production"`

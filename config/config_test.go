@@ -93,7 +93,7 @@ func TestLoadDefaults(t *testing.T) {
 		LogFormat:                   "json",
 		StatusHistory:               15 * time.Minute,
 		ProgressInterval:            5 * time.Second,
-		LineageHeaders:              true,
+		LineageHeaders:              "compact",
 		OnError:                     "fail",
 		Guarantee:                   "exactly_once",
 		MaxRetries:                  3,
@@ -451,8 +451,10 @@ func TestLoadErrors(t *testing.T) {
 			wantValue: "1.5", wantForm: "a fraction from 0 to 1"},
 		{name: "abort rate not a number", set: map[string]string{"TEST_ABORT_RATE": "often"}, wantVar: "TEST_ABORT_RATE",
 			wantValue: "often", wantForm: "a fraction from 0 to 1"},
-		{name: "lineage not a bool", set: map[string]string{"LINEAGE_HEADERS": "maybe"}, wantVar: "LINEAGE_HEADERS",
-			wantValue: "maybe", wantForm: "true or false"},
+		{name: "lineage of no form", set: map[string]string{"LINEAGE_HEADERS": "maybe"}, wantVar: "LINEAGE_HEADERS",
+			wantValue: "maybe", wantForm: "compact, legacy or off (true is compact, false is off)"},
+		{name: "lineage binary", set: map[string]string{"LINEAGE_HEADERS": "binary"}, wantVar: "LINEAGE_HEADERS",
+			wantValue: "binary", wantForm: "compact, legacy or off"},
 
 		// Embedded broker.
 		{name: "zero embedded partitions", set: map[string]string{"EMBEDDED_BROKER": "true", "EMBEDDED_BROKER_PARTITIONS": "0"},

@@ -7,6 +7,7 @@ import (
 	"net"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -138,6 +139,7 @@ var rules = []rule{
 	{field: "TransformTimeout", ok: func(c *Config) bool { return c.TransformTimeout >= 0 && c.TransformTimeout < c.TransactionTimeout },
 		form: note(", below PROCESSOR_TRANSACTION_TIMEOUT")},
 	{field: "TestAbortRate", ok: func(c *Config) bool { return within(c.TestAbortRate, 0, 1) }},
+	{field: "LineageHeaders", ok: func(c *Config) bool { _, _, ok := c.lineage(); return ok }},
 	{field: "ProgressInterval", ok: func(c *Config) bool { return c.ProgressInterval >= 0 }},
 }
 
@@ -244,4 +246,27 @@ func checkHostPort(s string, emptyHost bool) error {
 		}
 	}
 	return nil
+}
+
+// Lineage says what PROCESSOR_LINEAGE_HEADERS asks for: whether outputs
+// carry lineage at all, and whether in the legacy form of three headers
+// rather than the compact processor.source. Validate has checked it.
+func (c *Config) Lineage() (on, legacy bool) {
+	on, legacy, _ = c.lineage()
+	return on, legacy
+}
+
+// lineage reads LineageHeaders: compact, legacy or off, or a boolean as
+// the setting was before it had a form (true is compact, false off).
+func (c *Config) lineage() (on, legacy, ok bool) {
+	switch c.LineageHeaders {
+	case "compact":
+		return true, false, true
+	case "legacy":
+		return true, true, true
+	case "off":
+		return false, false, true
+	}
+	b, err := strconv.ParseBool(c.LineageHeaders)
+	return b, false, err == nil
 }

@@ -291,7 +291,9 @@ func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
 	cfg.MaxRecordsPerTxn = cmp.Or(o.maxRecords, 2000)
 	cfg.TransactionTimeout = cmp.Or(o.txnTimeout, 8*time.Second)
 	cfg.SessionTimeout = cfg.TransactionTimeout + 2*time.Second
-	cfg.LineageHeaders = !o.noLineage
+	if o.noLineage {
+		cfg.LineageHeaders = "off"
+	}
 	cfg.DLQTopic = o.dlqTopic
 	if o.commitInterval > 0 {
 		cfg.CommitInterval = o.commitInterval

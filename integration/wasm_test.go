@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/internal/wasmtest"
-	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/wasm"
 )
@@ -133,7 +133,7 @@ func checkUppercasedExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
 		if string(r.Key) != strings.ToLower(k) {
 			badKey++
 		}
-		if lineage(r, pipeline.HeaderSourceTopic) != in.topic || lineage(r, pipeline.HeaderSourceOffset) == "" {
+		if src, ok := check.Lineage(r); !ok || src.Topic != in.topic {
 			badLineage++
 		}
 		seq, _ := strconv.Atoi(s)
@@ -147,13 +147,4 @@ func checkUppercasedExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
 		t.Errorf("exactly-once through the wasm plugin violated: %d outputs for %d inputs, %d not an upper-cased input, %d duplicates, %d lost, %d per-key order breaks, %d wrong keys, %d without lineage",
 			len(out), in.n, unexpected, dups, lost, order, badKey, badLineage)
 	}
-}
-
-func lineage(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

@@ -806,13 +806,13 @@ func TestRunChainOnce(t *testing.T) {
 	}
 }
 
-// Lineage chunks are used to their last slot and then replaced, never
-// grown (growing would copy every header of the transaction): a chunk takes
-// exactly hdrChunk headers and the offset digits fill a chunk up to the
-// last room for a 20-byte offset. A partition number, 0 included, costs no
-// allocation once seen.
+// Legacy lineage chunks are used to their last slot and then replaced,
+// never grown (growing would copy every header of the transaction): a
+// chunk takes exactly hdrChunk headers and the offset digits fill a chunk
+// up to the last room for a 20-byte offset. A partition number, 0
+// included, costs no allocation once seen.
 func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
-	l := newLineage()
+	l := newLineage(true)
 	// One header of its own and three of lineage: 4 per record.
 	n := hdrChunk / 4
 	recs := make([]*kgo.Record, n+1)
@@ -834,7 +834,7 @@ func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
 	}
 
 	// Offsets of 4 digits: the chunk takes them while 20 bytes fit.
-	l = newLineage()
+	l = newLineage(true)
 	fit := (digitChunk - 20) / 4 // the last offset appended when len+20 == cap
 	for i := 0; i <= fit; i++ {
 		l.stamp(&kgo.Record{}, transform.Source{Topic: "in", Offset: int64(1000 + i%9000)})
@@ -850,7 +850,7 @@ func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
 		t.Errorf("the offset after a full digit chunk: %d of %d bytes, want a new chunk holding 4", len(l.digits), cap(l.digits))
 	}
 
-	l = newLineage()
+	l = newLineage(true)
 	r := &kgo.Record{}
 	l.stamp(r, transform.Source{Topic: "in", Partition: 0, Offset: 1})
 	allocs := testing.AllocsPerRun(200, func() {

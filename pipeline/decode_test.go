@@ -8,17 +8,20 @@ import (
 	"github.com/streamproc/processor/transform"
 )
 
-// Lineage reads back exactly what stamp wrote, for any position, and
-// refuses headers that are missing, empty or not non-negative decimals.
+// Lineage reads back exactly what stamp wrote, in either form, for any
+// position, and refuses headers that are missing, empty or not
+// non-negative decimals.
 func TestLineageDecodesStamp(t *testing.T) {
-	l := newLineage()
+	compact, l := newLineage(false), newLineage(true)
 	for _, src := range []transform.Source{{Topic: "in", Partition: 3, Offset: 42}, {Topic: "a.b-c_d", Partition: 0, Offset: 0},
 		{Topic: "t", Partition: maxCachedPartition - 1, Offset: 1}, {Topic: "t", Partition: maxCachedPartition, Offset: 2},
 		{Topic: "t", Partition: 1<<31 - 1, Offset: 1<<63 - 1}} {
-		r := &kgo.Record{Headers: []kgo.RecordHeader{{Key: "other", Value: []byte("x")}}}
-		l.stamp(r, src)
-		if got, ok := Lineage(r); !ok || got != src {
-			t.Errorf("Lineage(stamp(%v)) = %v, %v", src, got, ok)
+		for _, st := range []*lineage{compact, l} {
+			r := &kgo.Record{Headers: []kgo.RecordHeader{{Key: "other", Value: []byte("x")}}}
+			st.stamp(r, src)
+			if got, ok := Lineage(r); !ok || got != src {
+				t.Errorf("Lineage(stamp(%v)), legacy %v = %v, %v", src, st.legacy, got, ok)
+			}
 		}
 	}
 	if len(l.parts) > maxCachedPartition {

@@ -31,12 +31,13 @@ type openTxn struct {
 }
 
 // newOpenTxn returns the state of a pipeline's transactions, none open:
-// with lineage, the lineage headers' chunks too.
-func newOpenTxn(lineage bool) openTxn {
-	o := openTxn{counts: txnCounts{routed: make(map[string]int)}, dlqLineage: newLineage(),
+// with lineage, the lineage headers' chunks too. Dead letters always carry
+// lineage, in the form legacy says.
+func newOpenTxn(lineage, legacy bool) openTxn {
+	o := openTxn{counts: txnCounts{routed: make(map[string]int)}, dlqLineage: newLineage(legacy),
 		ctx: context.Background(), cancel: func() {}}
 	if lineage {
-		o.lineage = newLineage()
+		o.lineage = newLineage(legacy)
 	}
 	return o
 }

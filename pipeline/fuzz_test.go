@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/identity"
 )
@@ -44,7 +45,7 @@ func FuzzRecordPath(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	l := newLineage()
+	l := newLineage(false)
 	f.Fuzz(func(t *testing.T, key, value, rawHeaders []byte, topic string, partition int32, offset int64) {
 		if partition < 0 || offset < 0 {
 			return
@@ -62,29 +63,21 @@ func FuzzRecordPath(f *testing.F) {
 		}
 		var kept []kgo.RecordHeader
 		for _, h := range in {
-			switch h.Key {
-			case HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset:
-			default:
+			if !record.IsLineageHeader(h.Key) {
 				kept = append(kept, h)
 			}
 		}
-		if len(r.Headers) != len(kept)+3 {
-			t.Fatalf("%d headers, want %d kept + 3 lineage", len(r.Headers), len(kept))
+		if len(r.Headers) != len(kept)+1 {
+			t.Fatalf("%d headers, want %d kept + 1 lineage", len(r.Headers), len(kept))
 		}
 		for i, h := range kept {
 			if r.Headers[i].Key != h.Key || string(r.Headers[i].Value) != string(h.Value) {
 				t.Fatalf("header %d changed: %q=%q, want %q=%q", i, r.Headers[i].Key, r.Headers[i].Value, h.Key, h.Value)
 			}
 		}
-		want := map[string]string{HeaderSourceTopic: topic, HeaderSourcePartition: strconv.Itoa(int(partition)), HeaderSourceOffset: strconv.FormatInt(offset, 10)}
-		for _, h := range r.Headers[len(kept):] {
-			if want[h.Key] != string(h.Value) {
-				t.Fatalf("lineage %s = %q, want %q", h.Key, h.Value, want[h.Key])
-			}
-			delete(want, h.Key)
-		}
-		if len(want) != 0 {
-			t.Fatalf("lineage headers missing: %v", want)
+		want := topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
+		if h := r.Headers[len(kept)]; h.Key != HeaderSource || string(h.Value) != want {
+			t.Fatalf("lineage %s = %q, want %s = %q", h.Key, h.Value, HeaderSource, want)
 		}
 
 		dl := deadLetterHeaders(r.Headers, "identity@again", 3, errors.New(string(value)), "")

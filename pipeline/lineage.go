@@ -10,19 +10,22 @@ import (
 )
 
 // Lineage header keys: where an output record's input came from. They let
-// anyone audit output against input (cmd/eoscheck does). The names live in
-// record, the vocabulary the auditor shares.
+// anyone audit output against input (cmd/eoscheck does). The names and the
+// encoding live in record, the vocabulary the auditor shares.
 const (
-	HeaderSourceTopic     = record.HeaderSourceTopic
-	HeaderSourcePartition = record.HeaderSourcePartition // ASCII decimal
-	HeaderSourceOffset    = record.HeaderSourceOffset    // ASCII decimal
+	HeaderSource          = record.HeaderSource          // the compact form, topic/partition/offset
+	HeaderSourceTopic     = record.HeaderSourceTopic     // legacy form
+	HeaderSourcePartition = record.HeaderSourcePartition // legacy form, ASCII decimal
+	HeaderSourceOffset    = record.HeaderSourceOffset    // legacy form, ASCII decimal
 )
 
 // lineage stamps lineage headers without allocating per record: header
-// slices and offset digits are carved from chunks that are reused once the
-// transaction holding them has ended, and topic and partition values are
-// built once.
+// slices and values are carved from chunks that are reused once the
+// transaction holding them has ended. The compact form writes the whole
+// value into the byte chunk; the legacy form writes only the offset digits
+// there, its topic and partition values built once.
 type lineage struct {
+	legacy bool
 	topics map[string][]byte
 	parts  [][]byte
 	hdrs   []kgo.RecordHeader
@@ -34,8 +37,11 @@ const (
 	digitChunk = 64 << 10 // bytes per chunk
 )
 
-func newLineage() *lineage {
+// newLineage returns a stamper of the compact form, or with legacy of the
+// three legacy headers.
+func newLineage(legacy bool) *lineage {
 	return &lineage{
+		legacy: legacy,
 		topics: make(map[string][]byte),
 		hdrs:   make([]kgo.RecordHeader, 0, hdrChunk),
 		digits: make([]byte, 0, digitChunk),
@@ -45,7 +51,10 @@ func newLineage() *lineage {
 // stamp sets r's lineage headers to src, replacing lineage headers that an
 // upstream processor left on it and keeping every other header.
 func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
-	need := len(r.Headers) + 3
+	need := len(r.Headers) + 1
+	if l.legacy {
+		need += 2
+	}
 	if len(l.hdrs)+need > cap(l.hdrs) {
 		// Records of this transaction still use the old chunk.
 		l.hdrs = make([]kgo.RecordHeader, 0, max(hdrChunk, need))
@@ -56,11 +65,15 @@ func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
 			l.hdrs = append(l.hdrs, h)
 		}
 	}
-	l.hdrs = append(l.hdrs,
-		kgo.RecordHeader{Key: HeaderSourceTopic, Value: l.topic(src.Topic)},
-		kgo.RecordHeader{Key: HeaderSourcePartition, Value: l.partition(src.Partition)},
-		kgo.RecordHeader{Key: HeaderSourceOffset, Value: l.offset(src.Offset)},
-	)
+	if l.legacy {
+		l.hdrs = append(l.hdrs,
+			kgo.RecordHeader{Key: HeaderSourceTopic, Value: l.topic(src.Topic)},
+			kgo.RecordHeader{Key: HeaderSourcePartition, Value: l.partition(src.Partition)},
+			kgo.RecordHeader{Key: HeaderSourceOffset, Value: l.offset(src.Offset)},
+		)
+	} else {
+		l.hdrs = append(l.hdrs, kgo.RecordHeader{Key: HeaderSource, Value: l.compact(src)})
+	}
 	r.Headers = l.hdrs[start:len(l.hdrs):len(l.hdrs)]
 }
 
@@ -87,6 +100,17 @@ func (l *lineage) partition(p int32) []byte {
 	return l.parts[p]
 }
 
+// compact is src's HeaderSource value, carved from the byte chunk.
+func (l *lineage) compact(src transform.Source) []byte {
+	need := len(src.Topic) + 33 // two '/', an int32's 11 characters and an int64's 20 at most
+	if len(l.digits)+need > cap(l.digits) {
+		l.digits = make([]byte, 0, max(digitChunk, need))
+	}
+	start := len(l.digits)
+	l.digits = record.AppendLineage(l.digits, src)
+	return l.digits[start:len(l.digits):len(l.digits)]
+}
+
 func (l *lineage) offset(o int64) []byte {
 	if len(l.digits)+20 > cap(l.digits) {
 		l.digits = make([]byte, 0, digitChunk)
@@ -103,10 +127,9 @@ func (l *lineage) reset() {
 	l.digits = l.digits[:0]
 }
 
-// Lineage reads an output record's lineage headers back: the input it was
-// made from, and whether all three headers were present and valid (a
-// non-empty topic, a partition and an offset that are non-negative
-// decimals). Audits of the output (cmd/eoscheck, the tests) read them with
+// Lineage reads an output record's lineage headers back, of either form:
+// the input it was made from, and whether they were present and valid.
+// Audits of the output (cmd/eoscheck, the tests) read them with
 // record.Lineage, which this is.
 func Lineage(r *kgo.Record) (transform.Source, bool) {
 	return record.Lineage(r.Headers)

@@ -1,11 +1,11 @@
 package pipeline
 
 import (
-	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -21,66 +21,157 @@ func header(r *kgo.Record, key string) (string, int) {
 	return v, n
 }
 
-func TestLineageStampsAndReplacesUpstreamLineage(t *testing.T) {
-	l := newLineage()
-	r := &kgo.Record{Headers: []kgo.RecordHeader{
+// upstream is a record as an upstream processor left it: a header of its
+// own and lineage of both forms, all of which a stamp replaces.
+func upstream() *kgo.Record {
+	return &kgo.Record{Headers: []kgo.RecordHeader{
 		{Key: "trace", Value: []byte("abc")},
 		{Key: HeaderSourceTopic, Value: []byte("upstream")},
+		{Key: HeaderSource, Value: []byte("upstream/0/1")},
 		{Key: HeaderSourceOffset, Value: []byte("7")},
 	}}
-	l.stamp(r, transform.Source{Topic: "orders", Partition: 12, Offset: 9_876_543_210})
-	for key, want := range map[string]string{
-		"trace": "abc", HeaderSourceTopic: "orders", HeaderSourcePartition: "12", HeaderSourceOffset: "9876543210",
+}
+
+func TestLineageStampsAndReplacesUpstreamLineage(t *testing.T) {
+	src := transform.Source{Topic: "orders", Partition: 12, Offset: 9_876_543_210}
+	for legacy, want := range map[bool]map[string]string{
+		false: {"trace": "abc", HeaderSource: "orders/12/9876543210"},
+		true:  {"trace": "abc", HeaderSourceTopic: "orders", HeaderSourcePartition: "12", HeaderSourceOffset: "9876543210"},
 	} {
-		if got, n := header(r, key); got != want || n != 1 {
-			t.Errorf("header %s = %q (%d times), want %q once", key, got, n, want)
+		r := upstream()
+		newLineage(legacy).stamp(r, src)
+		for key, v := range want {
+			if got, n := header(r, key); got != v || n != 1 {
+				t.Errorf("legacy %v: header %s = %q (%d times), want %q once", legacy, key, got, n, v)
+			}
 		}
-	}
-	if len(r.Headers) != 4 {
-		t.Errorf("%d headers, want 4", len(r.Headers))
+		if len(r.Headers) != len(want) {
+			t.Errorf("legacy %v: %d headers, want %d", legacy, len(r.Headers), len(want))
+		}
+		if got, ok := Lineage(r); !ok || got != src {
+			t.Errorf("legacy %v: Lineage = %v, %v; want %v", legacy, got, ok, src)
+		}
 	}
 }
 
 // Records stamped before a chunk runs out keep their values; the per-record
-// cost is amortised to no allocation.
+// cost is amortised to no allocation, in either form.
 func TestLineageChunksKeepEarlierRecordsAndDoNotAllocate(t *testing.T) {
-	l := newLineage()
-	recs := make([]*kgo.Record, 3*hdrChunk)
-	for i := range recs {
-		recs[i] = &kgo.Record{}
-		l.stamp(recs[i], transform.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)})
-	}
-	for i, r := range recs {
-		if got, _ := header(r, HeaderSourceOffset); got != strconv.Itoa(i) {
-			t.Fatalf("record %d has offset header %q", i, got)
+	for _, legacy := range []bool{false, true} {
+		l := newLineage(legacy)
+		recs := make([]*kgo.Record, 3*hdrChunk)
+		for i := range recs {
+			recs[i] = &kgo.Record{}
+			l.stamp(recs[i], transform.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)})
 		}
-		if got, _ := header(r, HeaderSourcePartition); got != strconv.Itoa(i%6) {
-			t.Fatalf("record %d has partition header %q", i, got)
+		for i, r := range recs {
+			if got, ok := Lineage(r); !ok || got != (transform.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)}) {
+				t.Fatalf("legacy %v: record %d has lineage %v, %v", legacy, i, got, ok)
+			}
 		}
-	}
-	l.reset()
-	r := &kgo.Record{}
-	allocs := testing.AllocsPerRun(1000, func() {
-		r.Headers = nil
-		l.stamp(r, transform.Source{Topic: "in", Partition: 3, Offset: 123456})
-		if len(l.hdrs) > hdrChunk-8 {
-			l.reset()
+		l.reset()
+		r := &kgo.Record{}
+		allocs := testing.AllocsPerRun(1000, func() {
+			r.Headers = nil
+			l.stamp(r, transform.Source{Topic: "in", Partition: 3, Offset: 123456})
+			if len(l.hdrs) > hdrChunk-8 {
+				l.reset()
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("legacy %v: stamp allocates %.1f times per record, want 0", legacy, allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("stamp allocates %.1f times per record, want 0", allocs)
 	}
 }
 
+// The compact form's byte chunk takes whole values and is replaced, not
+// grown, when the next value might not fit.
+func TestLineageCompactChunkIsReplaced(t *testing.T) {
+	l := newLineage(false)
+	first := &kgo.Record{}
+	l.stamp(first, transform.Source{Topic: "in", Partition: 1, Offset: 5})
+	for len(l.digits)+len("in")+33 <= cap(l.digits) {
+		l.stamp(&kgo.Record{}, transform.Source{Topic: "in", Partition: 1, Offset: 1_000_000})
+	}
+	old := cap(l.digits)
+	l.stamp(&kgo.Record{}, transform.Source{Topic: "in", Partition: 1, Offset: 7})
+	if old != digitChunk || cap(l.digits) != digitChunk || len(l.digits) != len("in/1/7") {
+		t.Errorf("the value after a full chunk: %d of %d bytes (was cap %d), want a new chunk holding %d", len(l.digits), cap(l.digits), old, len("in/1/7"))
+	}
+	if got, _ := header(first, HeaderSource); got != "in/1/5" {
+		t.Errorf("the first record's lineage is %q after the chunk was replaced", got)
+	}
+}
+
+// typical is a 100-byte record as the issue sizes it: no key, no other
+// header, read from orders partition 3 at an offset about 10^7.
+var typical = transform.Source{Topic: "orders", Partition: 3, Offset: 10_000_000}
+
+// lineageBytes is what lineage of the given form adds to a 100-byte
+// record on the wire (Kafka's record format v2, as wireBytes counts).
+func lineageBytes(legacy bool) int {
+	bare := &kgo.Record{Value: make([]byte, 100)}
+	r := &kgo.Record{Value: bare.Value}
+	newLineage(legacy).stamp(r, typical)
+	return wireBytes(r) - wireBytes(bare)
+}
+
+// What each form costs a typical record: the compact header less than
+// two fifths of the legacy three.
+func TestLineageBytesPerRecord(t *testing.T) {
+	compact, legacy := lineageBytes(false), lineageBytes(true)
+	// processor.source (1+16) and orders/3/10000000 (1+17); the three
+	// keys (3+71) and values orders, 3 and 10000000 (3+15).
+	if compact != 35 || legacy != 92 {
+		t.Errorf("lineage adds %d bytes compact, %d legacy to a 100-byte record; want 35 and 92", compact, legacy)
+	}
+	if got, ok := record.Lineage(record.LineageHeaders(typical)); !ok || got != typical {
+		t.Errorf("the typical record's lineage reads back as %v, %v", got, ok)
+	}
+}
+
+// benchTxn is how many records a transaction of the stamping benchmark
+// holds: the chunks are reset after it, as the loop resets them when a
+// transaction ends, so B/op is the chunks' amortised cost.
+const benchTxn = 10_000
+
+// BenchmarkLineageStamp stamps one record per iteration in each form and
+// reports the bytes lineage adds to a typical 100-byte record.
 func BenchmarkLineageStamp(b *testing.B) {
-	l := newLineage()
-	r := &kgo.Record{}
-	b.ReportAllocs()
-	for i := range b.N {
-		r.Headers = nil
-		l.stamp(r, transform.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)})
-		if len(l.hdrs) > hdrChunk-8 {
-			l.reset()
-		}
+	for _, form := range []struct {
+		name   string
+		legacy bool
+	}{{"compact", false}, {"legacy", true}} {
+		b.Run(form.name, func(b *testing.B) {
+			l := newLineage(form.legacy)
+			r := &kgo.Record{}
+			b.ReportAllocs()
+			for i := range b.N {
+				r.Headers = nil
+				l.stamp(r, transform.Source{Topic: typical.Topic, Partition: int32(i % 6), Offset: typical.Offset + int64(i)})
+				if i%benchTxn == benchTxn-1 {
+					l.reset()
+				}
+			}
+			b.ReportMetric(float64(lineageBytes(form.legacy)), "lineage-B/rec")
+		})
+	}
+}
+
+// BenchmarkLineageRead reads lineage back in each form, as the auditor
+// does for every output.
+func BenchmarkLineageRead(b *testing.B) {
+	for _, form := range []struct {
+		name string
+		hs   []kgo.RecordHeader
+	}{{"compact", record.LineageHeaders(typical)}, {"legacy", record.LegacyLineageHeaders(typical)}} {
+		b.Run(form.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, ok := record.Lineage(form.hs); !ok {
+					b.Fatal("no lineage")
+				}
+			}
+		})
 	}
 }

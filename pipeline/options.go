@@ -19,8 +19,12 @@ type Options struct {
 	// iteration takes longer. Set it to the transaction timeout.
 	StallTimeout     time.Duration
 	ProgressInterval time.Duration // 0: no progress line
-	// Lineage stamps the processor.source.* headers on every output.
-	Lineage bool
+	// Lineage stamps the lineage header on every output: processor.source
+	// (topic/partition/offset), or with LegacyLineage the three
+	// processor.source.topic, .partition and .offset headers. Dead letters
+	// carry lineage whatever Lineage, in the form LegacyLineage says.
+	Lineage       bool
+	LegacyLineage bool
 
 	// OnError decides what happens to a record that fails for good
 	// (default Fail); DLQTopic receives dead letters under DeadLetter.
@@ -132,7 +136,7 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
 		names:   newSettingNames(o.SettingName),
 		pool:    newPool(chain, o.Chains),
-		open:    newOpenTxn(o.Lineage),
+		open:    newOpenTxn(o.Lineage, o.LegacyLineage),
 		pace:    pace{max: o.MaxRecordsPerTxn},
 		book:    poisonBook{poison: make(map[transform.Source]poison), missing: make(map[string]time.Time)},
 		mon:     newMonitor(recordLimit(o, chain), len(o.Chains)+1),

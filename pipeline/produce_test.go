@@ -216,8 +216,8 @@ func TestLoopDeadLetterTooLarge(t *testing.T) {
 				d.Key, len(d.Value), msg, stage, dropped)
 		}
 		in := map[string]*kgo.Record{"bigA": bigA, "bigB": bigB}[string(d.Key)]
-		if src, _ := header(d, HeaderSourceOffset); in == nil || src != strconv.FormatInt(in.Offset, 10) {
-			t.Errorf("dead letter %q names source offset %s", d.Key, src)
+		if src, _ := Lineage(d); in == nil || src.Offset != in.Offset {
+			t.Errorf("dead letter %q names source offset %d", d.Key, src.Offset)
 		}
 	}
 	if len(dead) != 2 || !got["bigA"] || !got["bigB"] {

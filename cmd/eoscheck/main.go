@@ -4,8 +4,9 @@
 // read_committed reader sees them, and read_uncommitted with transaction
 // markers to learn which transactions aborted) and the consumer group's
 // committed offsets, matches every output to its input through the lineage
-// headers the processor writes (processor.source.topic, .partition,
-// .offset), and counts anomalies. With -dlq it also reads the dead-letter
+// headers the processor writes (processor.source, topic/partition/offset,
+// or the legacy processor.source.topic, .partition and .offset; either
+// form, record by record), and counts anomalies. With -dlq it also reads the dead-letter
 // topics (PROCESSOR_DLQ_TOPIC) and flags every dead letter a read_committed
 // reader sees: for runs whose input has no bad records, such as the fault
 // drill's.
@@ -55,7 +56,7 @@
 //     than that.
 //   - dead-letter: a record in a -dlq topic that a read_committed reader
 //     sees: the processor gave up on an input (PROCESSOR_ON_ERROR=dlq). The
-//     example names its input (from its processor.source.* headers) and its
+//     example names its input (from its lineage headers) and its
 //     processor.error header, cut to 200 bytes. An input with a dead letter
 //     and another visible output or dead letter is also a duplicate.
 //

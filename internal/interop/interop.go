@@ -172,7 +172,8 @@ func Produce(t testing.TB, o Options, records []Record) {
 // read_committed until n records or o.Timeout, and returns each as
 // consume.py prints it: key, partition, offset, value (decoded with
 // Confluent's AvroDeserializer or ProtobufDeserializer) and, when the
-// record has them, headers (processor.source.topic, .partition, .offset).
+// record has them, the lineage headers (processor.source, or
+// processor.source.topic, .partition, .offset).
 // It fails the test when fewer than n arrive.
 func Consume(t testing.TB, o Options, n int) []map[string]any {
 	t.Helper()

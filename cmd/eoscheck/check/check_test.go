@@ -559,7 +559,7 @@ func TestDeadLetterWithoutLineage(t *testing.T) {
 	rep := Check(r, strict)
 	expect(t, rep, map[Anomaly]int{DeadLetter: 2})
 	ex := rep.Examples[DeadLetter]
-	if len(ex) != 2 || ex[0] != "dlq/0@0 is a dead letter without valid processor.source.* headers, processor.error missing" {
+	if len(ex) != 2 || ex[0] != "dlq/0@0 is a dead letter without valid processor.source or processor.source.* headers, processor.error missing" {
 		t.Fatalf("examples: %q", ex)
 	}
 	if !strings.HasPrefix(ex[1], "dlq/0@2 is a dead letter claiming source x/0@1, which is not an input record, processor.error \"éé") ||

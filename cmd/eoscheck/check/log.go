@@ -165,8 +165,8 @@ func toRec(kr *kgo.Record) rec {
 }
 
 // Lineage returns the input record an output record was made from, read
-// from its lineage headers, and whether all three were present and valid
-// (record.Lineage).
+// from its lineage headers of either form, and whether they were present
+// and valid (record.Lineage).
 func Lineage(kr *kgo.Record) (Input, bool) {
 	src, ok := record.Lineage(kr.Headers)
 	return Input(src), ok

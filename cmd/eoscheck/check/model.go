@@ -206,8 +206,8 @@ func sortedKeys[V any](m map[TopicPartition]V) []TopicPartition {
 	return ks
 }
 
-// lineageHeaders names the three lineage headers in examples.
-var lineageHeaders = strings.TrimSuffix(HeaderSourceTopic, "topic") + "*"
+// lineageHeaders names the lineage headers of both forms in examples.
+var lineageHeaders = HeaderSource + " or " + strings.TrimSuffix(HeaderSourceTopic, "topic") + "*"
 
 // TruncateError cuts a processor.error text to about MaxErrorLen bytes, at
 // a UTF-8 boundary (record.Cut), marking the cut with "...".

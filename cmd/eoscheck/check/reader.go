@@ -16,8 +16,9 @@ import (
 )
 
 // The lineage headers the processor writes on every output record
-// (record's names).
+// (record's names): the compact HeaderSource, or the legacy three.
 const (
+	HeaderSource          = record.HeaderSource
 	HeaderSourceTopic     = record.HeaderSourceTopic
 	HeaderSourcePartition = record.HeaderSourcePartition
 	HeaderSourceOffset    = record.HeaderSourceOffset

@@ -14,6 +14,7 @@ func TestNamesMatchTheProcessor(t *testing.T) {
 	for _, c := range []struct{ name, got, want string }{
 		{"DefaultTable", DefaultTable, pgsink.DefaultTable},
 		{"DefaultOffsetsTable", DefaultOffsetsTable, pgsink.DefaultOffsetsTable},
+		{"HeaderSource", HeaderSource, pipeline.HeaderSource},
 		{"HeaderSourceTopic", HeaderSourceTopic, pipeline.HeaderSourceTopic},
 		{"HeaderSourcePartition", HeaderSourcePartition, pipeline.HeaderSourcePartition},
 		{"HeaderSourceOffset", HeaderSourceOffset, pipeline.HeaderSourceOffset},

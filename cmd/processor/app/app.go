@@ -173,6 +173,7 @@ func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Lo
 	if inject == nil {
 		inject = injectAbort(cfg.TestAbortRate, log)
 	}
+	lineageOn, legacyLineage := cfg.Lineage()
 	return pipeline.Options{
 		OutputTopic:      cfg.OutputTopic,
 		CommitInterval:   cfg.CommitInterval,
@@ -181,7 +182,8 @@ func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Lo
 		InputTopics:      cfg.InputTopics,
 		StallTimeout:     cfg.TransactionTimeout,
 		ProgressInterval: cfg.ProgressInterval,
-		Lineage:          cfg.LineageHeaders,
+		Lineage:          lineageOn,
+		LegacyLineage:    legacyLineage,
 		OnError:          pipeline.OnError(cfg.OnError),
 		DLQTopic:         cfg.DLQTopic,
 		MaxRetries:       cfg.MaxRetries,

@@ -37,9 +37,14 @@ func tryRun(t *testing.T, reg *transform.Registry, env map[string]string, input 
 // str is a pointer to s.
 func str(s string) *string { return &s }
 
-// lineageOf is the lineage headers of an input at offset of topic
+// lineageOf is the lineage header of an input at offset of topic
 // partition 0, as printed.
 func lineageOf(topic, offset string) []tryHeader {
+	return []tryHeader{{Key: "processor.source", Value: str(topic + "/0/" + offset)}}
+}
+
+// legacyLineageOf is lineageOf in the legacy form of three headers.
+func legacyLineageOf(topic, offset string) []tryHeader {
 	return []tryHeader{{Key: "processor.source.topic", Value: str(topic)}, {Key: "processor.source.partition", Value: str("0")},
 		{Key: "processor.source.offset", Value: str(offset)}}
 }
@@ -65,6 +70,19 @@ func TestTryKVIdentity(t *testing.T) {
 		{Source: trySource{"try", 0, 1}, Outputs: []tryRecord{{Topic: "try-output", Value: str("nokey"), Headers: lineageOf("try", "1")}}},
 		{Source: trySource{"try", 0, 2}, Outputs: []tryRecord{{Topic: "try-output", Key: str(""), ValueBase64: "//4=", Headers: lineageOf("try", "2")}}},
 	}
+	if asJSON(lines) != asJSON(want) {
+		t.Errorf("got\n%s\nwant\n%s", asJSON(lines), asJSON(want))
+	}
+}
+
+// PROCESSOR_LINEAGE_HEADERS=legacy prints the three headers of the legacy
+// form instead of processor.source.
+func TestTryLegacyLineage(t *testing.T) {
+	lines, stderr, code := tryRun(t, transform.Default, map[string]string{"TRANSFORMS": "identity", "LINEAGE_HEADERS": "legacy"}, "k1\tv1\n")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	want := []tryLine{{Source: trySource{"try", 0, 0}, Outputs: []tryRecord{{Topic: "try-output", Key: str("k1"), Value: str("v1"), Headers: legacyLineageOf("try", "0")}}}}
 	if asJSON(lines) != asJSON(want) {
 		t.Errorf("got\n%s\nwant\n%s", asJSON(lines), asJSON(want))
 	}

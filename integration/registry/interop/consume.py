@@ -7,8 +7,9 @@ with Confluent's own AvroDeserializer or ProtobufDeserializer:
    "headers": {"processor.source.topic": "in", ...}}
 
 key is the key as a string (null without one); headers holds the
-processor's lineage headers (processor.source.topic, .partition, .offset)
-and is present only when the record has one of them.
+processor's lineage headers (processor.source, or the legacy
+processor.source.topic, .partition, .offset) and is present only when the
+record has one of them.
 
   consume.py --brokers 127.0.0.1:19092 --registry URL --topic T \\
       --format protobuf --schema-file order.proto --count N [--timeout S]
@@ -30,7 +31,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 import common
 
-LINEAGE = ("processor.source.topic", "processor.source.partition", "processor.source.offset")
+LINEAGE = ("processor.source", "processor.source.topic", "processor.source.partition", "processor.source.offset")
 
 
 def deserializer(args):
