@@ -162,7 +162,8 @@ chaos-postgres: build
 
 # The side-by-side benchmark (bench/run; docs/benchmarks.md): the bare
 # franz-go copier, the processor (exactly once, at least once, a jq chain at
-# 1 worker and at all cores) and Kafka Streams 4.4.0 drain the same input on
+# 1 worker and at all cores, and the jq chain on Avro in and out at all
+# cores, with a schema registry of its own) and Kafka Streams 4.4.0 drain the same input on
 # the local Apache Kafka broker if it is up (make kafka-up), else on a kfake
 # devbroker. BENCH=quick (default, under 5 minutes) or BENCH=full; more
 # flags with BENCH_FLAGS, e.g. BENCH_FLAGS='-records 200000 -rounds 3'.
@@ -174,7 +175,8 @@ BENCH_FLAGS ?=
 bench:
 	$(GO) run ./bench/run -mode $(BENCH) $(BENCH_FLAGS)
 
-# The Go micro-benchmarks (transforms, BenchmarkCopy against kfake).
+# The Go micro-benchmarks (transforms, the schema codecs of ./schema,
+# BenchmarkCopy against kfake).
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 

@@ -1,10 +1,12 @@
 // Command run is `make bench`: the side-by-side throughput benchmark. It
 // drains the same pre-loaded input with a bare franz-go
 // GroupTransactSession copier (bench/copier), the processor (exactly once,
-// at least once, and with a CPU-bound jq chain at one worker and at all
-// cores) and a Kafka Streams 4.4.0 application (bench/kstreams), each in
-// its own fresh consumer group writing to its own output topic, in
-// alternating rounds, and prints one Markdown table of the medians.
+// at least once, with a CPU-bound jq chain at one worker and at all cores,
+// and with that chain on Avro in and out, its schema registry an
+// in-process srserver) and a Kafka Streams 4.4.0 application
+// (bench/kstreams), each in its own fresh consumer group writing to its
+// own output topic, in alternating rounds, and prints one Markdown table
+// of the medians.
 //
 //	go run ./bench/run -mode quick           # make bench
 //	go run ./bench/run -mode full            # make bench BENCH=full
