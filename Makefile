@@ -7,7 +7,7 @@ SR      := bash integration/registry/registry.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build version run run-billing plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
+.PHONY: build version run run-billing run-avro plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
 
 # The version baked in (processor --version, the start log line,
 # processor_build_info), by scripts/version.sh from the VERSION file and
@@ -67,6 +67,36 @@ run-billing: build
 	PROCESSOR_JQ_EXPR="$$(cat $(BILLING)/invoice.jq)" PROCESSOR_POSTGRES_STATEMENT="$$(cat $(BILLING)/invoice.sql)" \
 	PROCESSOR_LOG_FORMAT=text PROCESSOR_PROGRESS_INTERVAL=2s \
 	bash scripts/run.sh "make run-billing" 200
+
+# The Avro example (examples/avro/README.md): orders in Avro in, the same
+# orders enriched by a jq program out, in Avro with the evolved schema
+# order-enriched.avsc, which the processor registers at start. The
+# processor runs on the embedded broker and the embedded Schema Registry
+# (PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR, default 127.0.0.1:8081, whose
+# port must be free too); loadgen registers order.avsc and writes Avro
+# orders, and a second loadgen prints the first three outputs decoded to
+# JSON. It starts afresh each time: data/avro (the broker's log and the
+# registry's schemas) is removed. Only Go is needed. Ctrl-C stops.
+AVRO := examples/avro
+
+run-avro: build
+	@set -e; \
+	PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true bash scripts/run.sh --check "make run-avro"; \
+	rm -rf data/avro; \
+	reg=http://$${PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR:-127.0.0.1:8081}; \
+	broker=$${PROCESSOR_EMBEDDED_BROKER_ADDR:-127.0.0.1:9092}; \
+	echo "make run-avro: Avro orders in 'orders', enriched Avro orders out in 'orders-enriched'."; \
+	echo "  decoded:     bin/loadgen -brokers $$broker -topic orders-enriched -format avro -schema-registry $$reg -read 5"; \
+	echo "  schemas:     curl -s $$reg/subjects; curl -s $$reg/subjects/orders-enriched-value/versions/latest"; \
+	set -a; . ./$(AVRO)/avro.env; set +a; \
+	trap '' INT; \
+	PROCESSOR_EMBEDDED_BROKER=true PROCESSOR_EMBEDDED_BROKER_DIR=data/avro/broker \
+	PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_DIR=data/avro/registry \
+	PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE=$(AVRO)/order-enriched.avsc PROCESSOR_JQ_EXPR="$$(cat $(AVRO)/enrich.jq)" \
+	PROCESSOR_LOG_FORMAT=text PROCESSOR_PROGRESS_INTERVAL=2s \
+	LOADGEN_ARGS="-format avro -schema-registry $$reg" \
+	RUN_SHOW_ARGS="-topic orders-enriched -format avro -schema-registry $$reg -read 3" \
+	bash scripts/run.sh "make run-avro" 200
 
 # The example WebAssembly plugins: every examples/wasm/<name>/main.go
 # becomes bin/plugins/<name>.wasm, a WASI reactor for PROCESSOR_WASM_MODULE.
@@ -146,7 +176,8 @@ chaos-postgres: build
 
 # The side-by-side benchmark (bench/run; docs/benchmarks.md): the bare
 # franz-go copier, the processor (exactly once, at least once, a jq chain at
-# 1 worker and at all cores) and Kafka Streams 4.4.0 drain the same input on
+# 1 worker and at all cores, and the jq chain on Avro in and out at all
+# cores, with a schema registry of its own) and Kafka Streams 4.4.0 drain the same input on
 # the local Apache Kafka broker if it is up (make kafka-up), else on a kfake
 # devbroker. BENCH=quick (default, under 5 minutes) or BENCH=full; more
 # flags with BENCH_FLAGS, e.g. BENCH_FLAGS='-records 200000 -rounds 3'.
@@ -158,7 +189,8 @@ BENCH_FLAGS ?=
 bench:
 	$(GO) run ./bench/run -mode $(BENCH) $(BENCH_FLAGS)
 
-# The Go micro-benchmarks (transforms, BenchmarkCopy against kfake).
+# The Go micro-benchmarks (transforms, the schema codecs of ./schema,
+# BenchmarkCopy against kfake).
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 

@@ -89,6 +89,15 @@ func TestRunPortCheck(t *testing.T) {
 			2, []string{`PROCESSOR_HTTP_ADDR="8080" is invalid`}},
 		{"free", []string{"PROCESSOR_EMBEDDED_BROKER_ADDR=" + freeBroker, "PROCESSOR_HTTP_ADDR=:" + freeHTTPPort},
 			0, nil},
+		{"registry port taken", []string{"PROCESSOR_EMBEDDED_BROKER_ADDR=" + freeBroker, "PROCESSOR_HTTP_ADDR=:" + freeHTTPPort,
+			"PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true", "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR=" + brokerAddr},
+			2, []string{brokerAddr, "embedded Schema Registry", "is taken", "make run PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR=127.0.0.1:"}},
+		{"registry port unchecked without the registry", []string{"PROCESSOR_EMBEDDED_BROKER_ADDR=" + freeBroker, "PROCESSOR_HTTP_ADDR=:" + freeHTTPPort,
+			"PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR=" + brokerAddr},
+			0, nil},
+		{"registry on the broker's port", []string{"PROCESSOR_EMBEDDED_BROKER_ADDR=" + freeBroker, "PROCESSOR_HTTP_ADDR=:" + freeHTTPPort,
+			"PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true", "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR=" + freeBroker},
+			2, []string{"choose another"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out := runScriptIn(t, dir, c.env, "--check", "make run")
@@ -189,14 +198,30 @@ func TestRunStopsTheOther(t *testing.T) {
 			t.Errorf("the processor ran with %q", got)
 		}
 	})
+	t.Run("LOADGEN_ARGS and RUN_SHOW_ARGS", func(t *testing.T) {
+		dir := t.TempDir()
+		e := append(env(), "LOADGEN_ARGS=-format avro", "RUN_SHOW_ARGS=-read 3 -topic out")
+		writeStub(t, dir, "processor", `sleep 0.5`)
+		writeStub(t, dir, "loadgen", `case "$*" in *-read*) echo "$@" > show.args; exit 0 ;; esac; echo "$@" > loadgen.args; `+untilTerm)
+		if code, out := runScriptIn(t, dir, e, "make run", "123"); code != 0 {
+			t.Errorf("exit %d, want 0 (the show ending stops nothing); output %q", code, out)
+		}
+		if got := readFile(t, filepath.Join(dir, "loadgen.args")); !strings.Contains(got, "-rate 123") || !strings.HasSuffix(strings.TrimSpace(got), "-format avro") {
+			t.Errorf("loadgen ran with %q, want -rate 123 and LOADGEN_ARGS last", got)
+		}
+		if got := readFile(t, filepath.Join(dir, "show.args")); !strings.Contains(got, "-read 3 -topic out") {
+			t.Errorf("the show ran with %q, want RUN_SHOW_ARGS", got)
+		}
+	})
 }
 
-// TestMakeRunTargets: make run and make run-billing go through
-// scripts/run.sh; run-billing checks the ports before it touches
-// PostgreSQL.
+// TestMakeRunTargets: make run, make run-billing and make run-avro go
+// through scripts/run.sh; run-billing checks the ports before it touches
+// PostgreSQL, run-avro (the registry's port too) before it removes
+// data/avro.
 func TestMakeRunTargets(t *testing.T) {
 	mk := parseMakefile(t)
-	for _, target := range []string{"run", "run-billing"} {
+	for _, target := range []string{"run", "run-billing", "run-avro"} {
 		r := mk.recipes[target]
 		if !strings.Contains(r, "scripts/run.sh \"make "+target+"\"") {
 			t.Errorf("%s: make %s does not run scripts/run.sh \"make %s\": %s", makefileFile, target, target, r)
@@ -208,5 +233,9 @@ func TestMakeRunTargets(t *testing.T) {
 	r := mk.recipes["run-billing"]
 	if c, pg := strings.Index(r, "scripts/run.sh --check"), strings.Index(r, "$(PG) up"); c < 0 || pg < 0 || c > pg {
 		t.Errorf("%s: make run-billing must check the ports (scripts/run.sh --check) before starting PostgreSQL", makefileFile)
+	}
+	r = mk.recipes["run-avro"]
+	if c, rm := strings.Index(r, "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true bash scripts/run.sh --check"), strings.Index(r, "rm -rf data/avro"); c < 0 || rm < 0 || c > rm {
+		t.Errorf("%s: make run-avro must check the ports, the registry's included, before removing data/avro", makefileFile)
 	}
 }

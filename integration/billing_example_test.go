@@ -313,15 +313,23 @@ func billingFile(t *testing.T, name string) string {
 // billingEnv returns the VAR=value lines of the example's billing.env.
 func billingEnv(t *testing.T) []string {
 	t.Helper()
+	return exampleEnv(t, "billing.env", billingFile(t, "billing.env"))
+}
+
+// exampleEnv returns the VAR=value lines of an example's settings file
+// name, whose content is text: every line not blank and not a comment
+// must be one PROCESSOR_*=value.
+func exampleEnv(t *testing.T, name, text string) []string {
+	t.Helper()
 	var env []string
-	sc := bufio.NewScanner(strings.NewReader(billingFile(t, "billing.env")))
+	sc := bufio.NewScanner(strings.NewReader(text))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		if k, _, ok := strings.Cut(line, "="); !ok || !strings.HasPrefix(k, "PROCESSOR_") {
-			t.Fatalf("billing.env: %q is not a PROCESSOR_*=value line", line)
+			t.Fatalf("%s: %q is not a PROCESSOR_*=value line", name, line)
 		}
 		env = append(env, line)
 	}
@@ -336,7 +344,7 @@ func envValue(t *testing.T, env []string, k string) string {
 			return v
 		}
 	}
-	t.Fatalf("billing.env does not set %s", k)
+	t.Fatalf("the example's settings do not set %s", k)
 	return ""
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make run and make run-billing: the processor on its embedded broker, fed
-# sample orders by loadgen, from the repository's root.
+# make run, make run-billing and make run-avro: the processor on its
+# embedded broker, fed sample orders by loadgen, from the repository's root.
 #
 #   scripts/run.sh NAME RATE     check the ports, then run bin/processor
 #                                (configured by the caller's PROCESSOR_*
@@ -9,7 +9,15 @@
 #
 # The addresses are the processor's own variables, with its defaults:
 # PROCESSOR_EMBEDDED_BROKER_ADDR (127.0.0.1:9092; loadgen writes there) and
-# PROCESSOR_HTTP_ADDR (:8080), e.g. make run PROCESSOR_HTTP_ADDR=:8081.
+# PROCESSOR_HTTP_ADDR (:8080), e.g. make run PROCESSOR_HTTP_ADDR=:8081,
+# and, when PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true, the embedded Schema
+# Registry's PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR (127.0.0.1:8081).
+#
+# Two variables of the caller's shape the rest: LOADGEN_ARGS, more
+# arguments for loadgen (e.g. -format avro -schema-registry URL); and
+# RUN_SHOW_ARGS, when set, the arguments of one more loadgen started
+# alongside (e.g. -read 3 -topic orders-enriched -format avro), which
+# shows a few outputs and exits; its end stops nothing.
 #
 # Before anything starts, each port must be free: when something answers
 # on one (another Kafka broker on 9092, another make run), the script says
@@ -76,6 +84,20 @@ if [[ $bport == "$hport" ]]; then
 	echo "$name: PROCESSOR_EMBEDDED_BROKER_ADDR ($broker) and PROCESSOR_HTTP_ADDR ($http) use the same port $bport: choose two" >&2
 	exit 2
 fi
+registry=
+if [[ ${PROCESSOR_EMBEDDED_SCHEMA_REGISTRY:-} == true ]]; then
+	registry=${PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR:-127.0.0.1:8081}
+	export PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR=$registry
+	if ! split "$registry"; then
+		echo "$name: PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR=\"$registry\" is invalid: want host:port, e.g. 127.0.0.1:8081" >&2
+		exit 2
+	fi
+	rhost=$host rport=$port
+	if [[ $rport == "$bport" || $rport == "$hport" ]]; then
+		echo "$name: PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR ($registry) uses port $rport, as the broker ($broker) or the status page ($http) does: choose another" >&2
+		exit 2
+	fi
+fi
 if answers "$bhost" "$bport"; then
 	echo "$name: $bhost:$bport, where the embedded broker would listen, is taken (another Kafka broker, or a make run still running?): stop it, or choose another address, e.g. $name PROCESSOR_EMBEDDED_BROKER_ADDR=$bhost:$(free "$bhost" 29092)" >&2
 	taken=1
@@ -84,12 +106,18 @@ if answers "$hhost" "$hport"; then
 	echo "$name: port $hport, where the status page and /metrics would be served (PROCESSOR_HTTP_ADDR=$http), is taken: stop what listens there, or choose another port, e.g. $name PROCESSOR_HTTP_ADDR=:$(free "$hhost" 8081)" >&2
 	taken=1
 fi
+if [[ -n $registry ]] && answers "$rhost" "$rport"; then
+	echo "$name: $rhost:$rport, where the embedded Schema Registry would listen, is taken (another registry, or a make run-avro still running?): stop it, or choose another address, e.g. $name PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR=$rhost:$(free "$rhost" 18091)" >&2
+	taken=1
+fi
 ((taken)) && exit 2
 [[ -n $check_only ]] && exit 0
 
 statushost=localhost
 [[ $hhost != 127.0.0.1 ]] && statushost=$hhost
-echo "$name: processor on the embedded broker at $broker, status page http://$statushost:$hport/ (metrics /metrics); loadgen writes $rate orders/s to 'orders'. Ctrl-C stops."
+withreg=
+[[ -n $registry ]] && withreg=" and the embedded Schema Registry at http://$rhost:$rport"
+echo "$name: processor on the embedded broker at $broker$withreg, status page http://$statushost:$hport/ (metrics /metrics); loadgen writes $rate orders/s to 'orders'. Ctrl-C stops."
 
 # Ctrl-C reaches the processor and loadgen themselves (one process group)
 # and each stops cleanly; the script waits for them. (make's recipe
@@ -102,8 +130,13 @@ trap 'interrupted=1; kill -TERM "$proc" "$gen" 2>/dev/null' TERM
 
 ./bin/processor &
 proc=$!
-./bin/loadgen -brokers "$broker" -topic orders -rate "$rate" -wait 30s &
+# shellcheck disable=SC2086 # LOADGEN_ARGS and RUN_SHOW_ARGS are lists of words
+./bin/loadgen -brokers "$broker" -topic orders -rate "$rate" -wait 30s ${LOADGEN_ARGS:-} &
 gen=$!
+if [[ -n ${RUN_SHOW_ARGS:-} ]]; then
+	# shellcheck disable=SC2086
+	./bin/loadgen -brokers "$broker" -wait 30s $RUN_SHOW_ARGS &
+fi
 
 alive() { kill -0 "$1" 2>/dev/null; }
 # reap PID: waits until PID has exited (a trap ends a wait early) and

@@ -211,11 +211,33 @@ type input struct {
 	records int
 	bytes   int64           // keys and values
 	ends    map[int32]int64 // end offset of each partition
+
+	format string                    // "" for JSON, avroFormat for Avro
+	gen    func(n int64) *kgo.Record // the n-th record, when not sample.Order's JSON
+	avro   *input                    // of a JSON input: its Avro twin, if the Avro rows run
 }
 
-// preload writes in.records JSON order events padded to in.size bytes with
-// a plain (idempotent, non-transactional) franz-go producer; each record's
-// timestamp is the time it was produced.
+// record is the input's n-th record: sample.Order's JSON order, or
+// in.gen's.
+func (in *input) record(n int64) *kgo.Record {
+	if in.gen != nil {
+		return in.gen(n)
+	}
+	return sample.Order(n, 1000, in.size)
+}
+
+// of returns the input a system of the format reads: in, or its Avro
+// twin.
+func (in *input) of(format string) *input {
+	if format == avroFormat {
+		return in.avro
+	}
+	return in
+}
+
+// preload writes in.records order events padded to in.size bytes (JSON,
+// or encoded by in.gen) with a plain (idempotent, non-transactional)
+// franz-go producer; each record's timestamp is the time it was produced.
 func (b *broker) preload(ctx context.Context, in *input) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addrs...), kgo.DefaultProduceTopic(in.topic),
 		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000),
@@ -231,7 +253,7 @@ func (b *broker) preload(ctx context.Context, in *input) error {
 		}
 	}
 	for i := range in.records {
-		r := sample.Order(int64(i), 1000, in.size)
+		r := in.record(int64(i))
 		in.bytes += int64(len(r.Key) + len(r.Value))
 		cl.Produce(ctx, r, promise)
 	}

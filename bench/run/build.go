@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/streamproc/processor/schema"
 )
 
 // environment is where the benchmark's programs are and what they are.
@@ -29,6 +31,12 @@ type environment struct {
 	kstreamsBuild                            string // "cached" or how long the Maven build took
 
 	avail map[string]string // system key -> why it is not available ("" if it is)
+
+	// The Avro rows' registry (startRegistry): its URL, a client, and the
+	// output schema file.
+	registry string
+	reg      schema.Registry
+	avroOut  string
 }
 
 // build runs `make build` (the processor, devbroker, ... with the version

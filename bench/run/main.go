@@ -1,10 +1,12 @@
 // Command run is `make bench`: the side-by-side throughput benchmark. It
 // drains the same pre-loaded input with a bare franz-go
 // GroupTransactSession copier (bench/copier), the processor (exactly once,
-// at least once, and with a CPU-bound jq chain at one worker and at all
-// cores) and a Kafka Streams 4.4.0 application (bench/kstreams), each in
-// its own fresh consumer group writing to its own output topic, in
-// alternating rounds, and prints one Markdown table of the medians.
+// at least once, with a CPU-bound jq chain at one worker and at all cores,
+// and with that chain on Avro in and out, its schema registry an
+// in-process srserver) and a Kafka Streams 4.4.0 application
+// (bench/kstreams), each in its own fresh consumer group writing to its
+// own output topic, in alternating rounds, and prints one Markdown table
+// of the medians.
 //
 //	go run ./bench/run -mode quick           # make bench
 //	go run ./bench/run -mode full            # make bench BENCH=full
@@ -172,7 +174,12 @@ func run(ctx context.Context, o options) error {
 		b.sweepGroups(cctx)
 	}()
 
-	inputs, err := preloadInputs(ctx, o, b, prefix, &created)
+	if needsAvro(o) {
+		if err := env.startRegistry(ctx); err != nil {
+			return fmt.Errorf("the schema registry of the Avro rows: %w", err)
+		}
+	}
+	inputs, err := preloadInputs(ctx, o, env, b, prefix, &created)
 	if err != nil {
 		return err
 	}
@@ -222,24 +229,43 @@ func prepare(ctx context.Context, o options, loadBefore string) (*environment, e
 	return env, nil
 }
 
-// preloadInputs creates one input topic per record size and fills it; each
-// topic created is added to created, for the cleanup.
-func preloadInputs(ctx context.Context, o options, b *broker, prefix string, created *[]string) (map[int]*input, error) {
+// preloadInputs creates one input topic per record size and fills it,
+// and when an Avro row runs, its Avro twin; each topic created is added
+// to created, for the cleanup.
+func preloadInputs(ctx context.Context, o options, env *environment, b *broker, prefix string, created *[]string) (map[int]*input, error) {
 	inputs := map[int]*input{}
 	for _, size := range o.sizes {
 		in := &input{topic: fmt.Sprintf("%s-in-%d", prefix, size), size: size, records: o.records}
-		*created = append(*created, in.topic)
-		if err := b.createTopics(ctx, o.partitions, in.topic); err != nil {
+		if err := preloadOne(ctx, o, b, in, created); err != nil {
 			return nil, err
 		}
-		t0 := time.Now()
-		if err := b.preload(ctx, in); err != nil {
-			return nil, err
+		if needsAvro(o) {
+			av, err := avroInput(ctx, env, in)
+			if err != nil {
+				return nil, err
+			}
+			if err := preloadOne(ctx, o, b, av, created); err != nil {
+				return nil, err
+			}
+			in.avro = av
 		}
-		say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
 		inputs[size] = in
 	}
 	return inputs, nil
+}
+
+// preloadOne creates in's topic, adds it to created, and fills it.
+func preloadOne(ctx context.Context, o options, b *broker, in *input, created *[]string) error {
+	*created = append(*created, in.topic)
+	if err := b.createTopics(ctx, o.partitions, in.topic); err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := b.preload(ctx, in); err != nil {
+		return err
+	}
+	say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
+	return nil
 }
 
 // runRounds runs every available system on every input and commit
@@ -259,7 +285,7 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 					s, _ := systemByKey(k)
 					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
 					spec := &runSpec{
-						sys: s, name: name, group: name, round: round, interval: iv, in: inputs[size],
+						sys: s, name: name, group: name, round: round, interval: iv, in: inputs[size].of(s.format),
 						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
 						stateDir: filepath.Join(env.cache, "kstreams-state", name),
 					}

@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/launch"
-	"github.com/streamproc/processor/internal/sample"
 )
 
 // result is what one run measured.
@@ -131,7 +130,7 @@ func (m *measurement) prepare(ctx context.Context) error {
 	m.pr = pr
 	// The warm-up record: the producer's connection, producer ID and
 	// metadata are in place before the latency phase.
-	if err := pr.ProduceSync(ctx, sample.Order(-1, 1000, s.in.size)).FirstErr(); err != nil {
+	if err := pr.ProduceSync(ctx, s.in.record(-1)).FirstErr(); err != nil {
 		return fmt.Errorf("writing the warm-up record to %s: %w", s.live, err)
 	}
 	return nil
@@ -234,7 +233,7 @@ func (m *measurement) latencyPhase(ctx context.Context) *result {
 		if d := time.Until(liveStart.Add(time.Duration(i) * every)); d > 0 {
 			time.Sleep(d)
 		}
-		m.pr.Produce(ctx, sample.Order(int64(s.in.records+i), 1000, s.in.size), nil)
+		m.pr.Produce(ctx, s.in.record(int64(s.in.records+i)), nil)
 	}
 	if err := m.pr.Flush(ctx); err != nil {
 		return m.fail("latency phase: %v", err)

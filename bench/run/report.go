@@ -41,10 +41,10 @@ type row struct {
 func (rp *report) rows() []*row {
 	var rows []*row
 	for _, size := range rp.o.sizes {
-		in := rp.inputs[size]
 		for _, iv := range rp.o.intervals {
 			for _, k := range rp.o.systems {
 				s, _ := systemByKey(k)
+				in := rp.inputs[size].of(s.format)
 				rw := &row{sys: s, size: size, interval: iv, na: rp.env.avail[k]}
 				var rates, cpus, rss, p50s, p99s, firsts []float64
 				for _, r := range rp.results {
@@ -113,6 +113,15 @@ func (rp *report) writeConditions(b *strings.Builder) {
 		sz = append(sz, fmt.Sprintf("%d B → %.1f MB", s, float64(in.bytes)/1e6))
 	}
 	fmt.Fprintf(b, "%s) in %d partitions, pre-loaded once; every run drains it from the start in a fresh group to its own output topic.\n", strings.Join(sz, ", "), o.partitions)
+	var av []string
+	for _, s := range o.sizes {
+		if in := rp.inputs[s]; in.avro != nil {
+			av = append(av, fmt.Sprintf("%d B → %.1f MB", s, float64(in.avro.bytes)/1e6))
+		}
+	}
+	if len(av) > 0 {
+		fmt.Fprintf(b, "- Avro rows: the same orders in the Schema Registry wire format (Avro, bench/run/avro.go's schema; key and value bytes: %s), in topics of their own; the schema registry is srserver, in bench/run's process; outputs in Avro with the output schema registered at start.\n", strings.Join(av, ", "))
+	}
 	rounds := plural(o.rounds, "round")
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
 	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic, each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)

@@ -24,8 +24,9 @@ const jqExpr = `.amount = (.amount_cents / 100)` +
 
 // system is one column of contestants: how to start it for a run.
 type system struct {
-	key   string
-	label string
+	key    string
+	label  string
+	format string // the input's and output's: "" for JSON, avroFormat for Avro
 	// needs are processor settings that the processor must know (listed by
 	// `processor config -markdown`), or the row is "not available": setting an
 	// unknown variable would measure something else.
@@ -42,6 +43,8 @@ var systems = []system{
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(1))},
 	{key: "jq-n", label: fmt.Sprintf("processor, jq chain, %d workers (all cores)", runtime.NumCPU()),
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(runtime.NumCPU()))},
+	{key: "jq-avro", label: fmt.Sprintf("processor, Avro in, jq chain, Avro out, %d workers (all cores)", runtime.NumCPU()),
+		format: avroFormat, needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_VALUE_FORMAT", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE"}, cmd: avroJQCmd(runtime.NumCPU())},
 	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", cmd: kstreamsCmd},
 }
 
@@ -136,6 +139,23 @@ func jqChain(workers int) func(*launch.Instance) {
 		in.Transforms = []string{"jq"}
 		in.Settings = map[string]string{"PROCESSOR_JQ_EXPR": jqExpr}
 		in.Workers = workers
+	}
+}
+
+// avroJQCmd is the jq chain at the given number of workers on Avro: the
+// input decoded by its schema ids from the run's registry, the output
+// encoded with benchOutSchema (registered at start under <output>-value).
+func avroJQCmd(workers int) func(*environment, *broker, *runSpec, []string) (launch.Command, error) {
+	return func(e *environment, b *broker, s *runSpec, extra []string) (launch.Command, error) {
+		if e.registry == "" {
+			return launch.Command{}, fmt.Errorf("no schema registry for the Avro rows")
+		}
+		return processorCmd(func(in *launch.Instance) {
+			jqChain(workers)(in)
+			in.Settings["PROCESSOR_VALUE_FORMAT"] = avroFormat
+			in.Settings["PROCESSOR_SCHEMA_REGISTRY_URL"] = e.registry
+			in.Settings["PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE"] = e.avroOut
+		})(e, b, s, extra)
 	}
 }
 

@@ -53,3 +53,29 @@ func TestProcessorCommand(t *testing.T) {
 		}
 	}
 }
+
+// The Avro row is the jq-n chain with Avro in and out: the value format,
+// the run's registry and the output schema file; without a registry it
+// does not start.
+func TestAvroCommand(t *testing.T) {
+	sys, ok := systemByKey("jq-avro")
+	if !ok || sys.format != avroFormat {
+		t.Fatalf("no Avro row: %+v", sys)
+	}
+	b := &broker{addrs: []string{"127.0.0.1:1"}}
+	s := &runSpec{group: "g", in: &input{topic: "in"}, live: "live", out: "out", interval: time.Second}
+	if _, err := sys.cmd(&environment{processor: "/bin/processor"}, b, s, nil); err == nil {
+		t.Error("the Avro row starts without a registry")
+	}
+	e := &environment{processor: "/bin/processor", registry: "http://127.0.0.1:2", avroOut: "/cache/avro-out.avsc"}
+	c, err := sys.cmd(e, b, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range []string{"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=" + strconv.Itoa(runtime.NumCPU()),
+		"PROCESSOR_VALUE_FORMAT=avro", "PROCESSOR_SCHEMA_REGISTRY_URL=http://127.0.0.1:2", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE=/cache/avro-out.avsc"} {
+		if !slices.Contains(c.Env, kv) {
+			t.Errorf("the Avro row's environment lacks %s: %v", kv, c.Env)
+		}
+	}
+}

@@ -6,6 +6,19 @@
 //
 // With -records 0 it runs until interrupted. It waits for the brokers to
 // answer, so it can start together with them.
+//
+// With -format avro it writes the orders of examples/avro instead
+// (sample.OrderSchema) in the Schema Registry wire format: it registers
+// the schema under <topic>-value at -schema-registry first (waiting for
+// the registry as for the brokers) and encodes every order with it.
+//
+//	loadgen -topic orders -format avro -schema-registry http://127.0.0.1:8081
+//
+// With -read N it writes nothing: it reads the first N committed records
+// of -topic and prints their values, one JSON document a line (Avro
+// values decoded by their schema ids when -format is avro), then exits.
+//
+//	loadgen -topic orders-enriched -format avro -read 3
 package main
 
 import (
@@ -33,6 +46,9 @@ type config struct {
 	rate, keys     int
 	size           int
 	wait           time.Duration
+	format         string // json or avro
+	registry       string // the Schema Registry's URL, for -format avro
+	read           int    // records to read and print instead of writing; 0 writes
 }
 
 func main() {
@@ -56,7 +72,22 @@ func main() {
 		log.Error("brokers did not answer", "brokers", c.brokers, "err", err.Error())
 		os.Exit(1)
 	}
-	w := &writer{cl: cl, log: log}
+	if c.read > 0 {
+		cl.Close()
+		if err := read(ctx, c, os.Stdout); err != nil {
+			log.Error("reading", "topic", c.topic, "err", err.Error())
+			os.Exit(1)
+		}
+		return
+	}
+	gen := func(n int64) *kgo.Record { return sample.Order(n, c.keys, c.size) }
+	if c.format == "avro" {
+		if gen, err = avroOrders(ctx, c, log); err != nil {
+			log.Error("the order schema", "registry", c.registry, "err", err.Error())
+			os.Exit(1)
+		}
+	}
+	w := &writer{cl: cl, log: log, gen: gen}
 	start := time.Now()
 	n := w.write(ctx, c, start)
 	if !w.finish(ctx) {
@@ -75,10 +106,21 @@ func parseFlags() config {
 	flag.IntVar(&c.rate, "rate", 1000, "records per second; 0 writes as fast as possible")
 	flag.IntVar(&c.keys, "keys", 1000, "distinct customer keys")
 	flag.IntVar(&c.size, "size", 0, "pad each value to at least this many bytes")
-	flag.DurationVar(&c.wait, "wait", time.Minute, "how long to wait for the brokers to answer")
+	flag.DurationVar(&c.wait, "wait", time.Minute, "how long to wait for the brokers (and the schema registry) to answer; with -read, for the records too")
+	flag.StringVar(&c.format, "format", "json", "json (the sample orders as JSON) or avro (examples/avro's orders in the Schema Registry wire format)")
+	flag.StringVar(&c.registry, "schema-registry", "http://127.0.0.1:8081", "the Schema Registry's URL, for -format avro")
+	flag.IntVar(&c.read, "read", 0, "read the first N committed records of -topic and print their values as JSON lines, instead of writing")
 	flag.Parse()
-	if c.keys < 1 || c.rate < 0 || c.records < 0 || c.size < 0 {
-		fmt.Fprintln(os.Stderr, "loadgen: -keys must be at least 1; -rate, -records and -size must not be negative")
+	if c.keys < 1 || c.rate < 0 || c.records < 0 || c.size < 0 || c.read < 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -keys must be at least 1; -rate, -records, -size and -read must not be negative")
+		os.Exit(2)
+	}
+	if c.format != "json" && c.format != "avro" {
+		fmt.Fprintf(os.Stderr, "loadgen: -format must be json or avro, not %q\n", c.format)
+		os.Exit(2)
+	}
+	if c.format == "avro" && c.size > 0 {
+		fmt.Fprintln(os.Stderr, "loadgen: -size pads JSON orders only; it cannot be used with -format avro")
 		os.Exit(2)
 	}
 	return c
@@ -88,6 +130,7 @@ func parseFlags() config {
 type writer struct {
 	cl       *kgo.Client
 	log      *slog.Logger
+	gen      func(n int64) *kgo.Record // the n-th record
 	failed   atomic.Int64
 	firstErr atomic.Pointer[error]
 }
@@ -120,7 +163,7 @@ func (w *writer) write(ctx context.Context, c config, start time.Time) int64 {
 				time.Sleep(d)
 			}
 		}
-		w.cl.Produce(context.Background(), sample.Order(n, c.keys, c.size), w.promise)
+		w.cl.Produce(context.Background(), w.gen(n), w.promise)
 		if time.Since(lastLog) >= 5*time.Second {
 			lastLog = time.Now()
 			w.log.Info("loadgen progress", "written", n+1, "per_sec", int(float64(n+1)/time.Since(start).Seconds()))
