@@ -456,3 +456,50 @@ func TestSchemaPassThrough(t *testing.T) {
 		}
 	})
 }
+
+// Avro keys and values with a chain that reads values only (jq): the
+// keys pass through undecoded, byte-identical, so the processor needs no
+// schema for output keys and starts without an <output topic>-key
+// subject; the values are decoded, doubled and encoded with the output
+// value subject's schema.
+func TestSchemaKeysPassThrough(t *testing.T) {
+	t.Parallel()
+	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+		const n = 40
+		in, out, group := unique("sr-keys-in"), unique("sr-keys-out"), unique("sr-keys-group")
+		tg.createTopics(t, 2, in, out)
+		keySubj := r.register(t, in+"-key", schema.Avro, `{"type":"record","name":"PaymentKey","namespace":"e2e","fields":[{"name":"account","type":"string"}]}`)
+		inSubj := r.register(t, in+"-value", schema.Avro, payV1)
+		outSubj := r.register(t, out+"-value", schema.Avro, formatCases[0].out)
+		kenc, venc := r.encoder(t, keySubj), r.encoder(t, inSubj)
+		var recs []*kgo.Record
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: in, Key: encode(t, kenc, fmt.Sprintf(`{"account":"acct-%d"}`, i%6)), Value: encode(t, venc, paymentJSON(i))})
+		}
+		tg.produceSync(t, recs...)
+		keys := map[string][]byte{}
+		for _, rec := range recs {
+			keys[srcKey(rec)] = rec.Key
+		}
+		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		inst.Extra = append(inst.Extra, "PROCESSOR_KEY_FORMAT=avro")
+		p := runBinary(t, group, inst)
+		waitFor(t, 60*time.Second, "the group to catch up", func() bool {
+			select {
+			case <-p.done:
+				t.Fatalf("the processor exited: %v", p.err)
+			default:
+			}
+			return tg.caughtUp(t, group, in)
+		})
+		p.terminate(t)
+		outs := tg.readAll(t, out, true)
+		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), outs, outSubj.ID), n, "amount_cents")
+		for _, o := range outs {
+			s, _ := sourceOf(o)
+			if !bytes.Equal(o.Key, keys[s]) {
+				t.Errorf("output from %s: key %x, want the input's %x", s, o.Key, keys[s])
+			}
+		}
+	})
+}

@@ -106,24 +106,26 @@ func embeddedRegistryURL(cfg *config.Config) string {
 
 // open readies the codecs: the input decoders, and the output encoders
 // with their schemas registered or fetched (for the output topic and the
-// fixed destinations of routing). A registry that cannot be reached is
+// fixed destinations of routing) of the parts a chain that touches
+// touches encodes (codec.Framed): a part whose bytes pass through needs
+// no output schema. A registry that cannot be reached is
 // retried with backoff, the instance not ready meanwhile; refused
 // credentials are a runtime failure (exit 1) and an unusable schema a
 // configuration error (exit 2). ok is false when the processor must not
 // run; code is then its exit code.
-func (s *schemas) open(ctx context.Context, routed []string, ep *endpoints, log *slog.Logger) (code int, ok bool) {
+func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []string, ep *endpoints, log *slog.Logger) (code int, ok bool) {
 	cfg := s.cfg
 	for _, sd := range []*side{&s.key, &s.value} {
 		if sd.in != schema.Raw {
 			sd.decoder = schema.NewDecoder(s.client, sd.in, schema.DecoderOptions{})
 		}
 	}
-	if s.key.out != schema.Raw {
+	if s.key.out != schema.Raw && codec.Framed(touches, transform.PartKey, s.key.in, s.key.out) {
 		s.key.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.key.out, Suffix: "-key",
 			Message: cfg.OutputKeyMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputKeySubject, Schema: s.key.file,
 			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE")})
 	}
-	if s.value.out != schema.Raw {
+	if s.value.out != schema.Raw && codec.Framed(touches, transform.PartValue, s.value.in, s.value.out) {
 		s.value.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.value.out, Suffix: "-value",
 			Message: cfg.OutputValueMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputValueSubject, Schema: s.value.file,
 			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE")})
@@ -255,7 +257,7 @@ func (s *startup) openSchemas(ctx context.Context, ep *endpoints) (stop func(), 
 	for _, d := range s.chains[0].Destinations() {
 		routed = append(routed, d.Topic)
 	}
-	if code, ok := s.sch.open(ctx, routed, ep, s.log); !ok {
+	if code, ok := s.sch.open(ctx, s.chains[0].Touches(), routed, ep, s.log); !ok {
 		if closeRegistry != nil {
 			closeRegistry()
 		}
