@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -255,32 +256,7 @@ func TestSchemaRefusedCredentials(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		_, backend := startSRServer(t, "127.0.0.1:0", "")
 		const user, password = "svc-processor", "s3cret-registry-pw"
-		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			if u, pw, ok := req.BasicAuth(); !ok || u != user || pw != password {
-				w.Header().Set("Content-Type", "application/vnd.schemaregistry.v1+json")
-				w.WriteHeader(http.StatusUnauthorized)
-				fmt.Fprint(w, `{"error_code":40101,"message":"Unauthorized"}`)
-				return
-			}
-			fwd, err := http.NewRequestWithContext(req.Context(), req.Method, backend+req.URL.RequestURI(), req.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			fwd.Header = req.Header.Clone()
-			resp, err := http.DefaultClient.Do(fwd)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			defer resp.Body.Close()
-			for k, v := range resp.Header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
-		}))
-		t.Cleanup(proxy.Close)
+		proxy := authProxy(t, backend, user, password, new(atomic.Bool))
 		r := &srEnv{name: "srserver", url: backend, reg: newSRClient(t, backend)}
 		in, out, group := unique("sr-creds-in"), unique("sr-creds-out"), unique("sr-creds-group")
 		tg.createTopics(t, 1, in, out)
@@ -314,5 +290,142 @@ func TestSchemaRefusedCredentials(t *testing.T) {
 		if strings.Contains(ok.logs.String(), password) {
 			t.Error("the log shows the password")
 		}
+	})
+}
+
+// authProxy is a registry in front of backend that answers 401 unless
+// the request carries user and password, or always while refuse is set,
+// and forwards the rest.
+func authProxy(t *testing.T, backend, user, password string, refuse *atomic.Bool) *httptest.Server {
+	t.Helper()
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, pw, ok := req.BasicAuth(); refuse.Load() || !ok || u != user || pw != password {
+			w.Header().Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error_code":40101,"message":"Unauthorized"}`)
+			return
+		}
+		fwd, err := http.NewRequestWithContext(req.Context(), req.Method, backend+req.URL.RequestURI(), req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		fwd.Header = req.Header.Clone()
+		resp, err := http.DefaultClient.Do(fwd)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(proxy.Close)
+	return proxy
+}
+
+// Credentials refused while the processor runs (the registry starts
+// answering 401 when a record names a schema id not cached yet) stop it
+// with exit code 1 and a line naming PROCESSOR_SCHEMA_REGISTRY_USERNAME,
+// without the password; the record is not failed (no dead letter) and
+// nothing of it is committed, so a restart once the registry takes the
+// credentials again outputs every record exactly once.
+func TestSchemaCredentialsRefusedWhileRunning(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		_, backend := startSRServer(t, "127.0.0.1:0", "")
+		const user, password = "svc-processor", "s3cret-registry-pw"
+		var refuse atomic.Bool
+		proxy := authProxy(t, backend, user, password, &refuse)
+		r := &srEnv{name: "srserver", url: backend, reg: newSRClient(t, backend)}
+		in, out, dlq, group := unique("sr-revoked-in"), unique("sr-revoked-out"), unique("sr-revoked-dlq"), unique("sr-revoked-group")
+		tg.createTopics(t, 1, in, out, dlq)
+		v1 := r.register(t, in+"-value", schema.Avro, payV1)
+		r.register(t, out+"-value", schema.Avro, payOutV1)
+		write := func(enc *schema.Encoder, from, to int) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
+			}
+			tg.produceSync(t, recs...)
+		}
+		run := func(name string) *proc {
+			inst := tg.schemaInstance(&srEnv{url: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
+			inst.OnError, inst.DLQTopic = "dlq", dlq
+			inst.Extra = append(inst.Extra, "PROCESSOR_SCHEMA_REGISTRY_USERNAME="+user, "PROCESSOR_SCHEMA_REGISTRY_PASSWORD="+password)
+			return runBinary(t, group+"-"+name, inst)
+		}
+		write(r.encoder(t, v1), 0, 20)
+		p := run("first")
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+
+		refuse.Store(true)
+		write(r.encoder(t, r.register(t, in+"-value", schema.Avro, payV2)), 20, 40)
+		code := waitExit(t, p, 60*time.Second, "with credentials refused while running")
+		logs := p.logs.String()
+		if line := logLine(logs, "credentials", "PROCESSOR_SCHEMA_REGISTRY_USERNAME"); code != 1 || line == "" {
+			t.Errorf("exit %d, want 1 with a line about the credentials naming PROCESSOR_SCHEMA_REGISTRY_USERNAME:\n%s", code, logs)
+		}
+		if strings.Contains(logs, password) {
+			t.Error("the log shows the password")
+		}
+		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
+			t.Errorf("%d dead letters for refused credentials, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+		}
+
+		refuse.Store(false)
+		p2 := run("second")
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		p2.terminate(t)
+		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1)
+		checkAmounts(t, got, 40, "amount_cents")
+	})
+}
+
+// A registry that cannot be reached at start is no crash loop: the
+// processor retries with backoff, says so, answers /readyz with 503, and
+// once the registry is up it processes every record exactly once.
+func TestSchemaRegistryDownAtStart(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		addr, dir := freeAddr(t), t.TempDir()
+		srv, url := startSRServer(t, addr, dir)
+		r := &srEnv{name: "srserver", url: url, reg: newSRClient(t, url)}
+		in, out, group := unique("sr-down-in"), unique("sr-down-out"), unique("sr-down-group")
+		tg.createTopics(t, 1, in, out)
+		v1 := r.register(t, in+"-value", schema.Avro, payV1)
+		r.register(t, out+"-value", schema.Avro, payOutV1)
+		enc := r.encoder(t, v1)
+		var recs []*kgo.Record
+		for i := range 30 {
+			recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
+		}
+		tg.produceSync(t, recs...)
+		if err := srv.Close(); err != nil {
+			t.Fatal(err)
+		}
+
+		httpAddr := freeAddr(t)
+		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		inst.HTTPAddr = httpAddr
+		p := runBinary(t, group, inst)
+		waitFor(t, 30*time.Second, "a line saying the registry cannot be reached", func() bool {
+			return logLine(p.logs.String(), "cannot be reached; retrying", "PROCESSOR_SCHEMA_REGISTRY_URL") != ""
+		})
+		if code, body := httpGet(httpAddr, "/readyz"); code != http.StatusServiceUnavailable {
+			t.Errorf("/readyz = %d %q while the registry is down, want 503", code, body)
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("exited while the registry was down: %v", p.err)
+		default:
+		}
+		startSRServer(t, addr, dir)
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.terminate(t)
+		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1), 30, "amount_cents")
 	})
 }
