@@ -17,6 +17,7 @@ import (
 	"github.com/streamproc/processor/internal/interop"
 	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/srserver"
+	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/schema"
 )
 
@@ -499,6 +500,84 @@ func TestSchemaKeysPassThrough(t *testing.T) {
 			s, _ := sourceOf(o)
 			if !bytes.Equal(o.Key, keys[s]) {
 				t.Errorf("output from %s: key %x, want the input's %x", s, o.Key, keys[s])
+			}
+		}
+	})
+}
+
+// Routed outputs are encoded with their own topic's subject (the topic
+// name strategy): jq doubles the amount and route sends each record to a
+// topic by its region; each destination's records carry that topic's
+// <topic>-value schema id, and a record routed to a topic whose subject
+// has no version fails under PROCESSOR_ON_ERROR=dlq, its dead letter
+// naming the encode stage and the missing subject.
+func TestSchemaRoutedSubjects(t *testing.T) {
+	t.Parallel()
+	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+		const n = 60
+		prefix := unique("sr-route")
+		in, out, dlq, group := prefix+"-in", prefix+"-out", prefix+"-dlq", prefix+"-group"
+		regions := []string{"eu", "us", "ap"} // ap's topic has no subject
+		tg.createTopics(t, 2, in, out, dlq, prefix+"-eu", prefix+"-us", prefix+"-ap")
+		record := func(name string) string {
+			return `{"type":"record","name":"` + name + `","namespace":"e2e","fields":[{"name":"id","type":"string"},` +
+				`{"name":"amount_cents","type":"long"},{"name":"region","type":"string"}]}`
+		}
+		inSubj := r.register(t, in+"-value", schema.Avro, record("Regional"))
+		r.register(t, out+"-value", schema.Avro, record("Unrouted"))
+		ids := map[string]int{}
+		for _, reg := range regions[:2] {
+			ids[prefix+"-"+reg] = r.register(t, prefix+"-"+reg+"-value", schema.Avro, record("Region_"+reg)).ID
+		}
+		enc := r.encoder(t, inSubj)
+		var recs []*kgo.Record
+		for i := range n {
+			js := fmt.Sprintf(`{"id":"p-%d","amount_cents":%d,"region":%q}`, i, i+1, regions[i%3])
+			recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i)), Value: encode(t, enc, js)})
+		}
+		tg.produceSync(t, recs...)
+		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		inst.Transforms = []string{"jq", "route"}
+		inst.Settings["PROCESSOR_ROUTE_EXPR"] = `"` + prefix + `-" + .region`
+		inst.OnError, inst.DLQTopic = "dlq", dlq
+		p := runBinary(t, group, inst)
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.terminate(t)
+
+		dec := schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{})
+		all := map[string][]map[string]any{}
+		for topic, id := range ids {
+			for k, v := range outputsByID(t, dec, tg.readAll(t, topic, true), id) {
+				for _, m := range v {
+					if m["region"] != strings.TrimPrefix(topic, prefix+"-") {
+						t.Errorf("payment %s of region %v was routed to %s", k, m["region"], topic)
+					}
+				}
+				all[k] = append(all[k], v...)
+			}
+		}
+		for i := range n {
+			id := "p-" + strconv.Itoa(i)
+			want := 1
+			if i%3 == 2 {
+				want = 0
+			}
+			if len(all[id]) != want {
+				t.Errorf("payment %s output %d times, want %d", id, len(all[id]), want)
+			} else if want == 1 && fmt.Sprint(all[id][0]["amount_cents"]) != strconv.Itoa(2*(i+1)) {
+				t.Errorf("payment %s: amount %v, want %d", id, all[id][0]["amount_cents"], 2*(i+1))
+			}
+		}
+		if got := tg.readAll(t, out, true); len(got) != 0 {
+			t.Errorf("%d records in the default output topic, want none", len(got))
+		}
+		dead := tg.readAll(t, dlq, true)
+		if len(dead) != n/3 {
+			t.Errorf("%d dead letters, want %d (the ap records)", len(dead), n/3)
+		}
+		for _, d := range dead {
+			if st, e := headerValue(d, pipeline.HeaderErrorTransform), headerValue(d, pipeline.HeaderError); st != "encode" || !strings.Contains(e, prefix+"-ap-value") {
+				t.Errorf("dead letter: %s = %q, %s = %q; want encode, naming subject %s-ap-value", pipeline.HeaderErrorTransform, st, pipeline.HeaderError, e, prefix)
 			}
 		}
 	})
