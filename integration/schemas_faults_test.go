@@ -429,3 +429,58 @@ func TestSchemaRegistryDownAtStart(t *testing.T) {
 		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1), 30, "amount_cents")
 	})
 }
+
+// PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true runs an in-process registry at
+// PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR that the processor uses: the
+// output schema file is registered there at start, input schemas that
+// clients register there decode, and a restart with the same
+// PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_DIR keeps the schema ids, so records
+// written before it still decode after it, each output exactly once.
+func TestSchemaEmbeddedRegistry(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		regAddr, dir, httpAddr := freeAddr(t), t.TempDir(), freeAddr(t)
+		file := filepath.Join(t.TempDir(), "out.avsc")
+		if err := os.WriteFile(file, []byte(formatCases[0].out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		in, out, group := unique("sr-embedded-in"), unique("sr-embedded-out"), unique("sr-embedded-group")
+		tg.createTopics(t, 1, in, out)
+		url := "http://" + regAddr
+		r := &srEnv{name: "embedded", url: url, reg: newSRClient(t, url)}
+		run := func(name string) *proc {
+			inst := tg.binaryInstance(group, group+"-1", in, out)
+			inst.Transforms, inst.Settings, inst.HTTPAddr = []string{"jq"}, map[string]string{"PROCESSOR_JQ_EXPR": ".amount_cents *= 2"}, httpAddr
+			inst.Extra = append(inst.Extra, "PROCESSOR_VALUE_FORMAT=avro", "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true",
+				"PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR="+regAddr, "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_DIR="+dir,
+				"PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE="+file)
+			p := runBinary(t, group+"-"+name, inst)
+			waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
+			return p
+		}
+		write := func(enc *schema.Encoder, from, to int) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
+			}
+			tg.produceSync(t, recs...)
+		}
+		p := run("first")
+		inSubj := r.register(t, in+"-value", schema.Avro, payV1)
+		enc := r.encoder(t, inSubj)
+		write(enc, 0, 20)
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.terminate(t)
+
+		write(enc, 20, 40) // while no registry runs: decoded after the restart
+		p2 := run("second")
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		outSubj, err := r.reg.Latest(t.Context(), out+"-value")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), outSubj.ID)
+		checkAmounts(t, got, 40, "amount_cents")
+		p2.terminate(t)
+	})
+}
