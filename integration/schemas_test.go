@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -579,6 +580,69 @@ func TestSchemaRoutedSubjects(t *testing.T) {
 			if st, e := headerValue(d, pipeline.HeaderErrorTransform), headerValue(d, pipeline.HeaderError); st != "encode" || !strings.Contains(e, prefix+"-ap-value") {
 				t.Errorf("dead letter: %s = %q, %s = %q; want encode, naming subject %s-ap-value", pipeline.HeaderErrorTransform, st, pipeline.HeaderError, e, prefix)
 			}
+		}
+	})
+}
+
+// The raw boundaries: Avro in and raw out (PROCESSOR_OUTPUT_VALUE_FORMAT=
+// raw) writes each value's JSON, with no registry header; raw JSON in and
+// Avro out (PROCESSOR_VALUE_FORMAT=raw) encodes each value with the
+// output subject's schema, and a value that is not JSON for it fails
+// under PROCESSOR_ON_ERROR=dlq at the encode stage, keeping its bytes.
+func TestSchemaRawBoundaries(t *testing.T) {
+	t.Parallel()
+	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+		const n = 20
+		// Avro to JSON.
+		in, out, group := unique("sr-tojson-in"), unique("sr-tojson-out"), unique("sr-tojson-group")
+		tg.createTopics(t, 1, in, out)
+		enc := r.encoder(t, r.register(t, in+"-value", schema.Avro, payV1))
+		var recs []*kgo.Record
+		for i := range n {
+			recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
+		}
+		tg.produceSync(t, recs...)
+		inst := tg.schemaInstance(r, group, in, out, schema.Avro, "")
+		inst.Extra = append(inst.Extra, "PROCESSOR_OUTPUT_VALUE_FORMAT=raw")
+		p := runBinary(t, group, inst)
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.terminate(t)
+		for i, o := range tg.readAll(t, out, true) {
+			var got, want any
+			if err := json.Unmarshal(o.Value, &got); err != nil || json.Unmarshal([]byte(paymentJSON(i)), &want) != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("output %d: %q (%v), want the JSON %s", i, o.Value, err, paymentJSON(i))
+			}
+		}
+
+		// JSON to Avro.
+		in2, out2, dlq, group2 := unique("sr-fromjson-in"), unique("sr-fromjson-out"), unique("sr-fromjson-dlq"), unique("sr-fromjson-group")
+		tg.createTopics(t, 1, in2, out2, dlq)
+		outSubj := r.register(t, out2+"-value", schema.Avro, formatCases[0].out)
+		var recs2 []*kgo.Record
+		for i := range n {
+			recs2 = append(recs2, &kgo.Record{Topic: in2, Value: []byte(paymentJSON(i))})
+		}
+		bad := []byte(`{"id":"p-bad","amount_cents":"many"}`)
+		recs2 = append(recs2, &kgo.Record{Topic: in2, Value: bad})
+		tg.produceSync(t, recs2...)
+		inst2 := tg.binaryInstance(group2, group2+"-1", in2, out2)
+		inst2.OnError, inst2.DLQTopic = "dlq", dlq
+		inst2.Extra = append(inst2.Extra, "PROCESSOR_OUTPUT_VALUE_FORMAT=avro", "PROCESSOR_SCHEMA_REGISTRY_URL="+r.url)
+		p2 := runBinary(t, group2, inst2)
+		tg.waitCaughtUpWithin(t, 60*time.Second, group2, in2)
+		p2.terminate(t)
+		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out2, true), outSubj.ID)
+		if len(got) != n {
+			t.Errorf("%d payments encoded, want %d", len(got), n)
+		}
+		for i := range n {
+			if ms := got["p-"+strconv.Itoa(i)]; len(ms) != 1 || fmt.Sprint(ms[0]["amount_cents"]) != strconv.Itoa(i+1) {
+				t.Errorf("payment p-%d: %v, want once with amount %d", i, ms, i+1)
+			}
+		}
+		dead := tg.readAll(t, dlq, true)
+		if len(dead) != 1 || !bytes.Equal(dead[0].Value, bad) || headerValue(dead[0], pipeline.HeaderErrorTransform) != "encode" {
+			t.Errorf("%d dead letters, want one holding %q from the encode stage", len(dead), bad)
 		}
 	})
 }
