@@ -646,3 +646,72 @@ func TestSchemaRawBoundaries(t *testing.T) {
 		}
 	})
 }
+
+// Schemas with references, input and output: an Avro Order whose total is
+// a named type of another subject, and a JSON Schema Order whose total is
+// a $ref to another subject's schema. Inputs decode with the reference
+// resolved, outputs are encoded with an output subject that references
+// it too (jq doubles the units), and an output that breaks the referenced
+// schema (units a string) is dead-lettered at the encode stage: the
+// reference is enforced, not skipped.
+func TestSchemaReferences(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		f                 schema.Format
+		refName, ref, top string
+	}{
+		{schema.Avro, "e2e.Money",
+			`{"type":"record","name":"Money","namespace":"e2e","fields":[{"name":"currency","type":"string"},{"name":"units","type":"long"}]}`,
+			`{"type":"record","name":"Order","namespace":"e2e","fields":[{"name":"id","type":"string"},{"name":"total","type":"e2e.Money"}]}`},
+		{schema.JSONSchema, "money.json",
+			`{"type":"object","properties":{"currency":{"type":"string"},"units":{"type":"integer"}},"required":["currency","units"]}`,
+			`{"type":"object","properties":{"id":{"type":"string"},"total":{"$ref":"money.json"}},"required":["id","total"]}`},
+	}
+	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+		for _, c := range cases {
+			t.Run(string(c.f), func(t *testing.T) {
+				const n = 20
+				in, out, dlq, group := unique("sr-refs-in"), unique("sr-refs-out"), unique("sr-refs-dlq"), unique("sr-refs-group")
+				tg.createTopics(t, 1, in, out, dlq)
+				money := r.register(t, unique("sr-refs-money"), c.f, c.ref)
+				refs := []schema.Reference{{Name: c.refName, Subject: money.Subject, Version: money.Version}}
+				ctx := t.Context()
+				inSubj, err := r.reg.Register(ctx, in+"-value", schema.Schema{Type: c.f, Text: c.top, References: refs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				outSubj, err := r.reg.Register(ctx, out+"-value", schema.Schema{Type: c.f, Text: c.top, References: refs})
+				if err != nil {
+					t.Fatal(err)
+				}
+				enc := r.encoder(t, inSubj)
+				var recs []*kgo.Record
+				for i := range n {
+					js := fmt.Sprintf(`{"id":"p-%d","total":{"currency":"EUR","units":%d}}`, i, i+1)
+					recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, js)})
+				}
+				tg.produceSync(t, recs...)
+				inst := tg.schemaInstance(r, group, in, out, c.f, `if .id == "p-3" then .total.units = "x" else .total.units *= 2 end`)
+				inst.OnError, inst.DLQTopic = "dlq", dlq
+				p := runBinary(t, group, inst)
+				tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+				p.terminate(t)
+				got := outputsByID(t, schema.NewDecoder(r.reg, c.f, schema.DecoderOptions{}), tg.readAll(t, out, true), outSubj.ID)
+				for i := range n {
+					ms := got["p-"+strconv.Itoa(i)]
+					want := 1
+					if i == 3 {
+						want = 0
+					}
+					if len(ms) != want || (want == 1 && fmt.Sprint(ms[0]["total"]) != fmt.Sprintf("map[currency:EUR units:%d]", 2*(i+1))) {
+						t.Errorf("payment p-%d: %v, want %d output(s) with units %d", i, ms, want, 2*(i+1))
+					}
+				}
+				dead := tg.readAll(t, dlq, true)
+				if len(dead) != 1 || !bytes.Equal(dead[0].Value, recs[3].Value) || headerValue(dead[0], pipeline.HeaderErrorTransform) != "encode" {
+					t.Errorf("%d dead letters, want one, p-3's, from the encode stage", len(dead))
+				}
+			})
+		}
+	})
+}
