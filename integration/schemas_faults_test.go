@@ -484,3 +484,92 @@ func TestSchemaEmbeddedRegistry(t *testing.T) {
 		p2.terminate(t)
 	})
 }
+
+// A registry that hangs (accepts requests and answers none) while the
+// processor runs is an outage too, not the records' fault: records with a
+// schema id not cached yet are not dead-lettered, /healthz turns
+// unhealthy naming PROCESSOR_SCHEMA_REGISTRY_URL, and once the registry
+// answers again every record is output exactly once.
+func TestSchemaRegistryHangs(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		_, backend := startSRServer(t, "127.0.0.1:0", "")
+		var hang atomic.Bool
+		release := make(chan struct{})
+		fwd := authProxy(t, backend, "u", "p", new(atomic.Bool))
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if hang.Load() {
+				select {
+				case <-release:
+				case <-req.Context().Done():
+					return
+				}
+			}
+			out, err := http.NewRequestWithContext(req.Context(), req.Method, fwd.URL+req.URL.RequestURI(), req.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			out.Header = req.Header.Clone()
+			out.SetBasicAuth("u", "p")
+			resp, err := http.DefaultClient.Do(out)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			for k, v := range resp.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		}))
+		t.Cleanup(proxy.Close)
+		t.Cleanup(func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		})
+		r := &srEnv{name: "srserver", url: backend, reg: newSRClient(t, backend)}
+		in, out, dlq, group := unique("sr-hang-in"), unique("sr-hang-out"), unique("sr-hang-dlq"), unique("sr-hang-group")
+		tg.createTopics(t, 1, in, out, dlq)
+		v1 := r.register(t, in+"-value", schema.Avro, payV1)
+		r.register(t, out+"-value", schema.Avro, payOutV1)
+		write := func(enc *schema.Encoder, from, to int) {
+			var recs []*kgo.Record
+			for i := from; i < to; i++ {
+				recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
+			}
+			tg.produceSync(t, recs...)
+		}
+		httpAddr := freeAddr(t)
+		inst := tg.schemaInstance(&srEnv{url: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
+		inst.OnError, inst.DLQTopic, inst.HTTPAddr = "dlq", dlq, httpAddr
+		write(r.encoder(t, v1), 0, 20)
+		p := runBinary(t, group, inst)
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+
+		hang.Store(true)
+		write(r.encoder(t, r.register(t, in+"-value", schema.Avro, payV2)), 20, 40)
+		var body string
+		waitFor(t, 30*time.Second, "/healthz to turn unhealthy naming PROCESSOR_SCHEMA_REGISTRY_URL", func() bool {
+			var code int
+			code, body = httpGet(httpAddr, "/healthz")
+			return code != http.StatusOK && strings.Contains(body, "PROCESSOR_SCHEMA_REGISTRY_URL")
+		})
+		t.Logf("while the registry hangs /healthz says: %s", body)
+		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
+			t.Errorf("%d dead letters while the registry hangs, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+		}
+		hang.Store(false)
+		close(release)
+		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.terminate(t)
+		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
+			t.Errorf("%d dead letters, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+		}
+		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1), 40, "amount_cents")
+	})
+}

@@ -115,20 +115,25 @@ func embeddedRegistryURL(cfg *config.Config) string {
 // run; code is then its exit code.
 func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []string, ep *endpoints, log *slog.Logger) (code int, ok bool) {
 	cfg := s.cfg
+	// A record runs for at most 2/5 of the transaction timeout (half its
+	// budget) before the pipeline fails it; the registry lookups of one
+	// record end at half that, so that a registry that hangs is an
+	// outage, not records failed for running out of time.
+	timeout := cfg.TransactionTimeout / 5
 	for _, sd := range []*side{&s.key, &s.value} {
 		if sd.in != schema.Raw {
-			sd.decoder = schema.NewDecoder(s.client, sd.in, schema.DecoderOptions{})
+			sd.decoder = schema.NewDecoder(s.client, sd.in, schema.DecoderOptions{Timeout: timeout})
 		}
 	}
 	if s.key.out != schema.Raw && codec.Framed(touches, transform.PartKey, s.key.in, s.key.out) {
 		s.key.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.key.out, Suffix: "-key",
 			Message: cfg.OutputKeyMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputKeySubject, Schema: s.key.file,
-			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE")})
+			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE"), Timeout: timeout})
 	}
 	if s.value.out != schema.Raw && codec.Framed(touches, transform.PartValue, s.value.in, s.value.out) {
 		s.value.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.value.out, Suffix: "-value",
 			Message: cfg.OutputValueMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputValueSubject, Schema: s.value.file,
-			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE")})
+			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE"), Timeout: timeout})
 	}
 	ep.starting("fetching the output schemas from the Schema Registry")
 	backoff := 500 * time.Millisecond
