@@ -226,6 +226,9 @@ func TestSchemaRegistryOutage(t *testing.T) {
 			t.Errorf("%d dead letters during the outage, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
 		}
 		t.Logf("during the outage /healthz said: %s", body)
+		if n := strings.Count(body, "transform decode:"); n != 1 {
+			t.Errorf("/healthz names the failed stage %d times, want once: %s", n, body)
+		}
 
 		_, url2 := startSRServer(t, addr, dir)
 		if url2 != url {
