@@ -55,7 +55,9 @@ func configErrorLines(logs string) []string {
 // 2 and one line naming the setting to fix: a schema file the registry
 // refuses as incompatible with the subject's latest version (BACKWARD:
 // a field added without a default) names PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE,
-// and an output subject with no version names PROCESSOR_OUTPUT_VALUE_SUBJECT.
+// and an output subject with no version names PROCESSOR_OUTPUT_VALUE_SUBJECT
+// (or PROCESSOR_OUTPUT_KEY_SUBJECT, configured for keys that pass
+// through).
 func TestSchemaOutputRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
@@ -75,6 +77,9 @@ func TestSchemaOutputRefusedAtStart(t *testing.T) {
 		}{
 			{"schema-file", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE", []string{"PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE=" + bad}},
 			{"no-versions", "PROCESSOR_OUTPUT_VALUE_SUBJECT", []string{"PROCESSOR_OUTPUT_VALUE_SUBJECT=" + unique("sr-never-registered")}},
+			// Keys pass through (jq reads values only), but a subject set
+			// for them is checked all the same.
+			{"key-subject", "PROCESSOR_OUTPUT_KEY_SUBJECT", []string{"PROCESSOR_KEY_FORMAT=avro", "PROCESSOR_OUTPUT_KEY_SUBJECT=" + unique("sr-never-registered")}},
 		} {
 			inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 			inst.Extra = append(inst.Extra, c.extra...)

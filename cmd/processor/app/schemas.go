@@ -106,9 +106,9 @@ func embeddedRegistryURL(cfg *config.Config) string {
 
 // open readies the codecs: the input decoders, and the output encoders
 // with their schemas registered or fetched (for the output topic and the
-// fixed destinations of routing) of the parts a chain that touches
-// touches encodes (codec.Framed): a part whose bytes pass through needs
-// no output schema. A registry that cannot be reached is
+// fixed destinations of routing) of the parts that need them
+// (needsEncoders): a part whose bytes pass through needs no output
+// schema unless one was configured. A registry that cannot be reached is
 // retried with backoff, the instance not ready meanwhile; refused
 // credentials are a runtime failure (exit 1) and an unusable schema a
 // configuration error (exit 2). ok is false when the processor must not
@@ -125,12 +125,12 @@ func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []st
 			sd.decoder = schema.NewDecoder(s.client, sd.in, schema.DecoderOptions{Timeout: timeout})
 		}
 	}
-	if s.key.out != schema.Raw && codec.Framed(touches, transform.PartKey, s.key.in, s.key.out) {
+	if s.key.needsEncoders(touches, transform.PartKey, cfg.OutputKeySubject) {
 		s.key.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.key.out, Suffix: "-key",
 			Message: cfg.OutputKeyMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputKeySubject, Schema: s.key.file,
 			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE"), Timeout: timeout})
 	}
-	if s.value.out != schema.Raw && codec.Framed(touches, transform.PartValue, s.value.in, s.value.out) {
+	if s.value.needsEncoders(touches, transform.PartValue, cfg.OutputValueSubject) {
 		s.value.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.value.out, Suffix: "-value",
 			Message: cfg.OutputValueMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputValueSubject, Schema: s.value.file,
 			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE"), Timeout: timeout})
@@ -166,6 +166,15 @@ func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []st
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// needsEncoders reports whether the side, part of the records, needs
+// output encoders: its outputs are schema-encoded and the chain encodes
+// them (codec.Framed), or a subject or schema file was configured for
+// them, which is then checked at start all the same. A part whose bytes
+// pass through needs no <topic>-key or -value subject of its own.
+func (sd *side) needsEncoders(touches, part transform.Parts, subject string) bool {
+	return sd.out != schema.Raw && (codec.Framed(touches, part, sd.in, sd.out) || subject != "" || sd.file != nil)
 }
 
 // startEncoders starts the output encoders of both parts.
