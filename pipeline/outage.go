@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,7 +46,17 @@ type dependencyError struct {
 	err   error
 }
 
-func (e *dependencyError) Error() string { return fmt.Sprintf("transform %s: %v", e.stage, e.err) }
+func (e *dependencyError) Error() string { return stageError(e.stage, e.err) }
+
+// stageError is err as the failure of transform stage: prefixed with the
+// stage unless err, a *transform.Error of that stage, names it already.
+func stageError(stage string, err error) string {
+	var te *transform.Error
+	if errors.As(err, &te) && te.Stage == stage {
+		return err.Error()
+	}
+	return fmt.Sprintf("transform %s: %v", stage, err)
+}
 
 // Unwrap returns the stage's error.
 func (e *dependencyError) Unwrap() error { return e.err }
@@ -94,8 +105,8 @@ func (h *health) outageError(after time.Duration) error {
 		return nil
 	}
 	if lasted := time.Since(o.since); lasted > after {
-		return fmt.Errorf("a service the chain depends on has failed for %s (%d transactions aborted; no record is failed for it): transform %s: %v",
-			lasted.Round(time.Second), o.n, o.stage, o.err)
+		return fmt.Errorf("a service the chain depends on has failed for %s (%d transactions aborted; no record is failed for it): %s",
+			lasted.Round(time.Second), o.n, stageError(o.stage, o.err))
 	}
 	return nil
 }

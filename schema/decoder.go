@@ -3,6 +3,7 @@ package schema
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
 )
@@ -18,16 +19,23 @@ const maxMessageIndexes = 64
 // no registry call once its id is known; concurrent lookups of one
 // unknown id make one registry call. It is safe for concurrent use.
 type Decoder struct {
-	reg    Registry
-	format Format
-	cache  *Cache[codec]
-	header sr.ConfluentHeader
+	reg     Registry
+	format  Format
+	cache   *Cache[codec]
+	header  sr.ConfluentHeader
+	timeout time.Duration
 }
 
 // DecoderOptions configure NewDecoder.
 type DecoderOptions struct {
 	// MaxSchemas bounds the compiled schemas kept; 0 means 1000.
 	MaxSchemas int
+	// Timeout bounds the registry lookups of a schema id not cached yet
+	// (its schema and references) as a whole; 0 means no bound but the
+	// client's per request. A caller whose records have a limit of their
+	// own sets it below that limit, so that a registry that hangs is
+	// FaultRegistry, not a record that ran out of time.
+	Timeout time.Duration
 }
 
 // NewDecoder returns a Decoder of format f whose schemas come from reg.
@@ -36,7 +44,7 @@ func NewDecoder(reg Registry, f Format, o DecoderOptions) *Decoder {
 	if max <= 0 {
 		max = defaultMaxSchemas
 	}
-	return &Decoder{reg: reg, format: f, cache: NewCache[codec](max)}
+	return &Decoder{reg: reg, format: f, cache: NewCache[codec](max), timeout: o.Timeout}
 }
 
 // Decode appends b's JSON form to dst (for Raw, b as it is). Errors are
@@ -53,7 +61,14 @@ func (d *Decoder) Decode(ctx context.Context, b []byte, dst []byte) ([]byte, err
 	if err != nil {
 		return dst, faultf(FaultRecord, "short record: %d bytes, fewer than the 5 of the Schema Registry header", len(b))
 	}
-	c, err := d.cache.Get(ctx, id, func(ctx context.Context) (codec, error) { return d.load(ctx, id) })
+	c, err := d.cache.Get(ctx, id, func(ctx context.Context) (codec, error) {
+		if d.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, d.timeout)
+			defer cancel()
+		}
+		return d.load(ctx, id)
+	})
 	if err != nil {
 		return dst, err
 	}

@@ -159,3 +159,24 @@ func TestDecoderCacheBound(t *testing.T) {
 		t.Errorf("id 2 was still cached in a cache of 2 holding 1 and 3")
 	}
 }
+
+// hangingRegistry answers nothing: every call waits for its context.
+type hangingRegistry struct{ schema.Registry }
+
+func (hangingRegistry) SchemaByID(ctx context.Context, _ int) (schema.Schema, error) {
+	<-ctx.Done()
+	return schema.Schema{}, &schema.Error{Fault: schema.FaultRegistry, Err: ctx.Err()}
+}
+
+// TestDecoderTimeout checks that DecoderOptions.Timeout ends the lookup
+// of an uncached schema id at a registry that hangs with FaultRegistry,
+// though the caller's context has no deadline.
+func TestDecoderTimeout(t *testing.T) {
+	dec := schema.NewDecoder(hangingRegistry{}, schema.Avro, schema.DecoderOptions{Timeout: 50 * time.Millisecond})
+	start := time.Now()
+	_, err := dec.Decode(context.Background(), []byte{0, 0, 0, 0, 7, 2, 'x'}, nil)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Decode took %s with a 50ms timeout", took)
+	}
+	wantFault(t, err, schema.FaultRegistry)
+}

@@ -49,14 +49,19 @@ type Side struct {
 	Encoders *Encoders
 }
 
-// transcodes reports whether the side's bytes change on the way through.
-func (s Side) transcodes() bool { return s.In != s.Out }
+// Framed reports whether Plan frames a chain that touches touches with
+// stages for part (transform.PartKey or PartValue) of formats in and out:
+// when the chain touches that part or the format changes on the way.
+// Otherwise the part's bytes pass through, and it needs no encoder.
+func Framed(touches, part transform.Parts, in, out schema.Format) bool {
+	return touches&part != 0 || in != out
+}
 
 // Plan decides which stages a chain needs: a side is decoded and encoded
 // when the chain touches that part of a record (transform.Toucher) or the
-// output format differs from the input's; otherwise its bytes pass through
-// untouched, undecoded. It returns the stages to frame the chain with
-// (either may be nil: nothing to do).
+// output format differs from the input's (Framed); otherwise its bytes
+// pass through untouched, undecoded. It returns the stages to frame the
+// chain with (either may be nil: nothing to do).
 func Plan(touches transform.Parts, key, value Side, names Names) (first, last []transform.Stage) {
 	var d decoder
 	var e encoder
@@ -67,7 +72,7 @@ func Plan(touches transform.Parts, key, value Side, names Names) (first, last []
 		dec  **schema.Decoder
 		enc  **Encoders
 	}{{key, transform.PartKey, &d.key, &e.key}, {value, transform.PartValue, &d.value, &e.value}} {
-		if touches&s.part == 0 && !s.side.transcodes() {
+		if !Framed(touches, s.part, s.side.In, s.side.Out) {
 			continue
 		}
 		if s.side.In != schema.Raw {

@@ -36,6 +36,10 @@ type EncodersOptions struct {
 	// SubjectSetting and SchemaSetting name the settings of Subject and
 	// Schema in errors, e.g. PROCESSOR_OUTPUT_VALUE_SUBJECT.
 	SubjectSetting, SchemaSetting string
+	// Timeout bounds fetching a topic's schema when it has none yet (the
+	// first output to a routed topic, say) as a whole; 0 means no bound
+	// but the client's per request (schema.DecoderOptions.Timeout).
+	Timeout time.Duration
 }
 
 // Encoders hands out the encoder of each output topic: the latest schema
@@ -164,6 +168,11 @@ func (e *Encoders) lookup(ctx context.Context, topic string, force bool) (*schem
 	e.mu.RUnlock()
 	if te != nil && (te.enc != nil || (!force && time.Now().Before(te.retry))) {
 		return te.enc, te.err
+	}
+	if e.o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.o.Timeout)
+		defer cancel()
 	}
 	subject := e.subject(topic)
 	s, err := e.o.Registry.Latest(ctx, subject)

@@ -106,27 +106,34 @@ func embeddedRegistryURL(cfg *config.Config) string {
 
 // open readies the codecs: the input decoders, and the output encoders
 // with their schemas registered or fetched (for the output topic and the
-// fixed destinations of routing). A registry that cannot be reached is
+// fixed destinations of routing) of the parts that need them
+// (needsEncoders): a part whose bytes pass through needs no output
+// schema unless one was configured. A registry that cannot be reached is
 // retried with backoff, the instance not ready meanwhile; refused
 // credentials are a runtime failure (exit 1) and an unusable schema a
 // configuration error (exit 2). ok is false when the processor must not
 // run; code is then its exit code.
-func (s *schemas) open(ctx context.Context, routed []string, ep *endpoints, log *slog.Logger) (code int, ok bool) {
+func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []string, ep *endpoints, log *slog.Logger) (code int, ok bool) {
 	cfg := s.cfg
+	// A record runs for at most 2/5 of the transaction timeout (half its
+	// budget) before the pipeline fails it; the registry lookups of one
+	// record end at half that, so that a registry that hangs is an
+	// outage, not records failed for running out of time.
+	timeout := cfg.TransactionTimeout / 5
 	for _, sd := range []*side{&s.key, &s.value} {
 		if sd.in != schema.Raw {
-			sd.decoder = schema.NewDecoder(s.client, sd.in, schema.DecoderOptions{})
+			sd.decoder = schema.NewDecoder(s.client, sd.in, schema.DecoderOptions{Timeout: timeout})
 		}
 	}
-	if s.key.out != schema.Raw {
+	if s.key.needsEncoders(touches, transform.PartKey, cfg.OutputKeySubject) {
 		s.key.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.key.out, Suffix: "-key",
 			Message: cfg.OutputKeyMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputKeySubject, Schema: s.key.file,
-			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE")})
+			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE"), Timeout: timeout})
 	}
-	if s.value.out != schema.Raw {
+	if s.value.needsEncoders(touches, transform.PartValue, cfg.OutputValueSubject) {
 		s.value.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.value.out, Suffix: "-value",
 			Message: cfg.OutputValueMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputValueSubject, Schema: s.value.file,
-			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE")})
+			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE"), Timeout: timeout})
 	}
 	ep.starting("fetching the output schemas from the Schema Registry")
 	backoff := 500 * time.Millisecond
@@ -159,6 +166,15 @@ func (s *schemas) open(ctx context.Context, routed []string, ep *endpoints, log 
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// needsEncoders reports whether the side, part of the records, needs
+// output encoders: its outputs are schema-encoded and the chain encodes
+// them (codec.Framed), or a subject or schema file was configured for
+// them, which is then checked at start all the same. A part whose bytes
+// pass through needs no <topic>-key or -value subject of its own.
+func (sd *side) needsEncoders(touches, part transform.Parts, subject string) bool {
+	return sd.out != schema.Raw && (codec.Framed(touches, part, sd.in, sd.out) || subject != "" || sd.file != nil)
 }
 
 // startEncoders starts the output encoders of both parts.
@@ -255,7 +271,7 @@ func (s *startup) openSchemas(ctx context.Context, ep *endpoints) (stop func(), 
 	for _, d := range s.chains[0].Destinations() {
 		routed = append(routed, d.Topic)
 	}
-	if code, ok := s.sch.open(ctx, routed, ep, s.log); !ok {
+	if code, ok := s.sch.open(ctx, s.chains[0].Touches(), routed, ep, s.log); !ok {
 		if closeRegistry != nil {
 			closeRegistry()
 		}
