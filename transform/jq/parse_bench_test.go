@@ -1,6 +1,7 @@
 package jq
 
 import (
+	"math"
 	"testing"
 
 	"github.com/streamproc/processor/transform/transformtest"
@@ -25,6 +26,33 @@ func BenchmarkParse(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := parseStd(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkEncode compares the encoding of the parsed 256-byte order with
+// the reference encoder's.
+func BenchmarkEncode(b *testing.B) {
+	v, err := parseStd([]byte(transformtest.Order256))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("new", func(b *testing.B) {
+		var e encoder
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.encode(v, math.MaxInt32); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ref", func(b *testing.B) {
+		var e refEncoder
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := e.encode(v, math.MaxInt32); err != nil {
 				b.Fatal(err)
 			}
 		}
