@@ -74,7 +74,11 @@ func TestParseDifferential(t *testing.T) {
 func checkParse(t *testing.T, b []byte) {
 	t.Helper()
 	var p parser
+	orig := string(b)
 	fast, ok := p.fast(b)
+	if string(b) != orig {
+		t.Fatalf("%.60q: the parse changed its input", orig)
+	}
 	want, wantErr := parseStd(b)
 	if ok && wantErr != nil {
 		t.Fatalf("%.60q: the tokenizer accepted what encoding/json refuses (%v)", b, wantErr)
