@@ -1,8 +1,13 @@
 package jq
 
 import (
+	"context"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/sample"
+	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/identity"
 	"github.com/streamproc/processor/transform/transformtest"
 )
@@ -25,6 +30,43 @@ func BenchmarkJQ(b *testing.B) {
 				b.Fatal(err)
 			}
 			transformtest.Bench(b, tr, -1)
+		})
+	}
+}
+
+// chainExpr is the program of the jq chain rows of make bench (jqExpr in
+// bench/run/systems.go): five derived fields and the padding dropped.
+const chainExpr = `.amount = (.amount_cents / 100)` +
+	` | .tier = (if .amount_cents >= 50000 then "gold" elif .amount_cents >= 10000 then "silver" else "bronze" end)` +
+	` | .customer_no = (.customer | ltrimstr("customer-") | tonumber)` +
+	` | .ref = ([.order_id, .customer, (.seq | tostring)] | join(":") | ascii_upcase)` +
+	` | .pad_len = ((.pad // "") | length)` +
+	` | del(.pad)`
+
+// BenchmarkJQChain is the per-record cost of the jq chain rows' program on
+// their records (sample orders of 100 bytes and 1 KiB).
+func BenchmarkJQChain(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		size int
+	}{{"100B", 100}, {"1KiB", 1024}} {
+		b.Run(c.name, func(b *testing.B) {
+			tr, err := New(&Settings{Expr: chainExpr})
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := sample.Order(12345, 100, c.size)
+			rec := &kgo.Record{}
+			out := make([]*kgo.Record, 0, 4)
+			src := transform.Source{Topic: "orders"}
+			b.SetBytes(int64(len(in.Value)))
+			b.ReportAllocs()
+			for b.Loop() {
+				*rec = kgo.Record{Key: in.Key, Value: in.Value}
+				if res, err := tr.Process(context.Background(), src, rec, out[:0]); err != nil || len(res) != 1 {
+					b.Fatal(res, err)
+				}
+			}
 		})
 	}
 }

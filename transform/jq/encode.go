@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -20,9 +21,15 @@ import (
 // copies to JSON), and gojq.Marshal would build all of it before
 // returning.
 type encoder struct {
-	buf   []byte
-	keys  []string // a stack of the objects' sorted keys, reused
-	limit int      // the most buf may hold
+	buf    []byte
+	fields []field // a stack of the objects' sorted fields, reused
+	limit  int     // the most buf may hold
+}
+
+// field is one name and value of an object being encoded.
+type field struct {
+	name  string
+	value any
 }
 
 // errTooLarge stops an encoding that passed the encoder's limit.
@@ -44,8 +51,8 @@ func (e *encoder) reset() {
 	if cap(e.buf) > keepBuf {
 		e.buf = nil
 	}
-	if cap(e.keys) > keepBuf {
-		e.keys = nil
+	if cap(e.fields) > keepBuf {
+		e.fields = nil
 	}
 }
 
@@ -112,6 +119,39 @@ func (e *encoder) float(f float64) {
 
 const hex = "0123456789abcdef"
 
+// plain holds the bytes a string keeps as they are: printable ASCII but
+// '"' and '\'.
+var plain = func() (t [256]bool) {
+	for b := ' '; b <= '~'; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return t
+}()
+
+const (
+	ones = 0x0101010101010101
+	high = 0x8080808080808080
+)
+
+// plainWord reports whether the 8 bytes of x are all plain: a word-wide
+// test (a byte below ' ', equal to '"' or '\\', or above '~' sets its
+// high bit), so that long plain runs are skipped 8 bytes at a time.
+func plainWord(x uint64) bool {
+	q, bs := x^(ones*'"'), x^(ones*'\\')
+	y := (x - ones*' ') & ^x
+	y |= (q - ones) & ^q
+	y |= (bs - ones) & ^bs
+	y |= (x + ones) | x
+	return y&high == 0
+}
+
+// word is the 8 bytes of s (at least 8 long) from s[0], little-endian.
+func word(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
 // string writes s quoted: printable ASCII as it is but for '"' and '\',
 // the usual short escapes, \u00XX for other control bytes, and \ufffd for
 // each byte that is not UTF-8. A string that cannot fit the limit however
@@ -123,11 +163,18 @@ func (e *encoder) string(s string) error {
 	e.buf = append(e.buf, '"')
 	start := 0
 	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if ' ' <= b && b <= '~' && b != '"' && b != '\\' {
-				i++
-				continue
-			}
+		for i+8 <= len(s) && plainWord(word(s[i:])) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
+		b := s[i]
+		if plain[b] {
+			i++
+			continue
+		}
+		if b < utf8.RuneSelf {
 			e.buf = append(e.buf, s[start:i]...)
 			switch b {
 			case '"', '\\':
@@ -179,33 +226,49 @@ func (e *encoder) array(vs []any) error {
 }
 
 func (e *encoder) object(m map[string]any) error {
-	// The keys go on a stack shared by nested objects: this object's are
-	// e.keys[base:top], and nested ones push theirs above top and pop
-	// them before returning.
-	base := len(e.keys)
-	for k := range m {
-		e.keys = append(e.keys, k)
+	// The fields go on a stack shared by nested objects: this object's are
+	// e.fields[base:], and nested ones push theirs above and pop them
+	// before returning. One pass over the map takes names and values, so
+	// no name is looked up again.
+	base := len(e.fields)
+	for k, v := range m {
+		e.fields = append(e.fields, field{k, v})
 	}
-	top := len(e.keys)
-	slices.Sort(e.keys[base:top])
-	err := e.fields(m, base, top)
-	clear(e.keys[base:top]) // let go of the key strings
-	e.keys = e.keys[:base]
+	fs := e.fields[base:]
+	sortFields(fs)
+	err := e.members(fs)
+	// Let go of the names and values: in e.fields, since a nested object
+	// may have moved the stack.
+	clear(e.fields[base : base+len(fs)])
+	e.fields = e.fields[:base]
 	return err
 }
 
-func (e *encoder) fields(m map[string]any, base, top int) error {
+// sortFields sorts fs by name: small objects, the common case, by
+// insertion with the comparison inline.
+func sortFields(fs []field) {
+	if len(fs) > 16 {
+		slices.SortFunc(fs, func(a, b field) int { return strings.Compare(a.name, b.name) })
+		return
+	}
+	for i := 1; i < len(fs); i++ {
+		for j := i; j > 0 && fs[j].name < fs[j-1].name; j-- {
+			fs[j], fs[j-1] = fs[j-1], fs[j]
+		}
+	}
+}
+
+func (e *encoder) members(fs []field) error {
 	e.buf = append(e.buf, '{')
-	for i := base; i < top; i++ {
-		if i > base {
+	for i, f := range fs {
+		if i > 0 {
 			e.buf = append(e.buf, ',')
 		}
-		k := e.keys[i]
-		if err := e.string(k); err != nil {
+		if err := e.string(f.name); err != nil {
 			return err
 		}
 		e.buf = append(e.buf, ':')
-		if err := e.value(m[k]); err != nil {
+		if err := e.value(f.value); err != nil {
 			return err
 		}
 	}

@@ -33,7 +33,6 @@ package jq
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -64,6 +63,7 @@ const MaxResults = 10_000
 type Transform struct {
 	prog     *Program
 	results  [][]byte // encoded results of the current record, reused
+	parser   parser
 	enc      encoder
 	maxBytes int64 // the chain's limit on one record's output bytes
 }
@@ -101,7 +101,7 @@ func ExprError(field, expr string, err error) *transform.SettingError {
 // a copy of its headers, its timestamp and topic. No result filters rec
 // out. On error rec is left as it was.
 func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-	v, err := ParseValue(rec.Value)
+	v, err := t.parser.parse(rec.Value)
 	if err != nil {
 		return out, err
 	}
@@ -186,25 +186,6 @@ func (p *Program) Run(ctx context.Context, v any) gojq.Iter { return p.code.RunW
 // is not mistaken for a failing record.
 func RunError(err error) error {
 	return fmt.Errorf("jq: %w", err)
-}
-
-// ParseValue parses a record value as one JSON value, keeping numbers
-// exact (as json.Number). A null value (a Kafka tombstone), invalid JSON
-// and trailing data are errors.
-func ParseValue(b []byte) (any, error) {
-	if b == nil {
-		return nil, errors.New("the value is null (a tombstone), not JSON")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("the value is not JSON: %w", err)
-	}
-	if rest := b[dec.InputOffset():]; len(bytes.TrimSpace(rest)) != 0 {
-		return nil, fmt.Errorf("the value is not JSON: data after the value at offset %d", dec.InputOffset())
-	}
-	return v, nil
 }
 
 // Touches returns the value: the program reads and writes values only,
