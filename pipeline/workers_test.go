@@ -18,7 +18,28 @@ import (
 func TestLoopWithWorkers(t *testing.T) {
 	loopWorkers = 2
 	defer func() { loopWorkers = 1 }()
-	for name, test := range map[string]func(*testing.T){
+	for name, test := range workerCases() {
+		t.Run(name, test)
+	}
+}
+
+// The loop tests again with two workers and an ordered chain, under each
+// ordering: the same outcomes, and the transform's records dealt to the
+// workers by partition or by key.
+func TestLoopWithWorkersOrdered(t *testing.T) {
+	loopWorkers = 2
+	defer func() { loopWorkers, loopOrdering = 1, "" }()
+	for _, o := range []Ordering{OrderPartition, OrderKey} {
+		loopOrdering = o
+		for name, test := range workerCases() {
+			t.Run(string(o)+"/"+name, test)
+		}
+	}
+}
+
+// workerCases are the loop tests that TestLoopWithWorkers runs again.
+func workerCases() map[string]func(*testing.T) {
+	return map[string]func(*testing.T){
 		"ExactlyOnce":               TestLoopExactlyOnce,
 		"InjectedAbort":             TestLoopInjectedAbortInvisibleAndReprocessed,
 		"WatchdogAborts":            TestLoopWatchdogAborts,
@@ -35,8 +56,6 @@ func TestLoopWithWorkers(t *testing.T) {
 		"RecordBound":               TestLoopRecordBoundEndsTransactions,
 		"ByteBound":                 TestLoopByteBoundEndsTransactions,
 		"AtLeastOnce":               TestLoopAtLeastOnceLosesNothing,
-	} {
-		t.Run(name, test)
 	}
 }
 
