@@ -211,6 +211,9 @@ type input struct {
 	records int
 	bytes   int64           // keys and values
 	ends    map[int32]int64 // end offset of each partition
+	// single is the same records in a topic of one partition, for the
+	// systems with onePartition; nil when none runs.
+	single *input
 }
 
 // preload writes in.records JSON order events padded to in.size bytes with

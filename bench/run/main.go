@@ -238,8 +238,32 @@ func preloadInputs(ctx context.Context, o options, b *broker, prefix string, cre
 		}
 		say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
 		inputs[size] = in
+		if needsOnePartition(o) {
+			one := &input{topic: in.topic + "-p1", size: size, records: o.records}
+			*created = append(*created, one.topic)
+			if err := b.createTopics(ctx, 1, one.topic); err != nil {
+				return nil, err
+			}
+			t0 = time.Now()
+			if err := b.preload(ctx, one); err != nil {
+				return nil, err
+			}
+			say("pre-loaded %s: %d records in one partition, in %.1fs", one.topic, one.records, time.Since(t0).Seconds())
+			in.single = one
+		}
 	}
 	return inputs, nil
+}
+
+// needsOnePartition reports whether a system of the run drains the input
+// in one partition.
+func needsOnePartition(o options) bool {
+	for _, k := range o.systems {
+		if s, _ := systemByKey(k); s.onePartition {
+			return true
+		}
+	}
+	return false
 }
 
 // runRounds runs every available system on every input and commit
@@ -258,8 +282,12 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 					}
 					s, _ := systemByKey(k)
 					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
+					in := inputs[size]
+					if s.onePartition {
+						in = in.single
+					}
 					spec := &runSpec{
-						sys: s, name: name, group: name, round: round, interval: iv, in: inputs[size],
+						sys: s, name: name, group: name, round: round, interval: iv, in: in,
 						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
 						stateDir: filepath.Join(env.cache, "kstreams-state", name),
 					}

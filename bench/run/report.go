@@ -113,6 +113,9 @@ func (rp *report) writeConditions(b *strings.Builder) {
 		sz = append(sz, fmt.Sprintf("%d B → %.1f MB", s, float64(in.bytes)/1e6))
 	}
 	fmt.Fprintf(b, "%s) in %d partitions, pre-loaded once; every run drains it from the start in a fresh group to its own output topic.\n", strings.Join(sz, ", "), o.partitions)
+	if needsOnePartition(o) {
+		fmt.Fprintf(b, "- The single-partition rows drain the same records pre-loaded into a topic of one partition, where only the workers' sharing of one partition's records helps.\n")
+	}
 	rounds := plural(o.rounds, "round")
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
 	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic, each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
