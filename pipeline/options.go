@@ -72,7 +72,8 @@ type Options struct {
 	// the workers, while every partition's outputs are produced in its
 	// input order, in the open transaction, under the same policies. A
 	// transform then no longer sees one partition's records one after
-	// another. Each chain must be built like the first and serve no one
+	// another, unless the chain is ordered (transform.Ordered, Ordering).
+	// Each chain must be built like the first and serve no one
 	// else; the caller keeps them and closes them after Run has returned.
 	Chains []*transform.Chain
 	// Ordering is how the workers share a partition's records when the
