@@ -98,15 +98,19 @@ const minChunk = 16
 // run them: more than one worker, and more than one batch to share among
 // them. With workers, a partition's records are cut into chunks of about a
 // quarter of each worker's share, because a poll over a backlog often
-// holds thousands of records of one partition and a few of another. An
-// ordered chain's batches are whole partitions, which deal gives out.
+// holds thousands of records of one partition and a few of another; the
+// chunks shrink towards the poll's end (to half a worker's share of what
+// is left, at least minChunk), so that the workers finish the poll at
+// about the same time rather than one running a large last chunk alone
+// while the other waits for the next poll. An ordered chain's batches are
+// whole partitions, which deal gives out.
 func (pl *pool) split(fs kgo.Fetches) bool {
 	clear(pl.batches) // drop the last poll's record pointers
 	pl.batches = pl.batches[:0]
 	pl.solo = 0
-	chunk := int(^uint(0) >> 1)
+	chunk, left, shares := int(^uint(0)>>1), fs.NumRecords(), 0
 	if len(pl.workers) > 1 && pl.order == orderShared {
-		chunk = max(minChunk, fs.NumRecords()/(4*len(pl.workers)))
+		chunk, shares = max(minChunk, left/(4*len(pl.workers))), 2*len(pl.workers)
 	}
 	n := 0
 	for i := range fs {
@@ -122,6 +126,10 @@ func (pl *pool) split(fs kgo.Fetches) bool {
 				part := &t.Partitions[k]
 				for recs := part.Records; len(recs) > 0; {
 					c := min(chunk, len(recs))
+					if shares > 0 {
+						c = min(c, max(minChunk, left/shares))
+					}
+					left -= c
 					pl.batches = append(pl.batches, batch{topic: name, partition: part.Partition, recs: recs[:c], at: n})
 					n += c
 					recs = recs[c:]
