@@ -182,7 +182,9 @@ func (pl *pool) busy(i int) bool {
 // startWorkers starts the workers on the pool's batches: each takes the
 // next batch not yet taken and runs its records through its chain, marking
 // the batch done; the loop goroutine meanwhile produces the finished
-// batches' outputs in order (pool.wait). pool.stop must follow.
+// batches' outputs in order (pool.wait). For an ordered chain each worker
+// with a share of the poll runs its tasks instead (deal, runTasks).
+// pool.stop must follow.
 //
 // The workers read the pipeline's state (options, poison and missing
 // topics) but change none of it; what the records' outcomes change, the
