@@ -114,7 +114,10 @@ type Config struct {
 	MaxRetries int    `envconfig:"MAX_RETRIES" default:"3" desc:"a whole number of retries from 0 to 100" doc:"retries, with backoff, of a record whose transform failed with a retriable error or timed out, before it fails for good"`
 	// Workers is how many goroutines run the chain, each on records of
 	// other partitions; 0 is one per CPU (GOMAXPROCS).
-	Workers          int           `envconfig:"WORKERS" default:"0" desc:"a whole number of workers from 0 to 256; 0 is one per CPU" doc:"how many records run through the transform chain at once, each worker with its own instance of every transform; outputs keep their partition's input order, all in the one transaction; set 1 for a transform that must see a partition's records one after another; 0 is one worker per CPU"`
+	Workers int `envconfig:"WORKERS" default:"0" desc:"a whole number of workers from 0 to 256; 0 is one per CPU" doc:"how many records run through the transform chain at once, each worker with its own instance of every transform; outputs keep their partition's input order, all in the one transaction; a chain with an ordered (stateful) transform sees records as PROCESSOR_ORDERING says; 0 is one worker per CPU"`
+	// Ordering is how the workers share the records of a chain with an
+	// ordered transform (transform.Ordered): partition or key.
+	Ordering         string        `envconfig:"ORDERING" default:"partition" desc:"partition or key" doc:"for a chain with an ordered (stateful) transform: partition runs all of a partition's records on one worker in order, partitions in parallel; key spreads a partition's records over the workers by key, each key's records in order on one worker (null-key records in partition order on one); a chain without one shares every partition among the workers either way"`
 	TransformTimeout time.Duration `envconfig:"TRANSFORM_TIMEOUT" default:"0s" desc:"a Go duration such as 500ms; 0 sets no per-record deadline" doc:"per-record deadline of the transform chain; (PROCESSOR_MAX_RETRIES + 1) attempts of it, plus backoff, must fit four fifths of PROCESSOR_TRANSACTION_TIMEOUT"`
 
 	// LineageHeaders is the form of the lineage every output carries:

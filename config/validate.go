@@ -135,6 +135,7 @@ var rules = []rule{
 		}},
 	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},
 	{field: "Workers", ok: func(c *Config) bool { return within(c.Workers, 0, 256) }},
+	{field: "Ordering", ok: func(c *Config) bool { return oneOf(c.Ordering, "partition", "key") }},
 	// The transaction timeout is positive by now, so 0 (no deadline) passes.
 	{field: "TransformTimeout", ok: func(c *Config) bool { return c.TransformTimeout >= 0 && c.TransformTimeout < c.TransactionTimeout },
 		form: note(", below PROCESSOR_TRANSACTION_TIMEOUT")},

@@ -78,10 +78,11 @@ func killTree(p *os.Process) error {
 // keeps arriving, with one of each fault (SIGKILL and restart, SIGTERM and
 // restart, SIGSTOP past the session timeout, scale out, broker restart) and
 // 5% of transactions aborted on purpose; then eoscheck must find no
-// anomaly. On kfake it runs twice: with the identity transform and the
-// fail policy, and with jq and the three error policies mixed in one group
+// anomaly. On kfake it runs with the identity transform and the fail
+// policy, with jq and the three error policies mixed in one group
 // (instance 1 fails, 2 dead-letters, 3 skips), where any dead letter or
-// missing output is a good record given up on. The broker fault restarts
+// missing output is a good record given up on, and with jq under
+// PROCESSOR_ORDERING=key. The broker fault restarts
 // the devbroker process cleanly; against PROCESSOR_TEST_BROKERS (jq and
 // mixed policies) there is no broker fault (the three-node cluster's is in
 // make chaos-kafka). A drill: it runs under make drill, not make test.
@@ -93,6 +94,11 @@ func TestChaosShort(t *testing.T) {
 	}
 	t.Run("kfake/identity", func(t *testing.T) { run(t, "-embedded", "-transforms", "identity", "-policies", "fail") })
 	t.Run("kfake/jq-policies", func(t *testing.T) { run(t, "-embedded", "-transforms", "jq", "-policies", "fail,dlq,skip") })
+	// PROCESSOR_ORDERING=key, judged by key too (eoscheck's key-order);
+	// the jq chain is not ordered, so its workers still share runs.
+	t.Run("kfake/jq-ordering-key", func(t *testing.T) {
+		run(t, "-embedded", "-transforms", "jq", "-policies", "dlq,skip", "-ordering", "key")
+	})
 	// At least once under the same faults: eoscheck finds nothing lost,
 	// and inputs written twice (the SIGKILLed and aborted batches), which
 	// it counts instead of failing.

@@ -110,7 +110,11 @@ func (e *loopEnv) produceInputs(recs []*kgo.Record, opts ...kgo.Opt) {
 func chainOf(t testing.TB, name string, fn transform.Func) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
-	reg.Register(name, transform.Plain("", func() (transform.Transform, error) { return fn, nil }))
+	var tr transform.Transform = fn
+	if loopOrdering != "" {
+		tr = orderedFunc(fn)
+	}
+	reg.Register(name, transform.Plain("", func() (transform.Transform, error) { return tr, nil }))
 	c, err := reg.Build([]transform.Entry{{Name: name}}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +180,20 @@ func (g *gate) wait(t *testing.T, run *loopRun, what string) {
 // loopChain built (one more chain of the same function per worker);
 // TestLoopWithWorkers runs the loop tests again with 2.
 var loopWorkers = 1
+
+// loopOrdering, when set, makes the chains that chainOf builds ordered
+// (transform.Ordered) and start's pipelines share their records by it;
+// TestLoopWithWorkersOrdered runs the loop tests again so.
+var loopOrdering Ordering
+
+// orderedFunc is a transform.Func that must see records in order.
+type orderedFunc transform.Func
+
+func (f orderedFunc) Process(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	return f(ctx, src, r, out)
+}
+
+func (orderedFunc) Ordered() bool { return true }
 
 // loopFns are the functions of the chains loopChain built.
 var loopFns = map[*transform.Chain]transform.Func{}
@@ -261,6 +279,9 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 	}
 	if o.SettingName == nil {
 		o.SettingName = envSettingName
+	}
+	if o.Ordering == "" {
+		o.Ordering = loopOrdering
 	}
 	if fn, ok := loopFns[chain]; ok && o.Chains == nil {
 		for range loopWorkers - 1 {

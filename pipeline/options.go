@@ -76,9 +76,15 @@ type Options struct {
 	// the workers, while every partition's outputs are produced in its
 	// input order, in the open transaction, under the same policies. A
 	// transform then no longer sees one partition's records one after
-	// another. Each chain must be built like the first and serve no one
+	// another, unless the chain is ordered (transform.Ordered, Ordering).
+	// Each chain must be built like the first and serve no one
 	// else; the caller keeps them and closes them after Run has returned.
 	Chains []*transform.Chain
+	// Ordering is how the workers share a partition's records when the
+	// chain is ordered (transform.Ordered): OrderPartition (the default)
+	// or OrderKey. A chain that is not ordered shares them in runs
+	// whatever it says.
+	Ordering Ordering
 
 	// FailingAfter is how long transactions may keep aborting with no
 	// commit (at least minFailingAborts of them) before Healthy fails.
@@ -90,6 +96,21 @@ type Options struct {
 	// returning true aborts that transaction with reason "injected".
 	InjectAbort func(seq uint64) bool
 }
+
+// Ordering is how the workers share the records of an ordered chain
+// (transform.Ordered).
+type Ordering string
+
+// The orderings.
+const (
+	// OrderPartition runs all of a partition's records of a poll on one
+	// worker, in offset order; partitions run in parallel.
+	OrderPartition Ordering = "partition"
+	// OrderKey spreads a partition's records over the workers by a hash of
+	// their key: each key's records run on one worker in offset order,
+	// null-key records on the worker their partition would have.
+	OrderKey Ordering = "key"
+)
 
 // Setting is an option that a message of the pipeline tells its user to
 // change. Options.SettingName says how the user sets it, so that the
@@ -135,7 +156,7 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 	p := &Pipeline{
 		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
 		names:   newSettingNames(o.SettingName),
-		pool:    newPool(chain, o.Chains),
+		pool:    newPool(chain, o.Chains, o.Ordering),
 		open:    newOpenTxn(o.Lineage, o.LegacyLineage),
 		pace:    pace{max: o.MaxRecordsPerTxn},
 		book:    poisonBook{poison: make(map[transform.Source]poison), missing: make(map[string]time.Time)},
@@ -173,6 +194,13 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	default:
 		return o, fmt.Errorf("pipeline: unknown OnError %q", o.OnError)
+	}
+	switch o.Ordering {
+	case "":
+		o.Ordering = OrderPartition
+	case OrderPartition, OrderKey:
+	default:
+		return o, fmt.Errorf("pipeline: unknown Ordering %q", o.Ordering)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -22,15 +22,21 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		p.startWorkers()
 		defer p.pool.stop()
 	}
+	byRecord := parallel && p.pool.order == orderKey
 	for bi, b := range p.pool.batches {
-		if parallel {
+		switch {
+		case byRecord: // waitRecord
+		case parallel:
 			p.pool.wait(bi)
-		} else {
-			p.pool.workers[0].slot.publish(b.topic, b.partition)
+		default:
+			p.pool.workers[p.pool.solo].slot.publish(b.topic, b.partition)
 		}
 		for j, r := range b.recs {
 			var res result
 			if parallel {
+				if byRecord {
+					p.pool.waitRecord(b.at + j)
+				}
 				res = p.pool.results[b.at+j]
 				if res.notRun {
 					p.pool.stop()
@@ -68,7 +74,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				}
 			}
 			if !parallel {
-				w := &p.pool.workers[0]
+				w := &p.pool.workers[p.pool.solo]
 				res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 				w.out = res.out[:0]
 			} else if errors.Is(res.err, errWatchdog) {

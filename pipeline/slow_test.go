@@ -77,13 +77,19 @@ func TestLoopSlowRecordIsolatedDirectly(t *testing.T) {
 		policy  OnError
 		ignore  bool // the transform ignores its context (for 3 budgets)
 		workers int
-		aborts  float64 // watchdog aborts allowed
+		// ordering, when set, makes the chain ordered and the pipeline
+		// deal its records so.
+		ordering Ordering
+		aborts   float64 // watchdog aborts allowed
 	}{
 		{name: "blocks until its context ends, dlq", policy: DeadLetter, workers: 1, aborts: 0},
 		{name: "blocks until its context ends, skip", policy: Skip, workers: 1, aborts: 0},
 		{name: "blocks until its context ends, two workers", policy: DeadLetter, workers: 2, aborts: 0},
 		{name: "ignores its context, dlq", policy: DeadLetter, ignore: true, workers: 1, aborts: 1},
 		{name: "ignores its context, two workers", policy: DeadLetter, ignore: true, workers: 2, aborts: 1},
+		{name: "blocks until its context ends, two workers, ordered by key", policy: DeadLetter, workers: 2, ordering: OrderKey},
+		{name: "ignores its context, two workers, ordered by key", policy: DeadLetter, ignore: true, workers: 2, aborts: 1, ordering: OrderKey},
+		{name: "blocks until its context ends, two workers, ordered by partition", policy: DeadLetter, workers: 2, ordering: OrderPartition},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -108,6 +114,8 @@ func TestLoopSlowRecordIsolatedDirectly(t *testing.T) {
 				}
 				return append(out, r), nil
 			}
+			loopOrdering = c.ordering
+			defer func() { loopOrdering = "" }()
 			chain := chainOf(t, "slowpoke", fn)
 			o := Options{Lineage: true, TxnBudget: budget, OnError: c.policy, DLQTopic: e.dlq, MaxRetries: 3}
 			for range c.workers - 1 {

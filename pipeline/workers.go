@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 
@@ -14,7 +15,7 @@ import (
 // batches, the outcome of each record, and the workers' coordination
 // within one poll (see startWorkers).
 type pool struct {
-	workers []worker // workers[0] runs chain, on the loop's goroutine when a poll is not shared
+	workers []worker // workers[0] runs chain; workers[solo] runs on the loop's goroutine when a poll is not shared
 	batches []batch  // the last poll's records, in runs of one partition's
 	results []result // the workers' outcomes, one per record of batches
 
@@ -25,16 +26,32 @@ type pool struct {
 	wg    sync.WaitGroup
 
 	topicNames map[string]*string // input topic names, for the workers' slots
+
+	order order // how the workers share a partition's records (see deal)
+	seed  maphash.Seed
+	solo  int // the worker whose chain runs a poll that is not shared
+	// ran is, under orderKey, per record of batches: it has run (the loop
+	// waits for each record, not for a batch).
+	ran   []atomic.Bool
+	marks []int // deal's scratch: per worker, where its share of a batch begins
 }
 
-// newPool returns the pool of one worker per chain: chain, then chains.
-func newPool(chain *transform.Chain, chains []*transform.Chain) pool {
+// newPool returns the pool of one worker per chain: chain, then chains,
+// sharing the records of an ordered chain by ordering.
+func newPool(chain *transform.Chain, chains []*transform.Chain, ordering Ordering) pool {
 	ws := make([]worker, 1+len(chains))
 	ws[0].chain = chain
 	for i, c := range chains {
 		ws[1+i].chain = c
 	}
-	return pool{workers: ws, topicNames: make(map[string]*string)}
+	o := orderShared
+	if chain.Ordered() {
+		o = orderPartition
+		if ordering == OrderKey {
+			o = orderKey
+		}
+	}
+	return pool{workers: ws, topicNames: make(map[string]*string), order: o, seed: maphash.MakeSeed(), marks: make([]int, len(ws))}
 }
 
 // batch is a run of one partition's records of a poll, in offset order.
@@ -66,6 +83,10 @@ type worker struct {
 	// the worker's record has run for its limit (renewed after a cut).
 	ctx  context.Context
 	slot slot // what it is running, for the monitor
+	// tasks are, for an ordered chain, the records it runs in this poll,
+	// in the loop's order (see deal); idx holds their positions.
+	tasks []task
+	idx   []int32
 }
 
 // minChunk is the fewest records a worker takes at a time (unless a
@@ -77,13 +98,19 @@ const minChunk = 16
 // run them: more than one worker, and more than one batch to share among
 // them. With workers, a partition's records are cut into chunks of about a
 // quarter of each worker's share, because a poll over a backlog often
-// holds thousands of records of one partition and a few of another.
+// holds thousands of records of one partition and a few of another; the
+// chunks shrink towards the poll's end (to half a worker's share of what
+// is left, at least minChunk), so that the workers finish the poll at
+// about the same time rather than one running a large last chunk alone
+// while the other waits for the next poll. An ordered chain's batches are
+// whole partitions, which deal gives out.
 func (pl *pool) split(fs kgo.Fetches) bool {
 	clear(pl.batches) // drop the last poll's record pointers
 	pl.batches = pl.batches[:0]
-	chunk := int(^uint(0) >> 1)
-	if len(pl.workers) > 1 {
-		chunk = max(minChunk, fs.NumRecords()/(4*len(pl.workers)))
+	pl.solo = 0
+	chunk, left, shares := int(^uint(0)>>1), fs.NumRecords(), 0
+	if len(pl.workers) > 1 && pl.order == orderShared {
+		chunk, shares = max(minChunk, left/(4*len(pl.workers))), 2*len(pl.workers)
 	}
 	n := 0
 	for i := range fs {
@@ -99,6 +126,10 @@ func (pl *pool) split(fs kgo.Fetches) bool {
 				part := &t.Partitions[k]
 				for recs := part.Records; len(recs) > 0; {
 					c := min(chunk, len(recs))
+					if shares > 0 {
+						c = min(c, max(minChunk, left/shares))
+					}
+					left -= c
 					pl.batches = append(pl.batches, batch{topic: name, partition: part.Partition, recs: recs[:c], at: n})
 					n += c
 					recs = recs[c:]
@@ -106,7 +137,11 @@ func (pl *pool) split(fs kgo.Fetches) bool {
 			}
 		}
 	}
-	if len(pl.workers) < 2 || len(pl.batches) < 2 {
+	if len(pl.workers) > 1 && pl.order != orderShared {
+		if !pl.deal(n) {
+			return false
+		}
+	} else if len(pl.workers) < 2 || len(pl.batches) < 2 {
 		return false
 	}
 	if cap(pl.results) < n {
@@ -117,7 +152,7 @@ func (pl *pool) split(fs kgo.Fetches) bool {
 }
 
 // arm readies the coordination for the batches of a poll and returns how
-// many workers share them.
+// many workers may share them (busy says which do).
 func (pl *pool) arm() int {
 	pl.next.Store(0)
 	pl.halt.Store(false)
@@ -132,14 +167,24 @@ func (pl *pool) arm() int {
 		pl.ready = make(chan struct{}, 1)
 	}
 	n := min(len(pl.workers), len(pl.batches))
-	pl.wg.Add(n)
+	if pl.order != orderShared {
+		n = len(pl.workers) // those with tasks run them (busy)
+	}
 	return n
+}
+
+// busy reports whether worker i of the n that arm returned has records to
+// run in this poll.
+func (pl *pool) busy(i int) bool {
+	return pl.order == orderShared || len(pl.workers[i].tasks) > 0
 }
 
 // startWorkers starts the workers on the pool's batches: each takes the
 // next batch not yet taken and runs its records through its chain, marking
 // the batch done; the loop goroutine meanwhile produces the finished
-// batches' outputs in order (pool.wait). pool.stop must follow.
+// batches' outputs in order (pool.wait). For an ordered chain each worker
+// with a share of the poll runs its tasks instead (deal, runTasks).
+// pool.stop must follow.
 //
 // The workers read the pipeline's state (options, poison and missing
 // topics) but change none of it; what the records' outcomes change, the
@@ -147,7 +192,10 @@ func (pl *pool) arm() int {
 // nothing the workers read while they run.
 func (p *Pipeline) startWorkers() {
 	for i := range p.pool.arm() {
-		go p.runWorker(i)
+		if p.pool.busy(i) {
+			p.pool.wg.Add(1)
+			go p.runWorker(i)
+		}
 	}
 }
 
@@ -155,6 +203,10 @@ func (p *Pipeline) startWorkers() {
 func (p *Pipeline) runWorker(i int) {
 	defer p.pool.wg.Done()
 	w := &p.pool.workers[i]
+	if p.pool.order != orderShared {
+		p.runTasks(w)
+		return
+	}
 	for {
 		bi := int(p.pool.next.Add(1)) - 1
 		if bi >= len(p.pool.batches) {
@@ -162,41 +214,53 @@ func (p *Pipeline) runWorker(i int) {
 		}
 		b := &p.pool.batches[bi]
 		w.slot.publish(b.topic, b.partition)
-		halted := p.pool.halt.Load()
-		for j, r := range b.recs {
-			res := &p.pool.results[b.at+j]
-			*res = result{}
-			if halted {
-				res.notRun = true
-				continue
-			}
-			select {
-			case <-p.open.ctx.Done():
-				res.notRun = true
-				continue
-			default:
-			}
-			if r.Attrs.IsControl() {
-				continue
-			}
-			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
-			r.Topic = ""
-			if len(p.book.poison) > 0 {
-				if _, ok := p.book.poison[src]; ok {
-					continue // the loop applies the policy
-				}
-			}
-			from := len(w.out)
-			w.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out)
-			res.out = w.out[from:len(w.out):len(w.out)]
+		for j := range b.recs {
+			p.runRecord(w, b, j)
 		}
 		p.pool.finish(bi)
 	}
 }
 
+// runRecord runs record j of b through w's chain into its result, or marks
+// it not run once the loop has halted the workers or the transaction's
+// context has ended.
+func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
+	r := b.recs[j]
+	res := &p.pool.results[b.at+j]
+	*res = result{}
+	if p.pool.halt.Load() {
+		res.notRun = true
+		return
+	}
+	select {
+	case <-p.open.ctx.Done():
+		res.notRun = true
+		return
+	default:
+	}
+	if r.Attrs.IsControl() {
+		return
+	}
+	src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
+	r.Topic = ""
+	if len(p.book.poison) > 0 {
+		if _, ok := p.book.poison[src]; ok {
+			return // the loop applies the policy
+		}
+	}
+	from := len(w.out)
+	w.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out)
+	res.out = w.out[from:len(w.out):len(w.out)]
+}
+
 // finish marks batch bi done and tells the loop.
 func (pl *pool) finish(bi int) {
 	pl.done[bi].Store(true)
+	pl.signal()
+}
+
+// signal tells the loop that a batch or a record is done.
+func (pl *pool) signal() {
 	select {
 	case pl.ready <- struct{}{}:
 	default: // a signal is pending already

@@ -18,7 +18,28 @@ import (
 func TestLoopWithWorkers(t *testing.T) {
 	loopWorkers = 2
 	defer func() { loopWorkers = 1 }()
-	for name, test := range map[string]func(*testing.T){
+	for name, test := range workerCases() {
+		t.Run(name, test)
+	}
+}
+
+// The loop tests again with two workers and an ordered chain, under each
+// ordering: the same outcomes, and the transform's records dealt to the
+// workers by partition or by key.
+func TestLoopWithWorkersOrdered(t *testing.T) {
+	loopWorkers = 2
+	defer func() { loopWorkers, loopOrdering = 1, "" }()
+	for _, o := range []Ordering{OrderPartition, OrderKey} {
+		loopOrdering = o
+		for name, test := range workerCases() {
+			t.Run(string(o)+"/"+name, test)
+		}
+	}
+}
+
+// workerCases are the loop tests that TestLoopWithWorkers runs again.
+func workerCases() map[string]func(*testing.T) {
+	return map[string]func(*testing.T){
 		"ExactlyOnce":               TestLoopExactlyOnce,
 		"InjectedAbort":             TestLoopInjectedAbortInvisibleAndReprocessed,
 		"WatchdogAborts":            TestLoopWatchdogAborts,
@@ -35,8 +56,6 @@ func TestLoopWithWorkers(t *testing.T) {
 		"RecordBound":               TestLoopRecordBoundEndsTransactions,
 		"ByteBound":                 TestLoopByteBoundEndsTransactions,
 		"AtLeastOnce":               TestLoopAtLeastOnceLosesNothing,
-	} {
-		t.Run(name, test)
 	}
 }
 
@@ -92,5 +111,48 @@ func TestLoopWorkersRunConcurrently(t *testing.T) {
 		if got := testutil.ToFloat64(run.pm.Consumed); got != n {
 			t.Errorf("%d workers: processor_records_consumed_total = %v, want %d", workers, got, n)
 		}
+	}
+}
+
+// split cuts one partition's records of a poll into contiguous runs in
+// offset order, a quarter of a worker's share at first, shrinking to
+// minChunk towards the poll's end; an ordered chain's partition is one
+// batch.
+func TestSplitChunks(t *testing.T) {
+	recs := make([]*kgo.Record, 1000)
+	for i := range recs {
+		recs[i] = &kgo.Record{Offset: int64(i)}
+	}
+	fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{{Partition: 0, Records: recs}}}}}}
+	c := chainOf(t, "plain", passThrough)
+	pl := newPool(c, []*transform.Chain{chainOf(t, "plain", passThrough)}, OrderKey)
+	if !pl.split(fs) {
+		t.Fatal("split of 1000 records for 2 workers: not shared")
+	}
+	var sizes []int
+	next := 0
+	for _, b := range pl.batches {
+		if b.at != next || b.recs[0].Offset != int64(next) {
+			t.Fatalf("batch at %d (offset %d), want %d", b.at, b.recs[0].Offset, next)
+		}
+		next += len(b.recs)
+		sizes = append(sizes, len(b.recs))
+	}
+	if next != len(recs) {
+		t.Fatalf("batches hold %d records, want %d", next, len(recs))
+	}
+	if sizes[0] != 125 || sizes[len(sizes)-1] > minChunk {
+		t.Errorf("chunk sizes %v: want 125 first and at most %d last", sizes, minChunk)
+	}
+	for i := 1; i < len(sizes); i++ {
+		if sizes[i] > sizes[i-1] {
+			t.Errorf("chunk sizes %v grow at %d", sizes, i)
+		}
+	}
+
+	ordered := orderedChain(t, passThrough)
+	pl = newPool(ordered, []*transform.Chain{orderedChain(t, passThrough)}, OrderPartition)
+	if pl.split(fs) || len(pl.batches) != 1 {
+		t.Errorf("an ordered chain's one partition: shared, or %d batches; want one batch on one worker", len(pl.batches))
 	}
 }

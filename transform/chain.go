@@ -160,6 +160,17 @@ func (c *Chain) Touches() Parts {
 	return p
 }
 
+// Ordered reports whether some stage of the chain must see records in
+// their input order (see Ordered).
+func (c *Chain) Ordered() bool {
+	for _, s := range c.stages {
+		if OrderedOf(s.t) {
+			return true
+		}
+	}
+	return false
+}
+
 // Len returns the number of stages.
 func (c *Chain) Len() int { return len(c.stages) }
 

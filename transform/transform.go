@@ -196,3 +196,35 @@ func TouchesOf(t Transform) Parts {
 	}
 	return PartAll
 }
+
+// Ordered is an optional interface of a transform that must see records in
+// their input order: one that keeps state from record to record, such as
+// an aggregation or a de-duplication. A chain is ordered when any of its
+// stages is (Chain.Ordered). With several workers (PROCESSOR_WORKERS) the
+// processor runs an ordered chain as PROCESSOR_ORDERING says:
+//
+//   - partition (the default): all of a partition's records run on one
+//     worker, one after another in offset order; partitions run in
+//     parallel on the workers.
+//   - key: a partition's records are spread over the workers by a hash of
+//     their key; each key's records run on one worker in offset order,
+//     records of different keys concurrently. Records with a null key
+//     keep their partition's order among themselves, on one worker.
+//
+// Either way a partition (under key: a key) stays with one worker, and so
+// with one instance of the transform, while the processor keeps its
+// partitions and its worker count. What the instance sees is not undone
+// by an aborted transaction: the records are run again, in the same
+// order, in the next attempt. A transform whose Ordered returns false, or
+// without the method, may see a partition's records on several workers
+// at once, in no order; the outputs are written in input order whatever
+// the chain.
+type Ordered interface {
+	Ordered() bool
+}
+
+// OrderedOf reports whether t must see records in order (Ordered).
+func OrderedOf(t Transform) bool {
+	o, ok := t.(Ordered)
+	return ok && o.Ordered()
+}

@@ -215,6 +215,9 @@ type input struct {
 	format string                    // "" for JSON, avroFormat for Avro
 	gen    func(n int64) *kgo.Record // the n-th record, when not sample.Order's JSON
 	avro   *input                    // of a JSON input: its Avro twin, if the Avro rows run
+	// single is the same records in a topic of one partition, for the
+	// systems with onePartition; nil when none runs.
+	single *input
 }
 
 // record is the input's n-th record: sample.Order's JSON order, or

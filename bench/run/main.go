@@ -236,7 +236,7 @@ func preloadInputs(ctx context.Context, o options, env *environment, b *broker, 
 	inputs := map[int]*input{}
 	for _, size := range o.sizes {
 		in := &input{topic: fmt.Sprintf("%s-in-%d", prefix, size), size: size, records: o.records}
-		if err := preloadOne(ctx, o, b, in, created); err != nil {
+		if err := preloadOne(ctx, o.partitions, b, in, created); err != nil {
 			return nil, err
 		}
 		if needsAvro(o) {
@@ -244,20 +244,28 @@ func preloadInputs(ctx context.Context, o options, env *environment, b *broker, 
 			if err != nil {
 				return nil, err
 			}
-			if err := preloadOne(ctx, o, b, av, created); err != nil {
+			if err := preloadOne(ctx, o.partitions, b, av, created); err != nil {
 				return nil, err
 			}
 			in.avro = av
 		}
 		inputs[size] = in
+		if needsOnePartition(o) {
+			one := &input{topic: in.topic + "-p1", size: size, records: o.records}
+			if err := preloadOne(ctx, 1, b, one, created); err != nil {
+				return nil, err
+			}
+			in.single = one
+		}
 	}
 	return inputs, nil
 }
 
-// preloadOne creates in's topic, adds it to created, and fills it.
-func preloadOne(ctx context.Context, o options, b *broker, in *input, created *[]string) error {
+// preloadOne creates in's topic with partitions partitions, adds it to
+// created, and fills it.
+func preloadOne(ctx context.Context, partitions int, b *broker, in *input, created *[]string) error {
 	*created = append(*created, in.topic)
-	if err := b.createTopics(ctx, o.partitions, in.topic); err != nil {
+	if err := b.createTopics(ctx, partitions, in.topic); err != nil {
 		return err
 	}
 	t0 := time.Now()
@@ -266,6 +274,17 @@ func preloadOne(ctx context.Context, o options, b *broker, in *input, created *[
 	}
 	say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
 	return nil
+}
+
+// needsOnePartition reports whether a system of the run drains the input
+// in one partition.
+func needsOnePartition(o options) bool {
+	for _, k := range o.systems {
+		if s, _ := systemByKey(k); s.onePartition {
+			return true
+		}
+	}
+	return false
 }
 
 // runRounds runs every available system on every input and commit
@@ -284,8 +303,12 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 					}
 					s, _ := systemByKey(k)
 					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
+					in := inputs[size].of(s.format)
+					if s.onePartition {
+						in = inputs[size].single
+					}
 					spec := &runSpec{
-						sys: s, name: name, group: name, round: round, interval: iv, in: inputs[size].of(s.format),
+						sys: s, name: name, group: name, round: round, interval: iv, in: in,
 						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
 						stateDir: filepath.Join(env.cache, "kstreams-state", name),
 					}

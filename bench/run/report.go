@@ -122,6 +122,9 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	if len(av) > 0 {
 		fmt.Fprintf(b, "- Avro rows: the same orders in the Schema Registry wire format (Avro, bench/run/avro.go's schema; key and value bytes: %s), in topics of their own; the schema registry is srserver, in bench/run's process; outputs in Avro with the output schema registered at start.\n", strings.Join(av, ", "))
 	}
+	if needsOnePartition(o) {
+		fmt.Fprintf(b, "- The single-partition rows drain the same records pre-loaded into a topic of one partition, where only the workers' sharing of one partition's records helps.\n")
+	}
 	rounds := plural(o.rounds, "round")
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
 	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic, each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)

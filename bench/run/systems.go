@@ -32,6 +32,10 @@ type system struct {
 	// unknown variable would measure something else.
 	needs []string
 	cmd   func(e *environment, b *broker, s *runSpec, extra []string) (launch.Command, error)
+	// onePartition: the system drains a copy of the input in one
+	// partition (input.single), where only parallelism inside a partition
+	// helps.
+	onePartition bool
 }
 
 var systems = []system{
@@ -45,6 +49,10 @@ var systems = []system{
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(runtime.NumCPU()))},
 	{key: "jq-avro", label: fmt.Sprintf("processor, Avro in, jq chain, Avro out, %d workers (all cores)", runtime.NumCPU()),
 		format: avroFormat, needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_VALUE_FORMAT", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE"}, cmd: avroJQCmd(runtime.NumCPU())},
+	{key: "jq-1-p1", label: "processor, jq chain, 1 worker, single-partition input", onePartition: true,
+		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(1))},
+	{key: "jq-2-p1", label: "processor, jq chain, 2 workers, single-partition input", onePartition: true,
+		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(2))},
 	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", cmd: kstreamsCmd},
 }
 

@@ -26,6 +26,8 @@ func TestProcessorCommand(t *testing.T) {
 		"processor-alo": {"PROCESSOR_GUARANTEE=at_least_once"},
 		"jq-1":          {"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=1"},
 		"jq-n":          {"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=" + strconv.Itoa(runtime.NumCPU())},
+		"jq-1-p1":       {"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=1"},
+		"jq-2-p1":       {"PROCESSOR_TRANSFORMS=jq", "PROCESSOR_JQ_EXPR=" + jqExpr, "PROCESSOR_WORKERS=2"},
 	} {
 		sys, _ := systemByKey(key)
 		c, err := sys.cmd(e, b, s, []string{"PROCESSOR_WORKERS=7"})

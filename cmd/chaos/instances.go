@@ -96,6 +96,9 @@ func (d *driver) instance(id int) launch.Instance {
 	if slices.Contains(d.o.transforms, "jq") {
 		in.Settings["PROCESSOR_JQ_EXPR"] = d.o.jqExpr
 	}
+	if d.o.ordering != "" {
+		in.Extra = append(in.Extra, "PROCESSOR_ORDERING="+d.o.ordering)
+	}
 	if d.o.valueFormat == "avro" {
 		// The output values' format and subject are the defaults:
 		// avro, like the input's, and <output topic>-value.

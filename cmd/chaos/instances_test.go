@@ -40,6 +40,9 @@ func TestInstanceEnvironment(t *testing.T) {
 	want = append(want, "PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=postgres://h/db",
 		"PROCESSOR_POSTGRES_TABLE=chaos_x", "PROCESSOR_POSTGRES_DEAD_LETTER_TABLE=chaos_dl_x")
 	same(t, "instance 2 into PostgreSQL", d.instance(2).Env(), want)
+
+	d.o.ordering = "key"
+	same(t, "instance 2 with -ordering key", d.instance(2).Env(), append(want, "PROCESSOR_ORDERING=key"))
 }
 
 // same compares two environments as sets: the order of distinct

@@ -41,6 +41,7 @@ type options struct {
 	poisonClasses  []check.Class // the classes marked inputs are drawn from
 	valueFormat    string        // raw or avro: the input values' format
 	registryURL    string        // with avro: the registry; empty: one in process
+	ordering       string        // PROCESSOR_ORDERING; empty: the processor's default
 }
 
 // knownTransforms are the transforms the drill can run: both keep every
@@ -120,6 +121,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.StringVar(&f.policies, "policies", defaultPoisonPolicies, "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number (default with -poison-every 0: "+defaultPolicies+"); fail does not go with the notjson poison class, which a fail instance exits on by design: with fail in -policies the default classes leave notjson out")
 	flag.IntVar(&o.poisonEvery, "poison-every", 500, "every Nth input is a marked hard one (key poison-<class>-<seq>, judged by eoscheck -poison), the classes of -poison-classes in rounds of each once, in an order drawn by the seed; 0: none, every input an ordinary JSON object")
 	flag.StringVar(&f.poisonClasses, "poison-classes", "", "the classes of the marked inputs, comma-separated: notjson (not JSON: jq fails it, a dead letter or skipped; needs jq in -transforms and no fail policy), nearlimit (JSON of 1,000,000 to 1,048,000 bytes: an ordinary output), jsonb (-sink postgres: JSON that PostgreSQL's jsonb refuses: a row with value NULL and the bytes in value_bytes); default: every class the sink, chain and policies can meet")
+	flag.StringVar(&o.ordering, "ordering", "", "the processors' PROCESSOR_ORDERING: partition or key (default: not set, the processor's default, partition); the drill's chains (identity, jq) are not ordered, so either shares each partition's records among the workers as without it")
 	flag.StringVar(&o.guarantee, "guarantee", "exactly_once", "the processors' PROCESSOR_GUARANTEE: exactly_once, or at_least_once (eoscheck then counts inputs written twice, expected after a crash, and still fails on any lost)")
 	flag.StringVar(&o.sink, "sink", "kafka", "the processors' PROCESSOR_SINK: kafka (an output topic) or postgres (tables in -postgres-url)")
 	flag.StringVar(&o.pgURL, "postgres-url", "", "with -sink postgres: the database the processors write to (PROCESSOR_POSTGRES_URL) and eoscheck reads")
@@ -237,6 +239,9 @@ func (o *options) resolveRest() {
 	}
 	if o.embedded == (o.brokers != "") {
 		usage("give either -embedded or -brokers")
+	}
+	if o.ordering != "" && o.ordering != "partition" && o.ordering != "key" {
+		usage("-ordering must be partition or key, not %q", o.ordering)
 	}
 	if o.instances < 1 || o.records < 1 || o.rate < 1 {
 		usage("-instances, -records and -rate must be at least 1")

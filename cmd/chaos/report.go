@@ -75,6 +75,9 @@ func (d *driver) printChain() {
 		chain += fmt.Sprintf(" (jq: %s)", d.o.jqExpr)
 	}
 	fmt.Printf("transforms %s\n", chain)
+	if d.o.ordering != "" {
+		fmt.Printf("%-10s %s (PROCESSOR_ORDERING; the chain is not ordered, so each partition's records are shared among the workers as without it)\n", "ordering", d.o.ordering)
+	}
 	d.mu.Lock()
 	last := d.nextID
 	d.mu.Unlock()

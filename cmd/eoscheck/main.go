@@ -36,6 +36,11 @@
 //     transaction.
 //   - order: within one output partition, the outputs of one input partition
 //     are not in input order (a duplicate's repeat is not counted again).
+//   - key-order: within one output partition, the outputs of one key (of
+//     one input partition) are not in input order, or its outputs
+//     are in two partitions of an output topic; null keys are not judged.
+//     What PROCESSOR_ORDERING=key promises; an order anomaly of keyed
+//     records is one of these too.
 //   - offset-mismatch: output is visible for an input at or past the group's
 //     committed offset, so outputs and offsets were not committed together
 //     (a torn transaction); or a committed offset lies beyond the input's

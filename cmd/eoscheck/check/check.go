@@ -39,6 +39,7 @@ func Check(run Run, opts Options) Report {
 	a.checkDuplicates()
 	a.checkProgress()
 	a.checkOrder()
+	a.checkKeyOrder()
 	a.checkSamples()
 	return *rep
 }
@@ -237,6 +238,50 @@ func (a *audit) checkOrder() {
 			a.rp.add(Order, "%s (from %s) follows an output of %s@%d", o, o.Source, o.Source.TP(), prev)
 		}
 		last[k] = o.Source.Offset
+	}
+}
+
+// checkKeyOrder: per key, within each output partition, the sources of
+// one input partition must come in input order (the first visible
+// occurrence of each), which PROCESSOR_ORDERING=key promises whatever the
+// order of other keys; and a key's outputs of one input partition must all
+// be in one partition of an output topic (the processor keeps the key and
+// the producer partitions by it), or their order could not be judged.
+func (a *audit) checkKeyOrder() {
+	type group struct {
+		key      string
+		src, out TopicPartition
+	}
+	type topicKey struct {
+		topic, key string
+		src        TopicPartition
+	}
+	last := map[group]int64{}
+	seen := map[group]map[int64]bool{}
+	home := map[topicKey]int32{}
+	for _, o := range a.outputs {
+		if !o.Committed || o.Aborted || !a.exists[o.Source] || !o.Keyed {
+			continue
+		}
+		tk := topicKey{o.Topic, o.Key, o.Source.TP()}
+		if p, ok := home[tk]; !ok {
+			home[tk] = o.Partition
+		} else if p != o.Partition {
+			a.rp.add(KeyOrder, "%s (from %s) has key %q, whose earlier outputs of %s are in %s/%d", o, o.Source, o.Key, o.Source.TP(), o.Topic, p)
+			continue
+		}
+		g := group{o.Key, o.Source.TP(), o.TP()}
+		if seen[g] == nil {
+			seen[g] = map[int64]bool{}
+		}
+		if seen[g][o.Source.Offset] {
+			continue
+		}
+		seen[g][o.Source.Offset] = true
+		if prev, ok := last[g]; ok && o.Source.Offset < prev {
+			a.rp.add(KeyOrder, "%s (from %s) follows an output of key %q from %s@%d", o, o.Source, o.Key, o.Source.TP(), prev)
+		}
+		last[g] = o.Source.Offset
 	}
 }
 

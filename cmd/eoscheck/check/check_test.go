@@ -3,6 +3,7 @@ package check
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,53 @@ func TestReorderAcrossOutputPartitionsIsFine(t *testing.T) {
 	expect(t, Check(f.run(), strict), nil)
 }
 
+// keyed gives the outputs keys: key k<offset%3> of their source, null
+// for the sources at offsets 9 and above.
+func (f *fixture) keyed() *fixture {
+	for i := range f.outputs {
+		o := &f.outputs[i]
+		if o.Source.Offset < 9 {
+			o.Key, o.Keyed = "k"+strconv.Itoa(int(o.Source.Offset%3)), true
+		}
+	}
+	return f
+}
+
+func TestKeyOrder(t *testing.T) {
+	f := newFixture(12).identity().keyed()
+	expect(t, Check(f.run(), strict), nil)
+
+	// Keys k0 (offsets 0, 3, 6) and k1 (1, 4, 7) each in order in out/0,
+	// k0 before k1 where the partition's order does not hold; null-key
+	// records of offsets 9 to 11 out of order are not judged by key.
+	f = newFixture(12)
+	f.write(0, true, in(0, 0), in(0, 3), in(0, 6), in(0, 1), in(0, 4), in(0, 7), in(0, 2), in(0, 5), in(0, 8), in(0, 11), in(0, 10), in(0, 9))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9), in(1, 10), in(1, 11))
+	rep := Check(f.keyed().run(), strict)
+	if rep.Counts[KeyOrder] != 0 || rep.Counts[Order] == 0 {
+		t.Errorf("per-key order kept, partition order not: counts %v, want order only", rep.Counts)
+	}
+
+	// k1's outputs out of order.
+	f = newFixture(12)
+	f.write(0, true, in(0, 0), in(0, 4), in(0, 2), in(0, 3), in(0, 1), in(0, 5), in(0, 6), in(0, 7), in(0, 8), in(0, 9), in(0, 10), in(0, 11))
+	f.write(1, true, in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9), in(1, 10), in(1, 11))
+	rep = Check(f.keyed().run(), strict)
+	if rep.Counts[KeyOrder] != 1 {
+		t.Errorf("k1 out of order: counts %v, want key-order 1", rep.Counts)
+	}
+
+	// in/0's k2 outputs split over out/0 and out/1: their order cannot be
+	// judged.
+	f = newFixture(12)
+	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 6), in(0, 7), in(0, 8), in(0, 9), in(0, 10), in(0, 11))
+	f.write(1, true, in(0, 5), in(1, 0), in(1, 1), in(1, 2), in(1, 3), in(1, 4), in(1, 5), in(1, 6), in(1, 7), in(1, 8), in(1, 9), in(1, 10), in(1, 11))
+	rep = Check(f.keyed().run(), strict)
+	if rep.Counts[KeyOrder] == 0 {
+		t.Errorf("k2 in two output partitions: counts %v, want key-order", rep.Counts)
+	}
+}
+
 func TestUncommitted(t *testing.T) {
 	f := newFixture(10)
 	f.write(0, true, in(0, 0), in(0, 1), in(0, 2), in(0, 3), in(0, 4), in(0, 5), in(0, 6), in(0, 7))
@@ -444,6 +492,7 @@ duplicate        1      in/0@3 has 2 visible outputs: out/0@3, out/0@11
 lost             0      -
 aborted-read     0      -
 order            0      -
+key-order        0      -
 offset-mismatch  0      -
 uncommitted      0      -
 phantom          0      -

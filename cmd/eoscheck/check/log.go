@@ -27,6 +27,8 @@ type rec struct {
 	src     Input  // data: lineage; Topic empty when missing
 	err     string // data: the processor.error header, truncated
 	mark    Mark   // data, with Source.Poison: MarkOf its key and value
+	key     string // data: its key; keyed false for a null key
+	keyed   bool
 }
 
 // txn outcome of a data record.
@@ -156,6 +158,7 @@ func toRec(kr *kgo.Record) rec {
 		return rc
 	}
 	rc.src, _ = Lineage(kr)
+	rc.key, rc.keyed = string(kr.Key), kr.Key != nil
 	for _, h := range kr.Headers {
 		if h.Key == HeaderError {
 			rc.err = TruncateError(string(h.Value))

@@ -52,6 +52,9 @@ type Output struct {
 	// lineage headers. Source.Topic is empty when the headers are missing
 	// or malformed.
 	Source Input
+	// Key is the record's key; Keyed is false for a null key.
+	Key   string
+	Keyed bool
 
 	// Committed: a read_committed reader received the record.
 	Committed bool

@@ -148,7 +148,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 				continue
 			}
 			o := Output{
-				Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src,
+				Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
 				Committed: seen[rc.offset],
 				Aborted:   outcomes[tp][i] == aborted,
 				TxnEnd:    ends[tp][i],
@@ -163,7 +163,8 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 		// log changed under us (retention); keep them as visible.
 		for _, rc := range vis[tp] {
 			if seen[rc.offset] {
-				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Committed: true, TxnEnd: -1})
+				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
+					Committed: true, TxnEnd: -1})
 				errs = append(errs, rc.err)
 				marks = append(marks, rc.mark)
 			}

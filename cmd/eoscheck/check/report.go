@@ -25,6 +25,12 @@ const (
 	// Order: outputs of one input partition appear out of input order
 	// within an output partition.
 	Order Anomaly = "order"
+	// KeyOrder: outputs of one key appear out of input order within an
+	// output partition (per input partition), or one key's outputs of one
+	// input partition are in two partitions of an output topic, where their
+	// order cannot be judged: the processor keeps the key, and the
+	// producer partitions by it. Null keys are not judged.
+	KeyOrder Anomaly = "key-order"
 	// OffsetMismatch: outputs visible for inputs the group has not
 	// committed (a torn transaction), or a committed offset beyond the
 	// input's log end.
@@ -57,7 +63,7 @@ const (
 )
 
 // Anomalies lists every anomaly in report order.
-var Anomalies = []Anomaly{Duplicate, Lost, AbortedRead, Order, OffsetMismatch, Uncommitted, Phantom, Hanging, Stuck, DeadLetter, PoisonPassed}
+var Anomalies = []Anomaly{Duplicate, Lost, AbortedRead, Order, KeyOrder, OffsetMismatch, Uncommitted, Phantom, Hanging, Stuck, DeadLetter, PoisonPassed}
 
 // Report is the checker's verdict.
 type Report struct {

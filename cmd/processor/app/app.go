@@ -194,6 +194,7 @@ func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Lo
 		Logger:           log,
 		InjectAbort:      inject,
 		Chains:           chains[1:],
+		Ordering:         pipeline.Ordering(cfg.Ordering),
 		SettingName:      pipelineSetting,
 	}
 }

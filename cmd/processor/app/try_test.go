@@ -185,6 +185,7 @@ func TestTryConfigErrors(t *testing.T) {
 		{"transform setting", map[string]string{"TRANSFORMS": "jq", "JQ_EXPR": ".a |"}, "", nil, "PROCESSOR_JQ_EXPR="},
 		{"dlq without topic", map[string]string{"ON_ERROR": "dlq"}, "", nil, "PROCESSOR_DLQ_TOPIC"},
 		{"core setting", map[string]string{"COMMIT_INTERVAL": "soon"}, "", nil, "PROCESSOR_COMMIT_INTERVAL="},
+		{"ordering", map[string]string{"ORDERING": "offset"}, "", nil, `PROCESSOR_ORDERING="offset" is invalid: want partition or key`},
 		{"bad json", nil, "{\"value\":1}\n", nil, "sample line 1:"},
 		{"unknown field", nil, "{\"vale\":\"x\"}\n", []string{"-format", "json"}, "sample line 1:"},
 		{"offset going back", nil, "{\"offset\":5}\n{\"offset\":5}\n", nil, "sample line 2: offset 5"},
