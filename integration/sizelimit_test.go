@@ -100,7 +100,7 @@ func growChain(t testing.TB) *transform.Chain {
 // to the dead-letter topic, and its dead letter carries the input's value
 // intact: the dead letter (the input plus error and lineage headers) fits
 // the dead-letter topic's default limit, with the error header clipped when
-// it would not fit otherwise (the 1,048,200-byte input). The small records
+// it would not fit otherwise (the 1,048,300-byte input, whose compact lineage header alone leaves it too little room). The small records
 // around them are output exactly once.
 func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
 	t.Parallel()
@@ -109,7 +109,7 @@ func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
 		out, dlq, group := unique("grow-out"), unique("grow-dlq"), unique("grow-group")
 		tg.createTopics(t, 1, in.topic, out, dlq)
 		tg.produce(t, in, 0, in.n/2)
-		bad := tg.produceLarge(t, largeRecords(in.topic, 1_000_000, 1_048_000, 1_048_200)...)
+		bad := tg.produceLarge(t, largeRecords(in.topic, 1_000_000, 1_048_000, 1_048_300)...)
 		tg.produce(t, in, in.n/2, in.n)
 
 		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
@@ -142,7 +142,7 @@ func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
 				t.Errorf("dead letter of the %d-byte input: %s=%q %s=%q, want the produce failure to %s", len(orig.Value),
 					pipeline.HeaderError, msg, pipeline.HeaderErrorTransform, headerValue(r, pipeline.HeaderErrorTransform), out)
 			}
-			if len(orig.Value) == 1_048_200 && !strings.HasSuffix(msg, " bytes)") {
+			if len(orig.Value) == 1_048_300 && !strings.HasSuffix(msg, " bytes)") {
 				t.Errorf("dead letter of the %d-byte input: %s=%q, want it clipped to fit", len(orig.Value), pipeline.HeaderError, msg)
 			}
 		}
