@@ -27,10 +27,12 @@ func TestProduceNeverSucceedsIsUnhealthy(t *testing.T) {
 	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, txnTimeout: 4 * time.Second, failingAfter: 5 * time.Second})
 	tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
 	lift := tg.refuseProduce(t, out, kerr.UnsupportedCompressionType.Code)
+	// Before the input that the aborts are of: the first abort may come
+	// while the produce below is still being acknowledged.
+	start := time.Now()
 	if !tg.produce(t, in, in.n/2, in.n) {
 		t.Fatal("writing the second half of the input failed")
 	}
-	start := time.Now()
 	var why error
 	waitFor(t, 30*time.Second, "the instance to report itself unhealthy", func() bool {
 		why = a.p.Healthy()
