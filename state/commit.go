@@ -45,7 +45,7 @@ func (t *Txn) Commit() error {
 // after the last of each.
 func (t *Txn) collect() (map[part]*partWrites, error) {
 	byPart := map[part]*partWrites{}
-	for _, r := range t.recs {
+	for i, r := range t.recs {
 		p := part{r.Topic, r.Partition}
 		pw := byPart[p]
 		if pw == nil {
@@ -59,7 +59,9 @@ func (t *Txn) collect() (map[part]*partWrites, error) {
 			return byPart, fmt.Errorf("state: commit: a changelog record of %s/%d landed in a partition the transaction did not write (the producer's partitioner must keep the record's partition)", r.Topic, r.Partition)
 		}
 		pw.cp.next = max(pw.cp.next, r.Offset+1)
-		pw.writes = append(pw.writes, write{key: r.Key, enc: r.Value})
+		pr := t.priors[i]
+		pw.writes = append(pw.writes, write{key: r.Key, enc: r.Value,
+			known: pr.known, had: pr.had, oldExp: pr.oldExp, oldLen: int(pr.oldLen)})
 	}
 	return byPart, nil
 }

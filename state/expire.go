@@ -59,7 +59,7 @@ func (b *buffer) expireBuffered(at int64, limit int) int {
 				break
 			}
 			if e.dirty && e.enc != nil && expiryOf(e.enc) != 0 && expiryOf(e.enc) <= at {
-				s.m[k] = entry{dirty: true}
+				s.m[k] = entry{dirty: true, prior: e.prior}
 				n++
 			}
 		}
@@ -85,7 +85,7 @@ func (b *buffer) expireLocal(ctx context.Context, at int64, limit int) (int, err
 		s := &b.shards[maphashString(b, key)]
 		s.mu.Lock()
 		if e, seen := s.m[key]; !seen || !e.dirty {
-			s.m[key] = entry{dirty: true}
+			s.m[key] = entry{dirty: true, prior: e.prior}
 			n++
 		}
 		s.mu.Unlock()

@@ -1,10 +1,12 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -43,6 +45,14 @@ func (p part) prefix() []byte {
 	return binary.BigEndian.AppendUint32(b, uint32(p.partition))
 }
 
+// The database's memory: a block cache, and memtables (Pebble keeps up to
+// two while one flushes). A larger memtable takes a restore's or a
+// commit's batch whole instead of as a flushable batch of its own.
+const (
+	cacheBytes    = 64 << 20
+	memTableBytes = 32 << 20
+)
+
 // local wraps the Pebble database.
 type local struct {
 	db *pebble.DB
@@ -50,7 +60,9 @@ type local struct {
 
 // openLocal opens (or creates) the database in dir.
 func openLocal(dir string) (*local, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	cache := pebble.NewCache(cacheBytes)
+	defer cache.Unref() // the database holds its own reference
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: memTableBytes})
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the local store in %s: %w", dir, err)
 	}
@@ -120,23 +132,6 @@ func (l *local) get(p part, key []byte) ([]byte, error) {
 	return append(make([]byte, 0, len(v)), v...), nil
 }
 
-// peek returns the expiry and value length of the entry under the data
-// key k, and whether there is one.
-func (l *local) peek(k []byte) (exp int64, n int, had bool, err error) {
-	v, closer, err := l.db.Get(k)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, 0, false, nil
-	}
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("state: reading a stored key: %w", err)
-	}
-	defer closer.Close()
-	if len(v) < 8 {
-		return 0, 0, false, fmt.Errorf("state: a stored value has %d bytes, under the 8 of its expiry", len(v))
-	}
-	return expiryOf(v), len(v) - 8, true, nil
-}
-
 // wipe deletes everything of p: data, index, checkpoint and counts.
 func (l *local) wipe(p part) error {
 	start := p.prefix()
@@ -188,51 +183,20 @@ func (quietLogger) Fatalf(format string, args ...any) {
 
 // apply writes the collapsed changes of each partition of parts to the
 // database in one atomic batch, with each partition's new checkpoint and
-// counts, and returns the counts. The previous entry of every key is read
-// first, so that the counts stay exact and a changed expiry leaves no stale
-// index entry.
+// counts, and returns the counts. The previous entry of every key is
+// needed, so that the counts stay exact and a changed expiry leaves no
+// stale index entry: a write that does not know it already (its
+// transaction never read the key) looks it up, in key order, with one
+// iterator per partition.
 func (l *local) apply(parts []partWrites) ([]partState, error) {
 	b := l.db.NewBatch()
 	defer b.Close()
 	out := make([]partState, len(parts))
 	for i, pw := range parts {
-		st := pw.before
-		pre := pw.p.prefix()
-		for _, w := range pw.writes {
-			dk := dataKey(pre, w.key)
-			oldExp, oldLen, had, err := l.peek(dk)
-			if err != nil {
-				return nil, err
-			}
-			if had {
-				st.keys--
-				st.bytes -= int64(len(w.key) + oldLen)
-				if oldExp != 0 {
-					_ = b.Delete(expiryKey(pre, oldExp, w.key), nil)
-				}
-			}
-			if w.enc == nil {
-				if had {
-					_ = b.Delete(dk, nil)
-				}
-				continue
-			}
-			_ = b.Set(dk, w.enc, nil)
-			st.keys++
-			st.bytes += int64(len(w.key) + len(w.enc) - 8)
-			if exp := expiryOf(w.enc); exp != 0 {
-				_ = b.Set(expiryKey(pre, exp, w.key), nil, nil)
-			}
+		st, err := l.applyPart(b, pw)
+		if err != nil {
+			return nil, err
 		}
-		st.cp, st.hasCP = pw.cp, true
-		var cp [24]byte
-		binary.BigEndian.PutUint64(cp[:], uint64(pw.cp.next))
-		copy(cp[8:], pw.cp.topicID[:])
-		_ = b.Set(append(pw.p.prefix(), kindCheckpoint), cp[:], nil)
-		var sv [16]byte
-		binary.BigEndian.PutUint64(sv[:], uint64(st.keys))
-		binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
-		_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
 		out[i] = st
 	}
 	// NoSync: the changelog, not this database, is what survives a crash;
@@ -244,14 +208,90 @@ func (l *local) apply(parts []partWrites) ([]partState, error) {
 	return out, nil
 }
 
+// applyPart adds the changes of pw to b and returns its counts after them.
+func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
+	st := pw.before
+	pre := pw.p.prefix()
+	// In key order, the iterator's seeks move forward from where the last
+	// one ended; sorting pointers moves 8 bytes a swap, not a write.
+	order := make([]*write, len(pw.writes))
+	for i := range pw.writes {
+		order[i] = &pw.writes[i]
+	}
+	// Stable: of writes of one key (a restore's batch has them), the last
+	// is the one that counts.
+	slices.SortStableFunc(order, func(x, y *write) int { return bytes.Compare(x.key, y.key) })
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(pre, nil), UpperBound: append(pw.p.prefix(), kindData+1)})
+	if err != nil {
+		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
+	}
+	defer it.Close()
+	var scratch []byte // the data key; the batch copies what it is given
+	for i, w := range order {
+		if i+1 < len(order) && bytes.Equal(w.key, order[i+1].key) {
+			continue // overwritten later in the batch
+		}
+		scratch = append(append(append(scratch[:0], pre...), kindData), w.key...)
+		dk := scratch
+		if !w.known {
+			w.had = it.SeekGE(dk) && bytes.Equal(it.Key(), dk)
+			if w.had {
+				v, err := it.ValueAndErr()
+				if err != nil || len(v) < 8 {
+					return st, fmt.Errorf("state: reading a stored key of %s/%d (%d bytes): %v", pw.p.topic, pw.p.partition, len(v), err)
+				}
+				w.oldExp, w.oldLen = expiryOf(v), len(v)-8
+			}
+		}
+		if w.had {
+			st.keys--
+			st.bytes -= int64(len(w.key) + w.oldLen)
+			if w.oldExp != 0 {
+				_ = b.Delete(expiryKey(pre, w.oldExp, w.key), nil)
+			}
+		}
+		if w.enc == nil {
+			if w.had {
+				_ = b.Delete(dk, nil)
+			}
+			continue
+		}
+		_ = b.Set(dk, w.enc, nil)
+		st.keys++
+		st.bytes += int64(len(w.key) + len(w.enc) - 8)
+		if exp := expiryOf(w.enc); exp != 0 {
+			_ = b.Set(expiryKey(pre, exp, w.key), nil, nil)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
+	}
+	st.cp, st.hasCP = pw.cp, true
+	var cp [24]byte
+	binary.BigEndian.PutUint64(cp[:], uint64(pw.cp.next))
+	copy(cp[8:], pw.cp.topicID[:])
+	_ = b.Set(append(pw.p.prefix(), kindCheckpoint), cp[:], nil)
+	var sv [16]byte
+	binary.BigEndian.PutUint64(sv[:], uint64(st.keys))
+	binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
+	_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
+	return st, nil
+}
+
 // write is one collapsed change of a key: enc is the encoded value
 // (encodeValue), nil for a deletion.
 type write struct {
 	key []byte
 	enc []byte
+	// known says that had, oldExp and oldLen are the key's committed
+	// entry, as the transaction read it; apply looks it up otherwise.
+	known, had bool
+	oldExp     int64
+	oldLen     int
 }
 
-// partWrites are the changes of one partition to apply, its checkpoint
+// partWrites are the changes of one partition to apply (of one key, the
+// last in the list counts), its checkpoint
 // after them and its persisted state before them.
 type partWrites struct {
 	p      part

@@ -67,8 +67,8 @@ type restoring struct {
 	st       partState
 	rebuilt  bool
 	read     int64             // data records read
-	pending  map[string][]byte // collapsed records not yet written
-	inflight int               // records collapsed into pending
+	pending  []write // records read and not yet written, in offset order
+	inflight int     // data records in pending
 }
 
 // plan reads the changelogs' metadata and the checkpoints, wipes the
@@ -124,7 +124,7 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 	if err != nil {
 		return nil, err
 	}
-	r := &restoring{p: p, id: id, end: end, st: st, pending: map[string][]byte{}}
+	r := &restoring{p: p, id: id, end: end, st: st}
 	if st.hasCP && st.cp.topicID == id && st.cp.next >= start && st.cp.next <= end {
 		r.from = st.cp.next
 	} else {
@@ -164,7 +164,9 @@ func (m *Manager) read(ctx context.Context, plan map[part]*restoring) error {
 		return nil
 	}
 	opts := append(append([]kgo.Opt{}, m.opts.ClientOpts...), kgo.ConsumePartitions(offsets),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		// Large fetches: a restore reads whole partitions as fast as it can.
+		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("state: creating the restore consumer: %w", err)
@@ -205,8 +207,8 @@ func fetchError(fs kgo.Fetches) error {
 	return err
 }
 
-// take collapses recs into r's pending writes and writes them when there
-// are RestoreBatch of them or r reached its end.
+// take adds recs to r's pending writes and writes them when there are
+// RestoreBatch of them or r reached its end.
 func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
 	for _, rec := range recs {
 		r.pos = rec.Offset + 1
@@ -216,7 +218,7 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
 		if rec.Value != nil && len(rec.Value) < 8 {
 			return fmt.Errorf("state: changelog %s/%d offset %d: a value of %d bytes is not a state record", rec.Topic, rec.Partition, rec.Offset, len(rec.Value))
 		}
-		r.pending[string(rec.Key)] = rec.Value
+		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
 		r.read++
 		r.inflight++
 	}
@@ -228,11 +230,7 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
 
 // flush writes r's pending writes and its checkpoint in one batch.
 func (m *Manager) flush(r *restoring) error {
-	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st,
-		writes: make([]write, 0, len(r.pending))}
-	for k, v := range r.pending {
-		pw.writes = append(pw.writes, write{key: []byte(k), enc: v})
-	}
+	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending}
 	sts, err := m.db.apply([]partWrites{pw})
 	if err != nil {
 		return err
@@ -243,7 +241,7 @@ func (m *Manager) flush(r *restoring) error {
 	pi := m.info(r.p)
 	pi.restored, pi.st = r.read, r.st
 	m.mu.Unlock()
-	clear(r.pending)
+	r.pending = r.pending[:0]
 	r.inflight = 0
 	return nil
 }

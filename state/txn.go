@@ -43,7 +43,8 @@ type Txn struct {
 	sealed atomic.Bool // Records was called: no more writes
 	ended  atomic.Bool // Commit or Abort was called
 
-	recs []*kgo.Record
+	recs   []*kgo.Record
+	priors []prior // of each record's key
 }
 
 // Begin starts the state transaction of the Kafka transaction that has
@@ -103,6 +104,23 @@ func (t *Txn) Store(name string, partition int32) (Store, error) {
 type entry struct {
 	enc   []byte
 	dirty bool
+	prior // the committed entry, when the transaction read it
+}
+
+// prior is what a transaction learnt of a key's committed entry by
+// reading it, so that Commit need not look it up again.
+type prior struct {
+	known, had bool
+	oldLen     int32
+	oldExp     int64
+}
+
+// priorOf is what reading enc from the local store tells.
+func priorOf(enc []byte) prior {
+	if enc == nil {
+		return prior{known: true}
+	}
+	return prior{known: true, had: true, oldLen: int32(len(enc) - 8), oldExp: expiryOf(enc)}
 }
 
 const shards = 32
@@ -140,7 +158,7 @@ func (b *buffer) Get(key []byte) ([]byte, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		e = entry{enc: enc}
+		e = entry{enc: enc, prior: priorOf(enc)}
 		s.mu.Lock()
 		if cur, raced := s.m[string(key)]; raced {
 			e = cur
@@ -189,7 +207,7 @@ func (b *buffer) Delete(key []byte) error {
 func (b *buffer) set(key string, enc []byte) {
 	s := &b.shards[maphashString(b, key)]
 	s.mu.Lock()
-	s.m[key] = entry{enc: enc, dirty: true}
+	s.m[key] = entry{enc: enc, dirty: true, prior: s.m[key].prior}
 	s.mu.Unlock()
 }
 
@@ -214,6 +232,7 @@ func (t *Txn) Records() []*kgo.Record {
 				if e.dirty {
 					t.recs = append(t.recs, &kgo.Record{Topic: b.p.topic, Partition: b.p.partition,
 						Key: []byte(k), Value: e.enc, Offset: -1})
+					t.priors = append(t.priors, e.prior)
 				}
 			}
 			s.mu.Unlock()
