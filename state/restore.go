@@ -66,7 +66,7 @@ type restoring struct {
 	pos      int64 // next offset to read
 	st       partState
 	rebuilt  bool
-	read     int64             // data records read
+	read     int64   // data records read
 	pending  []write // records read and not yet written, in offset order
 	inflight int     // data records in pending
 }
