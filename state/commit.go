@@ -47,6 +47,9 @@ func (t *Txn) collect() (map[part]*partWrites, error) {
 	byPart := map[part]*partWrites{}
 	for i, r := range t.recs {
 		p := part{r.Topic, r.Partition}
+		if p != t.parts[i] { // marked not restored with the rest on the error below
+			byPart[t.parts[i]] = &partWrites{p: t.parts[i]}
+		}
 		pw := byPart[p]
 		if pw == nil {
 			pw = &partWrites{p: p}
@@ -55,8 +58,8 @@ func (t *Txn) collect() (map[part]*partWrites, error) {
 		if r.Offset < 0 {
 			return byPart, fmt.Errorf("state: commit of %s/%d: a changelog record was not acknowledged (not produced, or produced as a copy)", r.Topic, r.Partition)
 		}
-		if t.bufs[p] == nil {
-			return byPart, fmt.Errorf("state: commit: a changelog record of %s/%d landed in a partition the transaction did not write (the producer's partitioner must keep the record's partition)", r.Topic, r.Partition)
+		if p != t.parts[i] {
+			return byPart, fmt.Errorf("state: commit: a changelog record of %s/%d landed in %s/%d (the producer's partitioner must keep the record's partition)", t.parts[i].topic, t.parts[i].partition, r.Topic, r.Partition)
 		}
 		pw.cp.next = max(pw.cp.next, r.Offset+1)
 		pr := t.priors[i]

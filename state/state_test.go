@@ -353,3 +353,26 @@ func TestReadYourWrites(t *testing.T) {
 		t.Fatalf("an unknown store: %v, want ErrUnknownStore", err)
 	}
 }
+
+// A Commit whose changelog records were not acknowledged applies nothing
+// and leaves the partition to be restored again.
+func TestCommitUnacknowledged(t *testing.T) {
+	e := newEnv(t, 1)
+	m := e.open()
+	tx, err := m.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, store(t, tx, "counts", 0), "k", "v")
+	_ = tx.Records() // never produced
+	if err := tx.Commit(); err == nil {
+		t.Fatal("Commit of records never produced succeeded")
+	}
+	if st := status(t, m, "counts", 0); st.Ready || st.Keys != 0 {
+		t.Fatalf("status %+v, want not ready and nothing applied", st)
+	}
+	if err := m.Restore(ctx(t), []int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	want(t, m, "counts", 0, "k", "")
+}

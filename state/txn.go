@@ -45,6 +45,7 @@ type Txn struct {
 
 	recs   []*kgo.Record
 	priors []prior // of each record's key
+	parts  []part  // each record's partition, as Records set it
 }
 
 // Begin starts the state transaction of the Kafka transaction that has
@@ -233,6 +234,7 @@ func (t *Txn) Records() []*kgo.Record {
 					t.recs = append(t.recs, &kgo.Record{Topic: b.p.topic, Partition: b.p.partition,
 						Key: []byte(k), Value: e.enc, Offset: -1})
 					t.priors = append(t.priors, e.prior)
+					t.parts = append(t.parts, b.p)
 				}
 			}
 			s.mu.Unlock()
