@@ -54,12 +54,12 @@ func (b *buffer) expireBuffered(at int64, limit int) int {
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()
-		for k, e := range s.m {
+		for _, e := range s.m {
 			if limit > 0 && n >= limit {
 				break
 			}
 			if e.dirty && e.enc != nil && expiryOf(e.enc) != 0 && expiryOf(e.enc) <= at {
-				s.m[k] = entry{dirty: true, prior: e.prior}
+				e.enc = nil
 				n++
 			}
 		}
@@ -84,8 +84,12 @@ func (b *buffer) expireLocal(ctx context.Context, at int64, limit int) (int, err
 		key := string(it.Key()[len(lower)+8:])
 		s := &b.shards[maphashString(b, key)]
 		s.mu.Lock()
-		if e, seen := s.m[key]; !seen || !e.dirty {
-			s.m[key] = entry{dirty: true, prior: e.prior}
+		switch e := s.m[key]; {
+		case e == nil:
+			s.m[key] = &entry{dirty: true}
+			n++
+		case !e.dirty:
+			e.enc, e.dirty = nil, true
 			n++
 		}
 		s.mu.Unlock()

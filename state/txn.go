@@ -93,7 +93,7 @@ func (t *Txn) Store(name string, partition int32) (Store, error) {
 	if b = t.bufs[p]; b == nil {
 		b = &buffer{t: t, p: p, pi: pi}
 		for i := range b.shards {
-			b.shards[i].m = map[string]entry{}
+			b.shards[i].m = map[string]*entry{}
 		}
 		t.bufs[p] = b
 	}
@@ -137,8 +137,8 @@ type buffer struct {
 
 type shard struct {
 	mu sync.Mutex
-	m  map[string]entry
-	_  [40]byte // a cache line each
+	m  map[string]*entry // in place, so that a write of a key known is one lookup
+	_  [40]byte          // a cache line each
 }
 
 func (b *buffer) shard(key []byte) *shard {
@@ -151,20 +151,24 @@ func maphashString(b *buffer, key string) uint64 { return maphash.String(b.t.see
 // Get implements Store.
 func (b *buffer) Get(key []byte) ([]byte, bool, error) {
 	s := b.shard(key)
+	var e entry
 	s.mu.Lock()
-	e, ok := s.m[string(key)]
+	p := s.m[string(key)]
+	if p != nil {
+		e = *p
+	}
 	s.mu.Unlock()
-	if !ok {
+	if p == nil {
 		enc, err := b.t.m.db.get(b.p, key)
 		if err != nil {
 			return nil, false, err
 		}
 		e = entry{enc: enc, prior: priorOf(enc)}
 		s.mu.Lock()
-		if cur, raced := s.m[string(key)]; raced {
-			e = cur
+		if cur := s.m[string(key)]; cur != nil {
+			e = *cur
 		} else {
-			s.m[string(key)] = e
+			s.m[string(key)] = &entry{enc: enc, prior: e.prior}
 		}
 		s.mu.Unlock()
 	}
@@ -208,7 +212,11 @@ func (b *buffer) Delete(key []byte) error {
 func (b *buffer) set(key string, enc []byte) {
 	s := &b.shards[maphashString(b, key)]
 	s.mu.Lock()
-	s.m[key] = entry{enc: enc, dirty: true, prior: s.m[key].prior}
+	if p := s.m[key]; p != nil {
+		p.enc, p.dirty = enc, true
+	} else {
+		s.m[key] = &entry{enc: enc, dirty: true}
+	}
 	s.mu.Unlock()
 }
 
