@@ -23,7 +23,10 @@ import (
 // The end is the log-end offset taken when Restore starts, read with
 // read_committed isolation: a transaction of the partition's previous
 // owner still open then holds Restore back until it commits or aborts, so
-// that no committed write is missed.
+// that no committed write is missed. The same holds for this processor's
+// own transaction: call Restore outside the group's rebalance callbacks
+// and with no Kafka transaction of its own open (between End and the next
+// Begin), or it waits for that transaction's timeout.
 func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
 	if len(partitions) == 0 {
 		return nil
