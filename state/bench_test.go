@@ -1,0 +1,173 @@
+package state
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/kafkatest"
+)
+
+// localManager is a Manager whose partition 0 of store "s" is ready
+// without Kafka, for benchmarks of the buffer and the local store.
+func localManager(b *testing.B) *Manager {
+	m, err := Open(Options{Dir: filepath.Join(b.TempDir(), "state"), Group: "g", Stores: []string{"s"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	m.mu.Lock()
+	m.info(part{ChangelogTopic("g", "s"), 0}).ready = true
+	m.mu.Unlock()
+	return m
+}
+
+func keyOf(i int) []byte { return binary.BigEndian.AppendUint64([]byte("key-"), uint64(i)) }
+
+// BenchmarkPut is a Put of a 16-byte value into the transaction buffer.
+func BenchmarkPut(b *testing.B) {
+	m := localManager(b)
+	tx, _ := m.Begin()
+	s, _ := tx.Store("s", 0)
+	val := make([]byte, 16)
+	keys := make([][]byte, 1<<16)
+	for i := range keys {
+		keys[i] = keyOf(i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = s.Put(keys[i&(len(keys)-1)], val, time.Time{})
+	}
+}
+
+// BenchmarkGet is a Get the transaction buffer answers (the key read or
+// written earlier in the transaction).
+func BenchmarkGet(b *testing.B) {
+	m := localManager(b)
+	tx, _ := m.Begin()
+	s, _ := tx.Store("s", 0)
+	keys := make([][]byte, 1<<16)
+	for i := range keys {
+		keys[i] = keyOf(i)
+		_ = s.Put(keys[i], make([]byte, 16), time.Time{})
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, ok, _ := s.Get(keys[i&(len(keys)-1)]); !ok {
+			b.Fatal("missing")
+		}
+	}
+}
+
+// BenchmarkGetParallel is BenchmarkGet from every core at once, on
+// different keys.
+func BenchmarkGetParallel(b *testing.B) {
+	m := localManager(b)
+	tx, _ := m.Begin()
+	s, _ := tx.Store("s", 0)
+	keys := make([][]byte, 1<<16)
+	for i := range keys {
+		keys[i] = keyOf(i)
+		_ = s.Put(keys[i], make([]byte, 16), time.Time{})
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			_, _, _ = s.Get(keys[i&(len(keys)-1)])
+		}
+	})
+}
+
+// BenchmarkGetLocal is a Get of a committed key not yet in the buffer: a
+// read of the local store.
+func BenchmarkGetLocal(b *testing.B) {
+	m := localManager(b)
+	const n = 100_000
+	commitLocal(b, m, 0, n)
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = keyOf(i)
+	}
+	tx, _ := m.Begin()
+	s, _ := tx.Store("s", 0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%n == 0 { // a fresh buffer, so that every Get reads the store
+			tx.Abort()
+			tx, _ = m.Begin()
+			s, _ = tx.Store("s", 0)
+		}
+		if _, ok, _ := s.Get(keys[i%n]); !ok {
+			b.Fatal("missing")
+		}
+	}
+	tx.Abort()
+}
+
+// commitLocal commits n writes in one transaction, their changelog offsets
+// made up from base (no Kafka).
+func commitLocal(b *testing.B, m *Manager, base, n int) {
+	tx, _ := m.Begin()
+	s, _ := tx.Store("s", 0)
+	val := make([]byte, 16)
+	for i := range n {
+		_ = s.Put(keyOf(i), val, time.Time{})
+	}
+	for i, r := range tx.Records() {
+		r.Offset = int64(base + i)
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkCommit10k is the Commit of a transaction of 10,000 writes of
+// 16-byte values to keys already stored: Records, then the local batch.
+func BenchmarkCommit10k(b *testing.B) {
+	m := localManager(b)
+	const n = 10_000
+	commitLocal(b, m, 0, n)
+	b.ReportAllocs()
+	for i := 1; b.Loop(); i++ {
+		commitLocal(b, m, i*(n+1), n)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/write")
+}
+
+// BenchmarkRestore500k restores 500,000 changelog records (100,000 keys, a
+// 16-byte value each) of one partition from a kfake cluster over TCP into
+// an empty directory.
+func BenchmarkRestore500k(b *testing.B) {
+	const records, keys = 500_000, 100_000
+	c := kafkatest.NewFake(b, kfake.NumBrokers(1))
+	topic := ChangelogTopic("g", "s")
+	c.CreateTopics(b, 1, map[string]string{"cleanup.policy": "compact"}, topic)
+	recs := make([]*kgo.Record, records)
+	val := encodeValue(0, make([]byte, 16))
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Key: keyOf(i % keys), Value: val}
+	}
+	c.ProduceSync(b, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(1<<20))
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		m, err := Open(Options{Dir: filepath.Join(b.TempDir(), fmt.Sprint(i)), Group: "g", Stores: []string{"s"},
+			ClientOpts: c.ClientOpts()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.Restore(context.Background(), []int32{0}); err != nil {
+			b.Fatal(err)
+		}
+		if st := m.Status()[0]; st.RestoredRecords != records || st.Keys != keys {
+			b.Fatalf("restored %+v", st)
+		}
+		_ = m.Close()
+	}
+	b.ReportMetric(float64(b.N*records)/b.Elapsed().Seconds(), "records/s")
+}

@@ -1,0 +1,301 @@
+package state
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// The local store is one Pebble database holding every store partition.
+// A key begins with the partition's prefix, the changelog topic
+// (length-prefixed, so that a group or store name never reads as another)
+// and the partition number, so that one range deletion wipes a partition;
+// a kind byte follows:
+//
+//	prefix 'd' key          -> expiry (8 bytes, unix ns, 0 = never) + value
+//	prefix 'x' expiry key   -> nothing: the expiry index, in expiry order
+//	prefix 'c'              -> checkpoint: next changelog offset (8) + topic ID (16)
+//	prefix 's'              -> keys (8) and bytes (8) of the partition
+//
+// The checkpoint and the counts change in the same batch as the data they
+// describe, so that they can never disagree with it.
+const (
+	kindData       = 'd'
+	kindExpiry     = 'x'
+	kindCheckpoint = 'c'
+	kindStats      = 's'
+)
+
+// part identifies one partition of one store.
+type part struct {
+	topic     string // the store's changelog topic
+	partition int32
+}
+
+// prefix returns the key prefix of p, kind excluded.
+func (p part) prefix() []byte {
+	b := make([]byte, 0, 1+len(p.topic)+4+1)
+	b = append(b, byte(len(p.topic)))
+	b = append(b, p.topic...)
+	return binary.BigEndian.AppendUint32(b, uint32(p.partition))
+}
+
+// The database's memory: a block cache, and memtables (Pebble keeps up to
+// two while one flushes). A larger memtable takes a restore's or a
+// commit's batch whole instead of as a flushable batch of its own.
+const (
+	cacheBytes    = 64 << 20
+	memTableBytes = 32 << 20
+)
+
+// local wraps the Pebble database.
+type local struct {
+	db *pebble.DB
+}
+
+// openLocal opens (or creates) the database in dir.
+func openLocal(dir string) (*local, error) {
+	cache := pebble.NewCache(cacheBytes)
+	defer cache.Unref() // the database holds its own reference
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: memTableBytes})
+	if err != nil {
+		return nil, fmt.Errorf("state: opening the local store in %s: %w", dir, err)
+	}
+	return &local{db: db}, nil
+}
+
+// checkpoint is what a partition's local state reflects of its changelog.
+type checkpoint struct {
+	next    int64    // the next changelog offset to read
+	topicID [16]byte // the changelog topic's ID, to tell a recreated topic
+}
+
+// partState is the persisted state of a partition besides its data.
+type partState struct {
+	cp    checkpoint
+	hasCP bool
+	keys  int64
+	bytes int64
+}
+
+// readPart returns p's checkpoint and counts.
+func (l *local) readPart(p part) (partState, error) {
+	var st partState
+	pre := p.prefix()
+	v, closer, err := l.db.Get(append(pre, kindCheckpoint))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return st, fmt.Errorf("state: reading the checkpoint of %s/%d: %w", p.topic, p.partition, err)
+	default:
+		if len(v) == 24 {
+			st.hasCP = true
+			st.cp.next = int64(binary.BigEndian.Uint64(v))
+			copy(st.cp.topicID[:], v[8:])
+		}
+		closer.Close()
+	}
+	v, closer, err = l.db.Get(append(pre, kindStats))
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+	case err != nil:
+		return st, fmt.Errorf("state: reading the counts of %s/%d: %w", p.topic, p.partition, err)
+	default:
+		if len(v) == 16 {
+			st.keys = int64(binary.BigEndian.Uint64(v))
+			st.bytes = int64(binary.BigEndian.Uint64(v[8:]))
+		}
+		closer.Close()
+	}
+	return st, nil
+}
+
+// get returns the encoded entry (encodeValue) of key in p, copied, or
+// nil when there is none.
+func (l *local) get(p part, key []byte) ([]byte, error) {
+	v, closer, err := l.db.Get(dataKey(p.prefix(), key))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: reading a key of %s/%d: %w", p.topic, p.partition, err)
+	}
+	defer closer.Close()
+	if len(v) < 8 {
+		return nil, fmt.Errorf("state: a stored value of %s/%d has %d bytes, under the 8 of its expiry", p.topic, p.partition, len(v))
+	}
+	return append(make([]byte, 0, len(v)), v...), nil
+}
+
+// wipe deletes everything of p: data, index, checkpoint and counts.
+func (l *local) wipe(p part) error {
+	start := p.prefix()
+	end := append(p.prefix(), 0xff)
+	if err := l.db.DeleteRange(start, end, pebble.NoSync); err != nil {
+		return fmt.Errorf("state: wiping %s/%d: %w", p.topic, p.partition, err)
+	}
+	return nil
+}
+
+// close closes the database.
+func (l *local) close() error { return l.db.Close() }
+
+// dataKey is the key of a data entry.
+func dataKey(prefix, key []byte) []byte {
+	b := make([]byte, 0, len(prefix)+1+len(key))
+	b = append(append(b, prefix...), kindData)
+	return append(b, key...)
+}
+
+// expiryKey is the key of an entry of the expiry index.
+func expiryKey(prefix []byte, exp int64, key []byte) []byte {
+	b := make([]byte, 0, len(prefix)+9+len(key))
+	b = append(append(b, prefix...), kindExpiry)
+	b = binary.BigEndian.AppendUint64(b, uint64(exp))
+	return append(b, key...)
+}
+
+// encodeValue is the stored and changelog form of a value: its expiry
+// (unix nanoseconds, 0 for never) then the value.
+func encodeValue(exp int64, value []byte) []byte {
+	b := make([]byte, 8, 8+len(value))
+	binary.BigEndian.PutUint64(b, uint64(exp))
+	return append(b, value...)
+}
+
+// expiryOf returns the expiry of an encoded value.
+func expiryOf(enc []byte) int64 { return int64(binary.BigEndian.Uint64(enc) & math.MaxInt64) }
+
+// quietLogger drops Pebble's informational lines and keeps its errors out
+// of the process's stdout; failures reach the caller as errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("pebble: "+format, args...))
+}
+
+// apply writes the collapsed changes of each partition of parts to the
+// database in one atomic batch, with each partition's new checkpoint and
+// counts, and returns the counts. The previous entry of every key is
+// needed, so that the counts stay exact and a changed expiry leaves no
+// stale index entry: a write that does not know it already (its
+// transaction never read the key) looks it up, in key order, with one
+// iterator per partition.
+func (l *local) apply(parts []partWrites) ([]partState, error) {
+	b := l.db.NewBatch()
+	defer b.Close()
+	out := make([]partState, len(parts))
+	for i, pw := range parts {
+		st, err := l.applyPart(b, pw)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = st
+	}
+	// NoSync: the changelog, not this database, is what survives a crash;
+	// the write-ahead log keeps the batch atomic, so a machine crash can
+	// only lose whole batches, and the checkpoint with them.
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return nil, fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err)
+	}
+	return out, nil
+}
+
+// applyPart adds the changes of pw to b and returns its counts after them.
+func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
+	st := pw.before
+	pre := pw.p.prefix()
+	// In key order, the iterator's seeks move forward from where the last
+	// one ended; sorting pointers moves 8 bytes a swap, not a write.
+	order := make([]*write, len(pw.writes))
+	for i := range pw.writes {
+		order[i] = &pw.writes[i]
+	}
+	// Stable: of writes of one key (a restore's batch has them), the last
+	// is the one that counts.
+	slices.SortStableFunc(order, func(x, y *write) int { return bytes.Compare(x.key, y.key) })
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(pre, nil), UpperBound: append(pw.p.prefix(), kindData+1)})
+	if err != nil {
+		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
+	}
+	defer it.Close()
+	var scratch []byte // the data key; the batch copies what it is given
+	for i, w := range order {
+		if i+1 < len(order) && bytes.Equal(w.key, order[i+1].key) {
+			continue // overwritten later in the batch
+		}
+		scratch = append(append(append(scratch[:0], pre...), kindData), w.key...)
+		dk := scratch
+		if !w.known {
+			w.had = it.SeekGE(dk) && bytes.Equal(it.Key(), dk)
+			if w.had {
+				v, err := it.ValueAndErr()
+				if err != nil || len(v) < 8 {
+					return st, fmt.Errorf("state: reading a stored key of %s/%d (%d bytes): %v", pw.p.topic, pw.p.partition, len(v), err)
+				}
+				w.oldExp, w.oldLen = expiryOf(v), len(v)-8
+			}
+		}
+		if w.had {
+			st.keys--
+			st.bytes -= int64(len(w.key) + w.oldLen)
+			if w.oldExp != 0 {
+				_ = b.Delete(expiryKey(pre, w.oldExp, w.key), nil)
+			}
+		}
+		if w.enc == nil {
+			if w.had {
+				_ = b.Delete(dk, nil)
+			}
+			continue
+		}
+		_ = b.Set(dk, w.enc, nil)
+		st.keys++
+		st.bytes += int64(len(w.key) + len(w.enc) - 8)
+		if exp := expiryOf(w.enc); exp != 0 {
+			_ = b.Set(expiryKey(pre, exp, w.key), nil, nil)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
+	}
+	st.cp, st.hasCP = pw.cp, true
+	var cp [24]byte
+	binary.BigEndian.PutUint64(cp[:], uint64(pw.cp.next))
+	copy(cp[8:], pw.cp.topicID[:])
+	_ = b.Set(append(pw.p.prefix(), kindCheckpoint), cp[:], nil)
+	var sv [16]byte
+	binary.BigEndian.PutUint64(sv[:], uint64(st.keys))
+	binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
+	_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
+	return st, nil
+}
+
+// write is one collapsed change of a key: enc is the encoded value
+// (encodeValue), nil for a deletion.
+type write struct {
+	key []byte
+	enc []byte
+	// known says that had, oldExp and oldLen are the key's committed
+	// entry, as the transaction read it; apply looks it up otherwise.
+	known, had bool
+	oldExp     int64
+	oldLen     int
+}
+
+// partWrites are the changes of one partition to apply (of one key, the
+// last in the list counts), its checkpoint
+// after them and its persisted state before them.
+type partWrites struct {
+	p      part
+	writes []write
+	cp     checkpoint
+	before partState
+}

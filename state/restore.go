@@ -1,0 +1,250 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Restore brings partitions of every store up to their changelog's end
+// and makes them ready for transactions; call it on assignment, before any
+// record of those partitions is processed, and not while a Txn uses them.
+// It blocks until every partition is restored or ctx ends.
+//
+// A partition reads from its checkpoint: after a clean run nothing, after
+// a SIGKILL the transactions committed since its last Commit. It is
+// rebuilt from the start (its local keys wiped first) when it has no
+// checkpoint, or one the changelog cannot have written: ahead of its end,
+// before its start, or of another topic ID (the topic was recreated).
+// The end is the log-end offset taken when Restore starts, read with
+// read_committed isolation: a transaction of the partition's previous
+// owner still open then holds Restore back until it commits or aborts, so
+// that no committed write is missed. The same holds for this processor's
+// own transaction: call Restore outside the group's rebalance callbacks
+// and with no Kafka transaction of its own open (between End and the next
+// Begin), or it waits for that transaction's timeout.
+func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
+	if len(partitions) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(m.opts.ClientOpts...)
+	if err != nil {
+		return fmt.Errorf("state: creating the restore client: %w", err)
+	}
+	defer cl.Close()
+	plan, err := m.plan(ctx, kadm.NewClient(cl), partitions)
+	if err != nil {
+		return err
+	}
+	begun := time.Now()
+	if err := m.read(ctx, plan); err != nil {
+		return err
+	}
+	secs := time.Since(begun).Seconds()
+	m.mu.Lock()
+	for _, r := range plan {
+		pi := m.info(r.p)
+		pi.st, pi.ready, pi.restoring = r.st, true, false
+		pi.restored, pi.seconds, pi.rebuilt = r.read, secs, r.rebuilt
+	}
+	m.mu.Unlock()
+	for _, r := range plan {
+		m.log.Info("state restored", "topic", r.p.topic, "partition", r.p.partition,
+			"records", r.read, "from", r.from, "to", r.end, "rebuilt", r.rebuilt)
+	}
+	m.met.seconds.Observe(secs)
+	return nil
+}
+
+// restoring is the restore of one partition.
+type restoring struct {
+	p        part
+	id       [16]byte
+	from     int64 // first offset to read
+	end      int64 // log-end offset when Restore began
+	pos      int64 // next offset to read
+	st       partState
+	rebuilt  bool
+	read     int64   // data records read
+	pending  []write // records read and not yet written, in offset order
+	inflight int     // data records in pending
+}
+
+// plan reads the changelogs' metadata and the checkpoints, wipes the
+// partitions to rebuild and says where each one starts.
+func (m *Manager) plan(ctx context.Context, adm *kadm.Client, partitions []int32) (map[part]*restoring, error) {
+	topics := m.Topics()
+	details, err := m.listed(ctx, adm, topics)
+	if err != nil {
+		return nil, err
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: listing the changelogs' start offsets: %w", err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: listing the changelogs' end offsets: %w", err)
+	}
+	plan := map[part]*restoring{}
+	for _, topic := range topics {
+		d, ok := details[topic]
+		if !ok || d.Err != nil {
+			return nil, fmt.Errorf("state: changelog %s: not found (EnsureChangelogs creates it): %v", topic, d.Err)
+		}
+		m.mu.Lock()
+		m.topicIDs[topic] = d.ID
+		m.mu.Unlock()
+		for _, p := range partitions {
+			s, okS := starts.Lookup(topic, p)
+			e, okE := ends.Lookup(topic, p)
+			if !okS || !okE {
+				return nil, fmt.Errorf("state: changelog %s has no partition %d", topic, p)
+			}
+			r, err := m.start(part{topic, p}, d.ID, s.Offset, e.Offset)
+			if err != nil {
+				return nil, err
+			}
+			plan[r.p] = r
+		}
+	}
+	return plan, nil
+}
+
+// start decides where p's restore starts, wiping it to rebuild.
+func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, error) {
+	st, err := m.db.readPart(p)
+	if err != nil {
+		return nil, err
+	}
+	r := &restoring{p: p, id: id, end: end, st: st}
+	if st.hasCP && st.cp.topicID == id && st.cp.next >= start && st.cp.next <= end {
+		r.from = st.cp.next
+	} else {
+		if err := m.db.wipe(p); err != nil {
+			return nil, err
+		}
+		r.from, r.st, r.rebuilt = start, partState{}, true
+		m.log.Info("state rebuilding from the changelog's start", "topic", p.topic, "partition", p.partition,
+			"checkpoint", st.cp.next, "had_checkpoint", st.hasCP, "start", start, "end", end)
+	}
+	r.pos = r.from
+	m.mu.Lock()
+	pi := m.info(p)
+	pi.ready, pi.restoring, pi.restored, pi.rebuilt, pi.st = false, true, 0, r.rebuilt, r.st
+	pi.from, pi.end = r.from, r.end
+	m.mu.Unlock()
+	return r, nil
+}
+
+// read consumes the changelog partitions of plan from their start to
+// their end, writing a batch with its checkpoint every RestoreBatch
+// records and at the end.
+func (m *Manager) read(ctx context.Context, plan map[part]*restoring) error {
+	offsets := map[string]map[int32]kgo.Offset{}
+	left := 0
+	for _, r := range plan {
+		if r.pos >= r.end {
+			continue
+		}
+		if offsets[r.p.topic] == nil {
+			offsets[r.p.topic] = map[int32]kgo.Offset{}
+		}
+		offsets[r.p.topic][r.p.partition] = kgo.NewOffset().At(r.pos)
+		left++
+	}
+	if left == 0 {
+		return nil
+	}
+	opts := append(append([]kgo.Opt{}, m.opts.ClientOpts...), kgo.ConsumePartitions(offsets),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		// Large fetches: a restore reads whole partitions as fast as it can.
+		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("state: creating the restore consumer: %w", err)
+	}
+	defer cl.Close()
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("state: restore interrupted with %d partitions left: %w", left, err)
+		}
+		if err := fetchError(fs); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if r := plan[part{fp.Topic, fp.Partition}]; r != nil && ferr == nil && r.pos < r.end {
+				ferr = m.take(r, fp.Records)
+				if ferr == nil && r.pos >= r.end {
+					left--
+				}
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+	}
+	return nil
+}
+
+// fetchError returns the first error of fs that retrying will not fix.
+func fetchError(fs kgo.Fetches) error {
+	var err error
+	fs.EachError(func(t string, p int32, e error) {
+		if err == nil && !errors.Is(e, context.Canceled) {
+			err = fmt.Errorf("state: reading changelog %s/%d: %w", t, p, e)
+		}
+	})
+	return err
+}
+
+// take adds recs to r's pending writes and writes them when there are
+// RestoreBatch of them or r reached its end.
+func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
+	for _, rec := range recs {
+		r.pos = rec.Offset + 1
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		if rec.Value != nil && len(rec.Value) < 8 {
+			return fmt.Errorf("state: changelog %s/%d offset %d: a value of %d bytes is not a state record", rec.Topic, rec.Partition, rec.Offset, len(rec.Value))
+		}
+		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
+		r.read++
+		r.inflight++
+	}
+	if r.inflight < m.opts.RestoreBatch && r.pos < r.end {
+		return nil
+	}
+	return m.flush(r)
+}
+
+// flush writes r's pending writes and its checkpoint in one batch.
+func (m *Manager) flush(r *restoring) error {
+	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending}
+	sts, err := m.db.apply([]partWrites{pw})
+	if err != nil {
+		return err
+	}
+	r.st = sts[0]
+	m.met.restored.Add(float64(r.inflight))
+	m.mu.Lock()
+	pi := m.info(r.p)
+	pi.restored, pi.st = r.read, r.st
+	m.mu.Unlock()
+	r.pending = r.pending[:0]
+	r.inflight = 0
+	return nil
+}
