@@ -133,7 +133,7 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		if p.o.MaxTxnBytes > 0 {
 			p.open.counts.bytes += transform.Bytes(o)
 		}
-		p.open.inflight = append(p.open.inflight, inflight{r: o, src: src})
+		p.open.sent.note(o, src)
 		p.s.Produce(p.work, o, src)
 	}
 	return nil
