@@ -17,6 +17,7 @@ import (
 // and under the same policies as with one worker. This is the per-record
 // path: nothing here allocates, locks or logs unless a record fails.
 func (p *Pipeline) process(fs kgo.Fetches) error {
+	defer p.pool.release() // runs last: after the workers have stopped
 	parallel := p.pool.split(fs)
 	if parallel {
 		p.startWorkers()
