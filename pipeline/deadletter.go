@@ -35,6 +35,9 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 		p.fitDeadLetter(r)
 	}
 	p.open.counts.dlq++
+	if p.o.MaxTxnBytes > 0 {
+		p.open.counts.bytes += transform.Bytes(r) // held as rows until the end with a database sink
+	}
 	p.open.sent.noteDead(r, src, failure{stage: stage, attempts: attempts, err: err})
 	p.s.ProduceDeadLetter(p.work, r, src, txn.DeadLetter{Stage: stage, Attempts: attempts, Err: err})
 }
