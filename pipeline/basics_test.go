@@ -398,7 +398,8 @@ func TestCheckDestinations(t *testing.T) {
 // pollSize asks for what is left of the transaction's record bound; with a
 // byte bound, for what is left of it at the bytes per record seen so far
 // (the larger of the last transaction's and the open one's), one record
-// when none was ever measured, and always at least one.
+// when none was ever measured, never more than maxPoll, and always at
+// least one.
 func TestPollSize(t *testing.T) {
 	p := unitPipeline(t, nil, Options{MaxRecordsPerTxn: 100})
 	for _, c := range []struct {
@@ -424,6 +425,8 @@ func TestPollSize(t *testing.T) {
 		{name: "bytes: over the bound", maxBytes: 1000, txnMax: 100, records: 4, bytes: 1200, perRecord: 300, sized: true, want: 1},
 		{name: "bytes: only filtered records so far", maxBytes: 1000, txnMax: 100, records: 3, want: 97},
 		{name: "bytes: last transaction produced nothing", maxBytes: 1000, txnMax: 100, sized: true, want: 100},
+		{name: "at most maxPoll", txnMax: 100_000, records: 10, want: maxPoll},
+		{name: "bytes: at most maxPoll", maxBytes: 1 << 30, txnMax: 100_000, perRecord: 100, sized: true, want: maxPoll},
 	} {
 		p.o.MaxTxnBytes, p.pace.max, p.open.counts.records, p.open.counts.bytes, p.pace.perRecord, p.pace.sized = c.maxBytes, c.txnMax, c.records, c.bytes, c.perRecord, c.sized
 		if got := p.pollSize(); got != c.want {

@@ -8,6 +8,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -226,5 +227,25 @@ func TestLoopBudgetOverBeforeTheFirstRecord(t *testing.T) {
 	}
 	if recs := e.read(e.dlq, false); len(recs) != 0 {
 		t.Errorf("%d dead letters written", len(recs))
+	}
+}
+
+// Dead letters count toward MaxTxnBytes as outputs do: a chain that fails
+// every record still ends its transactions at the byte bound.
+func TestLoopByteBoundCountsDeadLetters(t *testing.T) {
+	e := newMemEnv(t)
+	e.noLineage = true
+	const n, keys, size, maxBytes = 100, 10, 100, 1000
+	e.produceSized(n, keys, size)
+	fail := func(context.Context, transform.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
+		return nil, errors.New("bad record")
+	}
+	run := e.start("g", "g-a", loopChain(t, fail), Options{CommitInterval: 5 * time.Second, MaxRecordsPerTxn: 500,
+		MaxTxnBytes: maxBytes, OnError: DeadLetter, DLQTopic: e.dlq})
+	eventually(t, 20*time.Second, "the group to commit every input", run, func() bool { return e.caughtUp("g") })
+	run.stop(t, 10*time.Second)
+	if count, sum, atMost := histogramOf(t, run.tm.Records, 16); count < n/(maxBytes/size) || sum != n || uint64(atMost) != count {
+		t.Errorf("transaction_records: %d transactions, %v records, %d of at most 16; want transactions of at most %d dead letters",
+			count, sum, atMost, maxBytes/size)
 	}
 }

@@ -35,7 +35,10 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 		p.fitDeadLetter(r)
 	}
 	p.open.counts.dlq++
-	p.open.inflight = append(p.open.inflight, inflight{r: r, src: src, dead: &failure{stage: stage, attempts: attempts, err: err}})
+	if p.o.MaxTxnBytes > 0 {
+		p.open.counts.bytes += transform.Bytes(r) // held as rows until the end with a database sink
+	}
+	p.open.sent.noteDead(r, src, failure{stage: stage, attempts: attempts, err: err})
 	p.s.ProduceDeadLetter(p.work, r, src, txn.DeadLetter{Stage: stage, Attempts: attempts, Err: err})
 }
 

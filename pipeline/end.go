@@ -9,14 +9,14 @@ import (
 	"github.com/streamproc/processor/txn"
 )
 
-// openTxn is the transaction being built: its counts, the outputs in
-// flight, the poison entries it applied and the records it blamed, the
+// openTxn is the transaction being built: its counts, what identifies
+// the outputs in flight (sent.go), the poison entries it applied and the records it blamed, the
 // lineage chunks its outputs use, and the context its records run under.
 type openTxn struct {
-	counts   txnCounts
-	inflight []inflight
-	applied  []transform.Source // poison entries this transaction applied
-	stamps   []int64            // its input records' timestamps, Unix ms (latency.go)
+	counts  txnCounts
+	sent    sentLog
+	applied []transform.Source // poison entries this transaction applied
+	stamps  []int64            // its input records' timestamps, Unix ms (latency.go)
 	// blamed are the records this transaction failed as the ones that
 	// held it up; an abort makes them poison, so that their retry does
 	// not run them.
@@ -34,7 +34,7 @@ type openTxn struct {
 // with lineage, the lineage headers' chunks too. Dead letters always carry
 // lineage, in the form legacy says.
 func newOpenTxn(lineage, legacy bool) openTxn {
-	o := openTxn{counts: txnCounts{routed: make(map[string]int)}, dlqLineage: newLineage(legacy),
+	o := openTxn{counts: txnCounts{routed: make(map[string]int)}, sent: newSentLog(), dlqLineage: newLineage(legacy),
 		ctx: context.Background(), cancel: func() {}}
 	if lineage {
 		o.lineage = newLineage(legacy)
@@ -127,13 +127,12 @@ func (p *Pipeline) committed() {
 }
 
 // reset readies o for the next transaction: it drops the ended one's
-// counts and record pointers, and, when done (no transaction is open:
+// counts and its outputs' entries, and, when done (no transaction is open:
 // every record of the ended one is done), reuses the lineage chunks.
 func (o *openTxn) reset(done bool) {
 	clear(o.blamed)
 	o.blamed = o.blamed[:0]
-	clear(o.inflight) // drop the record pointers
-	o.inflight = o.inflight[:0]
+	o.sent.reset()
 	o.applied = o.applied[:0]
 	o.stamps = o.stamps[:0]
 	o.counts.reset()

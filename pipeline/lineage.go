@@ -21,15 +21,20 @@ const (
 
 // lineage stamps lineage headers without allocating per record: header
 // slices and values are carved from chunks that are reused once the
-// transaction holding them has ended. The compact form writes the whole
-// value into the byte chunk; the legacy form writes only the offset digits
-// there, its topic and partition values built once.
+// transaction holding them has ended (every chunk it filled, not only the
+// last, so that a steady stream of transactions allocates none). The
+// compact form writes the whole value into the byte chunk; the legacy form
+// writes only the offset digits there, its topic and partition values
+// built once.
 type lineage struct {
 	legacy bool
 	topics map[string][]byte
 	parts  [][]byte
 	hdrs   []kgo.RecordHeader
 	digits []byte
+	// The chunks the open transaction filled, and those free for reuse.
+	fullHdrs, spareHdrs     [][]kgo.RecordHeader
+	fullDigits, spareDigits [][]byte
 }
 
 const (
@@ -57,7 +62,8 @@ func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
 	}
 	if len(l.hdrs)+need > cap(l.hdrs) {
 		// Records of this transaction still use the old chunk.
-		l.hdrs = make([]kgo.RecordHeader, 0, max(hdrChunk, need))
+		l.fullHdrs = append(l.fullHdrs, l.hdrs)
+		l.hdrs = nextChunk(&l.spareHdrs, max(hdrChunk, need))
 	}
 	start := len(l.hdrs)
 	for _, h := range r.Headers {
@@ -104,7 +110,8 @@ func (l *lineage) partition(p int32) []byte {
 func (l *lineage) compact(src transform.Source) []byte {
 	need := len(src.Topic) + 33 // two '/', an int32's 11 characters and an int64's 20 at most
 	if len(l.digits)+need > cap(l.digits) {
-		l.digits = make([]byte, 0, max(digitChunk, need))
+		l.fullDigits = append(l.fullDigits, l.digits)
+		l.digits = nextChunk(&l.spareDigits, max(digitChunk, need))
 	}
 	start := len(l.digits)
 	l.digits = record.AppendLineage(l.digits, src)
@@ -113,11 +120,24 @@ func (l *lineage) compact(src transform.Source) []byte {
 
 func (l *lineage) offset(o int64) []byte {
 	if len(l.digits)+20 > cap(l.digits) {
-		l.digits = make([]byte, 0, digitChunk)
+		l.fullDigits = append(l.fullDigits, l.digits)
+		l.digits = nextChunk(&l.spareDigits, digitChunk)
 	}
 	start := len(l.digits)
 	l.digits = strconv.AppendInt(l.digits, o, 10)
 	return l.digits[start:len(l.digits):len(l.digits)]
+}
+
+// nextChunk returns an empty chunk of at least n elements: a spare one,
+// or a new one.
+func nextChunk[T any](spare *[][]T, n int) []T {
+	if k := len(*spare); k > 0 && cap((*spare)[k-1]) >= n {
+		c := (*spare)[k-1]
+		(*spare)[k-1] = nil
+		*spare = (*spare)[:k-1]
+		return c[:0]
+	}
+	return make([]T, 0, n)
 }
 
 // reset makes the chunks reusable; call it only after the transaction that
@@ -125,6 +145,12 @@ func (l *lineage) offset(o int64) []byte {
 func (l *lineage) reset() {
 	l.hdrs = l.hdrs[:0]
 	l.digits = l.digits[:0]
+	l.spareHdrs = append(l.spareHdrs, l.fullHdrs...)
+	clear(l.fullHdrs)
+	l.fullHdrs = l.fullHdrs[:0]
+	l.spareDigits = append(l.spareDigits, l.fullDigits...)
+	clear(l.fullDigits)
+	l.fullDigits = l.fullDigits[:0]
 }
 
 // Lineage reads an output record's lineage headers back, of either form:

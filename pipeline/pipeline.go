@@ -184,12 +184,21 @@ func (p *Pipeline) due() time.Time {
 // pollSize is how many records the next poll may return (pace.pollSize).
 func (p *Pipeline) pollSize() int { return p.pace.pollSize(&p.open.counts, p.o.MaxTxnBytes) }
 
+// maxPoll bounds the records of one poll. A poll's records are alive
+// until the loop has produced the last of them, and each keeps the fetched
+// batch it came from: a 100,000-record poll on a backlog would hold the
+// whole transaction's input (and the client fetches the next while it is
+// produced). Smaller polls let the client release a batch once its
+// outputs are acknowledged, as the bare copier's 10,000-record polls do.
+const maxPoll = 10_000
+
 // pollSize is how many records the next poll may return, with c the open
 // transaction's counts: what is left of the transaction's record count
 // and of its byte bound maxBytes (0: none), at the bytes per record seen
-// so far (one record, to learn them, before any was seen).
+// so far (one record, to learn them, before any was seen), and at most
+// maxPoll.
 func (pc *pace) pollSize(c *txnCounts, maxBytes int64) int {
-	n := pc.max - c.records
+	n := min(maxPoll, pc.max-c.records)
 	if maxBytes > 0 {
 		per := pc.perRecord
 		if c.records > 0 {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
@@ -66,10 +65,11 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 	}
 	type blame struct {
 		in        inflight
+		topic     string // where its output went
 		cause     error
 		ambiguous bool
 	}
-	var at map[*kgo.Record]int
+	find := p.open.sent.finder()
 	byPart := map[topicPartition]*blame{}
 	alone := map[transform.Source]struct{}{}
 	var order []topicPartition
@@ -77,23 +77,17 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 		if !unproducible(f.Err) {
 			continue // transient, or a missing topic: the retry deals with it
 		}
-		if at == nil {
-			at = make(map[*kgo.Record]int, len(p.open.inflight))
-			for i, in := range p.open.inflight {
-				at[in.r] = i
-			}
-		}
-		i, ok := at[f.Record]
+		in, ok := find(f.Record)
 		if !ok {
 			continue
 		}
-		in, tp := p.open.inflight[i], topicPartition{f.Record.Topic, f.Record.Partition}
+		tp := topicPartition{f.Record.Topic, f.Record.Partition}
 		if limit := p.s.MaxRecordBytes(tp.topic); limit > 0 && wireBytes(f.Record) > limit {
 			// Too large on its own: the producer refused it alone, and
 			// the others of its partition failed (if they did) with it.
 			if _, done := alone[in.src]; !done {
 				alone[in.src] = struct{}{}
-				if err := p.poisonInput(in, f.Err); err != nil {
+				if err := p.poisonInput(in, tp.topic, f.Err); err != nil {
 					return err
 				}
 			}
@@ -101,7 +95,7 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 		}
 		switch b, seen := byPart[tp]; {
 		case !seen:
-			byPart[tp] = &blame{in: in, cause: f.Err}
+			byPart[tp] = &blame{in: in, topic: tp.topic, cause: f.Err}
 			order = append(order, tp)
 		case b.in.src != in.src:
 			b.ambiguous = true
@@ -114,7 +108,7 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 			shrink = true
 			continue
 		}
-		if err := p.poisonInput(b.in, b.cause); err != nil {
+		if err := p.poisonInput(b.in, b.topic, b.cause); err != nil {
 			return err
 		}
 	}
@@ -145,10 +139,9 @@ func (p *Pipeline) describeTopic(t string) string {
 	return fmt.Sprintf("routed topic %q", t)
 }
 
-// poisonInput records that in's output could not be produced because of
-// cause, or returns the error that ends the processor.
-func (p *Pipeline) poisonInput(in inflight, cause error) error {
-	topic := in.r.Topic
+// poisonInput records that in's output to topic could not be produced
+// because of cause, or returns the error that ends the processor.
+func (p *Pipeline) poisonInput(in inflight, topic string, cause error) error {
 	prev, seen := p.book.poison[in.src]
 	switch {
 	case in.dead != nil && seen && prev.dlqFailed:

@@ -68,14 +68,6 @@ func (b *poisonBook) forget(applied []transform.Source) {
 	}
 }
 
-// inflight links a produced record to its input, for the rare case that
-// producing it fails for good.
-type inflight struct {
-	r    *kgo.Record
-	src  transform.Source
-	dead *failure // set on a dead letter: why its input failed
-}
-
 // failed applies the error policy to an input record that failed for good:
 // its chain entry stage failed after attempts runs, or (stage "produce") its
 // output could not be produced. dropValue, when set, says why its dead

@@ -17,6 +17,7 @@ import (
 // and under the same policies as with one worker. This is the per-record
 // path: nothing here allocates, locks or logs unless a record fails.
 func (p *Pipeline) process(fs kgo.Fetches) error {
+	defer p.pool.release() // runs last: after the workers have stopped
 	parallel := p.pool.split(fs)
 	if parallel {
 		p.startWorkers()
@@ -139,7 +140,7 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		if p.o.MaxTxnBytes > 0 {
 			p.open.counts.bytes += transform.Bytes(o)
 		}
-		p.open.inflight = append(p.open.inflight, inflight{r: o, src: src})
+		p.open.sent.note(o, src)
 		p.s.Produce(p.work, o, src)
 	}
 	return nil

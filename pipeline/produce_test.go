@@ -330,3 +330,21 @@ func TestConfirmMissing(t *testing.T) {
 		t.Error("an output routed to a confirmed-missing topic passes checkDestinations")
 	}
 }
+
+// Under the skip policy an output the broker rejects for good skips its
+// input, found alone once transactions have shrunk: every other input is
+// output once, and the skipped one is counted.
+func TestLoopOutputTooLargeSkipped(t *testing.T) {
+	e := newMemEnv(t)
+	tiny := e.createTopic("tiny", 1, map[string]string{"max.message.bytes": strconv.Itoa(tinyLimit)})
+	const n, keys = 40, 4
+	e.produce(n, keys)
+	big := e.inputs[29]
+	run := e.startBatched("g", "g-a", loopChain(t, bigOutputs(big)), Options{OutputTopic: tiny, Lineage: true, OnError: Skip})
+	eventually(t, 30*time.Second, "the group to commit every input", run, func() bool { return e.caughtUp("g") })
+	run.stop(t, 10*time.Second)
+	e.checkTopic(tiny, e.read(tiny, true), func(in *kgo.Record) bool { return in != big })
+	if s := testutil.ToFloat64(run.pm.Skipped); s != 1 {
+		t.Errorf("processor_records_skipped_total = %v, want 1", s)
+	}
+}

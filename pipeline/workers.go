@@ -151,6 +151,15 @@ func (pl *pool) split(fs kgo.Fetches) bool {
 	return true
 }
 
+// release drops the poll's record pointers once its records are
+// produced: the client holds each output only until it is acknowledged,
+// and the poll's batches must not keep them (and the fetched batches they
+// point into) alive while the next poll is fetched and processed.
+func (pl *pool) release() {
+	clear(pl.batches)
+	pl.batches = pl.batches[:0]
+}
+
 // arm readies the coordination for the batches of a poll and returns how
 // many workers may share them (busy says which do).
 func (pl *pool) arm() int {

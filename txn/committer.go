@@ -73,10 +73,10 @@ func newCommitter(o Options, out *outcomes, lim *limiter) (committer, error) {
 	}
 	switch o.Guarantee {
 	case ExactlyOnce:
-		return &kafkaTxn{producer: producer{out: out, lim: lim, log: o.Logger, timeout: o.TransactionTimeout},
+		return &kafkaTxn{producer: producer{out: out, promise: out.failed, lim: lim, log: o.Logger, timeout: o.TransactionTimeout},
 			txnID: o.TransactionalID, txnTimeout: o.TransactionTimeout}, nil
 	case AtLeastOnce:
-		return &flushCommit{producer: producer{out: out, lim: lim, log: o.Logger, timeout: o.TransactionTimeout}}, nil
+		return &flushCommit{producer: producer{out: out, promise: out.failed, lim: lim, log: o.Logger, timeout: o.TransactionTimeout}}, nil
 	}
 	return nil, fmt.Errorf("txn: unknown guarantee %q", o.Guarantee)
 }

@@ -36,7 +36,7 @@ func (k *kafkaTxn) poll(ctx context.Context, max int) kgo.Fetches { return k.gts
 func (k *kafkaTxn) begin() error { return k.gts.Begin() }
 
 func (k *kafkaTxn) produce(ctx context.Context, r *kgo.Record, _ record.Source, _ *DeadLetter) {
-	k.gts.Produce(ctx, r, k.out.failed)
+	k.gts.Produce(ctx, r, k.promise)
 }
 
 // end flushes before a commit (and before an injected abort, which lets

@@ -31,12 +31,20 @@ type outcomes struct {
 	failures   []Failure
 }
 
-// failed notes that r could not be produced; it is the produce promise.
+// failed notes that r could not be produced; it is the produce promise,
+// called for every output. It allocates only for a failure: the error the
+// first failure keeps is a copy taken in fail, so that err itself does not
+// escape to the heap on every call.
 func (o *outcomes) failed(r *kgo.Record, err error) {
-	if err == nil {
-		return
+	if err != nil {
+		o.fail(r, err)
 	}
-	o.produceErr.CompareAndSwap(nil, &err)
+}
+
+// fail notes r's failure with err.
+func (o *outcomes) fail(r *kgo.Record, err error) {
+	first := err
+	o.produceErr.CompareAndSwap(nil, &first)
 	o.mu.Lock()
 	if len(o.failures) < maxFailures {
 		o.failures = append(o.failures, Failure{Record: r, Err: err})
@@ -65,6 +73,7 @@ func (o *outcomes) take() []Failure {
 type producer struct {
 	cl      *kgo.Client
 	out     *outcomes
+	promise func(*kgo.Record, error) // out.failed, made once rather than per record
 	lim     *limiter
 	log     *slog.Logger
 	timeout time.Duration // the transaction timeout
@@ -80,7 +89,7 @@ func (p *producer) hello(ctx context.Context) error {
 // prepare reads the producer's batch limits.
 func (p *producer) prepare(ctx context.Context) error { return p.lim.read(ctx) }
 
-func (p *producer) produce(ctx context.Context, r *kgo.Record) { p.cl.Produce(ctx, r, p.out.failed) }
+func (p *producer) produce(ctx context.Context, r *kgo.Record) { p.cl.Produce(ctx, r, p.promise) }
 
 // flushed waits until every output of the batch is acknowledged or has
 // failed; one that failed turns a commit into an abort, for which it

@@ -217,6 +217,13 @@ func (s *Session) consumerOpts() []kgo.Opt {
 		// limits before anything is produced; franz-go asks once per
 		// partition, when it first produces to it).
 		kgo.ProducerBatchMaxBytesFn(s.lim.batchLimit),
+		// Half of franz-go's 1 MiB a partition per fetch. A fetched batch
+		// stays in memory until every record of it is produced and
+		// acknowledged, and the client fetches the next while the loop
+		// works on the last: on a backlog most of the heap is fetched
+		// data. Side by side with franz-go's default this cut peak memory
+		// by a quarter at no cost in records/s (docs/benchmarks.md).
+		kgo.FetchMaxPartitionBytes(512 << 10),
 	}
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
