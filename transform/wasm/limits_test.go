@@ -488,7 +488,9 @@ func TestGuestReturnsTooManyBytes(t *testing.T) {
 		records int
 	}{{"amplify:40:1048576", 40}, {"big:20971520", 1}} {
 		t.Run(c.value, func(t *testing.T) {
-			tr := newTest(t, misbehave)
+			// A generous deadline: the guest writes 20MiB, which under the race
+			// detector on a loaded machine can take longer than the usual 1s.
+			tr := newTest(t, misbehave, func(s *Settings) { s.Timeout = 10 * time.Second })
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
@@ -518,7 +520,7 @@ func TestGuestReturnsTooManyBytes(t *testing.T) {
 	spec, _ := transform.Default.Lookup("wasm")
 	reg := &transform.Registry{}
 	reg.Register("wasm", spec)
-	settings := map[string]string{"MODULE": guestPath(t, misbehave), "MAX_MEMORY": "64MiB", "TIMEOUT": "1s"}
+	settings := map[string]string{"MODULE": guestPath(t, misbehave), "MAX_MEMORY": "64MiB", "TIMEOUT": "10s"}
 	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, func(_ transform.Entry, s string) (string, bool) {
 		v, ok := settings[s]
 		return v, ok
