@@ -116,10 +116,13 @@ func TestStatefulCountUnderCrash(t *testing.T) {
 					t.Logf("%s: restore after SIGKILL read %d of the changelog's %d records", tg.Name, n, changelog)
 				}
 
-				p3 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
+				addr := freeAddr(t)
+				p3 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static,
+					func(inst *launch.Instance) { inst.HTTPAddr = addr })
 				tg.produce(t, in, 3*in.n/4, 5*in.n/6)
 				tg.waitCaughtUp(t, group, in.topic)
 				waitFor(t, 10*time.Second, "a commit of p3", func() bool { return !p3.committedAt().IsZero() })
+				checkStateStatus(t, addr, 4)
 				p3.terminate(t)
 				if n, _ := restored(p3); n != 0 {
 					t.Errorf("the restore after SIGTERM read %d changelog records, want none", n)
@@ -198,4 +201,39 @@ func TestStatefulChangelogMismatch(t *testing.T) {
 			t.Errorf("exit %v, log %q; want exit 2 naming %s", p.err, p.logs.String(), changelog)
 		}
 	})
+}
+
+// checkStateStatus checks that /status at addr shows every one of
+// partitions of the aggregate store ready, restored, with keys, and that
+// /metrics has the state metrics.
+func checkStateStatus(t *testing.T, addr string, partitions int) {
+	t.Helper()
+	_, body := httpGet(addr, "/status")
+	var doc struct {
+		Restoring bool `json:"state_restoring"`
+		State     []struct {
+			Store      string `json:"store"`
+			Ready      bool   `json:"ready"`
+			Keys       int64  `json:"keys"`
+			Checkpoint int64  `json:"checkpoint"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("/status: %v: %s", err, body)
+	}
+	ready := 0
+	for _, s := range doc.State {
+		if s.Store == "aggregate" && s.Ready && s.Keys > 0 && s.Checkpoint > 0 {
+			ready++
+		}
+	}
+	if doc.Restoring || ready != partitions {
+		t.Errorf("/status shows %d of %d store partitions ready with keys (restoring %v): %s", ready, partitions, doc.Restoring, body)
+	}
+	_, metrics := httpGet(addr, "/metrics")
+	for _, m := range []string{"processor_state_restore_records_total", "processor_state_restore_seconds", `processor_state_keys{store="aggregate"}`, `processor_state_bytes{store="aggregate"}`} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
 }
