@@ -192,3 +192,31 @@ func TestStatefulCountsExactUnderAbortsAndRestarts(t *testing.T) {
 		})
 	}
 }
+
+// A change of the assignment while records flow makes the loop restore
+// every partition between transactions (aborting the open one when it
+// polled records meanwhile), and no record runs on a partition not
+// restored: the counts stay exact.
+func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
+	e := newMemEnv(t)
+	e.mem.create("changelog", loopPartitions, 0)
+	st := newMemState()
+	e.produce(200, 5)
+	run := e.start("g", "t1", countChain(t), Options{State: st, MaxRecordsPerTxn: 20, Chains: []*transform.Chain{countChain(t)}})
+	ms := run.p.s.(*memSession)
+	restores := func() int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.restores
+	}
+	eventually(t, 10*time.Second, "a first commit", run, func() bool { return run.p.Stats().Commits > 0 })
+	base := restores()
+	for i := range 10 {
+		e.produce(50, 5)
+		ms.epoch.Add(1)
+		eventually(t, 10*time.Second, "a restore after rebalance "+fmt.Sprint(i+1), run, func() bool { return restores() > base+i })
+	}
+	eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
+	run.stop(t, 10*time.Second)
+	checkCounts(t, e)
+}
