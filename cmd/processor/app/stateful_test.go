@@ -45,3 +45,22 @@ func TestCheckStateful(t *testing.T) {
 		chains[0].Close()
 	}
 }
+
+// processor try runs a stateful chain on a store in memory: each sample
+// sees what the earlier ones committed.
+func TestTryAggregateCounts(t *testing.T) {
+	lines, stderr, code := tryRun(t, transform.Default, map[string]string{"TRANSFORMS": "aggregate"}, "a\tx\nb\tx\na\tx\n")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	var got []string
+	for _, l := range lines {
+		for _, o := range l.Outputs {
+			got = append(got, *o.Value)
+		}
+	}
+	want := []string{`{"key":"a","value":1}`, `{"key":"b","value":1}`, `{"key":"a","value":2}`}
+	if asJSON(got) != asJSON(want) {
+		t.Errorf("got %s, want %s", asJSON(got), asJSON(want))
+	}
+}
