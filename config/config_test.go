@@ -98,6 +98,7 @@ func TestLoadDefaults(t *testing.T) {
 		Guarantee:                   "exactly_once",
 		MaxRetries:                  3,
 		Ordering:                    "partition",
+		StateDir:                    "./data/state",
 		KeyFormat:                   "raw",
 		ValueFormat:                 "raw",
 		OutputSchemaRefreshInterval: time.Minute,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -93,6 +94,13 @@ func registeredMetrics(t *testing.T) map[string]exported {
 		{"txn.NewMetrics", func(r prometheus.Registerer) { txn.NewMetrics(r) }},
 		{"pipeline.NewMetrics", func(r prometheus.Registerer) { pipeline.NewMetrics(r) }},
 		{"pgsink.NewMetrics", func(r prometheus.Registerer) { pgsink.NewMetrics(r) }},
+		{"state.Open", func(r prometheus.Registerer) {
+			m, err := state.Open(state.Options{Dir: t.TempDir(), Group: "g", Stores: []string{"s"}, Registerer: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+		}},
 	} {
 		rec := &recorder{reg: prometheus.NewRegistry()}
 		pkg.register(rec)

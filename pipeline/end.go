@@ -67,7 +67,9 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	if abort == "" && p.o.InjectAbort != nil && p.o.InjectAbort(p.open.seq) {
 		abort = txn.ReasonInjected
 	}
+	p.produceState(abort)
 	committed, err := p.s.End(ctx, p.open.counts.records, abort)
+	p.settleState(committed)
 	failures := p.s.TakeFailures()
 	p.open.cancel()
 	p.unwatch()

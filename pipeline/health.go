@@ -213,5 +213,5 @@ func (p *Pipeline) Healthy() error {
 // initialised its transactional producer, and no service the chain
 // depends on is failing.
 func (p *Pipeline) Ready() bool {
-	return p.health.running.Load() && p.obs.Ready() && p.health.outage.Load() == nil
+	return p.health.running.Load() && p.obs.Ready() && p.health.outage.Load() == nil && !p.st.restoring.Load()
 }

@@ -163,6 +163,7 @@ type memSession struct {
 	in           string
 	m            *txn.Metrics
 	ready        atomic.Bool
+	epoch        atomic.Uint64 // what AssignmentEpoch adds to 1: a test's rebalances
 
 	// The loop's goroutine only.
 	inTxn    bool
@@ -337,7 +338,7 @@ func (s *memSession) MissingTopics(_ context.Context, topics []string) ([]string
 	return missing, nil
 }
 
-func (s *memSession) AssignmentEpoch() uint64 { return 1 }
+func (s *memSession) AssignmentEpoch() uint64 { return 1 + s.epoch.Load() }
 func (s *memSession) Close()                  { s.ready.Store(false) }
 
 // The Observer.

@@ -80,6 +80,14 @@ type Options struct {
 	// Each chain must be built like the first and serve no one
 	// else; the caller keeps them and closes them after Run has returned.
 	Chains []*transform.Chain
+	// State holds the stores of a chain with stateful transforms
+	// (Chain.Stores), nil for a chain without: the loop begins its
+	// transaction with each Kafka transaction, produces its changelog
+	// records into it, commits or aborts it with it, and restores the
+	// assigned partitions between transactions before any of their
+	// records runs. It needs an ordered chain and one input topic, whose
+	// partitions are the stores'.
+	State State
 	// Ordering is how the workers share a partition's records when the
 	// chain is ordered (transform.Ordered): OrderPartition (the default)
 	// or OrderKey. A chain that is not ordered shares them in runs
@@ -164,6 +172,12 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 		work:    context.Background(),
 		parts:   newPartitions(o.Metrics),
 		latency: newLatencyWindow(o.Metrics.EndToEndLatency),
+	}
+	if o.State != nil {
+		if len(o.InputTopics) != 1 || !chain.Ordered() {
+			return nil, errors.New("a stateful chain needs exactly one input topic and an ordered chain")
+		}
+		p.initState(o.State, chain.Stores())
 	}
 	for i := range p.pool.workers {
 		p.pool.workers[i].renew(p.open.ctx)

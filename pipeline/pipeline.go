@@ -41,6 +41,8 @@ type Pipeline struct {
 	// budget: every record's deadline.
 	work context.Context
 
+	st stateLoop // the stores of a stateful chain
+
 	// Read by other goroutines.
 	stats  counters
 	health health
@@ -110,6 +112,9 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 // step polls once, processes what arrived and ends the transaction when it
 // is due.
 func (p *Pipeline) step(ctx context.Context) error {
+	if err := p.syncState(ctx); err != nil {
+		return err
+	}
 	deadline := time.Now().Add(time.Second) // idle: wake up to stay healthy
 	if p.s.InTxn() {
 		deadline = p.due()
@@ -119,6 +124,15 @@ func (p *Pipeline) step(ctx context.Context) error {
 	cancel()
 	p.observe(fs)
 
+	if fs.NumRecords() > 0 && p.stateStale() {
+		if p.s.InTxn() { // the abort rewinds: the records are fetched again
+			_, err := p.end(ctx, txn.ReasonRebalance)
+			return err
+		}
+		if err := p.syncState(ctx); err != nil {
+			return err
+		}
+	}
 	if fs.NumRecords() > 0 {
 		if !p.s.InTxn() {
 			if err := p.s.Begin(ctx); err != nil {
@@ -129,8 +143,14 @@ func (p *Pipeline) step(ctx context.Context) error {
 			}
 			p.open.ctx, p.open.cancel = context.WithDeadline(p.work, p.budgetEnd())
 			p.watch()
+			if err := p.beginState(); err != nil {
+				return err
+			}
 		}
-		err := p.process(fs)
+		err := p.expireState(ctx, fs)
+		if err == nil {
+			err = p.process(fs)
+		}
 		p.stats.openRecords.Store(int64(p.open.counts.records))
 		var de *dependencyError
 		switch {

@@ -57,6 +57,11 @@ type Status struct {
 	Skipped      uint64 `json:"records_skipped"`
 	// LastError is the latest abort or failure, if any.
 	LastError *Event `json:"last_error"`
+	// Restoring is set while the state stores' partitions are restored
+	// (the instance is not ready meanwhile); State is their status per
+	// store and partition (State.Status), for a stateful chain only.
+	Restoring bool `json:"state_restoring,omitempty"`
+	State     any  `json:"state,omitempty"`
 }
 
 // PartitionStatus is where one assigned partition stands. An offset not
@@ -149,6 +154,9 @@ func (p *Pipeline) Status() Status {
 	}
 	if at, err := p.health.fatal(); err != nil {
 		st.LastError = &Event{At: at, Message: clip(err.Error())}
+	}
+	if p.st.s != nil {
+		st.Restoring, st.State = p.st.restoring.Load(), p.st.s.Status()
 	}
 	return st
 }

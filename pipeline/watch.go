@@ -68,6 +68,9 @@ func (s *slot) publish(topic *string, part int32) {
 func (w *worker) renew(parent context.Context) {
 	ctx, cancel := context.WithCancelCause(parent)
 	w.ctx = ctx
+	if w.stores != nil {
+		w.ctx = transform.WithStores(ctx, w.stores)
+	}
 	w.slot.cancel.Store(&cancel)
 }
 
@@ -265,6 +268,9 @@ func (p *Pipeline) ranFor(src transform.Source) time.Duration {
 // for the monitor; a record the monitor cut leaves w a fresh context.
 func (p *Pipeline) run(w *worker, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	s, v := &w.slot, src.Offset+1
+	if w.stores != nil {
+		w.stores.partition = src.Partition
+	}
 	s.off.Store(v)
 	out, stage, attempts, err = p.runChain(w, src, r, dst)
 	if !s.off.CompareAndSwap(v, 0) {

@@ -87,6 +87,8 @@ type worker struct {
 	// in the loop's order (see deal); idx holds their positions.
 	tasks []task
 	idx   []int32
+	// stores are the state stores for its records (nil without state).
+	stores *storeHolder
 }
 
 // minChunk is the fewest records a worker takes at a time (unless a

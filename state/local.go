@@ -199,10 +199,12 @@ func (l *local) apply(parts []partWrites) ([]partState, error) {
 		}
 		out[i] = st
 	}
-	// NoSync: the changelog, not this database, is what survives a crash;
-	// the write-ahead log keeps the batch atomic, so a machine crash can
-	// only lose whole batches, and the checkpoint with them.
-	if err := b.Commit(pebble.NoSync); err != nil {
+	// Sync: Pebble keeps a NoSync write in its write-ahead log's buffer
+	// until a 32 KiB block fills, so a SIGKILL would lose the last
+	// transactions' batches and their checkpoints, and the next Restore
+	// would read far more than the tail (all of a small changelog). The
+	// log keeps the batch atomic either way.
+	if err := b.Commit(pebble.Sync); err != nil {
 		return nil, fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err)
 	}
 	return out, nil

@@ -116,8 +116,39 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 			l.LimitOutputBytes(c.maxBytes)
 		}
 		c.stages = append(c.stages, stage{entry: e, name: e.String(), t: t})
+		if err := c.checkStores(e, t); err != nil {
+			return fail(err)
+		}
 	}
 	return c, nil
+}
+
+// checkStores refuses a Stateful transform that is not Ordered, or whose
+// stores another stage of the chain uses too.
+func (c *Chain) checkStores(e Entry, t Transform) error {
+	names := StoresOf(t)
+	if len(names) == 0 {
+		return nil
+	}
+	if !OrderedOf(t) {
+		return fmt.Errorf("transform %s keeps state but is not ordered", e)
+	}
+	all := c.Stores()
+	for _, n := range names {
+		if n == "" {
+			return fmt.Errorf("transform %s names an empty store", e)
+		}
+		count := 0
+		for _, m := range all {
+			if m == n {
+				count++
+			}
+		}
+		if count > 1 {
+			return fmt.Errorf("transform %s: store %q is used by another stage; give each stage its own STORE", e, n)
+		}
+	}
+	return nil
 }
 
 // Stage is a transform the host places in the chain itself, outside the
@@ -169,6 +200,16 @@ func (c *Chain) Ordered() bool {
 		}
 	}
 	return false
+}
+
+// Stores returns the stores of the chain's Stateful stages, in stage
+// order; none for a chain without state.
+func (c *Chain) Stores() []string {
+	var names []string
+	for _, s := range c.stages {
+		names = append(names, StoresOf(s.t)...)
+	}
+	return names
 }
 
 // Len returns the number of stages.

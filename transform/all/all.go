@@ -8,6 +8,8 @@ package all
 
 import (
 	// Each registers itself in transform.Default from init.
+	_ "github.com/streamproc/processor/transform/aggregate"
+	_ "github.com/streamproc/processor/transform/dedupe"
 	_ "github.com/streamproc/processor/transform/headers"
 	_ "github.com/streamproc/processor/transform/identity"
 	_ "github.com/streamproc/processor/transform/jq"

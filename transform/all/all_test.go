@@ -10,7 +10,7 @@ import (
 
 // Importing all registers every built-in transform.
 func TestRegistersEveryBuiltIn(t *testing.T) {
-	if got, want := transform.Default.Names(), []string{"headers", "identity", "jq", "route", "wasm"}; !slices.Equal(got, want) {
+	if got, want := transform.Default.Names(), []string{"aggregate", "dedupe", "headers", "identity", "jq", "route", "wasm"}; !slices.Equal(got, want) {
 		t.Errorf("registered %q, want %q", got, want)
 	}
 }

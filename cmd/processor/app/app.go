@@ -21,6 +21,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -47,6 +48,10 @@ type Metrics struct {
 // and fault drills only. The zero value overrides nothing: NewPipeline then
 // builds exactly what Main runs.
 type Overrides struct {
+	// State, when set, is the stores of a stateful chain: the pipeline
+	// writes them in its transactions and the producer keeps their
+	// changelog records' partitions.
+	State *state.Manager
 	// TxnBudget is how long a transaction may process before the watchdog
 	// aborts it (reason "watchdog") and halves the batch. 0 keeps the
 	// default, four fifths of cfg.TransactionTimeout. Past the transaction
@@ -152,6 +157,10 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 	}
 	if db != nil {
 		so.Destination, so.DestinationName = db.dest, db.name
+	}
+	if ov.State != nil {
+		so.ClientOpts = append(so.ClientOpts, statePartitioner(ov.State))
+		opts.State = stateStores{ov.State}
 	}
 	sess, err := txn.New(so)
 	if err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -33,7 +35,27 @@ var exporters = []func(rec *recorder){
 	func(rec *recorder) { pgsink.NewMetrics(rec) },
 	func(rec *recorder) { registerBuildInfo(rec) },
 	func(rec *recorder) { registerReady(rec, func() string { return "starting" }) },
+	registerStateMetrics,
 	registerKafkaMetrics,
+}
+
+// registerStateMetrics registers the state store's metrics, which a
+// stateful chain's processor has, from a store opened in a directory of
+// its own and closed again.
+func registerStateMetrics(rec *recorder) {
+	dir, err := os.MkdirTemp("", "processor-metrics-state")
+	if err != nil {
+		panic(fmt.Sprintf("metrics reference: a state directory: %v", err))
+	}
+	defer os.RemoveAll(dir)
+	m, err := state.Open(state.Options{Dir: dir, Group: "reference", Stores: []string{"store"}, Registerer: rec})
+	if err != nil {
+		panic(fmt.Sprintf("metrics reference: a state store: %v", err))
+	}
+	frozen := rec.frozen
+	rec.frozen = true // closing the store unregisters its metrics: keep them
+	_ = m.Close()
+	rec.frozen = frozen
 }
 
 // registerKafkaMetrics registers the kprom metrics of one Kafka client,

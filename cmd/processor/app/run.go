@@ -82,6 +82,9 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	if err == nil {
 		err = checkDestinations(cfg, s.chains[0])
 	}
+	if err == nil {
+		err = checkStateful(cfg, s.chains[0])
+	}
 	if err == nil { // the TLS and SASL files, before anything connects
 		s.sec, err = loadSecurity(cfg)
 	}
@@ -174,7 +177,21 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 		defer stop()
 	}
 	required := requiredTopics(cfg, chain)
-	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{})
+	if len(chain.Stores()) > 0 {
+		ep.starting("opening the state store")
+	}
+	st, err := openState(ctx, cfg, sec, brokers, chain, promReg, log)
+	if err != nil {
+		return stateExit(err, log), false
+	}
+	if st != nil {
+		defer func() {
+			if !abandoned { // the loop may still use it
+				_ = st.Close()
+			}
+		}()
+	}
+	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime, false

@@ -191,6 +191,9 @@ func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, 
 		opts.RequireTopics = nil
 	}
 	opts.Metrics = pipeline.NewMetrics(promReg)
+	if len(chain.Stores()) > 0 {
+		opts.State = newTryState()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := newTrySession(recs, txn.NewMetrics(promReg), cancel)

@@ -1,0 +1,133 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/state"
+	"github.com/streamproc/processor/transform"
+)
+
+// checkStateful refuses, before anything connects, what a chain with
+// stateful transforms (aggregate, dedupe) cannot run with.
+func checkStateful(cfg *config.Config, chain *transform.Chain) error {
+	stores := chain.Stores()
+	if len(stores) == 0 {
+		return nil
+	}
+	what := "with a stateful transform (stores " + strings.Join(stores, ", ") + ")"
+	switch {
+	case cfg.Guarantee != "exactly_once":
+		return &config.Error{Var: config.EnvName("GUARANTEE"), Value: cfg.Guarantee,
+			Want: "exactly_once " + what + ": at least once, the state would count replayed inputs twice"}
+	case cfg.Sink != "kafka":
+		return &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
+			Want: "kafka " + what + ": the stores' changelogs are written in the Kafka transaction, which a database sink's commit does not include"}
+	case len(cfg.InputTopics) != 1:
+		return &config.Error{Var: config.EnvName("INPUT_TOPICS"), Value: strings.Join(cfg.InputTopics, ","),
+			Want: "one topic " + what + ": partition p of each store is partition p of the input"}
+	}
+	return nil
+}
+
+// openState opens the local state store of a stateful chain and ensures
+// its changelog topics, with the input topic's partition count; nil for a
+// chain without state. A changelog that does not match is a
+// *state.MismatchError.
+func openState(ctx context.Context, cfg *config.Config, sec *security, brokers []string, chain *transform.Chain,
+	promReg prometheus.Registerer, log *slog.Logger) (*state.Manager, error) {
+	stores := chain.Stores()
+	if len(stores) == 0 {
+		return nil, nil
+	}
+	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec.connOpts()...)
+	m, err := state.Open(state.Options{Dir: cfg.StateDir, Group: cfg.Group, Stores: stores,
+		ClientOpts: conn, Registerer: promReg, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("opening the state store in %s: %w", cfg.StateDir, err)
+	}
+	if err := ensureChangelogs(ctx, m, conn, cfg.InputTopics[0]); err != nil {
+		_ = m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// ensureChangelogs ensures m's changelogs with input's partition count.
+func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, input string) error {
+	cl, err := kgo.NewClient(conn...)
+	if err != nil {
+		return fmt.Errorf("creating the state's admin client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	td, err := adm.ListTopics(ctx, input)
+	if err != nil {
+		return fmt.Errorf("reading the input topic %s: %w", input, err)
+	}
+	t, ok := td[input]
+	if !ok || t.Err != nil {
+		return fmt.Errorf("reading the input topic %s: %v", input, t.Err)
+	}
+	if err := m.EnsureChangelogs(ctx, adm, int32(len(t.Partitions))); err != nil {
+		return fmt.Errorf("ensuring the state's changelog topics: %w", err)
+	}
+	return nil
+}
+
+// stateExit is the exit code and message of a failure of openState.
+func stateExit(err error, log *slog.Logger) int {
+	var mismatch *state.MismatchError
+	if errors.As(err, &mismatch) {
+		return configError(mismatch)
+	}
+	log.Error("stopping: " + err.Error())
+	return exitRuntime
+}
+
+// stateStores is a *state.Manager as the pipeline's State.
+type stateStores struct{ m *state.Manager }
+
+// Begin implements pipeline.State.
+func (s stateStores) Begin() (pipeline.StateTxn, error) {
+	t, err := s.m.Begin()
+	if err != nil {
+		return nil, err
+	}
+	return stateTxn{t}, nil
+}
+
+// Restore implements pipeline.State.
+func (s stateStores) Restore(ctx context.Context, partitions []int32) error {
+	return s.m.Restore(ctx, partitions)
+}
+
+// Revoke implements pipeline.State.
+func (s stateStores) Revoke(partitions []int32) { s.m.Revoke(partitions) }
+
+// Status implements pipeline.State.
+func (s stateStores) Status() any { return s.m.Status() }
+
+// stateTxn is a *state.Txn as the pipeline's StateTxn.
+type stateTxn struct{ *state.Txn }
+
+// Store implements pipeline.StateTxn.
+func (t stateTxn) Store(name string, partition int32) (transform.Store, error) {
+	return t.Txn.Store(name, partition)
+}
+
+// statePartitioner keeps the partition of the changelog records, which
+// state sets, and partitions every other record as franz-go's default
+// does.
+func statePartitioner(m *state.Manager) kgo.Opt {
+	return kgo.RecordPartitioner(state.Partitioner(kgo.UniformBytesPartitioner(64<<10, true, true, nil), m.Topics()))
+}

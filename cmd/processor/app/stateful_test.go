@@ -1,0 +1,66 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
+	_ "github.com/streamproc/processor/transform/aggregate"
+)
+
+// A stateful chain refuses at_least_once, a database sink and several
+// input topics, each naming the variable; a chain without state takes
+// them.
+func TestCheckStateful(t *testing.T) {
+	base := map[string]string{"BROKERS": "127.0.0.1:1", "GROUP": "g", "INPUT_TOPICS": "in", "OUTPUT_TOPIC": "out", "GUARANTEE": "exactly_once"}
+	for _, c := range []struct {
+		name, transforms, key, value, want string
+	}{
+		{"exactly once", "aggregate", "GUARANTEE", "exactly_once", ""},
+		{"at least once", "aggregate", "GUARANTEE", "at_least_once", "PROCESSOR_GUARANTEE=\"at_least_once\" is invalid: want exactly_once with a stateful transform (stores aggregate): at least once, the state would count replayed inputs twice"},
+		{"two inputs", "aggregate", "INPUT_TOPICS", "a,b", "PROCESSOR_INPUT_TOPICS"},
+		{"no state", "identity", "GUARANTEE", "at_least_once", ""},
+	} {
+		for k, v := range base {
+			t.Setenv(config.EnvName(k), v)
+		}
+		t.Setenv(config.EnvName("TRANSFORMS"), c.transforms)
+		t.Setenv(config.EnvName(c.key), c.value)
+		cfg, err := config.Load("h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		chains, err := buildChains(transform.Default, cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = checkStateful(cfg, chains[0])
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want an error with %q", c.name, err, c.want)
+		}
+		chains[0].Close()
+	}
+}
+
+// processor try runs a stateful chain on a store in memory: each sample
+// sees what the earlier ones committed.
+func TestTryAggregateCounts(t *testing.T) {
+	lines, stderr, code := tryRun(t, transform.Default, map[string]string{"TRANSFORMS": "aggregate"}, "a\tx\nb\tx\na\tx\n")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	var got []string
+	for _, l := range lines {
+		for _, o := range l.Outputs {
+			got = append(got, *o.Value)
+		}
+	}
+	want := []string{`{"key":"a","value":1}`, `{"key":"b","value":1}`, `{"key":"a","value":2}`}
+	if asJSON(got) != asJSON(want) {
+		t.Errorf("got %s, want %s", asJSON(got), asJSON(want))
+	}
+}

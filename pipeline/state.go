@@ -1,0 +1,185 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/txn"
+)
+
+// State is the keyed stores of a chain's stateful transforms
+// (transform.Stateful), partitioned like the input: *state.Manager through
+// a small adapter. The loop calls it from its own goroutine: Begin after
+// each Kafka transaction began, Restore and Revoke between transactions.
+type State interface {
+	// Begin starts the state side of the Kafka transaction just begun.
+	Begin() (StateTxn, error)
+	// Restore makes partitions ready, reading their changelogs' tails.
+	Restore(ctx context.Context, partitions []int32) error
+	// Revoke makes partitions unready, keeping their local state.
+	Revoke(partitions []int32)
+	// Status is the stores' status for /status, safe from any goroutine.
+	Status() any
+}
+
+// StateTxn is the state side of one Kafka transaction.
+type StateTxn interface {
+	// Store is a store's partition in the transaction; the workers call it.
+	Store(name string, partition int32) (transform.Store, error)
+	// Expire deletes up to limit entries of a store's partition expired
+	// by record time now; no worker uses the partition meanwhile.
+	Expire(ctx context.Context, store string, partition int32, now time.Time, limit int) (int, error)
+	// Records are the changelog records, produced before the end.
+	Records() []*kgo.Record
+	// Commit applies the transaction locally after the Kafka commit;
+	// Abort discards it.
+	Commit() error
+	Abort()
+}
+
+// expireLimit is how many expired entries of a store's partition one poll
+// deletes at most.
+const expireLimit = 1000
+
+// stateLoop is what the loop knows of the state: the open transaction,
+// the partitions restored and the assignment they are of.
+type stateLoop struct {
+	s      State // nil: the chain keeps no state
+	stores []string
+	topic  string // the one input topic
+	txn    StateTxn
+	epoch  uint64  // the assignment epoch restored
+	synced bool    // restored is the assignment of epoch
+	parts  []int32 // the partitions restored
+	// restoring is set while Restore runs: the processor is not ready.
+	restoring atomic.Bool
+}
+
+// storeHolder is a worker's transform.Stores: the open transaction's
+// stores, scoped to the partition of the record the worker runs.
+type storeHolder struct {
+	st        *stateLoop
+	partition int32
+}
+
+// Store implements transform.Stores.
+func (h *storeHolder) Store(name string) (transform.Store, error) {
+	if h.st.txn == nil {
+		return nil, fmt.Errorf("store %s: no transaction is open", name)
+	}
+	return h.st.txn.Store(name, h.partition)
+}
+
+// initState readies the loop's state and gives every worker a holder.
+func (p *Pipeline) initState(s State, stores []string) {
+	p.st.s, p.st.stores = s, stores
+	if len(p.o.InputTopics) > 0 {
+		p.st.topic = p.o.InputTopics[0]
+	}
+	for i := range p.pool.workers {
+		p.pool.workers[i].stores = &storeHolder{st: &p.st}
+	}
+}
+
+// syncState restores the assigned partitions when the assignment changed
+// (or a transaction's outcome left the local state behind), between
+// transactions and before any of their records is processed.
+func (p *Pipeline) syncState(ctx context.Context) error {
+	e := p.s.AssignmentEpoch()
+	if p.st.s == nil || p.s.InTxn() || (p.st.synced && e == p.st.epoch) {
+		return nil
+	}
+	p.st.s.Revoke(p.st.parts)
+	parts := slices.Clone(p.obs.Assigned()[p.st.topic])
+	slices.Sort(parts)
+	p.st.restoring.Store(true)
+	defer p.st.restoring.Store(false)
+	began := time.Now()
+	if err := p.st.s.Restore(ctx, parts); err != nil {
+		p.st.synced, p.st.parts = false, nil
+		return fmt.Errorf("restoring the state of partitions %v: %w", parts, err)
+	}
+	p.st.parts, p.st.epoch, p.st.synced = parts, e, true
+	p.log.Info("state ready", "partitions", fmt.Sprint(parts), "seconds", time.Since(began).Seconds())
+	return nil
+}
+
+// stateStale reports whether records just polled may be of partitions the
+// state has not restored.
+func (p *Pipeline) stateStale() bool {
+	return p.st.s != nil && (!p.st.synced || p.s.AssignmentEpoch() != p.st.epoch)
+}
+
+// beginState starts the state transaction of the Kafka one just begun.
+func (p *Pipeline) beginState() error {
+	if p.st.s == nil {
+		return nil
+	}
+	t, err := p.st.s.Begin()
+	if err != nil {
+		return fmt.Errorf("beginning the state transaction: %w", err)
+	}
+	p.st.txn = t
+	return nil
+}
+
+// expireState deletes expired entries of the polled partitions, by the
+// earliest record time of each in the poll, before the workers run.
+func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches) error {
+	if p.st.txn == nil || len(p.st.stores) == 0 {
+		return nil
+	}
+	var err error
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		var now time.Time
+		for _, r := range fp.Records {
+			if !r.Attrs.IsControl() && (now.IsZero() || r.Timestamp.Before(now)) {
+				now = r.Timestamp
+			}
+		}
+		if now.IsZero() || err != nil {
+			return
+		}
+		for _, s := range p.st.stores {
+			if _, e := p.st.txn.Expire(ctx, s, fp.Partition, now, expireLimit); e != nil && err == nil {
+				err = fmt.Errorf("expiring entries of store %s, partition %d: %w", s, fp.Partition, e)
+			}
+		}
+	})
+	return err
+}
+
+// produceState produces the changelog records of a transaction about to
+// commit, into it.
+func (p *Pipeline) produceState(abort txn.Reason) {
+	if p.st.txn == nil || abort != "" {
+		return
+	}
+	for _, r := range p.st.txn.Records() {
+		p.s.Produce(p.work, r, transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: -1})
+	}
+}
+
+// settleState applies the ended transaction's state, or discards it. A
+// commit that cannot be applied leaves the partitions to restore.
+func (p *Pipeline) settleState(committed bool) {
+	t := p.st.txn
+	if t == nil {
+		return
+	}
+	p.st.txn = nil
+	if !committed {
+		t.Abort()
+		return
+	}
+	if err := t.Commit(); err != nil {
+		p.log.Warn("applying the committed state locally failed; restoring it from the changelogs", "err", err.Error())
+		p.st.synced = false
+	}
+}

@@ -1,0 +1,222 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+	_ "github.com/streamproc/processor/transform/aggregate"
+)
+
+// memState is a State in memory: what Commit applied survives a new
+// pipeline, what a transaction wrote before an abort does not.
+type memState struct {
+	mu        sync.Mutex
+	committed map[string][]byte // "store/partition/key"
+	restores  int
+	ready     map[int32]bool
+}
+
+func newMemState() *memState {
+	return &memState{committed: map[string][]byte{}, ready: map[int32]bool{}}
+}
+
+func (s *memState) Begin() (StateTxn, error) {
+	return &memStateTxn{s: s, writes: map[string][]byte{}}, nil
+}
+
+func (s *memState) Restore(_ context.Context, parts []int32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.restores++
+	for _, p := range parts {
+		s.ready[p] = true
+	}
+	return nil
+}
+
+func (s *memState) Status() any { return nil }
+
+func (s *memState) Revoke(parts []int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range parts {
+		delete(s.ready, p)
+	}
+}
+
+type memStateTxn struct {
+	s      *memState
+	mu     sync.Mutex
+	writes map[string][]byte
+}
+
+type memStateStore struct {
+	t      *memStateTxn
+	prefix string
+}
+
+func (t *memStateTxn) Store(name string, p int32) (transform.Store, error) {
+	t.s.mu.Lock()
+	ready := t.s.ready[p]
+	t.s.mu.Unlock()
+	if !ready {
+		return nil, fmt.Errorf("partition %d not restored", p)
+	}
+	return &memStateStore{t: t, prefix: fmt.Sprintf("%s/%d/", name, p)}, nil
+}
+
+func (t *memStateTxn) Expire(context.Context, string, int32, time.Time, int) (int, error) {
+	return 0, nil
+}
+
+func (t *memStateTxn) Records() []*kgo.Record {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var recs []*kgo.Record
+	for k, v := range t.writes {
+		recs = append(recs, &kgo.Record{Topic: "changelog", Key: []byte(k), Value: v})
+	}
+	return recs
+}
+
+func (t *memStateTxn) Commit() error {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	for k, v := range t.writes {
+		t.s.committed[k] = v
+	}
+	return nil
+}
+
+func (t *memStateTxn) Abort() {}
+
+func (st *memStateStore) Get(key []byte) ([]byte, bool, error) {
+	st.t.mu.Lock()
+	v, ok := st.t.writes[st.prefix+string(key)]
+	st.t.mu.Unlock()
+	if ok {
+		return v, true, nil
+	}
+	st.t.s.mu.Lock()
+	defer st.t.s.mu.Unlock()
+	v, ok = st.t.s.committed[st.prefix+string(key)]
+	return v, ok, nil
+}
+
+func (st *memStateStore) Put(key, value []byte, _ time.Time) error {
+	st.t.mu.Lock()
+	defer st.t.mu.Unlock()
+	st.t.writes[st.prefix+string(key)] = append([]byte(nil), value...)
+	return nil
+}
+
+func (st *memStateStore) Delete(key []byte) error {
+	st.t.mu.Lock()
+	defer st.t.mu.Unlock()
+	delete(st.t.writes, st.prefix+string(key))
+	return nil
+}
+
+// countChain is the aggregate transform counting by record key.
+func countChain(t *testing.T) *transform.Chain {
+	t.Helper()
+	c, err := transform.Default.Build([]transform.Entry{{Name: "aggregate"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// checkCounts checks that the committed outputs count every key 1, 2, 3,
+// ... in order, with no repeat and no gap, up to its number of inputs.
+func checkCounts(t *testing.T, e *loopEnv) {
+	t.Helper()
+	want := map[string]int{}
+	for _, r := range e.inputs {
+		want[string(r.Key)]++
+	}
+	got := map[string]int{}
+	for _, r := range e.read(e.out, true) {
+		var v struct {
+			Key   string `json:"key"`
+			Value int    `json:"value"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Key != string(r.Key) || v.Value != got[v.Key]+1 {
+			t.Fatalf("key %s: count %d after %d", r.Key, v.Value, got[v.Key])
+		}
+		got[v.Key] = v.Value
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("key %s: counted %d of %d inputs", k, got[k], n)
+		}
+	}
+}
+
+func TestStatefulCountsExactUnderAbortsAndRestarts(t *testing.T) {
+	for _, ordering := range []Ordering{OrderPartition, OrderKey} {
+		t.Run(string(ordering), func(t *testing.T) {
+			e := newMemEnv(t)
+			e.mem.create("changelog", loopPartitions, 0)
+			st := newMemState()
+			workers := []*transform.Chain{countChain(t)}
+			e.produce(300, 7)
+			o := Options{State: st, Ordering: ordering, Chains: workers, MaxRecordsPerTxn: 40,
+				InjectAbort: func(seq uint64) bool { return seq%3 == 0 }}
+			run := e.start("g", "t1", countChain(t), o)
+			eventually(t, 20*time.Second, "the first inputs committed", run, func() bool { return e.caughtUp("g") })
+			run.stop(t, 10*time.Second)
+			e.produce(200, 7) // a restart goes on from the committed counts
+			o.Chains = []*transform.Chain{countChain(t)}
+			run = e.start("g", "t1", countChain(t), o)
+			eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
+			run.stop(t, 10*time.Second)
+			checkCounts(t, e)
+			if len(e.read("changelog", true)) == 0 {
+				t.Error("no changelog record was committed")
+			}
+			if st.restores < 2 {
+				t.Errorf("restored %d times, want one per start at least", st.restores)
+			}
+		})
+	}
+}
+
+// A change of the assignment while records flow makes the loop restore
+// every partition between transactions (aborting the open one when it
+// polled records meanwhile), and no record runs on a partition not
+// restored: the counts stay exact.
+func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
+	e := newMemEnv(t)
+	e.mem.create("changelog", loopPartitions, 0)
+	st := newMemState()
+	e.produce(200, 5)
+	run := e.start("g", "t1", countChain(t), Options{State: st, MaxRecordsPerTxn: 20, Chains: []*transform.Chain{countChain(t)}})
+	ms := run.p.s.(*memSession)
+	restores := func() int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.restores
+	}
+	eventually(t, 10*time.Second, "a first commit", run, func() bool { return run.p.Stats().Commits > 0 })
+	base := restores()
+	for i := range 10 {
+		e.produce(50, 5)
+		ms.epoch.Add(1)
+		eventually(t, 10*time.Second, "a restore after rebalance "+fmt.Sprint(i+1), run, func() bool { return restores() > base+i })
+	}
+	eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
+	run.stop(t, 10*time.Second)
+	checkCounts(t, e)
+}

@@ -1,0 +1,188 @@
+// Package aggregate registers the "aggregate" transform, which keeps a
+// count, sum, minimum or maximum per group key in a state store and emits
+// the updated aggregate for every input record, exactly once: the store
+// is written in the processor's Kafka transaction (see docs/state.md), so
+// after an abort, a crash or a rebalance every key's aggregate goes on
+// from its last committed value, never counting an input twice.
+//
+// FUNCTION is count, sum, min or max; FIELD the jq path of the number
+// that sum, min and max read (.amount_cents); BY a jq expression for the
+// group key (unset: the record key); WINDOW a Go duration for tumbling
+// windows by record timestamp (unset: one running aggregate per key).
+// Each output has the group key as its key and the JSON value
+// {"key": <group key>, "value": <aggregate>}, with "window_start" and
+// "window_end" (RFC 3339) when windowed. Numbers are exact: integers stay
+// integers, decimals are summed without rounding. A window's entry
+// expires from the store at the window's end, in record time; a record
+// later than that starts the window again.
+package aggregate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/internal/groupkey"
+	"github.com/streamproc/processor/transform/jq"
+)
+
+func init() {
+	transform.Register("aggregate", transform.Typed("keeps a count, sum, min or max per key (BY), optionally per tumbling WINDOW, exactly once, and emits each update", New))
+}
+
+// Settings are the aggregate transform's settings, one set per chain entry.
+type Settings struct {
+	// Function is count, sum, min or max.
+	Function string `setting:"FUNCTION" default:"count" doc:"the aggregate: count, sum, min or max" form:"count, sum, min or max"`
+	// Field is the jq path of the number sum, min and max read.
+	Field string `setting:"FIELD" doc:"the number that sum, min and max read (unset for count)" form:"a jq path such as .amount_cents"`
+	// By is the group key's jq expression; unset, the record key.
+	By string `setting:"BY" doc:"the group key: a jq expression on the JSON value; unset, the record key" form:"a jq expression such as .customer_id"`
+	// Window is the tumbling window's length; zero is a running total.
+	Window time.Duration `setting:"WINDOW" doc:"tumbling windows of this length by record timestamp; unset, one running aggregate per key" form:"a Go duration such as 1m or 1h"`
+	// Store names the state store (and its changelog topic).
+	Store string `setting:"STORE" default:"aggregate" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
+}
+
+// Transform is one aggregate stage.
+type Transform struct {
+	fn     string
+	field  *jq.Program // nil for count
+	by     *groupkey.By
+	window time.Duration
+	store  string
+}
+
+// New checks the settings. Errors are *transform.SettingError.
+func New(s *Settings) (transform.Transform, error) {
+	t := &Transform{fn: s.Function, window: s.Window, store: s.Store}
+	switch s.Function {
+	case "count":
+	case "sum", "min", "max":
+		if s.Field == "" {
+			return nil, transform.Missing("FIELD", " (FUNCTION="+s.Function+" reads a number)")
+		}
+		p, err := jq.Compile(s.Field)
+		if err != nil {
+			return nil, jq.ExprError("FIELD", s.Field, err)
+		}
+		t.field = p
+	default:
+		return nil, transform.Invalid("FUNCTION", s.Function, "")
+	}
+	if s.Window < 0 {
+		return nil, transform.Invalid("WINDOW", s.Window.String(), "")
+	}
+	by, err := groupkey.Compile(s.By)
+	if err != nil {
+		return nil, jq.ExprError("BY", s.By, err)
+	}
+	t.by = by
+	if s.Store == "" {
+		return nil, transform.Missing("STORE", "")
+	}
+	return t, nil
+}
+
+// Ordered returns true: each key's records must run in order.
+func (t *Transform) Ordered() bool { return true }
+
+// Stores names the transform's one store.
+func (t *Transform) Stores() []string { return []string{t.store} }
+
+// Process updates the record's group aggregate and emits it in rec.
+func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	st, err := transform.StoreOf(ctx, t.store)
+	if err != nil {
+		return out, fmt.Errorf("aggregate: %w", err)
+	}
+	var v any
+	if t.field != nil || t.by.NeedsValue() {
+		if v, err = jq.ParseValue(rec.Value); err != nil {
+			return out, err
+		}
+	}
+	raw, js, err := t.by.Key(ctx, rec, v)
+	if err != nil {
+		return out, err
+	}
+	key, start, end := js, time.Time{}, time.Time{} // the JSON form: the string "1" is not the number 1
+	if t.window > 0 {
+		start = rec.Timestamp.Truncate(t.window)
+		end = start.Add(t.window)
+		key = strconv.AppendInt(append(append([]byte(nil), js...), 0), start.UnixMilli(), 10)
+	}
+	agg, err := t.update(ctx, st, key, v, end)
+	if err != nil {
+		return out, err
+	}
+	rec.Key = raw
+	rec.Value = encode(js, agg, start, end)
+	return append(out, rec), nil
+}
+
+// update reads the aggregate of key, folds the record in and writes it.
+func (t *Transform) update(ctx context.Context, st transform.Store, key []byte, v any, expires time.Time) (string, error) {
+	prev, ok, err := st.Get(key)
+	if err != nil {
+		return "", fmt.Errorf("aggregate: reading the store: %w", err)
+	}
+	var x *big.Rat
+	if t.field == nil {
+		x = big.NewRat(1, 1)
+	} else {
+		r, err := groupkey.First(ctx, t.field, v)
+		if err == nil {
+			x, err = groupkey.Number(r)
+		}
+		if err != nil {
+			return "", fmt.Errorf("FIELD: %w", err)
+		}
+	}
+	if ok {
+		p, good := new(big.Rat).SetString(string(prev))
+		if !good {
+			return "", errors.New("aggregate: the store holds a value that is not a number")
+		}
+		switch t.fn {
+		case "count", "sum":
+			x.Add(x, p)
+		case "min":
+			if p.Cmp(x) < 0 {
+				x = p
+			}
+		case "max":
+			if p.Cmp(x) > 0 {
+				x = p
+			}
+		}
+	}
+	s := groupkey.Format(x)
+	if err := st.Put(key, []byte(s), expires); err != nil {
+		return "", fmt.Errorf("aggregate: writing the store: %w", err)
+	}
+	return s, nil
+}
+
+// encode returns {"key":js,"value":agg} with the window when one is set.
+func encode(js []byte, agg string, start, end time.Time) []byte {
+	b := make([]byte, 0, 32+len(js)+len(agg)+64)
+	b = append(b, `{"key":`...)
+	b = append(b, js...)
+	b = append(b, `,"value":`...)
+	b = append(b, agg...)
+	if !end.IsZero() {
+		b = append(b, `,"window_start":"`...)
+		b = start.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `","window_end":"`...)
+		b = end.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}

@@ -1,0 +1,103 @@
+// Package dedupe registers the "dedupe" transform, which filters out a
+// record whose id was seen within a window before it, exactly once: the
+// ids seen are kept in a state store written in the processor's Kafka
+// transaction (see docs/state.md), so an abort, a crash or a rebalance
+// neither lets a duplicate through nor drops a first sighting.
+//
+// BY is a jq expression for the id (unset: the record key); WINDOW (24h
+// by default) is how long, in record time from its first sighting, an id
+// is remembered: a record whose id was first seen at t is filtered when
+// its timestamp is before t + WINDOW, and passes (and is remembered
+// anew) from then on. Ids expire from the store at the end of their
+// window.
+package dedupe
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/internal/groupkey"
+	"github.com/streamproc/processor/transform/jq"
+)
+
+func init() {
+	transform.Register("dedupe", transform.Typed("filters out records whose id (BY) was seen within WINDOW, exactly once", New))
+}
+
+// Settings are the dedupe transform's settings, one set per chain entry.
+type Settings struct {
+	// By is the id's jq expression; unset, the record key.
+	By string `setting:"BY" doc:"the record's id: a jq expression on the JSON value; unset, the record key" form:"a jq expression such as .order_id"`
+	// Window is how long an id is remembered, in record time.
+	Window time.Duration `setting:"WINDOW" default:"24h" doc:"how long after its first sighting, by record timestamp, an id filters its duplicates" form:"a Go duration such as 10m or 24h"`
+	// Store names the state store (and its changelog topic).
+	Store string `setting:"STORE" default:"dedupe" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
+}
+
+// Transform is one dedupe stage.
+type Transform struct {
+	by     *groupkey.By
+	window time.Duration
+	store  string
+}
+
+// New checks the settings. Errors are *transform.SettingError.
+func New(s *Settings) (transform.Transform, error) {
+	if s.Window <= 0 {
+		return nil, transform.Invalid("WINDOW", s.Window.String(), "")
+	}
+	if s.Store == "" {
+		return nil, transform.Missing("STORE", "")
+	}
+	by, err := groupkey.Compile(s.By)
+	if err != nil {
+		return nil, jq.ExprError("BY", s.By, err)
+	}
+	return &Transform{by: by, window: s.Window, store: s.Store}, nil
+}
+
+// Ordered returns true: each id's records must run in order.
+func (t *Transform) Ordered() bool { return true }
+
+// Stores names the transform's one store.
+func (t *Transform) Stores() []string { return []string{t.store} }
+
+// Process passes rec on unless its id was seen within the window.
+func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	st, err := transform.StoreOf(ctx, t.store)
+	if err != nil {
+		return out, fmt.Errorf("dedupe: %w", err)
+	}
+	var v any
+	if t.by.NeedsValue() {
+		if v, err = jq.ParseValue(rec.Value); err != nil {
+			return out, err
+		}
+	}
+	_, id, err := t.by.Key(ctx, rec, v) // the JSON form: the string "1" is not the number 1
+	if err != nil {
+		return out, err
+	}
+	ts := rec.Timestamp.UnixMilli()
+	prev, ok, err := st.Get(id)
+	if err != nil {
+		return out, fmt.Errorf("dedupe: reading the store: %w", err)
+	}
+	if ok && len(prev) == 8 {
+		seen := int64(binary.BigEndian.Uint64(prev))
+		if ts < seen+t.window.Milliseconds() {
+			return out, nil // a duplicate
+		}
+	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(ts))
+	if err := st.Put(id, b[:], rec.Timestamp.Add(t.window)); err != nil {
+		return out, fmt.Errorf("dedupe: writing the store: %w", err)
+	}
+	return append(out, rec), nil
+}
