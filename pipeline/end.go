@@ -108,6 +108,7 @@ func (p *Pipeline) committed() {
 	m.DLQ.Add(float64(c.dlq))
 	m.Skipped.Add(float64(c.skipped))
 	p.book.forget(p.open.applied)
+	p.book.aloneSet = false
 	p.pace.grow(p.o.MaxRecordsPerTxn)
 	out := c.out
 	if c.out > 0 {

@@ -49,6 +49,11 @@ type poison struct {
 type poisonBook struct {
 	poison  map[transform.Source]poison
 	missing map[string]time.Time // and when it was confirmed
+	// alone is the input last found alone in a transaction that ran out
+	// of its budget (with aloneSet), until a transaction commits: found so
+	// twice in a row, it is blamed (process.go).
+	alone    transform.Source
+	aloneSet bool
 }
 
 // blame makes the records a transaction blamed poison: the abort that

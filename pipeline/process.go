@@ -106,10 +106,16 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 			return res.err
 		}
 		if p.open.counts.records == 1 {
-			// Alone in its transaction and still over the budget: no
-			// smaller transaction can help. Its next attempt fails it.
-			p.book.poison[src] = poison{failure: failure{stage: res.stage, attempts: res.attempts,
-				err: fmt.Errorf("the record did not finish within the transaction's time budget (%s) even alone in its transaction", p.o.TxnBudget)}}
+			// Alone in its transaction and still over the budget, though it
+			// did not run for half of it: no smaller transaction can help,
+			// but a stall of the whole process (SIGSTOP, a long pause) does
+			// this too, and is no record's fault. Found so twice in a row,
+			// with no commit between, its next attempt fails it.
+			if p.book.aloneSet && p.book.alone == src {
+				p.book.poison[src] = poison{failure: failure{stage: res.stage, attempts: res.attempts,
+					err: fmt.Errorf("the record did not finish within the transaction's time budget (%s) even alone in its transaction", p.o.TxnBudget)}}
+			}
+			p.book.alone, p.book.aloneSet = src, true
 		}
 		return res.err
 	}
