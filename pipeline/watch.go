@@ -149,10 +149,12 @@ type sighting struct {
 // recordLimit is how long one record may run, all its attempts together,
 // before it is known to be the culprit: half the transaction's budget, or
 // its worst case by the configured deadlines (which CheckBudget keeps
-// within the budget) if that is longer.
+// within the budget) if that is longer, with an eighth more (within the
+// budget) for the scheduling between attempts, so that a record that
+// uses every deadline it is given is not cut for a few milliseconds.
 func recordLimit(o Options, chain *transform.Chain) time.Duration {
 	worst, _, _ := worstCase(o, chain)
-	return max(o.TxnBudget/2, worst)
+	return max(o.TxnBudget/2, min(worst+worst/8, o.TxnBudget))
 }
 
 // watch starts watching the transaction just begun, with fresh contexts
