@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/itchyny/gojq"
+
 	"github.com/streamproc/processor/internal/sample"
 	"github.com/streamproc/processor/transform/transformtest"
 )
@@ -122,12 +124,11 @@ func checkProgram(t *testing.T, expr string, b []byte, fast, want any) {
 }
 
 // results are the encoded results or errors of prog on v, with the
-// encoder or the reference encoder.
+// encoder or with gojq.Marshal, which it must match byte for byte.
 func results(t *testing.T, prog *Program, v any, useRef bool) []string {
 	t.Helper()
 	var out []string
 	var e encoder
-	var re refEncoder
 	iter := prog.Run(context.Background(), v)
 	for i := 0; i < 100; i++ {
 		r, ok := iter.Next()
@@ -141,7 +142,7 @@ func results(t *testing.T, prog *Program, v any, useRef bool) []string {
 		var enc []byte
 		var err error
 		if useRef {
-			enc, err = re.encode(r, math.MaxInt32)
+			enc, err = gojq.Marshal(r)
 		} else {
 			enc, err = e.encode(r, math.MaxInt32)
 		}
