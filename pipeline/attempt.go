@@ -61,6 +61,9 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 	}()
 	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
+		if attempt > 1 && w.stores != nil {
+			w.stores.j.Undo() // the failed attempt's state writes
+		}
 		rctx, cancel := w.ctx, context.CancelFunc(nil)
 		if p.o.TransformTimeout > 0 {
 			rctx, cancel = context.WithTimeout(w.ctx, p.o.TransformTimeout)

@@ -79,6 +79,13 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 		}
 		in, ok := find(f.Record)
 		if !ok {
+			if p.st.s != nil && slices.Contains(p.st.s.Topics(), f.Record.Topic) {
+				// A changelog record: the state of many inputs, no one
+				// input's doing (a state write too large for the topic
+				// fails its record when it is written). No retry of the
+				// transaction would fare better.
+				return &StateWriteError{Topic: f.Record.Topic, Err: f.Err}
+			}
 			continue
 		}
 		tp := topicPartition{f.Record.Topic, f.Record.Partition}
@@ -119,13 +126,32 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 	return nil
 }
 
+// StateWriteError ends the processor when the cluster refuses, for good, a
+// record of a state changelog: the topic's configuration changed under
+// it (a smaller max.message.bytes, a policy), which no retry can mend.
+type StateWriteError struct {
+	Topic string
+	Err   error
+}
+
+func (e *StateWriteError) Error() string {
+	return fmt.Sprintf("the state changelog topic %s refused a record: %v; check the topic's configuration (max.message.bytes, cleanup.policy=compact) and restart", e.Topic, e.Err)
+}
+
+// Unwrap returns the produce error.
+func (e *StateWriteError) Unwrap() error { return e.Err }
+
 // required returns the topics that must exist for the processor to go on:
-// Options.RequireTopics and the dead-letter topic.
+// Options.RequireTopics, the dead-letter topic and the state's changelogs.
 func (p *Pipeline) required() []string {
-	if p.o.OnError != DeadLetter || slices.Contains(p.o.RequireTopics, p.o.DLQTopic) {
-		return p.o.RequireTopics
+	req := p.o.RequireTopics
+	if p.o.OnError == DeadLetter && !slices.Contains(req, p.o.DLQTopic) {
+		req = append(slices.Clip(req), p.o.DLQTopic)
 	}
-	return append(slices.Clip(p.o.RequireTopics), p.o.DLQTopic)
+	if p.st.s != nil {
+		req = append(slices.Clip(req), p.st.s.Topics()...)
+	}
+	return req
 }
 
 // describeTopic names a required topic by its role.
@@ -135,6 +161,9 @@ func (p *Pipeline) describeTopic(t string) string {
 		return fmt.Sprintf("output topic %q", t)
 	case p.o.DLQTopic:
 		return fmt.Sprintf("dead-letter topic %q", t)
+	}
+	if p.st.s != nil && slices.Contains(p.st.s.Topics(), t) {
+		return fmt.Sprintf("state changelog topic %q", t)
 	}
 	return fmt.Sprintf("routed topic %q", t)
 }

@@ -78,6 +78,9 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				w := &p.pool.workers[p.pool.solo]
 				res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 				w.out = res.out[:0]
+				if w.stores != nil {
+					res.stateBytes = w.stores.bytes
+				}
 			} else if errors.Is(res.err, errWatchdog) {
 				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
 			}
@@ -128,6 +131,9 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 			p.open.blamed = append(p.open.blamed, blamed{src: src, failure: failure{stage: res.stage, attempts: res.attempts, err: le}})
 		}
 		return p.failed(src, r, res.stage, res.attempts, res.err, "")
+	}
+	if p.o.MaxTxnBytes > 0 {
+		p.open.counts.bytes += res.stateBytes // the changelog records it adds
 	}
 	if len(res.out) == 0 {
 		p.open.counts.filtered++

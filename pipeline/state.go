@@ -26,6 +26,29 @@ type State interface {
 	Revoke(partitions []int32)
 	// Status is the stores' status for /status, safe from any goroutine.
 	Status() any
+	// Topics are the stores' changelog topics: required, as the output
+	// topic is (a changelog deleted while running stops the processor).
+	Topics() []string
+	// Journal returns a journal for one worker: what the record it runs
+	// writes, to undo when the record fails. maxRecordBytes is the most a
+	// record to a topic may take for the producer to send it.
+	Journal(maxRecordBytes func(topic string) int) StateJournal
+}
+
+// StateJournal is one worker's journal of the state writes of the record
+// it runs (*state.Journal through a small adapter). A record's writes
+// stand only if the record succeeds: one retried after a retriable error
+// runs with its earlier attempt's writes undone, and one that fails for
+// good (a later stage of the chain failed it, and it is dead-lettered or
+// skipped) leaves the state as it found it.
+type StateJournal interface {
+	// Store is a store's partition in t, its writes journaled.
+	Store(t StateTxn, name string, partition int32) (transform.Store, error)
+	// Mark keeps the writes so far and returns the bytes they add to the
+	// changelogs.
+	Mark() int64
+	// Undo reverts the writes since the last Mark.
+	Undo()
 }
 
 // StateTxn is the state side of one Kafka transaction.
@@ -66,6 +89,8 @@ type stateLoop struct {
 type storeHolder struct {
 	st        *stateLoop
 	partition int32
+	j         StateJournal
+	bytes     int64 // what the last record that succeeded added to the changelogs
 }
 
 // Store implements transform.Stores.
@@ -73,7 +98,18 @@ func (h *storeHolder) Store(name string) (transform.Store, error) {
 	if h.st.txn == nil {
 		return nil, fmt.Errorf("store %s: no transaction is open", name)
 	}
-	return h.st.txn.Store(name, h.partition)
+	return h.j.Store(h.st.txn, name, h.partition)
+}
+
+// settle keeps the writes of the record just run, when err is nil, or
+// undoes them.
+func (h *storeHolder) settle(err error) {
+	if err != nil {
+		h.j.Undo()
+		h.bytes = 0
+		return
+	}
+	h.bytes = h.j.Mark()
 }
 
 // initState readies the loop's state and gives every worker a holder.
@@ -83,7 +119,7 @@ func (p *Pipeline) initState(s State, stores []string) {
 		p.st.topic = p.o.InputTopics[0]
 	}
 	for i := range p.pool.workers {
-		p.pool.workers[i].stores = &storeHolder{st: &p.st}
+		p.pool.workers[i].stores = &storeHolder{st: &p.st, j: s.Journal(p.s.MaxRecordBytes)}
 	}
 }
 

@@ -43,6 +43,31 @@ func (s *memState) Restore(_ context.Context, parts []int32) error {
 
 func (s *memState) Status() any { return nil }
 
+func (s *memState) Topics() []string { return []string{"changelog"} }
+
+func (s *memState) Journal(func(string) int) StateJournal { return &memJournal{} }
+
+// memJournal journals the writes of memStateStores.
+type memJournal struct{ undo []func() }
+
+func (j *memJournal) Store(t StateTxn, name string, p int32) (transform.Store, error) {
+	st, err := t.Store(name, p)
+	if err != nil {
+		return nil, err
+	}
+	s := st.(*memStateStore)
+	return &memStateStore{t: s.t, prefix: s.prefix, j: j}, nil
+}
+
+func (j *memJournal) Mark() int64 { j.undo = j.undo[:0]; return 0 }
+
+func (j *memJournal) Undo() {
+	for i := len(j.undo) - 1; i >= 0; i-- {
+		j.undo[i]()
+	}
+	j.undo = j.undo[:0]
+}
+
 func (s *memState) Revoke(parts []int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,6 +85,24 @@ type memStateTxn struct {
 type memStateStore struct {
 	t      *memStateTxn
 	prefix string
+	j      *memJournal // nil: not journaled
+}
+
+// note journals k's value in the transaction before a write; st.t.mu is held.
+func (st *memStateStore) note(k string) {
+	if st.j == nil {
+		return
+	}
+	old, had := st.t.writes[k]
+	st.j.undo = append(st.j.undo, func() {
+		st.t.mu.Lock()
+		defer st.t.mu.Unlock()
+		if had {
+			st.t.writes[k] = old
+		} else {
+			delete(st.t.writes, k)
+		}
+	})
 }
 
 func (t *memStateTxn) Store(name string, p int32) (transform.Store, error) {
@@ -113,6 +156,7 @@ func (st *memStateStore) Get(key []byte) ([]byte, bool, error) {
 func (st *memStateStore) Put(key, value []byte, _ time.Time) error {
 	st.t.mu.Lock()
 	defer st.t.mu.Unlock()
+	st.note(st.prefix + string(key))
 	st.t.writes[st.prefix+string(key)] = append([]byte(nil), value...)
 	return nil
 }
@@ -120,6 +164,7 @@ func (st *memStateStore) Put(key, value []byte, _ time.Time) error {
 func (st *memStateStore) Delete(key []byte) error {
 	st.t.mu.Lock()
 	defer st.t.mu.Unlock()
+	st.note(st.prefix + string(key))
 	delete(st.t.writes, st.prefix+string(key))
 	return nil
 }
@@ -219,4 +264,86 @@ func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
 	eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
 	run.stop(t, 10*time.Second)
 	checkCounts(t, e)
+}
+
+// flakyAfterState is a stage for after a stateful one: on its first
+// attempt of every input whose offset is 1 mod 5 it fails retriably, and
+// it fails every input whose offset is 4 mod 13 for good.
+type flakyAfterState struct{ tried sync.Map }
+
+func (f *flakyAfterState) Process(_ context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	switch {
+	case src.Offset%13 == 4:
+		return out, fmt.Errorf("offset %d is refused", src.Offset)
+	case src.Offset%5 == 1:
+		if _, again := f.tried.LoadOrStore(src, true); !again {
+			return out, transform.Retriable(fmt.Errorf("offset %d: try again", src.Offset))
+		}
+	}
+	return append(out, rec), nil
+}
+
+func init() {
+	transform.Register("statetestflaky", transform.Plain("fails some records after a stateful stage", func() (transform.Transform, error) {
+		return &flakyAfterState{}, nil
+	}))
+}
+
+// A stage after a stateful one that fails a record (retriably, then it
+// succeeds; or for good, so it is dead-lettered) leaves the state as if
+// the failed attempt had not run: a retried input counts once, a
+// dead-lettered one not at all. Without the journal the first counted
+// twice and the second once, with no output to show for it.
+func TestStatefulUndoesFailedRecords(t *testing.T) {
+	for _, ordering := range []Ordering{OrderPartition, OrderKey} {
+		t.Run(string(ordering), func(t *testing.T) {
+			e := newMemEnv(t)
+			e.mem.create("changelog", loopPartitions, 0)
+			st := newMemState()
+			build := func() *transform.Chain {
+				c, err := transform.Default.Build([]transform.Entry{{Name: "aggregate"}, {Name: "statetestflaky"}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				return c
+			}
+			e.produce(400, 7)
+			run := e.start("g", "t1", build(), Options{State: st, Ordering: ordering, Chains: []*transform.Chain{build()},
+				MaxRecordsPerTxn: 50, OnError: DeadLetter, DLQTopic: e.dlq, MaxRetries: 3})
+			eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
+			run.stop(t, 10*time.Second)
+
+			want := map[string]int{}
+			for _, r := range e.inputs {
+				want[string(r.Key)]++
+			}
+			dead := e.read(e.dlq, true)
+			for _, d := range dead {
+				want[string(d.Key)]--
+			}
+			if len(dead) == 0 {
+				t.Fatal("no input was dead-lettered: the test fails nothing")
+			}
+			got := map[string]int{}
+			for _, r := range e.read(e.out, true) {
+				var v struct {
+					Key   string `json:"key"`
+					Value int    `json:"value"`
+				}
+				if err := json.Unmarshal(r.Value, &v); err != nil {
+					t.Fatal(err)
+				}
+				if v.Value != got[v.Key]+1 {
+					t.Fatalf("key %s: count %d after %d (a failed attempt's write stood)", v.Key, v.Value, got[v.Key])
+				}
+				got[v.Key] = v.Value
+			}
+			for k, n := range want {
+				if got[k] != n {
+					t.Errorf("key %s: counted %d, want %d (its inputs less its dead letters)", k, got[k], n)
+				}
+			}
+		})
+	}
 }

@@ -275,6 +275,9 @@ func (p *Pipeline) run(w *worker, src transform.Source, r *kgo.Record, dst []*kg
 	}
 	s.off.Store(v)
 	out, stage, attempts, err = p.runChain(w, src, r, dst)
+	if w.stores != nil {
+		w.stores.settle(err)
+	}
 	if !s.off.CompareAndSwap(v, 0) {
 		s.off.Store(0)
 		w.renew(p.open.ctx)

@@ -72,6 +72,8 @@ type result struct {
 	// notRun: the worker did not run the record because the transaction's
 	// budget had run out (the loop then aborts the transaction).
 	notRun bool
+	// stateBytes is what the record's state writes add to the changelogs.
+	stateBytes int64
 }
 
 // worker runs records through its own chain: a Chain, and the transforms
@@ -262,6 +264,9 @@ func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
 	from := len(w.out)
 	w.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out)
 	res.out = w.out[from:len(w.out):len(w.out)]
+	if w.stores != nil {
+		res.stateBytes = w.stores.bytes
+	}
 }
 
 // finish marks batch bi done and tells the loop.

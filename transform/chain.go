@@ -212,6 +212,33 @@ func (c *Chain) Stores() []string {
 	return names
 }
 
+// KeyOrderConflict returns the first entry whose state PROCESSOR_ORDERING=key
+// could not keep exact, and why, or ok true when there is none: a
+// Stateful stage that is not KeyScoped (its store keys may be shared by
+// records of different keys, which key ordering runs at once), or one
+// after an entry that may change the record's key (TouchesOf has PartKey),
+// so that the key it groups by is not the key records were dealt by. The
+// host's stages (Frame) decode and encode the key as it came, so they
+// change nothing that matters here.
+func (c *Chain) KeyOrderConflict() (e Entry, why string, ok bool) {
+	var keyChanger *Entry
+	for i := range c.stages {
+		s := &c.stages[i]
+		if len(StoresOf(s.t)) > 0 {
+			if ks, isKS := s.t.(KeyScoped); !isKS || !ks.KeyScoped() {
+				return s.entry, "keeps state by something other than the record key (such as a BY expression), which records with different keys may share", false
+			}
+			if keyChanger != nil {
+				return s.entry, "keeps state by the record key, which " + keyChanger.String() + " before it may change", false
+			}
+		}
+		if !s.host && TouchesOf(s.t)&PartKey != 0 && keyChanger == nil {
+			keyChanger = &s.entry
+		}
+	}
+	return Entry{}, "", true
+}
+
 // Len returns the number of stages.
 func (c *Chain) Len() int { return len(c.stages) }
 

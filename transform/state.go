@@ -21,6 +21,19 @@ type Stateful interface {
 	Stores() []string
 }
 
+// KeyScoped is an optional interface of a Stateful transform that says
+// whether every store key it uses follows from the record's key alone
+// (aggregate and dedupe without BY): then two records with different keys
+// never touch the same store key. PROCESSOR_ORDERING=key keeps only each
+// key's records in order and runs records of different keys at once, so
+// it is exact only for stateful stages that are KeyScoped and see the
+// key as it arrived (no stage before them may change it); the processor
+// refuses any other stateful chain under key ordering (Chain.KeyOrderConflict).
+// A Stateful transform without the method is taken not to be.
+type KeyScoped interface {
+	KeyScoped() bool
+}
+
 // StoresOf returns the stores t declares (Stateful), or nil.
 func StoresOf(t Transform) []string {
 	if s, ok := t.(Stateful); ok {

@@ -93,6 +93,10 @@ func New(s *Settings) (transform.Transform, error) {
 // Ordered returns true: each key's records must run in order.
 func (t *Transform) Ordered() bool { return true }
 
+// KeyScoped reports whether the group key is the record key (BY unset):
+// see transform.KeyScoped.
+func (t *Transform) KeyScoped() bool { return !t.by.NeedsValue() }
+
 // Stores names the transform's one store.
 func (t *Transform) Stores() []string { return []string{t.store} }
 

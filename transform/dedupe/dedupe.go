@@ -67,6 +67,10 @@ func (t *Transform) Ordered() bool { return true }
 // Stores names the transform's one store.
 func (t *Transform) Stores() []string { return []string{t.store} }
 
+// KeyScoped reports whether the id is the record key (BY unset): see
+// transform.KeyScoped.
+func (t *Transform) KeyScoped() bool { return !t.by.NeedsValue() }
+
 // Process passes rec on unless its id was seen within the window.
 func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	st, err := transform.StoreOf(ctx, t.store)

@@ -159,6 +159,9 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		so.Destination, so.DestinationName = db.dest, db.name
 	}
 	if ov.State != nil {
+		// The changelogs' max.message.bytes bounds a state write
+		// (state.Journal).
+		so.OutputTopics = append(slices.Clip(so.OutputTopics), ov.State.Topics()...)
 		so.ClientOpts = append(so.ClientOpts, statePartitioner(ov.State))
 		opts.State = stateStores{ov.State}
 	}

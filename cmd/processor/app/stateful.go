@@ -36,6 +36,12 @@ func checkStateful(cfg *config.Config, chain *transform.Chain) error {
 		return &config.Error{Var: config.EnvName("INPUT_TOPICS"), Value: strings.Join(cfg.InputTopics, ","),
 			Want: "one topic " + what + ": partition p of each store is partition p of the input"}
 	}
+	if cfg.Ordering == "key" {
+		if e, why, ok := chain.KeyOrderConflict(); !ok {
+			return &config.Error{Var: config.EnvName("ORDERING"), Value: cfg.Ordering,
+				Want: "partition for this chain: " + e.String() + " " + why + ", and key ordering runs records of different keys at once"}
+		}
+	}
 	return nil
 }
 
@@ -116,6 +122,22 @@ func (s stateStores) Revoke(partitions []int32) { s.m.Revoke(partitions) }
 
 // Status implements pipeline.State.
 func (s stateStores) Status() any { return s.m.Status() }
+
+// Topics implements pipeline.State.
+func (s stateStores) Topics() []string { return s.m.Topics() }
+
+// Journal implements pipeline.State.
+func (s stateStores) Journal(maxRecordBytes func(string) int) pipeline.StateJournal {
+	return stateJournal{&state.Journal{MaxRecordBytes: maxRecordBytes}}
+}
+
+// stateJournal is a *state.Journal as the pipeline's StateJournal.
+type stateJournal struct{ *state.Journal }
+
+// Store implements pipeline.StateJournal.
+func (j stateJournal) Store(t pipeline.StateTxn, name string, partition int32) (transform.Store, error) {
+	return j.Journal.Store(t.(stateTxn).Txn, name, partition)
+}
 
 // stateTxn is a *state.Txn as the pipeline's StateTxn.
 type stateTxn struct{ *state.Txn }

@@ -7,26 +7,41 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/aggregate"
+	_ "github.com/streamproc/processor/transform/dedupe"
+	_ "github.com/streamproc/processor/transform/headers"
 )
 
-// A stateful chain refuses at_least_once, a database sink and several
-// input topics, each naming the variable; a chain without state takes
-// them.
+// A stateful chain refuses at_least_once, a database sink, several
+// input topics, and key ordering when its state is not kept by the record
+// key as it arrived, each naming the variable; a chain without state
+// takes them.
 func TestCheckStateful(t *testing.T) {
 	base := map[string]string{"BROKERS": "127.0.0.1:1", "GROUP": "g", "INPUT_TOPICS": "in", "OUTPUT_TOPIC": "out", "GUARANTEE": "exactly_once"}
 	for _, c := range []struct {
 		name, transforms, key, value, want string
+		extra                              map[string]string
 	}{
-		{"exactly once", "aggregate", "GUARANTEE", "exactly_once", ""},
-		{"at least once", "aggregate", "GUARANTEE", "at_least_once", "PROCESSOR_GUARANTEE=\"at_least_once\" is invalid: want exactly_once with a stateful transform (stores aggregate): at least once, the state would count replayed inputs twice"},
-		{"two inputs", "aggregate", "INPUT_TOPICS", "a,b", "PROCESSOR_INPUT_TOPICS"},
-		{"no state", "identity", "GUARANTEE", "at_least_once", ""},
+		{"exactly once", "aggregate", "GUARANTEE", "exactly_once", "", nil},
+		{"at least once", "aggregate", "GUARANTEE", "at_least_once", "PROCESSOR_GUARANTEE=\"at_least_once\" is invalid: want exactly_once with a stateful transform (stores aggregate): at least once, the state would count replayed inputs twice", nil},
+		{"two inputs", "aggregate", "INPUT_TOPICS", "a,b", "PROCESSOR_INPUT_TOPICS", nil},
+		{"no state", "identity", "GUARANTEE", "at_least_once", "", nil},
+		{"key ordering by the key", "aggregate", "ORDERING", "key", "", nil},
+		{"key ordering after headers", "headers,aggregate", "ORDERING", "key", "", map[string]string{"HEADERS_SET": "a=b"}},
+		{"key ordering by BY", "aggregate", "ORDERING", "key",
+			`PROCESSOR_ORDERING="key" is invalid: want partition for this chain: aggregate keeps state by something other than the record key`,
+			map[string]string{"AGGREGATE_BY": ".customer"}},
+		{"dedupe by BY", "dedupe", "ORDERING", "key", "dedupe keeps state by something other than the record key",
+			map[string]string{"DEDUPE_BY": ".id"}},
+		{"BY under partition ordering", "aggregate", "ORDERING", "partition", "", map[string]string{"AGGREGATE_BY": ".customer"}},
 	} {
 		for k, v := range base {
 			t.Setenv(config.EnvName(k), v)
 		}
 		t.Setenv(config.EnvName("TRANSFORMS"), c.transforms)
 		t.Setenv(config.EnvName(c.key), c.value)
+		for k, v := range c.extra {
+			t.Setenv(config.EnvName(k), v)
+		}
 		cfg, err := config.Load("h")
 		if err != nil {
 			t.Fatal(err)
@@ -43,6 +58,9 @@ func TestCheckStateful(t *testing.T) {
 			t.Errorf("%s: got %v, want an error with %q", c.name, err, c.want)
 		}
 		chains[0].Close()
+		for k := range c.extra {
+			t.Setenv(config.EnvName(k), "")
+		}
 	}
 }
 

@@ -36,6 +36,38 @@ func (s *tryState) Revoke([]int32) {}
 // Status implements pipeline.State.
 func (s *tryState) Status() any { return nil }
 
+// Topics implements pipeline.State: try writes no changelog.
+func (s *tryState) Topics() []string { return nil }
+
+// Journal implements pipeline.State.
+func (s *tryState) Journal(func(string) int) pipeline.StateJournal { return &tryJournal{} }
+
+// tryJournal undoes the writes of a sample that failed, as the
+// processor's state.Journal does.
+type tryJournal struct{ undo []func() }
+
+// Store implements pipeline.StateJournal.
+func (j *tryJournal) Store(t pipeline.StateTxn, name string, partition int32) (transform.Store, error) {
+	st, err := t.Store(name, partition)
+	if err != nil {
+		return nil, err
+	}
+	s := st.(tryStore)
+	s.j = j
+	return s, nil
+}
+
+// Mark implements pipeline.StateJournal.
+func (j *tryJournal) Mark() int64 { j.undo = j.undo[:0]; return 0 }
+
+// Undo implements pipeline.StateJournal.
+func (j *tryJournal) Undo() {
+	for i := len(j.undo) - 1; i >= 0; i-- {
+		j.undo[i]()
+	}
+	j.undo = j.undo[:0]
+}
+
 // tryStateTxn is one transaction's writes; a nil value is a deletion.
 type tryStateTxn struct {
 	s      *tryState
@@ -77,6 +109,26 @@ func (t *tryStateTxn) Abort() {}
 type tryStore struct {
 	t      *tryStateTxn
 	prefix string
+	j      *tryJournal // nil: not journaled
+}
+
+// set writes v (nil: a deletion) to k in the transaction, journaled.
+func (st tryStore) set(k string, v *[]byte) {
+	st.t.mu.Lock()
+	defer st.t.mu.Unlock()
+	if st.j != nil {
+		old, had := st.t.writes[k]
+		st.j.undo = append(st.j.undo, func() {
+			st.t.mu.Lock()
+			defer st.t.mu.Unlock()
+			if had {
+				st.t.writes[k] = old
+			} else {
+				delete(st.t.writes, k)
+			}
+		})
+	}
+	st.t.writes[k] = v
 }
 
 // Get implements transform.Store.
@@ -100,16 +152,12 @@ func (st tryStore) Get(key []byte) ([]byte, bool, error) {
 // Put implements transform.Store.
 func (st tryStore) Put(key, value []byte, _ time.Time) error {
 	v := append([]byte(nil), value...)
-	st.t.mu.Lock()
-	defer st.t.mu.Unlock()
-	st.t.writes[st.prefix+string(key)] = &v
+	st.set(st.prefix+string(key), &v)
 	return nil
 }
 
 // Delete implements transform.Store.
 func (st tryStore) Delete(key []byte) error {
-	st.t.mu.Lock()
-	defer st.t.mu.Unlock()
-	st.t.writes[st.prefix+string(key)] = nil
+	st.set(st.prefix+string(key), nil)
 	return nil
 }
