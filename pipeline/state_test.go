@@ -48,7 +48,10 @@ func (s *memState) Topics() []string { return []string{"changelog"} }
 func (s *memState) Journal(func(string) int) StateJournal { return &memJournal{} }
 
 // memJournal journals the writes of memStateStores.
-type memJournal struct{ undo []func() }
+type memJournal struct {
+	undo  []func()
+	bytes int64 // key and value bytes written since the last Mark
+}
 
 func (j *memJournal) Store(t StateTxn, name string, p int32) (transform.Store, error) {
 	st, err := t.Store(name, p)
@@ -59,13 +62,17 @@ func (j *memJournal) Store(t StateTxn, name string, p int32) (transform.Store, e
 	return &memStateStore{t: s.t, prefix: s.prefix, j: j}, nil
 }
 
-func (j *memJournal) Mark() int64 { j.undo = j.undo[:0]; return 0 }
+func (j *memJournal) Mark() int64 {
+	n := j.bytes
+	j.undo, j.bytes = j.undo[:0], 0
+	return n
+}
 
 func (j *memJournal) Undo() {
 	for i := len(j.undo) - 1; i >= 0; i-- {
 		j.undo[i]()
 	}
-	j.undo = j.undo[:0]
+	j.undo, j.bytes = j.undo[:0], 0
 }
 
 func (s *memState) Revoke(parts []int32) {
@@ -157,6 +164,9 @@ func (st *memStateStore) Put(key, value []byte, _ time.Time) error {
 	st.t.mu.Lock()
 	defer st.t.mu.Unlock()
 	st.note(st.prefix + string(key))
+	if st.j != nil {
+		st.j.bytes += int64(len(key) + len(value))
+	}
 	st.t.writes[st.prefix+string(key)] = append([]byte(nil), value...)
 	return nil
 }
@@ -284,6 +294,11 @@ func (f *flakyAfterState) Process(_ context.Context, src transform.Source, rec *
 }
 
 func init() {
+	transform.Register("statetestdrop", transform.Plain("drops every record", func() (transform.Transform, error) {
+		return transform.Func(func(_ context.Context, _ transform.Source, _ *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			return out, nil
+		}), nil
+	}))
 	transform.Register("statetestflaky", transform.Plain("fails some records after a stateful stage", func() (transform.Transform, error) {
 		return &flakyAfterState{}, nil
 	}))
@@ -345,5 +360,27 @@ func TestStatefulUndoesFailedRecords(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The state a record writes counts towards MaxTxnBytes like its outputs:
+// a chain that writes state and emits nothing still ends its
+// transactions at the byte bound.
+func TestStateBytesBoundTransactions(t *testing.T) {
+	e := newMemEnv(t)
+	e.mem.create("changelog", loopPartitions, 0)
+	c, err := transform.Default.Build([]transform.Entry{{Name: "aggregate"}, {Name: "statetestdrop"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	e.produce(300, 300)
+	// A count write is about 5 bytes of key and 1 to 3 of value: 400
+	// bytes are some 50 records.
+	run := e.start("g", "t1", c, Options{State: newMemState(), MaxTxnBytes: 400, MaxRecordsPerTxn: 100000, CommitInterval: time.Hour})
+	eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
+	run.stop(t, 10*time.Second)
+	if n := run.p.Stats().Commits; n < 300/60 {
+		t.Errorf("%d commits for 300 inputs writing about 8 bytes of state each under a 400-byte bound, want at least %d", n, 300/60)
 	}
 }
