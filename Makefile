@@ -7,7 +7,7 @@ SR      := bash integration/registry/registry.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build version run run-billing run-avro plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
+.PHONY: build version run run-billing run-avro plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro chaos-stateful bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
 
 # The version baked in (processor --version, the start log line,
 # processor_build_info), by scripts/version.sh from the VERSION file and
@@ -129,11 +129,13 @@ test-cluster:
 # The short drills of the integration suite, which make test leaves out
 # (docs/testing.md): TestChaosShort (three short chaos runs on kfake, and
 # one against PROCESSOR_TEST_BROKERS when it is set), TestChaosShortAvro
-# (the same with Avro records through the drill's Schema Registry) and
-# TestChaosPostgres (when PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is
-# installed).
+# (the same with Avro records through the drill's Schema Registry),
+# TestChaosShortStateful (the stateful drill: a count by record key under
+# both orderings, with SIGKILL, a wiped state directory, scaling and
+# SIGTERM, judged by eoscheck -check aggregate) and TestChaosPostgres (when
+# PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed).
 drill:
-	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|Postgres)$$' ./integration/
+	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|ShortStateful|Postgres)$$' ./integration/
 
 # The short drills (make drill), then the long fault drill on the
 # embedded devbroker (kfake): 100,000 records,
@@ -160,6 +162,19 @@ chaos-kafka: build
 # schema.
 chaos-avro: build
 	./bin/chaos -embedded -value-format avro -records 30000 -rate 1000 -iterations 8
+
+# The stateful fault drill (docs/faults.md, "The stateful drill") on the
+# embedded devbroker (kfake): 60,000 records at 1,500 a second, the chain
+# jq,aggregate (a count by record key; the notjson poison class is
+# dead-lettered or skipped by jq before it counts) under
+# PROCESSOR_ORDERING=key, each instance with its own state directory kept
+# across its restarts, 14 faults (kill, term, stop, scale, wipe: SIGKILL,
+# the state directory deleted and a restart that rebuilds it from the
+# changelogs, broker), 5% aborts; ends with eoscheck -check aggregate (every
+# key's counts run 1, 2, 3, ... up to its inputs taken) and the restores
+# the instances made.
+chaos-stateful: build
+	./bin/chaos -embedded -transforms jq,aggregate -policies dlq,skip -ordering key -records 60000 -rate 1500 -iterations 14
 
 # The long fault drill into PostgreSQL (PROCESSOR_SINK=postgres) on the
 # embedded devbroker (kfake) and the local PostgreSQL of pg.sh, started if

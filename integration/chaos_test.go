@@ -183,3 +183,38 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 	t.Logf("%s", out[strings.Index(string(out), "chaos run:"):])
 	return string(out)
 }
+
+// The short stateful chaos run (chaos with aggregate last in -transforms):
+// three processor processes count by record key, each in a state
+// directory of its own kept across its restarts, while one SIGKILL, one
+// wipe (SIGKILL, the state directory deleted, a restart that rebuilds
+// from the changelogs), a scale-out, a SIGTERM and the scale-in land and
+// 5% of transactions abort; every move of a partition restores its state
+// from the changelog. eoscheck -check aggregate must find every key's
+// counts running 1, 2, 3, ... up to its inputs taken, and the lineage
+// checks clean. Under PROCESSOR_ORDERING=partition with aggregate alone
+// and the three policies mixed (it fails no record), and under key with
+// jq before it and the notjson poison class (dead-lettered or skipped
+// before it counts); on kfake, and against PROCESSOR_TEST_BROKERS the
+// same. A drill: it runs under make drill, not make test.
+func TestChaosShortStateful(t *testing.T) {
+	drill(t)
+	binary(t)
+	run := func(t *testing.T, args ...string) {
+		out := runChaos(t, nil, append([]string{"-records", "12000", "-rate", "1000", "-iterations", "5", "-pause", "1s",
+			"-faults", "kill,wipe,scale,term,scale,abort"}, args...)...)
+		for _, want := range []string{"count-repeat", "aggregate counts", "rebuilt"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q in the report: the aggregate check or the wipe's rebuild is missing", want)
+			}
+		}
+	}
+	partition := []string{"-transforms", "aggregate", "-policies", "fail,dlq,skip", "-ordering", "partition"}
+	key := []string{"-transforms", "jq,aggregate", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
+	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
+	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
+	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
+		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
+		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
+	}
+}

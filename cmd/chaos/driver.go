@@ -60,6 +60,16 @@ type driver struct {
 	// poisonWritten counts the marked inputs written, per class and per
 	// "class/variant".
 	poisonWritten map[string]int
+	// wiped are the restarts after a wipe fault, in the stateful mode.
+	wiped []wipedLog
+}
+
+// wipedLog is where in its log a restart with a wiped state directory
+// begins.
+type wipedLog struct {
+	id   int
+	path string
+	from int64
 }
 
 // instance is one processor process; a restart replaces it under the same
@@ -121,7 +131,7 @@ func (d *driver) run() int {
 		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
 		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","),
 		"poison_every", d.o.poisonEvery, "poison_classes", classList(d.o.poisonClasses), "value_format", d.o.valueFormat,
-		"schema_registry", d.registryURL, "seed", d.o.seed, "logs", d.o.logDir)
+		"schema_registry", d.registryURL, "state_dir", d.o.stateDir, "seed", d.o.seed, "logs", d.o.logDir)
 
 	for range d.o.instances {
 		d.startNew()

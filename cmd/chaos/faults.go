@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"syscall"
 	"time"
 )
@@ -23,7 +25,26 @@ func (d *driver) apply(fault string) {
 		d.restartBroker()
 	case "pgrestart":
 		d.restartPostgres()
+	case "wipe":
+		d.wipe()
 	}
+}
+
+// wipe is the wipe fault of the stateful mode: SIGKILL an instance,
+// delete its state directory and restart it under the same IDs, so that
+// it rebuilds every partition it is given from the changelogs. The
+// restart's log is noted, for the report to find the rebuild in.
+func (d *driver) wipe() {
+	inst := d.pick()
+	d.stop(inst, syscall.SIGKILL)
+	if err := os.RemoveAll(d.stateDir(inst.id)); err != nil {
+		fatal(fmt.Errorf("wiping the state of processor %d: %w", inst.id, err))
+	}
+	d.start(inst.id)
+	d.mu.Lock()
+	fresh := d.insts[inst.id]
+	d.wiped = append(d.wiped, wipedLog{id: inst.id, path: fresh.proc.Log(), from: fresh.proc.LogFrom()})
+	d.mu.Unlock()
 }
 
 // kill is the kill fault: SIGKILL an instance and restart it under the

@@ -99,6 +99,14 @@ func (d *driver) instance(id int) launch.Instance {
 	if d.o.ordering != "" {
 		in.Extra = append(in.Extra, "PROCESSOR_ORDERING="+d.o.ordering)
 	}
+	if d.o.stateful() {
+		// A count by record key (BY unset), which reads no value; the
+		// state directory is the instance's own and outlives its
+		// restarts, so a SIGKILLed one restores only the changelogs'
+		// tail (the wipe fault deletes it).
+		in.Settings["PROCESSOR_AGGREGATE_FUNCTION"] = "count"
+		in.Extra = append(in.Extra, "PROCESSOR_STATE_DIR="+d.stateDir(id))
+	}
 	if d.o.valueFormat == "avro" {
 		// The output values' format and subject are the defaults:
 		// avro, like the input's, and <output topic>-value.
@@ -108,6 +116,12 @@ func (d *driver) instance(id int) launch.Instance {
 		in.DLQTopic = d.dlq
 	}
 	return in
+}
+
+// stateDir returns instance id's PROCESSOR_STATE_DIR in the stateful
+// mode.
+func (d *driver) stateDir(id int) string {
+	return filepath.Join(d.o.stateDir, fmt.Sprintf("instance-%d", id))
 }
 
 // policy returns instance id's error policy: the policies in turn by

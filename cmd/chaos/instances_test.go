@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -43,6 +45,49 @@ func TestInstanceEnvironment(t *testing.T) {
 
 	d.o.ordering = "key"
 	same(t, "instance 2 with -ordering key", d.instance(2).Env(), append(want, "PROCESSOR_ORDERING=key"))
+}
+
+// In the stateful mode each instance counts by record key in a state
+// directory of its own, the same across its restarts.
+func TestInstanceEnvironmentStateful(t *testing.T) {
+	d := &driver{
+		o: options{sessionTimeout: 6 * time.Second, txnTimeout: 5 * time.Second, transforms: []string{"jq", "aggregate"},
+			jqExpr: ".seen = true", policies: []string{"skip"}, guarantee: "exactly_once", sink: "kafka", stateDir: "/tmp/s"},
+		brokers: []string{"127.0.0.1:1"}, group: "chaos-x", in: "chaos-in-x", out: "chaos-out-x",
+	}
+	for id, dir := range map[int]string{1: "/tmp/s/instance-1", 4: "/tmp/s/instance-4"} {
+		env := d.instance(id).Env()
+		for _, kv := range []string{"PROCESSOR_TRANSFORMS=jq,aggregate", "PROCESSOR_AGGREGATE_FUNCTION=count", "PROCESSOR_STATE_DIR=" + dir} {
+			if !slices.Contains(env, kv) {
+				t.Errorf("instance %d: no %s in %v", id, kv, env)
+			}
+		}
+	}
+	if env := d.instance(1).Env(); !slices.Equal(env, d.instance(1).Env()) {
+		t.Errorf("instance 1's environment changes between starts: %v", env)
+	}
+}
+
+// The report's restore totals come from the processors' "state restored"
+// lines, from where a restart's log begins.
+func TestReadRestores(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "processor-1.log")
+	first := `{"level":"INFO","msg":"state restored","topic":"g-aggregate-changelog","partition":0,"records":0,"from":10,"to":10,"rebuilt":false}` + "\n"
+	second := `{"level":"INFO","msg":"progress","committed":3}` + "\n" +
+		`{"level":"INFO","msg":"state restored","topic":"g-aggregate-changelog","partition":1,"records":40,"from":0,"to":41,"rebuilt":true}` + "\n" +
+		`{"level":"INFO","msg":"state restored","topic":"g-aggregate-changelog","partition":2,"records":7,"from":0,"to":8,"rebuilt":true}` + "\n" +
+		`{"level":"INFO","msg":"state restored","topic":"g-aggr` // cut by a SIGKILL
+	if err := os.WriteFile(log, []byte(first+second), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	all, err := readRestores(log, 0)
+	if err != nil || all != (restores{partitions: 3, rebuilt: 2, records: 47}) {
+		t.Errorf("whole log: %+v, %v", all, err)
+	}
+	later, err := readRestores(log, int64(len(first)))
+	if err != nil || later != (restores{partitions: 2, rebuilt: 2, records: 47}) {
+		t.Errorf("from the restart: %+v, %v", later, err)
+	}
 }
 
 // same compares two environments as sets: the order of distinct

@@ -21,6 +21,9 @@
 //	        -postgres-script, "restart fast" and "restart immediate" (a
 //	        crash: in-flight transactions are lost, the server recovers
 //	        from its WAL) in turn
+//	wipe    with aggregate in the chain: SIGKILL an instance, delete its
+//	        state directory and restart it, so that it rebuilds its
+//	        partitions' state from the changelogs
 //
 // With "abort" in -faults, every instance also aborts a fraction of its
 // transactions on purpose (PROCESSOR_TEST_ABORT_RATE).
@@ -82,6 +85,22 @@
 // every visible output and checks that it decodes with the output
 // subject's schema id to its input's key, half and pad with seen true.
 //
+// With aggregate last in -transforms (-transforms aggregate, or
+// jq,aggregate) the drill is stateful: the instances run the aggregate
+// transform counting by record key (PROCESSOR_AGGREGATE_FUNCTION=count,
+// BY unset, so it reads no value and fails no record), each with its own
+// PROCESSOR_STATE_DIR under -state-dir, kept across its restarts (a
+// SIGKILLed instance restores the changelogs' tail past its checkpoint;
+// a scaled-out one, and one the wipe fault restarted, the whole
+// changelog), and eoscheck runs with -check aggregate: every key's counts
+// run 1, 2, 3, ... in the committed output up to its inputs taken (those
+// with no dead letter, not skipped), besides the checks by lineage. Its
+// default faults add wipe; the report sums the processors' "state
+// restored" log lines and fails the drill when a wiped instance rebuilt
+// no partition. A stateful chain runs exactly once into Kafka only, and
+// aggregate must come last: a stage after it that fails a record would
+// leave the record counted (docs/state.md).
+//
 // With -sink postgres the instances write into PostgreSQL instead of an
 // output topic (PROCESSOR_SINK=postgres): rows into a table of the run's
 // own (chaos_<id>), dead letters into another (chaos_dl_<id>), and the
@@ -97,6 +116,7 @@
 //	chaos -cluster -brokers 127.0.0.1:19192,127.0.0.1:19292,127.0.0.1:19392
 //	chaos -embedded -value-format avro -records 30000 -iterations 8
 //	chaos -embedded -sink postgres -postgres-url "$(bash integration/postgres/pg.sh url)"
+//	chaos -embedded -transforms jq,aggregate -ordering key -records 60000 -rate 1500 -iterations 14
 package main
 
 import (

@@ -23,6 +23,10 @@ func (d *driver) report(caughtUp bool) int {
 	d.printSchemas()
 	d.printTimings()
 	failed := false
+	for _, u := range d.printState() {
+		fmt.Println("unexpected:", u)
+		failed = true
+	}
 	if !caughtUp {
 		fmt.Printf("the group did not catch up within %s\n", d.o.settle)
 		failed = true
@@ -51,7 +55,7 @@ func (d *driver) report(caughtUp bool) int {
 // printFaults prints how often each fault was applied.
 func (d *driver) printFaults() {
 	fmt.Printf("%-10s %s\n", "fault", "applied")
-	for _, f := range []string{"kill", "term", "stop", "scale", "broker", "pgrestart"} {
+	for _, f := range []string{"kill", "term", "stop", "scale", "wipe", "broker", "pgrestart"} {
 		n := d.applied[f]
 		if n == 0 {
 			continue
@@ -75,7 +79,10 @@ func (d *driver) printChain() {
 		chain += fmt.Sprintf(" (jq: %s)", d.o.jqExpr)
 	}
 	fmt.Printf("transforms %s\n", chain)
-	if d.o.ordering != "" {
+	switch {
+	case d.o.ordering != "" && d.o.stateful():
+		fmt.Printf("%-10s %s (PROCESSOR_ORDERING; aggregate is ordered: per key, or per partition)\n", "ordering", d.o.ordering)
+	case d.o.ordering != "":
 		fmt.Printf("%-10s %s (PROCESSOR_ORDERING; the chain is not ordered, so each partition's records are shared among the workers as without it)\n", "ordering", d.o.ordering)
 	}
 	d.mu.Lock()
@@ -140,6 +147,9 @@ func (d *driver) eoscheckArgs() []string {
 	}
 	if d.o.guarantee == "at_least_once" {
 		args = append(args, "-at-least-once")
+	}
+	if d.o.stateful() {
+		args = append(args, "-check", "aggregate")
 	}
 	if d.o.poisonEvery > 0 {
 		args = append(args, "-poison")

@@ -14,6 +14,7 @@
 //	eoscheck -brokers 127.0.0.1:9092 -input orders -output orders-processed -group demo
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos -poison -poison-skip
+//	eoscheck -input chaos-in -output chaos-out -group chaos -check aggregate
 //
 // It prints one table to stdout, a row per anomaly with its count and an
 // example, then totals and a result line, and exits 0 when clean, 1 when it
@@ -64,6 +65,29 @@
 //     example names its input (from its lineage headers) and its
 //     processor.error header, cut to 200 bytes. An input with a dead letter
 //     and another visible output or dead letter is also a duplicate.
+//
+// With -check aggregate the processor ran the aggregate transform
+// counting by record key (PROCESSOR_TRANSFORMS=aggregate, or a chain
+// ending in it, FUNCTION count, BY unset), as the fault drill's stateful
+// mode does: every output's value is its key's updated count,
+// {"key": ..., "value": N}. The checks by lineage run as ever (each input
+// has exactly one output), and five more rows judge the counts of every
+// key in the committed output, in output order:
+//
+//   - count-repeat: a count not above the one before it (the state went
+//     back, or one count is visible twice).
+//   - count-gap: a count more than one above the one before it, or a first
+//     count above 1 (a count the state kept whose output is not visible).
+//   - count-short: the key's last count is below its inputs taken: the
+//     inputs with the key that have no visible dead letter, were not
+//     skipped by policy and are below the committed offset (or have a
+//     visible output).
+//   - count-excess: the last count is above its inputs taken (an input
+//     counted twice).
+//   - count-value: a visible output that is not a count of a keyed record.
+//
+// After the totals a line gives the keys, the sum of their last counts and
+// the highest.
 //
 // With -poison the input holds the fault drill's marked records, each with
 // the key poison-<class>-<seq>, and each is judged by its class: a notjson
@@ -146,7 +170,12 @@ type config struct {
 	tables check.Tables
 	// poison: read the drill's marks from the input keys (-poison).
 	poison bool
+	// aggregate: judge the outputs as counts by key (-check aggregate).
+	aggregate bool
 }
+
+// knownChecks are the extra checks -check takes.
+var knownChecks = []string{"aggregate"}
 
 const usageText = `usage: eoscheck -input TOPICS -output TOPICS -group GROUP [flags]
        eoscheck -input TOPICS -group GROUP -postgres-url URL -table TABLE [-dead-letter-table TABLE] [flags]
@@ -178,6 +207,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
+	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
@@ -190,6 +220,16 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	c.brokers, c.inputs, c.outputs, c.deadLetters = split(*brokers), split(*inputs), split(*outputs), split(*dlq)
 	if c.opts.Skipping && !c.poison {
 		return c, errors.New("-poison-skip needs -poison")
+	}
+	for _, name := range split(*checks) {
+		if !slices.Contains(knownChecks, name) {
+			return c, fmt.Errorf("unknown check %q in -check (known: %s)", name, strings.Join(knownChecks, ", "))
+		}
+		c.aggregate = true
+	}
+	c.opts.Aggregate = c.aggregate
+	if c.aggregate && (c.tables.URL != "" || c.opts.AtLeastOnce || !c.opts.OneToOne) {
+		return c, errors.New("-check aggregate needs a run into Kafka, exactly once and one to one (a stateful chain refuses the postgres sink and at_least_once, and the aggregate emits one count per input)")
 	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
@@ -305,7 +345,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDatabase(ctx, c, stdout, fail)
 	}
 
-	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group, Poison: c.poison})
+	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
+		Poison: c.poison, Aggregate: c.aggregate})
 	if err != nil {
 		return fail(err)
 	}

@@ -39,6 +39,10 @@ func TestUsageErrors(t *testing.T) {
 		"dlq is output":   append([]string{"-dlq", "d,out"}, ok...),
 		"dlq is input":    append([]string{"-dlq", "in"}, ok...),
 		"skip, no poison": append([]string{"-poison-skip"}, ok...),
+		"unknown check":   append([]string{"-check", "aggregate,sums"}, ok...),
+		"aggregate, alo":  append([]string{"-check", "aggregate", "-at-least-once"}, ok...),
+		"aggregate, 1:n":  append([]string{"-check", "aggregate", "-one-to-one=false"}, ok...),
+		"aggregate, pg":   {"-check", "aggregate", "-input", "in", "-group", "g", "-postgres-url", "postgres://u@127.0.0.1/db"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, args...)

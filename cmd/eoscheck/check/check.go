@@ -22,13 +22,19 @@ type audit struct {
 	visible map[Input][]Output         // existing input -> its visible outputs
 	dead    map[Input][]Output         // existing input -> its visible dead letters
 	pending map[Input]bool             // inputs with an output or dead letter not visible yet
+	skipped map[Input]bool             // inputs skipped by policy (Options.Skipping)
 }
 
 // Check audits a run and counts its anomalies.
 func Check(run Run, opts Options) Report {
-	rep, rp := newReport(Anomalies, opts.MaxExamples)
+	kinds := Anomalies
+	if opts.Aggregate {
+		kinds = slices.Concat(Anomalies, AggregateAnomalies)
+	}
+	rep, rp := newReport(kinds, opts.MaxExamples)
 	a := &audit{run: run, opts: opts, rep: rep, rp: rp,
-		byTP: map[TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{}}
+		byTP: map[TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{},
+		skipped: map[Input]bool{}}
 	a.inputs, a.exists = uniqueInputs(run.Inputs)
 	rep.Inputs = len(a.inputs)
 	for _, in := range a.inputs {
@@ -41,6 +47,9 @@ func Check(run Run, opts Options) Report {
 	a.checkOrder()
 	a.checkKeyOrder()
 	a.checkSamples()
+	if opts.Aggregate {
+		a.checkAggregate()
+	}
 	return *rep
 }
 
@@ -189,6 +198,7 @@ func (a *audit) checkProgress() {
 			switch {
 			case mark.Class.Fails() && a.opts.Skipping:
 				skipped = true
+				a.skipped[in] = true
 			case mark.Class.Fails():
 				a.rp.add(Lost, "%s is below the committed offset %d but has no visible dead letter (lost or skipped)", mark.of(in), committedAt(earlier, tp))
 			default:

@@ -29,6 +29,8 @@ type rec struct {
 	mark    Mark   // data, with Source.Poison: MarkOf its key and value
 	key     string // data: its key; keyed false for a null key
 	keyed   bool
+	count   int64 // data of an output topic, with Source.Aggregate: ParseCount of its value
+	countOK bool
 }
 
 // txn outcome of a data record.
@@ -142,6 +144,9 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 			rc := toRec(kr)
 			if r.src.Poison && !rc.control {
 				rc.mark = MarkOf(kr.Key, kr.Value)
+			}
+			if r.src.Aggregate && !rc.control && slices.Contains(r.src.Outputs, kr.Topic) {
+				rc.count, rc.countOK = ParseCount(kr.Value)
 			}
 			out[tp] = append(out[tp], rc)
 		})

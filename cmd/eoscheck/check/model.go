@@ -66,6 +66,11 @@ type Output struct {
 	// the record lay beyond the last stable offset: it is not visible yet.
 	Pending bool
 
+	// Count is the aggregate count the output's value holds, and CountOK
+	// whether it holds one (ParseCount); read only with Source.Aggregate.
+	Count   int64
+	CountOK bool
+
 	// TxnEnd is the offset, in the output's partition, of the control
 	// record that ended its transaction; -1 when unknown (open, or not
 	// transactional). Two visible outputs of one input in one partition
@@ -137,6 +142,9 @@ type Run struct {
 	// Marks are the fault drill's marks of the inputs that have one
 	// (Source.Poison); nil or missing: Ordinary.
 	Marks map[Input]Mark
+	// InputKeys are the keys of the inputs that have one, for
+	// Options.Aggregate (Source.Aggregate); nil otherwise.
+	InputKeys map[Input]string
 }
 
 // Options say what a correct run looks like.
@@ -169,6 +177,11 @@ type Options struct {
 	// letter: it is counted as skipped by policy (ClassTotals.Skipped),
 	// not lost. Ordinary and other marked inputs are lost all the same.
 	Skipping bool
+	// Aggregate: the processor ran the aggregate transform counting by
+	// record key (see checkAggregate): every key's counts must run 1, 2,
+	// 3, ... in the committed output up to its number of inputs taken.
+	// Needs Output.Count and Run.InputKeys (Source.Aggregate).
+	Aggregate bool
 }
 
 // uniqueInputs returns inputs sorted, without repeats, and the set of

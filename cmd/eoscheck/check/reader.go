@@ -42,6 +42,10 @@ type Source struct {
 	// Poison: the inputs hold the fault drill's marked records (MarkOf):
 	// Read and ReadInputs return their marks.
 	Poison bool
+	// Aggregate: the processor ran the aggregate transform counting by
+	// record key: Read keeps every output's count (Output.Count) and every
+	// input's key (Run.InputKeys), for Options.Aggregate.
+	Aggregate bool
 }
 
 // Reader reads a processor run from Kafka into the checker's model. It only

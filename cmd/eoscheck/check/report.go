@@ -90,16 +90,24 @@ type Report struct {
 	// Classes holds the totals of each marked class that has inputs;
 	// nil when the run had no marks.
 	Classes map[Class]*ClassTotals
+
+	// Aggregate holds the totals of the aggregate check
+	// (Options.Aggregate); nil when it did not run.
+	Aggregate *AggregateTotals
 }
 
 // kinds returns the anomalies the check looked for, in report order, one
 // table row each: DatabaseAnomalies for a run into PostgreSQL, else
 // Anomalies; those about marked inputs (poison-passed, misstored) only
-// when the run had marked inputs.
+// when the run had marked inputs; then AggregateAnomalies when the
+// aggregate check ran.
 func (r Report) kinds() []Anomaly {
 	kinds := Anomalies
 	if r.Database != nil {
 		kinds = DatabaseAnomalies
+	}
+	if r.Aggregate != nil {
+		kinds = slices.Concat(kinds, AggregateAnomalies)
 	}
 	if r.Classes == nil {
 		kinds = slices.DeleteFunc(slices.Clone(kinds), func(a Anomaly) bool { return a == PoisonPassed || a == Misstored })
@@ -159,6 +167,9 @@ func (r Report) Table() string {
 			fmt.Fprintf(w, "inputs repeated\t%d (written more than once, expected at least once)\n", r.Repeated)
 		}
 		fmt.Fprintf(w, "samples\t%d over %s\n", r.Samples, r.Window.Round(time.Millisecond))
+	}
+	if ag := r.Aggregate; ag != nil {
+		fmt.Fprintf(w, "aggregate counts\t%d keys, last counts summing to %d, the highest %d\n", ag.Keys, ag.Final, ag.Max)
 	}
 	outputs := "outputs"
 	if r.Database != nil {
