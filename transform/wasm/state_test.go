@@ -421,7 +421,8 @@ func TestWasmStateConcurrent(t *testing.T) {
 
 // BenchmarkWasmState measures the count example per record, and one
 // store_get or store_put host call (the record's cost divided among 1000
-// calls), with the default deadline.
+// calls, the guest's loop included) on an in-memory store, with a
+// deadline and, for store_get, without.
 func BenchmarkWasmState(b *testing.B) {
 	src := transform.Source{Topic: "orders", Partition: 3, Offset: 12345}
 	b.Run("count", func(b *testing.B) {
@@ -436,9 +437,17 @@ func BenchmarkWasmState(b *testing.B) {
 			}
 		}
 	})
-	for _, op := range []string{"gets", "puts"} {
-		b.Run(op+"-per-call", func(b *testing.B) {
-			tr := newTest(b, stateful, withStores("s0"))
+	for _, c := range []struct {
+		op      string
+		timeout time.Duration
+	}{{"gets", time.Second}, {"puts", time.Second}, {"gets", 0}} {
+		op := c.op
+		name := op + "-per-call"
+		if c.timeout == 0 {
+			name += "-no-deadline" // compiled here, once: not precompiled without a deadline
+		}
+		b.Run(name, func(b *testing.B) {
+			tr := newTest(b, stateful, withStores("s0"), func(s *Settings) { s.Timeout = c.timeout })
 			st := newStores("s0")
 			ctx := st.ctx()
 			st.stores["s0"].m["cust-98765"] = memEntry{v: []byte("12345678")}

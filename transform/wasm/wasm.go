@@ -27,6 +27,13 @@
 // true, a fake clock (wazero's default: wall time starts at 2022-01-01 and
 // both clocks advance 1ms per reading; sleeping returns at once).
 //
+// With STORES the module may import the host functions of the processor
+// import module (store_index, store_get, store_put, store_delete), which
+// reach the state stores of the record being processed; the transform is
+// then stateful (transform.Stateful) and ordered. A record's writes apply
+// only when it succeeds, and a store error fails it; a host call with an
+// address outside guest memory stops the guest (ErrBadCall).
+//
 // A trap, an exit, a deadline, or output that does not follow the ABI is
 // a transform error for the record; the instance involved is discarded
 // and a fresh one serves the next record. An error the guest returns is a
