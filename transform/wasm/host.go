@@ -407,6 +407,7 @@ func (p *pendingWrites) value(op *pendingOp) []byte {
 // limit (the instance's memory limit), so that a guest looping over Put
 // cannot make the host hold more than it could.
 func (p *pendingWrites) add(store int32, key, value []byte, expires int64, del bool, limit uint64) error {
+	limit = min(limit, 1<<32-1) // offsets are 32 bits
 	if uint64(len(p.bytes))+uint64(len(key))+uint64(len(value)) > limit {
 		return &settings.Message{Text: settings.Say(fmt.Sprintf("one record's writes would hold more than %d bytes, the instance's memory limit (", limit),
 			settings.Ref("MAX_MEMORY"), ")")}
