@@ -113,10 +113,14 @@ type rawHeader struct{ key, value []byte }
 // decoder reads a guest's output. Its scratch slices are reused, so
 // reading allocates nothing; only the records it materializes do.
 type decoder struct {
-	mem  api.Memory
-	recs []rawRecord
-	hdrs []rawHeader
-	err  error // the first read outside guest memory
+	mem api.Memory
+	// commit, when set, runs once the output is known to be good, before
+	// anything of it is materialized: it applies the record's state
+	// writes, and its error fails the record with rec left as it was.
+	commit func() error
+	recs   []rawRecord
+	hdrs   []rawHeader
+	err    error // the first read outside guest memory
 
 	// maxBytes bounds the bytes of one call's outputs taken together:
 	// the sum of the lengths of their topics, keys, values, header keys
@@ -155,18 +159,29 @@ func (d *decoder) view(ptr uint32, n int32, what string) []byte {
 func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out []*kgo.Record, a *arena) ([]*kgo.Record, error) {
 	d.err = nil
 	count, ptr, err := d.result(at)
-	if err != nil || count == 0 {
-		return out, err // no error and no records: filtered
-	}
-	table := d.view(ptr, int32(count*outRecordSize), "the record table")
-	if d.err != nil {
-		return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
-	}
-	if err := d.readTable(table, count); err != nil {
+	if err != nil {
 		return out, err
 	}
-	if err := checkTopics(d.recs, src); err != nil {
-		return out, err
+	if count > 0 {
+		table := d.view(ptr, int32(count*outRecordSize), "the record table")
+		if d.err != nil {
+			return out, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
+		}
+		if err := d.readTable(table, count); err != nil {
+			return out, err
+		}
+		if err := checkTopics(d.recs, src); err != nil {
+			return out, err
+		}
+	}
+	// The output is good: the record's state writes may go in.
+	if d.commit != nil {
+		if err := d.commit(); err != nil {
+			return out, err
+		}
+	}
+	if count == 0 {
+		return out, nil // filtered
 	}
 	return d.materialize(rec, out, a), nil
 }

@@ -40,6 +40,10 @@ type instance struct {
 
 	stderr *stderrHead // what the guest wrote to stderr in the last call
 
+	// host is what the host functions (state stores) work with; ctx
+	// carries it.
+	host *hostState
+
 	dec    decoder // scratch for parsing output, reused
 	arena  arena   // memory for output bytes and headers
 	broken bool    // trapped, timed out or garbled: discard, never reuse
@@ -49,7 +53,9 @@ type instance struct {
 // _initialize (a Go guest's runtime and package init).
 func (t *Transform) instantiate() (*instance, error) {
 	stderr := &stderrHead{}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	host := &hostState{t: t, open: make([]transform.Store, len(t.stores))}
+	base := context.WithValue(context.Background(), hostKey{}, host)
+	ctx, cancel := context.WithTimeout(base, startTimeout)
 	defer cancel()
 	mod, err := t.rt.InstantiateModule(ctx, t.compiled, t.modCfg.WithStderr(stderr))
 	if err != nil {
@@ -66,9 +72,13 @@ func (t *Transform) instantiate() (*instance, error) {
 		allocFn:   mod.ExportedFunction("processor_alloc"),
 		processFn: mod.ExportedFunction("processor_process"),
 		stderr:    stderr,
+		host:      host,
 	}
 	inst.dec.mem, inst.dec.maxBytes = inst.mem, t.maxBytes
-	inst.ctx, inst.cancel = context.WithCancel(context.Background())
+	if len(t.stores) > 0 {
+		inst.dec.commit = host.commit
+	}
+	inst.ctx, inst.cancel = context.WithCancel(base)
 	inst.timer = time.AfterFunc(time.Hour, inst.cancel)
 	inst.timer.Stop()
 	return inst, nil
@@ -119,6 +129,9 @@ func (inst *instance) call(f api.Function) error {
 	inst.broken = true
 	if inst.ctx.Err() != nil {
 		return inst.timedOut()
+	}
+	if inst.host.fault != nil {
+		return inst.host.fault
 	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
@@ -176,12 +189,19 @@ func (inst *instance) inputView(n uint32) ([]byte, error) {
 	return b, nil
 }
 
-// process runs one record through the guest and appends its outputs.
-func (inst *instance) process(src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+// process runs one record through the guest and appends its outputs. ctx
+// is the record's, which carries its state stores. A store error fails the
+// record whatever the guest made of it; the record's writes reach the
+// stores only when it succeeds (the decoder's commit, once its output is
+// known to be good).
+func (inst *instance) process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	n, err := inputSize(src, rec)
 	if err != nil {
 		return out, err
 	}
+	hs := inst.host
+	hs.begin(ctx)
+	defer hs.end()
 	inst.arm()
 	err = inst.run(src, rec, n)
 	if derr := inst.disarm(); err == nil {
@@ -189,6 +209,9 @@ func (inst *instance) process(src transform.Source, rec *kgo.Record, out []*kgo.
 	}
 	if err != nil {
 		return out, err
+	}
+	if hs.err != nil {
+		return out, hs.err
 	}
 	inst.dec.maxRecord = inst.t.maxRecord.Load()
 	res, err := inst.dec.decode(uint32(inst.stack[0]), src, rec, out, &inst.arena)

@@ -27,6 +27,13 @@
 // true, a fake clock (wazero's default: wall time starts at 2022-01-01 and
 // both clocks advance 1ms per reading; sleeping returns at once).
 //
+// With STORES the module may import the host functions of the processor
+// import module (store_index, store_get, store_put, store_delete), which
+// reach the state stores of the record being processed; the transform is
+// then stateful (transform.Stateful) and ordered. A record's writes apply
+// only when it succeeds, and a store error fails it; a host call with an
+// address outside guest memory stops the guest (ErrBadCall).
+//
 // A trap, an exit, a deadline, or output that does not follow the ABI is
 // a transform error for the record; the instance involved is discarded
 // and a fresh one serves the next record. An error the guest returns is a
@@ -84,6 +91,12 @@ type Settings struct {
 	// instead of wazero's fake ones. Output that depends on the clock
 	// differs between the attempts of an aborted and retried transaction.
 	AllowClock bool `setting:"ALLOW_CLOCK" default:"false" doc:"give the guest the real clocks instead of fake ones" form:"true or false"`
+	// Stores names the state stores the module uses, through the host
+	// functions of the processor import module (ABI.md, "State stores").
+	// With stores the transform is stateful (transform.Stateful) and
+	// ordered, and the processor keeps the stores exactly once like those
+	// of aggregate and dedupe; unset, the module may not import them.
+	Stores string `setting:"STORES" doc:"the state stores the module uses (its processor.store_* imports), making the transform stateful; unset, none" form:"comma-separated distinct store names of a-z A-Z 0-9 . _ - such as counts,seen (each unique in the chain; a changelog is <group>-<store>-changelog)"`
 }
 
 // Errors a record can fail with, for errors.Is. The message names the
@@ -126,6 +139,9 @@ type Transform struct {
 	// maxRecord is the chain's limit on one record's outputs
 	// (LimitOutputBytes).
 	maxRecord atomic.Int64
+	// stores are the STORES setting's names; the host functions address
+	// them by index into it.
+	stores []string
 
 	mu     sync.Mutex
 	idle   []*instance
@@ -140,6 +156,7 @@ var (
 	_ transform.Timed         = (*Transform)(nil)
 	_ transform.OutputLimiter = (*Transform)(nil)
 	_ io.Closer               = (*Transform)(nil)
+	_ transform.Stateful      = (*Transform)(nil)
 )
 
 // coreFeatures are the WebAssembly features a module may use: 2.0 without
@@ -169,6 +186,9 @@ func readModule(s *Settings) ([]byte, error) {
 	}
 	if s.Timeout != 0 && (s.Timeout < minTimeout || s.Timeout > maxTimeout) {
 		return nil, transform.Invalid("TIMEOUT", s.Timeout.String(), "")
+	}
+	if _, err := parseStores(s.Stores); err != nil {
+		return nil, err
 	}
 	bin, err := os.ReadFile(s.Module)
 	if err != nil {
@@ -207,12 +227,18 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 		maxBytes: uint64(pages) * pageSize,
 	}
 	t.maxRecord.Store(transform.DefaultMaxOutputBytes)
+	t.stores, _ = parseStores(s.Stores) // checked by readModule
 	fail := func(err error) (*Transform, error) {
 		_ = t.rt.Close(ctx)
 		return nil, err
 	}
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, t.rt); err != nil {
 		return fail(fmt.Errorf("instantiating WASI: %w", err))
+	}
+	if len(t.stores) > 0 {
+		if err := instantiateHost(ctx, t.rt); err != nil {
+			return fail(err)
+		}
 	}
 	if t.compiled, err = t.rt.CompileModule(ctx, bin); err != nil {
 		want := "a valid WebAssembly module (" + firstLine(err) + ")"
@@ -229,7 +255,11 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	if n := tableSize(bin); n > maxTable {
 		return fail(bad("MODULE", s.Module, fmt.Sprintf("a module whose table holds at most %d entries (it declares %d)", maxTable, n)))
 	}
-	if err := checkModule(t.compiled); err != nil {
+	if err := checkModule(t.compiled, len(t.stores) > 0); err != nil {
+		var none errNoStores
+		if errors.As(err, &none) {
+			return fail(transform.Missing("STORES", " (the module imports "+HostModule+"."+none.fn+", a state store function)"))
+		}
 		return fail(bad("MODULE", s.Module, "a module implementing the processor's wasm ABI version 1 (see transform/wasm/ABI.md): "+err.Error()))
 	}
 	t.modCfg = wazero.NewModuleConfig().
@@ -261,8 +291,9 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 }
 
 // checkModule checks the module's exports and imports against the ABI
-// before anything runs.
-func checkModule(m wazero.CompiledModule) error {
+// before anything runs. stores says whether the transform declares state
+// stores, which the processor import module's functions need.
+func checkModule(m wazero.CompiledModule, stores bool) error {
 	i32 := api.ValueTypeI32
 	want := []struct {
 		name            string
@@ -291,8 +322,14 @@ func checkModule(m wazero.CompiledModule) error {
 		return errors.New(`it does not export its memory as "memory"`)
 	}
 	for _, f := range m.ImportedFunctions() {
-		if mod, name, _ := f.Import(); mod != wasi_snapshot_preview1.ModuleName {
-			return fmt.Errorf("it imports %s.%s; only %s is provided", mod, name, wasi_snapshot_preview1.ModuleName)
+		switch mod, name, _ := f.Import(); mod {
+		case wasi_snapshot_preview1.ModuleName:
+		case HostModule:
+			if err := checkHostImport(f, stores); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("it imports %s.%s; only %s and %s are provided", mod, name, wasi_snapshot_preview1.ModuleName, HostModule)
 		}
 	}
 	return nil
@@ -306,6 +343,18 @@ func checkModule(m wazero.CompiledModule) error {
 // record with a *transform.OutputLimitError. The instance is kept: its
 // output followed the ABI.
 func (t *Transform) LimitOutputBytes(n int64) { t.maxRecord.Store(n) }
+
+// Ordered reports whether the module uses state stores (STORES): a
+// stateful transform must see each key's records in order. Without
+// stores it returns false, and the transform runs as any stateless one.
+// It implements transform.Ordered.
+func (t *Transform) Ordered() bool { return len(t.stores) > 0 }
+
+// Stores returns the STORES setting's names, or nil when it is unset, so
+// that a module without stores makes no chain stateful. It implements
+// transform.Stateful: the processor then keeps each store exactly once,
+// partitioned like the input, as it keeps those of aggregate and dedupe.
+func (t *Transform) Stores() []string { return slices.Clone(t.stores) }
 
 // CallTimeout returns the TIMEOUT setting, the longest one Process
 // call may run the guest for, or 0 when the deadline is off. It
@@ -321,15 +370,18 @@ func (t *Transform) CallTimeout() time.Duration { return t.timeout }
 // the input's (an unchanged key, header values) share the input's memory.
 // On error rec is left as it was.
 //
-// ctx is not passed on to the guest: a call is bounded by the deadline,
-// and stopping a guest at shutdown would fail a record that the
-// processor could otherwise commit.
-func (t *Transform) Process(_ context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+// ctx's cancellation is not passed on to the guest: a call is bounded by
+// the deadline, and stopping a guest at shutdown would fail a record that
+// the processor could otherwise commit. With STORES, the guest's host
+// calls reach the record's stores through ctx (transform.StoreOf); its
+// writes reach them only when the record succeeds, so a record that
+// fails, in the guest or the host, changes no state.
+func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	inst, err := t.get()
 	if err != nil {
 		return out, err
 	}
-	res, err := inst.process(src, rec, out)
+	res, err := inst.process(ctx, src, rec, out)
 	if inst.broken {
 		inst.close()
 	} else {

@@ -19,8 +19,10 @@
 //
 // The package implements the ABI's exports (processor_abi_version,
 // processor_alloc, processor_process) with //go:wasmexport when built for
-// wasip1; on other platforms it compiles too, so a plugin's logic can be
-// unit-tested natively by calling its function directly.
+// wasip1, and imports the state store host functions (processor.store_*)
+// only when a plugin uses a StateStore; on other platforms it compiles
+// too, so a plugin's logic can be unit-tested natively by calling its
+// function directly (its stores are then maps).
 //
 // Memory: every input record arrives in one buffer the host wrote into
 // guest memory, and the Record the function receives points into it (no
@@ -32,6 +34,12 @@
 // returns and before the next call, so a function may return the same
 // slices (of records, of bytes) on every call, as the examples in
 // examples/wasm do to allocate nothing.
+//
+// State: Store returns a state store the processor keeps exactly once
+// (declared in the wasm transform's STORES setting), whose Get, Put and
+// Delete reach the partition of the record being processed; a record's
+// writes count only when it succeeds. See StateStore and
+// examples/wasm/count.
 //
 // Cost: under the host's deadline (the wasm transform's TIMEOUT) every loop
 // iteration and most branches of Go code compiled to WebAssembly cost
