@@ -25,9 +25,10 @@ func TestWasmStateCountUnderCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	plugin := map[string]string{
-		"PROCESSOR_WASM_MODULE":  module,
-		"PROCESSOR_WASM_STORES":  "counts",
-		"PROCESSOR_WASM_TIMEOUT": "1s", // a loaded machine is no guest's fault
+		"PROCESSOR_WASM_MODULE":       module,
+		"PROCESSOR_WASM_STORES":       "counts",
+		"PROCESSOR_WASM_STATE_BY_KEY": "true", // the count plugin keys its store by the record key
+		"PROCESSOR_WASM_TIMEOUT":      "1s",   // a loaded machine is no guest's fault
 	}
 	for _, ordering := range []string{"partition", "key"} {
 		t.Run(ordering, func(t *testing.T) {

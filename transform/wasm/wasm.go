@@ -97,6 +97,11 @@ type Settings struct {
 	// ordered, and the processor keeps the stores exactly once like those
 	// of aggregate and dedupe; unset, the module may not import them.
 	Stores string `setting:"STORES" doc:"the state stores the module uses (its processor.store_* imports), making the transform stateful; unset, none" form:"comma-separated distinct store names of a-z A-Z 0-9 . _ - such as counts,seen (each unique in the chain; a changelog is <group>-<store>-changelog)"`
+	// StateByKey is the module's promise that every store key it uses
+	// follows from the record's key alone (transform.KeyScoped), which
+	// PROCESSOR_ORDERING=key needs: it runs records of different keys at
+	// once, and two of them writing one store key could lose an update.
+	StateByKey bool `setting:"STATE_BY_KEY" default:"false" doc:"the module keeps state only under keys that follow from the record key, so that PROCESSOR_ORDERING=key may run it; unset, key ordering is refused for it" form:"true or false"`
 }
 
 // Errors a record can fail with, for errors.Is. The message names the
@@ -142,6 +147,7 @@ type Transform struct {
 	// stores are the STORES setting's names; the host functions address
 	// them by index into it.
 	stores []string
+	byKey  bool // StateByKey
 
 	mu     sync.Mutex
 	idle   []*instance
@@ -228,6 +234,7 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	}
 	t.maxRecord.Store(transform.DefaultMaxOutputBytes)
 	t.stores, _ = parseStores(s.Stores) // checked by readModule
+	t.byKey = s.StateByKey
 	fail := func(err error) (*Transform, error) {
 		_ = t.rt.Close(ctx)
 		return nil, err
@@ -355,6 +362,9 @@ func (t *Transform) Ordered() bool { return len(t.stores) > 0 }
 // transform.Stateful: the processor then keeps each store exactly once,
 // partitioned like the input, as it keeps those of aggregate and dedupe.
 func (t *Transform) Stores() []string { return slices.Clone(t.stores) }
+
+// KeyScoped returns the STATE_BY_KEY setting: see transform.KeyScoped.
+func (t *Transform) KeyScoped() bool { return t.byKey }
 
 // CallTimeout returns the TIMEOUT setting, the longest one Process
 // call may run the guest for, or 0 when the deadline is off. It
