@@ -2,8 +2,9 @@
 // drains the same pre-loaded input with a bare franz-go
 // GroupTransactSession copier (bench/copier), the processor (exactly once,
 // at least once, with a CPU-bound jq chain at one worker and at all cores,
-// and with that chain on Avro in and out, its schema registry an
-// in-process srserver) and a Kafka Streams 4.4.0 application
+// with that chain on Avro in and out, its schema registry an in-process
+// srserver, and the stateful aggregate and dedupe transforms, each on a
+// fresh state directory) and a Kafka Streams 4.4.0 application
 // (bench/kstreams), each in its own fresh consumer group writing to its
 // own output topic, in alternating rounds, and prints one Markdown table
 // of the medians.
@@ -287,6 +288,20 @@ func needsOnePartition(o options) bool {
 	return false
 }
 
+// needsStateful reports whether a stateful system runs.
+func needsStateful(o options) bool { return len(statefulKeys(o)) > 0 }
+
+// statefulKeys are the run's systems with state stores, in order.
+func statefulKeys(o options) []string {
+	var ks []string
+	for _, k := range o.systems {
+		if s, _ := systemByKey(k); len(s.stores) > 0 {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
 // runRounds runs every available system on every input and commit
 // interval, round after round.
 func runRounds(ctx context.Context, o options, env *environment, b *broker, inputs map[int]*input, prefix string) ([]*result, error) {
@@ -312,6 +327,18 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
 						stateDir: filepath.Join(env.cache, "kstreams-state", name),
 					}
+					if s.ownInput {
+						// Pre-loaded by prepare, deleted with the run.
+						spec.in = &input{topic: name + "-in", size: in.size, records: in.records, format: in.format, gen: in.gen}
+						spec.live = spec.in.topic
+					}
+					if len(s.stores) > 0 {
+						dir, err := os.MkdirTemp("", "bench-state-")
+						if err != nil {
+							return nil, fmt.Errorf("the state directory of %s: %w", name, err)
+						}
+						spec.stateDir = dir
+					}
 					results = append(results, runAndClean(ctx, o, env, b, spec))
 					time.Sleep(o.settle)
 				}
@@ -330,7 +357,7 @@ func runAndClean(ctx context.Context, o options, env *environment, b *broker, sp
 		// The outputs go as soon as they are counted: a full
 		// run would otherwise keep gigabytes of copies.
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		b.cleanup(cctx, []string{spec.out, spec.live}, []string{spec.group})
+		b.cleanup(cctx, runTopics(spec), []string{spec.group})
 		cancel()
 	}
 	if r.unavailable != "" {
@@ -339,6 +366,21 @@ func runAndClean(ctx context.Context, o options, env *environment, b *broker, sp
 	}
 	return r
 }
+
+// runTopics are the topics a run created: its output, its live topic (for
+// an ownInput row its own input), and the changelogs of its stores.
+func runTopics(s *runSpec) []string {
+	topics := []string{s.out, s.live}
+	for _, st := range s.sys.stores {
+		topics = append(topics, changelogTopic(s.group, st))
+	}
+	return topics
+}
+
+// changelogTopic is the processor's changelog topic of store in group,
+// <group>-<store>-changelog (state.ChangelogTopic, not imported: the
+// benchmark's harness does not build the state store).
+func changelogTopic(group, store string) string { return group + "-" + store + "-changelog" }
 
 // writeResults prints the table and writes it to -out, every run's figures
 // beside it as JSON.

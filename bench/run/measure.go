@@ -54,7 +54,10 @@ type measurement struct {
 // runOne runs one system on one input with one commit interval:
 //
 //  1. creates its output topic and its "live" topic (a second input, empty
-//     but for one warm-up record, written to only in step 5),
+//     but for one warm-up record, written to only in step 5); a stateful
+//     row (ownInput) instead pre-loads a copy of the input for itself,
+//     which is also its live topic (the warm-up record after the
+//     pre-loaded end),
 //  2. starts a read_committed reader on the output topic,
 //  3. starts the system and polls the group's committed offsets (kadm)
 //     until they reach the input's end offsets: the drain; its wall time,
@@ -74,6 +77,9 @@ func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpe
 		return m.fail("%v", err)
 	}
 	m.phase("ready")
+	// One output per input, the warm-up record's included: every row's
+	// chain emits one (aggregate its updated sum; dedupe by order id
+	// filters nothing, every order's id being its own).
 	m.r.expected = int64(s.in.records) + 1
 	if err := m.startSystem(); err != nil {
 		return m.fail("%v", err)
@@ -114,7 +120,14 @@ func (m *measurement) unavailable() *result {
 // the latency phase's producer with its warm-up record written.
 func (m *measurement) prepare(ctx context.Context) error {
 	s := m.s
-	if err := m.b.createTopics(ctx, m.o.partitions, s.out, s.live); err != nil {
+	topics := []string{s.out, s.live}
+	if s.sys.ownInput {
+		if err := preloadOne(ctx, m.o.partitions, m.b, s.in, new([]string)); err != nil {
+			return err
+		}
+		topics = topics[:1] // live is the input, just filled
+	}
+	if err := m.b.createTopics(ctx, m.o.partitions, topics...); err != nil {
 		return err
 	}
 	rd, err := startReader(m.b, s.out)

@@ -125,9 +125,12 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	if needsOnePartition(o) {
 		fmt.Fprintf(b, "- The single-partition rows drain the same records pre-loaded into a topic of one partition, where only the workers' sharing of one partition's records helps.\n")
 	}
+	if needsStateful(o) {
+		fmt.Fprintf(b, "- The stateful rows (%s) each drain a copy of the input pre-loaded for the run alone (a stateful chain takes one input topic, so their latency phase writes to that copy), with a fresh PROCESSOR_STATE_DIR in a temporary directory; the copy, the changelogs and the state directory are deleted after the run. Each emits one output per input: dedupe is by order id, which no two orders share.\n", strings.Join(statefulKeys(o), ", "))
+	}
 	rounds := plural(o.rounds, "round")
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
-	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic, each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
+	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic (a stateful row: into its own input), each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
 	fmt.Fprintf(b, "- Versions: %s; %s; Kafka Streams 4.4.0 (%s), JVM defaults.\n", orQ(rp.env.processorVersion), orQ(rp.env.goVersion), orQ(rp.env.javaVersion))
 	if len(o.processorEx) > 0 {
 		fmt.Fprintf(b, "- Extra processor settings: `%s`.\n", strings.Join(o.processorEx, "`, `"))

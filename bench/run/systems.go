@@ -36,6 +36,16 @@ type system struct {
 	// partition (input.single), where only parallelism inside a partition
 	// helps.
 	onePartition bool
+	// stores are the state stores of a stateful chain: each run gets a
+	// fresh PROCESSOR_STATE_DIR in a temporary directory, removed after
+	// the run, and the stores' changelogs (<group>-<store>-changelog) are
+	// deleted with the run's other topics.
+	stores []string
+	// ownInput: the run drains a copy of the input pre-loaded for it
+	// alone, and its latency phase writes to that copy instead of a
+	// second input topic: a stateful chain takes exactly one input topic,
+	// and the shared input must stay the same for every run.
+	ownInput bool
 }
 
 var systems = []system{
@@ -53,6 +63,15 @@ var systems = []system{
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(1))},
 	{key: "jq-2-p1", label: "processor, jq chain, 2 workers, single-partition input", onePartition: true,
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(2))},
+	{key: "aggregate", label: fmt.Sprintf("processor, aggregate sum by customer, %d workers (stateful)", runtime.NumCPU()),
+		stores: []string{"aggregate"}, ownInput: true,
+		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_FUNCTION", "PROCESSOR_AGGREGATE_FIELD", "PROCESSOR_AGGREGATE_BY"},
+		cmd: statefulCmd("aggregate", map[string]string{
+			"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount_cents", "PROCESSOR_AGGREGATE_BY": ".customer"})},
+	{key: "dedupe", label: fmt.Sprintf("processor, dedupe by order id, %d workers (stateful, no duplicates)", runtime.NumCPU()),
+		stores: []string{"dedupe"}, ownInput: true,
+		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_DEDUPE_BY"},
+		cmd:   statefulCmd("dedupe", map[string]string{"PROCESSOR_DEDUPE_BY": ".order_id"})},
 	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", cmd: kstreamsCmd},
 }
 
@@ -108,6 +127,8 @@ type runSpec struct {
 	out      string // output topic
 	live     string // second input topic, written to only in the latency phase
 	log      string
+	// stateDir is Kafka Streams' state directory, or a stateful row's
+	// PROCESSOR_STATE_DIR; removed after the run.
 	stateDir string
 }
 
@@ -123,10 +144,14 @@ func copierCmd(e *environment, b *broker, s *runSpec, _ []string) (launch.Comman
 // PROCESSOR_* variables of the caller's environment are not passed on.
 func processorCmd(set func(*launch.Instance)) func(*environment, *broker, *runSpec, []string) (launch.Command, error) {
 	return func(e *environment, b *broker, s *runSpec, extra []string) (launch.Command, error) {
+		topics := []string{s.in.topic}
+		if s.live != s.in.topic {
+			topics = append(topics, s.live)
+		}
 		in := launch.Instance{
 			Brokers:         b.addrs,
 			Group:           s.group,
-			InputTopics:     []string{s.in.topic, s.live},
+			InputTopics:     topics,
 			OutputTopic:     s.out,
 			TransactionalID: s.group + "-p",
 			CommitInterval:  s.interval,
@@ -147,6 +172,26 @@ func jqChain(workers int) func(*launch.Instance) {
 		in.Transforms = []string{"jq"}
 		in.Settings = map[string]string{"PROCESSOR_JQ_EXPR": jqExpr}
 		in.Workers = workers
+	}
+}
+
+// statefulCmd runs the one stateful transform name with its settings, at
+// one worker per core (the processor's default, set explicitly as in the
+// jq-n row), with the run's fresh state directory. The run's spec has one
+// input topic (ownInput), which the latency phase writes to as well.
+func statefulCmd(name string, settings map[string]string) func(*environment, *broker, *runSpec, []string) (launch.Command, error) {
+	return func(e *environment, b *broker, s *runSpec, extra []string) (launch.Command, error) {
+		if s.stateDir == "" {
+			return launch.Command{}, fmt.Errorf("no state directory for the %s row", name)
+		}
+		return processorCmd(func(in *launch.Instance) {
+			in.Transforms = []string{name}
+			in.Settings = map[string]string{"PROCESSOR_STATE_DIR": s.stateDir}
+			for k, v := range settings {
+				in.Settings[k] = v
+			}
+			in.Workers = runtime.NumCPU()
+		})(e, b, s, extra)
 	}
 }
 

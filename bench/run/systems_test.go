@@ -81,3 +81,42 @@ func TestAvroCommand(t *testing.T) {
 		}
 	}
 }
+
+// The stateful rows read one input topic, their own (a stateful chain
+// takes no second one), with the run's state directory and their
+// transform's settings; without a state directory they do not start. The
+// run's topics include the stores' changelogs, so that they are deleted
+// with it.
+func TestStatefulCommands(t *testing.T) {
+	e := &environment{processor: "/bin/processor"}
+	b := &broker{addrs: []string{"127.0.0.1:1"}}
+	for key, own := range map[string][]string{
+		"aggregate": {"PROCESSOR_TRANSFORMS=aggregate", "PROCESSOR_AGGREGATE_FUNCTION=sum", "PROCESSOR_AGGREGATE_FIELD=.amount_cents", "PROCESSOR_AGGREGATE_BY=.customer"},
+		"dedupe":    {"PROCESSOR_TRANSFORMS=dedupe", "PROCESSOR_DEDUPE_BY=.order_id"},
+	} {
+		sys, ok := systemByKey(key)
+		if !ok || !sys.ownInput || len(sys.stores) != 1 || sys.stores[0] != key {
+			t.Fatalf("%s: not a stateful row with its own input and the store %s: %+v", key, key, sys)
+		}
+		s := &runSpec{sys: sys, group: "g", in: &input{topic: "g-in"}, live: "g-in", out: "g-out", interval: 100 * time.Millisecond}
+		if _, err := sys.cmd(e, b, s, nil); err == nil {
+			t.Errorf("%s: starts without a state directory", key)
+		}
+		s.stateDir = "/tmp/bench-state-1"
+		c, err := sys.cmd(e, b, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append(own, "PROCESSOR_INPUT_TOPICS=g-in", "PROCESSOR_STATE_DIR=/tmp/bench-state-1",
+			"PROCESSOR_WORKERS="+strconv.Itoa(runtime.NumCPU()))
+		for _, kv := range want {
+			if !slices.Contains(c.Env, kv) {
+				t.Errorf("%s: the environment lacks %s: %v", key, kv, c.Env)
+			}
+		}
+		topics := runTopics(s)
+		if !slices.Equal(topics, []string{"g-out", "g-in", "g-" + key + "-changelog"}) {
+			t.Errorf("%s: the run's topics are %v", key, topics)
+		}
+	}
+}
