@@ -125,22 +125,14 @@ func checkWindowedCounts(t *testing.T, in, out []*kgo.Record) {
 // over records stamped across twenty windows: each output carries the
 // window of its record's timestamp, the counts start again at 1 in every
 // window and run 1, 2, 3 per key and window, with no repeat and no gap,
-// through a SIGKILL mid-run.
-//
-// With injected aborts as well it is skipped: an aborted transaction's
-// Expire leaves the partition's record time where the aborted records
-// took it (state.Txn.Expire: "it never goes back"), so the replay of
-// those records no longer finds the entries of the window they belong
-// to, and a count starts again at 1 (seen as "key k3, window ...: count 1
-// after 2" in about half the runs). Remove the skip once Abort undoes the
-// record time an aborted Expire set.
+// through a SIGKILL mid-run, and with injected aborts as well: the replay
+// of an aborted transaction whose Expire had passed a window's end must
+// find the window's entries again (it found them gone, and started the
+// count again at 1, before Abort put the record time back).
 func TestStatefulWindowCountUnderCrash(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, abortRate string }{{"kill", "0"}, {"kill-and-aborts", "0.2"}} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.abortRate != "0" {
-				t.Skip("an aborted transaction's Expire hides the entries its replay needs (see the comment of TestStatefulWindowCountUnderCrash)")
-			}
 			forEachTarget(t, func(t *testing.T, tg *target) {
 				windowCountUnderCrash(t, tg, c.abortRate)
 			})
@@ -327,9 +319,8 @@ func TestStatefulWindowExpiryBoundsTheStore(t *testing.T) {
 // that passed is filtered, one seen again after it passes, and starts a
 // new minute, in which it is filtered again. Every id passes exactly at
 // seconds 0, 61 and 130 of its record time, never at 30, 50, 81 or 100.
-// Without injected aborts, for the reason TestStatefulWindowCountUnderCrash
-// skips them: the replay of an aborted transaction whose Expire had
-// passed an id's window would let the id's duplicates through.
+// With injected aborts: the replay of an aborted transaction whose Expire
+// had passed an id's window must not let the id's duplicates through.
 func TestStatefulWindowDedupeAcrossRestart(t *testing.T) {
 	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
@@ -345,7 +336,7 @@ func TestStatefulWindowDedupeAcrossRestart(t *testing.T) {
 			}
 			return recs
 		}
-		set := stateful(t.TempDir(), "key", "0", []string{"dedupe"}, map[string]string{"PROCESSOR_DEDUPE_WINDOW": "1m"})
+		set := stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, map[string]string{"PROCESSOR_DEDUPE_WINDOW": "1m"})
 		static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
 
 		tg.ProduceSync(t, phase(0))

@@ -15,7 +15,7 @@ import (
 // commits, so that the store stays bounded under a steady stream of new
 // keys. limit bounds the deletions of one call (0: no bound), so that a
 // backlog of expired keys is spread over transactions. It also moves the
-// partition's time to now (it never goes back): from then on Get hides
+// partition's time to now (it never goes back, but for an Abort of t): from then on Get hides
 // entries expired by it, deleted yet or not.
 //
 // now is record time, e.g. the highest timestamp of the partition's
@@ -33,6 +33,7 @@ func (t *Txn) Expire(ctx context.Context, store string, partition int32, now tim
 	}
 	b := s.(*buffer)
 	at := now.UnixNano()
+	t.noteStream(b.pi)
 	for {
 		cur := atomic.LoadInt64(&b.pi.stream)
 		if at <= cur || atomic.CompareAndSwapInt64(&b.pi.stream, cur, at) {
@@ -45,6 +46,19 @@ func (t *Txn) Expire(ctx context.Context, store string, partition int32, now tim
 	}
 	m, err := b.expireLocal(ctx, at, limit-n)
 	return n + m, err
+}
+
+// noteStream remembers pi's record time before t first moves it, so that
+// Abort can put it back: the aborted records are processed again, from
+// their earlier time, and must see the entries their transaction's later
+// records had expired. Only the loop calls Expire, one at a time.
+func (t *Txn) noteStream(pi *partInfo) {
+	for _, s := range t.streams {
+		if s.pi == pi {
+			return
+		}
+	}
+	t.streams = append(t.streams, streamAt{pi: pi, at: atomic.LoadInt64(&pi.stream)})
 }
 
 // expireBuffered deletes the entries written in the transaction that have

@@ -46,6 +46,14 @@ type Txn struct {
 	recs   []*kgo.Record
 	priors []prior // of each record's key
 	parts  []part  // each record's partition, as Records set it
+
+	streams []streamAt // the record times Expire moved, as they were
+}
+
+// streamAt is a partition's record time before a transaction moved it.
+type streamAt struct {
+	pi *partInfo
+	at int64
 }
 
 // Begin starts the state transaction of the Kafka transaction that has
@@ -252,7 +260,8 @@ func (t *Txn) Records() []*kgo.Record {
 }
 
 // Abort discards t: its Kafka transaction aborted, so nothing of it
-// happened. It may be called in any state and more than once. If the
+// happened, neither its writes nor the record time its Expire calls
+// moved. It may be called in any state and more than once. If the
 // Kafka transaction's outcome is unknown, Abort, then Revoke and Restore
 // every partition: Restore reads the changelog from the checkpoint, which
 // brings in the transaction if it did commit.
@@ -261,6 +270,9 @@ func (t *Txn) Abort() {
 		return
 	}
 	t.sealed.Store(true)
+	for _, s := range t.streams {
+		atomic.StoreInt64(&s.pi.stream, s.at) // Expire's moves did not happen either
+	}
 	t.release()
 }
 
