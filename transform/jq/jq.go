@@ -67,6 +67,7 @@ type Transform struct {
 	parser   parser
 	enc      encoder
 	one      one   // the iterator of an identity program, reused
+	canon    canon // the identity program's path from JSON text to JSON text
 	maxBytes int64 // the chain's limit on one record's output bytes
 }
 
@@ -103,14 +104,34 @@ func ExprError(field, expr string, err error) *transform.SettingError {
 // a copy of its headers, its timestamp and topic. No result filters rec
 // out. On error rec is left as it was.
 func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	// Every output holds rec's key and headers besides its value.
+	each := transform.Size(rec) - int64(len(rec.Value))
+	if t.prog.identity {
+		// The value's own text, re-written as the encoder would write
+		// its parse; a value already so written is kept as it is.
+		b, ok := t.canon.encode(rec.Value, int(max(-1, min(t.maxBytes-each, math.MaxInt32))))
+		if ok {
+			if bytes.Equal(b, rec.Value) {
+				b = rec.Value
+			} else {
+				b = bytes.Clone(b)
+			}
+		}
+		t.canon.reset()
+		if ok {
+			if err := ctx.Err(); err != nil {
+				return out, RunError(err)
+			}
+			rec.Value = b
+			return append(out, rec), nil
+		}
+	}
 	v, err := t.parser.parse(rec.Value)
 	if err != nil {
 		return out, err
 	}
 	t.results = t.results[:0]
 	defer t.enc.reset()
-	// Every output holds rec's key and headers besides its value.
-	each := transform.Size(rec) - int64(len(rec.Value))
 	var total int64
 	var iter gojq.Iter = &t.one
 	if t.prog.identity {
