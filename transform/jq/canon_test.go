@@ -123,3 +123,24 @@ func TestIdentityValue(t *testing.T) {
 		}
 	}
 }
+
+// A large value does not leave canon holding its buffers: what it keeps
+// between records is at most keepBuf bytes of output and scratch and
+// keepStack members.
+func TestCanonKeeps(t *testing.T) {
+	tr := newJQ(t, ".")
+	big := `{"b":[` + strings.Repeat(`{"y":1,"x":2},`, 20_000) + `{}],"a":1}`
+	if got := run(t, tr, rec(big)); len(got) != 1 || !strings.HasPrefix(got[0], `{"a":1,"b":[{"x":2,"y":1},`) {
+		t.Fatalf("got %.60q", got)
+	}
+	if c := tr.canon; cap(c.out) > keepBuf || cap(c.tmp) > keepBuf || cap(c.members) > keepStack {
+		t.Fatalf("kept %d bytes of output, %d of scratch, %d members", cap(c.out), cap(c.tmp), cap(c.members))
+	}
+	many := `{` + strings.Repeat(`"k":1,`, 2*keepStack) + `"z":[` + strings.Repeat(`1,`, 10) + `2]}`
+	if got := run(t, tr, rec(many)); len(got) != 1 || got[0] != `{"k":1,"z":[1,1,1,1,1,1,1,1,1,1,2]}` {
+		t.Fatalf("got %.60q", got)
+	}
+	if c := tr.canon; cap(c.members) > keepStack {
+		t.Fatalf("kept %d members", cap(c.members))
+	}
+}
