@@ -10,7 +10,9 @@
 // encoding: object keys sorted). Key, headers, timestamp and any topic an
 // earlier stage chose are kept on every output. A value that is not JSON
 // (a null value, i.e. a tombstone, included) or a jq runtime error is a
-// transform error for the record.
+// transform error for the record. The program "." alone is not run in
+// gojq: its output, the same bytes, is written straight from the value's
+// text, and a value already so written is passed on as it is.
 //
 // Programs see no environment ($ENV and env are empty), cannot import
 // modules, and have no input/inputs. One input may produce at most
