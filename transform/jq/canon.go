@@ -54,7 +54,9 @@ func (c *canon) encode(b []byte, limit int) ([]byte, bool) {
 	return c.out, ok
 }
 
-// reset lets go of buffers that one large value grew.
+// reset lets go of buffers that one large value grew: between records a
+// canon keeps at most keepBuf bytes of output, as much scratch and
+// keepStack members (32 bytes each, 128 KiB).
 func (c *canon) reset() {
 	if cap(c.out) > keepBuf {
 		c.out = nil
