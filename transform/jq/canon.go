@@ -15,7 +15,9 @@ import (
 // UTF-8 without escapes, DEL or control bytes, and nesting of at most
 // canonDepth. For anything else, and for an output over its limit, it
 // declines and the record takes the parse and the encoder, which give the
-// answer (a value, an error, an *transform.OutputLimitError).
+// answer (a value, an error, an *transform.OutputLimitError). What it
+// writes is never longer than its input, since it drops white space and
+// changes nothing else but the order of members.
 //
 // The input is read once. An object's values are written as they come,
 // each member's name and the place of its value noted on a stack; at the
@@ -40,7 +42,7 @@ type member struct {
 }
 
 // canonDepth is the deepest nesting canon writes: deeper values take the
-// parse, since canon reads a value once per object around it.
+// parse, since canon copies a value once for every object around it.
 const canonDepth = 32
 
 // encode returns the encoding of b for the program ".", in the canon's
