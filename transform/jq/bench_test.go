@@ -2,6 +2,7 @@ package jq
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -68,5 +69,25 @@ func BenchmarkJQChain(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkJQIdentityEscaped is "." on a value that canon leaves to the
+// parse and the encoder: the 256-byte order with an escape in its last
+// string, so that canon reads nearly all of it before it declines.
+func BenchmarkJQIdentityEscaped(b *testing.B) {
+	v := []byte(strings.Replace(transformtest.Order256, `door......`, `door\n....`, 1))
+	tr, err := New(&Settings{Expr: "."})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := &kgo.Record{}
+	b.SetBytes(int64(len(v)))
+	b.ReportAllocs()
+	for b.Loop() {
+		*rec = kgo.Record{Key: []byte("cust-98765"), Value: v}
+		if res, err := tr.Process(context.Background(), transform.Source{Topic: "orders"}, rec, nil); err != nil || len(res) != 1 {
+			b.Fatal(res, err)
+		}
 	}
 }

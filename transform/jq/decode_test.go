@@ -15,7 +15,7 @@ import (
 	"github.com/streamproc/processor/transform/transformtest"
 )
 
-// fastCorpus are values the tokenizer path must parse itself, without
+// fastCorpus are values the fast path must parse itself, without
 // falling back to encoding/json.
 var fastCorpus = []string{
 	transformtest.Order256,
@@ -37,7 +37,7 @@ var fastCorpus = []string{
 }
 
 // otherCorpus are values that are not JSON, or that encoding/json repairs
-// or allows where the tokenizer does not: the fallback answers them.
+// or allows where the fast path does not: the fallback answers them.
 var otherCorpus = []string{
 	``, ` `, `nul`, `tru`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `[1 2]`, `01`, `-`, `1.`, `.5`, `+1`, `0x10`, `NaN`, `Infinity`,
 	`"\x"`, `"\u12"`, "\"a\x01\"", `"unterminated`, `{"a":1`, `[`, `]`, `}`, `{1:2}`, `'a'`,
@@ -57,8 +57,8 @@ var programs = []string{
 	"[.. | numbers] | sort", "[.. | numbers] | add", "[.. | numbers | floor? // .]",
 }
 
-// TestParseDifferential checks the tokenizer path against encoding/json's
-// on both corpora: where the tokenizer answers, encoding/json gives the
+// TestParseDifferential checks the fast path against encoding/json's
+// on both corpora: where the fast path answers, encoding/json gives the
 // same value; the answer of ParseValue (value or error text) is always
 // encoding/json's; and programs give the same results and bytes.
 func TestParseDifferential(t *testing.T) {
@@ -83,10 +83,10 @@ func checkParse(t *testing.T, b []byte) {
 	}
 	want, wantErr := parseStd(b)
 	if ok && wantErr != nil {
-		t.Fatalf("%.60q: the tokenizer accepted what encoding/json refuses (%v)", b, wantErr)
+		t.Fatalf("%.60q: the fast path accepted what encoding/json refuses (%v)", b, wantErr)
 	}
 	if ok && !reflect.DeepEqual(fast, want) {
-		t.Fatalf("%.60q: tokenizer %#v, encoding/json %#v", b, fast, want)
+		t.Fatalf("%.60q: fast path %#v, encoding/json %#v", b, fast, want)
 	}
 	got, err := p.parse(b)
 	if fmt.Sprint(err) != fmt.Sprint(wantErr) || !reflect.DeepEqual(got, want) {
@@ -154,7 +154,7 @@ func results(t *testing.T, prog *Program, v any, useRef bool) []string {
 	return out
 }
 
-// FuzzParse holds the tokenizer path to encoding/json's on random input:
+// FuzzParse holds the fast path to encoding/json's on random input:
 // the same values where it answers, the same answer from ParseValue, the
 // same results and bytes from programs.
 func FuzzParse(f *testing.F) {

@@ -3,10 +3,12 @@ package jq
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/itchyny/gojq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/transform"
@@ -190,5 +192,50 @@ func TestAliasesThroughRegistry(t *testing.T) {
 	out, err := chain.Process(context.Background(), src, rec(`{"a":{"b":"deep"}}`), nil)
 	if err != nil || len(out) != 1 || string(out[0].Value) != `"deep"` {
 		t.Fatalf("got %v, %v", out, err)
+	}
+}
+
+// The program "." is run without gojq: only it, whatever its spacing, and
+// with the results gojq gives, a cancelled context included.
+func TestIdentityProgram(t *testing.T) {
+	for expr, want := range map[string]bool{
+		".": true, " . ": true, "# the record\n.": true,
+		"(.)": false, ".|.": false, "..": false, ".a": false, ".[]": false, ".?": false,
+		"def f: .; .": false, ". as $x | .": false, "., .": false,
+	} {
+		p, err := Compile(expr)
+		if err != nil {
+			t.Fatal(expr, err)
+		}
+		if p.identity != want {
+			t.Errorf("%q: identity %v, want %v", expr, p.identity, want)
+		}
+	}
+	code, err := gojq.Compile(&identityQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &Program{code: code}
+	for _, in := range fastCorpus {
+		v, err := ParseValue([]byte(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, want := results(t, newJQ(t, ".").prog, v, false), results(t, ref, v, true)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%.60q: %q, gojq %q", in, got, want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := newJQ(t, ".").Process(ctx, src, rec(`1`), nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: got %v, want context.Canceled", err)
+	}
+	iter := newJQ(t, ".").prog.Run(ctx, 1)
+	if v, _ := iter.Next(); !errors.Is(v.(error), context.Canceled) {
+		t.Errorf("Run, cancelled: got %v, want context.Canceled", v)
+	}
+	if v, ok := iter.Next(); ok {
+		t.Errorf("Run, cancelled: a second result %v", v)
 	}
 }

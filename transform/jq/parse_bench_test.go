@@ -9,7 +9,7 @@ import (
 	"github.com/streamproc/processor/transform/transformtest"
 )
 
-// BenchmarkParse compares the parse of a 256-byte order on the tokenizer
+// BenchmarkParse compares the parse of a 256-byte order on the fast
 // path with encoding/json's.
 func BenchmarkParse(b *testing.B) {
 	v := []byte(transformtest.Order256)
