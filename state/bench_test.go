@@ -46,6 +46,25 @@ func BenchmarkPut(b *testing.B) {
 	}
 }
 
+// BenchmarkPutJournaled is BenchmarkPut as a record's write in the
+// processor: through a worker's Journal, kept by a Mark.
+func BenchmarkPutJournaled(b *testing.B) {
+	m := localManager(b)
+	tx, _ := m.Begin()
+	j := &Journal{MaxRecordBytes: func(string) int { return 1 << 20 }}
+	s, _ := j.Store(tx, "s", 0)
+	val := make([]byte, 16)
+	keys := make([][]byte, 1<<16)
+	for i := range keys {
+		keys[i] = keyOf(i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = s.Put(keys[i&(len(keys)-1)], val, time.Time{})
+		j.Mark()
+	}
+}
+
 // BenchmarkGet is a Get the transaction buffer answers (the key read or
 // written earlier in the transaction).
 func BenchmarkGet(b *testing.B) {
