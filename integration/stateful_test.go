@@ -143,7 +143,8 @@ func TestStatefulCountUnderCrash(t *testing.T) {
 	}
 }
 
-// The dedupe transform passes each id exactly once across a SIGKILL and
+// The dedupe transform passes each id exactly once across a SIGKILL, a
+// second instance joining and leaving by SIGTERM (two rebalances) and
 // injected aborts: the input holds every id three times.
 func TestStatefulDedupeUnderCrash(t *testing.T) {
 	t.Parallel()
@@ -154,13 +155,22 @@ func TestStatefulDedupeUnderCrash(t *testing.T) {
 		tg.createTopics(t, 4, in.topic, out)
 		set := stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil)
 		static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-		tg.produce(t, in, 0, in.n/2)
+		tg.produce(t, in, 0, in.n/3)
 		p1 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
 		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
 		time.Sleep(500 * time.Millisecond)
 		p1.kill(t)
-		tg.produce(t, in, in.n/2, in.n)
+		// A second instance joins (a rebalance hands it partitions, whose
+		// state it restores from the changelogs) while the next third
+		// arrives; it leaves by SIGTERM (its partitions go back) before
+		// the last third.
 		p2 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
+		p3 := tg.startBinary(t, group, group+"-2", in.topic, out,
+			stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil), func(inst *launch.Instance) { inst.InstanceID = group + "-2" })
+		tg.produce(t, in, in.n/3, 2*in.n/3)
+		tg.waitCaughtUp(t, group, in.topic)
+		p3.terminate(t)
+		tg.produce(t, in, 2*in.n/3, in.n)
 		tg.waitCaughtUp(t, group, in.topic)
 		p2.terminate(t)
 		seen := map[string]string{}
