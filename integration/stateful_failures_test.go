@@ -20,7 +20,8 @@ func deadLettered(dlq string) func(*launch.Instance) {
 }
 
 // countsOf reads the committed counts of an aggregate by record key and
-// fails the test on a count that is not the one after the key's last.
+// fails the test on an output not keyed by its group key or a count that
+// is not the one after the key's last.
 func countsOf(t *testing.T, out []*kgo.Record) map[string]int {
 	t.Helper()
 	got := map[string]int{}
@@ -31,6 +32,9 @@ func countsOf(t *testing.T, out []*kgo.Record) map[string]int {
 		}
 		if err := json.Unmarshal(r.Value, &v); err != nil {
 			t.Fatalf("output %.80s: %v", r.Value, err)
+		}
+		if v.Key != string(r.Key) {
+			t.Fatalf("output %.80s is keyed %.40q, not by its group key", r.Value, r.Key)
 		}
 		if v.Value != got[v.Key]+1 {
 			t.Fatalf("key %.40s: count %d after %d", v.Key, v.Value, got[v.Key])

@@ -49,20 +49,7 @@ func checkCounts(t *testing.T, in input, out []*kgo.Record) {
 	for i := range in.n {
 		want[string(in.record(i).Key)]++
 	}
-	got := map[string]int{}
-	for _, r := range out {
-		var v struct {
-			Key   string `json:"key"`
-			Value int    `json:"value"`
-		}
-		if err := json.Unmarshal(r.Value, &v); err != nil {
-			t.Fatalf("output %s: %v", r.Value, err)
-		}
-		if v.Key != string(r.Key) || v.Value != got[v.Key]+1 {
-			t.Fatalf("key %s: count %d after %d", r.Key, v.Value, got[v.Key])
-		}
-		got[v.Key] = v.Value
-	}
+	got := countsOf(t, out)
 	for k, n := range want {
 		if got[k] != n {
 			t.Errorf("key %s: counted %d of %d inputs", k, got[k], n)

@@ -198,6 +198,19 @@ func checkCounts(t *testing.T, e *loopEnv) {
 	for _, r := range e.inputs {
 		want[string(r.Key)]++
 	}
+	got := counted(t, e)
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("key %s: counted %d of %d inputs", k, got[k], n)
+		}
+	}
+}
+
+// counted reads the committed counts of e's output, keyed by their
+// record key, and fails the test on a count that is not the one after
+// its key's last.
+func counted(t *testing.T, e *loopEnv) map[string]int {
+	t.Helper()
 	got := map[string]int{}
 	for _, r := range e.read(e.out, true) {
 		var v struct {
@@ -208,15 +221,11 @@ func checkCounts(t *testing.T, e *loopEnv) {
 			t.Fatal(err)
 		}
 		if v.Key != string(r.Key) || v.Value != got[v.Key]+1 {
-			t.Fatalf("key %s: count %d after %d", r.Key, v.Value, got[v.Key])
+			t.Fatalf("key %s: count %d after %d (a failed attempt's write stood?)", r.Key, v.Value, got[v.Key])
 		}
 		got[v.Key] = v.Value
 	}
-	for k, n := range want {
-		if got[k] != n {
-			t.Errorf("key %s: counted %d of %d inputs", k, got[k], n)
-		}
-	}
+	return got
 }
 
 func TestStatefulCountsExactUnderAbortsAndRestarts(t *testing.T) {
@@ -340,20 +349,7 @@ func TestStatefulUndoesFailedRecords(t *testing.T) {
 			if len(dead) == 0 {
 				t.Fatal("no input was dead-lettered: the test fails nothing")
 			}
-			got := map[string]int{}
-			for _, r := range e.read(e.out, true) {
-				var v struct {
-					Key   string `json:"key"`
-					Value int    `json:"value"`
-				}
-				if err := json.Unmarshal(r.Value, &v); err != nil {
-					t.Fatal(err)
-				}
-				if v.Value != got[v.Key]+1 {
-					t.Fatalf("key %s: count %d after %d (a failed attempt's write stood)", v.Key, v.Value, got[v.Key])
-				}
-				got[v.Key] = v.Value
-			}
+			got := counted(t, e)
 			for k, n := range want {
 				if got[k] != n {
 					t.Errorf("key %s: counted %d, want %d (its inputs less its dead letters)", k, got[k], n)
