@@ -75,12 +75,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				}
 			}
 			if !parallel {
-				w := &p.pool.workers[p.pool.solo]
-				res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
-				w.out = res.out[:0]
-				if w.stores != nil {
-					res.stateBytes = w.stores.bytes
-				}
+				res = p.runSolo(src, r)
 			} else if errors.Is(res.err, errWatchdog) {
 				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
 			}
@@ -98,6 +93,17 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		}
 	}
 	return nil
+}
+
+// runSolo runs r on the one worker, in the loop's goroutine.
+func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record) (res result) {
+	w := &p.pool.workers[p.pool.solo]
+	res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
+	w.out = res.out[:0]
+	if w.stores != nil {
+		res.stateBytes = w.stores.bytes
+	}
+	return res
 }
 
 // produceOutputs applies the outcome of r's chain run: the watchdog, the

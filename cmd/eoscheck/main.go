@@ -221,15 +221,8 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	if c.opts.Skipping && !c.poison {
 		return c, errors.New("-poison-skip needs -poison")
 	}
-	for _, name := range split(*checks) {
-		if !slices.Contains(knownChecks, name) {
-			return c, fmt.Errorf("unknown check %q in -check (known: %s)", name, strings.Join(knownChecks, ", "))
-		}
-		c.aggregate = true
-	}
-	c.opts.Aggregate = c.aggregate
-	if c.aggregate && (c.tables.URL != "" || c.opts.AtLeastOnce || !c.opts.OneToOne) {
-		return c, errors.New("-check aggregate needs a run into Kafka, exactly once and one to one (a stateful chain refuses the postgres sink and at_least_once, and the aggregate emits one count per input)")
+	if err := parseChecks(&c, *checks); err != nil {
+		return c, err
 	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
@@ -261,17 +254,37 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	case c.timeout <= 0:
 		return c, fmt.Errorf("-timeout %s must be positive", c.timeout)
 	}
+	return c, checkTopics(c)
+}
+
+// checkTopics refuses a topic given in two roles.
+func checkTopics(c config) error {
 	for _, t := range c.outputs {
 		if slices.Contains(c.inputs, t) {
-			return c, fmt.Errorf("topic %q is both -input and -output", t)
+			return fmt.Errorf("topic %q is both -input and -output", t)
 		}
 	}
 	for _, t := range c.deadLetters {
 		if slices.Contains(c.inputs, t) || slices.Contains(c.outputs, t) {
-			return c, fmt.Errorf("topic %q is both -dlq and -input or -output", t)
+			return fmt.Errorf("topic %q is both -dlq and -input or -output", t)
 		}
 	}
-	return c, nil
+	return nil
+}
+
+// parseChecks sets the extra checks of -check (checks) in c.
+func parseChecks(c *config, checks string) error {
+	for _, name := range split(checks) {
+		if !slices.Contains(knownChecks, name) {
+			return fmt.Errorf("unknown check %q in -check (known: %s)", name, strings.Join(knownChecks, ", "))
+		}
+		c.aggregate = true
+	}
+	c.opts.Aggregate = c.aggregate
+	if c.aggregate && (c.tables.URL != "" || c.opts.AtLeastOnce || !c.opts.OneToOne) {
+		return errors.New("-check aggregate needs a run into Kafka, exactly once and one to one (a stateful chain refuses the postgres sink and at_least_once, and the aggregate emits one count per input)")
+	}
+	return nil
 }
 
 // parseDatabase checks the command line of a run into PostgreSQL.

@@ -247,27 +247,8 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 			return fail(err)
 		}
 	}
-	if t.compiled, err = t.rt.CompileModule(ctx, bin); err != nil {
-		want := "a valid WebAssembly module (" + firstLine(err) + ")"
-		if strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
-			return fail(bad("MAX_MEMORY", s.MaxMemory.String(), "at least the module's minimum memory ("+firstLine(err)+")"))
-		}
-		if strings.Contains(err.Error(), `feature "reference-types" is disabled`) {
-			want = "a WebAssembly module that does not use reference types, which the host turns off (" + firstLine(err) + ")"
-		}
-		return fail(bad("MODULE", s.Module, want))
-	}
-	// wazero allocates a module's table when it instantiates it, one word
-	// an entry, however big the table is declared.
-	if n := tableSize(bin); n > maxTable {
-		return fail(bad("MODULE", s.Module, fmt.Sprintf("a module whose table holds at most %d entries (it declares %d)", maxTable, n)))
-	}
-	if err := checkModule(t.compiled, len(t.stores) > 0); err != nil {
-		var none errNoStores
-		if errors.As(err, &none) {
-			return fail(transform.Missing("STORES", " (the module imports "+HostModule+"."+none.fn+", a state store function)"))
-		}
-		return fail(bad("MODULE", s.Module, "a module implementing the processor's wasm ABI version 1 (see transform/wasm/ABI.md): "+err.Error()))
+	if err := t.compile(ctx, s, bin); err != nil {
+		return fail(err)
 	}
 	t.modCfg = wazero.NewModuleConfig().
 		WithName(""). // anonymous, so one compiled module instantiates many times
@@ -295,6 +276,35 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	}
 	t.idle = append(t.idle, inst)
 	return t, nil
+}
+
+// compile compiles bin into t.compiled and checks it against the ABI and
+// the settings s; its errors are the configuration errors to report.
+func (t *Transform) compile(ctx context.Context, s *Settings, bin []byte) error {
+	var err error
+	if t.compiled, err = t.rt.CompileModule(ctx, bin); err != nil {
+		want := "a valid WebAssembly module (" + firstLine(err) + ")"
+		if strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
+			return bad("MAX_MEMORY", s.MaxMemory.String(), "at least the module's minimum memory ("+firstLine(err)+")")
+		}
+		if strings.Contains(err.Error(), `feature "reference-types" is disabled`) {
+			want = "a WebAssembly module that does not use reference types, which the host turns off (" + firstLine(err) + ")"
+		}
+		return bad("MODULE", s.Module, want)
+	}
+	// wazero allocates a module's table when it instantiates it, one word
+	// an entry, however big the table is declared.
+	if n := tableSize(bin); n > maxTable {
+		return bad("MODULE", s.Module, fmt.Sprintf("a module whose table holds at most %d entries (it declares %d)", maxTable, n))
+	}
+	if err := checkModule(t.compiled, len(t.stores) > 0); err != nil {
+		var none errNoStores
+		if errors.As(err, &none) {
+			return transform.Missing("STORES", " (the module imports "+HostModule+"."+none.fn+", a state store function)")
+		}
+		return bad("MODULE", s.Module, "a module implementing the processor's wasm ABI version 1 (see transform/wasm/ABI.md): "+err.Error())
+	}
+	return nil
 }
 
 // checkModule checks the module's exports and imports against the ABI
