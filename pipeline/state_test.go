@@ -3,7 +3,9 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -378,5 +380,25 @@ func TestStateBytesBoundTransactions(t *testing.T) {
 	run.stop(t, 10*time.Second)
 	if n := run.p.Stats().Commits; n < 300/60 {
 		t.Errorf("%d commits for 300 inputs writing about 8 bytes of state each under a 400-byte bound, want at least %d", n, 300/60)
+	}
+}
+
+// A changelog record the cluster refuses for good (here larger than the
+// changelog topic takes, a limit the journal did not know) is no input's
+// doing: the processor stops with a *StateWriteError naming the topic
+// instead of aborting the same transaction over and over.
+func TestStateWriteRefusedStops(t *testing.T) {
+	e := newMemEnv(t)
+	e.mem.create("changelog", loopPartitions, 200)
+	recs := []*kgo.Record{{Topic: e.in, Key: []byte(strings.Repeat("k", 300)), Value: []byte("v")}}
+	e.produceInputs(recs)
+	run := e.start("g", "t1", countChain(t), Options{State: newMemState()})
+	err := waitDone(t, run, 20*time.Second, "a changelog record was refused")
+	var we *StateWriteError
+	if !errors.As(err, &we) || we.Topic != "changelog" || !strings.Contains(err.Error(), "changelog") {
+		t.Fatalf("Run returned %v, want a *StateWriteError naming the changelog", err)
+	}
+	if n := run.p.Stats().Commits; n != 0 {
+		t.Errorf("%d commits, want none: the transaction with the refused write may not commit", n)
 	}
 }

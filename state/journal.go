@@ -77,6 +77,9 @@ func (j *Journal) Store(t *Txn, name string, partition int32) (Store, error) {
 		}
 	}
 	v := &journaled{b: b, j: j}
+	if j.MaxRecordBytes != nil {
+		v.limit = j.MaxRecordBytes(b.p.topic) // once a transaction, not per write
+	}
 	j.views = append(j.views, v)
 	return v, nil
 }
@@ -116,8 +119,9 @@ func (j *Journal) Undo() {
 
 // journaled is a buffer whose writes a Journal records.
 type journaled struct {
-	b *buffer
-	j *Journal
+	b     *buffer
+	j     *Journal
+	limit int // Journal.MaxRecordBytes of the changelog, 0 for none
 }
 
 // Get implements Store.
@@ -128,13 +132,12 @@ func (v *journaled) Put(key, value []byte, expiresAt time.Time) error {
 	if v.b.t.sealed.Load() {
 		return ErrTxnEnded
 	}
-	if v.j.MaxRecordBytes != nil {
-		if limit := v.j.MaxRecordBytes(v.b.p.topic); limit > 0 && len(key)+len(value)+recordOverhead > limit {
-			return &TooLargeError{Topic: v.b.p.topic, Bytes: len(key) + len(value), Limit: limit}
-		}
+	if v.limit > 0 && len(key)+len(value)+recordOverhead > v.limit {
+		return &TooLargeError{Topic: v.b.p.topic, Bytes: len(key) + len(value), Limit: v.limit}
 	}
-	v.note(key, int64(len(key)+8+len(value))) // the record's value carries the expiry
-	return v.b.Put(key, value, expiresAt)
+	k, enc := encodeEntry(key, value, expiresAt)
+	v.b.set(k, enc, v.j)
+	return nil
 }
 
 // Delete implements Store: it journals key's entry, then deletes it.
@@ -142,26 +145,23 @@ func (v *journaled) Delete(key []byte) error {
 	if v.b.t.sealed.Load() {
 		return ErrTxnEnded
 	}
-	v.note(key, int64(len(key)))
-	return v.b.Delete(key)
+	v.b.set(string(key), nil, v.j)
+	return nil
 }
 
-// note journals key's entry before a write whose changelog record takes
-// size bytes: the changelog grows by size, less the record of an earlier
-// write of the key in the transaction, which this one replaces.
-func (v *journaled) note(key []byte, size int64) {
-	s := v.b.shard(key)
-	op := undoOp{b: v.b, key: string(key)}
-	s.mu.Lock()
-	if p := s.m[op.key]; p != nil {
-		op.had, op.e = true, *p
+// note journals key's entry in b, prev (nil: none), before a write of
+// enc; the key's shard lock is held. The changelog grows by the write's
+// record (key and encoded value, or the key of a tombstone), less the
+// record of an earlier write of the key in the transaction, which this
+// one replaces.
+func (j *Journal) note(b *buffer, key string, prev *entry, enc []byte) {
+	op := undoOp{b: b, key: key, delta: int64(len(key) + len(enc))}
+	if prev != nil {
+		op.had, op.e = true, *prev
+		if prev.dirty {
+			op.delta -= int64(len(key) + len(prev.enc))
+		}
 	}
-	s.mu.Unlock()
-	op.delta = size
-	if op.had && op.e.dirty {
-		op.delta -= int64(len(key))
-		op.delta -= int64(len(op.e.enc))
-	}
-	v.j.ops = append(v.j.ops, op)
-	v.j.bytes += op.delta
+	j.ops = append(j.ops, op)
+	j.bytes += op.delta
 }

@@ -194,18 +194,24 @@ func (b *buffer) Put(key, value []byte, expiresAt time.Time) error {
 	if b.t.sealed.Load() {
 		return ErrTxnEnded
 	}
+	k, enc := encodeEntry(key, value, expiresAt)
+	b.set(k, enc, nil)
+	return nil
+}
+
+// encodeEntry returns key as a string and the encoded value (encodeValue)
+// of a Put, in one allocation: the key's bytes are never written again,
+// so the string shares them.
+func encodeEntry(key, value []byte, expiresAt time.Time) (string, []byte) {
 	var exp int64
 	if !expiresAt.IsZero() {
 		exp = max(expiresAt.UnixNano(), 1)
 	}
-	// One allocation holds the key and the encoded value.
 	buf := make([]byte, len(key)+8+len(value))
 	copy(buf, key)
 	binary.BigEndian.PutUint64(buf[len(key):], uint64(exp))
 	copy(buf[len(key)+8:], value)
-	// The key's bytes are never written again: the map key shares them.
-	b.set(unsafe.String(unsafe.SliceData(buf), len(key)), buf[len(key):])
-	return nil
+	return unsafe.String(unsafe.SliceData(buf), len(key)), buf[len(key):]
 }
 
 // Delete implements Store.
@@ -213,14 +219,20 @@ func (b *buffer) Delete(key []byte) error {
 	if b.t.sealed.Load() {
 		return ErrTxnEnded
 	}
-	b.set(string(key), nil)
+	b.set(string(key), nil, nil)
 	return nil
 }
 
-func (b *buffer) set(key string, enc []byte) {
+// set writes enc (nil: a deletion) for key in the buffer; with j, it
+// first journals the key's entry as it was, under the same lock.
+func (b *buffer) set(key string, enc []byte, j *Journal) {
 	s := &b.shards[maphashString(b, key)]
 	s.mu.Lock()
-	if p := s.m[key]; p != nil {
+	p := s.m[key]
+	if j != nil {
+		j.note(b, key, p, enc)
+	}
+	if p != nil {
 		p.enc, p.dirty = enc, true
 	} else {
 		s.m[key] = &entry{enc: enc, dirty: true}
