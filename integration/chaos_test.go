@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/wasmtest"
 )
 
 // drillVar, set to 1, runs the drills: the short chaos runs of
@@ -195,8 +196,10 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 // checks clean. Under PROCESSOR_ORDERING=partition with aggregate alone
 // and the three policies mixed (it fails no record), and under key with
 // jq before it and the notjson poison class (dead-lettered or skipped
-// before it counts); on kfake, and against PROCESSOR_TEST_BROKERS the
-// same. A drill: it runs under make drill, not make test.
+// before it counts); the same with the count example WebAssembly plugin
+// as the counter (its store through PROCESSOR_WASM_STORES); on kfake,
+// and against PROCESSOR_TEST_BROKERS the same. A drill: it runs under
+// make drill, not make test.
 func TestChaosShortStateful(t *testing.T) {
 	drill(t)
 	binary(t)
@@ -211,10 +214,18 @@ func TestChaosShortStateful(t *testing.T) {
 	}
 	partition := []string{"-transforms", "aggregate", "-policies", "fail,dlq,skip", "-ordering", "partition"}
 	key := []string{"-transforms", "jq,aggregate", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
+	// The count example plugin's store, through the same faults.
+	module := filepath.Join(t.TempDir(), "count.wasm")
+	if err := wasmtest.Build("../examples/wasm/count", module, "-buildmode=c-shared"); err != nil {
+		t.Fatal(err)
+	}
+	wasm := []string{"-transforms", "jq,wasm", "-wasm-module", module, "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
 	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
 	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
+	t.Run("kfake/wasm-counter", func(t *testing.T) { run(t, append([]string{"-embedded"}, wasm...)...) })
 	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
 		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
+		t.Run("kafka/wasm-counter", func(t *testing.T) { run(t, append([]string{"-brokers", b}, wasm...)...) })
 	}
 }

@@ -98,8 +98,12 @@
 // default faults add wipe; the report sums the processors' "state
 // restored" log lines and fails the drill when a wiped instance rebuilt
 // no partition. A stateful chain runs exactly once into Kafka only, and
-// aggregate must come last: a stage after it that fails a record would
-// leave the record counted (docs/state.md).
+// the counter must come last, as eoscheck's count check reads its own
+// outputs. With wasm instead of aggregate (-transforms wasm or jq,wasm,
+// and -wasm-module bin/plugins/count.wasm) the counter is the count
+// example plugin, keeping its counts in the store counts
+// (PROCESSOR_WASM_STORES, PROCESSOR_WASM_STATE_BY_KEY=true), judged the
+// same way.
 //
 // With -sink postgres the instances write into PostgreSQL instead of an
 // output topic (PROCESSOR_SINK=postgres): rows into a table of the run's

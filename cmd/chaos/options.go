@@ -33,6 +33,7 @@ type options struct {
 	seed           uint64
 	transforms     []string      // PROCESSOR_TRANSFORMS entries
 	jqExpr         string        // PROCESSOR_JQ_EXPR when jq is in transforms
+	wasmModule     string        // PROCESSOR_WASM_MODULE when wasm is in transforms: a counter by key
 	policies       []string      // PROCESSOR_ON_ERROR per instance, in turn
 	guarantee      string        // PROCESSOR_GUARANTEE
 	sink           string        // PROCESSOR_SINK: kafka or postgres
@@ -46,14 +47,26 @@ type options struct {
 	stateDir       string        // with aggregate: each instance's PROCESSOR_STATE_DIR is under it
 }
 
-// stateful reports whether the chain has the aggregate transform: the
-// drill's stateful mode (see the package comment).
-func (o options) stateful() bool { return slices.Contains(o.transforms, "aggregate") }
+// stateful reports whether the chain has a stateful stage, aggregate or
+// the wasm counter: the drill's stateful mode (see the package comment).
+func (o options) stateful() bool { return o.counter() != "" }
+
+// counter returns the chain's stateful stage, aggregate or wasm (the
+// count example plugin, or a module that counts as it does), or "".
+func (o options) counter() string {
+	for _, t := range o.transforms {
+		if t == "aggregate" || t == "wasm" {
+			return t
+		}
+	}
+	return ""
+}
 
 // knownTransforms are the transforms the drill can run: each keeps every
 // input record as exactly one output, as eoscheck's one-to-one audit
-// needs; aggregate (a count by record key, the stateful mode) only last.
-var knownTransforms = []string{"identity", "jq", "aggregate"}
+// needs; aggregate and wasm (a count by record key, the stateful mode)
+// only last.
+var knownTransforms = []string{"identity", "jq", "aggregate", "wasm"}
 
 // knownPolicies are the values of PROCESSOR_ON_ERROR.
 var knownPolicies = []string{"fail", "dlq", "skip"}
@@ -138,6 +151,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.StringVar(&o.pgURL, "postgres-url", "", "with -sink postgres: the database the processors write to (PROCESSOR_POSTGRES_URL) and eoscheck reads")
 	flag.StringVar(&o.valueFormat, "value-format", "raw", "the input values' format: raw (JSON objects) or avro (the same objects in the Schema Registry wire format, their schema changed halfway through the input; the processors get PROCESSOR_VALUE_FORMAT=avro and encode outputs with the schema of <output>-value; needs -sink kafka)")
 	flag.StringVar(&o.registryURL, "schema-registry", "", "with -value-format avro: the Schema Registry's URL, given to the processors as PROCESSOR_SCHEMA_REGISTRY_URL (default: one the drill runs in its own process on loopback)")
+	flag.StringVar(&o.wasmModule, "wasm-module", "", "with wasm in -transforms: the WebAssembly counter (bin/plugins/count.wasm, the count example: a count by record key in its store counts, like aggregate's)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "with aggregate in -transforms: the directory under which instance N keeps its PROCESSOR_STATE_DIR, instance-N, across its restarts (default: state in the log directory)")
 	flag.StringVar(&o.pgScript, "postgres-script", "integration/postgres/pg.sh", "with -sink postgres: the script pgrestart runs as 'restart fast' and 'restart immediate'; it must control the server of -postgres-url")
 }
@@ -190,10 +204,15 @@ func (o *options) resolveChain(f listFlags) {
 			usage("transform %q appears twice in -transforms", t)
 		}
 	}
-	if i := slices.Index(o.transforms, "aggregate"); i >= 0 && i != len(o.transforms)-1 {
-		// A stage after a stateful one that fails a record leaves it
-		// counted (docs/state.md, "Limits of this release").
-		usage("aggregate must be the last transform in -transforms")
+	if c := o.counter(); c != "" && (slices.Index(o.transforms, c) != len(o.transforms)-1 ||
+		slices.Contains(o.transforms, "aggregate") && slices.Contains(o.transforms, "wasm")) {
+		// eoscheck's count check reads the counter's own outputs.
+		usage("%s must be the last transform in -transforms, and the only stateful one", c)
+	}
+	if slices.Contains(o.transforms, "wasm") {
+		if _, err := os.Stat(o.wasmModule); err != nil {
+			usage("wasm in -transforms needs -wasm-module, the counter (bin/plugins/count.wasm): %v", err)
+		}
 	}
 	if slices.Contains(o.transforms, "jq") && strings.TrimSpace(o.jqExpr) == "" {
 		usage("-jq-expr is empty")
@@ -209,20 +228,20 @@ func (o *options) resolveChain(f listFlags) {
 func (o *options) resolveState(f *listFlags) {
 	if !o.stateful() {
 		if slices.Contains(o.faults, "wipe") {
-			usage("the fault wipe needs aggregate in -transforms (a chain with state)")
+			usage("the fault wipe needs aggregate or wasm in -transforms (a chain with state)")
 		}
 		if o.stateDir != "" {
-			usage("-state-dir needs aggregate in -transforms")
+			usage("-state-dir needs aggregate or wasm in -transforms")
 		}
 		return
 	}
 	switch {
 	case o.guarantee != "exactly_once":
-		usage("aggregate runs exactly once only (the processor refuses a stateful chain at -guarantee %s)", o.guarantee)
+		usage("%s runs exactly once only (the processor refuses a stateful chain at -guarantee %s)", o.counter(), o.guarantee)
 	case o.sink != "kafka":
-		usage("aggregate needs -sink kafka (the processor refuses a stateful chain into a database)")
+		usage("%s needs -sink kafka (the processor refuses a stateful chain into a database)", o.counter())
 	case o.valueFormat != "raw":
-		usage("aggregate needs -value-format raw (its outputs, counts in JSON, fit no output schema of the drill's)")
+		usage("%s needs -value-format raw (its outputs, counts in JSON, fit no output schema of the drill's)", o.counter())
 	}
 	if !f.set["faults"] {
 		o.faults = strings.Split(defaultStatefulFaults, ",")

@@ -73,8 +73,12 @@ func (d *driver) printState() (unexpected []string) {
 	if !d.o.stateful() {
 		return nil
 	}
-	fmt.Printf("%-10s aggregate (count by record key), changelog %s-aggregate-changelog, state directories %s/instance-N\n",
-		"state", d.group, d.o.stateDir)
+	store := "aggregate"
+	if d.o.counter() == "wasm" {
+		store = "counts"
+	}
+	fmt.Printf("%-10s %s (count by record key), changelog %s-%s-changelog, state directories %s/instance-N\n",
+		"state", d.o.counter(), d.group, store, d.o.stateDir)
 	var all restores
 	logs, _ := filepath.Glob(filepath.Join(d.o.logDir, "processor-*.log"))
 	for _, l := range logs {
