@@ -13,10 +13,11 @@ import (
 // Expire deletes, in t, the entries of one store partition whose expiry is
 // at or before now: each becomes a tombstone in the changelog when t
 // commits, so that the store stays bounded under a steady stream of new
-// keys. limit bounds the deletions of one call (0: no bound), so that a
-// backlog of expired keys is spread over transactions. It also moves the
-// partition's time to now (it never goes back, but for an Abort of t): from then on Get hides
-// entries expired by it, deleted yet or not.
+// keys. limit bounds the deletions of one call (0: no bound), and
+// ExpireMaxBytes their tombstones' key bytes, so that a backlog of expired
+// keys is spread over transactions. It also moves the
+// partition's time to now (it never goes back, but for an Abort of
+// t): from then on Get hides entries expired by it, deleted yet or not.
 //
 // now is record time, e.g. the highest timestamp of the partition's
 // records so far, so that a replay expires the same entries. Call it
@@ -40,13 +41,32 @@ func (t *Txn) Expire(ctx context.Context, store string, partition int32, now tim
 			break
 		}
 	}
-	n := b.expireBuffered(at, limit)
-	if limit > 0 && n >= limit {
-		return n, nil
+	q := quota{limit: limit, bytes: ExpireMaxBytes}
+	b.expireBuffered(at, &q)
+	if q.full() {
+		return q.n, nil
 	}
-	m, err := b.expireLocal(ctx, at, limit-n)
-	return n + m, err
+	err = b.expireLocal(ctx, at, &q)
+	return q.n, err
 }
+
+// ExpireMaxBytes bounds the key bytes of the tombstones one Expire call
+// writes, as its limit bounds their number: a call stops once they reach
+// it, so that large keys do not make a transaction's changelog records
+// unbounded in bytes.
+const ExpireMaxBytes = 1 << 20
+
+// quota is what one Expire call may still delete: n deleted so far, of
+// at most limit (0: no bound), with bytes of tombstone keys left.
+type quota struct {
+	n, limit, bytes int
+}
+
+// full reports whether the call may delete no more.
+func (q *quota) full() bool { return (q.limit > 0 && q.n >= q.limit) || q.bytes <= 0 }
+
+// take counts one deletion of a key of size bytes.
+func (q *quota) take(size int) { q.n, q.bytes = q.n+1, q.bytes-size }
 
 // noteStream remembers pi's record time before t first moves it, so that
 // Abort can put it back: the aborted records are processed again, from
@@ -63,53 +83,50 @@ func (t *Txn) noteStream(pi *partInfo) {
 
 // expireBuffered deletes the entries written in the transaction that have
 // expired by at.
-func (b *buffer) expireBuffered(at int64, limit int) int {
-	n := 0
+func (b *buffer) expireBuffered(at int64, q *quota) {
 	for i := range b.shards {
 		s := &b.shards[i]
 		s.mu.Lock()
-		for _, e := range s.m {
-			if limit > 0 && n >= limit {
+		for k, e := range s.m {
+			if q.full() {
 				break
 			}
 			if e.dirty && e.enc != nil && expiryOf(e.enc) != 0 && expiryOf(e.enc) <= at {
 				e.enc = nil
-				n++
+				q.take(len(k))
 			}
 		}
 		s.mu.Unlock()
 	}
-	return n
 }
 
 // expireLocal walks the partition's expiry index up to at and deletes the
-// committed entries it names that the transaction has not written.
-// limit <= 0 means no bound.
-func (b *buffer) expireLocal(ctx context.Context, at int64, limit int) (int, error) {
+// committed entries it names that the transaction has not written, as
+// far as q allows.
+func (b *buffer) expireLocal(ctx context.Context, at int64, q *quota) error {
 	lower := append(b.p.prefix(), kindExpiry)
 	upper := binary.BigEndian.AppendUint64(append([]byte{}, lower...), uint64(at)+1)
 	it, err := b.t.m.db.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return 0, fmt.Errorf("state: reading the expiry index of %s/%d: %w", b.p.topic, b.p.partition, err)
+		return fmt.Errorf("state: reading the expiry index of %s/%d: %w", b.p.topic, b.p.partition, err)
 	}
 	defer it.Close()
-	n := 0
-	for ok := it.First(); ok && (limit <= 0 || n < limit); ok = it.Next() {
+	for ok := it.First(); ok && !q.full(); ok = it.Next() {
 		key := string(it.Key()[len(lower)+8:])
 		s := &b.shards[maphashString(b, key)]
 		s.mu.Lock()
 		switch e := s.m[key]; {
 		case e == nil:
 			s.m[key] = &entry{dirty: true}
-			n++
+			q.take(len(key))
 		case !e.dirty:
 			e.enc, e.dirty = nil, true
-			n++
+			q.take(len(key))
 		}
 		s.mu.Unlock()
 	}
 	if err := it.Error(); err != nil {
-		return n, fmt.Errorf("state: reading the expiry index of %s/%d: %w", b.p.topic, b.p.partition, err)
+		return fmt.Errorf("state: reading the expiry index of %s/%d: %w", b.p.topic, b.p.partition, err)
 	}
-	return n, nil
+	return nil
 }

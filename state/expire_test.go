@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,5 +110,45 @@ func TestConcurrentKeys(t *testing.T) {
 	}
 	if st := status(t, m, "counts", 0); st.Keys != workers*keys || st.Checkpoint != workers*keys {
 		t.Fatalf("status %+v, want %d keys and as many offsets", st, workers*keys)
+	}
+}
+
+// Expire bounds the key bytes of its tombstones (ExpireMaxBytes) as it
+// bounds their number: expired entries with 300 KB keys, under no count
+// limit, are deleted four a call (the fourth reaches the bound), the rest
+// by the next calls.
+func TestExpiryBoundedInBytes(t *testing.T) {
+	e := newEnv(t, 1)
+	m, err := Open(Options{Dir: e.dir, Group: e.group, Stores: []string{"counts", "seen"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	m.mu.Lock()
+	m.info(part{ChangelogTopic(e.group, "seen"), 0}).ready = true
+	m.mu.Unlock()
+	tx, err := m.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Abort()
+	t0 := time.Unix(1_700_000_000, 0)
+	s := store(t, tx, "seen", 0)
+	for i := range 10 {
+		key := fmt.Sprintf("%03d%s", i, strings.Repeat("k", 300_000))
+		if err := s.Put([]byte(key), []byte("x"), t0.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls []int
+	for left := 10; left > 0; {
+		n, err := tx.Expire(context.Background(), "seen", 0, t0.Add(2*time.Minute), 0)
+		if err != nil || n == 0 {
+			t.Fatalf("Expire: %d, %v with %d expired entries left", n, err, left)
+		}
+		calls, left = append(calls, n), left-n
+	}
+	if fmt.Sprint(calls) != "[4 4 2]" {
+		t.Errorf("deletions per call %v, want [4 4 2]: at most %d bytes of keys a call", calls, ExpireMaxBytes)
 	}
 }
