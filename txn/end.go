@@ -86,8 +86,13 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	case err == nil:
 		if abort == "" {
 			abort = ReasonOffsetCommit
-			if rebalanced {
+			switch {
+			case rebalanced:
 				abort = ReasonRebalance
+			case age >= s.opts.TransactionTimeout:
+				// The broker aborted it at the timeout, so the
+				// offset commit that ended it was refused.
+				abort = ReasonTimeout
 			}
 		}
 		s.m.countAbort(abort, detail)
