@@ -56,8 +56,10 @@ type StateTxn interface {
 	// Store is a store's partition in the transaction; the workers call it.
 	Store(name string, partition int32) (transform.Store, error)
 	// Expire deletes up to limit entries of a store's partition expired
-	// by record time now; no worker uses the partition meanwhile.
-	Expire(ctx context.Context, store string, partition int32, now time.Time, limit int) (int, error)
+	// by record time now, their tombstones' keys within maxBytes (0: the
+	// store's own bound); no worker uses the partition meanwhile. It
+	// returns how many it deleted and their key bytes.
+	Expire(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int) (n, bytes int, err error)
 	// Records are the changelog records, produced before the end.
 	Records() []*kgo.Record
 	// Commit applies the transaction locally after the Kafka commit;
@@ -166,7 +168,10 @@ func (p *Pipeline) beginState() error {
 }
 
 // expireState deletes expired entries of the polled partitions, by the
-// earliest record time of each in the poll, before the workers run.
+// earliest record time of each in the poll, before the workers run. Their
+// tombstones count toward the transaction's bytes and stay within what
+// PROCESSOR_MAX_TXN_BYTES leaves of it: once it is full, expiry waits for
+// the next transaction.
 func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches) error {
 	if p.st.txn == nil || len(p.st.stores) == 0 {
 		return nil
@@ -183,7 +188,15 @@ func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches) error {
 			return
 		}
 		for _, s := range p.st.stores {
-			if _, e := p.st.txn.Expire(ctx, s, fp.Partition, now, expireLimit); e != nil && err == nil {
+			room := 0
+			if max := p.o.MaxTxnBytes; max > 0 {
+				if room = int(max - p.open.counts.bytes); room <= 0 {
+					return
+				}
+			}
+			_, bytes, e := p.st.txn.Expire(ctx, s, fp.Partition, now, expireLimit, room)
+			p.open.counts.bytes += int64(bytes)
+			if e != nil && err == nil {
 				err = fmt.Errorf("expiring entries of store %s, partition %d: %w", s, fp.Partition, e)
 			}
 		}

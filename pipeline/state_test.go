@@ -23,6 +23,11 @@ type memState struct {
 	committed map[string][]byte // "store/partition/key"
 	restores  int
 	ready     map[int32]bool
+	// expireBytes is the tombstone key bytes each Expire call claims to
+	// write (at most its maxBytes); expired holds the sum of a committed
+	// transaction's, one entry a commit.
+	expireBytes int
+	expired     []int
 }
 
 func newMemState() *memState {
@@ -86,9 +91,10 @@ func (s *memState) Revoke(parts []int32) {
 }
 
 type memStateTxn struct {
-	s      *memState
-	mu     sync.Mutex
-	writes map[string][]byte
+	s       *memState
+	mu      sync.Mutex
+	writes  map[string][]byte
+	expired int // the tombstone bytes of its Expire calls
 }
 
 type memStateStore struct {
@@ -124,8 +130,13 @@ func (t *memStateTxn) Store(name string, p int32) (transform.Store, error) {
 	return &memStateStore{t: t, prefix: fmt.Sprintf("%s/%d/", name, p)}, nil
 }
 
-func (t *memStateTxn) Expire(context.Context, string, int32, time.Time, int) (int, error) {
-	return 0, nil
+func (t *memStateTxn) Expire(_ context.Context, _ string, _ int32, _ time.Time, _, maxBytes int) (int, int, error) {
+	n := t.s.expireBytes
+	if maxBytes > 0 {
+		n = min(n, maxBytes)
+	}
+	t.expired += n
+	return 0, n, nil
 }
 
 func (t *memStateTxn) Records() []*kgo.Record {
@@ -144,6 +155,7 @@ func (t *memStateTxn) Commit() error {
 	for k, v := range t.writes {
 		t.s.committed[k] = v
 	}
+	t.s.expired = append(t.s.expired, t.expired)
 	return nil
 }
 
@@ -380,6 +392,37 @@ func TestStateBytesBoundTransactions(t *testing.T) {
 	run.stop(t, 10*time.Second)
 	if n := run.p.Stats().Commits; n < 300/60 {
 		t.Errorf("%d commits for 300 inputs writing about 8 bytes of state each under a 400-byte bound, want at least %d", n, 300/60)
+	}
+}
+
+// The tombstones of expired entries count towards MaxTxnBytes and stay
+// within what it leaves of a transaction: with every Expire call claiming
+// 150 bytes (three partitions a poll) and a 400-byte bound, no committed
+// transaction's expiry passes 400 bytes, and expiry alone ends
+// transactions (the chain writes no state).
+func TestStateExpiryBoundedByTxnBytes(t *testing.T) {
+	e := newMemEnv(t)
+	e.mem.create("changelog", loopPartitions, 0)
+	c, err := transform.Default.Build([]transform.Entry{{Name: "statetestdrop"}, {Name: "aggregate"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	e.produce(300, 300)
+	st := newMemState()
+	st.expireBytes = 150
+	run := e.start("g", "t1", c, Options{State: st, MaxTxnBytes: 400, MaxRecordsPerTxn: 100000, CommitInterval: time.Hour})
+	eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
+	run.stop(t, 10*time.Second)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.expired) == 0 {
+		t.Fatal("no transaction committed")
+	}
+	for i, n := range st.expired {
+		if n > 400 {
+			t.Errorf("transaction %d wrote %d bytes of tombstones, over the 400-byte bound", i, n)
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ func TestAbortUndoesExpire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Expire(context.Background(), "counts", 0, t0.Add(90*time.Second), 1000); err != nil {
+	if _, _, err := tx.Expire(context.Background(), "counts", 0, t0.Add(90*time.Second), 1000, 0); err != nil {
 		t.Fatal(err)
 	}
 	e.kafka(tx.Records(), false)
@@ -35,7 +35,7 @@ func TestAbortUndoesExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Abort()
-	if _, err := tx.Expire(context.Background(), "counts", 0, t0.Add(30*time.Second), 1000); err != nil {
+	if _, _, err := tx.Expire(context.Background(), "counts", 0, t0.Add(30*time.Second), 1000, 0); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok, err := store(t, tx, "counts", 0).Get([]byte("k@w0")); err != nil || !ok {

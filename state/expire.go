@@ -14,8 +14,9 @@ import (
 // at or before now: each becomes a tombstone in the changelog when t
 // commits, so that the store stays bounded under a steady stream of new
 // keys. limit bounds the deletions of one call (0: no bound), and
-// ExpireMaxBytes their tombstones' key bytes, so that a backlog of expired
-// keys is spread over transactions. It also moves the
+// maxBytes their tombstones' key bytes (0, or more than ExpireMaxBytes:
+// ExpireMaxBytes), so that a backlog of expired keys is spread over
+// transactions and a transaction's byte bound holds. It also moves the
 // partition's time to now (it never goes back, but for an Abort of
 // t): from then on Get hides entries expired by it, deleted yet or not.
 //
@@ -23,14 +24,14 @@ import (
 // records so far, so that a replay expires the same entries. Call it
 // before the workers use the partition in t, or after they are done with
 // it and before Records; not while they run. It returns how many entries
-// it deleted.
-func (t *Txn) Expire(ctx context.Context, store string, partition int32, now time.Time, limit int) (int, error) {
+// it deleted, and their tombstones' key bytes.
+func (t *Txn) Expire(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int) (n, bytes int, err error) {
 	if t.sealed.Load() {
-		return 0, ErrTxnEnded
+		return 0, 0, ErrTxnEnded
 	}
 	s, err := t.Store(store, partition)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	b := s.(*buffer)
 	at := now.UnixNano()
@@ -41,13 +42,15 @@ func (t *Txn) Expire(ctx context.Context, store string, partition int32, now tim
 			break
 		}
 	}
-	q := quota{limit: limit, bytes: ExpireMaxBytes}
-	b.expireBuffered(at, &q)
-	if q.full() {
-		return q.n, nil
+	if maxBytes <= 0 || maxBytes > ExpireMaxBytes {
+		maxBytes = ExpireMaxBytes
 	}
-	err = b.expireLocal(ctx, at, &q)
-	return q.n, err
+	q := quota{limit: limit, bytes: maxBytes}
+	b.expireBuffered(at, &q)
+	if !q.full() {
+		err = b.expireLocal(ctx, at, &q)
+	}
+	return q.n, maxBytes - q.bytes, err
 }
 
 // ExpireMaxBytes bounds the key bytes of the tombstones one Expire call

@@ -29,7 +29,7 @@ func TestExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := tx.Expire(context.Background(), "seen", 0, t0.Add(150*time.Second), 1)
+	n, _, err := tx.Expire(context.Background(), "seen", 0, t0.Add(150*time.Second), 1, 0)
 	if err != nil || n != 1 {
 		t.Fatalf("Expire with limit 1: %d, %v; want 1", n, err)
 	}
@@ -44,7 +44,7 @@ func TestExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.txn(m, true, func(tx *Txn) {
-		n, err := tx.Expire(context.Background(), "seen", 0, t0.Add(150*time.Second), 0)
+		n, _, err := tx.Expire(context.Background(), "seen", 0, t0.Add(150*time.Second), 0, 0)
 		if err != nil || n != 1 {
 			t.Fatalf("Expire of the rest: %d, %v; want 1", n, err)
 		}
@@ -113,10 +113,11 @@ func TestConcurrentKeys(t *testing.T) {
 	}
 }
 
-// Expire bounds the key bytes of its tombstones (ExpireMaxBytes) as it
-// bounds their number: expired entries with 300 KB keys, under no count
-// limit, are deleted four a call (the fourth reaches the bound), the rest
-// by the next calls.
+// Expire bounds the key bytes of its tombstones (ExpireMaxBytes, or the
+// caller's smaller bound) as it bounds their number, and returns them:
+// expired entries with 300 KB keys, under no count limit, are deleted four
+// a call (the fourth reaches the bound), then one under a bound of 1 byte,
+// the rest by the next calls.
 func TestExpiryBoundedInBytes(t *testing.T) {
 	e := newEnv(t, 1)
 	m, err := Open(Options{Dir: e.dir, Group: e.group, Stores: []string{"counts", "seen"}})
@@ -140,15 +141,23 @@ func TestExpiryBoundedInBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	const keyBytes = 300_003
 	var calls []int
-	for left := 10; left > 0; {
-		n, err := tx.Expire(context.Background(), "seen", 0, t0.Add(2*time.Minute), 0)
+	for left, i := 10, 0; left > 0; i++ {
+		maxBytes := 0
+		if i == 1 {
+			maxBytes = 1
+		}
+		n, bytes, err := tx.Expire(context.Background(), "seen", 0, t0.Add(2*time.Minute), 0, maxBytes)
 		if err != nil || n == 0 {
 			t.Fatalf("Expire: %d, %v with %d expired entries left", n, err, left)
 		}
+		if bytes != n*keyBytes {
+			t.Errorf("Expire deleted %d entries of %d key bytes, returned %d bytes, want %d", n, keyBytes, bytes, n*keyBytes)
+		}
 		calls, left = append(calls, n), left-n
 	}
-	if fmt.Sprint(calls) != "[4 4 2]" {
-		t.Errorf("deletions per call %v, want [4 4 2]: at most %d bytes of keys a call", calls, ExpireMaxBytes)
+	if fmt.Sprint(calls) != "[4 1 4 1]" {
+		t.Errorf("deletions per call %v, want [4 1 4 1]: at most %d bytes of keys a call, or 1 when asked", calls, ExpireMaxBytes)
 	}
 }

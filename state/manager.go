@@ -23,7 +23,7 @@
 // The order of calls for one transaction of the processing loop:
 //
 //	t, _ := m.Begin()                  // after the Kafka transaction began
-//	t.Expire(ctx, store, p, now, n)    // optional, before the workers run
+//	t.Expire(ctx, store, p, now, n, b) // optional, before the workers run
 //	s, _ := t.Store(store, p)          // per record, any worker
 //	s.Get / s.Put / s.Delete           // different keys concurrently
 //	for _, r := range t.Records() {    // once the workers are done

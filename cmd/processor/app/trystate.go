@@ -81,8 +81,8 @@ func (t *tryStateTxn) Store(name string, partition int32) (transform.Store, erro
 }
 
 // Expire implements pipeline.StateTxn: samples are too few to expire.
-func (t *tryStateTxn) Expire(context.Context, string, int32, time.Time, int) (int, error) {
-	return 0, nil
+func (t *tryStateTxn) Expire(context.Context, string, int32, time.Time, int, int) (int, int, error) {
+	return 0, 0, nil
 }
 
 // Records implements pipeline.StateTxn: try has no changelog.
