@@ -12,7 +12,11 @@
 // (a null value, i.e. a tombstone, included) or a jq runtime error is a
 // transform error for the record. The program "." alone is not run in
 // gojq: its output, the same bytes, is written straight from the value's
-// text, and a value already so written is passed on as it is.
+// text, and a value already so written is passed on as it is. A program
+// that begins with assignments to constant paths and deletions of keys
+// (.amount = (.amount_cents / 100) | .tier = ... | del(.pad)) runs those
+// steps on one copy of the value, the assignments that read only keys
+// no earlier one wrote as one gojq run, with gojq's results (steps.go).
 //
 // Programs see no environment ($ENV and env are empty), cannot import
 // modules, and have no input/inputs. One input may produce at most
@@ -188,6 +192,9 @@ type Program struct {
 	// does not run in gojq, whose environment and stacks cost six
 	// allocations per run.
 	identity bool
+	// steps are the program's leading assignments and deletions, run
+	// with one copy of the record (steps.go); nil when it has none.
+	steps *steps
 }
 
 // Compile parses and compiles a jq program. The environment is hidden
@@ -204,11 +211,16 @@ func Compile(expr string) (*Program, error) {
 		}
 		return nil, err
 	}
-	code, err := gojq.Compile(q, gojq.WithEnvironLoader(func() []string { return nil }))
+	noEnv := gojq.WithEnvironLoader(func() []string { return nil })
+	code, err := gojq.Compile(q, noEnv)
 	if err != nil {
 		return nil, err
 	}
-	return &Program{code: code, identity: reflect.DeepEqual(*q, identityQuery)}, nil
+	p := &Program{code: code, identity: reflect.DeepEqual(*q, identityQuery)}
+	if !p.identity {
+		p.steps = splitSteps(q, noEnv)
+	}
+	return p, nil
 }
 
 // identityQuery is the parse of ".", the program that yields its input.
@@ -216,12 +228,17 @@ func Compile(expr string) (*Program, error) {
 // without gojq.
 var identityQuery = gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeIdentity}}
 
-// Run runs the program on v, a value from ParseValue. Errors come out of
-// the iterator as values of type error.
+// Run runs the program on v, a value from ParseValue, which it does not
+// change. Errors come out of the iterator as values of type error.
 func (p *Program) Run(ctx context.Context, v any) gojq.Iter {
 	if p.identity {
 		o := newOne(ctx, v)
 		return &o
+	}
+	if p.steps != nil {
+		if it, ok := p.steps.run(ctx, v); ok {
+			return it
+		}
 	}
 	return p.code.RunWithContext(ctx, v)
 }

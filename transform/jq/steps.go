@@ -1,0 +1,432 @@
+package jq
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/itchyny/gojq"
+)
+
+// Programs that begin with a pipe of assignments to constant paths and
+// deletions of top-level keys (.amount = (.amount_cents / 100) |
+// .tier = ... | del(.pad) | ...), the commonest shape of a record
+// transform, run those steps here instead of in one gojq program. gojq
+// treats every value as shared, so each step copies the object it
+// changes: six copies of the record for six steps. Here the record is
+// copied once, at the first step that changes it, and the later steps
+// change that copy in place; each step's right-hand side (and whatever
+// follows the steps) still runs in gojq, compiled on its own.
+//
+// The result is gojq's. A step that would not yield exactly one value
+// through the plain path (a right-hand side with no or several results,
+// an error, a value that is not an object where the path needs one) is
+// not decided here: the whole program then runs in gojq on the original
+// input, which the steps never changed, so outputs and errors are gojq's
+// own, at the cost of the work done before.
+
+// step is one assignment or deletion of a program's leading steps, or a
+// group of assignments that run as one.
+type step struct {
+	op gojq.Operator // OpAssign, OpModify, an OpUpdate*; 0: a deletion
+	// paths are the assigned paths (.a.b: a, b): one, or for a group of
+	// assignments one per assignment, in program order.
+	paths [][]string
+	// rhs is the right-hand side: on the input, or on the path's value
+	// for OpModify. A group's yields an array, one value per path.
+	rhs  *gojq.Code
+	comb *gojq.Code // an OpUpdate*'s ". op $x", on the path's value
+	dels []string   // a deletion's top-level keys
+}
+
+// steps are a program's leading steps and the program that follows them.
+type steps struct {
+	list []step
+	rest *gojq.Code // nil: the steps' result is the output
+}
+
+// updateOps are the update-assignment operators and the jq operator each
+// combines the path's value with the right-hand side's.
+var updateOps = map[gojq.Operator]string{
+	gojq.OpUpdateAdd: "+", gojq.OpUpdateSub: "-", gojq.OpUpdateMul: "*",
+	gojq.OpUpdateDiv: "/", gojq.OpUpdateMod: "%", gojq.OpUpdateAlt: "//",
+}
+
+// parsed is a step before it is compiled.
+type parsed struct {
+	op   gojq.Operator
+	path []string
+	rhs  *gojq.Query
+	dels []string
+}
+
+// splitSteps compiles q's leading steps and what follows them, with
+// opts; nil when q does not begin with a step, or defines functions
+// (which every part would need).
+func splitSteps(q *gojq.Query, opts ...gojq.CompilerOption) *steps {
+	if len(q.FuncDefs) > 0 || len(q.Imports) > 0 || q.Meta != nil {
+		return nil
+	}
+	var ps []parsed
+	for q != nil {
+		head, tail := q, (*gojq.Query)(nil)
+		if q.Op == gojq.OpPipe && q.Term == nil && len(q.Patterns) == 0 {
+			head, tail = q.Left, q.Right
+		}
+		p, ok := parseStep(head)
+		if !ok {
+			break
+		}
+		ps, q = append(ps, p), tail
+	}
+	// A lone assignment or deletion gains nothing: gojq copies the
+	// object once for it too.
+	if len(ps) == 0 || (len(ps) == 1 && (ps[0].op == 0 || ps[0].op == gojq.OpAssign)) {
+		return nil
+	}
+	s := &steps{}
+	for _, g := range groups(ps) {
+		st, err := compileGroup(g, opts)
+		if err != nil {
+			return nil
+		}
+		s.list = append(s.list, st)
+	}
+	if q != nil {
+		code, err := gojq.Compile(q, opts...)
+		if err != nil {
+			return nil
+		}
+		s.rest = code
+	}
+	return s
+}
+
+// parseStep is q as a step, if it is one.
+func parseStep(q *gojq.Query) (parsed, bool) {
+	if len(q.FuncDefs) > 0 {
+		return parsed{}, false
+	}
+	if q.Term != nil {
+		keys, ok := deletion(q.Term)
+		return parsed{dels: keys}, ok
+	}
+	path, ok := constPath(q.Left)
+	_, update := updateOps[q.Op]
+	if !ok || (q.Op != gojq.OpAssign && q.Op != gojq.OpModify && !update) {
+		return parsed{}, false
+	}
+	return parsed{op: q.Op, path: path, rhs: q.Right}, true
+}
+
+// groups joins consecutive assignments whose right-hand sides read the
+// input only through top-level keys that no earlier assignment of the
+// group wrote: evaluated on the input, they give what they give on the
+// object the earlier ones changed, so one gojq run computes them all.
+func groups(ps []parsed) [][]parsed {
+	var out [][]parsed
+	var written map[string]bool
+	for i, p := range ps {
+		reads := map[string]bool{}
+		join := i > 0 && p.op == gojq.OpAssign && ps[i-1].op == gojq.OpAssign && written != nil &&
+			readsKeys(p.rhs, true, reads) && !overlaps(reads, written)
+		if !join {
+			out = append(out, nil)
+			written = nil
+			if p.op == gojq.OpAssign && readsKeys(p.rhs, true, reads) {
+				written = map[string]bool{}
+			}
+		}
+		out[len(out)-1] = append(out[len(out)-1], p)
+		if written != nil {
+			written[p.path[0]] = true
+		}
+	}
+	return out
+}
+
+// overlaps reports whether a and b share a key.
+func overlaps(a, b map[string]bool) bool {
+	for k := range a {
+		if b[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// compileGroup compiles one step, or a group of assignments as one whose
+// right-hand side is (rhs1) as $__step0 | (rhs2) as $__step1 | ... |
+// [$__step0, $__step1, ...]: one result if, and only if, each yields one.
+func compileGroup(g []parsed, opts []gojq.CompilerOption) (step, error) {
+	p := g[0]
+	st := step{op: p.op, paths: [][]string{p.path}, dels: p.dels}
+	if p.op == 0 {
+		return st, nil
+	}
+	rhs := p.rhs
+	if len(g) > 1 {
+		st.paths = st.paths[:0]
+		var vars *gojq.Query
+		for i := len(g) - 1; i >= 0; i-- {
+			v := &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeFunc, Func: &gojq.Func{Name: fmt.Sprintf("$__step%d", i)}}}
+			if vars != nil {
+				v = &gojq.Query{Left: v, Op: gojq.OpComma, Right: vars}
+			}
+			vars = v
+		}
+		rhs = &gojq.Query{Term: &gojq.Term{Type: gojq.TermTypeArray, Array: &gojq.Array{Query: vars}}}
+		for i := len(g) - 1; i >= 0; i-- {
+			rhs = &gojq.Query{Left: g[i].rhs, Op: gojq.OpPipe, Patterns: []*gojq.Pattern{{Name: fmt.Sprintf("$__step%d", i)}}, Right: rhs}
+		}
+		for _, a := range g {
+			st.paths = append(st.paths, a.path)
+		}
+	}
+	var err error
+	if st.rhs, err = gojq.Compile(rhs, opts...); err != nil {
+		return step{}, err
+	}
+	if sym, update := updateOps[p.op]; update {
+		c, err := gojq.Parse(". " + sym + " $x")
+		if err != nil {
+			return step{}, err
+		}
+		if st.comb, err = gojq.Compile(c, append(opts, gojq.WithVariables([]string{"$x"}))...); err != nil {
+			return step{}, err
+		}
+	}
+	return st, nil
+}
+
+// constPath is the keys of a path of constant object keys (.a, ."b",
+// .a.b); not ok for anything else.
+func constPath(q *gojq.Query) ([]string, bool) {
+	if q == nil || q.Term == nil || q.Term.Type != gojq.TermTypeIndex || len(q.FuncDefs) > 0 {
+		return nil, false
+	}
+	k, ok := constKey(q.Term.Index)
+	if !ok {
+		return nil, false
+	}
+	path := []string{k}
+	for _, s := range q.Term.SuffixList {
+		if s.Iter || s.Optional {
+			return nil, false
+		}
+		k, ok := constKey(s.Index)
+		if !ok {
+			return nil, false
+		}
+		path = append(path, k)
+	}
+	return path, true
+}
+
+// constKey is the key of an index .a or ."a".
+func constKey(x *gojq.Index) (string, bool) {
+	switch {
+	case x == nil || x.IsSlice || x.Start != nil || x.End != nil:
+		return "", false
+	case x.Str != nil:
+		return x.Str.Str, len(x.Str.Queries) == 0
+	default:
+		return x.Name, x.Name != ""
+	}
+}
+
+// deletion is the keys of del(.a) or del(.a, .b): top-level keys only,
+// whose deletion order does not matter.
+func deletion(t *gojq.Term) ([]string, bool) {
+	if t.Type != gojq.TermTypeFunc || len(t.SuffixList) > 0 || t.Func.Name != "del" || len(t.Func.Args) != 1 {
+		return nil, false
+	}
+	var keys []string
+	var walk func(q *gojq.Query) bool
+	walk = func(q *gojq.Query) bool {
+		if q.Op == gojq.OpComma && q.Term == nil && len(q.FuncDefs) == 0 {
+			return walk(q.Left) && walk(q.Right)
+		}
+		path, ok := constPath(q)
+		if ok && len(path) == 1 {
+			keys = append(keys, path[0])
+		}
+		return ok && len(path) == 1
+	}
+	return keys, walk(t.Func.Args[0])
+}
+
+// run runs the steps on v and then the rest; not ok when a step is not
+// decided here (see above), and the whole program must run instead.
+func (s *steps) run(ctx context.Context, v any) (gojq.Iter, bool) {
+	r := stepRun{cur: v}
+	for i := range s.list {
+		if !r.apply(ctx, &s.list[i]) {
+			return nil, false
+		}
+	}
+	if s.rest != nil {
+		return s.rest.RunWithContext(ctx, r.cur), true
+	}
+	o := newOne(ctx, r.cur)
+	return &o, true
+}
+
+// stepRun is the value the steps change: cur, which is this run's own
+// copy once owned is set, and may then be changed in place.
+type stepRun struct {
+	cur   any
+	owned bool
+}
+
+// apply applies one step to r.cur.
+func (r *stepRun) apply(ctx context.Context, st *step) bool {
+	if st.op == 0 {
+		return r.delete(st.dels)
+	}
+	path := st.paths[0]
+	var v any
+	var ok bool
+	switch st.op {
+	case gojq.OpAssign:
+		if v, ok = only(st.rhs.RunWithContext(ctx, r.cur)); ok && len(st.paths) > 1 {
+			return r.setAll(st.paths, v)
+		}
+	case gojq.OpModify:
+		old, found := get(r.cur, path)
+		if !found {
+			return false
+		}
+		v, ok = first(st.rhs.RunWithContext(ctx, old))
+	default:
+		x, found := only(st.rhs.RunWithContext(ctx, r.cur))
+		old, got := get(r.cur, path)
+		if !found || !got {
+			return false
+		}
+		v, ok = first(st.comb.RunWithContext(ctx, old, x))
+	}
+	return ok && r.set(path, v)
+}
+
+// setAll sets each of paths to its value of a group's result.
+func (r *stepRun) setAll(paths [][]string, v any) bool {
+	vs, ok := v.([]any)
+	if !ok || len(vs) != len(paths) {
+		return false
+	}
+	for i, p := range paths {
+		if !r.set(p, vs[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// only is it's single value; not ok for none, more or an error.
+func only(it gojq.Iter) (any, bool) {
+	v, ok := first(it)
+	if !ok {
+		return nil, false
+	}
+	if _, more := it.Next(); more {
+		return nil, false
+	}
+	return v, true
+}
+
+// first is it's first value; not ok for none or an error.
+func first(it gojq.Iter) (any, bool) {
+	v, ok := it.Next()
+	if _, isErr := v.(error); !ok || isErr {
+		return nil, false
+	}
+	return v, true
+}
+
+// get is the value at path in v, null where a key is missing; not ok
+// where a value on the way is neither an object nor null.
+func get(v any, path []string) (any, bool) {
+	for _, k := range path {
+		switch m := v.(type) {
+		case nil:
+		case map[string]any:
+			v = m[k]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// set sets path in r.cur to v, creating objects where the path meets
+// null; not ok where a value on the way is neither. The top-level object
+// is copied unless it is the run's own and v cannot refer to it; the
+// objects below it are always copied, as they are shared.
+func (r *stepRun) set(path []string, v any) bool {
+	top, ok := r.own(!scalar(v))
+	if !ok {
+		return false
+	}
+	m := top
+	for _, k := range path[:len(path)-1] {
+		var child map[string]any
+		switch c := m[k].(type) {
+		case nil:
+			child = map[string]any{}
+		case map[string]any:
+			child = maps.Clone(c)
+		default:
+			return false
+		}
+		m[k], m = child, child
+	}
+	m[path[len(path)-1]] = v
+	return true
+}
+
+// delete deletes keys from r.cur: null stays null.
+func (r *stepRun) delete(keys []string) bool {
+	if r.cur == nil {
+		return true
+	}
+	m, ok := r.own(false)
+	for _, k := range keys {
+		delete(m, k)
+	}
+	return ok
+}
+
+// own makes r.cur an object of the run's own, a copy unless it is one
+// already and fresh is unset; null becomes an empty object. Not ok when
+// r.cur is neither an object nor null. A copy left owned and r.cur
+// untouched otherwise.
+func (r *stepRun) own(fresh bool) (map[string]any, bool) {
+	switch m := r.cur.(type) {
+	case nil:
+		n := map[string]any{}
+		r.cur, r.owned = n, true
+		return n, true
+	case map[string]any:
+		if !r.owned || fresh {
+			m = maps.Clone(m)
+			if m == nil {
+				m = map[string]any{}
+			}
+			r.cur, r.owned = m, true
+		}
+		return m, true
+	default:
+		return nil, false
+	}
+}
+
+// scalar reports whether v holds no object or array, so that it cannot
+// refer to the object it is stored in.
+func scalar(v any) bool {
+	switch v.(type) {
+	case map[string]any, []any:
+		return false
+	}
+	return true
+}
