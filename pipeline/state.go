@@ -170,8 +170,8 @@ func (p *Pipeline) beginState() error {
 // expireState deletes expired entries of the polled partitions, by the
 // earliest record time of each in the poll, before the workers run. Their
 // tombstones count toward the transaction's bytes and stay within what
-// PROCESSOR_MAX_TXN_BYTES leaves of it: once it is full, expiry waits for
-// the next transaction.
+// Options.MaxTxnBytes leaves of it: once it is full, expiry waits for the
+// next transaction.
 func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches) error {
 	if p.st.txn == nil || len(p.st.stores) == 0 {
 		return nil
