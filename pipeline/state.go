@@ -188,9 +188,9 @@ func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches) error {
 			return
 		}
 		for _, s := range p.st.stores {
-			room := 0
-			if max := p.o.MaxTxnBytes; max > 0 {
-				if room = int(max - p.open.counts.bytes); room <= 0 {
+			room := 0 // no bound but the store's own
+			if p.o.MaxTxnBytes > 0 {
+				if room = int(p.o.MaxTxnBytes - p.open.counts.bytes); room <= 0 {
 					return
 				}
 			}

@@ -194,9 +194,16 @@ func (st *memStateStore) Delete(key []byte) error {
 }
 
 // countChain is the aggregate transform counting by record key.
-func countChain(t *testing.T) *transform.Chain {
+func countChain(t *testing.T) *transform.Chain { return builtinChain(t, "aggregate") }
+
+// builtinChain builds the chain of the named built-ins, closed when t ends.
+func builtinChain(t *testing.T, names ...string) *transform.Chain {
 	t.Helper()
-	c, err := transform.Default.Build([]transform.Entry{{Name: "aggregate"}}, nil)
+	var entries []transform.Entry
+	for _, n := range names {
+		entries = append(entries, transform.Entry{Name: n})
+	}
+	c, err := transform.Default.Build(entries, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,14 +345,7 @@ func TestStatefulUndoesFailedRecords(t *testing.T) {
 			e := newMemEnv(t)
 			e.mem.create("changelog", loopPartitions, 0)
 			st := newMemState()
-			build := func() *transform.Chain {
-				c, err := transform.Default.Build([]transform.Entry{{Name: "aggregate"}, {Name: "statetestflaky"}}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { c.Close() })
-				return c
-			}
+			build := func() *transform.Chain { return builtinChain(t, "aggregate", "statetestflaky") }
 			e.produce(400, 7)
 			run := e.start("g", "t1", build(), Options{State: st, Ordering: ordering, Chains: []*transform.Chain{build()},
 				MaxRecordsPerTxn: 50, OnError: DeadLetter, DLQTopic: e.dlq, MaxRetries: 3})
@@ -379,11 +379,7 @@ func TestStatefulUndoesFailedRecords(t *testing.T) {
 func TestStateBytesBoundTransactions(t *testing.T) {
 	e := newMemEnv(t)
 	e.mem.create("changelog", loopPartitions, 0)
-	c, err := transform.Default.Build([]transform.Entry{{Name: "aggregate"}, {Name: "statetestdrop"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := builtinChain(t, "aggregate", "statetestdrop")
 	e.produce(300, 300)
 	// A count write is about 5 bytes of key and 1 to 3 of value: 400
 	// bytes are some 50 records.
@@ -403,11 +399,7 @@ func TestStateBytesBoundTransactions(t *testing.T) {
 func TestStateExpiryBoundedByTxnBytes(t *testing.T) {
 	e := newMemEnv(t)
 	e.mem.create("changelog", loopPartitions, 0)
-	c, err := transform.Default.Build([]transform.Entry{{Name: "statetestdrop"}, {Name: "aggregate"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := builtinChain(t, "statetestdrop", "aggregate")
 	e.produce(300, 300)
 	st := newMemState()
 	st.expireBytes = 150

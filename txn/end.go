@@ -89,9 +89,7 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 			switch {
 			case rebalanced:
 				abort = ReasonRebalance
-			case age >= s.opts.TransactionTimeout:
-				// The broker aborted it at the timeout, so the
-				// offset commit that ended it was refused.
+			case s.timedOut(age): // so its offset commit was refused
 				abort = ReasonTimeout
 			}
 		}
@@ -119,7 +117,7 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 func (s *Session) recover(ctx context.Context, records int, age time.Duration, err error) error {
 	reason := ReasonEndError
 	switch {
-	case IsFenced(err) && age >= s.opts.TransactionTimeout:
+	case IsFenced(err) && s.timedOut(age):
 		reason = ReasonTimeout
 	case IsFenced(err):
 		reason = ReasonFenced
@@ -136,6 +134,12 @@ func (s *Session) recover(ctx context.Context, records int, age time.Duration, e
 		"reason", string(reason), "records", records, "err", err.Error())
 	return s.rebuild(ctx)
 }
+
+// timedOut reports whether a transaction open for age has outlived the
+// transaction timeout, at which the broker aborts it and bumps the
+// producer epoch: what fails after that is our own timeout, neither a
+// refused offset commit nor another instance.
+func (s *Session) timedOut(age time.Duration) bool { return age >= s.opts.TransactionTimeout }
 
 // IsFenced reports whether err means a newer producer with the same
 // transactional ID has taken over.

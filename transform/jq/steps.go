@@ -125,15 +125,14 @@ func parseStep(q *gojq.Query) (parsed, bool) {
 // object the earlier ones changed, so one gojq run computes them all.
 func groups(ps []parsed) [][]parsed {
 	var out [][]parsed
-	var written map[string]bool
-	for i, p := range ps {
+	var written map[string]bool // the open group's keys; nil: no group is open
+	for _, p := range ps {
 		reads := map[string]bool{}
-		join := i > 0 && p.op == gojq.OpAssign && ps[i-1].op == gojq.OpAssign && written != nil &&
-			readsKeys(p.rhs, true, reads) && !overlaps(reads, written)
-		if !join {
+		keyed := p.op == gojq.OpAssign && readsKeys(p.rhs, reads)
+		if !keyed || written == nil || overlaps(reads, written) {
 			out = append(out, nil)
 			written = nil
-			if p.op == gojq.OpAssign && readsKeys(p.rhs, true, reads) {
+			if keyed {
 				written = map[string]bool{}
 			}
 		}
