@@ -1,9 +1,7 @@
 package jq
 
 import (
-	"context"
 	"fmt"
-	"maps"
 
 	"github.com/itchyny/gojq"
 )
@@ -15,8 +13,9 @@ import (
 // treats every value as shared, so each step copies the object it
 // changes: six copies of the record for six steps. Here the record is
 // copied once, at the first step that changes it, and the later steps
-// change that copy in place; each step's right-hand side (and whatever
-// follows the steps) still runs in gojq, compiled on its own.
+// change that copy in place. A step's right-hand side is evaluated
+// directly where it is in the subset of eval.go, and otherwise runs in
+// gojq, compiled on its own, as does whatever follows the steps.
 //
 // The result is gojq's. A step that would not yield exactly one value
 // through the plain path (a right-hand side with no or several results,
@@ -37,12 +36,21 @@ type step struct {
 	rhs  *gojq.Code
 	comb *gojq.Code // an OpUpdate*'s ". op $x", on the path's value
 	dels []string   // a deletion's top-level keys
+	// direct are the right-hand sides as expressions of the subset
+	// evaluated here (eval.go), one per path; nil when one is not in it.
+	// combine is an OpUpdate*'s operator there. Where they decline, rhs
+	// and comb run.
+	direct  []expr
+	combine func(old, x any) (any, bool)
 }
 
 // steps are a program's leading steps and the program that follows them.
 type steps struct {
 	list []step
 	rest *gojq.Code // nil: the steps' result is the output
+	// grow is how many top-level keys the steps assign: the room a copy
+	// of the object is made with, so that adding them does not grow it.
+	grow int
 }
 
 // updateOps are the update-assignment operators and the jq operator each
@@ -79,12 +87,19 @@ func splitSteps(q *gojq.Query, opts ...gojq.CompilerOption) *steps {
 		}
 		ps, q = append(ps, p), tail
 	}
-	// A lone assignment or deletion gains nothing: gojq copies the
-	// object once for it too.
-	if len(ps) == 0 || (len(ps) == 1 && (ps[0].op == 0 || ps[0].op == gojq.OpAssign)) {
+	// A lone deletion, or a lone assignment whose right-hand side runs in
+	// gojq, gains nothing: gojq copies the object once for it too.
+	if len(ps) == 0 || (len(ps) == 1 && (ps[0].op == 0 || ps[0].op == gojq.OpAssign && native(ps[0].rhs) == nil)) {
 		return nil
 	}
 	s := &steps{}
+	keys := map[string]bool{}
+	for _, p := range ps {
+		if p.op != 0 {
+			keys[p.path[0]] = true
+		}
+	}
+	s.grow = len(keys)
 	for _, g := range groups(ps) {
 		st, err := compileGroup(g, opts)
 		if err != nil {
@@ -186,6 +201,15 @@ func compileGroup(g []parsed, opts []gojq.CompilerOption) (step, error) {
 	if st.rhs, err = gojq.Compile(rhs, opts...); err != nil {
 		return step{}, err
 	}
+	for _, a := range g {
+		e := native(a.rhs)
+		if e == nil {
+			st.direct = nil
+			break
+		}
+		st.direct = append(st.direct, e)
+	}
+	st.combine = updateDirect(p.op)
 	if sym, update := updateOps[p.op]; update {
 		c, err := gojq.Parse(". " + sym + " $x")
 		if err != nil {
@@ -253,179 +277,4 @@ func deletion(t *gojq.Term) ([]string, bool) {
 		return ok && len(path) == 1
 	}
 	return keys, walk(t.Func.Args[0])
-}
-
-// run runs the steps on v and then the rest; not ok when a step is not
-// decided here (see above), and the whole program must run instead.
-func (s *steps) run(ctx context.Context, v any) (gojq.Iter, bool) {
-	r := stepRun{cur: v}
-	for i := range s.list {
-		if !r.apply(ctx, &s.list[i]) {
-			return nil, false
-		}
-	}
-	if s.rest != nil {
-		return s.rest.RunWithContext(ctx, r.cur), true
-	}
-	o := newOne(ctx, r.cur)
-	return &o, true
-}
-
-// stepRun is the value the steps change: cur, which is this run's own
-// copy once owned is set, and may then be changed in place.
-type stepRun struct {
-	cur   any
-	owned bool
-}
-
-// apply applies one step to r.cur.
-func (r *stepRun) apply(ctx context.Context, st *step) bool {
-	if st.op == 0 {
-		return r.delete(st.dels)
-	}
-	path := st.paths[0]
-	var v any
-	var ok bool
-	switch st.op {
-	case gojq.OpAssign:
-		if v, ok = only(st.rhs.RunWithContext(ctx, r.cur)); ok && len(st.paths) > 1 {
-			return r.setAll(st.paths, v)
-		}
-	case gojq.OpModify:
-		old, found := get(r.cur, path)
-		if !found {
-			return false
-		}
-		v, ok = first(st.rhs.RunWithContext(ctx, old))
-	default:
-		x, found := only(st.rhs.RunWithContext(ctx, r.cur))
-		old, got := get(r.cur, path)
-		if !found || !got {
-			return false
-		}
-		v, ok = first(st.comb.RunWithContext(ctx, old, x))
-	}
-	return ok && r.set(path, v)
-}
-
-// setAll sets each of paths to its value of a group's result.
-func (r *stepRun) setAll(paths [][]string, v any) bool {
-	vs, ok := v.([]any)
-	if !ok || len(vs) != len(paths) {
-		return false
-	}
-	for i, p := range paths {
-		if !r.set(p, vs[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// only is it's single value; not ok for none, more or an error.
-func only(it gojq.Iter) (any, bool) {
-	v, ok := first(it)
-	if !ok {
-		return nil, false
-	}
-	if _, more := it.Next(); more {
-		return nil, false
-	}
-	return v, true
-}
-
-// first is it's first value; not ok for none or an error.
-func first(it gojq.Iter) (any, bool) {
-	v, ok := it.Next()
-	if _, isErr := v.(error); !ok || isErr {
-		return nil, false
-	}
-	return v, true
-}
-
-// get is the value at path in v, null where a key is missing; not ok
-// where a value on the way is neither an object nor null.
-func get(v any, path []string) (any, bool) {
-	for _, k := range path {
-		switch m := v.(type) {
-		case nil:
-		case map[string]any:
-			v = m[k]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
-// set sets path in r.cur to v, creating objects where the path meets
-// null; not ok where a value on the way is neither. The top-level object
-// is copied unless it is the run's own and v cannot refer to it; the
-// objects below it are always copied, as they are shared.
-func (r *stepRun) set(path []string, v any) bool {
-	top, ok := r.own(!scalar(v))
-	if !ok {
-		return false
-	}
-	m := top
-	for _, k := range path[:len(path)-1] {
-		var child map[string]any
-		switch c := m[k].(type) {
-		case nil:
-			child = map[string]any{}
-		case map[string]any:
-			child = maps.Clone(c)
-		default:
-			return false
-		}
-		m[k], m = child, child
-	}
-	m[path[len(path)-1]] = v
-	return true
-}
-
-// delete deletes keys from r.cur: null stays null.
-func (r *stepRun) delete(keys []string) bool {
-	if r.cur == nil {
-		return true
-	}
-	m, ok := r.own(false)
-	for _, k := range keys {
-		delete(m, k)
-	}
-	return ok
-}
-
-// own makes r.cur an object of the run's own, a copy unless it is one
-// already and fresh is unset; null becomes an empty object. Not ok when
-// r.cur is neither an object nor null. A copy left owned and r.cur
-// untouched otherwise.
-func (r *stepRun) own(fresh bool) (map[string]any, bool) {
-	switch m := r.cur.(type) {
-	case nil:
-		n := map[string]any{}
-		r.cur, r.owned = n, true
-		return n, true
-	case map[string]any:
-		if !r.owned || fresh {
-			m = maps.Clone(m)
-			if m == nil {
-				m = map[string]any{}
-			}
-			r.cur, r.owned = m, true
-		}
-		return m, true
-	default:
-		return nil, false
-	}
-}
-
-// scalar reports whether v holds no object or array, so that it cannot
-// refer to the object it is stored in.
-func scalar(v any) bool {
-	switch v.(type) {
-	case map[string]any, []any:
-		return false
-	}
-	return true
 }

@@ -34,6 +34,10 @@ var stepPrograms = []string{
 	`.a = (.x as $v | $v) | .b = ([.y, "s\(.z)"] | join(","))`,
 	`.a = (if .x then 1 elif .y then 2 else 3 end) | .b = (try .x.y catch "c")`,
 	`.t = (.x | tostring) | .u = -.amount_cents | .v = .items[0]?`,
+	`.seen = true`,       // a lone assignment in the subset of eval.go
+	`.amount_cents *= 2`, // a lone update there
+	`.a += .n | .s = (.a + .pad) | .x //= (.a > 3)`,    // updates and reads there, some declined
+	`.c |= (. // 0) + 1 | .d = ([.a, .x] | join("-"))`, // modify there
 }
 
 var stepInputs = []string{
