@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/sample"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/jq"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -21,10 +23,21 @@ import (
 // the loop's own work per record, not a session's.
 type benchSession struct {
 	*memSession
-	fs kgo.Fetches
+	fs   kgo.Fetches
+	vals [][]byte // the records' values, restored at each poll; nil: not
 }
 
-func (s *benchSession) Poll(context.Context, int) kgo.Fetches                  { return s.fs }
+// Poll returns the same records again, their values restored where a
+// chain replaced them (vals set).
+func (s *benchSession) Poll(context.Context, int) kgo.Fetches {
+	if s.vals != nil {
+		for i, r := range s.fs[0].Topics[0].Partitions[0].Records {
+			r.Value = s.vals[i]
+		}
+	}
+	return s.fs
+}
+
 func (s *benchSession) Produce(context.Context, *kgo.Record, transform.Source) {}
 func (s *benchSession) End(context.Context, int, txn.Reason) (bool, error) {
 	s.inTxn = false
@@ -129,19 +142,31 @@ func orderedChain(b testing.TB, fn transform.Func) *transform.Chain {
 // benchSteps runs the loop's step over transactions of benchPerTxn records
 // of one partition with keys keys through chain and reports ns/record.
 func benchSteps(b *testing.B, chain *transform.Chain, o Options, keys int) {
+	recs := make([]*kgo.Record, benchPerTxn)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: []byte(strconv.Itoa(i % keys)), Value: []byte("v")}
+	}
+	benchRecords(b, chain, o, recs)
+}
+
+// benchRecords runs the loop's step over transactions of recs, in one
+// partition, through chain and reports ns/record. Their values are
+// restored before each transaction.
+func benchRecords(b *testing.B, chain *transform.Chain, o Options, recs []*kgo.Record) {
 	c := newMemCluster()
 	c.create("in", 1, 0)
-	recs := make([]*kgo.Record, benchPerTxn)
 	now := time.Now()
-	for i := range recs {
-		recs[i] = &kgo.Record{Offset: int64(i), Key: []byte(strconv.Itoa(i % keys)), Value: []byte("v"), Timestamp: now}
+	vals := make([][]byte, len(recs))
+	for i, r := range recs {
+		r.Offset, r.Timestamp, vals[i] = int64(i), now, r.Value
 	}
+	n := int64(len(recs))
 	fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{
-		{Partition: 0, Records: recs, HighWatermark: benchPerTxn, LastStableOffset: benchPerTxn}}}}}}
+		{Partition: 0, Records: recs, HighWatermark: n, LastStableOffset: n}}}}}}
 	reg := prometheus.NewRegistry()
 	ms := newMemSession(c, "bench", "bench", "in", txn.NewMetrics(reg))
-	s := &benchSession{memSession: ms, fs: fs}
-	o.OutputTopic, o.CommitInterval, o.MaxRecordsPerTxn, o.Metrics, o.Lineage = "out", time.Hour, benchPerTxn, NewMetrics(reg), true
+	s := &benchSession{memSession: ms, fs: fs, vals: vals}
+	o.OutputTopic, o.CommitInterval, o.MaxRecordsPerTxn, o.Metrics, o.Lineage = "out", time.Hour, len(recs), NewMetrics(reg), true
 	p, err := New(s, s, chain, o)
 	if err != nil {
 		b.Fatal(err)
@@ -157,5 +182,33 @@ func benchSteps(b *testing.B, chain *transform.Chain, o Options, keys int) {
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchPerTxn), "ns/record")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
+
+// BenchmarkJQOnePartition runs the loop's step over transactions of
+// benchPerTxn sample orders of 100 bytes, in one partition, through the
+// jq rows' chain of make bench at 1 and 2 workers: what sharing one
+// partition's runs gains on the machine's cores with no broker beside
+// them (on Apache Kafka here the broker takes part of the same cores).
+func BenchmarkJQOnePartition(b *testing.B) {
+	mk := func() *transform.Chain {
+		tr, err := jq.New(&jq.Settings{Expr: sample.JQChain})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return chainOf(b, "jq", tr.Process)
+	}
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			recs := make([]*kgo.Record, benchPerTxn)
+			for i := range recs {
+				recs[i] = sample.Order(int64(i), 100, 100)
+			}
+			var more []*transform.Chain
+			for range workers - 1 {
+				more = append(more, mk())
+			}
+			benchRecords(b, mk(), Options{Chains: more}, recs)
+		})
+	}
 }

@@ -10,17 +10,11 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/internal/sample"
 )
 
-// jqExpr is the CPU-bound chain of the jq rows: it parses each JSON order,
-// derives five fields (arithmetic, a conditional, string functions, a join)
-// and drops the padding; one output record per input record.
-const jqExpr = `.amount = (.amount_cents / 100)` +
-	` | .tier = (if .amount_cents >= 50000 then "gold" elif .amount_cents >= 10000 then "silver" else "bronze" end)` +
-	` | .customer_no = (.customer | ltrimstr("customer-") | tonumber)` +
-	` | .ref = ([.order_id, .customer, (.seq | tostring)] | join(":") | ascii_upcase)` +
-	` | .pad_len = ((.pad // "") | length)` +
-	` | del(.pad)`
+// jqExpr is the CPU-bound chain of the jq rows (sample.JQChain).
+const jqExpr = sample.JQChain
 
 // system is one column of contestants: how to start it for a run.
 type system struct {

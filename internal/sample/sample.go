@@ -33,3 +33,13 @@ func Order(n int64, keys, size int) *kgo.Record {
 	v = append(v, '}')
 	return &kgo.Record{Key: key, Value: v}
 }
+
+// JQChain is the CPU-bound jq program of the benchmark's jq rows, made
+// for Order's values: it derives five fields (arithmetic, a conditional,
+// string functions, a join) and drops the padding; one output per order.
+const JQChain = `.amount = (.amount_cents / 100)` +
+	` | .tier = (if .amount_cents >= 50000 then "gold" elif .amount_cents >= 10000 then "silver" else "bronze" end)` +
+	` | .customer_no = (.customer | ltrimstr("customer-") | tonumber)` +
+	` | .ref = ([.order_id, .customer, (.seq | tostring)] | join(":") | ascii_upcase)` +
+	` | .pad_len = ((.pad // "") | length)` +
+	` | del(.pad)`

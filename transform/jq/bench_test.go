@@ -35,14 +35,8 @@ func BenchmarkJQ(b *testing.B) {
 	}
 }
 
-// chainExpr is the program of the jq chain rows of make bench (jqExpr in
-// bench/run/systems.go): five derived fields and the padding dropped.
-const chainExpr = `.amount = (.amount_cents / 100)` +
-	` | .tier = (if .amount_cents >= 50000 then "gold" elif .amount_cents >= 10000 then "silver" else "bronze" end)` +
-	` | .customer_no = (.customer | ltrimstr("customer-") | tonumber)` +
-	` | .ref = ([.order_id, .customer, (.seq | tostring)] | join(":") | ascii_upcase)` +
-	` | .pad_len = ((.pad // "") | length)` +
-	` | del(.pad)`
+// chainExpr is the program of the jq chain rows of make bench.
+const chainExpr = sample.JQChain
 
 // BenchmarkJQChain is the per-record cost of the jq chain rows' program on
 // their records (sample orders of 100 bytes and 1 KiB).
