@@ -51,6 +51,9 @@ type parser struct {
 	keys  []string
 	vals  []any
 	tmp   []byte // scratch for unquoting
+	// room is how many more entries the outermost object's map is made
+	// for: the keys a program's steps add to it (steps.grow).
+	room int
 }
 
 // keepStack is the most entries the parser's stacks keep between values.
@@ -355,7 +358,11 @@ func (p *parser) object() (any, bool) {
 		}
 	}
 	keys, vals := p.keys[base:], p.vals[vbase:]
-	m := make(map[string]any, len(keys))
+	size := len(keys)
+	if p.depth == 1 {
+		size += p.room
+	}
+	m := make(map[string]any, size)
 	for i, k := range keys {
 		m[k] = vals[i]
 	}

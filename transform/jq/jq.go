@@ -92,7 +92,11 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, ExprError("EXPR", s.Expr, err)
 	}
-	return &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes}, nil
+	t := &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes}
+	if p.steps != nil {
+		t.parser.room = p.steps.grow
+	}
+	return t, nil
 }
 
 // ExprError is the setting error for a jq program in setting field that is
@@ -142,8 +146,12 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 	var iter gojq.Iter = &t.one
 	if t.prog.identity {
 		t.one = newOne(ctx, v)
+	} else if it, ok := t.prog.runOwn(ctx, v); ok {
+		iter = it
+	} else if v, err = t.parser.parse(rec.Value); err != nil {
+		return out, err
 	} else {
-		iter = t.prog.Run(ctx, v)
+		iter = t.prog.code.RunWithContext(ctx, v)
 	}
 	for {
 		r, ok := iter.Next()
@@ -236,11 +244,22 @@ func (p *Program) Run(ctx context.Context, v any) gojq.Iter {
 		return &o
 	}
 	if p.steps != nil {
-		if it, ok := p.steps.run(ctx, v); ok {
+		if it, ok := p.steps.run(ctx, v, false); ok {
 			return it
 		}
 	}
 	return p.code.RunWithContext(ctx, v)
+}
+
+// runOwn is Run on a value that nothing else refers to, such as a fresh
+// parse: the steps change it in place instead of copying it. Not ok when
+// the steps cannot decide it; the value is then spent, and the caller
+// runs the whole program (p.code) on a new parse of the same input.
+func (p *Program) runOwn(ctx context.Context, v any) (gojq.Iter, bool) {
+	if p.steps == nil {
+		return p.Run(ctx, v), true
+	}
+	return p.steps.run(ctx, v, true)
 }
 
 // one is what gojq yields for ".": the input, or the context's error

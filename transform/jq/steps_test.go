@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/itchyny/gojq"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/transform"
 )
 
 // stepPrograms begin with steps; each runs through its steps and as one
@@ -38,6 +41,7 @@ var stepPrograms = []string{
 	`.amount_cents *= 2`, // a lone update there
 	`.a += .n | .s = (.a + .pad) | .x //= (.a > 3)`,    // updates and reads there, some declined
 	`.c |= (. // 0) + 1 | .d = ([.a, .x] | join("-"))`, // modify there
+	`.c = ((.c // 0) + 1) | .b = (.c, .y)`,             // several results after a change in place
 }
 
 var stepInputs = []string{
@@ -140,22 +144,33 @@ func TestStepGroups(t *testing.T) {
 }
 
 // FuzzSteps runs the step programs through their steps and as gojq
-// programs on random JSON values: the same results and errors.
+// programs on random JSON values, and through the transform in place and
+// as programs that do not take the steps: the same results and errors.
 func FuzzSteps(f *testing.F) {
 	for _, in := range stepInputs {
 		f.Add([]byte(in))
 	}
 	var progs []*Program
+	var steps, plain []transform.Transform
 	for _, expr := range stepPrograms {
 		p, err := Compile(expr)
 		if err != nil {
 			f.Fatal(err)
 		}
 		progs = append(progs, p)
+		s, err := New(&Settings{Expr: expr})
+		if err != nil {
+			f.Fatal(err)
+		}
+		g, err := New(&Settings{Expr: "def _plain: .; " + expr})
+		if err != nil {
+			f.Fatal(err)
+		}
+		steps, plain = append(steps, s), append(plain, g)
 	}
 	f.Fuzz(func(t *testing.T, value []byte) {
 		var ps parser
-		for _, p := range progs {
+		for i, p := range progs {
 			v, err := ps.parse(value)
 			if err != nil {
 				return
@@ -164,6 +179,51 @@ func FuzzSteps(f *testing.F) {
 			if want := iterResults(t, p.code.RunWithContext(context.Background(), v)); got != want {
 				t.Fatalf("on %q:\n got %s\nwant %s", value, got, want)
 			}
+			// The transform, on its own parse changed in place.
+			if got, want := processed(t, steps[i], string(value)), processed(t, plain[i], string(value)); got != want {
+				t.Fatalf("transform on %q:\n got %s\nwant %s", value, got, want)
+			}
 		}
 	})
+}
+
+// The transform runs the steps on its own parse of each value, in place,
+// and a new parse when they cannot decide it: its outputs and errors are
+// those of the same program run in gojq alone (a program that defines a
+// function does not take the steps).
+func TestStepsInPlaceAsGojq(t *testing.T) {
+	for _, expr := range stepPrograms {
+		steps, err := New(&Settings{Expr: expr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, err := New(&Settings{Expr: "def _plain: .; " + expr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain.(*Transform).prog.steps != nil {
+			t.Fatalf("%s: the plain program takes the steps", expr)
+		}
+		for _, in := range stepInputs {
+			got, want := processed(t, steps, in), processed(t, plain, in)
+			if got != want {
+				t.Errorf("%s on %s:\n got %s\nwant %s", expr, in, got, want)
+			}
+		}
+	}
+}
+
+// processed is tr's outputs for the value in, one per line, or its error.
+func processed(t *testing.T, tr transform.Transform, in string) string {
+	t.Helper()
+	rec := &kgo.Record{Value: []byte(in)}
+	outs, err := tr.Process(context.Background(), transform.Source{Topic: "t"}, rec, nil)
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	var vs []string
+	for _, o := range outs {
+		vs = append(vs, string(o.Value))
+	}
+	return strings.Join(vs, "\n")
 }

@@ -11,8 +11,10 @@ import (
 
 // run runs the steps on v and then the rest; not ok when a step is not
 // decided here (see above), and the whole program must run instead.
-func (s *steps) run(ctx context.Context, v any) (gojq.Iter, bool) {
-	r := stepRun{cur: v, grow: s.grow}
+// Owned: nothing else refers to v's top-level object, which the steps may
+// then change in place; a step left undecided may have changed it.
+func (s *steps) run(ctx context.Context, v any, owned bool) (gojq.Iter, bool) {
+	r := stepRun{cur: v, owned: owned, grow: s.grow}
 	for i := range s.list {
 		if !r.apply(ctx, &s.list[i]) {
 			return nil, false
