@@ -53,6 +53,8 @@ var systems = []system{
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(runtime.NumCPU()))},
 	{key: "jq-avro", label: fmt.Sprintf("processor, Avro in, jq chain, Avro out, %d workers (all cores)", runtime.NumCPU()),
 		format: avroFormat, needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_VALUE_FORMAT", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE"}, cmd: avroJQCmd(runtime.NumCPU())},
+	{key: "copier-p1", label: "bare franz-go GroupTransactSession copier, single-partition input", onePartition: true, cmd: copierCmd},
+	{key: "processor-p1", label: "processor, exactly once (identity), single-partition input", onePartition: true, cmd: processorCmd(nil)},
 	{key: "jq-1-p1", label: "processor, jq chain, 1 worker, single-partition input", onePartition: true,
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(1))},
 	{key: "jq-2-p1", label: "processor, jq chain, 2 workers, single-partition input", onePartition: true,
