@@ -182,13 +182,19 @@ func compare(holds func(int) bool) func(l, r any) (any, bool) {
 	return func(l, r any) (any, bool) { return holds(gojq.Compare(l, r)), true }
 }
 
-// negateNumber is unary minus on an int or a float64.
+// negateNumber is unary minus on a number: gojq turns a json.Number's
+// sign in its text.
 func negateNumber(v any) (any, bool) {
 	switch n := v.(type) {
 	case int:
 		return -n, n != math.MinInt
 	case float64:
 		return -n, true
+	case json.Number:
+		if strings.HasPrefix(string(n), "-") {
+			return n[1:], true
+		}
+		return "-" + n, true
 	}
 	return nil, false
 }
