@@ -19,8 +19,8 @@ import "github.com/itchyny/gojq"
 //
 // Each operation handles the cases whose result it can be sure of (gojq's
 // own rules, see operator.go and func.go of gojq) and declines the rest: an
-// error, a big integer, a number text that is not a plain integer, a type
-// it does not handle. A declined evaluation is run by gojq, which then
+// error, a big integer, an overflow, a tonumber of anything but a plain
+// integer, a type it does not handle. A declined evaluation is run by gojq, which then
 // gives its own values and errors: the subset decides which records take
 // the direct path, never what they yield. TestNativeAsGojq and FuzzNative
 // hold the two to each other.
@@ -30,7 +30,7 @@ import "github.com/itchyny/gojq"
 type expr func(in any) (any, bool)
 
 // nativeMaxString bounds a string that + or join builds here: a longer
-// one is left to gojq, which applies its own limits.
+// one is left to gojq.
 const nativeMaxString = 1 << 20
 
 // native is q as an expression of the subset; nil when q is not in it.
