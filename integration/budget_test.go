@@ -379,7 +379,10 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 // reaches the output. Nothing is dead-lettered; exactly once.
 func TestBudgetRetriesNotPastBudget(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
-		const budget = 150 * time.Millisecond
+		// The retries' backoffs (10 and 20ms) must stay well inside the
+		// record's limit, half the budget, on a loaded machine under the
+		// race detector: at 150ms a stall of 45ms failed the record.
+		const budget = 300 * time.Millisecond
 		in := input{topic: unique("retry-in"), n: 60, keys: 6}
 		out, dlq, group := unique("retry-out"), unique("retry-dlq"), unique("retry-group")
 		tg.createTopics(t, 1, in.topic, out, dlq)
