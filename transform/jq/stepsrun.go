@@ -108,7 +108,10 @@ func updateDirect(op gojq.Operator) func(old, x any) (any, bool) {
 }
 
 // applyDirect applies an assignment step through its expressions of the
-// subset; not ok, with r.cur untouched, where one declines.
+// subset. Done: the step was evaluated here, and ok says whether it
+// applied (a path through a value that is not an object does not). Not
+// done, with r.cur untouched, where an expression declines: the step then
+// runs in gojq.
 func (r *stepRun) applyDirect(st *step) (done, ok bool) {
 	if st.direct == nil {
 		return false, false
