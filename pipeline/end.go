@@ -68,15 +68,22 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		abort = txn.ReasonInjected
 	}
 	p.produceState(abort)
+	start := time.Now()
 	committed, err := p.s.End(ctx, p.open.counts.records, abort)
+	took := time.Since(start)
 	p.settleState(committed)
 	failures := p.s.TakeFailures()
 	p.open.cancel()
 	p.unwatch()
 	p.pace.learn(&p.open.counts)
 	if committed {
-		p.committed()
+		p.committed(took)
 	} else {
+		if abort == "" && took >= p.o.StallTimeout*9/10 {
+			p.pace.outOfTime(p.open.counts.records, took, p.commitTarget())
+			p.log.Warn("committing used up the transaction timeout and did not commit; the next transactions are smaller, sized by what commits in time",
+				"records", p.open.counts.records, "took", took.Round(time.Millisecond).String(), "next_max_records", p.pace.max)
+		}
 		p.stats.aborts.Add(1)
 		found, before, txnMax := len(p.open.blamed) > 0, len(p.book.poison), p.pace.max
 		p.book.blame(p.open.blamed)
@@ -95,11 +102,11 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	return committed, err
 }
 
-// committed accounts for the transaction that just committed: the record
-// metrics and counters, the poison entries it applied, the next
-// transaction's size, the committed offsets, and the end of a run of
-// aborts.
-func (p *Pipeline) committed() {
+// committed accounts for the transaction that just committed, whose end
+// took took: the record metrics and counters, the poison entries it
+// applied, the next transaction's size, the committed offsets, and the
+// end of a run of aborts.
+func (p *Pipeline) committed(took time.Duration) {
 	p.observeCommitted(time.Now().UnixMilli())
 	c := &p.open.counts
 	m := p.o.Metrics
@@ -109,7 +116,7 @@ func (p *Pipeline) committed() {
 	m.Skipped.Add(float64(c.skipped))
 	p.book.forget(p.open.applied)
 	p.book.aloneSet = false
-	p.pace.grow(p.o.MaxRecordsPerTxn)
+	p.pace.grow(p.o.MaxRecordsPerTxn, c.records, took, p.commitTarget())
 	out := c.out
 	if c.out > 0 {
 		m.Produced.WithLabelValues(p.o.OutputTopic).Add(float64(c.out))

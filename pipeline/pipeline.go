@@ -246,8 +246,41 @@ func (pc *pace) learn(c *txnCounts) {
 // watchdog's abort found fit, at least one.
 func (pc *pace) halve(done int) { pc.max = max(1, done/2) }
 
-// grow doubles the record bound after a commit, up to limit.
-func (pc *pace) grow(limit int) { pc.max = min(limit, pc.max*2) }
+// grow sets the record bound after a commit of n records whose end took
+// took: double, up to limit, while ends are quick; once an end takes
+// more than half of target, the records the measured rate ends in target
+// (at most double). So a destination whose commit time grows with the
+// batch (a statement run per row, a slow disk) is fed batches it commits
+// in about target, whatever the backlog, and the bound grows back as its
+// commits speed up.
+func (pc *pace) grow(limit, n int, took, target time.Duration) {
+	next := pc.max * 2
+	if took > target/2 && n > 0 {
+		next = min(next, fit(n, took, target))
+	}
+	pc.max = min(limit, next)
+}
+
+// outOfTime bounds the next transactions after the end of one of n
+// records used up the transaction timeout without committing (took): to
+// what would end in target at that rate, a lower bound on the true time
+// per record (the end was cut short), which grow then corrects from the
+// commits that follow. Retried with the same size, such a transaction
+// would fail the same way for as long as the backlog lasts.
+func (pc *pace) outOfTime(n int, took, target time.Duration) {
+	pc.max = max(1, min(pc.max, fit(n, took, target)))
+}
+
+// fit is how many records end in target when n took took, at least one.
+func fit(n int, took, target time.Duration) int {
+	return int(max(1, int64(n)*int64(target)/int64(max(took, time.Millisecond))))
+}
+
+// commitTarget is how long ending a transaction should take: a quarter of
+// the transaction timeout, what the end of a transaction may use before
+// it is cut short, so that a destination slower from one batch to the
+// next still commits.
+func (p *Pipeline) commitTarget() time.Duration { return p.o.StallTimeout / 4 }
 
 // observe tracks the partitions once per poll: the assignment when it
 // changed (with the offsets the group committed for it), and the
