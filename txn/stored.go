@@ -39,8 +39,6 @@ type stored struct {
 	m     *Metrics
 	batch batchStart
 	rows  rows
-	// backoff is the wait before the next commit, after one that failed.
-	backoff time.Duration
 
 	mu sync.Mutex
 	// next is, per partition this member holds, the next offset stored

@@ -31,12 +31,6 @@ func (d *stored) end(ctx context.Context, abort Reason, _ time.Time) (bool, Reas
 	if abort != "" {
 		return false, abort, "", d.rewind(nil)
 	}
-	if d.backoff > 0 {
-		select {
-		case <-ctx.Done():
-		case <-time.After(d.backoff):
-		}
-	}
 	batch := d.batchToCommit()
 	err := d.dest.Commit(ctx, batch)
 	if err == nil {
@@ -71,7 +65,6 @@ func (d *stored) batchToCommit() *sink.Batch {
 // committedBatch notes the batch's offsets as stored, and copies them to
 // the group.
 func (d *stored) committedBatch(ctx context.Context, batch *sink.Batch) {
-	d.backoff = 0
 	d.mu.Lock()
 	d.failing, d.transient, d.why = time.Time{}, false, ""
 	for _, u := range batch.Offsets {
@@ -115,8 +108,9 @@ func (d *stored) refused(err error) (bool, Reason, string, error) {
 		return false, ReasonProduce, err.Error(), d.rewind(nil)
 	}
 	d.failed(err)
-	d.backoff = min(max(2*d.backoff, 250*time.Millisecond), 5*time.Second)
-	d.log.Warn("committing the batch to the destination failed; it will be processed again", "retry_in", d.backoff.String(), "err", err.Error())
+	// No wait here, inside the next attempt's deadline: the loop's
+	// backoff between aborts spaces the attempts (pipeline).
+	d.log.Warn("committing the batch to the destination failed; it will be processed again", "err", err.Error())
 	return false, ReasonEndError, err.Error(), d.rewind(nil)
 }
 
