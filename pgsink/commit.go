@@ -72,7 +72,7 @@ func (s *Sink) Commit(ctx context.Context, b *Batch) error {
 	c, tx, err := s.begin(ctx)
 	if err != nil {
 		s.count(RollbackError, 0)
-		return commitError(ctx, err)
+		return commitError(ctx, start, err)
 	}
 	fenced, err := s.write(ctx, tx, b, batch, offsets)
 	if err == nil && len(fenced) == 0 {
@@ -120,7 +120,7 @@ func (s *Sink) Commit(ctx context.Context, b *Batch) error {
 		}
 	}
 	s.count(RollbackError, time.Since(start))
-	return commitError(ctx, fmt.Errorf("at %s: %w", s.target, err))
+	return commitError(ctx, start, fmt.Errorf("at %s: %w", s.target, err))
 }
 
 // failedStatement is a failure of one of Commit's statements that the
@@ -279,11 +279,18 @@ func (s *Sink) toCheck(code, what string) (string, string) {
 	return SettingTable, "the table " + s.recName + " and its columns (it is created at start when missing)"
 }
 
-// commitError wraps a failure of Commit, with the context's error when
-// the context ended (so that errors.Is finds it).
-func commitError(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+// commitError wraps a failure of Commit begun at start, with the
+// context's error when the context ended (so that errors.Is finds it); a
+// commit whose deadline passed says that it ran out of time, and after
+// how long, whatever it was doing then (connecting, a statement, COMMIT).
+func commitError(ctx context.Context, start time.Time, err error) error {
+	cerr := ctx.Err()
+	if cerr != nil && !errors.Is(err, cerr) {
 		err = fmt.Errorf("%w: %w", cerr, err)
+	}
+	if errors.Is(cerr, context.DeadlineExceeded) {
+		return fmt.Errorf("pgsink: committing a batch ran out of time after %s (the commit's deadline): %w",
+			time.Since(start).Round(time.Millisecond), err)
 	}
 	return fmt.Errorf("pgsink: committing a batch: %w", err)
 }

@@ -3,8 +3,6 @@ package pgsink
 import (
 	"context"
 	"errors"
-	"os"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -24,7 +22,7 @@ func init() {
 // Settings are the postgres sink's declared settings.
 type Settings struct {
 	URL             Secret `setting:"URL" required:"true" secret:"true" form:"a PostgreSQL URL, e.g. postgres://processor@db:5432/billing?sslmode=verify-full (never shown)" doc:"the database the postgres sink writes to; any libpq URL parameter works (sslmode, sslrootcert, connect_timeout); required with the postgres sink; never logged or shown"`
-	PasswordFile    string `setting:"PASSWORD_FILE" form:"a path to a file holding the database password, e.g. /var/run/secrets/db/password" doc:"a file holding the database user's password, read at start, replacing any password in the URL; a trailing newline is dropped"`
+	PasswordFile    string `setting:"PASSWORD_FILE" form:"a path to a file holding the database password, e.g. /var/run/secrets/db/password" doc:"a file holding the database user's password, read at start and again before each new connection (a rotated password is used from then on), replacing any password in the URL; a trailing newline is dropped"`
 	Table           string `setting:"TABLE" default:"processor_records" form:"a table name, optionally schema-qualified, e.g. billing.records" doc:"the table the postgres sink writes outputs to (created if missing, with the record's key, value, headers, timestamp and source coordinates); not used with a statement"`
 	Statement       string `setting:"STATEMENT" form:"one SQL statement with @parameters, e.g. INSERT INTO invoices (order_id, doc) VALUES ((@value::jsonb->>'order_id')::int, @value::jsonb) ON CONFLICT (order_id) DO NOTHING" doc:"instead of the table, the SQL the postgres sink runs once per output, e.g. an upsert into your own schema; parameters @key, @key_text, @value (JSON text), @value_text, @value_bytes, @topic, @partition, @offset, @seq, @timestamp and @header_<name>"`
 	DeadLetterTable string `setting:"DEAD_LETTER_TABLE" default:"processor_dead_letters" form:"a table name, optionally schema-qualified" doc:"the table the postgres sink writes dead letters to under the dlq error policy, in the same database transaction (created if missing)"`
@@ -41,14 +39,11 @@ func (s *Settings) Options(group string) (Options, error) {
 	if s.PasswordFile == "" {
 		return o, nil
 	}
-	b, err := os.ReadFile(s.PasswordFile)
+	pw, err := ReadPasswordFile(s.PasswordFile)
 	if err != nil {
 		return o, &settings.Error{Field: SettingPasswordFile, Value: s.PasswordFile, Want: settings.Say("a readable file holding the database password (" + err.Error() + ")")}
 	}
-	o.Password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
-	if o.Password == "" {
-		return o, &settings.Error{Field: SettingPasswordFile, Value: s.PasswordFile, Want: settings.Say("a file holding the database password (it is empty)")}
-	}
+	o.Password, o.PasswordFile = pw, s.PasswordFile
 	return o, nil
 }
 
@@ -68,6 +63,9 @@ func openSettings(ctx context.Context, s *Settings, h sink.Host) (sink.Transacti
 	switch {
 	case errors.As(err, &ce):
 		return nil, nil, &settings.Error{Field: ce.Setting, Value: ce.Value, Want: settings.Say(ce.Want)}
+	case errors.As(err, &refused) && refused.Setting != "":
+		return nil, nil, &settings.Error{Field: refused.Setting, Secret: true,
+			Want: settings.Say("a URL under which the server at " + refused.Target + " verifies: " + refused.Check + " (" + refused.Err.Error() + ")")}
 	case errors.As(err, &refused):
 		return nil, nil, &sink.RefusedError{Err: err}
 	case err != nil:

@@ -2,6 +2,8 @@ package pgsink
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +47,10 @@ type Options struct {
 	// Password, when set, replaces the URL's password (read from a
 	// password file by the caller).
 	Password string
+	// PasswordFile, when set, is read again before every new connection,
+	// its password replacing Password: a password rotated in the file
+	// is used from the next connection on (see ReadPasswordFile).
+	PasswordFile string
 	// Table is the table outputs go to in the default mode, created if
 	// missing; default DefaultTable. It may be schema-qualified
 	// (billing.records); the schema must exist. Not used with Statement.
@@ -222,6 +228,10 @@ func (s *Sink) setUp(ctx context.Context, tables []table) error {
 // to check.
 func (s *Sink) connectError(err error) error {
 	check := "check that the server runs and accepts TCP connections there (host and port of the URL), and the network in between"
+	if why := certificateFailure(err); why != "" {
+		return &RefusedError{Target: s.target, Err: err, Setting: SettingURL,
+			Check: why + "; check the URL's sslmode and sslrootcert (the file of the CA that signed the server's certificate), and that its host is a name the certificate holds"}
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
@@ -237,12 +247,40 @@ func (s *Sink) connectError(err error) error {
 	return fmt.Errorf("cannot connect to PostgreSQL at %s: %w; %s", s.target, err, check)
 }
 
+// certificateFailure says why err is a server certificate that did not
+// verify (an unknown authority, a host name the certificate does not
+// hold, an expired or otherwise invalid certificate), or "" when it is
+// not: no retry fixes one, only the URL's sslmode and sslrootcert (or the
+// server's certificate) can.
+func certificateFailure(err error) string {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &unknown):
+		return "the server's certificate is signed by an authority the sink does not trust"
+	case errors.As(err, &host):
+		return "the server's certificate is not valid for host " + host.Host
+	case errors.As(err, &invalid):
+		return "the server's certificate is invalid (" + invalid.Error() + ")"
+	case errors.As(err, &verify):
+		return "the server's certificate does not verify"
+	}
+	return ""
+}
+
 // RefusedError is a server that refused the connection for a reason no
-// retry fixes: the user, the password, or the database does not exist.
+// retry fixes: the user, the password, the database does not exist, or
+// the server's certificate does not verify.
 type RefusedError struct {
 	Target string // user@host:port/database, without the password
 	Err    error
 	Check  string // what to check
+	// Setting is the setting to fix when it is one of the URL's
+	// parameters rather than the server's account (SettingURL for a
+	// certificate that does not verify); "" otherwise.
+	Setting string
 }
 
 // Error says where, what the server said, and what to check.

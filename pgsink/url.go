@@ -1,12 +1,18 @@
 package pgsink
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
 	"net"
+	"os"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -54,10 +60,103 @@ func poolConfig(o Options) (*pgxpool.Config, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "processor"
 	}
+	if err := bound(cfg.ConnConfig); err != nil {
+		return nil, badURL(urlWant + ": " + err.Error())
+	}
+	if o.PasswordFile != "" {
+		cfg.BeforeConnect = rereadPassword(o.PasswordFile, o.Logger)
+	}
 	cfg.MaxConns = maxConns
 	cfg.MinConns = 0
 	cfg.HealthCheckPeriod = healthCheckPeriod
 	return cfg, nil
+}
+
+// sessionBounds are the server settings every connection of the sink
+// starts with, unless the URL sets them (as parameters of their own
+// names, e.g. ?idle_in_transaction_session_timeout=30s): they bound how
+// long an instance that stops between two of its statements (frozen,
+// paused, cut off by the network) can hold its transaction, and with it
+// the row locks of its partitions' offsets, which the partitions' new
+// owner waits on. The server ends such a transaction after
+// idle_in_transaction_session_timeout, and a connection whose other end
+// stopped answering after tcp_keepalives_idle + interval x count
+// (5 + 2x3 = 11 s), instead of the system's two hours.
+var sessionBounds = [...]struct{ name, value string }{
+	{"idle_in_transaction_session_timeout", "10s"},
+	{"tcp_keepalives_idle", "5"},
+	{"tcp_keepalives_interval", "2"},
+	{"tcp_keepalives_count", "3"},
+}
+
+// clientKeepalives are libpq's keepalive parameters, which pgx would send
+// to the server as settings (which it does not know): the sink applies
+// them to its own TCP connections instead, as libpq does. The defaults
+// match sessionBounds, so that each side notices a dead peer within
+// seconds.
+var clientKeepalives = map[string]int{"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3}
+
+// bound applies sessionBounds and clientKeepalives to c.
+func bound(c *pgx.ConnConfig) error {
+	for _, b := range sessionBounds {
+		if _, set := c.RuntimeParams[b.name]; !set {
+			c.RuntimeParams[b.name] = b.value
+		}
+	}
+	ka := maps.Clone(clientKeepalives)
+	for name := range clientKeepalives {
+		v, set := c.RuntimeParams[name]
+		if !set {
+			continue
+		}
+		delete(c.RuntimeParams, name)
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || (name == "keepalives" && n > 1) {
+			return fmt.Errorf("%s=%s is not a number of seconds (keepalives: 0 or 1)", name, v)
+		}
+		ka[name] = n
+	}
+	d := &net.Dialer{KeepAliveConfig: net.KeepAliveConfig{Enable: ka["keepalives"] == 1,
+		Idle: time.Duration(ka["keepalives_idle"]) * time.Second, Interval: time.Duration(ka["keepalives_interval"]) * time.Second,
+		Count: ka["keepalives_count"]}}
+	if !d.KeepAliveConfig.Enable {
+		d.KeepAlive = -1
+	}
+	c.DialFunc = d.DialContext
+	return nil
+}
+
+// rereadPassword is the pool's BeforeConnect with a password file: every
+// new connection reads the file again, so that a rotated password (a
+// Secret updated in place) is used from the next connection on. A file
+// that cannot be read, or is empty, leaves the last password, with a
+// warning.
+func rereadPassword(path string, log *slog.Logger) func(context.Context, *pgx.ConnConfig) error {
+	return func(_ context.Context, c *pgx.ConnConfig) error {
+		pw, err := ReadPasswordFile(path)
+		if err != nil {
+			if log != nil {
+				log.Warn("cannot read the database password file again; using the last password", "err", err.Error())
+			}
+			return nil
+		}
+		c.Password = pw
+		return nil
+	}
+}
+
+// ReadPasswordFile returns the password in the file at path, without one
+// trailing newline; an empty password is an error.
+func ReadPasswordFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	pw := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if pw == "" {
+		return "", errors.New("it is empty")
+	}
+	return pw, nil
 }
 
 // target is user@host:port/database of a connection configuration.

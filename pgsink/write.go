@@ -57,6 +57,9 @@ func (s *Sink) begin(ctx context.Context) (*pgxpool.Conn, pgx.Tx, error) {
 	for range maxConns + 1 {
 		var c *pgxpool.Conn
 		if c, err = s.pool.Acquire(ctx); err != nil {
+			if ctx.Err() != nil { // the deadline, not the server: say so (commitError)
+				return nil, nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", s.target, err)
+			}
 			return nil, nil, s.connectError(err)
 		}
 		var tx pgx.Tx
