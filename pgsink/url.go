@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -132,15 +133,21 @@ func bound(c *pgx.ConnConfig) error {
 // that cannot be read, or is empty, leaves the last password, with a
 // warning.
 func rereadPassword(path string, log *slog.Logger) func(context.Context, *pgx.ConnConfig) error {
+	var mu sync.Mutex
+	last := "" // the last password read; "" for the one the pool started with
 	return func(_ context.Context, c *pgx.ConnConfig) error {
+		mu.Lock()
+		defer mu.Unlock()
 		pw, err := ReadPasswordFile(path)
-		if err != nil {
-			if log != nil {
-				log.Warn("cannot read the database password file again; using the last password", "err", err.Error())
-			}
-			return nil
+		switch {
+		case err == nil:
+			last = pw
+		case log != nil:
+			log.Warn("cannot read the database password file again; using the last password", "err", err.Error())
 		}
-		c.Password = pw
+		if last != "" {
+			c.Password = last // c is a copy of the pool's configuration
+		}
 		return nil
 	}
 }
