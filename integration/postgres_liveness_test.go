@@ -1,0 +1,195 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/pipeline"
+)
+
+// The postgres sink never stays stuck: a statement whose cost grows with
+// the batch, an outage longer than the transaction timeout, large values,
+// keys that are not text. Each runs the processor as the binary builds it
+// (app.NewPipeline) against the real PostgreSQL of
+// PROCESSOR_TEST_POSTGRES_URL.
+
+// openSinkWith opens a postgres sink on db with o (URL and Group from db
+// and group when unset), closed at the test's end.
+func openSinkWith(t testing.TB, db *pgtest.DB, group string, o pgsink.Options) *pgsink.Sink {
+	t.Helper()
+	if o.URL == "" {
+		o.URL = db.URL
+	}
+	o.Group, o.Metrics = group, pgsink.NewMetrics(prometheus.NewRegistry())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := pgsink.Open(ctx, o)
+	if err != nil {
+		t.Fatalf("opening the postgres sink: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// A statement that costs about half a millisecond a row, a backlog whose
+// first batch needs several times the 4s transaction timeout to commit:
+// retried with the same batch it would never commit (the issue saw 0 of
+// 40,000 rows in 155 s). The end that runs out of time shrinks the next
+// batches to what commits in time, and the backlog drains at the rate the
+// database allows, every input a row exactly once.
+func TestPostgresSlowStatementDrains(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		db := pgtest.New(t)
+		in := input{topic: unique("pgslow-in"), n: 8000, keys: 40}
+		group := unique("pgslow-group")
+		tg.createTopics(t, 4, in.topic)
+		tg.produce(t, in, 0, in.n)
+		if _, err := db.Admin.Exec(context.Background(),
+			`CREATE TABLE slow_rows (src_partition int, src_offset bigint, PRIMARY KEY (src_partition, src_offset))`); err != nil {
+			t.Fatal(err)
+		}
+		sink := openSinkWith(t, db, group, pgsink.Options{
+			Statement: `INSERT INTO slow_rows (src_partition, src_offset) SELECT @partition, @offset FROM pg_sleep(0.0005)`})
+		began := time.Now()
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, db: sink,
+			maxRecords: 100_000, commitInterval: 2 * time.Second, txnTimeout: 4 * time.Second, onError: pipeline.DeadLetter})
+		waitFor(t, 3*time.Minute, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
+		took := time.Since(began)
+		a.stop(t)
+		if got := db.Count(t, `SELECT count(*) FROM slow_rows`); got != in.n {
+			t.Errorf("%d rows, want %d (one per input)", got, in.n)
+		}
+		if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters`); got != 0 {
+			t.Errorf("%d dead letters, want none", got)
+		}
+		st := a.p.Status()
+		if st.Aborts["end_error"] == 0 {
+			t.Errorf("aborts %v: the first batch should have run out of time (end_error)", st.Aborts)
+		}
+		t.Logf("%d rows at ~0.5 ms each in %s (%.0f rows/s), %d commits, aborts %v", in.n, took.Round(time.Millisecond),
+			float64(in.n)/took.Seconds(), st.Commits, st.Aborts)
+	})
+}
+
+// The network to the database is cut for longer than the transaction
+// timeout (a proxy holds every connection, so connecting hangs): commits
+// fail by their deadline, and say that they ran out of time. Once it heals
+// the next attempt has its whole deadline (no backoff waited inside it),
+// so the processor commits again at once and writes the rest exactly once.
+func TestPostgresOutageResumes(t *testing.T) {
+	t.Parallel()
+	tg := newFake(t)
+	db := pgtest.New(t)
+	in := input{topic: unique("pgout-in"), n: 1000, keys: 20}
+	group := unique("pgout-group")
+	tg.createTopics(t, 2, in.topic)
+	openSink(t, db, group) // the tables
+	proxy := pgtest.NewProxy(t, db.URL)
+	sink := openSinkWith(t, db, group, pgsink.Options{URL: proxy.URL(db.URL)})
+	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, db: sink, txnTimeout: 4 * time.Second})
+	tg.produce(t, in, 0, in.n/2)
+	waitFor(t, time.Minute, "half of the input stored", func() bool { return storedTotal(t, db, group) == in.n/2 })
+	proxy.Cut()
+	tg.produce(t, in, in.n/2, in.n)
+	var said string
+	cutUntil := time.Now().Add(12 * time.Second) // past the old backoff's 5s cap, above the 4s deadline
+	for time.Now().Before(cutUntil) {
+		if e := a.p.Status().LastError; e != nil && strings.Contains(e.Message, "ran out of time") {
+			said = e.Message
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if said == "" || strings.Contains(said, "cannot connect") {
+		t.Errorf("no failure while the network was cut said it ran out of time (last: %+v)", a.p.Status().LastError)
+	}
+	if got := storedTotal(t, db, group); got != in.n/2 {
+		t.Fatalf("stored %d while the network was cut, want %d", got, in.n/2)
+	}
+	healed := time.Now()
+	proxy.Heal()
+	waitFor(t, 30*time.Second, "the rest stored after the network healed", func() bool { return storedTotal(t, db, group) == in.n })
+	a.stop(t)
+	if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM processor_records`); got != in.n || db.Count(t, `SELECT count(*) FROM processor_records`) != in.n {
+		t.Errorf("%d distinct rows, want %d exactly once", got, in.n)
+	}
+	t.Logf("committing again %s after the network healed; while cut: %s", time.Since(healed).Round(time.Millisecond), said)
+}
+
+// Values of 0.9 MB (near the broker's record limit) in a backlog: PROCESSOR_MAX_TXN_BYTES bounds each
+// batch (and so the sink's memory) in bytes, not only in records; keys
+// that are not text (bytes that are not UTF-8, NUL bytes) reach the
+// statement's @key exactly; @key_text of a key with a NUL, which text
+// cannot hold, is a row the database refuses: a dead letter, the rest
+// committed.
+func TestPostgresLargeValuesAndBinaryKeys(t *testing.T) {
+	t.Parallel()
+	tg := newFake(t)
+	db := pgtest.New(t)
+	topic, group := unique("pgbig-in"), unique("pgbig-group")
+	tg.createTopics(t, 1, topic)
+	if _, err := db.Admin.Exec(context.Background(), `CREATE TABLE big (k bytea, kt text, n int, size int)`); err != nil {
+		t.Fatal(err)
+	}
+	const bigValues, maxTxnBytes = 24, 4 << 20
+	var recs []*kgo.Record
+	keys := [][]byte{{0xff, 0xfe, 0x00, 0x01}, {0, 0, 0, 0, 0, 0, 0, 42}, []byte("plain")}
+	for i := range bigValues {
+		v := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", 900_000))
+		recs = append(recs, &kgo.Record{Topic: topic, Key: keys[i%len(keys)], Value: []byte(v)})
+	}
+	cl, err := kgo.NewClient(tg.clientOpts()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(group, statement string) *instance {
+		sink := openSinkWith(t, db, group, pgsink.Options{Statement: statement})
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{topic}, db: sink,
+			maxTxnBytes: maxTxnBytes, onError: pipeline.DeadLetter})
+		waitFor(t, time.Minute, "every input stored", func() bool { return storedTotal(t, db, group) == bigValues })
+		a.stop(t)
+		return a
+	}
+	// The key as bytea: every key exactly as it arrived.
+	a := run(group, `INSERT INTO big (k, n, size) VALUES (@key, (@value::jsonb->>'n')::int, length(@value_text))`)
+	if got := db.Count(t, `SELECT count(DISTINCT n) FROM big WHERE size > 900000`); got != bigValues {
+		t.Errorf("%d distinct large rows, want %d", got, bigValues)
+	}
+	for i, k := range keys {
+		if got := db.Count(t, `SELECT count(*) FROM big WHERE k = $1`, k); got != bigValues/len(keys) {
+			t.Errorf("key %d (%q): %d rows with the exact bytes, want %d", i, k, got, bigValues/len(keys))
+		}
+	}
+	// Each transaction held at most MAX_TXN_BYTES of outputs, with room
+	// for the one record that crosses it: at least bigValues/5 commits.
+	if st := a.p.Status(); st.Commits < bigValues/5 {
+		t.Errorf("%d commits for %d values of 0.9 MB under a 4 MiB transaction bound", st.Commits, bigValues)
+	}
+	// The key as text: PostgreSQL's text holds neither a NUL nor bytes
+	// that are not UTF-8, so the rows of those keys are refused, each a
+	// dead letter in the same transaction, and the others written.
+	run(group+"-text", `INSERT INTO big (kt, n, size) VALUES (@key_text, (@value::jsonb->>'n')::int, length(@value_text))`)
+	if got := db.Count(t, `SELECT count(*) FROM big WHERE kt = 'plain'`); got != bigValues/len(keys) {
+		t.Errorf("%d rows with @key_text 'plain', want %d", got, bigValues/len(keys))
+	}
+	if got := db.Count(t, `SELECT count(*) FROM big WHERE kt IS NOT NULL AND kt <> 'plain'`); got != 0 {
+		t.Errorf("%d rows with another @key_text, want none", got)
+	}
+	if got := db.Count(t, `SELECT count(DISTINCT src_offset) FROM processor_dead_letters WHERE stage = 'produce' AND position('\x00'::bytea in key) > 0`); got != 2*bigValues/len(keys) {
+		t.Errorf("%d dead letters of binary keys, want %d", got, 2*bigValues/len(keys))
+	}
+}
