@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
@@ -192,4 +194,69 @@ func TestPostgresLargeValuesAndBinaryKeys(t *testing.T) {
 	if got := db.Count(t, `SELECT count(DISTINCT src_offset) FROM processor_dead_letters WHERE stage = 'produce' AND position('\x00'::bytea in key) > 0`); got != 2*bigValues/len(keys) {
 		t.Errorf("%d dead letters of binary keys, want %d", got, 2*bigValues/len(keys))
 	}
+}
+
+// An instance frozen (SIGSTOP) in the middle of its database transaction
+// holds the row locks of its partitions' offsets; the server ends that
+// transaction after idle_in_transaction_session_timeout (10 s by
+// default), so the partitions' new owner writes them while the zombie
+// still sleeps, instead of waiting for it to wake. Woken, the zombie is
+// fenced: every input is a row exactly once. Two processor binaries on
+// kfake, a statement of a few milliseconds a row so that the instances
+// spend most of their time inside a transaction.
+func TestPostgresFrozenInstanceReleasesLocks(t *testing.T) {
+	t.Parallel()
+	tg := newFake(t)
+	db := pgtest.New(t)
+	in := input{topic: unique("pgfreeze-in"), n: 6000, keys: 30}
+	group := unique("pgfreeze-group")
+	tg.createTopics(t, 2, in.topic)
+	openSink(t, db, group) // the tables
+	if _, err := db.Admin.Exec(context.Background(),
+		`CREATE TABLE frozen_rows (src_partition int, src_offset bigint, PRIMARY KEY (src_partition, src_offset))`); err != nil {
+		t.Fatal(err)
+	}
+	tg.produce(t, in, 0, in.n)
+	start := func(name string) *proc {
+		return tg.startBinary(t, group, group+"-"+name, in.topic, "", func(inst *launch.Instance) {
+			inst.Sink, inst.OutputTopic = "postgres", ""
+			inst.SessionTimeout, inst.TransactionTimeout = 6*time.Second, 4*time.Second
+			inst.Settings = map[string]string{
+				"PROCESSOR_POSTGRES_URL":       pgtest.WithParam(t, db.URL, "application_name", group+"-"+name),
+				"PROCESSOR_POSTGRES_STATEMENT": `INSERT INTO frozen_rows (src_partition, src_offset) SELECT @partition, @offset FROM pg_sleep(0.002)`,
+			}
+		})
+	}
+	a, b := start("a"), start("b")
+	inTxn := func(name string) bool {
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL AND state <> 'idle'`, group+"-"+name) > 0
+	}
+	waitFor(t, time.Minute, "both instances to write", func() bool { return inTxn("a") && inTxn("b") })
+	frozen := false
+	for try := 0; !frozen && try < 200; try++ {
+		if inTxn("a") {
+			_ = a.process.Signal(syscall.SIGSTOP)
+			if frozen = inTxn("a"); !frozen {
+				_ = a.process.Signal(syscall.SIGCONT)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !frozen {
+		t.Fatal("could not freeze instance a inside its database transaction")
+	}
+	frozenAt := time.Now()
+	waitFor(t, 90*time.Second, "b to store every input while a is frozen", func() bool { return storedTotal(t, db, group) == in.n })
+	took := time.Since(frozenAt)
+	_ = a.process.Signal(syscall.SIGCONT)
+	time.Sleep(5 * time.Second) // a wakes up, finds its transaction ended, and is fenced
+	a.terminate(t)
+	b.terminate(t)
+	if got := db.Count(t, `SELECT count(*) FROM frozen_rows`); got != in.n {
+		t.Errorf("%d rows, want %d", got, in.n)
+	}
+	if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters`); got != 0 {
+		t.Errorf("%d dead letters (a row written twice would be one): want none", got)
+	}
+	t.Logf("every input stored %s after a froze inside its transaction", took.Round(time.Millisecond))
 }

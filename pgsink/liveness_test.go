@@ -5,10 +5,15 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/settings"
@@ -191,4 +196,88 @@ func TestSessionBounds(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Setting != SettingURL || !strings.Contains(err.Error(), "keepalives_idle") {
 		t.Errorf("keepalives_idle=soon: %v, want a *ConfigError of the URL naming keepalives_idle", err)
 	}
+}
+
+// The server's disk fills up under the sink's tables (a tablespace on a
+// 2 MiB tmpfs of the test's own): a commit fails, retriable, and writes
+// nothing; once space is freed, the same batch commits whole.
+func TestDiskFull(t *testing.T) {
+	srv := pgtest.StartServer(t)
+	dir := filepath.Join(srv.Dir(t), "small") // where the server's user may enter
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(srv.Dir(t), "data")
+	fi, err := os.Stat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	opts := "size=2m,mode=0700,uid=" + strconv.Itoa(int(st.Uid)) + ",gid=" + strconv.Itoa(int(st.Gid))
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts, "tmpfs", dir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("cannot mount a small filesystem for the full disk (needs root): %v: %s", err, out)
+		}
+		t.Fatalf("mounting a small filesystem for the full disk: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	ctx := testCtx(t)
+	admin, err := pgx.Connect(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	for _, q := range []string{"CREATE TABLESPACE small LOCATION '" + dir + "'",
+		"CREATE TABLE full_rows (n int, v text) TABLESPACE small", "CREATE TABLE filler (v bytea) TABLESPACE small"} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP TABLE IF EXISTS full_rows, filler; DROP TABLESPACE small")
+	})
+	s, err := Open(ctx, Options{URL: srv.URL, Group: "full", Statement: "INSERT INTO full_rows (n, v) VALUES (@offset, @value_text)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// Fill the disk with what does not compress.
+	for {
+		if _, err := admin.Exec(ctx, "INSERT INTO filler SELECT decode(md5(random()::text) || md5(random()::text), 'hex') FROM generate_series(1, 2000)"); err != nil {
+			if !strings.Contains(err.Error(), "53100") && !strings.Contains(err.Error(), "No space left") {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			break
+		}
+	}
+	p := TopicPartition{Topic: "in", Partition: 0}
+	batch := &Batch{Rows: rows("in", 0, 0, 200), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 200}}}
+	for i := range batch.Rows {
+		batch.Rows[i].Value = []byte(strings.Repeat(strconv.Itoa(i), 2000))
+	}
+	err = s.Commit(ctx, batch)
+	if err == nil || !Retriable(err) || !strings.Contains(err.Error(), "53100") {
+		t.Fatalf("Commit with the disk full: %v (retriable %v), want a retriable disk_full (53100)", err, Retriable(err))
+	}
+	if n := count(t, admin, "SELECT count(*) FROM full_rows"); n != 0 {
+		t.Fatalf("%d rows written by the commit that failed", n)
+	}
+	if _, err := admin.Exec(ctx, "DROP TABLE filler"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, batch); err != nil {
+		t.Fatalf("Commit once space was freed: %v", err)
+	}
+	if n := count(t, admin, "SELECT count(DISTINCT n) FROM full_rows"); n != 200 {
+		t.Fatalf("%d rows after the second commit, want 200", n)
+	}
+}
+
+func count(t *testing.T, c *pgx.Conn, q string) int {
+	t.Helper()
+	var n int
+	if err := c.QueryRow(testCtx(t), q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

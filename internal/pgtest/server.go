@@ -93,3 +93,16 @@ func (s *Server) Must(args ...string) {
 		s.t.Fatal(err)
 	}
 }
+
+// Dir is the server's folder (PROCESSOR_PG_DIR): its data folder is
+// data inside it.
+func (s *Server) Dir(t testing.TB) string {
+	t.Helper()
+	for _, e := range s.Env {
+		if v, ok := strings.CutPrefix(e, "PROCESSOR_PG_DIR="); ok {
+			return v
+		}
+	}
+	t.Fatal("the server has no PROCESSOR_PG_DIR")
+	return ""
+}

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -101,12 +100,7 @@ func serial(t testing.TB) *big.Int {
 // before keep theirs.
 func (s *Server) UseCertificate(t testing.TB, certPEM, keyPEM []byte) {
 	t.Helper()
-	var dir string
-	for _, e := range s.Env {
-		if v, ok := strings.CutPrefix(e, "PROCESSOR_PG_DIR="); ok {
-			dir = filepath.Join(v, "data")
-		}
-	}
+	dir := filepath.Join(s.Dir(t), "data")
 	fi, err := os.Stat(dir)
 	if err != nil {
 		t.Fatalf("the server's data folder: %v", err)
