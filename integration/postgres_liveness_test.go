@@ -197,53 +197,97 @@ func TestPostgresLargeValuesAndBinaryKeys(t *testing.T) {
 }
 
 // An instance frozen (SIGSTOP) in the middle of its database transaction
-// holds the row locks of its partitions' offsets; the server ends that
-// transaction after idle_in_transaction_session_timeout (10 s by
-// default), so the partitions' new owner writes them while the zombie
-// still sleeps, instead of waiting for it to wake. Woken, the zombie is
+// holds the row locks of its partitions' offsets. Frozen between two
+// statements (statement mode sends its rows in one round trip and waits),
+// the server ends that transaction after
+// idle_in_transaction_session_timeout (10 s by default); frozen while its
+// rows stream in (a COPY in the default table mode, slowed by a trigger),
+// the server waits for the rest, and the partitions' new owner ends the
+// stopped session itself once its transaction is older than any commit
+// may run. Either way the new owner writes the partitions while the zombie
+// still sleeps, instead of waiting for it to wake; woken, the zombie is
 // fenced: every input is a row exactly once. Two processor binaries on
-// kfake, a statement of a few milliseconds a row so that the instances
-// spend most of their time inside a transaction.
+// kfake, rows of a few milliseconds each, so that the instances spend most
+// of their time inside a transaction.
 func TestPostgresFrozenInstanceReleasesLocks(t *testing.T) {
 	t.Parallel()
+	modes := []frozenMode{
+		{name: "statement", statement: `INSERT INTO frozen_rows (src_partition, src_offset) SELECT @partition, @offset FROM pg_sleep(0.002)`,
+			table: "frozen_rows", n: 6000, rowSleep: "0", while: "%"},
+		// Values of 256 KiB: a COPY's rows outgrow the sockets' buffers,
+		// so the instance is frozen while it sends them, and the server
+		// is left waiting for the rest of the COPY.
+		{name: "copy", table: "processor_records", n: 300, valueSize: 256 << 10, rowSleep: "0.05", while: "copy %"},
+	}
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			frozenInstance(t, m)
+		})
+	}
+}
+
+// frozenMode is one case of TestPostgresFrozenInstanceReleasesLocks: the
+// statement (the default table when empty) and the table it writes, the
+// inputs (valueSize: JSON values of about that size, else the harness's
+// small ones), how long each row inserted into processor_records takes
+// (a trigger), and the query (LIKE) the frozen instance must be running.
+type frozenMode struct {
+	name, statement, table string
+	n, valueSize           int
+	rowSleep, while        string
+}
+
+// frozenInstance runs TestPostgresFrozenInstanceReleasesLocks in mode m.
+func frozenInstance(t *testing.T, m frozenMode) {
 	tg := newFake(t)
 	db := pgtest.New(t)
-	in := input{topic: unique("pgfreeze-in"), n: 6000, keys: 30}
+	in := input{topic: unique("pgfreeze-in"), n: m.n, keys: 30}
 	group := unique("pgfreeze-group")
 	tg.createTopics(t, 2, in.topic)
 	openSink(t, db, group) // the tables
-	if _, err := db.Admin.Exec(context.Background(),
-		`CREATE TABLE frozen_rows (src_partition int, src_offset bigint, PRIMARY KEY (src_partition, src_offset))`); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{
+		`CREATE TABLE frozen_rows (src_partition int, src_offset bigint, PRIMARY KEY (src_partition, src_offset))`,
+		`CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(` + m.rowSleep + `); RETURN NEW; END $$`,
+		`CREATE TRIGGER slow BEFORE INSERT ON processor_records FOR EACH ROW EXECUTE FUNCTION slow()`,
+	} {
+		if _, err := db.Admin.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
-	tg.produce(t, in, 0, in.n)
+	if m.valueSize == 0 {
+		tg.produce(t, in, 0, in.n)
+	} else {
+		produceLarge(t, tg, in, m.valueSize)
+	}
 	start := func(name string) *proc {
 		return tg.startBinary(t, group, group+"-"+name, in.topic, "", func(inst *launch.Instance) {
 			inst.Sink, inst.OutputTopic = "postgres", ""
 			inst.SessionTimeout, inst.TransactionTimeout = 6*time.Second, 4*time.Second
-			inst.Settings = map[string]string{
-				"PROCESSOR_POSTGRES_URL":       pgtest.WithParam(t, db.URL, "application_name", group+"-"+name),
-				"PROCESSOR_POSTGRES_STATEMENT": `INSERT INTO frozen_rows (src_partition, src_offset) SELECT @partition, @offset FROM pg_sleep(0.002)`,
+			inst.Settings = map[string]string{"PROCESSOR_POSTGRES_URL": pgtest.WithParam(t, db.URL, "application_name", group+"-"+name)}
+			if m.statement != "" {
+				inst.Settings["PROCESSOR_POSTGRES_STATEMENT"] = m.statement
 			}
 		})
 	}
 	a, b := start("a"), start("b")
-	inTxn := func(name string) bool {
-		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL AND state <> 'idle'`, group+"-"+name) > 0
+	inTxn := func(name, query string) bool {
+		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL
+			AND state <> 'idle' AND lower(query) LIKE $2`, group+"-"+name, query) > 0
 	}
-	waitFor(t, time.Minute, "both instances to write", func() bool { return inTxn("a") && inTxn("b") })
+	waitFor(t, time.Minute, "both instances to write", func() bool { return inTxn("a", "%") && inTxn("b", "%") })
 	frozen := false
-	for try := 0; !frozen && try < 200; try++ {
-		if inTxn("a") {
+	for try := 0; !frozen && try < 500; try++ {
+		if inTxn("a", m.while) {
 			_ = a.process.Signal(syscall.SIGSTOP)
-			if frozen = inTxn("a"); !frozen {
+			if frozen = inTxn("a", m.while); !frozen {
 				_ = a.process.Signal(syscall.SIGCONT)
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if !frozen {
-		t.Fatal("could not freeze instance a inside its database transaction")
+		t.Fatalf("could not freeze instance a inside its database transaction, running a query like %q", m.while)
 	}
 	frozenAt := time.Now()
 	waitFor(t, 90*time.Second, "b to store every input while a is frozen", func() bool { return storedTotal(t, db, group) == in.n })
@@ -252,11 +296,31 @@ func TestPostgresFrozenInstanceReleasesLocks(t *testing.T) {
 	time.Sleep(5 * time.Second) // a wakes up, finds its transaction ended, and is fenced
 	a.terminate(t)
 	b.terminate(t)
-	if got := db.Count(t, `SELECT count(*) FROM frozen_rows`); got != in.n {
-		t.Errorf("%d rows, want %d", got, in.n)
+	if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM `+m.table); got != in.n || db.Count(t, `SELECT count(*) FROM `+m.table) != in.n {
+		t.Errorf("%d distinct rows, want %d, each once", got, in.n)
 	}
 	if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters`); got != 0 {
 		t.Errorf("%d dead letters (a row written twice would be one): want none", got)
 	}
 	t.Logf("every input stored %s after a froze inside its transaction", took.Round(time.Millisecond))
+}
+
+// produceLarge writes in's records with JSON values of about size bytes.
+func produceLarge(t *testing.T, tg *target, in input, size int) {
+	t.Helper()
+	cl, err := kgo.NewClient(tg.clientOpts(kgo.ProducerBatchMaxBytes(2 << 20))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pad := strings.Repeat("x", size)
+	for i := range in.n {
+		r := in.record(i)
+		r.Value = []byte(fmt.Sprintf(`{"v":%q,"pad":"%s"}`, r.Value, pad))
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

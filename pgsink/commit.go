@@ -74,7 +74,9 @@ func (s *Sink) Commit(ctx context.Context, b *Batch) error {
 		s.count(RollbackError, 0)
 		return commitError(ctx, start, err)
 	}
+	stopWatch := s.watchLocks(ctx, c.Conn().PgConn().PID())
 	fenced, err := s.write(ctx, tx, b, batch, offsets)
+	stopWatch()
 	if err == nil && len(fenced) == 0 {
 		if err = tx.Commit(ctx); err == nil {
 			c.Release()

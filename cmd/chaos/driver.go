@@ -40,6 +40,9 @@ type driver struct {
 	pgRestarts       map[string]int
 	pgDowntimes      []time.Duration
 	pgRecoveries     []time.Duration
+	// pgFreezes: after each pgfreeze, how long until every partition
+	// was stored again by the others while the frozen one slept.
+	pgFreezes []time.Duration
 
 	// With -value-format avro: the registry's URL (the processors'
 	// PROCESSOR_SCHEMA_REGISTRY_URL) and a client of it, the input

@@ -25,6 +25,10 @@ func (d *driver) apply(fault string) {
 		d.restartBroker()
 	case "pgrestart":
 		d.restartPostgres()
+	case "pgslow":
+		d.slowPostgres()
+	case "pgfreeze":
+		d.freezePostgres()
 	case "wipe":
 		d.wipe()
 	}

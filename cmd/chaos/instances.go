@@ -84,7 +84,7 @@ func (d *driver) instance(id int) launch.Instance {
 	}
 	if d.o.sink == "postgres" {
 		in.Sink = "postgres"
-		in.Settings["PROCESSOR_POSTGRES_URL"] = d.o.pgURL
+		in.Settings["PROCESSOR_POSTGRES_URL"] = withAppName(d.o.pgURL, d.appName(id))
 		in.Settings["PROCESSOR_POSTGRES_TABLE"] = d.table
 		in.Settings["PROCESSOR_POSTGRES_DEAD_LETTER_TABLE"] = d.deadTable
 	} else {

@@ -39,7 +39,7 @@ func TestInstanceEnvironment(t *testing.T) {
 	want = slices.DeleteFunc(slices.Clone(want), func(kv string) bool {
 		return kv == "PROCESSOR_OUTPUT_TOPIC=chaos-out-x" || kv == "PROCESSOR_TEST_ABORT_RATE=0.05" || kv == "PROCESSOR_DLQ_TOPIC=chaos-dlq-x"
 	})
-	want = append(want, "PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=postgres://h/db",
+	want = append(want, "PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=postgres://h/db?application_name=chaos-x-2",
 		"PROCESSOR_POSTGRES_TABLE=chaos_x", "PROCESSOR_POSTGRES_DEAD_LETTER_TABLE=chaos_dl_x")
 	same(t, "instance 2 into PostgreSQL", d.instance(2).Env(), want)
 

@@ -21,6 +21,16 @@
 //	        -postgres-script, "restart fast" and "restart immediate" (a
 //	        crash: in-flight transactions are lost, the server recovers
 //	        from its WAL) in turn
+//	pgslow  with -sink postgres: for 10 s every row inserted into the
+//	        run's table costs 5 ms more (a trigger), so a backlog's batch
+//	        cannot commit within the transaction timeout: the batches must
+//	        shrink to what commits in time
+//	pgfreeze  with -sink postgres: SIGSTOP an instance inside its database
+//	        transaction and keep it stopped until the others have stored
+//	        every partition with input left (the server ends the frozen
+//	        transaction, idle_in_transaction_session_timeout); then SIGCONT:
+//	        the zombie must be fenced. Not within the session timeout plus
+//	        about 45 s is unexpected
 //	wipe    with aggregate in the chain: SIGKILL an instance, delete its
 //	        state directory and restart it, so that it rebuilds its
 //	        partitions' state from the changelogs

@@ -71,15 +71,15 @@ var knownTransforms = []string{"identity", "jq", "aggregate", "wasm"}
 // knownPolicies are the values of PROCESSOR_ON_ERROR.
 var knownPolicies = []string{"fail", "dlq", "skip"}
 
-// knownFaults are the faults -faults takes; pgrestart needs -sink
-// postgres, wipe the aggregate transform.
-var knownFaults = []string{"kill", "term", "stop", "scale", "broker", "pgrestart", "wipe", "abort"}
+// knownFaults are the faults -faults takes; pgrestart, pgslow and
+// pgfreeze need -sink postgres, wipe the aggregate transform.
+var knownFaults = []string{"kill", "term", "stop", "scale", "broker", "pgrestart", "pgslow", "pgfreeze", "wipe", "abort"}
 
 // The default faults, of a drill into Kafka, of one into PostgreSQL and
 // of a stateful one (aggregate in the chain).
 const (
 	defaultFaults         = "kill,term,stop,scale,broker,abort"
-	defaultPostgresFaults = "kill,term,stop,scale,broker,pgrestart,abort"
+	defaultPostgresFaults = "kill,term,stop,scale,broker,pgrestart,pgslow,pgfreeze,abort"
 	defaultStatefulFaults = "kill,term,stop,scale,wipe,broker,abort"
 )
 
@@ -182,8 +182,8 @@ func (o *options) resolveSink(f *listFlags) {
 		if !slices.Contains(knownFaults, fault) {
 			usage("unknown fault %q in -faults (known: %s)", fault, strings.Join(knownFaults, ", "))
 		}
-		if fault == "pgrestart" && o.sink != "postgres" {
-			usage("the fault pgrestart needs -sink postgres")
+		if strings.HasPrefix(fault, "pg") && o.sink != "postgres" {
+			usage("the fault %s needs -sink postgres", fault)
 		}
 	}
 	if slices.Contains(o.faults, "pgrestart") {

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // checkScript checks that script exists and controls the server of
@@ -143,4 +146,146 @@ func (d *driver) restartPostgres() {
 			}
 		}
 	}()
+}
+
+// appName is the application_name of processor id's database sessions
+// (a parameter of its PROCESSOR_POSTGRES_URL), by which pgfreeze finds
+// them in pg_stat_activity.
+func (d *driver) appName(id int) string { return fmt.Sprintf("%s-%d", d.group, id) }
+
+// withAppName returns the URL u with application_name set to name, or u
+// when it cannot be parsed (the processor then says what is wrong).
+func withAppName(u, name string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	q := pu.Query()
+	q.Set("application_name", name)
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+// slowFor is how long the pgslow fault makes every row slow.
+const slowFor = 10 * time.Second
+
+// slowPostgres is the pgslow fault: for slowFor, every row inserted into
+// the run's table costs 5 ms more (a trigger that sleeps), so a batch
+// of the backlog the other faults leave takes longer than the
+// transaction timeout to commit. The batches must shrink to what commits
+// in time; nothing is lost or written twice.
+func (d *driver) slowPostgres() {
+	fn, trig := pgx.Identifier{d.table + "_slow"}.Sanitize(), pgx.Identifier{"chaos_slow"}.Sanitize()
+	table := pgx.Identifier{d.table}.Sanitize()
+	exec := func(sql string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := d.pool.Exec(ctx, sql); err != nil {
+			d.mu.Lock()
+			d.unexpected = append(d.unexpected, fmt.Sprintf("pgslow: %s: %v", sql, err))
+			d.mu.Unlock()
+			return false
+		}
+		return true
+	}
+	if !exec(`CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.005); RETURN NEW; END $$`) ||
+		!exec(`CREATE TRIGGER `+trig+` BEFORE INSERT ON `+table+` FOR EACH ROW EXECUTE FUNCTION `+fn+`()`) {
+		return
+	}
+	d.log.Info("every row slow", "for", slowFor.String())
+	time.Sleep(slowFor)
+	exec(`DROP TRIGGER ` + trig + ` ON ` + table)
+}
+
+// freezeLimit bounds how long pgfreeze waits for the partitions of the
+// instance it froze to be written by the others: the session timeout,
+// the server's idle_in_transaction_session_timeout (the sink's 10 s), a
+// commit's deadline and room for a loaded machine.
+func (d *driver) freezeLimit() time.Duration {
+	return d.o.sessionTimeout + 10*time.Second + d.o.txnTimeout + 30*time.Second
+}
+
+// freezePostgres is the pgfreeze fault: SIGSTOP an instance while its
+// database transaction is open (its session seen in pg_stat_activity
+// with a transaction under way), and keep it stopped until every
+// partition that had input left at the freeze has been stored again, by
+// the others, while it still sleeps: the server must end its transaction
+// and release the partitions' row locks. How long that took is reported;
+// not within freezeLimit is unexpected. Then SIGCONT: the zombie must be
+// fenced.
+func (d *driver) freezePostgres() {
+	inst := d.pick()
+	app := d.appName(inst.id)
+	inTxn := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var n int
+		err := d.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL AND state <> 'idle'`, app).Scan(&n)
+		return err == nil && n > 0
+	}
+	frozen := false
+	for deadline := time.Now().Add(15 * time.Second); !frozen && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if inTxn() {
+			_ = inst.proc.Signal(syscall.SIGSTOP)
+			if frozen = inTxn(); !frozen {
+				_ = inst.proc.Signal(syscall.SIGCONT)
+			}
+		}
+	}
+	if !frozen { // no transaction seen: freeze it all the same, as stop does
+		d.log.Warn("no database transaction of the instance seen; freezing it between transactions", "processor", inst.id)
+		_ = inst.proc.Signal(syscall.SIGSTOP)
+	}
+	at := time.Now()
+	took, ok := d.othersWrite(at)
+	_ = inst.proc.Signal(syscall.SIGCONT)
+	d.log.Info("pgfreeze: woken", "processor", inst.id, "inside_transaction", frozen, "others_stored_all_after", took.String(), "in_time", ok)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case !ok:
+		d.unexpected = append(d.unexpected, fmt.Sprintf("pgfreeze: the partitions of processor %d, frozen inside its transaction, were not all written by the others within %s", inst.id, d.freezeLimit()))
+	case frozen:
+		d.pgFreezes = append(d.pgFreezes, took)
+	}
+}
+
+// othersWrite waits until every partition of the input whose stored
+// offset was short of its end has been stored since at, and returns how
+// long that took, or false after freezeLimit.
+func (d *driver) othersWrite(at time.Time) (time.Duration, bool) {
+	adm, closeFn, err := d.admin()
+	if err != nil {
+		return 0, false
+	}
+	defer closeFn()
+	for deadline := at.Add(d.freezeLimit()); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err := adm.ListEndOffsets(ctx, d.in)
+		var rows pgx.Rows
+		if err == nil {
+			rows, err = d.pool.Query(ctx, `SELECT "partition", next_offset, updated_at FROM processor_offsets WHERE "group" = $1 AND topic = $2`, d.group, d.in)
+		}
+		moved := map[int32]bool{}
+		if err == nil {
+			var p int32
+			var next int64
+			var updated time.Time
+			_, err = pgx.ForEachRow(rows, []any{&p, &next, &updated}, func() error {
+				end, _ := ends.Lookup(d.in, p)
+				moved[p] = updated.After(at) || next >= end.Offset
+				return nil
+			})
+		}
+		cancel()
+		if err != nil {
+			continue
+		}
+		all := true
+		ends.Each(func(o kadm.ListedOffset) { all = all && moved[o.Partition] })
+		if all {
+			return time.Since(at), true
+		}
+	}
+	return 0, false
 }

@@ -55,7 +55,7 @@ func (d *driver) report(caughtUp bool) int {
 // printFaults prints how often each fault was applied.
 func (d *driver) printFaults() {
 	fmt.Printf("%-10s %s\n", "fault", "applied")
-	for _, f := range []string{"kill", "term", "stop", "scale", "wipe", "broker", "pgrestart"} {
+	for _, f := range []string{"kill", "term", "stop", "scale", "wipe", "broker", "pgrestart", "pgslow", "pgfreeze"} {
 		n := d.applied[f]
 		if n == 0 {
 			continue
@@ -119,6 +119,7 @@ func (d *driver) printChain() {
 func (d *driver) printTimings() {
 	d.mu.Lock()
 	recoveries, pgDown, pgRec := slices.Clone(d.recoveries), slices.Clone(d.pgDowntimes), slices.Clone(d.pgRecoveries)
+	freezes := slices.Clone(d.pgFreezes)
 	d.mu.Unlock()
 	if len(recoveries) > 0 {
 		fmt.Printf("recovery after SIGKILL (restart to first commit): %s restarts\n", spread(recoveries))
@@ -128,6 +129,9 @@ func (d *driver) printTimings() {
 	}
 	if len(pgRec) > 0 {
 		fmt.Printf("commits after a PostgreSQL restart (server up to an offset stored): %s restarts\n", spread(pgRec))
+	}
+	if len(freezes) > 0 {
+		fmt.Printf("partitions of an instance frozen mid-transaction stored by the others (freeze to every partition stored): %s freezes\n", spread(freezes))
 	}
 }
 
