@@ -179,9 +179,10 @@ chaos-stateful: build
 # The long fault drill into PostgreSQL (PROCESSOR_SINK=postgres) on the
 # embedded devbroker (kfake) and the local PostgreSQL of pg.sh, started if
 # it is not up (PROCESSOR_PG_PORT and PROCESSOR_PG_DIR choose another, as
-# for pg-up): 100,000 records at 1,000 a second, 24 faults (4 each of
-# kill, term, stop, scale, broker and pgrestart, which restarts PostgreSQL
-# fast and immediate in turn), every 500th input a marked hard one
+# for pg-up): 100,000 records at 1,000 a second, 24 faults (the default
+# ones of a drill into PostgreSQL in turn: kill, term, stop, scale,
+# broker, pgrestart, which restarts PostgreSQL fast and immediate in turn,
+# pgslow and pgfreeze), every 500th input a marked hard one
 # (notjson, nearlimit, and jsonb: JSON that jsonb refuses, to be stored in
 # value_bytes), the jq transform with the dlq and skip policies mixed; ends
 # with eoscheck's audit of the run's tables and the counts per poison class.
