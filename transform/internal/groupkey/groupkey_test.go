@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/transform/jq"
 )
 
 // randomBytes returns a key of 0 to 20 bytes, random or UTF-8 or a mix,
@@ -116,5 +117,40 @@ func TestJavaSerializerKeysApart(t *testing.T) {
 			}
 			seen[string(k.Store)] = true
 		}
+	}
+}
+
+// A BY value's store key is its JSON as documented: an object's members
+// sorted (two orders, one key), a number as written (1 and 1.0 apart),
+// a string apart from the number of its text.
+func TestByValueJSON(t *testing.T) {
+	by, err := Compile(".c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(value string) string {
+		t.Helper()
+		v, err := jq.ParseValue([]byte(`{"c":` + value + `}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := by.Key(context.Background(), &kgo.Record{}, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(k.Store)
+	}
+	for _, c := range []struct{ a, b string }{{`{"b":1,"a":"<"}`, `{"a":"<","b":1}`}} {
+		if store(c.a) != store(c.b) {
+			t.Errorf("%s and %s: two store keys", c.a, c.b)
+		}
+	}
+	for _, c := range []struct{ a, b string }{{`1`, `1.0`}, {`1`, `"1"`}, {`"a"`, `["a"]`}} {
+		if store(c.a) == store(c.b) {
+			t.Errorf("%s and %s: one store key", c.a, c.b)
+		}
+	}
+	if got := store(`{"b":1,"a":"<"}`); got != `{"a":"\u003c","b":1}` {
+		t.Errorf("store key %s", got)
 	}
 }

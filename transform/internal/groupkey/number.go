@@ -77,6 +77,9 @@ func Number(r any) (*big.Rat, error) {
 // CheckBound returns a *BoundError naming what when x is beyond the
 // bound.
 func CheckBound(x *big.Rat, what string) error {
+	if x.IsInt() && x.Num().BitLen() <= 1000 { // below 2^1000 < 1e302: the common case, without allocating
+		return nil
+	}
 	if new(big.Rat).Abs(x).Cmp(limit) >= 0 || new(big.Int).Rem(placesPow, x.Denom()).Sign() != 0 {
 		return &BoundError{What: what}
 	}
