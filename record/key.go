@@ -30,12 +30,59 @@ const KeyBase64 = "base64"
 // AppendKeyJSON appends key's JSON rendering to dst.
 func AppendKeyJSON(dst, key []byte) []byte {
 	if utf8.Valid(key) {
-		js, _ := json.Marshal(string(key)) // a string of valid UTF-8 always encodes
-		return append(dst, js...)
+		return appendJSONString(dst, key)
 	}
 	dst = append(dst, `{"`+KeyBase64+`":"`...)
 	dst = base64.StdEncoding.AppendEncode(dst, key)
 	return append(dst, `"}`...)
+}
+
+const hex = "0123456789abcdef"
+
+// appendJSONString appends s, valid UTF-8, as the JSON string
+// encoding/json writes for it: quotes and backslashes escaped, \b, \f,
+// \n, \r and \t by name, other control characters, <, >, &, U+2028
+// and U+2029 as \u escapes (TestKeyJSONRoundTrip holds it to
+// encoding/json).
+func appendJSONString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRune(s[i:])
+			if r == '\u2028' || r == '\u2029' {
+				dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xf])
+				start = i + size
+			}
+			i += size
+			continue
+		}
+		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(append(dst, s[start:]...), '"')
 }
 
 // ParseKeyJSON returns the key whose rendering (AppendKeyJSON) js is. It

@@ -21,7 +21,7 @@ func randomKey(r *rand.Rand) []byte {
 		case 1:
 			b = utf8.AppendRune(b, rune(r.IntN(0x11000)))
 		case 2:
-			b = append(b, []byte{'"', '\\', '<', 0, 0xef, 0xbf, 0xbd, '\n'}[r.IntN(8)])
+			b = append(b, []string{`"`, `\`, "<", ">", "&", "\x00", "\x1f", "\ufffd", "\n", "\r", "\t", "\b", "\f", "\u2028", "\u2029", "\x7f"}[r.IntN(16)]...)
 		default:
 			b = append(b, byte('a'+r.IntN(26)))
 		}

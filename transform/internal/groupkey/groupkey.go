@@ -113,8 +113,9 @@ func RecordKey(key []byte) (Key, error) {
 	if key == nil {
 		return Key{}, errors.New("the record has no key to group by; set BY to a jq expression on the value")
 	}
-	k := Key{Out: key, JSON: record.AppendKeyJSON(nil, key), raw: true}
-	k.Store = append(append(make([]byte, 0, 1+len(key)), RawPrefix), key...)
+	buf := append(append(make([]byte, 0, 2*len(key)+9), RawPrefix), key...) // the store key, then the JSON, one allocation mostly
+	k := Key{Out: key, Store: buf[:len(buf):len(buf)], raw: true}
+	k.JSON = record.AppendKeyJSON(buf[len(buf):], key)
 	if utf8.Valid(key) && !bytes.ContainsRune(key, utf8.RuneError) {
 		k.Legacy = k.JSON // a valid key's rendering is its JSON string, as before
 	}

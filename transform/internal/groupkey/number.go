@@ -58,7 +58,10 @@ func Number(r any) (*big.Rat, error) {
 			return nil, &BoundError{What: "an integer of " + strconv.Itoa(n.BitLen()) + " bits"}
 		}
 		x := new(big.Rat).SetInt(n)
-		return x, CheckBound(x, clip(n.String()))
+		if !inBound(x) {
+			return nil, &BoundError{What: clip(n.String())}
+		}
+		return x, nil
 	case float64:
 		s = strconv.FormatFloat(n, 'g', -1, 64)
 	default:
@@ -77,13 +80,17 @@ func Number(r any) (*big.Rat, error) {
 // CheckBound returns a *BoundError naming what when x is beyond the
 // bound.
 func CheckBound(x *big.Rat, what string) error {
-	if x.IsInt() && x.Num().BitLen() <= 1000 { // below 2^1000 < 1e302: the common case, without allocating
-		return nil
-	}
-	if new(big.Rat).Abs(x).Cmp(limit) >= 0 || new(big.Int).Rem(placesPow, x.Denom()).Sign() != 0 {
+	if !inBound(x) {
 		return &BoundError{What: what}
 	}
 	return nil
+}
+
+func inBound(x *big.Rat) bool {
+	if x.IsInt() && x.Num().BitLen() <= 1000 { // below 2^1000 < 1e302: the common case, without allocating
+		return true
+	}
+	return new(big.Rat).Abs(x).Cmp(limit) < 0 && new(big.Int).Rem(placesPow, x.Denom()).Sign() == 0
 }
 
 // Parse reads a value Format wrote (a store's), refusing one beyond the
@@ -97,7 +104,10 @@ func Parse(b []byte) (*big.Rat, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s is not a number", clip(string(b)))
 	}
-	return x, CheckBound(x, clip(string(b)))
+	if !inBound(x) {
+		return nil, &BoundError{What: clip(string(b))}
+	}
+	return x, nil
 }
 
 // checkText checks a number's text (JSON's form, or Go's 'g' format of a
