@@ -75,13 +75,25 @@ type Key struct {
 	// key's bytes, or a BY value's JSON (the string "1" is not the
 	// number 1).
 	Store []byte
-	// Legacy is the store key of the same group in the earlier format (a
-	// record key's JSON string), where it was this group's alone: the record key
-	// is valid UTF-8 and holds no U+FFFD, which invalid bytes became. Nil
-	// for every other key, and for a BY value (whose store key did not
-	// change).
-	Legacy []byte
-	raw    bool
+	// legacy is the record key's JSON string, its store key in the
+	// earlier format, where that was this key's alone (see Legacy).
+	legacy   []byte
+	raw      bool
+	windowed bool
+	start    int64 // the window's start, Unix milliseconds, when windowed
+}
+
+// Legacy returns the store key of k's group in the earlier format (a
+// record key's JSON string, then 0x00 and the window's start in decimal
+// when windowed) where it was this group's alone: the record key is valid
+// UTF-8 and holds no U+FFFD, which invalid bytes became. Nil for every
+// other key, and for a BY value (whose store key did not change). It is
+// made on demand: most records never need it.
+func (k Key) Legacy() []byte {
+	if k.legacy == nil || !k.windowed {
+		return k.legacy
+	}
+	return strconv.AppendInt(append(append(make([]byte, 0, len(k.legacy)+21), k.legacy...), 0), k.start, 10)
 }
 
 // Key returns rec's group key. v is rec's parsed value when NeedsValue.
@@ -117,7 +129,7 @@ func RecordKey(key []byte) (Key, error) {
 	k := Key{Out: key, Store: buf[:len(buf):len(buf)], raw: true}
 	k.JSON = record.AppendKeyJSON(buf[len(buf):], key)
 	if utf8.Valid(key) && !bytes.ContainsRune(key, utf8.RuneError) {
-		k.Legacy = k.JSON // a valid key's rendering is its JSON string, as before
+		k.legacy = k.JSON // a valid key's rendering is its JSON string, as before
 	}
 	return k, nil
 }
@@ -127,39 +139,37 @@ func RecordKey(key []byte) (Key, error) {
 func (k Key) Window(start time.Time) Key {
 	ms := start.UnixMilli()
 	if !k.raw {
-		k.Store = strconv.AppendInt(append(append([]byte(nil), k.Store...), 0), ms, 10)
+		k.Store = strconv.AppendInt(append(append(make([]byte, 0, len(k.Store)+21), k.Store...), 0), ms, 10)
 		return k
 	}
 	key := k.Out
 	s := append(append(make([]byte, 0, 9+len(key)), RawWindowPrefix), key...)
 	k.Store = binary.BigEndian.AppendUint64(s, uint64(ms))
-	if k.Legacy != nil {
-		k.Legacy = strconv.AppendInt(append(append([]byte(nil), k.Legacy...), 0), ms, 10)
-	}
+	k.windowed, k.start = true, ms
 	return k
 }
 
 // Get reads k's entry: under k.Store, or, when it has none there, under
-// k.Legacy, an entry written in the earlier format; legacy reports the latter, and
-// Put then moves the entry.
+// k.Legacy(), an entry written in the earlier format; legacy reports the
+// latter, and Put then moves the entry.
 func Get(st transform.Store, k Key) (value []byte, ok, legacy bool, err error) {
 	value, ok, err = st.Get(k.Store)
-	if ok || err != nil || k.Legacy == nil {
+	if ok || err != nil || k.legacy == nil {
 		return value, ok, false, err
 	}
-	value, ok, err = st.Get(k.Legacy)
+	value, ok, err = st.Get(k.Legacy())
 	return value, ok, ok, err
 }
 
 // Put writes k's entry under k.Store, and, when Get found it under
-// k.Legacy, deletes that one: the entry moves to its new key in the
+// k.Legacy(), deletes that one: the entry moves to its new key in the
 // transaction that writes it.
 func Put(st transform.Store, k Key, value []byte, expires time.Time, legacy bool) error {
 	if err := st.Put(k.Store, value, expires); err != nil {
 		return err
 	}
 	if legacy {
-		return st.Delete(k.Legacy)
+		return st.Delete(k.Legacy())
 	}
 	return nil
 }

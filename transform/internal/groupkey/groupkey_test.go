@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -73,8 +74,11 @@ func TestRecordKeysNeverCollide(t *testing.T) {
 		}
 		old, _ := json.Marshal(string(key))
 		unambiguous := utf8.Valid(key) && !bytes.ContainsRune(key, utf8.RuneError)
-		if unambiguous != (k.Legacy != nil) || (k.Legacy != nil && !bytes.Equal(k.Legacy, old)) {
-			t.Fatalf("%q: Legacy %q, the old store key %s", key, k.Legacy, old)
+		if unambiguous != (k.Legacy() != nil) || (k.Legacy() != nil && !bytes.Equal(k.Legacy(), old)) {
+			t.Fatalf("%q: Legacy %q, the old store key %s", key, k.Legacy(), old)
+		}
+		if w := k.Window(start).Legacy(); unambiguous && string(w) != string(old)+"\x00"+strconv.FormatInt(start.UnixMilli(), 10) {
+			t.Fatalf("%q: windowed Legacy %q", key, w)
 		}
 		// A BY value that is the key's text (or the key's bytes as a
 		// number's digits) is another group: its store key is its JSON.
@@ -86,8 +90,8 @@ func TestRecordKeysNeverCollide(t *testing.T) {
 			}
 			claim(bk.Store, "BY "+string(bk.JSON))
 			claim(bk.Window(start).Store, "BY "+string(bk.JSON)+" windowed")
-			if bk.Legacy != nil || !bytes.Equal(bk.Store, old) {
-				t.Fatalf("BY %q: store key %q, legacy %q; want the JSON %s as before", key, bk.Store, bk.Legacy, old)
+			if bk.Legacy() != nil || !bytes.Equal(bk.Store, old) {
+				t.Fatalf("BY %q: store key %q, legacy %q; want the JSON %s as before", key, bk.Store, bk.Legacy(), old)
 			}
 		}
 	}
@@ -99,7 +103,7 @@ func TestRecordKeyNullAndEmpty(t *testing.T) {
 		t.Error("a null key grouped")
 	}
 	k, err := RecordKey([]byte{})
-	if err != nil || string(k.Store) != "\x00" || string(k.JSON) != `""` || string(k.Legacy) != `""` {
+	if err != nil || string(k.Store) != "\x00" || string(k.JSON) != `""` || string(k.Legacy()) != `""` {
 		t.Errorf("the empty key: %+v, %v", k, err)
 	}
 }
