@@ -1,8 +1,9 @@
 // Package record is the vocabulary every part of the processor shares and
 // the auditor reads: where a record came from (Source), which partition a
 // piece of state belongs to (TopicPartition), the lineage and dead-letter
-// header names with the encoding of the lineage headers (headers.go), and
-// the helpers that clip text to fit a header (clip.go). It is a leaf: it
+// header names with the encoding of the lineage headers (headers.go), the
+// helpers that clip text to fit a header (clip.go), and how an output
+// names a record key in JSON (key.go). It is a leaf: it
 // imports nothing of the processor, so that cmd/eoscheck can read what the
 // processor writes without linking the loop, the session, the plugin API
 // or a database driver.

@@ -71,7 +71,7 @@
 // ending in it, FUNCTION count, BY unset), as the fault drill's stateful
 // mode does: every output's value is its key's updated count,
 // {"key": ..., "value": N}. The checks by lineage run as ever (each input
-// has exactly one output), and five more rows judge the counts of every
+// has exactly one output), and six more rows judge the counts of every
 // key in the committed output, in output order:
 //
 //   - count-repeat: a count not above the one before it (the state went
@@ -85,6 +85,10 @@
 //   - count-excess: the last count is above its inputs taken (an input
 //     counted twice).
 //   - count-value: a visible output that is not a count of a keyed record.
+//   - count-key: a count whose value's "key" is not its record key (another
+//     key, null, absent, or not the key's one rendering: a UTF-8 key as a
+//     JSON string, any other as {"base64": ...}), or whose record key is not
+//     its input's.
 //
 // After the totals a line gives the keys, the sum of their last counts and
 // the highest.

@@ -11,18 +11,19 @@
 // windows by record timestamp (unset: one running aggregate per key).
 // Each output has the group key as its key and the JSON value
 // {"key": <group key>, "value": <aggregate>}, with "window_start" and
-// "window_end" (RFC 3339) when windowed. Numbers are exact: integers stay
-// integers, decimals are summed without rounding. A window's entry
+// "window_end" (RFC 3339) when windowed; a record key that is not UTF-8
+// is named {"base64": ...} (record.AppendKeyJSON). Numbers are exact:
+// integers stay integers, decimals are summed without rounding, within a
+// bound (groupkey.Bound) beyond which an input or a result fails its
+// record. A window's entry
 // expires from the store at the window's end, in record time; a record
 // later than that starts the window again.
 package aggregate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/big"
-	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,11 +53,12 @@ type Settings struct {
 
 // Transform is one aggregate stage.
 type Transform struct {
-	fn     string
-	field  *jq.Program // nil for count
-	by     *groupkey.By
-	window time.Duration
-	store  string
+	fn        string
+	field     *jq.Program // nil for count
+	fieldExpr string
+	by        *groupkey.By
+	window    time.Duration
+	store     string
 }
 
 // New checks the settings. Errors are *transform.SettingError.
@@ -72,7 +74,7 @@ func New(s *Settings) (transform.Transform, error) {
 		if err != nil {
 			return nil, jq.ExprError("FIELD", s.Field, err)
 		}
-		t.field = p
+		t.field, t.fieldExpr = p, s.Field
 	default:
 		return nil, transform.Invalid("FUNCTION", s.Function, "")
 	}
@@ -112,47 +114,39 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 			return out, err
 		}
 	}
-	raw, js, err := t.by.Key(ctx, rec, v)
+	k, err := t.by.Key(ctx, rec, v)
 	if err != nil {
 		return out, err
 	}
-	key, start, end := js, time.Time{}, time.Time{} // the JSON form: the string "1" is not the number 1
+	start, end := time.Time{}, time.Time{}
 	if t.window > 0 {
 		start = rec.Timestamp.Truncate(t.window)
 		end = start.Add(t.window)
-		key = strconv.AppendInt(append(append([]byte(nil), js...), 0), start.UnixMilli(), 10)
+		k = k.Window(start)
 	}
-	agg, err := t.update(ctx, st, key, v, end)
+	agg, err := t.update(ctx, st, k, v, end)
 	if err != nil {
 		return out, err
 	}
-	rec.Key = raw
-	rec.Value = encode(js, agg, start, end)
+	rec.Key = k.Out
+	rec.Value = encode(k.JSON, agg, start, end)
 	return append(out, rec), nil
 }
 
-// update reads the aggregate of key, folds the record in and writes it.
-func (t *Transform) update(ctx context.Context, st transform.Store, key []byte, v any, expires time.Time) (string, error) {
-	prev, ok, err := st.Get(key)
+// update reads the aggregate of k, folds the record in and writes it.
+func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time) (string, error) {
+	x, err := t.input(ctx, v)
+	if err != nil {
+		return "", err
+	}
+	prev, ok, legacy, err := groupkey.Get(st, k)
 	if err != nil {
 		return "", fmt.Errorf("aggregate: reading the store: %w", err)
 	}
-	var x *big.Rat
-	if t.field == nil {
-		x = big.NewRat(1, 1)
-	} else {
-		r, err := groupkey.First(ctx, t.field, v)
-		if err == nil {
-			x, err = groupkey.Number(r)
-		}
-		if err != nil {
-			return "", fmt.Errorf("FIELD: %w", err)
-		}
-	}
 	if ok {
-		p, good := new(big.Rat).SetString(string(prev))
-		if !good {
-			return "", errors.New("aggregate: the store holds a value that is not a number")
+		p, err := groupkey.Parse(prev)
+		if err != nil {
+			return "", fmt.Errorf("aggregate: the store's %s of this key: %w", t.fn, err)
 		}
 		switch t.fn {
 		case "count", "sum":
@@ -167,11 +161,34 @@ func (t *Transform) update(ctx context.Context, st transform.Store, key []byte, 
 			}
 		}
 	}
+	if err := groupkey.CheckBound(x, "the "+t.fn); err != nil {
+		if t.field == nil {
+			return "", fmt.Errorf("aggregate: %w", err)
+		}
+		return "", fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
+	}
 	s := groupkey.Format(x)
-	if err := st.Put(key, []byte(s), expires); err != nil {
+	if err := groupkey.Put(st, k, []byte(s), expires, legacy); err != nil {
 		return "", fmt.Errorf("aggregate: writing the store: %w", err)
 	}
 	return s, nil
+}
+
+// input returns the number the record adds: 1 for count, FIELD's
+// otherwise, within the bound.
+func (t *Transform) input(ctx context.Context, v any) (*big.Rat, error) {
+	if t.field == nil {
+		return big.NewRat(1, 1), nil
+	}
+	r, err := groupkey.First(ctx, t.field, v)
+	if err != nil {
+		return nil, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
+	}
+	x, err := groupkey.Number(r)
+	if err != nil {
+		return nil, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
+	}
+	return x, nil
 }
 
 // encode returns {"key":js,"value":agg} with the window when one is set.

@@ -83,12 +83,12 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 			return out, err
 		}
 	}
-	_, id, err := t.by.Key(ctx, rec, v) // the JSON form: the string "1" is not the number 1
+	id, err := t.by.Key(ctx, rec, v) // a record key's bytes, or a BY value's JSON: the string "1" is not the number 1
 	if err != nil {
 		return out, err
 	}
 	ts := rec.Timestamp.UnixMilli()
-	prev, ok, err := st.Get(id)
+	prev, ok, legacy, err := groupkey.Get(st, id)
 	if err != nil {
 		return out, fmt.Errorf("dedupe: reading the store: %w", err)
 	}
@@ -100,7 +100,7 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 	}
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(ts))
-	if err := st.Put(id, b[:], rec.Timestamp.Add(t.window)); err != nil {
+	if err := groupkey.Put(st, id, b[:], rec.Timestamp.Add(t.window), legacy); err != nil {
 		return out, fmt.Errorf("dedupe: writing the store: %w", err)
 	}
 	return append(out, rec), nil

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/streamproc/processor/record"
 )
 
 // A run of the aggregate transform counting by record key (FUNCTION
@@ -15,7 +17,10 @@ import (
 // number of that key's inputs the processor took (those without a dead
 // letter, and not skipped by policy). Options.Aggregate asks for this
 // check (eoscheck -check aggregate); the reader then keeps each output's
-// count (Output.Count) and each input's key (Run.InputKeys).
+// count (Output.Count) and the key its value names (Output.CountKey), and
+// each input's key (Run.InputKeys). An output's value must name its
+// record key, in record.AppendKeyJSON's rendering (a key that is not
+// UTF-8 as {"base64": ...}), and its record key must be its input's.
 
 // The anomalies of the aggregate check, in the order the report lists
 // them after the others.
@@ -42,11 +47,16 @@ const (
 	// ({"key": ..., "value": <integer>}) of a keyed record, so its key's
 	// sequence cannot be judged.
 	CountValue Anomaly = "count-value"
+	// CountKey: a visible count whose value names another key than its
+	// record key ("key" null, absent, another key, or not the key's one
+	// rendering, record.AppendKeyJSON), or whose record key is not its
+	// input's: the count is judged under its record key all the same.
+	CountKey Anomaly = "count-key"
 )
 
 // AggregateAnomalies lists the aggregate check's anomalies in report
 // order; the report has their rows only when the check ran.
-var AggregateAnomalies = []Anomaly{CountRepeat, CountGap, CountShort, CountExcess, CountValue}
+var AggregateAnomalies = []Anomaly{CountRepeat, CountGap, CountShort, CountExcess, CountValue, CountKey}
 
 // AggregateTotals sum up the aggregate check: the keys counted, and the
 // sum of their last counts, which in a clean run is the number of inputs
@@ -59,20 +69,49 @@ type AggregateTotals struct {
 
 // ParseCount reads an aggregate count output's value, {"key": ...,
 // "value": <integer>}, and returns the count; ok is false for any other
-// value (not JSON, no integer "value", a window's aggregate).
+// value (not JSON, no "key", no integer "value", a window's aggregate).
 func ParseCount(value []byte) (count int64, ok bool) {
+	count, key, ok := ParseAggregate(value)
+	if !ok || key == nil {
+		return 0, false
+	}
+	return count, true
+}
+
+// ParseAggregate reads an aggregate count output's value: its count, and
+// its "key" member as it stands (nil when absent), for the check of the
+// key against the record's. ok is false when the value is no count (not
+// a JSON object, no integer "value", a window's aggregate).
+func ParseAggregate(value []byte) (count int64, key json.RawMessage, ok bool) {
 	var v struct {
 		Key         json.RawMessage `json:"key"`
 		Value       json.RawMessage `json:"value"`
 		WindowStart json.RawMessage `json:"window_start"`
 	}
-	if err := json.Unmarshal(value, &v); err != nil || v.Key == nil || v.WindowStart != nil {
-		return 0, false
+	if err := json.Unmarshal(value, &v); err != nil || v.WindowStart != nil {
+		return 0, nil, false
 	}
 	if err := json.Unmarshal(v.Value, &count); err != nil || bytes.ContainsAny(v.Value, ".eE") {
-		return 0, false
+		return 0, nil, false
 	}
-	return count, true
+	return count, v.Key, true
+}
+
+// checkCountKey reports a CountKey anomaly when o's value does not name
+// its record key, or its record key is not its input's.
+func (a *audit) checkCountKey(o Output) {
+	key, err := record.ParseKeyJSON(o.CountKey)
+	switch {
+	case o.CountKey == nil:
+		a.rp.add(CountKey, "%s (from %s): its value names no key; its record key is %s", o, o.Source, record.AppendKeyJSON(nil, []byte(o.Key)))
+	case err != nil:
+		a.rp.add(CountKey, "%s (from %s): its value's key %.80s is not the rendering of a key (%v); its record key is %s", o, o.Source, o.CountKey, err, record.AppendKeyJSON(nil, []byte(o.Key)))
+	case string(key) != o.Key:
+		a.rp.add(CountKey, "%s (from %s): its value's key %.80s names another key than its record key %s", o, o.Source, o.CountKey, record.AppendKeyJSON(nil, []byte(o.Key)))
+	}
+	if in, ok := a.run.InputKeys[o.Source]; ok && in != o.Key {
+		a.rp.add(CountKey, "%s (from %s): its record key %s is not its input's %s", o, o.Source, record.AppendKeyJSON(nil, []byte(o.Key)), record.AppendKeyJSON(nil, []byte(in)))
+	}
 }
 
 // checkAggregate judges every key's counts in the committed output, in
@@ -96,6 +135,7 @@ func (a *audit) checkAggregate() {
 			a.rp.add(CountValue, "%s (from %s) is not an aggregate count of a keyed record", o, o.Source)
 			continue
 		}
+		a.checkCountKey(o)
 		l := seen[o.Key]
 		if l == nil {
 			l = &last{}

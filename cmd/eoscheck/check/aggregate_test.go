@@ -1,12 +1,16 @@
 package check
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // aggregated gives the fixture's inputs keys, k<offset%3> per input
@@ -25,7 +29,7 @@ func (f *fixture) aggregated() (Run, *fixture) {
 	for i := range f.outputs {
 		o := &f.outputs[i]
 		o.Key, o.Keyed = keys[o.Source], true
-		o.Count, o.CountOK = counts[o.Key]+1, true
+		o.Count, o.CountOK, o.CountKey = counts[o.Key]+1, true, record.AppendKeyJSON(nil, []byte(o.Key))
 		if o.Committed && !o.Aborted {
 			counts[o.Key]++
 		}
@@ -83,7 +87,7 @@ func TestAggregateClean(t *testing.T) {
 	for _, line := range strings.Split(table, "\n") {
 		rows = append(rows, strings.Join(strings.Fields(line), " "))
 	}
-	for _, s := range []string{"count-repeat 0 -", "count-gap 0 -", "count-short 0 -", "count-excess 0 -", "count-value 0 -",
+	for _, s := range []string{"count-repeat 0 -", "count-gap 0 -", "count-short 0 -", "count-excess 0 -", "count-value 0 -", "count-key 0 -",
 		"aggregate counts 6 keys, last counts summing to 20, the highest 4", "result: CLEAN"} {
 		if !slices.Contains(rows, s) {
 			t.Errorf("table has no row %q:\n%s", s, table)
@@ -164,6 +168,48 @@ func TestAggregateAnomalies(t *testing.T) {
 		want:    map[Anomaly]int{CountValue: 1, CountShort: 1},
 		example: map[Anomaly]string{CountValue: "out/1@9 (from in/1@9) is not an aggregate count of a keyed record"},
 	}, {
+		// A count whose value names another key than its record key.
+		name: "key names another",
+		corrupt: func(t *testing.T, f *fixture, r *Run) {
+			r.Outputs[f.outputOf(t, in(0, 3))].CountKey = []byte(`"p0k1"`)
+		},
+		want:    map[Anomaly]int{CountKey: 1},
+		example: map[Anomaly]string{CountKey: `out/0@3 (from in/0@3): its value's key "p0k1" names another key than its record key "p0k0"`},
+	}, {
+		name: "key null",
+		corrupt: func(t *testing.T, f *fixture, r *Run) {
+			r.Outputs[f.outputOf(t, in(1, 2))].CountKey = []byte(`null`)
+		},
+		want:    map[Anomaly]int{CountKey: 1},
+		example: map[Anomaly]string{CountKey: `out/1@2 (from in/1@2): its value's key null is not the rendering of a key`},
+	}, {
+		name: "key absent",
+		corrupt: func(t *testing.T, f *fixture, r *Run) {
+			r.Outputs[f.outputOf(t, in(1, 3))].CountKey = nil
+		},
+		want:    map[Anomaly]int{CountKey: 1},
+		example: map[Anomaly]string{CountKey: `out/1@3 (from in/1@3): its value names no key; its record key is "p1k0"`},
+	}, {
+		// The base64 form of a key that is UTF-8 ("p0k2"), which
+		// renders as a string: not its rendering.
+		name: "key in another form",
+		corrupt: func(t *testing.T, f *fixture, r *Run) {
+			r.Outputs[f.outputOf(t, in(0, 2))].CountKey = []byte(`{"base64":"cDBrMg=="}`)
+		},
+		want:    map[Anomaly]int{CountKey: 1},
+		example: map[Anomaly]string{CountKey: `its value's key {"base64":"cDBrMg=="} is not the rendering of a key`},
+	}, {
+		// An output keyed p1k9, its value naming p1k9, from in/1@9,
+		// whose key is p1k0: the record key is not its input's; p1k9
+		// starts at 4 with no input, p1k0 ends at 3 of 4.
+		name: "record key not the input's",
+		corrupt: func(t *testing.T, f *fixture, r *Run) {
+			o := &r.Outputs[f.outputOf(t, in(1, 9))]
+			o.Key, o.CountKey = "p1k9", []byte(`"p1k9"`)
+		},
+		want:    map[Anomaly]int{CountKey: 1, CountGap: 1, CountExcess: 1, CountShort: 1},
+		example: map[Anomaly]string{CountKey: `out/1@9 (from in/1@9): its record key "p1k9" is not its input's "p1k0"`},
+	}, {
 		// A count visible although its transaction aborted: an
 		// aborted read, and the key's counts are judged without it.
 		name: "aborted read",
@@ -216,6 +262,37 @@ func TestAggregateInputsTaken(t *testing.T) {
 	expectAll(t, Check(r, opts), nil)
 }
 
+// Keys that are not UTF-8 (Java's LongSerializer's 8 big-endian bytes)
+// pass when each count names its key as {"base64": ...}; a count naming
+// the key as JSON's U+FFFD string, or another key's base64, does not.
+func TestAggregateBinaryKeys(t *testing.T) {
+	f := newFixture(10)
+	r, _ := f.identity().aggregated()
+	long := func(i int64) string { return string(binary.BigEndian.AppendUint64(nil, uint64(i))) }
+	for in := range r.InputKeys {
+		r.InputKeys[in] = long(in.Offset%3 + 250*int64(in.Partition)) // 0..2 and 250..252: 250 is 0xfa, not UTF-8
+	}
+	for i := range r.Outputs {
+		o := &r.Outputs[i]
+		o.Key = r.InputKeys[o.Source]
+		o.CountKey = record.AppendKeyJSON(nil, []byte(o.Key))
+	}
+	expectAll(t, Check(r, counted), nil)
+	if !strings.Contains(string(r.Outputs[f.outputOf(t, in(1, 0))].CountKey), "base64") {
+		t.Fatalf("the fixture's key of partition 1 renders as %s, not in base64", r.Outputs[f.outputOf(t, in(1, 0))].CountKey)
+	}
+
+	lossy, _ := json.Marshal(long(250))
+	r.Outputs[f.outputOf(t, in(1, 0))].CountKey = lossy
+	r.Outputs[f.outputOf(t, in(1, 1))].CountKey = record.AppendKeyJSON(nil, []byte(long(252)))
+	rep := Check(r, counted)
+	expectAll(t, rep, map[Anomaly]int{CountKey: 2})
+	expectDetails(t, rep, map[Anomaly]string{CountKey: `out/1@0 (from in/1@0): its value's key "\u0000\u0000\u0000\u0000\u0000\u0000\u0000\ufffd" is not the rendering of a key`}, nil)
+	if ex := rep.Examples[CountKey]; len(ex) != 2 || !strings.Contains(ex[1], `{"base64":"AAAAAAAAAPw="} names another key than its record key {"base64":"AAAAAAAAAPs="}`) {
+		t.Errorf("count-key examples %q", ex)
+	}
+}
+
 func TestParseCount(t *testing.T) {
 	for _, c := range []struct {
 		value string
@@ -241,33 +318,39 @@ func TestParseCount(t *testing.T) {
 
 // Read with Source.Aggregate keeps the outputs' counts and the inputs'
 // keys from a kfake cluster: a run written as a count by key reads clean,
-// and one with a count repeated reads with it.
+// one with a count repeated reads with it, and one whose count names
+// another key than its record's with a count-key.
 func TestReadAggregate(t *testing.T) {
 	e := newEnv(t)
 	// counts sets each output's value to the count of its key so far,
-	// in the order written (by partition, as Check reads them); bump
-	// makes the key k4's third count a 2 again.
-	counts := func(bump bool) func([]*kgo.Record) []*kgo.Record {
+	// in the order written (by partition, as Check reads them); "bump"
+	// makes the key k4's third count a 2 again, "rename" makes it name
+	// k5.
+	counts := func(mode string) func([]*kgo.Record) []*kgo.Record {
 		return func(recs []*kgo.Record) []*kgo.Record {
 			slices.SortStableFunc(recs, func(a, b *kgo.Record) int { return int(a.Partition - b.Partition) })
 			n := map[string]int{}
 			for _, r := range recs {
 				n[string(r.Key)]++
-				c := n[string(r.Key)]
-				if bump && string(r.Key) == "k4" && c == 3 {
-					c = 2
+				c, named := n[string(r.Key)], string(r.Key)
+				if string(r.Key) == "k4" && c == 3 {
+					switch mode {
+					case "bump":
+						c = 2
+					case "rename":
+						named = "k5"
+					}
 				}
-				r.Value = []byte(`{"key":"` + string(r.Key) + `","value":` + strconv.Itoa(c) + `}`)
+				r.Value = []byte(`{"key":"` + named + `","value":` + strconv.Itoa(c) + `}`)
 			}
 			return recs
 		}
 	}
 	for _, c := range []struct {
 		prefix string
-		bump   bool
 		want   map[Anomaly]int
-	}{{"clean-", false, nil}, {"bumped-", true, map[Anomaly]int{CountRepeat: 1, CountShort: 1}}} {
-		src := e.scenario(c.prefix, counts(c.bump))
+	}{{"clean-", nil}, {"bump-", map[Anomaly]int{CountRepeat: 1, CountShort: 1}}, {"rename-", map[Anomaly]int{CountKey: 1}}} {
+		src := e.scenario(c.prefix, counts(strings.TrimSuffix(c.prefix, "-")))
 		src.Aggregate = true
 		r := e.read(src)
 		if len(r.InputKeys) != len(r.Inputs) || r.InputKeys[Input{c.prefix + "in", 1, 4}] != "k4" {

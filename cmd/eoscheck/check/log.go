@@ -18,19 +18,20 @@ import (
 
 // rec is what the reader keeps of a record.
 type rec struct {
-	offset  int64
-	pid     int64
-	txnal   bool
-	control bool
-	marker  bool   // control: a commit or abort marker
-	abort   bool   // control: an abort marker
-	src     Input  // data: lineage; Topic empty when missing
-	err     string // data: the processor.error header, truncated
-	mark    Mark   // data, with Source.Poison: MarkOf its key and value
-	key     string // data: its key; keyed false for a null key
-	keyed   bool
-	count   int64 // data of an output topic, with Source.Aggregate: ParseCount of its value
-	countOK bool
+	offset   int64
+	pid      int64
+	txnal    bool
+	control  bool
+	marker   bool   // control: a commit or abort marker
+	abort    bool   // control: an abort marker
+	src      Input  // data: lineage; Topic empty when missing
+	err      string // data: the processor.error header, truncated
+	mark     Mark   // data, with Source.Poison: MarkOf its key and value
+	key      string // data: its key; keyed false for a null key
+	keyed    bool
+	count    int64 // data of an output topic, with Source.Aggregate: ParseAggregate of its value
+	countOK  bool
+	countKey []byte
 }
 
 // txn outcome of a data record.
@@ -146,7 +147,7 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 				rc.mark = MarkOf(kr.Key, kr.Value)
 			}
 			if r.src.Aggregate && !rc.control && slices.Contains(r.src.Outputs, kr.Topic) {
-				rc.count, rc.countOK = ParseCount(kr.Value)
+				rc.count, rc.countKey, rc.countOK = ParseAggregate(kr.Value)
 			}
 			out[tp] = append(out[tp], rc)
 		})

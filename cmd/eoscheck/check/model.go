@@ -66,10 +66,13 @@ type Output struct {
 	// the record lay beyond the last stable offset: it is not visible yet.
 	Pending bool
 
-	// Count is the aggregate count the output's value holds, and CountOK
-	// whether it holds one (ParseCount); read only with Source.Aggregate.
-	Count   int64
-	CountOK bool
+	// Count is the aggregate count the output's value holds, CountOK
+	// whether it holds one, and CountKey the value's "key" member as
+	// written, nil when absent (ParseAggregate); read only with
+	// Source.Aggregate.
+	Count    int64
+	CountOK  bool
+	CountKey []byte
 
 	// TxnEnd is the offset, in the output's partition, of the control
 	// record that ended its transaction; -1 when unknown (open, or not

@@ -157,7 +157,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 			}
 			o := Output{
 				Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
-				Count: rc.count, CountOK: rc.countOK,
+				Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey,
 				Committed: seen[rc.offset],
 				Aborted:   outcomes[tp][i] == aborted,
 				TxnEnd:    ends[tp][i],
@@ -173,7 +173,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 		for _, rc := range vis[tp] {
 			if seen[rc.offset] {
 				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
-					Count: rc.count, CountOK: rc.countOK, Committed: true, TxnEnd: -1})
+					Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Committed: true, TxnEnd: -1})
 				errs = append(errs, rc.err)
 				marks = append(marks, rc.mark)
 			}

@@ -2,8 +2,10 @@
 // counts the records of each record key in a state store, exactly once,
 // and emits the updated count for every input, as the aggregate
 // transform's FUNCTION=count does: key the record key, value
-// {"key":<the key as a JSON string>,"value":<count>}, headers kept. A
-// record without a key fails. Build it as a WASI reactor:
+// {"key":<the key>,"value":<count>}, headers kept, the key named as
+// aggregate names it (a UTF-8 key as its JSON string, any other as
+// {"base64":"..."}). A record without a key fails. Build it as a WASI
+// reactor:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o bin/plugins/count.wasm ./examples/wasm/count
 //
@@ -15,14 +17,20 @@
 // needs PROCESSOR_GUARANTEE=exactly_once and one input topic
 // (docs/state.md). Through aborts, crashes and rebalances every key's
 // counts run 1, 2, 3, ... in the committed output, with no repeat and no
-// gap. The store holds, per key, the count in decimal under the key's JSON
-// form, as aggregate's does.
+// gap. The store holds, per key, the count in decimal under the key's
+// bytes behind a 0x00 byte, as aggregate's does, so that keys that are
+// not UTF-8 (Java's LongSerializer keys) count apart. A count stored by an
+// earlier build under the key's JSON string is read and moved where that
+// string named the key alone (valid UTF-8 without U+FFFD), as aggregate
+// does (docs/state.md, "Keys are bytes").
 //
-// A call makes two host calls (a Get and a Put) and allocates nothing:
-// every buffer is reused from call to call.
+// A call makes two host calls (a Get and a Put; four when it moves an old
+// entry) and allocates nothing: every buffer is reused from call to call.
 package main
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"strconv"
 	"unicode/utf8"
@@ -39,7 +47,9 @@ var counts = guest.Store("counts")
 // the next call begins.
 var (
 	out   = make([]guest.Record, 1)
-	js    []byte // the key's JSON form, the store's key
+	skey  []byte // the store's key: 0x00 and the record key
+	js    []byte // the key's JSON string: the old store key, and its name in the output
+	named []byte // the key as the output names it
 	prev  = make([]byte, 0, 20)
 	num   []byte
 	value []byte
@@ -50,10 +60,23 @@ func Count(in guest.Record) ([]guest.Record, error) {
 	if in.Key == nil {
 		return nil, errors.New("count: the record has no key to count by")
 	}
-	js = appendJSONString(js[:0], in.Key)
-	v, ok, err := counts.AppendGet(prev[:0], js)
+	skey = append(append(skey[:0], 0), in.Key...)
+	v, ok, err := counts.AppendGet(prev[:0], skey)
 	if err != nil {
 		return nil, err
+	}
+	old := false
+	if valid := utf8.Valid(in.Key); valid {
+		js = appendJSONString(js[:0], in.Key)
+		if !ok && !bytes.ContainsRune(in.Key, utf8.RuneError) {
+			if v, ok, err = counts.AppendGet(prev[:0], js); err != nil {
+				return nil, err
+			}
+			old = ok
+		}
+		named = append(named[:0], js...)
+	} else {
+		named = append(base64.StdEncoding.AppendEncode(append(named[:0], `{"base64":"`...), in.Key), `"}`...)
 	}
 	prev = v[:0]
 	var n uint64
@@ -63,10 +86,15 @@ func Count(in guest.Record) ([]guest.Record, error) {
 		}
 	}
 	num = strconv.AppendUint(num[:0], n+1, 10)
-	if err := counts.Put(js, num, 0); err != nil {
+	if err := counts.Put(skey, num, 0); err != nil {
 		return nil, err
 	}
-	value = append(append(append(append(append(value[:0], `{"key":`...), js...), `,"value":`...), num...), '}')
+	if old {
+		if err := counts.Delete(js); err != nil {
+			return nil, err
+		}
+	}
+	value = append(append(append(append(append(value[:0], `{"key":`...), named...), `,"value":`...), num...), '}')
 	out[0] = guest.Record{Key: in.Key, Value: value, Headers: in.Headers}
 	return out, nil
 }
@@ -89,8 +117,11 @@ func parseCount(b []byte) (uint64, bool) {
 const hex = "0123456789abcdef"
 
 // appendJSONString appends s as a JSON string, escaped as encoding/json
-// escapes it (so the store's keys are aggregate's): quotes, backslashes,
-// control characters, <, > and &, U+2028 and U+2029; invalid UTF-8 as
+// escapes it (so the output names a key as aggregate does, and the old
+// store keys are found): quotes, backslashes, control characters (\b and
+// \f by name, as encoding/json does since Go 1.22; an earlier build of
+// this example wrote them \u0008 and \u000c, so a key holding one starts
+// its count again), <, > and &, U+2028 and U+2029; invalid UTF-8 as
 // U+FFFD.
 func appendJSONString(b, s []byte) []byte {
 	b = append(b, '"')
@@ -112,6 +143,10 @@ func appendJSONString(b, s []byte) []byte {
 				b = append(b, '\\', 'r')
 			case '\t':
 				b = append(b, '\\', 't')
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
 			}

@@ -1,19 +1,45 @@
 // Package groupkey evaluates the BY setting of the stateful built-ins
 // (aggregate, dedupe): a jq expression on the JSON value whose first
-// result is a record's group key or id, or, unset, the record's key.
+// result is a record's group key or id, or, unset, the record's key; and
+// keeps the numbers aggregate folds within a bound (number.go).
+//
+// A group key is bytes in the store, exactly: the record key as it
+// arrived, whatever its bytes (Java's LongSerializer keys included), or a
+// BY value by its JSON. The two never meet: a record key's store key
+// begins with a byte no JSON text begins with (RawPrefix). Builds before
+// this format (the 0.5.0 development builds up to it) stored a record key
+// as its JSON string, every invalid UTF-8 byte turned into U+FFFD, so
+// that keys merged; Key.Legacy is that store key where it named one key
+// only, for reading an entry written before the upgrade (Get, Put).
 package groupkey
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/big"
 	"strconv"
+	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/jq"
+)
+
+// The first byte of a store key made from a record key (BY unset); a
+// BY value's store key is its JSON, which begins with none of them.
+const (
+	// RawPrefix: the record key's bytes follow, the whole key.
+	RawPrefix = 0x00
+	// RawWindowPrefix: the record key's bytes follow, then the window's
+	// start in Unix milliseconds as 8 bytes, big-endian (aggregate's
+	// WINDOW).
+	RawWindowPrefix = 0x01
 )
 
 // By is a compiled BY setting.
@@ -36,32 +62,116 @@ func Compile(expr string) (*By, error) {
 // NeedsValue reports whether Key reads the parsed value.
 func (b *By) NeedsValue() bool { return b.prog != nil }
 
-// Key returns rec's group key: raw is what the output key and the store
-// key hold (a string's text, or another value's JSON), js its JSON form.
-// v is rec's parsed value when NeedsValue.
-func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (raw, js []byte, err error) {
+// Key is a record's group key in the forms the stateful built-ins use.
+type Key struct {
+	// Out is what an output record's key holds: the record key as it
+	// arrived, or a BY value's text (a string's) or JSON (another's).
+	Out []byte
+	// JSON names the key in an output's value: a record key rendered by
+	// record.AppendKeyJSON (a string, or {"base64": ...} for a key that
+	// is not UTF-8), a BY value's JSON.
+	JSON []byte
+	// Store is the key of the group's entry: RawPrefix and the record
+	// key's bytes, or a BY value's JSON (the string "1" is not the
+	// number 1).
+	Store []byte
+	// legacy is the record key's JSON string, its store key in the
+	// earlier format, where that was this key's alone (see Legacy).
+	legacy   []byte
+	raw      bool
+	windowed bool
+	start    int64 // the window's start, Unix milliseconds, when windowed
+}
+
+// Legacy returns the store key of k's group in the earlier format (a
+// record key's JSON string, then 0x00 and the window's start in decimal
+// when windowed) where it was this group's alone: the record key is valid
+// UTF-8 and holds no U+FFFD, which invalid bytes became. Nil for every
+// other key, and for a BY value (whose store key did not change). It is
+// made on demand: most records never need it.
+func (k Key) Legacy() []byte {
+	if k.legacy == nil || !k.windowed {
+		return k.legacy
+	}
+	return strconv.AppendInt(append(append(make([]byte, 0, len(k.legacy)+21), k.legacy...), 0), k.start, 10)
+}
+
+// Key returns rec's group key. v is rec's parsed value when NeedsValue.
+func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 	if b.prog == nil {
-		if rec.Key == nil {
-			return nil, nil, errors.New("the record has no key to group by; set BY to a jq expression on the value")
-		}
-		js, err = json.Marshal(string(rec.Key))
-		return rec.Key, js, err
+		return RecordKey(rec.Key)
 	}
 	r, err := First(ctx, b.prog, v)
 	if err != nil {
-		return nil, nil, fmt.Errorf("BY: %w", err)
+		return Key{}, fmt.Errorf("BY: %w", err)
 	}
 	if r == nil {
-		return nil, nil, errors.New("BY: the expression gave null for the record")
+		return Key{}, errors.New("BY: the expression gave null for the record")
 	}
-	js, err = json.Marshal(r)
+	js, err := json.Marshal(r)
 	if err != nil {
-		return nil, nil, fmt.Errorf("BY: encoding the key: %w", err)
+		return Key{}, fmt.Errorf("BY: encoding the key: %w", err)
 	}
+	k := Key{Out: js, JSON: js, Store: js}
 	if s, ok := r.(string); ok {
-		return []byte(s), js, nil
+		k.Out = []byte(s)
 	}
-	return js, js, nil
+	return k, nil
+}
+
+// RecordKey returns the group key of a record whose key is key, as it
+// arrived; a null key (nil) has none.
+func RecordKey(key []byte) (Key, error) {
+	if key == nil {
+		return Key{}, errors.New("the record has no key to group by; set BY to a jq expression on the value")
+	}
+	buf := append(append(make([]byte, 0, 2*len(key)+9), RawPrefix), key...) // the store key, then the JSON, one allocation mostly
+	k := Key{Out: key, Store: buf[:len(buf):len(buf)], raw: true}
+	k.JSON = record.AppendKeyJSON(buf[len(buf):], key)
+	if utf8.Valid(key) && !bytes.ContainsRune(key, utf8.RuneError) {
+		k.legacy = k.JSON // a valid key's rendering is its JSON string, as before
+	}
+	return k, nil
+}
+
+// Window returns k's key in the window that starts at start: the store
+// keys gain the window's start, the others stay.
+func (k Key) Window(start time.Time) Key {
+	ms := start.UnixMilli()
+	if !k.raw {
+		k.Store = strconv.AppendInt(append(append(make([]byte, 0, len(k.Store)+21), k.Store...), 0), ms, 10)
+		return k
+	}
+	key := k.Out
+	s := append(append(make([]byte, 0, 9+len(key)), RawWindowPrefix), key...)
+	k.Store = binary.BigEndian.AppendUint64(s, uint64(ms))
+	k.windowed, k.start = true, ms
+	return k
+}
+
+// Get reads k's entry: under k.Store, or, when it has none there, under
+// k.Legacy(), an entry written in the earlier format; legacy reports the
+// latter, and Put then moves the entry.
+func Get(st transform.Store, k Key) (value []byte, ok, legacy bool, err error) {
+	value, ok, err = st.Get(k.Store)
+	if ok || err != nil || k.legacy == nil {
+		return value, ok, false, err
+	}
+	value, ok, err = st.Get(k.Legacy())
+	return value, ok, ok, err
+}
+
+// Put writes k's entry under k.Store, and, when Get found it under
+// k.Legacy(), deletes that one: the entry moves to its new key in the
+// transaction that writes it.
+func Put(st transform.Store, k Key, value []byte, expires time.Time, legacy bool) error {
+	if err := st.Put(k.Store, value, expires); err != nil {
+		return err
+	}
+	if legacy {
+		return st.Delete(k.Legacy())
+	}
+	return nil
 }
 
 // First returns the first result of prog on v; no result is an error.
@@ -75,44 +185,4 @@ func First(ctx context.Context, prog *jq.Program, v any) (any, error) {
 		return nil, jq.RunError(err)
 	}
 	return r, nil
-}
-
-// Number returns a jq result as an exact number.
-func Number(r any) (*big.Rat, error) {
-	var s string
-	switch n := r.(type) {
-	case json.Number:
-		s = string(n)
-	case int:
-		return new(big.Rat).SetInt64(int64(n)), nil
-	case *big.Int:
-		return new(big.Rat).SetInt(n), nil
-	case float64:
-		s = strconv.FormatFloat(n, 'g', -1, 64)
-	default:
-		return nil, fmt.Errorf("%v is not a number", r)
-	}
-	x, ok := new(big.Rat).SetString(s)
-	if !ok {
-		return nil, fmt.Errorf("%s is not a finite number", s)
-	}
-	return x, nil
-}
-
-// Format writes x exactly: an integer as one, otherwise as a decimal
-// fraction (every sum of decimal numbers has one), or a/b if none is
-// short enough.
-func Format(x *big.Rat) string {
-	if x.IsInt() {
-		return x.Num().String()
-	}
-	d, ten, r := new(big.Int).Set(x.Denom()), big.NewInt(10), new(big.Int)
-	p := big.NewInt(1)
-	for digits := 1; digits <= 400; digits++ {
-		p.Mul(p, ten)
-		if r.Mod(p, d).Sign() == 0 {
-			return x.FloatString(digits)
-		}
-	}
-	return x.String()
 }
