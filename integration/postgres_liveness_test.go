@@ -82,48 +82,66 @@ func TestPostgresSlowStatementDrains(t *testing.T) {
 	})
 }
 
-// The network to the database is cut for longer than the transaction
-// timeout (a proxy holds every connection, so connecting hangs): commits
-// fail by their deadline, and say that they ran out of time. Once it heals
-// the next attempt has its whole deadline (no backoff waited inside it),
-// so the processor commits again at once and writes the rest exactly once.
+// The database is out of reach for longer than the transaction timeout:
+// the network cut (a proxy holds every connection, so connecting hangs
+// and commits fail by their deadline, saying that they ran out of time),
+// or the server stopped (connections refused at once, the case where the
+// old backoff, waited inside the next commit's deadline, grew to the
+// deadline and left every later attempt with no time). Once it is back
+// the next attempt has its whole deadline, so the processor commits again
+// at once and writes the rest exactly once.
 func TestPostgresOutageResumes(t *testing.T) {
 	t.Parallel()
+	t.Run("network cut", func(t *testing.T) {
+		t.Parallel()
+		db := pgtest.New(t)
+		var proxy *pgtest.Proxy
+		outage(t, db, func(u string) string { proxy = pgtest.NewProxy(t, u); return proxy.URL(u) },
+			func() { proxy.Cut() }, func() { proxy.Heal() }, "ran out of time")
+	})
+	t.Run("server stopped", func(t *testing.T) {
+		t.Parallel()
+		srv := pgtest.StartServer(t)
+		db := pgtest.NewAt(t, srv.URL)
+		outage(t, db, func(u string) string { return u },
+			func() { srv.Must("stop", "fast") }, func() { srv.Must("start") }, "")
+	})
+}
+
+// outage runs TestPostgresOutageResumes on db, through the URL route
+// makes of db's, with an outage from begin to end; a failure during it
+// must say said, when set.
+func outage(t *testing.T, db *pgtest.DB, route func(string) string, begin, end func(), said string) {
 	tg := newFake(t)
-	db := pgtest.New(t)
 	in := input{topic: unique("pgout-in"), n: 1000, keys: 20}
 	group := unique("pgout-group")
 	tg.createTopics(t, 2, in.topic)
 	openSink(t, db, group) // the tables
-	proxy := pgtest.NewProxy(t, db.URL)
-	sink := openSinkWith(t, db, group, pgsink.Options{URL: proxy.URL(db.URL)})
+	sink := openSinkWith(t, db, group, pgsink.Options{URL: route(db.URL)})
 	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, db: sink, txnTimeout: 4 * time.Second})
 	tg.produce(t, in, 0, in.n/2)
 	waitFor(t, time.Minute, "half of the input stored", func() bool { return storedTotal(t, db, group) == in.n/2 })
-	proxy.Cut()
+	begin()
 	tg.produce(t, in, in.n/2, in.n)
-	var said string
-	cutUntil := time.Now().Add(12 * time.Second) // past the old backoff's 5s cap, above the 4s deadline
-	for time.Now().Before(cutUntil) {
-		if e := a.p.Status().LastError; e != nil && strings.Contains(e.Message, "ran out of time") {
-			said = e.Message
+	var saw string
+	until := time.Now().Add(12 * time.Second) // past the old backoff's 5s cap, above the 4s deadline
+	for time.Now().Before(until) {
+		if e := a.p.Status().LastError; e != nil && strings.Contains(e.Message, said) {
+			saw = e.Message
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if said == "" || strings.Contains(said, "cannot connect") {
-		t.Errorf("no failure while the network was cut said it ran out of time (last: %+v)", a.p.Status().LastError)
+	if said != "" && (saw == "" || strings.Contains(saw, "cannot connect")) {
+		t.Errorf("no failure during the outage said %q (last: %+v)", said, a.p.Status().LastError)
 	}
-	if got := storedTotal(t, db, group); got != in.n/2 {
-		t.Fatalf("stored %d while the network was cut, want %d", got, in.n/2)
-	}
-	healed := time.Now()
-	proxy.Heal()
-	waitFor(t, 30*time.Second, "the rest stored after the network healed", func() bool { return storedTotal(t, db, group) == in.n })
+	back := time.Now()
+	end()
+	waitFor(t, 30*time.Second, "the rest stored after the outage", func() bool { return storedTotal(t, db, group) == in.n })
 	a.stop(t)
 	if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM processor_records`); got != in.n || db.Count(t, `SELECT count(*) FROM processor_records`) != in.n {
 		t.Errorf("%d distinct rows, want %d exactly once", got, in.n)
 	}
-	t.Logf("committing again %s after the network healed; while cut: %s", time.Since(healed).Round(time.Millisecond), said)
+	t.Logf("committing again %s after the outage; during it: %s", time.Since(back).Round(time.Millisecond), saw)
 }
 
 // Values of 0.9 MB (near the broker's record limit) in a backlog: PROCESSOR_MAX_TXN_BYTES bounds each
@@ -321,6 +339,28 @@ func produceLarge(t *testing.T, tg *target, in input, size int) {
 		r.Value = []byte(fmt.Sprintf(`{"v":%q,"pad":"%s"}`, r.Value, pad))
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// A server certificate that does not verify at start (here: signed by a
+// CA other than the URL's sslrootcert) is a configuration error: the
+// binary exits 2 with one line naming PROCESSOR_POSTGRES_URL, sslmode,
+// sslrootcert and the server, as for a wrong password, instead of
+// retrying as if the server were down.
+func TestBinaryPostgresCertificateExits2(t *testing.T) {
+	t.Parallel()
+	srv := pgtest.StartServer(t)
+	bin := binary(t)
+	ca, other := pgtest.NewCA(t, "the database's CA"), pgtest.NewCA(t, "another CA")
+	cert, key := ca.ServerCert(t, time.Now().Add(time.Hour), "127.0.0.1")
+	srv.UseCertificate(t, cert, key)
+	u := pgtest.WithParam(t, pgtest.WithParam(t, srv.URL, "sslmode", "verify-full"), "sslrootcert", other.File)
+	msg := runBadConfig(t, bin, launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"},
+		Sink: "postgres", Settings: map[string]string{"PROCESSOR_POSTGRES_URL": u}, HTTPAddr: "127.0.0.1:0"}.Env()...)
+	for _, want := range []string{"PROCESSOR_POSTGRES_URL", "sslmode", "sslrootcert", "127.0.0.1", "authority"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("stderr %q lacks %q", msg, want)
 		}
 	}
 }
