@@ -42,6 +42,14 @@ var stepPrograms = []string{
 	`.a += .n | .s = (.a + .pad) | .x //= (.a > 3)`,    // updates and reads there, some declined
 	`.c |= (. // 0) + 1 | .d = ([.a, .x] | join("-"))`, // modify there
 	`.c = ((.c // 0) + 1) | .b = (.c, .y)`,             // several results after a change in place
+	// Reads the read analysis once missed, which gave gojq's result on
+	// the input before the earlier steps: a key read through an
+	// interpolated path, an if without else (which yields its input).
+	`.currency = (.currency | ascii_upcase) | .rate = .rates."\(.currency)"`,
+	`.a = 1 | .b = (if .x then 2 end)`,
+	`.a = 1 | .b = (if .x then 2 elif .y then 3 end)`,
+	`.k = "c" | .v = .a["\(.k)"]`,
+	`.a = 1 | .b = "\(.a)-\(.x)"`,
 }
 
 var stepInputs = []string{
@@ -50,6 +58,7 @@ var stepInputs = []string{
 	`{"a":5,"n":3,"x":null,"pad":null}`,
 	`{"a":"s","b":[1],"c":{"d":1}}`,
 	`{}`, `null`, `[1,2]`, `"str"`, `7`,
+	`{"currency":"eur","rates":{"EUR":1.1,"eur":2}}`,
 }
 
 // iterResults is every result of it, each as JSON or as its error's text.
