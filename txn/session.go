@@ -93,6 +93,14 @@ type Options struct {
 	// DestinationName is what Sink reports for Destination, e.g.
 	// "postgres"; "kafka" without one.
 	DestinationName string
+	// MaxCrashAttempts is how many processes may die between polling a
+	// partition's records and committing any of them before its records
+	// run one per transaction, and the one a process dies on then is
+	// handed to the pipeline as a Culprit (see crashes.go). The count
+	// lives in the committed offsets' metadata, so it survives SIGKILL and
+	// rebalances. 0 keeps no count. ExactlyOnce without a Destination
+	// only: other committers ignore it.
+	MaxCrashAttempts int
 }
 
 // Session is a transactional consume-produce session that survives broker
@@ -128,6 +136,8 @@ type Session struct {
 	admin       *kadm.Client
 
 	sasl saslWatch // a hook of the group client, across rebuilds
+
+	crash *crashes // nil without Options.MaxCrashAttempts
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -154,6 +164,9 @@ func New(opts Options) (*Session, error) {
 		return nil, err
 	}
 	s.c = c
+	if opts.MaxCrashAttempts > 0 && opts.Destination == nil && opts.Guarantee == ExactlyOnce {
+		s.crash = newCrashes(opts.MaxCrashAttempts, opts.Topics, s.log)
+	}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -228,6 +241,9 @@ func (s *Session) consumerOpts() []kgo.Opt {
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
 	}
+	if s.crash != nil {
+		kopts = append(kopts, kgo.OnOffsetsFetched(s.crash.fetched))
+	}
 	kopts = append(kopts, o.ConnOpts...)
 	return append(kopts, o.ClientOpts...)
 }
@@ -240,8 +256,11 @@ func (s *Session) onAssigned(_ context.Context, cl *kgo.Client, added map[string
 }
 
 // onRevoked is the group client's OnPartitionsRevoked.
-func (s *Session) onRevoked(_ context.Context, cl *kgo.Client, rev map[string][]int32) {
+func (s *Session) onRevoked(ctx context.Context, cl *kgo.Client, rev map[string][]int32) {
 	if len(rev) > 0 {
+		if s.crash != nil {
+			s.crash.revoked(ctx, cl, rev, false)
+		}
 		s.assigned.remove(rev)
 		s.c.forget(rev)
 		s.rebalanced.Store(true)
@@ -250,7 +269,10 @@ func (s *Session) onRevoked(_ context.Context, cl *kgo.Client, rev map[string][]
 }
 
 // onLost is the group client's OnPartitionsLost.
-func (s *Session) onLost(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+func (s *Session) onLost(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+	if s.crash != nil {
+		s.crash.revoked(ctx, cl, nil, true)
+	}
 	s.assigned.clear()
 	s.c.forget(nil)
 	s.rebalanced.Store(true)
@@ -353,7 +375,28 @@ func (s *Session) refusal(err error) error {
 func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
 	fs := s.c.poll(ctx, max)
 	s.logFetchErrors(fs)
+	if s.crash != nil && fs.NumRecords() > 0 {
+		s.crash.polled(ctx, s.cl, fs)
+	}
 	return fs
+}
+
+// Solo reports whether a partition's records are suspected of killing
+// the process (Options.MaxCrashAttempts): the caller then polls one
+// record at a time, ends a transaction after each, and rewinds (aborts)
+// a poll that brought more (an assignment came while it waited). Safe
+// from any goroutine.
+func (s *Session) Solo() bool { return s.crash != nil && s.crash.Solo() }
+
+// TakeCulprits returns the records found, since the last call, to have
+// killed the process when they ran alone, and forgets them: the caller
+// applies its error policy to each instead of running it. Call it after
+// Poll, from the loop's goroutine.
+func (s *Session) TakeCulprits() []Culprit {
+	if s.crash == nil {
+		return nil
+	}
+	return s.crash.takeCulprits()
 }
 
 // logFetchErrors logs the errors of a poll but those of its own ending.

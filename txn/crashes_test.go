@@ -1,0 +1,135 @@
+package txn
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/kafkatest"
+)
+
+// committedMeta returns the group's committed offset of topic's partition
+// 0 and its metadata, as read.
+func committedMeta(t *testing.T, c *kafkatest.Cluster, group, topic string) (int64, Progress) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resps, err := c.Admin(t).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("fetching the offsets of %s: %v", group, err)
+	}
+	o, ok := resps.Lookup(topic, 0)
+	if !ok {
+		return -1, Progress{}
+	}
+	return o.At, ParseProgress(o.Metadata)
+}
+
+// crashSession starts a session of group on topic that counts crash
+// attempts up to max.
+func crashSession(t *testing.T, c *kafkatest.Cluster, group, topic string, max int) *fixture {
+	t.Helper()
+	cl := &cluster{Cluster: c, fake: c.Fake, brokers: c.Brokers}
+	f := cl.session(t, group, group+"-txn", []string{topic}, func(o *Options) { o.MaxCrashAttempts = max })
+	f.init(t)
+	return f
+}
+
+// die ends f as a process killed mid-transaction would: nothing is
+// written back. (The client still leaves the group, which only makes the
+// next member's join quicker.)
+func (f *fixture) die() {
+	f.crash.doubt()
+	f.Close()
+}
+
+// commitOne runs rs (already polled) in a transaction that commits.
+func (f *fixture) commitOne(t *testing.T, rs []*kgo.Record) {
+	t.Helper()
+	f.begin(t)
+	if !f.end(t, len(rs), "") {
+		t.Fatal("the transaction did not commit")
+	}
+}
+
+// The protocol of crash attempts, read from the committed offset's
+// metadata after each step: every process that dies between polling and
+// committing counts one attempt at the committed offset; at the limit the
+// records run alone, each named in a marker first; the next process finds
+// the one a process died on and hands it over as a culprit; progress
+// clears the count, and a graceful stop takes its attempt back.
+func TestCrashAttemptsProtocol(t *testing.T) {
+	t.Parallel()
+	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
+		topic, group := kafkatest.Unique("crash-in"), kafkatest.Unique("crash-group")
+		c.CreateTopics(t, 1, nil, topic)
+		var rs []*kgo.Record
+		for i := range 10 {
+			rs = append(rs, &kgo.Record{Topic: topic, Value: []byte{byte('0' + i)}})
+		}
+		c.ProduceSync(t, rs)
+		// want waits for the group's offset to be as given: a
+		// transaction's offsets are the group's once its markers are
+		// written, which Kafka does after it answers EndTxn.
+		want := func(step string, at int64, p Progress) {
+			t.Helper()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				gotAt, got := committedMeta(t, c, group, topic)
+				if gotAt == at && got.String() == p.String() {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: committed %d %q, want %d %q", step, gotAt, got.String(), at, p.String())
+				}
+			}
+		}
+
+		for i := 1; i <= 2; i++ { // two processes die on the batch from offset 0
+			f := crashSession(t, c, group, topic, 2)
+			f.pollN(t, 10)
+			want("polled", 0, Progress{Crashes: i, At: 0, Extent: 9})
+			if f.Solo() {
+				t.Fatalf("process %d: solo before the limit", i)
+			}
+			f.die()
+		}
+
+		f := crashSession(t, c, group, topic, 2) // at the limit: one at a time
+		first := f.pollN(t, 1)
+		if !f.Solo() {
+			t.Fatal("not solo at the limit")
+		}
+		want("first alone", 0, Progress{Crashes: 2, At: 0, Extent: 9, Solo: 0, Alone: true})
+		f.commitOne(t, first)
+		want("first committed", 1, Progress{Crashes: 2, At: 1, Extent: 9})
+		if r := f.pollN(t, 1); r[0].Offset != 1 {
+			t.Fatalf("polled offset %d, want 1", r[0].Offset)
+		}
+		want("second alone", 1, Progress{Crashes: 2, At: 1, Extent: 9, Solo: 1, Alone: true})
+		f.die() // offset 1 killed it
+
+		f = crashSession(t, c, group, topic, 2)
+		r := f.pollN(t, 1)
+		culprits := f.TakeCulprits()
+		if len(culprits) != 1 || culprits[0] != (Culprit{Topic: topic, Partition: 0, Offset: 1, Crashes: 3}) || r[0].Offset != 1 {
+			t.Fatalf("culprits %+v after polling offset %d, want offset 1 with 3 crashes", culprits, r[0].Offset)
+		}
+		want("culprit polled", 1, Progress{Crashes: 2, At: 1, Extent: 9, Solo: 1, Alone: true})
+		f.commitOne(t, r)
+		want("culprit committed", 2, Progress{})
+		if f.Solo() {
+			t.Fatal("still solo past the culprit")
+		}
+		f.pollN(t, 8)
+		want("next batch polled", 2, Progress{Crashes: 1, At: 2, Extent: 9})
+		f.Close() // graceful: its attempt is taken back
+		want("graceful stop", 2, Progress{})
+
+		f = crashSession(t, c, group, topic, 2)
+		f.commitOne(t, f.pollN(t, 8))
+		want("all committed", 10, Progress{})
+		f.Close()
+	})
+}
