@@ -149,3 +149,21 @@ func (c *crashes) scope(rev map[string][]int32) []partKey {
 	}
 	return out
 }
+
+// Solo reports whether a partition's records are suspected of killing
+// the process (Options.MaxCrashAttempts): the caller then polls one
+// record at a time, ends a transaction after each, and rewinds (aborts)
+// a poll that brought more (an assignment came while it waited). Safe
+// from any goroutine.
+func (s *Session) Solo() bool { return s.crash != nil && s.crash.Solo() }
+
+// TakeCulprits returns the records found, since the last call, to have
+// killed the process when they ran alone, and forgets them: the caller
+// applies its error policy to each instead of running it. Call it after
+// Poll, from the loop's goroutine.
+func (s *Session) TakeCulprits() []Culprit {
+	if s.crash == nil {
+		return nil
+	}
+	return s.crash.takeCulprits()
+}

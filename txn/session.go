@@ -381,24 +381,6 @@ func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
 	return fs
 }
 
-// Solo reports whether a partition's records are suspected of killing
-// the process (Options.MaxCrashAttempts): the caller then polls one
-// record at a time, ends a transaction after each, and rewinds (aborts)
-// a poll that brought more (an assignment came while it waited). Safe
-// from any goroutine.
-func (s *Session) Solo() bool { return s.crash != nil && s.crash.Solo() }
-
-// TakeCulprits returns the records found, since the last call, to have
-// killed the process when they ran alone, and forgets them: the caller
-// applies its error policy to each instead of running it. Call it after
-// Poll, from the loop's goroutine.
-func (s *Session) TakeCulprits() []Culprit {
-	if s.crash == nil {
-		return nil
-	}
-	return s.crash.takeCulprits()
-}
-
 // logFetchErrors logs the errors of a poll but those of its own ending.
 func (s *Session) logFetchErrors(fs kgo.Fetches) {
 	fs.EachError(func(t string, p int32, err error) {
