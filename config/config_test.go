@@ -97,6 +97,7 @@ func TestLoadDefaults(t *testing.T) {
 		OnError:                     "fail",
 		Guarantee:                   "exactly_once",
 		MaxRetries:                  3,
+		MaxCrashAttempts:            3,
 		Ordering:                    "partition",
 		StateDir:                    "./data/state",
 		KeyFormat:                   "raw",

@@ -107,6 +107,7 @@ func (p *Pipeline) committed() {
 	m.Filtered.Add(float64(c.filtered))
 	m.DLQ.Add(float64(c.dlq))
 	m.Skipped.Add(float64(c.skipped))
+	p.countCrashed()
 	p.book.forget(p.open.applied)
 	p.book.aloneSet = false
 	p.pace.grow(p.o.MaxRecordsPerTxn)
