@@ -133,3 +133,56 @@ func TestCrashAttemptsProtocol(t *testing.T) {
 		f.Close()
 	})
 }
+
+// A partition taken away by a rebalance has not crashed: its new owner
+// counts one attempt, not two. And an aborted transaction is no crash
+// either: the same process polling the same records again counts nothing.
+func TestCrashAttemptsRebalance(t *testing.T) {
+	t.Parallel()
+	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
+		topic, group := kafkatest.Unique("crash-rb-in"), kafkatest.Unique("crash-rb-group")
+		c.CreateTopics(t, 2, nil, topic)
+		var rs []*kgo.Record
+		for i := range 20 {
+			rs = append(rs, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte{byte('a' + i)}})
+		}
+		c.ProduceSync(t, rs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		counts := func() map[int32]int {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			resps, err := c.Admin(t).FetchOffsets(ctx, group)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[int32]int{}
+			for p := range int32(2) {
+				if o, ok := resps.Lookup(topic, p); ok {
+					out[p] = ParseProgress(o.Metadata).crashesAt(o.At)
+				}
+			}
+			return out
+		}
+
+		a := crashSession(t, c, group, topic, 3)
+		a.begin(t)
+		a.pollN(t, 20)
+		a.end(t, 20, ReasonInjected) // aborted: both partitions are polled again
+		a.begin(t)
+		a.pollN(t, 20)
+		if got := counts(); got[0] != 1 || got[1] != 1 {
+			t.Fatalf("after polling both partitions twice in one process: counts %v, want 1 each", got)
+		}
+		b := crashSession(t, c, group, topic, 3)
+		got := b.pollN(t, 10) // the partition the rebalance gives it
+		a.end(t, 20, ReasonInjected)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			n := counts()
+			if n[got[0].Partition] == 1 && n[1-got[0].Partition] == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("counts %v after partition %d moved to another member, want 1 each", n, got[0].Partition)
+			}
+		}
+	})
+}
