@@ -54,10 +54,16 @@ func TestCrashLoopDeadLettered(t *testing.T) {
 			if !strings.Contains(p.logs.String(), "killing the process on a record") {
 				t.Fatalf("process %d died, but not on the marked record", run)
 			}
+			if alone := strings.Contains(p.logs.String(), "running them one at a time"); alone != (deaths == 3) {
+				t.Errorf("process %d (death %d) ran records one at a time: %t", run, deaths, alone)
+			}
 			if deaths > 5 {
 				t.Fatalf("%d processes died on the marked record: a crash loop", deaths)
 			}
 			p = tg.startBinary(t, group, group+"-1", in.topic, out, env)
+		}
+		if !strings.Contains(p.logs.String(), "a record killed the process when it ran alone") {
+			t.Errorf("the process that went on did not say it found the culprit")
 		}
 		p.terminate(t)
 		if deaths != 3 {
