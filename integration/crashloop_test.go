@@ -18,12 +18,14 @@ import (
 // PROCESSOR_MAX_CRASH_ATTEMPTS, instead of a crash loop. The processor
 // binary, with PROCESSOR_TEST_CRASH_ON, SIGKILLs itself when the marked
 // record starts through the chain; it is restarted after every death.
-// With the limit at 2: two processes die on the record's batch, the third
-// runs the suspect records one per transaction and dies on the record
-// alone, the fourth dead-letters it without running it and goes on. So
-// exactly three processes die, the culprit is in the dead-letter topic
-// once with the headers that say why, and eoscheck finds every other
-// input exactly once in the output.
+// With the limit at 2: the first process dies on the record after
+// commits of its own (not counted: only an assignment's first attempt
+// is), the next two die on the record's batch first thing (counted), the
+// fourth runs the suspect records one per transaction and dies on the
+// record alone, the fifth dead-letters it without running it and goes
+// on. So exactly four processes die, the culprit is in the dead-letter
+// topic once with the headers that say why (3 deaths counted), and
+// eoscheck finds every other input exactly once in the output.
 func TestCrashLoopDeadLettered(t *testing.T) {
 	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
@@ -54,10 +56,10 @@ func TestCrashLoopDeadLettered(t *testing.T) {
 			if !strings.Contains(p.logs.String(), "killing the process on a record") {
 				t.Fatalf("process %d died, but not on the marked record", run)
 			}
-			if alone := strings.Contains(p.logs.String(), "running them one at a time"); alone != (deaths == 3) {
+			if alone := strings.Contains(p.logs.String(), "running them one at a time"); alone != (deaths == 4) {
 				t.Errorf("process %d (death %d) ran records one at a time: %t", run, deaths, alone)
 			}
-			if deaths > 5 {
+			if deaths > 6 {
 				t.Fatalf("%d processes died on the marked record: a crash loop", deaths)
 			}
 			p = tg.startBinary(t, group, group+"-1", in.topic, out, env)
@@ -66,8 +68,8 @@ func TestCrashLoopDeadLettered(t *testing.T) {
 			t.Errorf("the process that went on did not say it found the culprit")
 		}
 		p.terminate(t)
-		if deaths != 3 {
-			t.Errorf("%d processes died, want 3: two on the record's batch, one on the record alone", deaths)
+		if deaths != 4 {
+			t.Errorf("%d processes died, want 4: one after commits, two on the record's batch, one on the record alone", deaths)
 		}
 		tg.audit(t, group, []string{in.topic}, []string{out, dlq})
 		checkCrashDeadLetter(t, tg.readAll(t, dlq, true), marker)

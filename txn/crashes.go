@@ -26,11 +26,15 @@ import (
 // whose metadata (Progress) counts one more attempt at X and the last
 // offset polled (a later poll of the same attempt that goes further
 // extends it). The next transaction that commits the partition's offsets
-// writes the client's default metadata: progress clears the count. A
-// partition revoked, or a shutdown, with no progress since its marker
-// writes the metadata back as it was: only deaths count. So a count of k
-// at X, read at the next assignment, says that k processes died between
-// polling the records from X on and committing any of them.
+// writes the client's default metadata: progress clears the count, and
+// no marker is written again until the next assignment. A partition
+// revoked, or a shutdown, with no progress since its marker writes the
+// metadata back as it was: only deaths count. So a count of k at X, read
+// at the next assignment, says that k processes died between polling the
+// records from X on, first thing after their assignment, and committing
+// any of them. A process that dies later in its life, after commits, is
+// not counted: its successor's first attempt is, which is what keeps
+// markers out of every transaction.
 //
 // At MaxCrashAttempts, the partition is a suspect: the pipeline polls one
 // record at a time and commits each in a transaction of its own (Solo),
@@ -72,6 +76,7 @@ type attempt struct {
 	before    string   // raw before the live marker, written back on a graceful stop
 	marker    Progress // the live marker, when live
 	live      bool     // a marker was written since the last commit
+	done      bool     // a commit moved it since its assignment: no more markers
 	suspect   bool
 	culprit   int64 // the record found to have killed the process; -1: none
 	reported  bool  // culprit handed to the pipeline
@@ -241,7 +246,7 @@ func (c *crashes) mark(k partKey, at int64, recs []*kgo.Record) (Progress, bool)
 		m := a.durable
 		m.At, m.Solo, m.Alone = at, first.Offset, true
 		return m, true
-	case a.suspect:
+	case a.suspect, a.done:
 		return Progress{}, false
 	case a.live && last.Offset <= a.marker.Extent:
 		return Progress{}, false

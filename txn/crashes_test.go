@@ -56,10 +56,12 @@ func (f *fixture) commitOne(t *testing.T, rs []*kgo.Record) {
 
 // The protocol of crash attempts, read from the committed offset's
 // metadata after each step: every process that dies between polling and
-// committing counts one attempt at the committed offset; at the limit the
-// records run alone, each named in a marker first; the next process finds
-// the one a process died on and hands it over as a culprit; progress
-// clears the count, and a graceful stop takes its attempt back.
+// committing, first thing after its assignment, counts one attempt at the
+// committed offset; at the limit the records run alone, each named in a
+// marker first; the next process finds the one a process died on and
+// hands it over as a culprit; progress clears the count (and ends the
+// markers until the next assignment), and a graceful stop takes its
+// attempt back.
 func TestCrashAttemptsProtocol(t *testing.T) {
 	t.Parallel()
 	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
@@ -122,6 +124,11 @@ func TestCrashAttemptsProtocol(t *testing.T) {
 		if f.Solo() {
 			t.Fatal("still solo past the culprit")
 		}
+		f.pollN(t, 8)
+		want("polled after a commit", 2, Progress{}) // only an assignment's first attempt is counted
+		f.Close()
+
+		f = crashSession(t, c, group, topic, 2)
 		f.pollN(t, 8)
 		want("next batch polled", 2, Progress{Crashes: 1, At: 2, Extent: 9})
 		f.Close() // graceful: its attempt is taken back

@@ -71,7 +71,7 @@ func (c *crashes) ended(cl *kgo.Client, committed, failed bool) {
 		if !ok || eo.Offset == a.durableAt {
 			continue // not in this transaction
 		}
-		a.live = false
+		a.live, a.done = false, true
 		if m, ok := a.carry(eo.Offset); ok {
 			a.durable, a.durableAt, a.raw = m, eo.Offset, m.String()
 			continue
