@@ -47,7 +47,7 @@ func TestCrashLoopDeadLettered(t *testing.T) {
 		tg.waitCaughtUp(t, group, in.topic)
 		writeMarked(t, tg, in, 600, in.n, culprit, marker)
 
-		deaths := 0
+		deaths, began := 0, time.Now()
 		for run := 1; ; run++ {
 			if died := waitDeathOrCaughtUp(t, tg, p, group, in.topic); !died {
 				break
@@ -67,6 +67,7 @@ func TestCrashLoopDeadLettered(t *testing.T) {
 		if !strings.Contains(p.logs.String(), "a record killed the process when it ran alone") {
 			t.Errorf("the process that went on did not say it found the culprit")
 		}
+		t.Logf("%s: %d deaths, from writing the marked record to caught up: %s", tg.Name, deaths, time.Since(began).Round(100*time.Millisecond))
 		p.terminate(t)
 		if deaths != 4 {
 			t.Errorf("%d processes died, want 4: one after commits, two on the record's batch, one on the record alone", deaths)
