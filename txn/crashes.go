@@ -242,6 +242,11 @@ func (c *crashes) mark(k partKey, at int64, recs []*kgo.Record) (Progress, bool)
 				Crashes: a.durable.Crashes + 1})
 		}
 		return Progress{}, false // nothing runs before the culprit but transaction markers
+	case a.suspect && first.Offset > a.durable.Extent:
+		// The window is gone (retention deleted it, or the group's
+		// offsets were reset past it): nothing is suspect any more; the
+		// next commit ends the count (ended).
+		return Progress{}, false
 	case a.suspect && data:
 		m := a.durable
 		m.At, m.Solo, m.Alone = at, first.Offset, true

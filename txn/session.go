@@ -164,8 +164,12 @@ func New(opts Options) (*Session, error) {
 		return nil, err
 	}
 	s.c = c
-	if opts.MaxCrashAttempts > 0 && opts.Destination == nil && opts.Guarantee == ExactlyOnce {
+	switch {
+	case opts.MaxCrashAttempts > 0 && opts.Destination == nil && opts.Guarantee == ExactlyOnce:
 		s.crash = newCrashes(opts.MaxCrashAttempts, opts.Topics, s.log)
+	case opts.MaxCrashAttempts > 0:
+		s.log.Info("crash attempts are counted with Kafka transactions only: a record that kills the process is met again at every restart",
+			"guarantee", string(opts.Guarantee), "destination", opts.DestinationName)
 	}
 	if err := s.open(); err != nil {
 		return nil, err
@@ -446,6 +450,11 @@ func (s *Session) TakeFailures() []Failure { return s.out.take() }
 // must not hold up a shutdown, and the group notices a member that is gone
 // after the session timeout anyway.
 func (s *Session) Close() {
+	if s.crash != nil { // while still a member: the leave ends the group session
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		s.crash.revoked(ctx, s.cl, nil, false)
+		cancel()
+	}
 	s.leave()
 	closed := make(chan struct{})
 	go func() {
