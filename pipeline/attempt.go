@@ -53,9 +53,6 @@ const (
 // could not end within the budget.
 func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	chain := w.chain
-	if p.o.InjectCrash != nil {
-		p.o.InjectCrash(r)
-	}
 	key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
 	defer func() {
 		if err != nil {
