@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/record"
 )
@@ -26,55 +27,87 @@ import (
 // on. So exactly four processes die, the culprit is in the dead-letter
 // topic once with the headers that say why (3 deaths counted), and
 // eoscheck finds every other input exactly once in the output.
+//
+// At least once it goes the same way, the batches' plain offset commits
+// carrying the count; eoscheck then allows inputs written twice (the
+// deaths repeat batches), and wants none lost.
 func TestCrashLoopDeadLettered(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("crashloop-in"), n: 660, keys: 30}
-		out, dlq, group := unique("crashloop-out"), unique("crashloop-dlq"), unique("crashloop-group")
-		tg.createTopics(t, 3, in.topic, out, dlq)
-		const marker = "KILL-THE-PROCESS"
-		const culprit = 630
-		env := func(inst *launch.Instance) {
-			inst.InstanceID = group + "-1" // a restart takes its partitions back at once
-			inst.OnError, inst.DLQTopic = "dlq", dlq
-			inst.Settings = map[string]string{"PROCESSOR_MAX_CRASH_ATTEMPTS": "2", "PROCESSOR_TEST_CRASH_ON": marker}
-		}
+	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
+		t.Run(guarantee, func(t *testing.T) {
+			forEachTarget(t, func(t *testing.T, tg *target) { crashLoop(t, tg, guarantee) })
+		})
+	}
+}
 
-		// Some committed progress first, so that the records the
-		// processes die on are the tail of the input.
-		tg.produce(t, in, 0, 600)
-		p := tg.startBinary(t, group, group+"-1", in.topic, out, env)
-		tg.waitCaughtUp(t, group, in.topic)
-		writeMarked(t, tg, in, 600, in.n, culprit, marker)
+func crashLoop(t *testing.T, tg *target, guarantee string) {
+	in := input{topic: unique("crashloop-in"), n: 660, keys: 30}
+	out, dlq, group := unique("crashloop-out"), unique("crashloop-dlq"), unique("crashloop-group")
+	tg.createTopics(t, 3, in.topic, out, dlq)
+	const marker = "KILL-THE-PROCESS"
+	const culprit = 630
+	env := func(inst *launch.Instance) {
+		inst.InstanceID = group + "-1" // a restart takes its partitions back at once
+		inst.OnError, inst.DLQTopic, inst.Guarantee = "dlq", dlq, guarantee
+		inst.Settings = map[string]string{"PROCESSOR_MAX_CRASH_ATTEMPTS": "2", "PROCESSOR_TEST_CRASH_ON": marker}
+	}
 
-		deaths, began := 0, time.Now()
-		for run := 1; ; run++ {
-			if died := waitDeathOrCaughtUp(t, tg, p, group, in.topic); !died {
-				break
-			}
-			deaths++
-			if !strings.Contains(p.logs.String(), "killing the process on a record") {
-				t.Fatalf("process %d died, but not on the marked record", run)
-			}
-			if alone := strings.Contains(p.logs.String(), "running them one at a time"); alone != (deaths == 4) {
-				t.Errorf("process %d (death %d) ran records one at a time: %t", run, deaths, alone)
-			}
-			if deaths > 6 {
-				t.Fatalf("%d processes died on the marked record: a crash loop", deaths)
-			}
-			p = tg.startBinary(t, group, group+"-1", in.topic, out, env)
+	// Some committed progress first, so that the records the
+	// processes die on are the tail of the input.
+	tg.produce(t, in, 0, 600)
+	p := tg.startBinary(t, group, group+"-1", in.topic, out, env)
+	tg.waitCaughtUp(t, group, in.topic)
+	writeMarked(t, tg, in, 600, in.n, culprit, marker)
+
+	deaths, began := 0, time.Now()
+	for run := 1; ; run++ {
+		if died := waitDeathOrCaughtUp(t, tg, p, group, in.topic); !died {
+			break
 		}
-		if !strings.Contains(p.logs.String(), "a record killed the process when it ran alone") {
-			t.Errorf("the process that went on did not say it found the culprit")
+		deaths++
+		if !strings.Contains(p.logs.String(), "killing the process on a record") {
+			t.Fatalf("process %d died, but not on the marked record", run)
 		}
-		t.Logf("%s: %d deaths, from writing the marked record to caught up: %s", tg.Name, deaths, time.Since(began).Round(100*time.Millisecond))
-		p.terminate(t)
-		if deaths != 4 {
-			t.Errorf("%d processes died, want 4: one after commits, two on the record's batch, one on the record alone", deaths)
+		if alone := strings.Contains(p.logs.String(), "running them one at a time"); alone != (deaths == 4) {
+			t.Errorf("process %d (death %d) ran records one at a time: %t", run, deaths, alone)
 		}
-		tg.audit(t, group, []string{in.topic}, []string{out, dlq})
-		checkCrashDeadLetter(t, tg.readAll(t, dlq, true), marker)
-	})
+		if deaths > 6 {
+			t.Fatalf("%d processes died on the marked record: a crash loop", deaths)
+		}
+		p = tg.startBinary(t, group, group+"-1", in.topic, out, env)
+	}
+	if !strings.Contains(p.logs.String(), "a record killed the process when it ran alone") {
+		t.Errorf("the process that went on did not say it found the culprit")
+	}
+	t.Logf("%s: %d deaths, from writing the marked record to caught up: %s", tg.Name, deaths, time.Since(began).Round(100*time.Millisecond))
+	p.terminate(t)
+	if deaths != 4 {
+		t.Errorf("%d processes died, want 4: one after commits, two on the record's batch, one on the record alone", deaths)
+	}
+	auditCrashLoop(t, tg, group, []string{in.topic}, []string{out, dlq}, guarantee == "at_least_once")
+	checkCrashDeadLetter(t, tg.readAll(t, dlq, true), marker)
+}
+
+// auditCrashLoop is tg.audit, allowing inputs written more than once when
+// atLeastOnce.
+func auditCrashLoop(t *testing.T, tg *target, group string, inputs, outputs []string, atLeastOnce bool) {
+	t.Helper()
+	r, err := check.NewReader(check.Source{Brokers: tg.Brokers, Inputs: inputs, Outputs: outputs, Group: group})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run, err := r.Read(ctx)
+	if err != nil {
+		t.Fatalf("eoscheck read: %v", err)
+	}
+	rep := check.Check(run, check.Options{OneToOne: true, ExpectAll: true, AtLeastOnce: atLeastOnce})
+	if !rep.Clean() {
+		t.Errorf("eoscheck found anomalies:\n%s", rep.Table())
+	}
+	t.Logf("%s: eoscheck: %d inputs written more than once", tg.Name, rep.Repeated)
 }
 
 // writeMarked writes in's records [from, to), record culprit's value

@@ -46,9 +46,12 @@ import (
 // the window of records the dead attempts had polled (Extent).
 //
 // It costs nothing per transaction: a marker per partition at its
-// assignment (one request for the partitions of a poll), and one per
-// record only while a partition is a suspect. Kafka transactions only:
-// with a Destination, or at least once, the count is not kept.
+// assignment (one request for the partitions of a poll, and one more per
+// poll of the same uncommitted attempt that goes further), and one per
+// record only while a partition is a suspect. At least once it works
+// alike, the batch's plain offset commit in the place of the
+// transaction's. With a Destination the offsets live in it, and the
+// count is not kept.
 
 // Culprit is a record that killed the process when it ran alone: the
 // pipeline applies the error policy to it without running it again.

@@ -28,20 +28,31 @@ func committedMeta(t *testing.T, c *kafkatest.Cluster, group, topic string) (int
 }
 
 // crashSession starts a session of group on topic that counts crash
-// attempts up to max.
-func crashSession(t *testing.T, c *kafkatest.Cluster, group, topic string, max int) *fixture {
+// attempts up to max, with the guarantee g.
+func crashSession(t *testing.T, c *kafkatest.Cluster, g Guarantee, group, topic string, max int) *fixture {
 	t.Helper()
 	cl := &cluster{Cluster: c, fake: c.Fake, brokers: c.Brokers}
-	f := cl.session(t, group, group+"-txn", []string{topic}, func(o *Options) { o.MaxCrashAttempts = max })
+	f := cl.session(t, group, group+"-txn", []string{topic}, func(o *Options) { o.MaxCrashAttempts, o.Guarantee = max, g })
 	f.init(t)
 	return f
 }
 
 // die ends f as a process killed mid-transaction would: nothing is
-// written back. (The client still leaves the group, which only makes the
-// next member's join quicker.)
-func (f *fixture) die() {
+// written back. (The client still ends its batch and leaves the group,
+// which only makes the next member's join quicker.)
+func (f *fixture) die(t *testing.T) {
+	t.Helper()
 	f.crash.doubt()
+	f.stop(t)
+}
+
+// stop ends f gracefully with its polled records uncommitted: the batch
+// is aborted (at least once, a batch left open would hold up the
+// rebalance the leave starts), then the session closed.
+func (f *fixture) stop(t *testing.T) {
+	t.Helper()
+	f.begin(t)
+	f.end(t, 0, ReasonInjected)
 	f.Close()
 }
 
@@ -64,6 +75,12 @@ func (f *fixture) commitOne(t *testing.T, rs []*kgo.Record) {
 // attempt back.
 func TestCrashAttemptsProtocol(t *testing.T) {
 	t.Parallel()
+	for _, g := range []Guarantee{ExactlyOnce, AtLeastOnce} {
+		t.Run(string(g), func(t *testing.T) { crashAttemptsProtocol(t, g) })
+	}
+}
+
+func crashAttemptsProtocol(t *testing.T, g Guarantee) {
 	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
 		topic, group := kafkatest.Unique("crash-in"), kafkatest.Unique("crash-group")
 		c.CreateTopics(t, 1, nil, topic)
@@ -89,16 +106,16 @@ func TestCrashAttemptsProtocol(t *testing.T) {
 		}
 
 		for i := 1; i <= 2; i++ { // two processes die on the batch from offset 0
-			f := crashSession(t, c, group, topic, 2)
+			f := crashSession(t, c, g, group, topic, 2)
 			f.pollN(t, 10)
 			want("polled", 0, Progress{Crashes: i, At: 0, Extent: 9})
 			if f.Solo() {
 				t.Fatalf("process %d: solo before the limit", i)
 			}
-			f.die()
+			f.die(t)
 		}
 
-		f := crashSession(t, c, group, topic, 2) // at the limit: one at a time
+		f := crashSession(t, c, g, group, topic, 2) // at the limit: one at a time
 		first := f.pollN(t, 1)
 		if !f.Solo() {
 			t.Fatal("not solo at the limit")
@@ -110,9 +127,9 @@ func TestCrashAttemptsProtocol(t *testing.T) {
 			t.Fatalf("polled offset %d, want 1", r[0].Offset)
 		}
 		want("second alone", 1, Progress{Crashes: 2, At: 1, Extent: 9, Solo: 1, Alone: true})
-		f.die() // offset 1 killed it
+		f.die(t) // offset 1 killed it
 
-		f = crashSession(t, c, group, topic, 2)
+		f = crashSession(t, c, g, group, topic, 2)
 		r := f.pollN(t, 1)
 		culprits := f.TakeCulprits()
 		if len(culprits) != 1 || culprits[0] != (Culprit{Topic: topic, Partition: 0, Offset: 1, Crashes: 3}) || r[0].Offset != 1 {
@@ -126,15 +143,15 @@ func TestCrashAttemptsProtocol(t *testing.T) {
 		}
 		f.pollN(t, 8)
 		want("polled after a commit", 2, Progress{}) // only an assignment's first attempt is counted
-		f.Close()
+		f.stop(t)
 
-		f = crashSession(t, c, group, topic, 2)
+		f = crashSession(t, c, g, group, topic, 2)
 		f.pollN(t, 8)
 		want("next batch polled", 2, Progress{Crashes: 1, At: 2, Extent: 9})
-		f.Close() // graceful: its attempt is taken back
+		f.stop(t) // graceful: its attempt is taken back
 		want("graceful stop", 2, Progress{})
 
-		f = crashSession(t, c, group, topic, 2)
+		f = crashSession(t, c, g, group, topic, 2)
 		f.commitOne(t, f.pollN(t, 8))
 		want("all committed", 10, Progress{})
 		f.Close()
@@ -146,6 +163,7 @@ func TestCrashAttemptsProtocol(t *testing.T) {
 // either: the same process polling the same records again counts nothing.
 func TestCrashAttemptsRebalance(t *testing.T) {
 	t.Parallel()
+	g := ExactlyOnce
 	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
 		topic, group := kafkatest.Unique("crash-rb-in"), kafkatest.Unique("crash-rb-group")
 		c.CreateTopics(t, 2, nil, topic)
@@ -170,7 +188,7 @@ func TestCrashAttemptsRebalance(t *testing.T) {
 			return out
 		}
 
-		a := crashSession(t, c, group, topic, 3)
+		a := crashSession(t, c, g, group, topic, 3)
 		a.begin(t)
 		a.pollN(t, 20)
 		a.end(t, 20, ReasonInjected) // aborted: both partitions are polled again
@@ -179,7 +197,7 @@ func TestCrashAttemptsRebalance(t *testing.T) {
 		if got := counts(); got[0] != 1 || got[1] != 1 {
 			t.Fatalf("after polling both partitions twice in one process: counts %v, want 1 each", got)
 		}
-		b := crashSession(t, c, group, topic, 3)
+		b := crashSession(t, c, g, group, topic, 3)
 		got := b.pollN(t, 10) // the partition the rebalance gives it
 		a.end(t, 20, ReasonInjected)
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {

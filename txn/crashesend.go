@@ -26,29 +26,46 @@ func (a *attempt) carry(off int64) (Progress, bool) {
 }
 
 // commitContext returns ctx with, while a partition is a suspect, the
-// function that writes its count into the transaction's offset commit
-// (kgo.PreTxnCommitFnContext); otherwise ctx: the client's default
-// metadata clears the count of every partition the transaction moves.
+// functions that write its count into the batch's offset commit: the
+// transaction's (kgo.PreTxnCommitFnContext) or, at least once, the plain
+// one (kgo.PreCommitFnContext). Otherwise ctx: the client's default
+// metadata clears the count of every partition the batch moves.
 func (c *crashes) commitContext(ctx context.Context) context.Context {
 	if !c.Solo() {
 		return ctx
 	}
-	return kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for i := range req.Topics {
 			t := &req.Topics[i]
 			for j := range t.Partitions {
-				p := &t.Partitions[j]
-				if a := c.parts[partKey{t.Topic, p.Partition}]; a != nil {
-					if m, ok := a.carry(p.Offset); ok {
-						p.Metadata = kmsg.StringPtr(m.String())
-					}
-				}
+				c.carryInto(t.Topic, t.Partitions[j].Partition, t.Partitions[j].Offset, &t.Partitions[j].Metadata)
 			}
 		}
 		return nil
 	})
+	return kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			for j := range t.Partitions {
+				c.carryInto(t.Topic, t.Partitions[j].Partition, t.Partitions[j].Offset, &t.Partitions[j].Metadata)
+			}
+		}
+		return nil
+	})
+}
+
+// carryInto sets *meta, the metadata of a commit of topic's partition at
+// offset, to the count it carries while the partition is a suspect.
+func (c *crashes) carryInto(topic string, partition int32, offset int64, meta **string) {
+	if a := c.parts[partKey{topic, partition}]; a != nil {
+		if m, ok := a.carry(offset); ok {
+			*meta = kmsg.StringPtr(m.String())
+		}
+	}
 }
 
 // ended notes how a transaction ended: committed (cl's committed offsets

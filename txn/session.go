@@ -98,8 +98,8 @@ type Options struct {
 	// run one per transaction, and the one a process dies on then is
 	// handed to the pipeline as a Culprit (see crashes.go). The count
 	// lives in the committed offsets' metadata, so it survives SIGKILL and
-	// rebalances. 0 keeps no count. ExactlyOnce without a Destination
-	// only: other committers ignore it.
+	// rebalances. 0 keeps no count. Without a Destination only (whose
+	// offsets are stored in it, not in the group).
 	MaxCrashAttempts int
 }
 
@@ -165,11 +165,11 @@ func New(opts Options) (*Session, error) {
 	}
 	s.c = c
 	switch {
-	case opts.MaxCrashAttempts > 0 && opts.Destination == nil && opts.Guarantee == ExactlyOnce:
+	case opts.MaxCrashAttempts > 0 && opts.Destination == nil:
 		s.crash = newCrashes(opts.MaxCrashAttempts, opts.Topics, s.log)
 	case opts.MaxCrashAttempts > 0:
-		s.log.Info("crash attempts are counted with Kafka transactions only: a record that kills the process is met again at every restart",
-			"guarantee", string(opts.Guarantee), "destination", opts.DestinationName)
+		s.log.Info("crash attempts are not counted with a destination that stores the offsets: a record that kills the process is met again at every restart",
+			"destination", opts.DestinationName)
 	}
 	if err := s.open(); err != nil {
 		return nil, err
