@@ -2,10 +2,12 @@ package txn
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamproc/processor/internal/kafkatest"
 )
@@ -209,5 +211,40 @@ func TestCrashAttemptsRebalance(t *testing.T) {
 				t.Fatalf("counts %v after partition %d moved to another member, want 1 each", n, got[0].Partition)
 			}
 		}
+	})
+}
+
+// commitCounter counts the plain OffsetCommit requests a client writes.
+type commitCounter struct{ n atomic.Int32 }
+
+func (c *commitCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if kmsg.Key(key) == kmsg.OffsetCommit && err == nil {
+		c.n.Add(1)
+	}
+}
+
+// Counting costs one offset commit at a partition's first poll, and
+// nothing per transaction after it: twenty transactions of a running
+// process write the one marker, none more.
+func TestCrashAttemptsCost(t *testing.T) {
+	t.Parallel()
+	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
+		topic, group := kafkatest.Unique("crash-cost-in"), kafkatest.Unique("crash-cost-group")
+		c.CreateTopics(t, 1, nil, topic)
+		var commits commitCounter
+		cl := &cluster{Cluster: c, fake: c.Fake, brokers: c.Brokers}
+		f := cl.session(t, group, group+"-txn", []string{topic}, func(o *Options) {
+			o.MaxCrashAttempts = 3
+			o.ClientOpts = append(o.ClientOpts, kgo.WithHooks(&commits))
+		})
+		f.init(t)
+		for i := range 20 {
+			c.ProduceSync(t, []*kgo.Record{{Topic: topic, Value: []byte{byte(i)}}})
+			f.commitOne(t, f.pollN(t, 1))
+		}
+		if n := commits.n.Load(); n != 1 {
+			t.Errorf("%d offset commits besides the transactions' over 20 transactions, want 1 (the marker at the first poll)", n)
+		}
+		f.Close()
 	})
 }
