@@ -110,6 +110,9 @@ func newCrashes(max int, topics []string, log *slog.Logger) *crashes {
 func (c *crashes) fetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// A fetch is a new client's (a rebuild rejoins): what an ending in
+	// doubt did is in the offsets read now.
+	c.inDoubt = false
 	for _, g := range resp.Groups {
 		for _, t := range g.Topics {
 			topic := t.Topic
