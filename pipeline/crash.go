@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -27,7 +29,10 @@ const stageCrash = "crash"
 type crashWatch interface {
 	// Solo reports whether records are to run one per transaction.
 	Solo() bool
-	// TakeCulprits returns the records found to kill the process.
+	// Attempt records that the records of a poll are about to run;
+	// TakeCulprits then returns those among them found to kill the
+	// process.
+	Attempt(ctx context.Context, fs kgo.Fetches)
 	TakeCulprits() []txn.Culprit
 }
 
@@ -51,14 +56,16 @@ func (p *Pipeline) solo() bool {
 	return ok && cw.Solo()
 }
 
-// noteCulprits makes the culprits the last poll brought poison: their
-// attempt in this transaction fails them under the policy without
-// running them.
-func (p *Pipeline) noteCulprits() {
+// attempt tells the session that the records of fs are about to run (the
+// last thing before they do, after their state is restored), and makes
+// the culprits among them poison: their attempt in this transaction fails
+// them under the policy without running them.
+func (p *Pipeline) attempt(ctx context.Context, fs kgo.Fetches) {
 	cw, ok := p.s.(crashWatch)
 	if !ok {
 		return
 	}
+	cw.Attempt(ctx, fs)
 	for _, c := range cw.TakeCulprits() {
 		src := transform.Source{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset}
 		p.book.poison[src] = poison{failure: failure{stage: stageCrash, attempts: c.Crashes,

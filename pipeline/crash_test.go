@@ -39,6 +39,8 @@ func (s *suspectSession) Poll(ctx context.Context, max int) kgo.Fetches {
 
 func (s *suspectSession) Solo() bool { return s.solo.Load() }
 
+func (s *suspectSession) Attempt(context.Context, kgo.Fetches) {}
+
 func (s *suspectSession) TakeCulprits() []txn.Culprit {
 	if s.taken || !s.solo.Load() {
 		return nil

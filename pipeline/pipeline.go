@@ -123,11 +123,8 @@ func (p *Pipeline) step(ctx context.Context) error {
 	fs := p.s.Poll(pctx, p.pollSize())
 	cancel()
 	p.observe(fs)
-	if fs.NumRecords() > 0 {
-		p.noteCulprits()
-		if rewound, err := p.oversized(ctx, fs.NumRecords()); rewound {
-			return err
-		}
+	if rewound, err := p.oversized(ctx, fs.NumRecords()); rewound {
+		return err
 	}
 
 	if fs.NumRecords() > 0 && p.stateStale() {
@@ -153,6 +150,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 				return err
 			}
 		}
+		p.attempt(p.work, fs) // not ctx: a stop must not fail a marker
 		err := p.expireState(ctx, fs)
 		if err == nil {
 			err = p.process(fs)

@@ -21,8 +21,9 @@ import (
 // so nothing it would have written survives it; what does is a marker
 // written before it.
 //
-// The first poll that brings records of a partition after its assignment
-// writes a marker: a plain offset commit of the same committed offset X,
+// The first records of a partition after its assignment, as they are
+// about to run (Session.Attempt: polled, and their state restored, as a
+// death in a restore is no record's doing), get a marker written first: a plain offset commit of the same committed offset X,
 // whose metadata (Progress) counts one more attempt at X and the last
 // offset polled (a later poll of the same attempt that goes further
 // extends it). The next transaction that commits the partition's offsets
@@ -190,7 +191,8 @@ func (c *crashes) takeCulprits() []Culprit {
 	return out
 }
 
-// polled writes the markers the records of fs need before they run:
+// polled (Session.Attempt) writes the markers the records of fs need
+// before they run:
 // the first poll of a partition's attempt, a poll that goes past the
 // attempt's extent, and, for a suspect, every record. In solo mode a poll
 // of more than one record is oversized: it writes nothing, and the caller

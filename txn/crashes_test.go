@@ -58,6 +58,24 @@ func (f *fixture) stop(t *testing.T) {
 	f.Close()
 }
 
+// pollRun polls until it has n records, telling the session before each
+// poll's records would run (Attempt), as the pipeline does.
+func (f *fixture) pollRun(t *testing.T, n int) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rs []*kgo.Record
+	for len(rs) < n {
+		if ctx.Err() != nil {
+			t.Fatalf("polled %d of %d records before timing out", len(rs), n)
+		}
+		fs := f.Poll(ctx, n-len(rs))
+		f.Attempt(ctx, fs)
+		rs = append(rs, fs.Records()...)
+	}
+	return rs
+}
+
 // commitOne runs rs (already polled) in a transaction that commits.
 func (f *fixture) commitOne(t *testing.T, rs []*kgo.Record) {
 	t.Helper()
@@ -107,9 +125,16 @@ func crashAttemptsProtocol(t *testing.T, g Guarantee) {
 			}
 		}
 
+		// A process that dies after polling but before its records run
+		// (in a state restore, say) counts nothing.
+		f := crashSession(t, c, g, group, topic, 2)
+		f.pollN(t, 10)
+		f.die(t)
+		want("died before running", -1, Progress{})
+
 		for i := 1; i <= 2; i++ { // two processes die on the batch from offset 0
 			f := crashSession(t, c, g, group, topic, 2)
-			f.pollN(t, 10)
+			f.pollRun(t, 10)
 			want("polled", 0, Progress{Crashes: i, At: 0, Extent: 9})
 			if f.Solo() {
 				t.Fatalf("process %d: solo before the limit", i)
@@ -117,22 +142,22 @@ func crashAttemptsProtocol(t *testing.T, g Guarantee) {
 			f.die(t)
 		}
 
-		f := crashSession(t, c, g, group, topic, 2) // at the limit: one at a time
-		first := f.pollN(t, 1)
+		f = crashSession(t, c, g, group, topic, 2) // at the limit: one at a time
+		first := f.pollRun(t, 1)
 		if !f.Solo() {
 			t.Fatal("not solo at the limit")
 		}
 		want("first alone", 0, Progress{Crashes: 2, At: 0, Extent: 9, Solo: 0, Alone: true})
 		f.commitOne(t, first)
 		want("first committed", 1, Progress{Crashes: 2, At: 1, Extent: 9})
-		if r := f.pollN(t, 1); r[0].Offset != 1 {
+		if r := f.pollRun(t, 1); r[0].Offset != 1 {
 			t.Fatalf("polled offset %d, want 1", r[0].Offset)
 		}
 		want("second alone", 1, Progress{Crashes: 2, At: 1, Extent: 9, Solo: 1, Alone: true})
 		f.die(t) // offset 1 killed it
 
 		f = crashSession(t, c, g, group, topic, 2)
-		r := f.pollN(t, 1)
+		r := f.pollRun(t, 1)
 		culprits := f.TakeCulprits()
 		if len(culprits) != 1 || culprits[0] != (Culprit{Topic: topic, Partition: 0, Offset: 1, Crashes: 3}) || r[0].Offset != 1 {
 			t.Fatalf("culprits %+v after polling offset %d, want offset 1 with 3 crashes", culprits, r[0].Offset)
@@ -143,18 +168,18 @@ func crashAttemptsProtocol(t *testing.T, g Guarantee) {
 		if f.Solo() {
 			t.Fatal("still solo past the culprit")
 		}
-		f.pollN(t, 8)
+		f.pollRun(t, 8)
 		want("polled after a commit", 2, Progress{}) // only an assignment's first attempt is counted
 		f.stop(t)
 
 		f = crashSession(t, c, g, group, topic, 2)
-		f.pollN(t, 8)
+		f.pollRun(t, 8)
 		want("next batch polled", 2, Progress{Crashes: 1, At: 2, Extent: 9})
 		f.stop(t) // graceful: its attempt is taken back
 		want("graceful stop", 2, Progress{})
 
 		f = crashSession(t, c, g, group, topic, 2)
-		f.commitOne(t, f.pollN(t, 8))
+		f.commitOne(t, f.pollRun(t, 8))
 		want("all committed", 10, Progress{})
 		f.Close()
 	})
@@ -192,15 +217,15 @@ func TestCrashAttemptsRebalance(t *testing.T) {
 
 		a := crashSession(t, c, g, group, topic, 3)
 		a.begin(t)
-		a.pollN(t, 20)
+		a.pollRun(t, 20)
 		a.end(t, 20, ReasonInjected) // aborted: both partitions are polled again
 		a.begin(t)
-		a.pollN(t, 20)
+		a.pollRun(t, 20)
 		if got := counts(); got[0] != 1 || got[1] != 1 {
 			t.Fatalf("after polling both partitions twice in one process: counts %v, want 1 each", got)
 		}
 		b := crashSession(t, c, g, group, topic, 3)
-		got := b.pollN(t, 10) // the partition the rebalance gives it
+		got := b.pollRun(t, 10) // the partition the rebalance gives it
 		a.end(t, 20, ReasonInjected)
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			n := counts()
@@ -240,7 +265,7 @@ func TestCrashAttemptsCost(t *testing.T) {
 		f.init(t)
 		for i := range 20 {
 			c.ProduceSync(t, []*kgo.Record{{Topic: topic, Value: []byte{byte(i)}}})
-			f.commitOne(t, f.pollN(t, 1))
+			f.commitOne(t, f.pollRun(t, 1))
 		}
 		if n := commits.n.Load(); n != 1 {
 			t.Errorf("%d offset commits besides the transactions' over 20 transactions, want 1 (the marker at the first poll)", n)

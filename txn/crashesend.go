@@ -170,14 +170,26 @@ func (c *crashes) scope(rev map[string][]int32) []partKey {
 // Solo reports whether a partition's records are suspected of killing
 // the process (Options.MaxCrashAttempts): the caller then polls one
 // record at a time, ends a transaction after each, and rewinds (aborts)
-// a poll that brought more (an assignment came while it waited). Safe
-// from any goroutine.
+// a poll that brought more (an assignment came while it waited), without
+// calling Attempt for it. Safe from any goroutine.
 func (s *Session) Solo() bool { return s.crash != nil && s.crash.Solo() }
+
+// Attempt writes, with Options.MaxCrashAttempts, the markers that the
+// records of fs (the last poll) need before they run, and finds the
+// culprits among them (TakeCulprits). Call it from the loop's goroutine
+// right before the records run, after anything else that could kill the
+// process first (a state restore): a process that dies after it is taken
+// to have died on these records.
+func (s *Session) Attempt(ctx context.Context, fs kgo.Fetches) {
+	if s.crash != nil && fs.NumRecords() > 0 {
+		s.crash.polled(ctx, s.cl, fs)
+	}
+}
 
 // TakeCulprits returns the records found, since the last call, to have
 // killed the process when they ran alone, and forgets them: the caller
 // applies its error policy to each instead of running it. Call it after
-// Poll, from the loop's goroutine.
+// Attempt, from the loop's goroutine.
 func (s *Session) TakeCulprits() []Culprit {
 	if s.crash == nil {
 		return nil

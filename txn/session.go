@@ -379,9 +379,6 @@ func (s *Session) refusal(err error) error {
 func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
 	fs := s.c.poll(ctx, max)
 	s.logFetchErrors(fs)
-	if s.crash != nil && fs.NumRecords() > 0 {
-		s.crash.polled(ctx, s.cl, fs)
-	}
 	return fs
 }
 
