@@ -112,6 +112,10 @@ type Config struct {
 	OnError    string `envconfig:"ON_ERROR" default:"fail" desc:"fail, dlq or skip" doc:"what happens to a record that fails for good: fail aborts and exits 1, dlq writes it to PROCESSOR_DLQ_TOPIC, skip drops it"`
 	DLQTopic   string `envconfig:"DLQ_TOPIC" desc:"a topic name for dead letters, e.g. orders-dlq" doc:"the dead-letter topic that PROCESSOR_ON_ERROR=dlq writes failed records to, in the same transaction; not an input topic"`
 	MaxRetries int    `envconfig:"MAX_RETRIES" default:"3" desc:"a whole number of retries from 0 to 100" doc:"retries, with backoff, of a record whose transform failed with a retriable error or timed out, before it fails for good"`
+	// MaxCrashAttempts is how many processes may die on a partition's
+	// batch before its records run one per transaction and the one the
+	// process dies on next fails under PROCESSOR_ON_ERROR.
+	MaxCrashAttempts int `envconfig:"MAX_CRASH_ATTEMPTS" default:"3" desc:"a whole number from 0 to 1000; 0 turns the count off" doc:"how many times the process may die (SIGKILL, out of memory, a crash past recovery) between polling a partition's records and committing any of them before those records run one per transaction; the record the process dies on then fails under PROCESSOR_ON_ERROR without running again (processor.error.transform=crash); counted in the committed offsets' metadata, so it survives restarts and rebalances; Kafka sink only (not PROCESSOR_SINK=postgres)"`
 	// Workers is how many goroutines run the chain, each on records of
 	// other partitions; 0 is one per CPU (GOMAXPROCS).
 	Workers int `envconfig:"WORKERS" default:"0" desc:"a whole number of workers from 0 to 256; 0 is one per CPU" doc:"how many records run through the transform chain at once, each worker with its own instance of every transform; outputs keep their partition's input order, all in the one transaction; a chain with an ordered (stateful) transform sees records as PROCESSOR_ORDERING says; 0 is one worker per CPU"`
@@ -128,6 +132,9 @@ type Config struct {
 	// TestAbortRate is for fault drills only: the fraction of transactions
 	// aborted on purpose (reason "injected") instead of committed.
 	TestAbortRate float64 `envconfig:"TEST_ABORT_RATE" default:"0" desc:"a fraction from 0 to 1; for fault drills only" doc:"fault drills only: the fraction of transactions aborted on purpose (reason injected) instead of committed; never set it in production"`
+	// TestCrashOn is for fault drills only: a record whose value holds it
+	// kills the process (SIGKILL) as it starts through the chain.
+	TestCrashOn string `envconfig:"TEST_CRASH_ON" desc:"a text; for fault drills only" doc:"fault drills only: a record whose value contains this text kills the process (SIGKILL to itself) when it starts through the transform chain, to try PROCESSOR_MAX_CRASH_ATTEMPTS; never set it in production"`
 
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:":8080" desc:"host:port to serve /metrics, /healthz and /readyz on, e.g. :8080" doc:"where the HTTP server for /metrics, /healthz and /readyz listens"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"one of debug, info, warn, error" doc:"the least severe level logged (log/slog, to stderr)"`

@@ -83,6 +83,8 @@ func envSettingName(s Setting) string {
 		return config.EnvName("TRANSFORM_TIMEOUT")
 	case SettingTransactionTimeout:
 		return config.EnvName("TRANSACTION_TIMEOUT")
+	case SettingMaxCrashAttempts:
+		return config.EnvName("MAX_CRASH_ATTEMPTS")
 	}
 	return string(s)
 }

@@ -117,6 +117,7 @@ func (p *Pipeline) committed(took time.Duration) {
 	m.Filtered.Add(float64(c.filtered))
 	m.DLQ.Add(float64(c.dlq))
 	m.Skipped.Add(float64(c.skipped))
+	p.countCrashed()
 	p.book.forget(p.open.applied)
 	p.book.aloneSet = false
 	p.pace.grow(p.o.MaxRecordsPerTxn, c.records, took, p.commitTarget())

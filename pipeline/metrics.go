@@ -17,6 +17,9 @@ type Metrics struct {
 	Filtered prometheus.Counter
 	DLQ      prometheus.Counter
 	Skipped  prometheus.Counter
+	// Crashed counts the records the process died on (see crash.go),
+	// failed under the error policy without running again.
+	Crashed prometheus.Counter
 
 	// TransformErrors and Retries count attempts as they happen, aborted
 	// transactions included.
@@ -46,11 +49,13 @@ var LatencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 // NewMetrics creates the record metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Consumed:        metric.Counter("records_consumed_total", "Input records whose processing committed (their offsets were committed in a transaction)."),
-		Produced:        metric.CounterVec("records_produced_total", "Output records committed, by topic.", "topic"),
-		Filtered:        metric.Counter("records_filtered_total", "Input records the transform chain turned into no output, in committed transactions."),
-		DLQ:             metric.Counter("records_dlq_total", "Input records written to the dead-letter topic, in committed transactions."),
-		Skipped:         metric.Counter("records_skipped_total", "Input records that failed and were dropped under the skip error policy, in committed transactions."),
+		Consumed: metric.Counter("records_consumed_total", "Input records whose processing committed (their offsets were committed in a transaction)."),
+		Produced: metric.CounterVec("records_produced_total", "Output records committed, by topic.", "topic"),
+		Filtered: metric.Counter("records_filtered_total", "Input records the transform chain turned into no output, in committed transactions."),
+		DLQ:      metric.Counter("records_dlq_total", "Input records written to the dead-letter topic, in committed transactions."),
+		Skipped:  metric.Counter("records_skipped_total", "Input records that failed and were dropped under the skip error policy, in committed transactions."),
+		Crashed: metric.Counter("records_crashed_total", "Input records the process died on as many times in their batch as the crash attempts allow and once more alone, "+
+			"then failed under the error policy (dead-lettered or skipped) without running again, in committed transactions; they are in processor_records_dlq_total or processor_records_skipped_total too."),
 		TransformErrors: metric.CounterVec("transform_errors_total", "Transform failures on a record, by chain entry and class (permanent, retriable, timeout, panic, unavailable: a service the chain depends on failed, not the record).", "transform", "class"),
 		Retries:         metric.Counter("transform_retries_total", "Retries of records whose transform failed with a retriable error or timed out."),
 	}
@@ -69,7 +74,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		"From an input record's timestamp to the commit that made its outputs visible (the database commit into PostgreSQL), for every committed input record, "+
 			"filtered, skipped and dead-lettered ones included; an aborted attempt is not observed, its retry is once committed. "+
 			"Records without a timestamp (0 or below) are not observed; a timestamp in the future counts as 0.", LatencyBuckets)
-	reg.MustRegister(m.Consumed, m.Produced, m.Filtered, m.DLQ, m.Skipped, m.TransformErrors, m.Retries,
+	reg.MustRegister(m.Consumed, m.Produced, m.Filtered, m.DLQ, m.Skipped, m.Crashed, m.TransformErrors, m.Retries,
 		m.ConsumerLag, m.CommittedOffset, m.LogEndOffset, m.LastStableOffset, m.UnstableRecords,
 		m.LagSeconds, m.EndToEndLatency)
 	return m

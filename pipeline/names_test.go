@@ -33,10 +33,10 @@ func TestNoVariableNames(t *testing.T) {
 // Without Options.SettingName, messages name a setting by its option; with
 // it, as it says. The names reach the errors a record fails with.
 func TestSettingNames(t *testing.T) {
-	if got := newSettingNames(nil); got != (settingNames{"Options.OnError", "Options.TransformTimeout", "Options.StallTimeout"}) {
+	if got := newSettingNames(nil); got != (settingNames{"Options.OnError", "Options.TransformTimeout", "Options.StallTimeout", "Options.MaxCrashAttempts"}) {
 		t.Errorf("default names %+v, want the options' names", got)
 	}
-	if got := newSettingNames(envSettingName); got != (settingNames{"PROCESSOR_ON_ERROR", "PROCESSOR_TRANSFORM_TIMEOUT", "PROCESSOR_TRANSACTION_TIMEOUT"}) {
+	if got := newSettingNames(envSettingName); got != (settingNames{"PROCESSOR_ON_ERROR", "PROCESSOR_TRANSFORM_TIMEOUT", "PROCESSOR_TRANSACTION_TIMEOUT", "PROCESSOR_MAX_CRASH_ATTEMPTS"}) {
 		t.Errorf("names %+v, want the variables envSettingName gives", got)
 	}
 	names := newSettingNames(nil)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/transform"
 )
 
@@ -103,6 +105,10 @@ type Options struct {
 	// each commit with the transaction's sequence number (from 1), and
 	// returning true aborts that transaction with reason "injected".
 	InjectAbort func(seq uint64) bool
+	// InjectCrash is for tests and fault drills only: it is called with
+	// every input record before the chain runs it, and may end the
+	// process (a record that kills it, see crash.go).
+	InjectCrash func(r *kgo.Record)
 }
 
 // Ordering is how the workers share the records of an ordered chain
@@ -132,11 +138,15 @@ const (
 	// SettingTransactionTimeout is the transaction timeout, which
 	// Options.StallTimeout is set to.
 	SettingTransactionTimeout Setting = "StallTimeout"
+	// SettingMaxCrashAttempts is the session's count of crash attempts
+	// (txn.Options.MaxCrashAttempts), which a record's dead letter names
+	// when the process died on it.
+	SettingMaxCrashAttempts Setting = "MaxCrashAttempts"
 )
 
 // settingNames are the names of the settings that messages name.
 type settingNames struct {
-	onError, transformTimeout, transactionTimeout string
+	onError, transformTimeout, transactionTimeout, maxCrashAttempts string
 }
 
 // newSettingNames names the settings with name, or by their option.
@@ -148,6 +158,7 @@ func newSettingNames(name func(Setting) string) settingNames {
 		onError:            name(SettingOnError),
 		transformTimeout:   name(SettingTransformTimeout),
 		transactionTimeout: name(SettingTransactionTimeout),
+		maxCrashAttempts:   name(SettingMaxCrashAttempts),
 	}
 }
 

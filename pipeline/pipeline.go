@@ -123,6 +123,9 @@ func (p *Pipeline) step(ctx context.Context) error {
 	fs := p.s.Poll(pctx, p.pollSize())
 	cancel()
 	p.observe(fs)
+	if rewound, err := p.oversized(ctx, fs.NumRecords()); rewound {
+		return err
+	}
 
 	if fs.NumRecords() > 0 && p.stateStale() {
 		if p.s.InTxn() { // the abort rewinds: the records are fetched again
@@ -147,6 +150,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 				return err
 			}
 		}
+		p.attempt(p.work, fs) // not ctx: a stop must not fail a marker
 		err := p.expireState(ctx, fs)
 		if err == nil {
 			err = p.process(fs)
@@ -167,7 +171,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 	}
 	c := &p.open.counts
 	if p.s.InTxn() && (c.records >= p.pace.max || (p.o.MaxTxnBytes > 0 && c.bytes >= p.o.MaxTxnBytes) ||
-		!time.Now().Before(p.due())) {
+		!time.Now().Before(p.due()) || p.solo()) {
 		if _, err := p.end(ctx, ""); err != nil {
 			return err
 		}
@@ -201,8 +205,14 @@ func (p *Pipeline) due() time.Time {
 	return p.s.Begun().Add(min(p.o.CommitInterval, p.o.TxnBudget))
 }
 
-// pollSize is how many records the next poll may return (pace.pollSize).
-func (p *Pipeline) pollSize() int { return p.pace.pollSize(&p.open.counts, p.o.MaxTxnBytes) }
+// pollSize is how many records the next poll may return (pace.pollSize):
+// one while the session suspects a record of killing the process.
+func (p *Pipeline) pollSize() int {
+	if p.solo() {
+		return 1
+	}
+	return p.pace.pollSize(&p.open.counts, p.o.MaxTxnBytes)
+}
 
 // maxPoll bounds the records of one poll. A poll's records are alive
 // until the loop has produced the last of them, and each keeps the fetched

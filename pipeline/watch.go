@@ -274,6 +274,9 @@ func (p *Pipeline) run(w *worker, src transform.Source, r *kgo.Record, dst []*kg
 		w.stores.partition = src.Partition
 	}
 	s.off.Store(v)
+	if p.o.InjectCrash != nil {
+		p.o.InjectCrash(r)
+	}
 	out, stage, attempts, err = p.runChain(w, src, r, dst)
 	if w.stores != nil {
 		w.stores.settle(err)

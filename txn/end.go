@@ -62,7 +62,13 @@ var ErrRebuilt = errors.New("transactional session rebuilt")
 func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, error) {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
 	defer cancel()
+	if s.crash != nil {
+		ectx = s.crash.commitContext(ectx)
+	}
 	committed, decided, detail, err := s.c.end(ectx, abort, s.begun)
+	if s.crash != nil {
+		s.crash.ended(s.cl, committed && err == nil, err != nil)
+	}
 	if decided != "" {
 		abort = decided
 	}
@@ -152,6 +158,9 @@ func IsFenced(err error) bool {
 // group and initialises the producer, which aborts whatever the old epoch
 // left open.
 func (s *Session) rebuild(ctx context.Context) error {
+	if s.crash != nil {
+		s.crash.doubt() // the failed ending may have committed: write nothing back
+	}
 	s.producerReady.Store(false)
 	s.joined.Store(false)
 	s.leave()

@@ -93,6 +93,14 @@ type Options struct {
 	// DestinationName is what Sink reports for Destination, e.g.
 	// "postgres"; "kafka" without one.
 	DestinationName string
+	// MaxCrashAttempts is how many processes may die between polling a
+	// partition's records and committing any of them before its records
+	// run one per transaction, and the one a process dies on then is
+	// handed to the pipeline as a Culprit (see crashes.go). The count
+	// lives in the committed offsets' metadata, so it survives SIGKILL and
+	// rebalances. 0 keeps no count. Without a Destination only (whose
+	// offsets are stored in it, not in the group).
+	MaxCrashAttempts int
 }
 
 // Session is a transactional consume-produce session that survives broker
@@ -128,6 +136,8 @@ type Session struct {
 	admin       *kadm.Client
 
 	sasl saslWatch // a hook of the group client, across rebuilds
+
+	crash *crashes // nil without Options.MaxCrashAttempts
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -154,6 +164,13 @@ func New(opts Options) (*Session, error) {
 		return nil, err
 	}
 	s.c = c
+	switch {
+	case opts.MaxCrashAttempts > 0 && opts.Destination == nil:
+		s.crash = newCrashes(opts.MaxCrashAttempts, opts.Topics, s.log)
+	case opts.MaxCrashAttempts > 0:
+		s.log.Info("crash attempts are not counted with a destination that stores the offsets: a record that kills the process is met again at every restart",
+			"destination", opts.DestinationName)
+	}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
@@ -228,6 +245,9 @@ func (s *Session) consumerOpts() []kgo.Opt {
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
 	}
+	if s.crash != nil {
+		kopts = append(kopts, kgo.OnOffsetsFetched(s.crash.fetched))
+	}
 	kopts = append(kopts, o.ConnOpts...)
 	return append(kopts, o.ClientOpts...)
 }
@@ -240,8 +260,11 @@ func (s *Session) onAssigned(_ context.Context, cl *kgo.Client, added map[string
 }
 
 // onRevoked is the group client's OnPartitionsRevoked.
-func (s *Session) onRevoked(_ context.Context, cl *kgo.Client, rev map[string][]int32) {
+func (s *Session) onRevoked(ctx context.Context, cl *kgo.Client, rev map[string][]int32) {
 	if len(rev) > 0 {
+		if s.crash != nil {
+			s.crash.revoked(ctx, cl, rev, false)
+		}
 		s.assigned.remove(rev)
 		s.c.forget(rev)
 		s.rebalanced.Store(true)
@@ -250,7 +273,10 @@ func (s *Session) onRevoked(_ context.Context, cl *kgo.Client, rev map[string][]
 }
 
 // onLost is the group client's OnPartitionsLost.
-func (s *Session) onLost(_ context.Context, cl *kgo.Client, _ map[string][]int32) {
+func (s *Session) onLost(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+	if s.crash != nil {
+		s.crash.revoked(ctx, cl, nil, true)
+	}
 	s.assigned.clear()
 	s.c.forget(nil)
 	s.rebalanced.Store(true)
@@ -421,6 +447,11 @@ func (s *Session) TakeFailures() []Failure { return s.out.take() }
 // must not hold up a shutdown, and the group notices a member that is gone
 // after the session timeout anyway.
 func (s *Session) Close() {
+	if s.crash != nil { // while still a member: the leave ends the group session
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		s.crash.revoked(ctx, s.cl, nil, false)
+		cancel()
+	}
 	s.leave()
 	closed := make(chan struct{})
 	go func() {

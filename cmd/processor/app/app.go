@@ -7,11 +7,13 @@
 package app
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"time"
 
@@ -149,6 +151,7 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		SessionTimeout:     cfg.SessionTimeout,
 		TransactionTimeout: cfg.TransactionTimeout,
 		Guarantee:          txn.Guarantee(cfg.Guarantee),
+		MaxCrashAttempts:   cfg.MaxCrashAttempts,
 		OutputTopics:       opts.RequireTopics,
 		Logger:             log,
 		Metrics:            m.Txn,
@@ -205,9 +208,31 @@ func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Lo
 		RequireTopics:    slices.Sorted(maps.Keys(requiredTopics(cfg, chains[0]))),
 		Logger:           log,
 		InjectAbort:      inject,
+		InjectCrash:      injectCrash(cfg.TestCrashOn, log),
 		Chains:           chains[1:],
 		Ordering:         pipeline.Ordering(cfg.Ordering),
 		SettingName:      pipelineSetting,
+	}
+}
+
+// injectCrash returns the fault-drill hook that kills the process (SIGKILL
+// to itself, which nothing can catch or clean up after) when a record
+// whose value contains marker starts through the chain, or nil when
+// marker is empty.
+func injectCrash(marker string, log *slog.Logger) func(*kgo.Record) {
+	if marker == "" {
+		return nil
+	}
+	log.Warn("FAULT DRILL: PROCESSOR_TEST_CRASH_ON kills the process on records that contain it; never use it in production", "marker", marker)
+	m := []byte(marker)
+	return func(r *kgo.Record) {
+		if bytes.Contains(r.Value, m) {
+			log.Warn("FAULT DRILL: killing the process on a record", "partition", r.Partition, "offset", r.Offset)
+			if self, err := os.FindProcess(os.Getpid()); err == nil {
+				_ = self.Kill() // SIGKILL
+			}
+			select {} // the signal is on its way
+		}
 	}
 }
 

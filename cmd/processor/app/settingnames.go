@@ -16,6 +16,8 @@ func pipelineSetting(s pipeline.Setting) string {
 		return config.EnvName("TRANSFORM_TIMEOUT")
 	case pipeline.SettingTransactionTimeout:
 		return config.EnvName("TRANSACTION_TIMEOUT")
+	case pipeline.SettingMaxCrashAttempts:
+		return config.EnvName("MAX_CRASH_ATTEMPTS")
 	}
 	return string(s)
 }

@@ -1,0 +1,198 @@
+package txn
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// How a transaction's end and a partition's revocation touch the crash
+// attempts (see crashes.go).
+
+// carry returns the metadata a commit of a's partition at offset off
+// writes while it is a suspect: the count goes on until the commit
+// passes the culprit or the window. ok is false when the count ends: the
+// commit writes the client's default metadata.
+func (a *attempt) carry(off int64) (Progress, bool) {
+	if !a.suspect || (a.culprit >= 0 && off > a.culprit) || off > a.durable.Extent {
+		return Progress{}, false
+	}
+	m := a.durable
+	m.At, m.Solo, m.Alone = off, 0, false
+	return m, true
+}
+
+// commitContext returns ctx with, while a partition is a suspect, the
+// functions that write its count into the batch's offset commit: the
+// transaction's (kgo.PreTxnCommitFnContext) or, at least once, the plain
+// one (kgo.PreCommitFnContext). Otherwise ctx: the client's default
+// metadata clears the count of every partition the batch moves.
+func (c *crashes) commitContext(ctx context.Context) context.Context {
+	if !c.Solo() {
+		return ctx
+	}
+	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			for j := range t.Partitions {
+				c.carryInto(t.Topic, t.Partitions[j].Partition, t.Partitions[j].Offset, &t.Partitions[j].Metadata)
+			}
+		}
+		return nil
+	})
+	return kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			for j := range t.Partitions {
+				c.carryInto(t.Topic, t.Partitions[j].Partition, t.Partitions[j].Offset, &t.Partitions[j].Metadata)
+			}
+		}
+		return nil
+	})
+}
+
+// carryInto sets *meta, the metadata of a commit of topic's partition at
+// offset, to the count it carries while the partition is a suspect.
+func (c *crashes) carryInto(topic string, partition int32, offset int64, meta **string) {
+	if a := c.parts[partKey{topic, partition}]; a != nil {
+		if m, ok := a.carry(offset); ok {
+			*meta = kmsg.StringPtr(m.String())
+		}
+	}
+}
+
+// ended notes how a transaction ended: committed (cl's committed offsets
+// say which partitions it moved), aborted, or with an unknown outcome
+// (failed), after which nothing is written back until the next
+// assignment, as the transaction may have committed.
+func (c *crashes) ended(cl *kgo.Client, committed, failed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if failed {
+		c.inDoubt = true
+		return
+	}
+	if !committed {
+		return
+	}
+	co := cl.CommittedOffsets()
+	for k, a := range c.parts {
+		eo, ok := co[k.topic][k.partition]
+		if !ok || eo.Offset == a.durableAt {
+			continue // not in this transaction
+		}
+		a.live, a.done = false, true
+		if m, ok := a.carry(eo.Offset); ok {
+			a.durable, a.durableAt, a.raw = m, eo.Offset, m.String()
+			continue
+		}
+		if a.suspect {
+			a.suspect = false
+			c.solo.Add(-1)
+			c.log.Info("the records the process died on are behind; back to whole transactions",
+				"topic", k.topic, "partition", k.partition, "offset", eo.Offset)
+		}
+		a.durable, a.durableAt, a.raw = a.durable.withoutCrashes(), eo.Offset, ""
+	}
+}
+
+// doubt notes that a transaction's outcome is unknown (the session is
+// rebuilt): nothing is written back until the next assignment.
+func (c *crashes) doubt() {
+	c.mu.Lock()
+	c.inDoubt = true
+	c.mu.Unlock()
+}
+
+// revoked writes back, for the partitions of rev (nil: all) whose live
+// marker no commit has passed, the metadata from before it: they stop
+// without having crashed. It then forgets them. With lost, or in doubt,
+// it only forgets them.
+func (c *crashes) revoked(ctx context.Context, cl *kgo.Client, rev map[string][]int32, lost bool) {
+	c.mu.Lock()
+	scope := c.scope(rev)
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	metas := map[partKey]string{}
+	if !lost && !c.inDoubt {
+		co := cl.CommittedOffsets()
+		for _, k := range scope {
+			a := c.parts[k]
+			eo, ok := co[k.topic][k.partition]
+			if !a.live || !ok || eo.Offset != a.marker.At {
+				continue
+			}
+			if offsets[k.topic] == nil {
+				offsets[k.topic] = map[int32]kgo.EpochOffset{}
+			}
+			offsets[k.topic][k.partition] = eo
+			metas[k] = a.before
+		}
+	}
+	for _, k := range scope {
+		if c.parts[k].suspect {
+			c.solo.Add(-1)
+		}
+		delete(c.parts, k)
+	}
+	c.mu.Unlock()
+	if len(metas) == 0 {
+		return
+	}
+	for k, err := range commitMeta(ctx, cl, offsets, metas) {
+		c.log.Warn("cannot take back the attempt at a partition stopped without a crash; it counts as one",
+			"topic", k.topic, "partition", k.partition, "err", err.Error())
+	}
+}
+
+// scope lists the partitions of rev that c keeps (nil rev: all).
+func (c *crashes) scope(rev map[string][]int32) []partKey {
+	var out []partKey
+	if rev == nil {
+		return slices.Collect(maps.Keys(c.parts))
+	}
+	for t, ps := range rev {
+		for _, p := range ps {
+			if _, ok := c.parts[partKey{t, p}]; ok {
+				out = append(out, partKey{t, p})
+			}
+		}
+	}
+	return out
+}
+
+// Solo reports whether a partition's records are suspected of killing
+// the process (Options.MaxCrashAttempts): the caller then polls one
+// record at a time, ends a transaction after each, and rewinds (aborts)
+// a poll that brought more (an assignment came while it waited), without
+// calling Attempt for it. Safe from any goroutine.
+func (s *Session) Solo() bool { return s.crash != nil && s.crash.Solo() }
+
+// Attempt writes, with Options.MaxCrashAttempts, the markers that the
+// records of fs (the last poll) need before they run, and finds the
+// culprits among them (TakeCulprits). Call it from the loop's goroutine
+// right before the records run, after anything else that could kill the
+// process first (a state restore): a process that dies after it is taken
+// to have died on these records.
+func (s *Session) Attempt(ctx context.Context, fs kgo.Fetches) {
+	if s.crash != nil && fs.NumRecords() > 0 {
+		s.crash.polled(ctx, s.cl, fs)
+	}
+}
+
+// TakeCulprits returns the records found, since the last call, to have
+// killed the process when they ran alone, and forgets them: the caller
+// applies its error policy to each instead of running it. Call it after
+// Attempt, from the loop's goroutine.
+func (s *Session) TakeCulprits() []Culprit {
+	if s.crash == nil {
+		return nil
+	}
+	return s.crash.takeCulprits()
+}
