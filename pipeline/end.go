@@ -79,16 +79,18 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 	if committed {
 		p.committed(took)
 	} else {
+		p.stats.aborts.Add(1)
+		found, before, txnMax := len(p.open.blamed) > 0, len(p.book.poison), p.pace.max
 		// An end that took far longer than its deadline allows was held
 		// up by something else (the process was stopped, a rebuild
 		// waited for the brokers): the batch's size is not to blame.
+		// Shrinking the next transactions is progress, as the
+		// watchdog's is: no backoff after it.
 		if abort == "" && took >= p.o.StallTimeout*9/10 && took <= 2*p.o.StallTimeout {
 			p.pace.outOfTime(p.open.counts.records, took, p.commitTarget())
 			p.log.Warn("committing used up the transaction timeout and did not commit; the next transactions are smaller, sized by what commits in time",
 				"records", p.open.counts.records, "took", took.Round(time.Millisecond).String(), "next_max_records", p.pace.max)
 		}
-		p.stats.aborts.Add(1)
-		found, before, txnMax := len(p.open.blamed) > 0, len(p.book.poison), p.pace.max
 		p.book.blame(p.open.blamed)
 		if perr := p.notePoison(ctx, failures); perr != nil && err == nil {
 			err = perr
