@@ -94,6 +94,12 @@ func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, inp
 func stateExit(err error, log *slog.Logger) int {
 	var mismatch *state.MismatchError
 	if errors.As(err, &mismatch) {
+		if mismatch.PartitionsChanged() {
+			return configError(fmt.Errorf("%w; to keep the state, start the chain again under a new %s: "+
+				"a new group reads the input from its start and rebuilds every store (and writes every output again); "+
+				"to start empty, delete the changelog topics %s: every key starts from nothing at the group's committed offsets",
+				mismatch, config.EnvName("GROUP"), strings.Join(mismatch.Changelogs, ", ")))
+		}
 		return configError(mismatch)
 	}
 	log.Error("stopping: " + err.Error())
