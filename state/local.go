@@ -187,8 +187,10 @@ func (quietLogger) Fatalf(format string, args ...any) {
 // needed, so that the counts stay exact and a changed expiry leaves no
 // stale index entry: a write that does not know it already (its
 // transaction never read the key) looks it up, in key order, with one
-// iterator per partition.
-func (l *local) apply(parts []partWrites) ([]partState, error) {
+// iterator per partition. sync says whether the batch must be on disk
+// when apply returns (see below); a batch written without it may be lost
+// to a crash, with its checkpoint, along with the batches after it.
+func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 	b := l.db.NewBatch()
 	defer b.Close()
 	out := make([]partState, len(parts))
@@ -203,8 +205,13 @@ func (l *local) apply(parts []partWrites) ([]partState, error) {
 	// until a 32 KiB block fills, so a SIGKILL would lose the last
 	// transactions' batches and their checkpoints, and the next Restore
 	// would read far more than the tail (all of a small changelog). The
-	// log keeps the batch atomic either way.
-	if err := b.Commit(pebble.Sync); err != nil {
+	// log keeps the batch atomic either way. A restore's batches but its
+	// last need not be synced: losing them costs only their reading again.
+	opt := pebble.NoSync
+	if sync {
+		opt = pebble.Sync
+	}
+	if err := b.Commit(opt); err != nil {
 		return nil, fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err)
 	}
 	return out, nil
@@ -229,6 +236,11 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	}
 	defer it.Close()
 	var scratch []byte // the data key; the batch copies what it is given
+	// The expiry index's changes go in after the data, in key order too:
+	// Pebble inserts a batch into its memtable in the batch's order, and
+	// an insert next to the previous one is far cheaper than one that
+	// jumps between the data and the index.
+	var index []indexOp
 	for i, w := range order {
 		if i+1 < len(order) && bytes.Equal(w.key, order[i+1].key) {
 			continue // overwritten later in the batch
@@ -249,7 +261,7 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 			st.keys--
 			st.bytes -= int64(len(w.key) + w.oldLen)
 			if w.oldExp != 0 {
-				_ = b.Delete(expiryKey(pre, w.oldExp, w.key), nil)
+				index = append(index, indexOp{key: expiryKey(pre, w.oldExp, w.key), del: true})
 			}
 		}
 		if w.enc == nil {
@@ -262,7 +274,17 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 		st.keys++
 		st.bytes += int64(len(w.key) + len(w.enc) - 8)
 		if exp := expiryOf(w.enc); exp != 0 {
-			_ = b.Set(expiryKey(pre, exp, w.key), nil, nil)
+			index = append(index, indexOp{key: expiryKey(pre, exp, w.key)})
+		}
+	}
+	// Stable: a key's old entry deleted and set again (the same expiry)
+	// must end set.
+	slices.SortStableFunc(index, func(x, y indexOp) int { return bytes.Compare(x.key, y.key) })
+	for _, op := range index {
+		if op.del {
+			_ = b.Delete(op.key, nil)
+		} else {
+			_ = b.Set(op.key, nil, nil)
 		}
 	}
 	if err := it.Error(); err != nil {
@@ -278,6 +300,12 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
 	_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
 	return st, nil
+}
+
+// indexOp is a change of the expiry index: an entry set, or deleted.
+type indexOp struct {
+	key []byte
+	del bool
 }
 
 // write is one collapsed change of a key: enc is the encoded value

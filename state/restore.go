@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -41,7 +40,7 @@ func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
 		return err
 	}
 	begun := time.Now()
-	if err := m.read(ctx, plan); err != nil {
+	if err := m.read(ctx, cl, plan); err != nil {
 		return err
 	}
 	secs := time.Since(begun).Seconds()
@@ -64,9 +63,10 @@ func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
 type restoring struct {
 	p        part
 	id       [16]byte
+	leader   int32 // the broker leading the partition, as last looked up
 	from     int64 // first offset to read
 	end      int64 // log-end offset when Restore began
-	pos      int64 // next offset to read
+	pos      int64 // the offset up to which pending and the store hold the changelog
 	st       partState
 	rebuilt  bool
 	read     int64   // data records read
@@ -115,6 +115,7 @@ func (m *Manager) plan(ctx context.Context, adm *kadm.Client, partitions []int32
 			if err != nil {
 				return nil, err
 			}
+			r.leader = d.Partitions[p].Leader
 			plan[r.p] = r
 		}
 	}
@@ -147,74 +148,60 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 	return r, nil
 }
 
-// read consumes the changelog partitions of plan from their start to
-// their end, writing a batch with its checkpoint every RestoreBatch
-// records and at the end.
-func (m *Manager) read(ctx context.Context, plan map[part]*restoring) error {
-	offsets := map[string]map[int32]kgo.Offset{}
-	left := 0
+// read reads the changelog partitions of plan from their positions to
+// their ends (see fetcher), writing a batch with its checkpoint every
+// RestoreBatch records and at each partition's end. A partition is read
+// when the fetch position reached its end, whatever the last record was.
+func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*restoring) error {
+	out := make(chan fetched, 1) // one response applied while the next is read
+	f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: out, pos: map[*restoring]int64{}}
 	for _, r := range plan {
-		if r.pos >= r.end {
-			continue
+		if r.pos < r.end {
+			f.parts = append(f.parts, r)
+			f.pos[r] = r.pos
 		}
-		if offsets[r.p.topic] == nil {
-			offsets[r.p.topic] = map[int32]kgo.Offset{}
-		}
-		offsets[r.p.topic][r.p.partition] = kgo.NewOffset().At(r.pos)
-		left++
 	}
-	if left == 0 {
+	if len(f.parts) == 0 {
 		return nil
 	}
-	opts := append(append([]kgo.Opt{}, m.opts.ClientOpts...), kgo.ConsumePartitions(offsets),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		// Large fetches: a restore reads whole partitions as fast as it can.
-		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("state: creating the restore consumer: %w", err)
-	}
-	defer cl.Close()
-	for left > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("state: restore interrupted with %d partitions left: %w", left, err)
+	fctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		for range out { // the fetcher stops at its next send
 		}
-		if err := fetchError(fs); err != nil {
+	}()
+	go f.run(fctx)
+	for x := range out {
+		var err error
+		switch {
+		case x.err != nil:
+			err = x.err
+		case x.reset:
+			err = m.reset(x.r, x.next)
+		default:
+			err = m.take(x.r, x.recs, x.next)
+		}
+		if err != nil {
 			return err
 		}
-		var ferr error
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if r := plan[part{fp.Topic, fp.Partition}]; r != nil && ferr == nil && r.pos < r.end {
-				ferr = m.take(r, fp.Records)
-				if ferr == nil && r.pos >= r.end {
-					left--
-				}
-			}
-		})
-		if ferr != nil {
-			return ferr
+	}
+	left := 0
+	for _, r := range f.parts {
+		if r.pos < r.end {
+			left++
 		}
+	}
+	if left > 0 {
+		return fmt.Errorf("state: restore interrupted with %d partitions left: %w", left, context.Cause(ctx))
 	}
 	return nil
 }
 
-// fetchError returns the first error of fs that retrying will not fix.
-func fetchError(fs kgo.Fetches) error {
-	var err error
-	fs.EachError(func(t string, p int32, e error) {
-		if err == nil && !errors.Is(e, context.Canceled) {
-			err = fmt.Errorf("state: reading changelog %s/%d: %w", t, p, e)
-		}
-	})
-	return err
-}
-
-// take adds recs to r's pending writes and writes them when there are
-// RestoreBatch of them or r reached its end.
-func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
+// take adds recs, a response's records of r, to r's pending writes, and
+// writes them every RestoreBatch records and when the fetch position next
+// reached r's end.
+func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 	for _, rec := range recs {
-		r.pos = rec.Offset + 1
 		if rec.Attrs.IsControl() {
 			continue
 		}
@@ -224,17 +211,41 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
 		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
 		r.read++
 		r.inflight++
+		if r.inflight >= m.opts.RestoreBatch {
+			r.pos = rec.Offset + 1
+			if err := m.flush(r); err != nil {
+				return err
+			}
+		}
 	}
+	r.pos = next
 	if r.inflight < m.opts.RestoreBatch && r.pos < r.end {
 		return nil
 	}
 	return m.flush(r)
 }
 
-// flush writes r's pending writes and its checkpoint in one batch.
+// reset voids what r read so far and rebuilds it from next, its
+// changelog's new log start: records it had not read yet were deleted.
+func (m *Manager) reset(r *restoring, next int64) error {
+	if err := m.db.wipe(r.p); err != nil {
+		return err
+	}
+	m.log.Warn("state rebuilding from the changelog's start: its start moved past the restore", "topic", r.p.topic,
+		"partition", r.p.partition, "position", r.pos, "start", next)
+	r.pending, r.inflight, r.read = r.pending[:0], 0, 0
+	r.st, r.rebuilt, r.from, r.pos = partState{}, true, next, next
+	if r.pos >= r.end {
+		return m.flush(r) // nothing left to read: the checkpoint alone
+	}
+	return nil
+}
+
+// flush writes r's pending writes and its checkpoint in one batch, synced
+// to disk when it is the partition's last.
 func (m *Manager) flush(r *restoring) error {
 	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending}
-	sts, err := m.db.apply([]partWrites{pw})
+	sts, err := m.db.apply([]partWrites{pw}, r.pos >= r.end)
 	if err != nil {
 		return err
 	}
