@@ -174,6 +174,8 @@ func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*resto
 	for x := range out {
 		var err error
 		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("state: restore interrupted: %w", context.Cause(ctx))
 		case x.err != nil:
 			err = x.err
 		case x.reset:
