@@ -55,18 +55,20 @@ const (
 
 // local wraps the Pebble database.
 type local struct {
-	db *pebble.DB
+	db  *pebble.DB
+	dir string
 }
 
-// openLocal opens (or creates) the database in dir.
-func openLocal(dir string) (*local, error) {
+// openLocal opens (or creates) the database in dir; onFatal receives
+// what Pebble cannot go on after (storeLogger).
+func openLocal(dir string, onFatal func(error)) (*local, error) {
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref() // the database holds its own reference
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: memTableBytes})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: storeLogger{dir: dir, onFatal: onFatal}, Cache: cache, MemTableSize: memTableBytes})
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the local store in %s: %w", dir, err)
 	}
-	return &local{db: db}, nil
+	return &local{db: db, dir: dir}, nil
 }
 
 // checkpoint is what a partition's local state reflects of its changelog.
@@ -91,7 +93,7 @@ func (l *local) readPart(p part) (partState, error) {
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
-		return st, fmt.Errorf("state: reading the checkpoint of %s/%d: %w", p.topic, p.partition, err)
+		return st, l.checked(fmt.Errorf("state: reading the checkpoint of %s/%d: %w", p.topic, p.partition, err))
 	default:
 		if len(v) == 24 {
 			st.hasCP = true
@@ -104,7 +106,7 @@ func (l *local) readPart(p part) (partState, error) {
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
-		return st, fmt.Errorf("state: reading the counts of %s/%d: %w", p.topic, p.partition, err)
+		return st, l.checked(fmt.Errorf("state: reading the counts of %s/%d: %w", p.topic, p.partition, err))
 	default:
 		if len(v) == 16 {
 			st.keys = int64(binary.BigEndian.Uint64(v))
@@ -123,7 +125,7 @@ func (l *local) get(p part, key []byte) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state: reading a key of %s/%d: %w", p.topic, p.partition, err)
+		return nil, l.checked(fmt.Errorf("state: reading a key of %s/%d: %w", p.topic, p.partition, err))
 	}
 	defer closer.Close()
 	if len(v) < 8 {
@@ -137,7 +139,7 @@ func (l *local) wipe(p part) error {
 	start := p.prefix()
 	end := append(p.prefix(), 0xff)
 	if err := l.db.DeleteRange(start, end, pebble.NoSync); err != nil {
-		return fmt.Errorf("state: wiping %s/%d: %w", p.topic, p.partition, err)
+		return l.checked(fmt.Errorf("state: wiping %s/%d: %w", p.topic, p.partition, err))
 	}
 	return nil
 }
@@ -171,16 +173,6 @@ func encodeValue(exp int64, value []byte) []byte {
 // expiryOf returns the expiry of an encoded value.
 func expiryOf(enc []byte) int64 { return int64(binary.BigEndian.Uint64(enc) & math.MaxInt64) }
 
-// quietLogger drops Pebble's informational lines and keeps its errors out
-// of the process's stdout; failures reach the caller as errors.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
-}
-
 // apply writes the collapsed changes of each partition of parts to the
 // database in one atomic batch, with each partition's new checkpoint and
 // counts, and returns the counts. The previous entry of every key is
@@ -197,7 +189,7 @@ func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 	for i, pw := range parts {
 		st, err := l.applyPart(b, pw)
 		if err != nil {
-			return nil, err
+			return nil, l.checked(err)
 		}
 		out[i] = st
 	}
@@ -212,7 +204,7 @@ func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 		opt = pebble.Sync
 	}
 	if err := b.Commit(opt); err != nil {
-		return nil, fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err)
+		return nil, l.checked(fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err))
 	}
 	return out, nil
 }
@@ -251,8 +243,11 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 			w.had = it.SeekGE(dk) && bytes.Equal(it.Key(), dk)
 			if w.had {
 				v, err := it.ValueAndErr()
-				if err != nil || len(v) < 8 {
-					return st, fmt.Errorf("state: reading a stored key of %s/%d (%d bytes): %v", pw.p.topic, pw.p.partition, len(v), err)
+				if err != nil {
+					return st, fmt.Errorf("state: reading a stored key of %s/%d: %w", pw.p.topic, pw.p.partition, err)
+				}
+				if len(v) < 8 {
+					return st, fmt.Errorf("state: a stored key of %s/%d has a value of %d bytes, under the 8 of its expiry", pw.p.topic, pw.p.partition, len(v))
 				}
 				w.oldExp, w.oldLen = expiryOf(v), len(v)-8
 			}

@@ -129,15 +129,18 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 		return nil, err
 	}
 	r := &restoring{p: p, id: id, end: end, st: st}
-	if st.hasCP && st.cp.topicID == id && st.cp.next >= start && st.cp.next <= end {
+	if why := m.rebuildReason(st, id, start, end); why == "" {
 		r.from = st.cp.next
 	} else {
 		if err := m.db.wipe(p); err != nil {
 			return nil, err
 		}
 		r.from, r.st, r.rebuilt = start, partState{}, true
+		if why != "new" {
+			m.met.rebuilds.WithLabelValues(m.storeOf(p.topic), why).Inc()
+		}
 		m.log.Info("state rebuilding from the changelog's start", "topic", p.topic, "partition", p.partition,
-			"checkpoint", st.cp.next, "had_checkpoint", st.hasCP, "start", start, "end", end)
+			"reason", why, "checkpoint", st.cp.next, "had_checkpoint", st.hasCP, "start", start, "end", end)
 	}
 	r.pos = r.from
 	m.mu.Lock()
@@ -146,6 +149,39 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 	pi.from, pi.end = r.from, r.end
 	m.mu.Unlock()
 	return r, nil
+}
+
+// rebuildReason says why a partition of persisted state st must be
+// rebuilt from its changelog's start, "" when it need not: its checkpoint
+// is one the changelog (of topic ID id, offsets start to end) can have
+// written. "new" is a partition without a checkpoint whose changelog is
+// empty, which is not counted as a rebuild.
+func (m *Manager) rebuildReason(st partState, id [16]byte, start, end int64) string {
+	switch {
+	case !st.hasCP && m.damaged:
+		return "damaged"
+	case !st.hasCP && start == end:
+		return "new"
+	case !st.hasCP:
+		return "no_checkpoint"
+	case st.cp.topicID != id:
+		return "topic_recreated"
+	case st.cp.next > end:
+		return "checkpoint_ahead"
+	case st.cp.next < start:
+		return "checkpoint_before_start"
+	}
+	return ""
+}
+
+// storeOf returns the store name of a changelog topic.
+func (m *Manager) storeOf(topic string) string {
+	for s, t := range m.topics {
+		if t == topic {
+			return s
+		}
+	}
+	return topic
 }
 
 // read reads the changelog partitions of plan from their positions to
@@ -235,6 +271,7 @@ func (m *Manager) reset(r *restoring, next int64) error {
 	}
 	m.log.Warn("state rebuilding from the changelog's start: its start moved past the restore", "topic", r.p.topic,
 		"partition", r.p.partition, "position", r.pos, "start", next)
+	m.met.rebuilds.WithLabelValues(m.storeOf(r.p.topic), "start_moved").Inc()
 	r.pending, r.inflight, r.read = r.pending[:0], 0, 0
 	r.st, r.rebuilt, r.from, r.pos = partState{}, true, next, next
 	if r.pos >= r.end {
