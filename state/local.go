@@ -272,16 +272,7 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 			index = append(index, indexOp{key: expiryKey(pre, exp, w.key)})
 		}
 	}
-	// Stable: a key's old entry deleted and set again (the same expiry)
-	// must end set.
-	slices.SortStableFunc(index, func(x, y indexOp) int { return bytes.Compare(x.key, y.key) })
-	for _, op := range index {
-		if op.del {
-			_ = b.Delete(op.key, nil)
-		} else {
-			_ = b.Set(op.key, nil, nil)
-		}
-	}
+	applyIndex(b, index)
 	if err := it.Error(); err != nil {
 		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
 	}
@@ -295,6 +286,19 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
 	_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
 	return st, nil
+}
+
+// applyIndex adds the expiry index's changes to b in key order. Stable:
+// a key's old entry deleted and set again (the same expiry) must end set.
+func applyIndex(b *pebble.Batch, index []indexOp) {
+	slices.SortStableFunc(index, func(x, y indexOp) int { return bytes.Compare(x.key, y.key) })
+	for _, op := range index {
+		if op.del {
+			_ = b.Delete(op.key, nil)
+		} else {
+			_ = b.Set(op.key, nil, nil)
+		}
+	}
 }
 
 // indexOp is a change of the expiry index: an entry set, or deleted.
