@@ -60,8 +60,8 @@ func TestRestoreMemory(t *testing.T) {
 		restoreChild(t)
 		return
 	}
-	if testing.Short() {
-		t.Skip("writes 1.5 million records (-short)")
+	if testing.Short() || raceEnabled {
+		t.Skip("writes 1.5 million records and measures memory (-short, or the race detector, which multiplies it)")
 	}
 	kafkatest.ForEach(t, []kfake.Opt{kfake.NumBrokers(1)}, func(t *testing.T, c *kafkatest.Cluster) {
 		group := kafkatest.Unique("restore-memory")

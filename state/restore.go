@@ -19,10 +19,14 @@ import (
 // rebuilt from the start (its local keys wiped first) when it has no
 // checkpoint, or one the changelog cannot have written: ahead of its end,
 // before its start, or of another topic ID (the topic was recreated).
-// The end is the log-end offset taken when Restore starts, read with
-// read_committed isolation: a transaction of the partition's previous
-// owner still open then holds Restore back until it commits or aborts, so
-// that no committed write is missed. The same holds for this processor's
+// The end is the log-end offset taken when Restore starts, and a
+// partition is restored when the restore's fetch position reached it,
+// whatever the last record was (see fetcher): an empty changelog, a tail
+// that is only a transaction marker or that compaction removed never
+// leave it waiting. It reads with read_committed isolation: a
+// transaction of the partition's previous owner still open then holds
+// Restore back until it commits or aborts, so that no committed write is
+// missed. The same holds for this processor's
 // own transaction: call Restore outside the group's rebalance callbacks
 // and with no Kafka transaction of its own open (between End and the next
 // Begin), or it waits for that transaction's timeout.
