@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -233,6 +234,7 @@ func TestRestoreContract(t *testing.T) {
 		t.Run("empty", func(t *testing.T) { restoreEmpty(t, c) })
 		t.Run("marker-tail", func(t *testing.T) { restoreMarkerTail(t, c) })
 		t.Run("below-log-start", func(t *testing.T) { restoreBelowLogStart(t, c) })
+		t.Run("start-moved-under-the-restore", func(t *testing.T) { restoreStartMoved(t, c) })
 		t.Run("rebalance-mid-restore", func(t *testing.T) { restoreInterrupted(t, c) })
 		t.Run("compacted-tail", func(t *testing.T) {
 			if c.Fake != nil {
@@ -300,9 +302,22 @@ func restoreBelowLogStart(t *testing.T, c *kafkatest.Cluster) {
 	cut := r.written[len(r.written)-10].off // the first record of the last transaction
 	// Kafka deletes records of a topic with the delete policy only: the
 	// changelog has it for the deletion, as if retention had deleted them.
-	policy(t, c, r.topic, "compact,delete")
+	deleteBefore(t, c, r.topic, cut)
+	m = r.open()
+	if st := status(t, m, "s", 0); !st.Rebuilt || st.RestoredRecords != 10 {
+		t.Fatalf("status %+v, want rebuilt from the 10 records after the log start", st)
+	}
+	r.check(m, 0, cut)
+}
+
+// deleteBefore deletes the records of partition 0 of topic before cut.
+// Kafka deletes records of a topic with the delete policy only: the
+// changelog has it for the deletion, as if retention had deleted them.
+func deleteBefore(t *testing.T, c *kafkatest.Cluster, topic string, cut int64) {
+	t.Helper()
+	policy(t, c, topic, "compact,delete")
 	del := kadm.Offsets{}
-	del.Add(kadm.Offset{Topic: r.topic, Partition: 0, At: cut})
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: cut})
 	resp, err := c.Admin(t).DeleteRecords(ctx(t), del)
 	if err == nil {
 		err = resp.Error()
@@ -310,10 +325,42 @@ func restoreBelowLogStart(t *testing.T, c *kafkatest.Cluster) {
 	if err != nil {
 		t.Fatalf("deleting the records before %d: %v", cut, err)
 	}
-	policy(t, c, r.topic, "compact")
-	m = r.open()
+	policy(t, c, topic, "compact")
+}
+
+// Records deleted under a running restore, past its position: the fetch
+// falls below the log start, and the partition is wiped and read again
+// from the new start (counted as start_moved). The deletion lands between
+// the restore's plan (its checkpoint valid then) and its reading.
+func restoreStartMoved(t *testing.T, c *kafkatest.Cluster) {
+	r := newRig(t, c, 1, nil)
+	m := r.open()
+	r.commit(m, 0, keys("old", 10, "1"))
+	_ = m.Close()
+	r.behind(0, keys("old", 10, "2"), true)
+	r.behind(0, keys("new", 10, "3"), true)
+	cut := r.written[len(r.written)-10].off
+	m = r.manager()
+	cl := r.c.Client(t)
+	plan, err := m.plan(ctx(t), kadm.NewClient(cl), []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := plan[part{r.topic, 0}]; pr.rebuilt || pr.from >= cut {
+		t.Fatalf("planned from %d (rebuilt %v), want from the checkpoint, below %d", pr.from, pr.rebuilt, cut)
+	}
+	deleteBefore(t, c, r.topic, cut)
+	c2, cancel := context.WithTimeout(context.Background(), restoreBound)
+	defer cancel()
+	if err := m.read(c2, cl, plan); err != nil {
+		t.Fatal(err)
+	}
+	m.finish(plan, 0)
 	if st := status(t, m, "s", 0); !st.Rebuilt || st.RestoredRecords != 10 {
-		t.Fatalf("status %+v, want rebuilt from the 10 records after the log start", st)
+		t.Fatalf("status %+v, want rebuilt from the 10 records after the new start", st)
+	}
+	if n := testutil.ToFloat64(m.met.rebuilds.WithLabelValues("s", "start_moved")); n != 1 {
+		t.Fatalf("processor_state_rebuilds_total{reason=start_moved} = %v, want 1", n)
 	}
 	r.check(m, 0, cut)
 }

@@ -47,7 +47,13 @@ func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
 	if err := m.read(ctx, cl, plan); err != nil {
 		return err
 	}
-	secs := time.Since(begun).Seconds()
+	m.finish(plan, time.Since(begun).Seconds())
+	return nil
+}
+
+// finish makes the partitions of plan, read to their ends in secs
+// seconds, ready.
+func (m *Manager) finish(plan map[part]*restoring, secs float64) {
 	m.mu.Lock()
 	for _, r := range plan {
 		pi := m.info(r.p)
@@ -60,7 +66,6 @@ func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
 			"records", r.read, "from", r.from, "to", r.end, "rebuilt", r.rebuilt)
 	}
 	m.met.seconds.Observe(secs)
-	return nil
 }
 
 // restoring is the restore of one partition.
