@@ -179,6 +179,10 @@ func (f *fetcher) partition(ctx context.Context, r *restoring, rp *kmsg.FetchRes
 	case errors.Is(perr, kerr.OffsetOutOfRange):
 		return false, f.restart(ctx, r)
 	case kerr.IsRetriable(perr) || errors.Is(perr, kerr.UnknownTopicID):
+		if l := rp.CurrentLeader.LeaderID; l >= 0 && l != r.leader {
+			r.leader = l // the broker named the new leader (KIP-951)
+			return false, nil
+		}
 		return true, f.pause(ctx) // a leader moved, or a topic just created
 	default:
 		return false, fmt.Errorf("state: reading changelog %s/%d at offset %d: %w", r.p.topic, r.p.partition, f.pos[r], perr)
