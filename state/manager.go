@@ -60,10 +60,10 @@ type Options struct {
 	// Stores are the names of the stores, unique, each a valid part of a
 	// topic name ([a-zA-Z0-9._-]).
 	Stores []string
-	// ClientOpts are the options of the restore consumer besides what
-	// Restore sets itself: the seed brokers (kgo.SeedBrokers) and how to
-	// reach them (TLS, SASL). Restore reads with read_committed isolation
-	// and does not join the group.
+	// ClientOpts are the options of the restore's client: the seed
+	// brokers (kgo.SeedBrokers) and how to reach them (TLS, SASL). Restore
+	// sends its own Fetch requests through it (read_committed, 1 MiB
+	// each), so consumer options have no effect; it joins no group.
 	ClientOpts []kgo.Opt
 	// Registerer, when not nil, receives the state metrics:
 	// processor_state_restore_records_total, processor_state_restore_seconds,
