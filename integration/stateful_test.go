@@ -197,6 +197,27 @@ func TestStatefulChangelogMismatch(t *testing.T) {
 		if !errors.As(p.err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.logs.String(), changelog) {
 			t.Errorf("exit %v, log %q; want exit 2 naming %s", p.err, p.logs.String(), changelog)
 		}
+		// One line that says what is true (the keys moved, deleting the
+		// changelog does not rebuild it) and names both ways out.
+		var line string
+		for _, l := range strings.Split(p.logs.String(), "\n") {
+			if strings.Contains(l, "configuration error") {
+				if line != "" {
+					t.Errorf("two configuration error lines: %q and %q", line, l)
+				}
+				line = l
+			}
+		}
+		for _, want := range []string{changelog + " has 2 partitions, the input 4", "keys moved to other partitions",
+			"deleting the changelog would not rebuild it", "a new PROCESSOR_GROUP", "reads the input from its start",
+			"to start empty, delete the changelog topics " + changelog} {
+			if !strings.Contains(line, want) {
+				t.Errorf("the refusal %q does not say %q", line, want)
+			}
+		}
+		if strings.Contains(line, "rebuilt from the input") {
+			t.Errorf("the refusal %q still promises a rebuild from the input", line)
+		}
 	})
 }
 

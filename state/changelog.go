@@ -14,20 +14,36 @@ import (
 // MismatchError says that a changelog topic exists but cannot hold a
 // store partitioned like the input: another partition count, or a
 // cleanup.policy other than compact (which would delete state). The
-// wiring turns it into exit code 2 with its one line: the operator must
-// delete or fix the topic; the processor never changes it.
+// wiring turns it into exit code 2 with its one line; the processor never
+// changes the topic.
+//
+// Another partition count cannot be fixed by deleting the changelog: the
+// input's keys moved to other partitions (Kafka's partitioners hash a key
+// over the partition count), and nothing reads the input again to rebuild
+// the state, so every key would start from nothing. Error says so, and
+// the wiring names the ways out: run the chain again under a new group,
+// which reads the input from its start, or start empty by deleting
+// Changelogs.
 type MismatchError struct {
 	Topic string
 	// Partitions is the topic's partition count; Want the input's.
 	Partitions, Want int32
 	// Policy is the topic's cleanup.policy.
 	Policy string
+	// Changelogs are the changelog topics of every store of the group,
+	// the ones to delete to start empty.
+	Changelogs []string
 }
+
+// PartitionsChanged says whether the mismatch is the partition count.
+func (e *MismatchError) PartitionsChanged() bool { return e.Partitions != e.Want }
 
 // Error is one line naming the topic, what it has and what it needs.
 func (e *MismatchError) Error() string {
-	if e.Partitions != e.Want {
-		return fmt.Sprintf("state: changelog topic %s has %d partitions, the input %d: delete it (its state is rebuilt from the input) or give the input as many partitions", e.Topic, e.Partitions, e.Want)
+	if e.PartitionsChanged() {
+		return fmt.Sprintf("state: changelog topic %s has %d partitions, the input %d: the input's keys moved to other partitions "+
+			"and the state kept by partition cannot follow them (deleting the changelog would not rebuild it: nothing reads the input again, every key would start from nothing)",
+			e.Topic, e.Partitions, e.Want)
 	}
 	return fmt.Sprintf("state: changelog topic %s has cleanup.policy=%s, want compact: set cleanup.policy=compact on it", e.Topic, e.Policy)
 }
@@ -102,7 +118,7 @@ func (m *Manager) check(ctx context.Context, adm *kadm.Client, topics []string, 
 			}
 		}
 		if n := int32(len(d.Partitions)); n != partitions || policy != "compact" {
-			return &MismatchError{Topic: topic, Partitions: n, Want: partitions, Policy: policy}
+			return &MismatchError{Topic: topic, Partitions: n, Want: partitions, Policy: policy, Changelogs: m.Topics()}
 		}
 		m.mu.Lock()
 		m.topicIDs[topic] = d.ID

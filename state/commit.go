@@ -96,7 +96,7 @@ func (t *Txn) apply(byPart map[part]*partWrites) error {
 		}
 		return list[i].p.partition < list[j].p.partition
 	})
-	sts, err := m.db.apply(list)
+	sts, err := m.db.apply(list, true)
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ func (b *buffer) expireLocal(ctx context.Context, at int64, q *quota) error {
 		s.mu.Unlock()
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("state: reading the expiry index of %s/%d: %w", b.p.topic, b.p.partition, err)
+		return b.t.m.db.checked(fmt.Errorf("state: reading the expiry index of %s/%d: %w", b.p.topic, b.p.partition, err))
 	}
 	return nil
 }

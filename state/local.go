@@ -55,18 +55,20 @@ const (
 
 // local wraps the Pebble database.
 type local struct {
-	db *pebble.DB
+	db  *pebble.DB
+	dir string
 }
 
-// openLocal opens (or creates) the database in dir.
-func openLocal(dir string) (*local, error) {
+// openLocal opens (or creates) the database in dir; onFatal receives
+// what Pebble cannot go on after (storeLogger).
+func openLocal(dir string, onFatal func(error)) (*local, error) {
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref() // the database holds its own reference
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}, Cache: cache, MemTableSize: memTableBytes})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: storeLogger{dir: dir, onFatal: onFatal}, Cache: cache, MemTableSize: memTableBytes})
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the local store in %s: %w", dir, err)
 	}
-	return &local{db: db}, nil
+	return &local{db: db, dir: dir}, nil
 }
 
 // checkpoint is what a partition's local state reflects of its changelog.
@@ -91,7 +93,7 @@ func (l *local) readPart(p part) (partState, error) {
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
-		return st, fmt.Errorf("state: reading the checkpoint of %s/%d: %w", p.topic, p.partition, err)
+		return st, l.checked(fmt.Errorf("state: reading the checkpoint of %s/%d: %w", p.topic, p.partition, err))
 	default:
 		if len(v) == 24 {
 			st.hasCP = true
@@ -104,7 +106,7 @@ func (l *local) readPart(p part) (partState, error) {
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
 	case err != nil:
-		return st, fmt.Errorf("state: reading the counts of %s/%d: %w", p.topic, p.partition, err)
+		return st, l.checked(fmt.Errorf("state: reading the counts of %s/%d: %w", p.topic, p.partition, err))
 	default:
 		if len(v) == 16 {
 			st.keys = int64(binary.BigEndian.Uint64(v))
@@ -123,7 +125,7 @@ func (l *local) get(p part, key []byte) ([]byte, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("state: reading a key of %s/%d: %w", p.topic, p.partition, err)
+		return nil, l.checked(fmt.Errorf("state: reading a key of %s/%d: %w", p.topic, p.partition, err))
 	}
 	defer closer.Close()
 	if len(v) < 8 {
@@ -137,7 +139,7 @@ func (l *local) wipe(p part) error {
 	start := p.prefix()
 	end := append(p.prefix(), 0xff)
 	if err := l.db.DeleteRange(start, end, pebble.NoSync); err != nil {
-		return fmt.Errorf("state: wiping %s/%d: %w", p.topic, p.partition, err)
+		return l.checked(fmt.Errorf("state: wiping %s/%d: %w", p.topic, p.partition, err))
 	}
 	return nil
 }
@@ -171,31 +173,23 @@ func encodeValue(exp int64, value []byte) []byte {
 // expiryOf returns the expiry of an encoded value.
 func expiryOf(enc []byte) int64 { return int64(binary.BigEndian.Uint64(enc) & math.MaxInt64) }
 
-// quietLogger drops Pebble's informational lines and keeps its errors out
-// of the process's stdout; failures reach the caller as errors.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("pebble: "+format, args...))
-}
-
 // apply writes the collapsed changes of each partition of parts to the
 // database in one atomic batch, with each partition's new checkpoint and
 // counts, and returns the counts. The previous entry of every key is
 // needed, so that the counts stay exact and a changed expiry leaves no
 // stale index entry: a write that does not know it already (its
 // transaction never read the key) looks it up, in key order, with one
-// iterator per partition.
-func (l *local) apply(parts []partWrites) ([]partState, error) {
+// iterator per partition. sync says whether the batch must be on disk
+// when apply returns (see below); a batch written without it may be lost
+// to a crash, with its checkpoint, along with the batches after it.
+func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 	b := l.db.NewBatch()
 	defer b.Close()
 	out := make([]partState, len(parts))
 	for i, pw := range parts {
 		st, err := l.applyPart(b, pw)
 		if err != nil {
-			return nil, err
+			return nil, l.checked(err)
 		}
 		out[i] = st
 	}
@@ -203,9 +197,14 @@ func (l *local) apply(parts []partWrites) ([]partState, error) {
 	// until a 32 KiB block fills, so a SIGKILL would lose the last
 	// transactions' batches and their checkpoints, and the next Restore
 	// would read far more than the tail (all of a small changelog). The
-	// log keeps the batch atomic either way.
-	if err := b.Commit(pebble.Sync); err != nil {
-		return nil, fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err)
+	// log keeps the batch atomic either way. A restore's batches but its
+	// last need not be synced: losing them costs only their reading again.
+	opt := pebble.NoSync
+	if sync {
+		opt = pebble.Sync
+	}
+	if err := b.Commit(opt); err != nil {
+		return nil, l.checked(fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err))
 	}
 	return out, nil
 }
@@ -229,6 +228,11 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	}
 	defer it.Close()
 	var scratch []byte // the data key; the batch copies what it is given
+	// The expiry index's changes go in after the data, in key order too:
+	// Pebble inserts a batch into its memtable in the batch's order, and
+	// an insert next to the previous one is far cheaper than one that
+	// jumps between the data and the index.
+	var index []indexOp
 	for i, w := range order {
 		if i+1 < len(order) && bytes.Equal(w.key, order[i+1].key) {
 			continue // overwritten later in the batch
@@ -239,8 +243,11 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 			w.had = it.SeekGE(dk) && bytes.Equal(it.Key(), dk)
 			if w.had {
 				v, err := it.ValueAndErr()
-				if err != nil || len(v) < 8 {
-					return st, fmt.Errorf("state: reading a stored key of %s/%d (%d bytes): %v", pw.p.topic, pw.p.partition, len(v), err)
+				if err != nil {
+					return st, fmt.Errorf("state: reading a stored key of %s/%d: %w", pw.p.topic, pw.p.partition, err)
+				}
+				if len(v) < 8 {
+					return st, fmt.Errorf("state: a stored key of %s/%d has a value of %d bytes, under the 8 of its expiry", pw.p.topic, pw.p.partition, len(v))
 				}
 				w.oldExp, w.oldLen = expiryOf(v), len(v)-8
 			}
@@ -249,7 +256,7 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 			st.keys--
 			st.bytes -= int64(len(w.key) + w.oldLen)
 			if w.oldExp != 0 {
-				_ = b.Delete(expiryKey(pre, w.oldExp, w.key), nil)
+				index = append(index, indexOp{key: expiryKey(pre, w.oldExp, w.key), del: true})
 			}
 		}
 		if w.enc == nil {
@@ -262,9 +269,10 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 		st.keys++
 		st.bytes += int64(len(w.key) + len(w.enc) - 8)
 		if exp := expiryOf(w.enc); exp != 0 {
-			_ = b.Set(expiryKey(pre, exp, w.key), nil, nil)
+			index = append(index, indexOp{key: expiryKey(pre, exp, w.key)})
 		}
 	}
+	applyIndex(b, index)
 	if err := it.Error(); err != nil {
 		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
 	}
@@ -278,6 +286,25 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
 	_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
 	return st, nil
+}
+
+// applyIndex adds the expiry index's changes to b in key order. Stable:
+// a key's old entry deleted and set again (the same expiry) must end set.
+func applyIndex(b *pebble.Batch, index []indexOp) {
+	slices.SortStableFunc(index, func(x, y indexOp) int { return bytes.Compare(x.key, y.key) })
+	for _, op := range index {
+		if op.del {
+			_ = b.Delete(op.key, nil)
+		} else {
+			_ = b.Set(op.key, nil, nil)
+		}
+	}
+}
+
+// indexOp is a change of the expiry index: an entry set, or deleted.
+type indexOp struct {
+	key []byte
+	del bool
 }
 
 // write is one collapsed change of a key: enc is the encoded value

@@ -41,7 +41,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,17 +60,26 @@ type Options struct {
 	// Stores are the names of the stores, unique, each a valid part of a
 	// topic name ([a-zA-Z0-9._-]).
 	Stores []string
-	// ClientOpts are the options of the restore consumer besides what
-	// Restore sets itself: the seed brokers (kgo.SeedBrokers) and how to
-	// reach them (TLS, SASL). Restore reads with read_committed isolation
-	// and does not join the group.
+	// ClientOpts are the options of the restore's client: the seed
+	// brokers (kgo.SeedBrokers) and how to reach them (TLS, SASL). Restore
+	// sends its own Fetch requests through it (read_committed, 1 MiB
+	// each), so consumer options have no effect; it joins no group.
 	ClientOpts []kgo.Opt
 	// Registerer, when not nil, receives the state metrics:
 	// processor_state_restore_records_total, processor_state_restore_seconds,
+	// processor_state_rebuilds_total{store,reason},
 	// processor_state_keys{store} and processor_state_bytes{store}.
 	Registerer prometheus.Registerer
 	// Logger receives a line per restored partition; nil logs nothing.
 	Logger *slog.Logger
+	// OnFatal receives the failure of the local store that Pebble cannot
+	// go on after (a compaction that found a corrupt table, a MANIFEST it
+	// cannot write), from whichever goroutine met it, and must end the
+	// process: a *DirError when a rebuild will not fix it (a full or
+	// read-only filesystem), any other error after the directory was
+	// marked damaged, so that the next Open rebuilds it. Nil prints the
+	// error and exits with status 1, as Pebble's own logger exits.
+	OnFatal func(error)
 	// RestoreBatch is how many changelog records Restore collapses into
 	// one local batch with its checkpoint; 0 means 20,000. A larger batch
 	// restores a little faster and holds more memory; a restore
@@ -103,6 +111,10 @@ type Manager struct {
 	topics map[string]string // store name -> changelog topic
 	met    *metrics
 
+	// damaged says that Open found the local store damaged and wiped it:
+	// the partitions it rebuilds are counted with the reason "damaged".
+	damaged bool
+
 	mu       sync.RWMutex
 	parts    map[part]*partInfo // known partitions, restored or not
 	topicIDs map[string][16]byte
@@ -112,6 +124,14 @@ type Manager struct {
 
 // Open opens (or creates) the local database in o.Dir. It does not
 // contact Kafka: call EnsureChangelogs once and Restore on assignment.
+//
+// A damaged database (a table cut short or missing, an empty or corrupt
+// MANIFEST, a directory marked damaged by an earlier failure: see
+// damage.go) is wiped, logged, and opened empty: Restore rebuilds every
+// partition from its changelog and counts it in
+// processor_state_rebuilds_total{reason="damaged"}. A directory that
+// cannot be used at all (not creatable or writable, a read-only or full
+// filesystem) is a *DirError.
 func Open(o Options) (*Manager, error) {
 	if o.Dir == "" || o.Group == "" || len(o.Stores) == 0 {
 		return nil, errors.New("state: Options.Dir, Group and Stores are required")
@@ -133,15 +153,16 @@ func Open(o Options) (*Manager, error) {
 		}
 		m.topics[s] = ChangelogTopic(o.Group, s)
 	}
-	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("state: creating %s: %w", o.Dir, err)
-	}
-	db, err := openLocal(o.Dir)
+	db, damaged, err := openStore(o.Dir, o.OnFatal)
 	if err != nil {
 		return nil, err
 	}
-	m.db = db
+	m.db, m.damaged = db, damaged != ""
 	m.met = newMetrics(m)
+	if damaged != "" {
+		m.log.Warn("state: the local store was damaged; it was wiped, and every partition is rebuilt from its changelog when restored",
+			"dir", o.Dir, "damage", strings.Join(strings.Fields(damaged), " "))
+	}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(m.met); err != nil {
 			db.close()

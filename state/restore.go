@@ -2,7 +2,6 @@ package state
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -20,10 +19,14 @@ import (
 // rebuilt from the start (its local keys wiped first) when it has no
 // checkpoint, or one the changelog cannot have written: ahead of its end,
 // before its start, or of another topic ID (the topic was recreated).
-// The end is the log-end offset taken when Restore starts, read with
-// read_committed isolation: a transaction of the partition's previous
-// owner still open then holds Restore back until it commits or aborts, so
-// that no committed write is missed. The same holds for this processor's
+// The end is the log-end offset taken when Restore starts, and a
+// partition is restored when the restore's fetch position reached it,
+// whatever the last record was (see fetcher): an empty changelog, a tail
+// that is only a transaction marker or that compaction removed never
+// leave it waiting. It reads with read_committed isolation: a
+// transaction of the partition's previous owner still open then holds
+// Restore back until it commits or aborts, so that no committed write is
+// missed. The same holds for this processor's
 // own transaction: call Restore outside the group's rebalance callbacks
 // and with no Kafka transaction of its own open (between End and the next
 // Begin), or it waits for that transaction's timeout.
@@ -41,10 +44,16 @@ func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
 		return err
 	}
 	begun := time.Now()
-	if err := m.read(ctx, plan); err != nil {
+	if err := m.read(ctx, cl, plan); err != nil {
 		return err
 	}
-	secs := time.Since(begun).Seconds()
+	m.finish(plan, time.Since(begun).Seconds())
+	return nil
+}
+
+// finish makes the partitions of plan, read to their ends in secs
+// seconds, ready.
+func (m *Manager) finish(plan map[part]*restoring, secs float64) {
 	m.mu.Lock()
 	for _, r := range plan {
 		pi := m.info(r.p)
@@ -57,16 +66,16 @@ func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
 			"records", r.read, "from", r.from, "to", r.end, "rebuilt", r.rebuilt)
 	}
 	m.met.seconds.Observe(secs)
-	return nil
 }
 
 // restoring is the restore of one partition.
 type restoring struct {
 	p        part
 	id       [16]byte
+	leader   int32 // the broker leading the partition, as last looked up
 	from     int64 // first offset to read
 	end      int64 // log-end offset when Restore began
-	pos      int64 // next offset to read
+	pos      int64 // the offset up to which pending and the store hold the changelog
 	st       partState
 	rebuilt  bool
 	read     int64   // data records read
@@ -115,6 +124,7 @@ func (m *Manager) plan(ctx context.Context, adm *kadm.Client, partitions []int32
 			if err != nil {
 				return nil, err
 			}
+			r.leader = d.Partitions[p].Leader
 			plan[r.p] = r
 		}
 	}
@@ -128,15 +138,18 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 		return nil, err
 	}
 	r := &restoring{p: p, id: id, end: end, st: st}
-	if st.hasCP && st.cp.topicID == id && st.cp.next >= start && st.cp.next <= end {
+	if why := m.rebuildReason(st, id, start, end); why == "" {
 		r.from = st.cp.next
 	} else {
 		if err := m.db.wipe(p); err != nil {
 			return nil, err
 		}
 		r.from, r.st, r.rebuilt = start, partState{}, true
+		if why != "new" {
+			m.met.rebuilds.WithLabelValues(m.storeOf(p.topic), why).Inc()
+		}
 		m.log.Info("state rebuilding from the changelog's start", "topic", p.topic, "partition", p.partition,
-			"checkpoint", st.cp.next, "had_checkpoint", st.hasCP, "start", start, "end", end)
+			"reason", why, "checkpoint", st.cp.next, "had_checkpoint", st.hasCP, "start", start, "end", end)
 	}
 	r.pos = r.from
 	m.mu.Lock()
@@ -147,74 +160,95 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 	return r, nil
 }
 
-// read consumes the changelog partitions of plan from their start to
-// their end, writing a batch with its checkpoint every RestoreBatch
-// records and at the end.
-func (m *Manager) read(ctx context.Context, plan map[part]*restoring) error {
-	offsets := map[string]map[int32]kgo.Offset{}
-	left := 0
-	for _, r := range plan {
-		if r.pos >= r.end {
-			continue
-		}
-		if offsets[r.p.topic] == nil {
-			offsets[r.p.topic] = map[int32]kgo.Offset{}
-		}
-		offsets[r.p.topic][r.p.partition] = kgo.NewOffset().At(r.pos)
-		left++
+// rebuildReason says why a partition of persisted state st must be
+// rebuilt from its changelog's start, "" when it need not: its checkpoint
+// is one the changelog (of topic ID id, offsets start to end) can have
+// written. "new" is a partition without a checkpoint whose changelog is
+// empty, which is not counted as a rebuild.
+func (m *Manager) rebuildReason(st partState, id [16]byte, start, end int64) string {
+	switch {
+	case !st.hasCP && m.damaged:
+		return "damaged"
+	case !st.hasCP && start == end:
+		return "new"
+	case !st.hasCP:
+		return "no_checkpoint"
+	case st.cp.topicID != id:
+		return "topic_recreated"
+	case st.cp.next > end:
+		return "checkpoint_ahead"
+	case st.cp.next < start:
+		return "checkpoint_before_start"
 	}
-	if left == 0 {
+	return ""
+}
+
+// storeOf returns the store name of a changelog topic.
+func (m *Manager) storeOf(topic string) string {
+	for s, t := range m.topics {
+		if t == topic {
+			return s
+		}
+	}
+	return topic
+}
+
+// read reads the changelog partitions of plan from their positions to
+// their ends (see fetcher), writing a batch with its checkpoint every
+// RestoreBatch records and at each partition's end. A partition is read
+// when the fetch position reached its end, whatever the last record was.
+func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*restoring) error {
+	out := make(chan fetched, 1) // one response applied while the next is read
+	f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: out, pos: map[*restoring]int64{}}
+	for _, r := range plan {
+		if r.pos < r.end {
+			f.parts = append(f.parts, r)
+			f.pos[r] = r.pos
+		}
+	}
+	if len(f.parts) == 0 {
 		return nil
 	}
-	opts := append(append([]kgo.Opt{}, m.opts.ClientOpts...), kgo.ConsumePartitions(offsets),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		// Large fetches: a restore reads whole partitions as fast as it can.
-		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("state: creating the restore consumer: %w", err)
-	}
-	defer cl.Close()
-	for left > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("state: restore interrupted with %d partitions left: %w", left, err)
+	fctx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		for range out { // the fetcher stops at its next send
 		}
-		if err := fetchError(fs); err != nil {
+	}()
+	go f.run(fctx)
+	for x := range out {
+		var err error
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("state: restore interrupted: %w", context.Cause(ctx))
+		case x.err != nil:
+			err = x.err
+		case x.reset:
+			err = m.reset(x.r, x.next)
+		default:
+			err = m.take(x.r, x.recs, x.next)
+		}
+		if err != nil {
 			return err
 		}
-		var ferr error
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if r := plan[part{fp.Topic, fp.Partition}]; r != nil && ferr == nil && r.pos < r.end {
-				ferr = m.take(r, fp.Records)
-				if ferr == nil && r.pos >= r.end {
-					left--
-				}
-			}
-		})
-		if ferr != nil {
-			return ferr
+	}
+	left := 0
+	for _, r := range f.parts {
+		if r.pos < r.end {
+			left++
 		}
+	}
+	if left > 0 {
+		return fmt.Errorf("state: restore interrupted with %d partitions left: %w", left, context.Cause(ctx))
 	}
 	return nil
 }
 
-// fetchError returns the first error of fs that retrying will not fix.
-func fetchError(fs kgo.Fetches) error {
-	var err error
-	fs.EachError(func(t string, p int32, e error) {
-		if err == nil && !errors.Is(e, context.Canceled) {
-			err = fmt.Errorf("state: reading changelog %s/%d: %w", t, p, e)
-		}
-	})
-	return err
-}
-
-// take adds recs to r's pending writes and writes them when there are
-// RestoreBatch of them or r reached its end.
-func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
+// take adds recs, a response's records of r, to r's pending writes, and
+// writes them every RestoreBatch records and when the fetch position next
+// reached r's end.
+func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 	for _, rec := range recs {
-		r.pos = rec.Offset + 1
 		if rec.Attrs.IsControl() {
 			continue
 		}
@@ -224,17 +258,42 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record) error {
 		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
 		r.read++
 		r.inflight++
+		if r.inflight >= m.opts.RestoreBatch {
+			r.pos = rec.Offset + 1
+			if err := m.flush(r); err != nil {
+				return err
+			}
+		}
 	}
+	r.pos = next
 	if r.inflight < m.opts.RestoreBatch && r.pos < r.end {
 		return nil
 	}
 	return m.flush(r)
 }
 
-// flush writes r's pending writes and its checkpoint in one batch.
+// reset voids what r read so far and rebuilds it from next, its
+// changelog's new log start: records it had not read yet were deleted.
+func (m *Manager) reset(r *restoring, next int64) error {
+	if err := m.db.wipe(r.p); err != nil {
+		return err
+	}
+	m.log.Warn("state rebuilding from the changelog's start: its start moved past the restore", "topic", r.p.topic,
+		"partition", r.p.partition, "position", r.pos, "start", next)
+	m.met.rebuilds.WithLabelValues(m.storeOf(r.p.topic), "start_moved").Inc()
+	r.pending, r.inflight, r.read = r.pending[:0], 0, 0
+	r.st, r.rebuilt, r.from, r.pos = partState{}, true, next, next
+	if r.pos >= r.end {
+		return m.flush(r) // nothing left to read: the checkpoint alone
+	}
+	return nil
+}
+
+// flush writes r's pending writes and its checkpoint in one batch, synced
+// to disk when it is the partition's last.
 func (m *Manager) flush(r *restoring) error {
 	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending}
-	sts, err := m.db.apply([]partWrites{pw})
+	sts, err := m.db.apply([]partWrites{pw}, r.pos >= r.end)
 	if err != nil {
 		return err
 	}

@@ -69,13 +69,31 @@ type metrics struct {
 	m        *Manager
 	restored prometheus.Counter
 	seconds  prometheus.Histogram
+	rebuilds *prometheus.CounterVec
 	keys     *prometheus.Desc
 	bytes    *prometheus.Desc
 }
 
+// rebuildReasons are the values of processor_state_rebuilds_total's
+// reason label (Manager.rebuildReason, and start_moved of reset).
+var rebuildReasons = []string{"damaged", "no_checkpoint", "checkpoint_ahead", "checkpoint_before_start", "topic_recreated", "start_moved"}
+
 func newMetrics(m *Manager) *metrics {
+	c := newCollectors(m)
+	for _, s := range m.opts.Stores { // every series from 0, so that an increase shows in a rate
+		for _, r := range rebuildReasons {
+			c.rebuilds.WithLabelValues(s, r)
+		}
+	}
+	return c
+}
+
+func newCollectors(m *Manager) *metrics {
 	return &metrics{m: m,
 		restored: metric.Counter("state_restore_records_total", "Changelog records read to restore local state stores."),
+		rebuilds: metric.CounterVec("state_rebuilds_total",
+			"State store partitions rebuilt from their changelog's start, by why: damaged (the local store was damaged and wiped), no_checkpoint (a new or wiped directory), checkpoint_ahead, checkpoint_before_start, topic_recreated, start_moved (records deleted under the restore).",
+			"store", "reason"),
 		seconds: metric.Histogram("state_restore_seconds", "How long restoring the state stores of an assignment took.",
 			[]float64{0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 1800}),
 		keys: prometheus.NewDesc(prometheus.BuildFQName(metric.Namespace, "", "state_keys"),
@@ -89,6 +107,7 @@ func newMetrics(m *Manager) *metrics {
 func (c *metrics) Describe(ch chan<- *prometheus.Desc) {
 	c.restored.Describe(ch)
 	c.seconds.Describe(ch)
+	c.rebuilds.Describe(ch)
 	ch <- c.keys
 	ch <- c.bytes
 }
@@ -99,6 +118,7 @@ func (c *metrics) Describe(ch chan<- *prometheus.Desc) {
 func (c *metrics) Collect(ch chan<- prometheus.Metric) {
 	c.restored.Collect(ch)
 	c.seconds.Collect(ch)
+	c.rebuilds.Collect(ch)
 	keys, bytes := map[string]int64{}, map[string]int64{}
 	for _, s := range c.m.Status() {
 		if s.Ready || s.Restoring {

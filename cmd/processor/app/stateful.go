@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,7 +58,11 @@ func openState(ctx context.Context, cfg *config.Config, sec *security, brokers [
 	}
 	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec.connOpts()...)
 	m, err := state.Open(state.Options{Dir: cfg.StateDir, Group: cfg.Group, Stores: stores,
-		ClientOpts: conn, Registerer: promReg, Logger: log})
+		ClientOpts: conn, Registerer: promReg, Logger: log,
+		// The local store failed where it cannot go on: exit 2 for a
+		// directory that cannot be used, 1 (rebuilt at the next start)
+		// for damage.
+		OnFatal: func(err error) { os.Exit(stateExit(err, log)) }})
 	if err != nil {
 		return nil, fmt.Errorf("opening the state store in %s: %w", cfg.StateDir, err)
 	}
@@ -92,8 +97,20 @@ func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, inp
 
 // stateExit is the exit code and message of a failure of openState.
 func stateExit(err error, log *slog.Logger) int {
+	var dirErr *state.DirError
+	if errors.As(err, &dirErr) {
+		return configError(&config.Error{Var: config.EnvName("STATE_DIR"), Value: dirErr.Dir,
+			Want: "a directory the processor can create, read and write, on a writable filesystem with room (" +
+				oneLine(dirErr.Err.Error()) + ")"})
+	}
 	var mismatch *state.MismatchError
 	if errors.As(err, &mismatch) {
+		if mismatch.PartitionsChanged() {
+			return configError(fmt.Errorf("%w; to keep the state, start the chain again under a new %s: "+
+				"a new group reads the input from its start and rebuilds every store (and writes every output again); "+
+				"to start empty, delete the changelog topics %s: every key starts from nothing at the group's committed offsets",
+				mismatch, config.EnvName("GROUP"), strings.Join(mismatch.Changelogs, ", ")))
+		}
 		return configError(mismatch)
 	}
 	log.Error("stopping: " + err.Error())
