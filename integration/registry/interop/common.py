@@ -16,7 +16,7 @@ import authlib.deprecate  # noqa: E402,F401
 
 warnings.filterwarnings("ignore", message="The httpx module is deprecated")
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 FORMATS = ("avro", "protobuf")
@@ -31,6 +31,9 @@ def parser(description):
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--schema-file", help="an .avsc (Avro) or .proto (Protobuf) file")
     p.add_argument("--message", help="Protobuf: the message's full name (default: the file's first)")
+    p.add_argument("--proto-form", choices=("text", "descriptor"), default="text",
+                   help="Protobuf: register the .proto file's text (the default), or what Confluent's serializer "
+                        "registers itself: base64 FileDescriptorProtos, its imports as references")
     p.add_argument("--count", type=int, help="how many records")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
     return p
@@ -42,9 +45,12 @@ def fail(msg):
     sys.exit(1)
 
 
-def registry(url, proto_file=None):
-    """A client of the registry at url (see TextProtoRegistry)."""
-    return TextProtoRegistry({"url": url}, proto_file)
+def registry(args):
+    """A client of the registry of args (see TextProtoRegistry): it
+    registers a Protobuf schema as the text of --schema-file with
+    --proto-form text, as the serializer gives it with descriptor."""
+    text = args.format == "protobuf" and args.proto_form == "text"
+    return TextProtoRegistry({"url": args.registry}, args.schema_file if text else None)
 
 
 def _protoc(include, name):
@@ -90,19 +96,20 @@ def protobuf_class(schema_file, message=None):
 
 
 class TextProtoRegistry(SchemaRegistryClient):
-    """A registry client that speaks .proto text to the registry where
-    Confluent's Protobuf serde speak base64 FileDescriptorProtos, which
-    Confluent's registry accepts but Apicurio Registry 3.3.3 does not: it
-    stores the base64 as given, then fails (HTTP 500) to parse it when the
-    schema is fetched, and for ?format=serialized it answers the raw
-    descriptor bytes, not base64.
+    """A registry client for Confluent's Protobuf serde against Apicurio
+    Registry 3.3.3, which stores the base64 FileDescriptorProtos the
+    serializer registers as given and answers them as given, but fails
+    (HTTP 500, "Syntax error ... 1:1") when asked for them with
+    ?format=serialized, as the deserializer asks for a schema and its
+    references.
 
-    Registering, it sends the text of proto_file instead of the serializer's
-    descriptor (so only a schema without imports of its own, well-known
-    types aside); fetching by id with format=serialized, it asks for the
-    text and compiles it with protoc into the base64 descriptor the
-    deserializer expects. The serializer and deserializer are Confluent's,
-    unchanged."""
+    With proto_file set, registering sends the text of proto_file instead
+    of the serializer's descriptor (so only a schema without imports of its
+    own, well-known types aside). Fetching a schema (by id, or a
+    reference's version) with format=serialized, it asks without the
+    format: a base64 descriptor comes back as the deserializer expects it,
+    and .proto text (a single file) is compiled with protoc into one. The
+    serializer and deserializer are Confluent's, unchanged."""
 
     def __init__(self, conf, proto_file=None):
         super().__init__(conf)
@@ -127,15 +134,30 @@ class TextProtoRegistry(SchemaRegistryClient):
 
     def get_schema(self, schema_id, subject_name=None, fmt=None, reference_format=None):
         schema = super().get_schema(schema_id, subject_name, None, reference_format)
-        if fmt != "serialized" or schema.schema_type != "PROTOBUF" or "syntax" not in schema.schema_str:
+        if fmt != "serialized":
             return schema
-        if schema.references:
-            fail(f"schema {schema_id} imports other subjects; interop handles single-file schemas")
-        with tempfile.TemporaryDirectory() as tmp:
-            with open(os.path.join(tmp, "schema.proto"), "w", encoding="utf-8") as f:
-                f.write(schema.schema_str)
-            fd = _protoc(tmp, "schema.proto").file[-1]
-        return Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"), "PROTOBUF", [])
+        return _serialized(schema, f"schema {schema_id}")
+
+    def get_version(self, subject_name, version="latest", deleted=False, fmt=None):
+        r = super().get_version(subject_name, version, deleted, None)
+        if fmt != "serialized":
+            return r
+        return RegisteredSchema(subject=r.subject, version=r.version, schema_id=r.schema_id, guid=r.guid,
+                                schema=_serialized(r.schema, f"subject {subject_name} version {version}"))
+
+
+def _serialized(schema, what):
+    """schema as format=serialized gives it: a Protobuf schema's base64
+    descriptor, compiled with protoc when the registry holds its text."""
+    if schema.schema_type != "PROTOBUF" or "syntax" not in schema.schema_str:
+        return schema
+    if schema.references:
+        fail(f"{what} is .proto text importing other subjects; interop compiles single-file texts")
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "schema.proto"), "w", encoding="utf-8") as f:
+            f.write(schema.schema_str)
+        fd = _protoc(tmp, "schema.proto").file[-1]
+    return Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"), "PROTOBUF", [])
 
 
 def avro_schema(schema_file):
