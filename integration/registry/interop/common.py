@@ -103,25 +103,31 @@ class TextProtoRegistry(SchemaRegistryClient):
     ?format=serialized, as the deserializer asks for a schema and its
     references.
 
-    With proto_file set, registering sends the text of proto_file instead
-    of the serializer's descriptor (so only a schema without imports of its
-    own, well-known types aside). Fetching a schema (by id, or a
+    With proto_file set, registering sends .proto text instead of the
+    serializer's descriptors: for each file the serializer registers (the
+    message's, and each file it imports as a reference), the text of the
+    file of that name beside proto_file. Fetching a schema (by id, or a
     reference's version) with format=serialized, it asks without the
     format: a base64 descriptor comes back as the deserializer expects it,
-    and .proto text (a single file) is compiled with protoc into one. The
-    serializer and deserializer are Confluent's, unchanged."""
+    and .proto text is compiled with protoc into one, the texts of its
+    references (fetched in turn) beside it. The serializer and
+    deserializer are Confluent's, unchanged."""
 
     def __init__(self, conf, proto_file=None):
         super().__init__(conf)
-        self._text = None
-        if proto_file:
-            with open(proto_file, encoding="utf-8") as f:
-                self._text = f.read()
+        self._dir = os.path.dirname(os.path.abspath(proto_file)) if proto_file else None
 
     def _as_text(self, schema):
-        if schema.schema_type == "PROTOBUF" and self._text is not None and "syntax" not in schema.schema_str:
-            return Schema(self._text, "PROTOBUF", schema.references)
-        return schema
+        if schema.schema_type != "PROTOBUF" or self._dir is None or "syntax" in schema.schema_str:
+            return schema
+        fd = descriptor_pb2.FileDescriptorProto()
+        fd.ParseFromString(base64.standard_b64decode(schema.schema_str))
+        path = os.path.join(self._dir, fd.name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return Schema(f.read(), "PROTOBUF", schema.references)
+        except OSError as e:
+            fail(f"the text of {fd.name}, which the serializer registers: {e}")
 
     def register_schema_full_response(self, subject_name, schema, normalize_schemas=False):
         return super().register_schema_full_response(subject_name, self._as_text(schema), normalize_schemas)
@@ -136,28 +142,43 @@ class TextProtoRegistry(SchemaRegistryClient):
         schema = super().get_schema(schema_id, subject_name, None, reference_format)
         if fmt != "serialized":
             return schema
-        return _serialized(schema, f"schema {schema_id}")
+        return self._serialized(schema)
 
     def get_version(self, subject_name, version="latest", deleted=False, fmt=None):
         r = super().get_version(subject_name, version, deleted, None)
         if fmt != "serialized":
             return r
         return RegisteredSchema(subject=r.subject, version=r.version, schema_id=r.schema_id, guid=r.guid,
-                                schema=_serialized(r.schema, f"subject {subject_name} version {version}"))
+                                schema=self._serialized(r.schema))
 
+    def _serialized(self, schema):
+        """schema as format=serialized gives it: a Protobuf schema's base64
+        descriptor, compiled with protoc when the registry holds its text."""
+        if schema.schema_type != "PROTOBUF" or "syntax" not in schema.schema_str:
+            return schema
+        main = "interop-registry-schema.proto"
+        with tempfile.TemporaryDirectory() as tmp:
+            self._write_imports(schema.references, tmp, set())
+            with open(os.path.join(tmp, main), "w", encoding="utf-8") as f:
+                f.write(schema.schema_str)
+            fd = _protoc(tmp, main).file[-1]
+        return Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"), "PROTOBUF", schema.references)
 
-def _serialized(schema, what):
-    """schema as format=serialized gives it: a Protobuf schema's base64
-    descriptor, compiled with protoc when the registry holds its text."""
-    if schema.schema_type != "PROTOBUF" or "syntax" not in schema.schema_str:
-        return schema
-    if schema.references:
-        fail(f"{what} is .proto text importing other subjects; interop compiles single-file texts")
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(os.path.join(tmp, "schema.proto"), "w", encoding="utf-8") as f:
-            f.write(schema.schema_str)
-        fd = _protoc(tmp, "schema.proto").file[-1]
-    return Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"), "PROTOBUF", [])
+    def _write_imports(self, refs, folder, seen):
+        """Writes the .proto text of each reference (and theirs) into folder
+        under its reference name, the path it is imported by."""
+        for ref in refs or []:
+            if ref.name in seen:
+                continue
+            seen.add(ref.name)
+            text = super().get_version(ref.subject, ref.version, True, None).schema
+            if "syntax" not in text.schema_str:
+                fail(f"reference {ref.name} is a descriptor under .proto text; interop compiles texts alone")
+            path = os.path.join(folder, ref.name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text.schema_str)
+            self._write_imports(text.references, folder, seen)
 
 
 def avro_schema(schema_file):
