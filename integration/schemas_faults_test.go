@@ -146,9 +146,12 @@ func TestSchemaRecordFaults(t *testing.T) {
 		}
 		inst := tg.schemaInstance(r, group, in, out, schema.Avro,
 			`if .id == "bad-encode" then .amount_cents = "lots" else .amount_cents *= 2 end`)
-		inst.OnError, inst.DLQTopic = "dlq", dlq
+		inst.OnError, inst.DLQTopic, inst.HTTPAddr = "dlq", dlq, freeAddr(t)
 		p := runBinary(t, group, inst)
 		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		if code, body := httpGet(inst.HTTPAddr, "/readyz"); code != http.StatusOK {
+			t.Errorf("/readyz = %d %q after the faulty records, want ready", code, body)
+		}
 		p.terminate(t)
 
 		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), outSubj.ID)
