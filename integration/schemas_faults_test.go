@@ -97,12 +97,15 @@ func TestSchemaOutputRefusedAtStart(t *testing.T) {
 }
 
 // Record faults with PROCESSOR_ON_ERROR=dlq: a value without the magic
-// byte, one naming a schema id the registry does not have, one whose
+// byte, one naming a schema id the registry does not have (it answered
+// 404, 40403: no endless retry, the instance stays ready), one whose
 // payload is cut short, and one whose jq output does not fit the output
 // schema (a string where a long is wanted) each make exactly one dead
-// letter, which holds the original bytes, says why in processor.error and
+// letter, which holds the original bytes, says why in processor.error,
 // names the stage that failed (decode or encode) in
-// processor.error.transform; every good record is output exactly once.
+// processor.error.transform and, for the two that failed to decode with
+// the id they name, that id in processor.error.schema.id; every good
+// record is output exactly once.
 func TestSchemaRecordFaults(t *testing.T) {
 	t.Parallel()
 	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
@@ -113,17 +116,17 @@ func TestSchemaRecordFaults(t *testing.T) {
 		enc := r.encoder(t, inSubj)
 		const good = 60
 		type fault struct {
-			value       []byte
-			stage, want string
+			value           []byte
+			stage, want, id string
 		}
 		truncated := encode(t, enc, `{"id":"p-truncated-xxxxxxxxxxxxxxxx","amount_cents":123456789}`)
 		truncated = truncated[:len(truncated)-12]
 		unknown := append([]byte{0, 0x7f, 0xff, 0xff, 0xf0}, encode(t, enc, paymentJSON(1))[5:]...)
 		faults := []fault{
-			{[]byte(`{"id":"p-json","amount_cents":1}`), "decode", "no magic byte"},
-			{unknown, "decode", "schema id " + strconv.Itoa(0x7ffffff0)},
-			{truncated, "decode", "does not decode"},
-			{encode(t, enc, `{"id":"bad-encode","amount_cents":5}`), "encode", "does not fit"},
+			{[]byte(`{"id":"p-json","amount_cents":1}`), "decode", "no magic byte", ""},
+			{unknown, "decode", "schema id " + strconv.Itoa(0x7ffffff0), strconv.Itoa(0x7ffffff0)},
+			{truncated, "decode", "does not decode", strconv.Itoa(inSubj.ID)},
+			{encode(t, enc, `{"id":"bad-encode","amount_cents":5}`), "encode", "does not fit", ""},
 		}
 		var recs []*kgo.Record
 		for i := range good {
@@ -143,9 +146,12 @@ func TestSchemaRecordFaults(t *testing.T) {
 		}
 		inst := tg.schemaInstance(r, group, in, out, schema.Avro,
 			`if .id == "bad-encode" then .amount_cents = "lots" else .amount_cents *= 2 end`)
-		inst.OnError, inst.DLQTopic = "dlq", dlq
+		inst.OnError, inst.DLQTopic, inst.HTTPAddr = "dlq", dlq, freeAddr(t)
 		p := runBinary(t, group, inst)
 		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		if code, body := httpGet(inst.HTTPAddr, "/readyz"); code != http.StatusOK {
+			t.Errorf("/readyz = %d %q after the faulty records, want ready", code, body)
+		}
 		p.terminate(t)
 
 		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), outSubj.ID)
@@ -170,6 +176,9 @@ func TestSchemaRecordFaults(t *testing.T) {
 			}
 			if st := headerValue(d, pipeline.HeaderErrorTransform); st != f.stage {
 				t.Errorf("dead letter from %s: %s = %q, want %q", src, pipeline.HeaderErrorTransform, st, f.stage)
+			}
+			if id := headerValue(d, pipeline.HeaderErrorSchemaID); id != f.id {
+				t.Errorf("dead letter from %s: %s = %q, want %q", src, pipeline.HeaderErrorSchemaID, id, f.id)
 			}
 		}
 		for src, f := range wantDead {

@@ -268,10 +268,16 @@ func TestClipErr(t *testing.T) {
 	}
 }
 
+// idError is an error naming a schema id, as the schema package's are.
+type idError struct{ id int }
+
+func (e idError) Error() string { return fmt.Sprintf("schema id %d not found", e.id) }
+func (e idError) SchemaID() int { return e.id }
+
 // deadLetterHeaders keeps the record's own headers in order, drops error
 // headers of an earlier dead-lettering, and adds the error, the failed
 // stage and the attempts; the value-dropped header only when the value was
-// dropped.
+// dropped; the schema id only when the error (wrapped anywhere) names one.
 func TestDeadLetterHeaders(t *testing.T) {
 	orig := []kgo.RecordHeader{
 		{Key: "trace", Value: []byte("t1")},
@@ -280,6 +286,7 @@ func TestDeadLetterHeaders(t *testing.T) {
 		{Key: "user", Value: []byte("u")},
 		{Key: HeaderErrorAttempts, Value: []byte("9")},
 		{Key: HeaderErrorValueDropped, Value: []byte("old reason")},
+		{Key: HeaderErrorSchemaID, Value: []byte("3")},
 	}
 	check := func(hs []kgo.RecordHeader, want []string) {
 		t.Helper()
@@ -296,7 +303,10 @@ func TestDeadLetterHeaders(t *testing.T) {
 	check(deadLetterHeaders(orig, stageProduce, 1, errors.New("too large"), "it is too large"),
 		[]string{"trace=t1", "user=u", HeaderError + "=too large", HeaderErrorTransform + "=produce", HeaderErrorAttempts + "=1",
 			HeaderErrorValueDropped + "=it is too large"})
-	if orig[1].Key != HeaderError || len(orig) != 6 {
+	check(deadLetterHeaders(orig, "decode", 1, fmt.Errorf("value: %w", idError{2147483647}), ""),
+		[]string{"trace=t1", "user=u", HeaderError + "=value: schema id 2147483647 not found", HeaderErrorTransform + "=decode",
+			HeaderErrorAttempts + "=1", HeaderErrorSchemaID + "=2147483647"})
+	if orig[1].Key != HeaderError || len(orig) != 7 {
 		t.Error("deadLetterHeaders changed the original headers")
 	}
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -19,6 +20,7 @@ const (
 	HeaderErrorTransform    = record.HeaderErrorTransform    // the chain entry that failed; "produce" when the output could not be written
 	HeaderErrorAttempts     = record.HeaderErrorAttempts     // how many times the chain ran on the record, ASCII decimal
 	HeaderErrorValueDropped = record.HeaderErrorValueDropped // set when the value was dropped because the dead letter itself could not be written; says why
+	HeaderErrorSchemaID     = record.HeaderErrorSchemaID     // the schema id of a key or value that failed to decode, ASCII decimal
 )
 
 // deadLetter writes the input record as it arrived, with the error headers
@@ -99,9 +101,11 @@ func varintLen(n int) int {
 
 // deadLetterHeaders returns a new header slice: the original headers
 // (without error headers of an earlier dead-lettering, as when a replayed
-// dead letter fails again) plus the error headers.
+// dead letter fails again) plus the error headers, with
+// processor.error.schema.id when err names the schema id of a key or
+// value that failed to decode (record.SchemaIDError).
 func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err error, dropValue string) []kgo.RecordHeader {
-	hdrs := make([]kgo.RecordHeader, 0, len(orig)+4)
+	hdrs := make([]kgo.RecordHeader, 0, len(orig)+5)
 	for _, h := range orig {
 		if !record.IsDeadLetterHeader(h.Key) {
 			hdrs = append(hdrs, h)
@@ -112,6 +116,10 @@ func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err 
 		kgo.RecordHeader{Key: HeaderErrorTransform, Value: []byte(stage)},
 		kgo.RecordHeader{Key: HeaderErrorAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
 	)
+	var idErr record.SchemaIDError
+	if errors.As(err, &idErr) {
+		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderErrorSchemaID, Value: strconv.AppendInt(nil, int64(idErr.SchemaID()), 10)})
+	}
 	if dropValue != "" {
 		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(dropValue)})
 	}

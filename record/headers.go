@@ -35,7 +35,21 @@ const (
 	HeaderErrorTransform    = "processor.error.transform"     // the chain entry that failed; "produce" when the output could not be written
 	HeaderErrorAttempts     = "processor.error.attempts"      // how many times the chain ran on the record, ASCII decimal
 	HeaderErrorValueDropped = "processor.error.value.dropped" // set when the value was dropped because the dead letter itself could not be written; says why
+	HeaderErrorSchemaID     = "processor.error.schema.id"     // the Schema Registry schema id the key or value that failed to decode names (unknown to the registry, or its payload does not fit), ASCII decimal
 )
+
+// SchemaIDError is an error that names the Schema Registry schema id of
+// the record it failed (its key's or value's header names an id the
+// registry does not have, or its payload does not decode with that id's
+// schema). The dead letter of a record failed with one (anywhere in the
+// error's chain) carries the id in HeaderErrorSchemaID, so that an
+// operator finds every record of a deleted or never registered schema by
+// a header, not by parsing the message.
+type SchemaIDError interface {
+	error
+	// SchemaID returns the id the record names.
+	SchemaID() int
+}
 
 // IsLineageHeader reports whether key is one of the lineage header keys,
 // of either form, which a processor replaces rather than keeps when it
@@ -52,7 +66,7 @@ func IsLineageHeader(key string) bool {
 // keys, which a processor replaces when a replayed dead letter fails again.
 func IsDeadLetterHeader(key string) bool {
 	switch key {
-	case HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped:
+	case HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped, HeaderErrorSchemaID:
 		return true
 	}
 	return false

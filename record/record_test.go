@@ -135,11 +135,11 @@ func TestLineageBothForms(t *testing.T) {
 // each belongs to exactly one family.
 func TestHeaderNames(t *testing.T) {
 	lineage := []string{"processor.source", "processor.source.topic", "processor.source.partition", "processor.source.offset"}
-	dead := []string{"processor.error", "processor.error.transform", "processor.error.attempts", "processor.error.value.dropped"}
+	dead := []string{"processor.error", "processor.error.transform", "processor.error.attempts", "processor.error.value.dropped", "processor.error.schema.id"}
 	if got := []string{HeaderSource, HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset}; strings.Join(got, " ") != strings.Join(lineage, " ") {
 		t.Errorf("lineage headers %v, want %v", got, lineage)
 	}
-	if got := []string{HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped}; strings.Join(got, " ") != strings.Join(dead, " ") {
+	if got := []string{HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped, HeaderErrorSchemaID}; strings.Join(got, " ") != strings.Join(dead, " ") {
 		t.Errorf("dead-letter headers %v, want %v", got, dead)
 	}
 	for _, k := range lineage {

@@ -133,6 +133,12 @@ func (c *client) Register(ctx context.Context, subject string, s Schema) (Subjec
 	return Subject{Subject: subject, Version: into.Version, ID: into.ID, Schema: s}, nil
 }
 
+// errNotRegistryAPI marks a 404 that carries no registry error code: the
+// URL answers, but not as a registry's API, so the answer says nothing
+// about the schema asked for. Decoding a record it is never the record's
+// fault, even when it answers for a reference of the record's schema.
+var errNotRegistryAPI = errors.New("not a Schema Registry API")
+
 // classify wraps err in an *Error: notFound is the fault of a 404, 401
 // and 403 are credentials, 409 and 422 a schema fault, anything else
 // (5xx, 429, transport errors, timeouts) the registry's.
@@ -151,7 +157,7 @@ func (c *client) classify(err error, notFound Fault, format string, args ...any)
 	case re.StatusCode == http.StatusNotFound && re.ErrorCode/100 != http.StatusNotFound:
 		// A 404 without a registry error code (40401, 40403...) comes
 		// from a server or proxy that is not the registry's API.
-		return faultf(FaultSchema, "schema registry: %s: HTTP 404 without a registry error code (%s): check the registry URL (e.g. http://host:8081 or .../apis/ccompat/v7)", what, msg)
+		return &Error{Fault: FaultSchema, Err: fmt.Errorf("schema registry: %s: HTTP 404 without a registry error code (%s): check the registry URL (e.g. http://host:8081 or .../apis/ccompat/v7): %w", what, msg, errNotRegistryAPI)}
 	case re.StatusCode == http.StatusNotFound && notFound == FaultRecord:
 		return faultf(FaultRecord, "schema registry: %s: HTTP 404 (code %d: %s)", what, re.ErrorCode, msg)
 	case re.StatusCode == http.StatusNotFound:

@@ -70,22 +70,22 @@ func (d *Decoder) Decode(ctx context.Context, b []byte, dst []byte) ([]byte, err
 		return d.load(ctx, id)
 	})
 	if err != nil {
-		return dst, err
+		return dst, withID(id, err)
 	}
 	var index []int
 	if d.format == Protobuf {
 		index, payload, err = d.header.DecodeIndex(payload, maxMessageIndexes)
 		if err != nil {
-			return dst, faultf(FaultRecord, "schema id %d: the Protobuf message-index list does not decode: %v", id, err)
+			return dst, withID(id, faultf(FaultRecord, "schema id %d: the Protobuf message-index list does not decode: %v", id, err))
 		}
 	}
 	out, err := c.decode(payload, index, dst)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			return dst, err
+			return dst, withID(id, err)
 		}
-		return dst, faultf(FaultRecord, "does not decode as %s schema id %d: %v", d.format, id, err)
+		return dst, withID(id, faultf(FaultRecord, "does not decode as %s schema id %d: %v", d.format, id, err))
 	}
 	return out, nil
 }
@@ -104,7 +104,7 @@ func (d *Decoder) load(ctx context.Context, id int) (codec, error) {
 	}
 	c, err := compile(ctx, d.reg, s, "")
 	if err != nil {
-		if f := FaultOf(err); f == FaultRegistry || f == FaultCredentials {
+		if f := FaultOf(err); f == FaultRegistry || f == FaultCredentials || errors.Is(err, errNotRegistryAPI) {
 			return nil, err
 		}
 		return nil, faultf(FaultRecord, "schema id %d: %w", id, err)

@@ -2,14 +2,15 @@ package schema
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/bufbuild/protocompile"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 )
 
@@ -28,32 +29,45 @@ type protoCodec struct {
 }
 
 // compileProtobuf compiles s with protocompile, its imports from refs
-// (by reference name) and the well-known types; message names the
-// message Encode writes (empty: the file's first).
+// (by reference name) and the well-known types (google/protobuf/*.proto,
+// from the Go protobuf registry); message names the message Encode
+// writes (empty: the file's first). The schema and each reference may be
+// .proto source or a base64 FileDescriptorProto, the form Confluent's
+// Protobuf serializers register (protoDescriptor tells them apart): a
+// descriptor is linked as it is, source is parsed first.
 func compileProtobuf(ctx context.Context, s Schema, refs []namedSchema, message string) (codec, error) {
-	sources := map[string]string{protoMainFile: s.Text}
+	texts := map[string]string{protoMainFile: s.Text}
+	descs := map[string]*descriptorpb.FileDescriptorProto{}
+	var err error
+	if descs[protoMainFile], err = protoDescriptor(protoMainFile, s.Text); err != nil {
+		return nil, err
+	}
 	for _, r := range refs {
 		if r.schema.Type != Protobuf {
 			return nil, fmt.Errorf("reference %q is a %s schema, not protobuf", r.name, r.schema.Type)
 		}
-		sources[r.name] = r.schema.Text
+		texts[r.name] = r.schema.Text
+		if descs[r.name], err = protoDescriptor(r.name, r.schema.Text); err != nil {
+			return nil, fmt.Errorf("reference %q: %w", r.name, err)
+		}
 	}
 	comp := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
-			Accessor: func(path string) (io.ReadCloser, error) {
-				text, ok := sources[path]
-				if !ok {
-					return nil, fmt.Errorf("import %q is neither a reference of the schema nor a well-known type", path)
-				}
-				return io.NopCloser(strings.NewReader(text)), nil
-			},
-		}),
+		Resolver: protocompile.WithStandardImports(protocompile.ResolverFunc(func(path string) (protocompile.SearchResult, error) {
+			text, ok := texts[path]
+			switch {
+			case !ok:
+				return protocompile.SearchResult{}, fmt.Errorf("import %q is neither a reference of the schema nor a well-known type", path)
+			case descs[path] != nil:
+				return protocompile.SearchResult{Proto: descs[path]}, nil
+			}
+			return protocompile.SearchResult{Source: strings.NewReader(text)}, nil
+		})),
 	}
-	files, err := comp.Compile(ctx, protoMainFile)
+	compiled, err := comp.Compile(ctx, protoMainFile)
 	if err != nil {
 		return nil, err
 	}
-	fd := files[0]
+	fd := compiled[0]
 	c := &protoCodec{
 		file:    fd,
 		marshal: protojson.MarshalOptions{},
@@ -72,6 +86,33 @@ func compileProtobuf(ctx context.Context, s Schema, refs []namedSchema, message 
 	}
 	return c, nil
 }
+
+// protoDescriptor returns the descriptor of the file imported as name
+// whose registry text is text when text is a base64 FileDescriptorProto,
+// the serialized form Confluent's serializers register (a text of the
+// base64 alphabet alone, which .proto source never is: every definition
+// needs braces or a semicolon), renamed to name so that it is found
+// under the import path its importers use; nil when text is .proto
+// source.
+func protoDescriptor(name, text string) (*descriptorpb.FileDescriptorProto, error) {
+	t := strings.TrimSpace(text)
+	if t == "" || strings.TrimLeft(t, base64Alphabet) != "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(t)
+	if err != nil {
+		return nil, fmt.Errorf("the schema is neither .proto source nor a base64 FileDescriptorProto: %w", err)
+	}
+	fdp := &descriptorpb.FileDescriptorProto{}
+	if err := proto.Unmarshal(b, fdp); err != nil {
+		return nil, fmt.Errorf("the schema is base64 but not a FileDescriptorProto: %w", err)
+	}
+	fdp.Name = proto.String(name)
+	return fdp, nil
+}
+
+// base64Alphabet is the standard base64 alphabet with its padding.
+const base64Alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
 // findMessage looks name up among msgs and their nested messages, and
 // returns it with its message-index list.

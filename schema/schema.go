@@ -118,6 +118,35 @@ func (e *Error) Error() string {
 // Unwrap returns the wrapped error, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Err }
 
+// IDError is a record fault of a key or value whose header names schema
+// id ID: the registry answered that it has no such id (never registered,
+// or hard-deleted), its schema does not compile, or the payload does not
+// decode with it. Its SchemaID method makes it a record.SchemaIDError, so
+// the record's dead letter carries the id in processor.error.schema.id.
+// It sits inside an *Error of FaultRecord.
+type IDError struct {
+	ID  int
+	Err error
+}
+
+// Error returns the message of the wrapped error.
+func (e *IDError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *IDError) Unwrap() error { return e.Err }
+
+// SchemaID returns the id the record names.
+func (e *IDError) SchemaID() int { return e.ID }
+
+// withID marks a record fault of a record naming schema id id with the
+// id (IDError); other faults come back as they are.
+func withID(id int, err error) error {
+	if FaultOf(err) != FaultRecord {
+		return err
+	}
+	return &Error{Fault: FaultRecord, Err: &IDError{ID: id, Err: err}}
+}
+
 // FaultOf returns the Fault of the first *Error in err's chain, "" when
 // there is none.
 func FaultOf(err error) Fault {

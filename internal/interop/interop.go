@@ -44,6 +44,12 @@ const (
 	Protobuf = "protobuf"
 )
 
+// Forms of Options.ProtoForm.
+const (
+	ProtoText       = "text"
+	ProtoDescriptor = "descriptor"
+)
+
 // required returns the value of variable v; without it the test fails in
 // CI and is skipped elsewhere, with how to set it.
 func required(t testing.TB, v, how string) string {
@@ -83,6 +89,12 @@ type Options struct {
 	// Message is the Protobuf message's full name (package.Name); the
 	// file's first message when empty.
 	Message string
+	// ProtoForm is how Produce registers a Protobuf schema: ProtoText
+	// (the default) sends the .proto file's text; ProtoDescriptor leaves
+	// Confluent's ProtobufSerializer to register what it registers itself,
+	// base64 FileDescriptorProtos, each import of the file a subject of its
+	// own (named by its import path) referenced by the schema.
+	ProtoForm string
 	// Transactional makes Produce write in one Kafka transaction.
 	Transactional bool
 	// Timeout bounds one script run; one minute when zero.
@@ -120,6 +132,9 @@ func (o Options) args(t testing.TB) []string {
 	}
 	if o.Message != "" {
 		a = append(a, "--message", o.Message)
+	}
+	if o.ProtoForm != "" {
+		a = append(a, "--proto-form", o.ProtoForm)
 	}
 	return a
 }

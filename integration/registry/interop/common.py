@@ -16,7 +16,7 @@ import authlib.deprecate  # noqa: E402,F401
 
 warnings.filterwarnings("ignore", message="The httpx module is deprecated")
 
-from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 FORMATS = ("avro", "protobuf")
@@ -31,6 +31,9 @@ def parser(description):
     p.add_argument("--format", required=True, choices=FORMATS)
     p.add_argument("--schema-file", help="an .avsc (Avro) or .proto (Protobuf) file")
     p.add_argument("--message", help="Protobuf: the message's full name (default: the file's first)")
+    p.add_argument("--proto-form", choices=("text", "descriptor"), default="text",
+                   help="Protobuf: register the .proto file's text (the default), or what Confluent's serializer "
+                        "registers itself: base64 FileDescriptorProtos, its imports as references")
     p.add_argument("--count", type=int, help="how many records")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
     return p
@@ -42,9 +45,12 @@ def fail(msg):
     sys.exit(1)
 
 
-def registry(url, proto_file=None):
-    """A client of the registry at url (see TextProtoRegistry)."""
-    return TextProtoRegistry({"url": url}, proto_file)
+def registry(args):
+    """A client of the registry of args (see TextProtoRegistry): it
+    registers a Protobuf schema as the text of --schema-file with
+    --proto-form text, as the serializer gives it with descriptor."""
+    text = args.format == "protobuf" and args.proto_form == "text"
+    return TextProtoRegistry({"url": args.registry}, args.schema_file if text else None)
 
 
 def _protoc(include, name):
@@ -90,31 +96,38 @@ def protobuf_class(schema_file, message=None):
 
 
 class TextProtoRegistry(SchemaRegistryClient):
-    """A registry client that speaks .proto text to the registry where
-    Confluent's Protobuf serde speak base64 FileDescriptorProtos, which
-    Confluent's registry accepts but Apicurio Registry 3.3.3 does not: it
-    stores the base64 as given, then fails (HTTP 500) to parse it when the
-    schema is fetched, and for ?format=serialized it answers the raw
-    descriptor bytes, not base64.
+    """A registry client for Confluent's Protobuf serde against Apicurio
+    Registry 3.3.3, which stores the base64 FileDescriptorProtos the
+    serializer registers as given and answers them as given, but fails
+    (HTTP 500, "Syntax error ... 1:1") when asked for them with
+    ?format=serialized, as the deserializer asks for a schema and its
+    references.
 
-    Registering, it sends the text of proto_file instead of the serializer's
-    descriptor (so only a schema without imports of its own, well-known
-    types aside); fetching by id with format=serialized, it asks for the
-    text and compiles it with protoc into the base64 descriptor the
-    deserializer expects. The serializer and deserializer are Confluent's,
-    unchanged."""
+    With proto_file set, registering sends .proto text instead of the
+    serializer's descriptors: for each file the serializer registers (the
+    message's, and each file it imports as a reference), the text of the
+    file of that name beside proto_file. Fetching a schema (by id, or a
+    reference's version) with format=serialized, it asks without the
+    format: a base64 descriptor comes back as the deserializer expects it,
+    and .proto text is compiled with protoc into one, the texts of its
+    references (fetched in turn) beside it. The serializer and
+    deserializer are Confluent's, unchanged."""
 
     def __init__(self, conf, proto_file=None):
         super().__init__(conf)
-        self._text = None
-        if proto_file:
-            with open(proto_file, encoding="utf-8") as f:
-                self._text = f.read()
+        self._dir = os.path.dirname(os.path.abspath(proto_file)) if proto_file else None
 
     def _as_text(self, schema):
-        if schema.schema_type == "PROTOBUF" and self._text is not None and "syntax" not in schema.schema_str:
-            return Schema(self._text, "PROTOBUF", schema.references)
-        return schema
+        if schema.schema_type != "PROTOBUF" or self._dir is None or "syntax" in schema.schema_str:
+            return schema
+        fd = descriptor_pb2.FileDescriptorProto()
+        fd.ParseFromString(base64.standard_b64decode(schema.schema_str))
+        path = os.path.join(self._dir, fd.name)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return Schema(f.read(), "PROTOBUF", schema.references)
+        except OSError as e:
+            fail(f"the text of {fd.name}, which the serializer registers: {e}")
 
     def register_schema_full_response(self, subject_name, schema, normalize_schemas=False):
         return super().register_schema_full_response(subject_name, self._as_text(schema), normalize_schemas)
@@ -127,15 +140,45 @@ class TextProtoRegistry(SchemaRegistryClient):
 
     def get_schema(self, schema_id, subject_name=None, fmt=None, reference_format=None):
         schema = super().get_schema(schema_id, subject_name, None, reference_format)
-        if fmt != "serialized" or schema.schema_type != "PROTOBUF" or "syntax" not in schema.schema_str:
+        if fmt != "serialized":
             return schema
-        if schema.references:
-            fail(f"schema {schema_id} imports other subjects; interop handles single-file schemas")
+        return self._serialized(schema)
+
+    def get_version(self, subject_name, version="latest", deleted=False, fmt=None):
+        r = super().get_version(subject_name, version, deleted, None)
+        if fmt != "serialized":
+            return r
+        return RegisteredSchema(subject=r.subject, version=r.version, schema_id=r.schema_id, guid=r.guid,
+                                schema=self._serialized(r.schema))
+
+    def _serialized(self, schema):
+        """schema as format=serialized gives it: a Protobuf schema's base64
+        descriptor, compiled with protoc when the registry holds its text."""
+        if schema.schema_type != "PROTOBUF" or "syntax" not in schema.schema_str:
+            return schema
+        main = "interop-registry-schema.proto"
         with tempfile.TemporaryDirectory() as tmp:
-            with open(os.path.join(tmp, "schema.proto"), "w", encoding="utf-8") as f:
+            self._write_imports(schema.references, tmp, set())
+            with open(os.path.join(tmp, main), "w", encoding="utf-8") as f:
                 f.write(schema.schema_str)
-            fd = _protoc(tmp, "schema.proto").file[-1]
-        return Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"), "PROTOBUF", [])
+            fd = _protoc(tmp, main).file[-1]
+        return Schema(base64.standard_b64encode(fd.SerializeToString()).decode("ascii"), "PROTOBUF", schema.references)
+
+    def _write_imports(self, refs, folder, seen):
+        """Writes the .proto text of each reference (and theirs) into folder
+        under its reference name, the path it is imported by."""
+        for ref in refs or []:
+            if ref.name in seen:
+                continue
+            seen.add(ref.name)
+            text = super().get_version(ref.subject, ref.version, True, None).schema
+            if "syntax" not in text.schema_str:
+                fail(f"reference {ref.name} is a descriptor under .proto text; interop compiles texts alone")
+            path = os.path.join(folder, ref.name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text.schema_str)
+            self._write_imports(text.references, folder, seen)
 
 
 def avro_schema(schema_file):

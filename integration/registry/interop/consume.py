@@ -36,7 +36,7 @@ LINEAGE = ("processor.source", "processor.source.topic", "processor.source.parti
 
 def deserializer(args):
     """A function of (value bytes, topic) to its JSON form."""
-    client = common.registry(args.registry, args.schema_file if args.format == "protobuf" else None)
+    client = common.registry(args)
     if args.format == "avro":
         from confluent_kafka.schema_registry.avro import AvroDeserializer
 

@@ -28,7 +28,7 @@ import common
 
 def serializer(args):
     """A function of (value dict, topic) to the record's value bytes."""
-    client = common.registry(args.registry, args.schema_file if args.format == "protobuf" else None)
+    client = common.registry(args)
     if args.format == "avro":
         from confluent_kafka.schema_registry.avro import AvroSerializer
 
