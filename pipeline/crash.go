@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -85,18 +84,7 @@ func (p *Pipeline) oversized(ctx context.Context, polled int) (bool, error) {
 		return false, nil
 	}
 	p.log.Info("a partition's records are suspected of killing the process; polling them again one at a time")
-	if p.s.InTxn() {
-		_, err := p.end(ctx, txn.ReasonRebalance)
-		return true, err
-	}
-	if err := p.s.Begin(ctx); err != nil {
-		if errors.Is(err, txn.ErrRebuilt) {
-			return true, nil
-		}
-		return true, err
-	}
-	_, err := p.s.End(ctx, 0, txn.ReasonRebalance)
-	return true, err
+	return true, p.rewind(ctx)
 }
 
 // countCrashed counts, as the transaction that applied them commits, the

@@ -164,6 +164,12 @@ type memSession struct {
 	m            *txn.Metrics
 	ready        atomic.Bool
 	epoch        atomic.Uint64 // what AssignmentEpoch adds to 1: a test's rebalances
+	// revokeAfter, when set, is a partition the next poll that returns
+	// records revokes after it polled them (a rebalance that lands
+	// between a poll and the loop's look at it); revoked are the
+	// partitions so revoked, which later polls and Assigned leave out.
+	revokeAfter atomic.Pointer[int32]
+	revoked     map[int32]bool // under c.mu
 
 	// The loop's goroutine only.
 	inTxn    bool
@@ -193,6 +199,9 @@ func (s *memSession) Poll(ctx context.Context, max int) kgo.Fetches {
 		ft := kgo.FetchTopic{Topic: s.in}
 		n := 0
 		for p, part := range s.c.topics[s.in].parts {
+			if s.revoked[int32(p)] {
+				continue
+			}
 			end := int64(len(part))
 			fp := kgo.FetchPartition{Partition: int32(p), HighWatermark: end, LastStableOffset: end}
 			for off := s.pos[int32(p)]; off < end && n < max; off++ {
@@ -205,6 +214,13 @@ func (s *memSession) Poll(ctx context.Context, max int) kgo.Fetches {
 			}
 		}
 		wake := s.c.wake
+		if p := s.revokeAfter.Load(); n > 0 && p != nil && s.revokeAfter.CompareAndSwap(p, nil) {
+			if s.revoked == nil {
+				s.revoked = map[int32]bool{}
+			}
+			s.revoked[*p] = true
+			s.epoch.Add(1)
+		}
 		s.c.mu.Unlock()
 		if n > 0 {
 			return kgo.Fetches{{Topics: []kgo.FetchTopic{ft}}}
@@ -352,7 +368,9 @@ func (s *memSession) Assigned() map[string][]int32 {
 	defer s.c.mu.Unlock()
 	var parts []int32
 	for p := range s.c.topics[s.in].parts {
-		parts = append(parts, int32(p))
+		if !s.revoked[int32(p)] {
+			parts = append(parts, int32(p))
+		}
 	}
 	return map[string][]int32{s.in: parts}
 }

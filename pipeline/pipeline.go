@@ -129,11 +129,15 @@ func (p *Pipeline) step(ctx context.Context) error {
 
 	if fs.NumRecords() > 0 && p.stateStale() {
 		if p.s.InTxn() { // the abort rewinds: the records are fetched again
-			_, err := p.end(ctx, txn.ReasonRebalance)
-			return err
+			return p.rewind(ctx)
 		}
 		if err := p.syncState(ctx); err != nil {
 			return err
+		}
+		// Polled before a rebalance that took some of their partitions:
+		// the state has not those, and their new owners read them.
+		if !p.stateHolds(fs) {
+			return p.rewind(ctx)
 		}
 	}
 	if fs.NumRecords() > 0 {
@@ -177,6 +181,25 @@ func (p *Pipeline) step(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rewind drops what the polls of the open transaction, or the last poll,
+// brought, by an abort: the session goes back to the committed offsets,
+// and the records are fetched again, those of partitions revoked since by
+// their new owners.
+func (p *Pipeline) rewind(ctx context.Context) error {
+	if p.s.InTxn() {
+		_, err := p.end(ctx, txn.ReasonRebalance)
+		return err
+	}
+	if err := p.s.Begin(ctx); err != nil {
+		if errors.Is(err, txn.ErrRebuilt) {
+			return nil // the new client fetches them again
+		}
+		return err
+	}
+	_, err := p.s.End(ctx, 0, txn.ReasonRebalance)
+	return err
 }
 
 // outOfBudget aborts the transaction whose processing used up its time

@@ -154,6 +154,18 @@ func (p *Pipeline) stateStale() bool {
 	return p.st.s != nil && (!p.st.synced || p.s.AssignmentEpoch() != p.st.epoch)
 }
 
+// stateHolds reports whether the state has restored every partition of
+// the state's topic that fs holds records of.
+func (p *Pipeline) stateHolds(fs kgo.Fetches) bool {
+	holds := true
+	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) > 0 && fp.Topic == p.st.topic && !slices.Contains(p.st.parts, fp.Partition) {
+			holds = false
+		}
+	})
+	return holds
+}
+
 // beginState starts the state transaction of the Kafka one just begun.
 func (p *Pipeline) beginState() error {
 	if p.st.s == nil {

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/aggregate"
+	"github.com/streamproc/processor/txn"
 )
 
 // memState is a State in memory: what Commit applied survives a new
@@ -130,7 +132,13 @@ func (t *memStateTxn) Store(name string, p int32) (transform.Store, error) {
 	return &memStateStore{t: t, prefix: fmt.Sprintf("%s/%d/", name, p)}, nil
 }
 
-func (t *memStateTxn) Expire(_ context.Context, _ string, _ int32, _ time.Time, _, maxBytes int) (int, int, error) {
+func (t *memStateTxn) Expire(_ context.Context, _ string, p int32, _ time.Time, _, maxBytes int) (int, int, error) {
+	t.s.mu.Lock()
+	ready := t.s.ready[p]
+	t.s.mu.Unlock()
+	if !ready { // as *state.Manager's
+		return 0, 0, fmt.Errorf("partition %d not restored", p)
+	}
 	n := t.s.expireBytes
 	if maxBytes > 0 {
 		n = min(n, maxBytes)
@@ -304,6 +312,45 @@ func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
 	eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
 	run.stop(t, 10*time.Second)
 	checkCounts(t, e)
+}
+
+// A rebalance that lands between a poll and the loop's look at it, while
+// no transaction is open, takes a partition whose records the poll holds:
+// the state, restored for the new assignment, has not that partition, so
+// the poll is rewound by an abort (the new owner reads those records)
+// rather than run into a store or an expiry that is not there, which
+// stopped the processor. The other partitions go on, counted exactly.
+func TestStatefulPartitionRevokedAfterPoll(t *testing.T) {
+	e := newMemEnv(t)
+	e.mem.create("changelog", loopPartitions, 0)
+	st := newMemState()
+	e.produce(60, 6)
+	run := e.start("g", "t1", countChain(t), Options{State: st, MaxRecordsPerTxn: 20, Chains: []*transform.Chain{countChain(t)}})
+	ms := run.p.s.(*memSession)
+	eventually(t, 10*time.Second, "the first input committed", run, func() bool { return e.caughtUp("g") })
+	revoked := int32(0) // the first a poll takes records of
+	ms.revokeAfter.Store(&revoked)
+	e.produce(60, 6)
+	eventually(t, 10*time.Second, "the revoke", run, func() bool { return ms.revokeAfter.Load() == nil })
+	committed := func() map[int32]int64 { return e.committedOffsets("g") }
+	end := func(p int32) int64 {
+		e.mem.mu.Lock()
+		defer e.mem.mu.Unlock()
+		return int64(len(e.mem.topics[e.in].parts[p]))
+	}
+	eventually(t, 10*time.Second, "the partitions left committed", run, func() bool {
+		c := committed()
+		for p := range int32(loopPartitions) {
+			if p != revoked && c[p] < end(p) {
+				return false
+			}
+		}
+		return true
+	})
+	run.stop(t, 10*time.Second)
+	if got := ms.m.Aborted.WithLabelValues(string(txn.ReasonRebalance)); testutil.ToFloat64(got) < 1 {
+		t.Errorf("no abort with reason rebalance: the poll holding the revoked partition's records was not rewound")
+	}
 }
 
 // flakyAfterState is a stage for after a stateful one: on its first
