@@ -20,7 +20,7 @@ import (
 // FuzzJQDiff holds the whole jq transform to plain gojq. Each case is a
 // program and a JSON value: given as text (expr, value), or generated
 // from the fuzz bytes gen by the grammar of diffgen_test.go where they are
-// empty. The program runs three ways, which must agree byte for byte,
+// empty. The program runs four ways, which must agree byte for byte,
 // outputs and error:
 //
 //   - plain gojq: the program compiled by gojq as it is, on the value as
@@ -28,6 +28,8 @@ import (
 //     gojq.Marshal, stopping at the first error;
 //   - the transform (Process, the path records take: its own parse, the
 //     steps and the direct subset changing it in place, its encoder);
+//   - the transform with FAST=false (gojq alone, on encoding/json's parse,
+//     written by gojq.Marshal);
 //   - Program.Run on a parse (the steps copying), which must leave that
 //     parse as it was.
 //
@@ -76,6 +78,13 @@ func checkDiff(t *testing.T, expr, value string) {
 	}
 	if got := transformed(tr, value); got != want.transform() {
 		t.Fatalf("transform: %s on %s\n got %s\nwant %s", expr, value, got, want.transform())
+	}
+	slow, err := New(&Settings{Expr: expr, Fast: Fast{Off: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := transformed(slow, value); got != want.transform() {
+		t.Fatalf("transform, FAST=false: %s on %s\n got %s\nwant %s", expr, value, got, want.transform())
 	}
 	p := tr.(*Transform).prog
 	v, err := ParseValue([]byte(value))

@@ -59,6 +59,10 @@ func init() {
 type Settings struct {
 	// Expr is the jq program.
 	Expr string `setting:"EXPR" required:"true" doc:"the jq program each JSON value runs through; each result is an output record" form:"a jq program such as .amount_cents *= 2, select(.status == \"paid\") or .items[]"`
+	// Fast is FAST: true, the default and the zero value, runs programs
+	// on the fast path; false runs every program in gojq alone, an escape
+	// hatch at a cost in time (slow.go, docs/plugins.md).
+	Fast Fast `setting:"FAST" default:"true" doc:"run programs on the fast path (the value parsed and changed in place, leading assignments evaluated directly), held byte for byte to gojq by a differential fuzz test; false runs every program in gojq alone, on encoding/json's parse, written by gojq.Marshal" form:"true or false"`
 }
 
 // MaxResults bounds the outputs of one input record, so that a program
@@ -75,6 +79,7 @@ type Transform struct {
 	one      one   // the iterator of an identity program, reused
 	canon    canon // the identity program's path from JSON text to JSON text
 	maxBytes int64 // the chain's limit on one record's output bytes
+	slow     bool  // FAST=false: gojq alone (slow.go)
 }
 
 var _ transform.OutputLimiter = (*Transform)(nil)
@@ -92,8 +97,8 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, ExprError("EXPR", s.Expr, err)
 	}
-	t := &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes}
-	if p.steps != nil {
+	t := &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes, slow: s.Fast.Off}
+	if p.steps != nil && !s.Fast.Off {
 		t.parser.room = p.steps.grow
 	}
 	return t, nil
@@ -116,6 +121,9 @@ func ExprError(field, expr string, err error) *transform.SettingError {
 func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	// Every output holds rec's key and headers besides its value.
 	each := transform.Size(rec) - int64(len(rec.Value))
+	if t.slow {
+		return t.processSlow(ctx, rec, out, each)
+	}
 	if t.prog.identity {
 		// The value's own text, re-written as the encoder would write
 		// its parse; a value already so written is kept as it is.
@@ -140,9 +148,6 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 	if err != nil {
 		return out, err
 	}
-	t.results = t.results[:0]
-	defer t.enc.reset()
-	var total int64
 	var iter gojq.Iter = &t.one
 	if t.prog.identity {
 		t.one = newOne(ctx, v)
@@ -153,6 +158,18 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 	} else {
 		iter = t.prog.code.RunWithContext(ctx, v)
 	}
+	return t.emit(iter, rec, out, each)
+}
+
+// emit encodes the results of iter and appends one record per result to
+// out: the first is rec itself, the others new records with rec's key, a
+// copy of its headers, its timestamp and topic. Each output holds each
+// bytes besides its value. An error, too many results or too many bytes
+// fail the record, which is then left as it was.
+func (t *Transform) emit(iter gojq.Iter, rec *kgo.Record, out []*kgo.Record, each int64) ([]*kgo.Record, error) {
+	t.results = t.results[:0]
+	defer t.enc.reset()
+	var total int64
 	for {
 		r, ok := iter.Next()
 		if !ok {
@@ -167,7 +184,7 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 			return out, fmt.Errorf("the jq program produced more than %d results for one record", MaxResults)
 		}
 		room := max(-1, min(t.maxBytes-total-each, math.MaxInt32))
-		b, err := t.enc.encode(r, int(room))
+		b, err := t.encode(r, int(room))
 		if err != nil {
 			clear(t.results)
 			if errors.Is(err, errTooLarge) {

@@ -187,7 +187,9 @@ func TestOutputLimitExact(t *testing.T) {
 	spec, _ := transform.Default.Lookup("jq")
 	reg := &transform.Registry{}
 	reg.Register("jq", spec)
-	lookup := func(transform.Entry, string) (string, bool) { return `[range(300000)] | map(.) | tostring`, true }
+	lookup := func(_ transform.Entry, setting string) (string, bool) {
+		return `[range(300000)] | map(.) | tostring`, setting == "EXPR"
+	}
 	small, err := reg.Build([]transform.Entry{{Name: "jq"}}, lookup, transform.MaxOutputBytes(1<<20))
 	if err != nil {
 		t.Fatal(err)
