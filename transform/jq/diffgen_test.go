@@ -128,7 +128,7 @@ func (g *gen) step() string {
 	}
 	path, op := g.path(1), genAssignOps[g.pick(len(genAssignOps))]
 	if op == "*=" {
-		return path + " *= " + genLiterals[g.pick(9)]
+		return path + " *= " + genLiterals[g.pick(8)]
 	}
 	return path + " " + op + " " + g.wrap(g.expr(2))
 }
@@ -198,7 +198,7 @@ func (g *gen) expr(depth int) string {
 	case 2:
 		return g.wrap(g.expr(d)) + " " + genBinary[g.pick(len(genBinary))] + " " + g.wrap(g.expr(d))
 	case 3:
-		return g.wrap(g.expr(d)) + " * " + genLiterals[g.pick(9)]
+		return g.wrap(g.expr(d)) + " * " + genLiterals[g.pick(8)]
 	case 4:
 		return g.cond(d)
 	case 5:
