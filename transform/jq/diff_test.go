@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,12 +49,78 @@ func FuzzJQDiff(f *testing.F) {
 		gn := &gen{b: g}
 		if expr == "" {
 			expr = gn.program()
+		} else if !safeText(expr) {
+			return
 		}
 		if value == "" {
 			value = gn.input()
+		} else if len(value) > 2048 {
+			return
 		}
 		checkDiff(t, expr, value)
 	})
+}
+
+// safeFuncs are the functions a program written as text may call: the
+// generator's, and none that loops or builds large values (range,
+// repeat, recurse, until, limit with a large count, ...).
+var safeFuncs = map[string]bool{"limit": true, "ascii": true, "error": true, "empty": true, "$__loc__": true, "$ENV": true, "env": true}
+
+func init() {
+	for _, f := range append(genFuncs0, genFuncs1...) {
+		safeFuncs[f] = true
+	}
+}
+
+// safeText reports whether a program the fuzzer wrote as text, rather
+// than through the generator, is bounded as the generator's are: known
+// functions only, * and *= by a small literal only, at most one reduce or
+// foreach, over limit(n; ...) with n at most 4, at most four tojson, and
+// no function definitions. Programs that are not are skipped: a mutation
+// such as "x" * 1e9 would take gigabytes in gojq.
+func safeText(expr string) bool {
+	q, err := gojq.Parse(expr)
+	if err != nil || len(expr) > 400 {
+		return false
+	}
+	ok, folds, tojson := true, 0, 0
+	small := func(q *gojq.Query) bool {
+		if q == nil || q.Term == nil || q.Term.Type != gojq.TermTypeNumber {
+			return false
+		}
+		n, err := strconv.ParseFloat(q.Term.Number, 64)
+		return err == nil && n <= 4
+	}
+	walkQuery(q, func(q *gojq.Query) {
+		ok = ok && len(q.FuncDefs) == 0
+		if q.Op == gojq.OpMul || q.Op == gojq.OpUpdateMul {
+			ok = ok && (small(q.Right) || q.Op == gojq.OpMul && small(q.Left))
+		}
+	}, func(t *gojq.Term) {
+		switch t.Type {
+		case gojq.TermTypeFunc:
+			ok = ok && (safeFuncs[t.Func.Name] || t.Func.Name[0] == '$')
+			if t.Func.Name == "limit" {
+				ok = ok && small(t.Func.Args[0])
+			}
+			if t.Func.Name == "tojson" {
+				tojson++
+			}
+		case gojq.TermTypeReduce, gojq.TermTypeForeach:
+			folds++
+			src := t.Query
+			if t.Foreach != nil {
+				src = t.Foreach.Query
+			}
+			if t.Reduce != nil {
+				src = t.Reduce.Query
+			}
+			ok = ok && src != nil && src.Term != nil && src.Term.Type == gojq.TermTypeFunc && src.Term.Func.Name == "limit"
+		case gojq.TermTypeFormat, gojq.TermTypeRecurse:
+			ok = false
+		}
+	})
+	return ok && folds <= 1 && tojson <= 4
 }
 
 // checkDiff runs expr on value through gojq, the transform and
@@ -135,19 +204,19 @@ func plainGojq(code *gojq.Code, value string) (outcome, bool) {
 	if _, err := dec.Token(); err != io.EOF {
 		return outcome{}, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	o := collect(func() gojq.Iter { return code.RunWithContext(ctx, v) })
-	size := 0
-	for _, r := range o.results {
-		size += len(r)
-	}
 	// The transform fails outputs past its limits, gojq does not.
-	return o, ctx.Err() == nil && len(o.results) < MaxResults && size < 1<<20
+	return o, ctx.Err() == nil && o.err != errTooMuch
 }
+
+// errTooMuch ends a collection of more than a MiB or MaxResults results.
+const errTooMuch = "too much"
 
 // collect runs the iterator run returns to its end or first error.
 func collect(run func() gojq.Iter) (o outcome) {
+	size := 0
 	defer func() {
 		if r := recover(); r != nil {
 			o.err = fmt.Sprint("panic: ", r)
@@ -169,6 +238,11 @@ func collect(run func() gojq.Iter) (o outcome) {
 			return o
 		}
 		o.results = append(o.results, string(b))
+		if size += len(b); size >= 1<<20 || len(o.results) >= MaxResults {
+			// Past the transform's limits: the caller skips the case.
+			o.err = errTooMuch
+			return o
+		}
 	}
 }
 
@@ -198,4 +272,34 @@ func clip(s string) string {
 		return s[:2000] + "..."
 	}
 	return s
+}
+
+// Every seed of FuzzJQDiff is run, not skipped as unbounded: the
+// programs of stepPrograms and of the checked-in corpus pass safeText.
+func TestDiffSeedsRun(t *testing.T) {
+	exprs := append([]string(nil), stepPrograms...)
+	files, err := filepath.Glob("testdata/fuzz/FuzzJQDiff/*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 4 || !strings.HasPrefix(lines[2], "string(") {
+			t.Fatalf("%s: not a case of FuzzJQDiff", f)
+		}
+		expr, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[2], "string("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		exprs = append(exprs, expr)
+	}
+	for _, expr := range exprs {
+		if !safeText(expr) {
+			t.Errorf("%s: skipped by safeText", expr)
+		}
+	}
 }

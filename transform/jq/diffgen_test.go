@@ -19,14 +19,17 @@ import (
 // comparisons across types. Programs begin with assignment steps more
 // often than not, so that the steps, the direct subset and the in-place
 // path run. Nothing it generates loops or grows without bound: no
-// recursion, range, repeat or limit, and * only by a small literal.
+// recursion, range or repeat, * only by a small literal, a reduce or
+// foreach of at most four rounds and none inside another (safeText holds
+// programs the fuzzer writes as text to the same).
 
 // gen reads choices from fuzz bytes; past their end every choice is 0,
 // the smallest production.
 type gen struct {
-	b    []byte
-	vars []string // the variables bound where the generator is
-	n    int      // variables bound so far, for fresh names
+	b      []byte
+	vars   []string // the variables bound where the generator is
+	n      int      // variables bound so far, for fresh names
+	inFold bool     // inside a reduce or foreach
 }
 
 // pick is a choice among n.
@@ -221,7 +224,11 @@ func (g *gen) expr(depth int) string {
 	case 12:
 		return genFuncs1[g.pick(len(genFuncs1))] + "(" + g.expr(d) + ")"
 	case 13:
-		return g.path(1) + " " + genAssignOps[g.pick(len(genAssignOps)-1)] + " " + g.wrap(g.expr(d))
+		path, op := g.path(1), genAssignOps[g.pick(len(genAssignOps))]
+		if op == "*=" {
+			return path + " *= " + genLiterals[g.pick(8)]
+		}
+		return path + " " + op + " " + g.wrap(g.expr(d))
 	case 14:
 		return "-" + g.wrap(g.expr(d))
 	default:
@@ -273,7 +280,13 @@ func (g *gen) bind(d int) string {
 
 // fold is a reduce or a foreach over a generator of the input.
 func (g *gen) fold(d int) string {
-	src, init := g.wrap(g.expr(d)), g.expr(d)
+	if g.inFold { // a fold in a fold could grow a value exponentially
+		return g.leaf()
+	}
+	g.inFold = true
+	defer func() { g.inFold = false }()
+	// At most four rounds: an update such as [., .] doubles the value.
+	src, init := "limit(4; "+g.expr(d)+")", g.expr(d)
 	return g.fresh(func(v string) string {
 		if g.pick(2) == 0 {
 			return "reduce " + src + " as " + v + " (" + init + "; " + g.expr(d) + ")"
