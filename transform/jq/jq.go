@@ -17,6 +17,10 @@
 // (.amount = (.amount_cents / 100) | .tier = ... | del(.pad)) runs those
 // steps on one copy of the value, the assignments that read only keys
 // no earlier one wrote as one gojq run, with gojq's results (steps.go).
+// All of this, the fast path, is held to gojq byte for byte by the
+// differential fuzz target FuzzJQDiff, and keeps gojq's answer even where
+// gojq is wrong (gojqbug.go); FAST=false (PROCESSOR_JQ_FAST) turns it off,
+// and every program runs in gojq alone (slow.go).
 //
 // Programs see no environment ($ENV and env are empty), cannot import
 // modules, and have no input/inputs. One input may produce at most
@@ -163,8 +167,8 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 
 // emit encodes the results of iter and appends one record per result to
 // out: the first is rec itself, the others new records with rec's key, a
-// copy of its headers, its timestamp and topic. Each output holds each
-// bytes besides its value. An error, too many results or too many bytes
+// copy of its headers, its timestamp and topic; each is what every
+// output holds besides its value (key and headers). An error, too many results or too many bytes
 // fail the record, which is then left as it was.
 func (t *Transform) emit(iter gojq.Iter, rec *kgo.Record, out []*kgo.Record, each int64) ([]*kgo.Record, error) {
 	t.results = t.results[:0]
