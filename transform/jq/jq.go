@@ -78,12 +78,9 @@ const MaxResults = 10_000
 type Transform struct {
 	prog     *Program
 	results  [][]byte // encoded results of the current record, reused
-	parser   parser
-	enc      encoder
-	one      one   // the iterator of an identity program, reused
-	canon    canon // the identity program's path from JSON text to JSON text
-	maxBytes int64 // the chain's limit on one record's output bytes
-	slow     bool  // FAST=false: gojq alone (slow.go)
+	fast     fastPath // the fast path (fast.go), unused with FAST=false
+	maxBytes int64    // the chain's limit on one record's output bytes
+	slow     bool     // FAST=false: gojq alone (slow.go)
 }
 
 var _ transform.OutputLimiter = (*Transform)(nil)
@@ -102,8 +99,8 @@ func New(s *Settings) (transform.Transform, error) {
 		return nil, ExprError("EXPR", s.Expr, err)
 	}
 	t := &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes, slow: s.Fast.Off}
-	if p.steps != nil && !s.Fast.Off {
-		t.parser.room = p.steps.grow
+	if !t.slow {
+		t.fast = newFastPath(p)
 	}
 	return t, nil
 }
@@ -128,39 +125,13 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 	if t.slow {
 		return t.processSlow(ctx, rec, out, each)
 	}
-	if t.prog.identity {
-		// The value's own text, re-written as the encoder would write
-		// its parse; a value already so written is kept as it is.
-		b, ok := t.canon.encode(rec.Value, int(max(-1, min(t.maxBytes-each, math.MaxInt32))))
-		if ok {
-			if bytes.Equal(b, rec.Value) {
-				b = rec.Value
-			} else {
-				b = bytes.Clone(b)
-			}
-		}
-		t.canon.reset()
-		if ok {
-			if err := ctx.Err(); err != nil {
-				return out, RunError(err)
-			}
-			rec.Value = b
-			return append(out, rec), nil
-		}
-	}
-	v, err := t.parser.parse(rec.Value)
-	if err != nil {
+	text, iter, err := t.fast.run(ctx, t.prog, rec.Value, int(max(-1, min(t.maxBytes-each, math.MaxInt32))))
+	switch {
+	case err != nil:
 		return out, err
-	}
-	var iter gojq.Iter = &t.one
-	if t.prog.identity {
-		t.one = newOne(ctx, v)
-	} else if it, ok := t.prog.runOwn(ctx, v); ok {
-		iter = it
-	} else if v, err = t.parser.parse(rec.Value); err != nil {
-		return out, err
-	} else {
-		iter = t.prog.code.RunWithContext(ctx, v)
+	case iter == nil: // the identity program's output, from the text
+		rec.Value = text
+		return append(out, rec), nil
 	}
 	return t.emit(iter, rec, out, each)
 }
@@ -172,7 +143,7 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 // fail the record, which is then left as it was.
 func (t *Transform) emit(iter gojq.Iter, rec *kgo.Record, out []*kgo.Record, each int64) ([]*kgo.Record, error) {
 	t.results = t.results[:0]
-	defer t.enc.reset()
+	defer t.fast.enc.reset()
 	var total int64
 	for {
 		r, ok := iter.Next()

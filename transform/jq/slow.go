@@ -54,7 +54,7 @@ func (t *Transform) processSlow(ctx context.Context, rec *kgo.Record, out []*kgo
 // checked after it.
 func (t *Transform) encode(v any, limit int) ([]byte, error) {
 	if !t.slow {
-		return t.enc.encode(v, limit)
+		return t.fast.enc.encode(v, limit)
 	}
 	b, err := gojq.Marshal(v)
 	if err == nil && len(b) > limit {
