@@ -7,7 +7,7 @@ SR      := bash integration/registry/registry.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build version run run-billing run-avro plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro chaos-stateful bench bench-micro mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
+.PHONY: build version run run-billing run-avro plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro chaos-stateful bench bench-micro fuzz mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
 
 # The version baked in (processor --version, the start log line,
 # processor_build_info), by scripts/version.sh from the VERSION file and
@@ -115,6 +115,18 @@ vet:
 
 test: vet
 	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) ./...
+
+# The jq transform's differential fuzz target (FuzzJQDiff in
+# transform/jq/diff_test.go): generated jq programs and values run through
+# the transform's fast path and through plain gojq, which must agree byte
+# for byte. It starts from the checked-in corpus (every divergence ever
+# found; make test runs that corpus too) and runs for FUZZTIME. CI runs it
+# after make test (.ci/run); a failure leaves its case under
+# transform/jq/testdata/fuzz/FuzzJQDiff, to be fixed and checked in.
+FUZZTIME ?= 60s
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzJQDiff$$' -fuzztime $(FUZZTIME) ./transform/jq/
 
 # Starts the local Apache Kafka broker (if needed) and runs the whole suite
 # against it as well as against kfake.

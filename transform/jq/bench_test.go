@@ -2,6 +2,7 @@ package jq
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -83,5 +84,45 @@ func BenchmarkJQIdentityEscaped(b *testing.B) {
 		if res, err := tr.Process(context.Background(), transform.Source{Topic: "orders"}, rec, nil); err != nil || len(res) != 1 {
 			b.Fatal(res, err)
 		}
+	}
+}
+
+// BenchmarkJQGojqOnly is BenchmarkJQ's programs and the chain rows'
+// program with PROCESSOR_JQ_FAST=false: gojq alone on encoding/json's
+// parse, written by gojq.Marshal; the cost of the escape hatch, beside
+// the rows of BenchmarkJQ and BenchmarkJQChain.
+func BenchmarkJQGojqOnly(b *testing.B) {
+	for _, c := range []struct{ name, expr string }{
+		{"identity", "."},
+		{"map", ".amount_cents *= 2"},
+		{"project", "{order_id, amount_cents}"},
+		{"filter-out", `select(.status == "cancelled")`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			tr, err := New(&Settings{Expr: c.expr, Fast: Fast{Off: true}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			transformtest.Bench(b, tr, -1)
+		})
+	}
+	for _, size := range []int{100, 1024} {
+		b.Run(fmt.Sprintf("chain-%dB", size), func(b *testing.B) {
+			tr, err := New(&Settings{Expr: chainExpr, Fast: Fast{Off: true}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			in := sample.Order(12345, 100, size)
+			rec := &kgo.Record{}
+			out := make([]*kgo.Record, 0, 4)
+			b.SetBytes(int64(len(in.Value)))
+			b.ReportAllocs()
+			for b.Loop() {
+				*rec = kgo.Record{Key: in.Key, Value: in.Value}
+				if res, err := tr.Process(context.Background(), transform.Source{Topic: "orders"}, rec, out[:0]); err != nil || len(res) != 1 {
+					b.Fatal(res, err)
+				}
+			}
+		})
 	}
 }

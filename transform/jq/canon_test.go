@@ -133,14 +133,14 @@ func TestCanonKeeps(t *testing.T) {
 	if got := run(t, tr, rec(big)); len(got) != 1 || !strings.HasPrefix(got[0], `{"a":1,"b":[{"x":2,"y":1},`) {
 		t.Fatalf("got %.60q", got)
 	}
-	if c := tr.canon; cap(c.out) > keepBuf || cap(c.tmp) > keepBuf || cap(c.members) > keepStack {
+	if c := tr.fast.canon; cap(c.out) > keepBuf || cap(c.tmp) > keepBuf || cap(c.members) > keepStack {
 		t.Fatalf("kept %d bytes of output, %d of scratch, %d members", cap(c.out), cap(c.tmp), cap(c.members))
 	}
 	many := `{` + strings.Repeat(`"k":1,`, 2*keepStack) + `"z":[` + strings.Repeat(`1,`, 10) + `2]}`
 	if got := run(t, tr, rec(many)); len(got) != 1 || got[0] != `{"k":1,"z":[1,1,1,1,1,1,1,1,1,1,2]}` {
 		t.Fatalf("got %.60q", got)
 	}
-	if c := tr.canon; cap(c.members) > keepStack {
+	if c := tr.fast.canon; cap(c.members) > keepStack {
 		t.Fatalf("kept %d members", cap(c.members))
 	}
 }

@@ -47,6 +47,9 @@ func native(q *gojq.Query) expr {
 	}
 	switch q.Op {
 	case gojq.OpPipe:
+		if riskyPipe(q.Left, q.Right) { // gojqbug.go
+			return nil
+		}
 		return func(in any) (any, bool) {
 			v, ok := l(in)
 			if !ok {

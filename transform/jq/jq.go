@@ -17,6 +17,10 @@
 // (.amount = (.amount_cents / 100) | .tier = ... | del(.pad)) runs those
 // steps on one copy of the value, the assignments that read only keys
 // no earlier one wrote as one gojq run, with gojq's results (steps.go).
+// All of this, the fast path, is held to gojq byte for byte by the
+// differential fuzz target FuzzJQDiff, and keeps gojq's answer even where
+// gojq is wrong (gojqbug.go); FAST=false (PROCESSOR_JQ_FAST) turns it off,
+// and every program runs in gojq alone (slow.go).
 //
 // Programs see no environment ($ENV and env are empty), cannot import
 // modules, and have no input/inputs. One input may produce at most
@@ -59,6 +63,10 @@ func init() {
 type Settings struct {
 	// Expr is the jq program.
 	Expr string `setting:"EXPR" required:"true" doc:"the jq program each JSON value runs through; each result is an output record" form:"a jq program such as .amount_cents *= 2, select(.status == \"paid\") or .items[]"`
+	// Fast is FAST: true, the default and the zero value, runs programs
+	// on the fast path; false runs every program in gojq alone, an escape
+	// hatch at a cost in time (slow.go, docs/plugins.md).
+	Fast Fast `setting:"FAST" default:"true" doc:"run programs on the fast path (the value parsed and changed in place, leading assignments evaluated directly), held byte for byte to gojq by a differential fuzz test; false runs every program in gojq alone, on encoding/json's parse, written by gojq.Marshal" form:"true or false"`
 }
 
 // MaxResults bounds the outputs of one input record, so that a program
@@ -70,11 +78,9 @@ const MaxResults = 10_000
 type Transform struct {
 	prog     *Program
 	results  [][]byte // encoded results of the current record, reused
-	parser   parser
-	enc      encoder
-	one      one   // the iterator of an identity program, reused
-	canon    canon // the identity program's path from JSON text to JSON text
-	maxBytes int64 // the chain's limit on one record's output bytes
+	fast     fastPath // the fast path (fast.go), unused with FAST=false
+	maxBytes int64    // the chain's limit on one record's output bytes
+	slow     bool     // FAST=false: gojq alone (slow.go)
 }
 
 var _ transform.OutputLimiter = (*Transform)(nil)
@@ -92,9 +98,9 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, ExprError("EXPR", s.Expr, err)
 	}
-	t := &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes}
-	if p.steps != nil {
-		t.parser.room = p.steps.grow
+	t := &Transform{prog: p, maxBytes: transform.DefaultMaxOutputBytes, slow: s.Fast.Off}
+	if !t.slow {
+		t.fast = newFastPath(p)
 	}
 	return t, nil
 }
@@ -116,43 +122,29 @@ func ExprError(field, expr string, err error) *transform.SettingError {
 func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	// Every output holds rec's key and headers besides its value.
 	each := transform.Size(rec) - int64(len(rec.Value))
-	if t.prog.identity {
-		// The value's own text, re-written as the encoder would write
-		// its parse; a value already so written is kept as it is.
-		b, ok := t.canon.encode(rec.Value, int(max(-1, min(t.maxBytes-each, math.MaxInt32))))
-		if ok {
-			if bytes.Equal(b, rec.Value) {
-				b = rec.Value
-			} else {
-				b = bytes.Clone(b)
-			}
-		}
-		t.canon.reset()
-		if ok {
-			if err := ctx.Err(); err != nil {
-				return out, RunError(err)
-			}
-			rec.Value = b
-			return append(out, rec), nil
-		}
+	if t.slow {
+		return t.processSlow(ctx, rec, out, each)
 	}
-	v, err := t.parser.parse(rec.Value)
-	if err != nil {
+	text, iter, err := t.fast.run(ctx, t.prog, rec.Value, int(max(-1, min(t.maxBytes-each, math.MaxInt32))))
+	switch {
+	case err != nil:
 		return out, err
+	case iter == nil: // the identity program's output, from the text
+		rec.Value = text
+		return append(out, rec), nil
 	}
+	return t.emit(iter, rec, out, each)
+}
+
+// emit encodes the results of iter and appends one record per result to
+// out: the first is rec itself, the others new records with rec's key, a
+// copy of its headers, its timestamp and topic; each is what every
+// output holds besides its value (key and headers). An error, too many results or too many bytes
+// fail the record, which is then left as it was.
+func (t *Transform) emit(iter gojq.Iter, rec *kgo.Record, out []*kgo.Record, each int64) ([]*kgo.Record, error) {
 	t.results = t.results[:0]
-	defer t.enc.reset()
+	defer t.fast.enc.reset()
 	var total int64
-	var iter gojq.Iter = &t.one
-	if t.prog.identity {
-		t.one = newOne(ctx, v)
-	} else if it, ok := t.prog.runOwn(ctx, v); ok {
-		iter = it
-	} else if v, err = t.parser.parse(rec.Value); err != nil {
-		return out, err
-	} else {
-		iter = t.prog.code.RunWithContext(ctx, v)
-	}
 	for {
 		r, ok := iter.Next()
 		if !ok {
@@ -167,7 +159,7 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 			return out, fmt.Errorf("the jq program produced more than %d results for one record", MaxResults)
 		}
 		room := max(-1, min(t.maxBytes-total-each, math.MaxInt32))
-		b, err := t.enc.encode(r, int(room))
+		b, err := t.encode(r, int(room))
 		if err != nil {
 			clear(t.results)
 			if errors.Is(err, errTooLarge) {

@@ -69,10 +69,11 @@ type parsed struct {
 }
 
 // splitSteps compiles q's leading steps and what follows them, with
-// opts; nil when q does not begin with a step, or defines functions
-// (which every part would need).
+// opts; nil when q does not begin with a step, defines functions (which
+// every part would need), or holds a pipe gojq may mis-evaluate
+// (gojqbug.go), whose answer must then be gojq's own.
 func splitSteps(q *gojq.Query, opts ...gojq.CompilerOption) *steps {
-	if len(q.FuncDefs) > 0 || len(q.Imports) > 0 || q.Meta != nil {
+	if len(q.FuncDefs) > 0 || len(q.Imports) > 0 || q.Meta != nil || branchedPipe(q) {
 		return nil
 	}
 	var ps []parsed

@@ -26,6 +26,8 @@ func TestBuildChainNamesVariables(t *testing.T) {
 	}{
 		{map[string]string{"PROCESSOR_JQ_EXPR": ".", "PROCESSOR_JQ_SECOND_EXPR": ".a |"}, []string{"jq", "jq@second"},
 			"PROCESSOR_JQ_SECOND_EXPR", `transform jq@second: PROCESSOR_JQ_SECOND_EXPR=".a |" is invalid: want a jq program such as`},
+		{map[string]string{"PROCESSOR_JQ_EXPR": ".", "PROCESSOR_JQ_FAST": "maybe"}, []string{"jq"},
+			"PROCESSOR_JQ_FAST", `transform jq: PROCESSOR_JQ_FAST="maybe" is invalid: want true or false`},
 		{map[string]string{"PROCESSOR_JQ_EXPR": "."}, []string{"jq@other"},
 			"PROCESSOR_JQ_OTHER_EXPR", "transform jq@other: PROCESSOR_JQ_OTHER_EXPR is not set: want a jq program"},
 		{map[string]string{"PROCESSOR_ROUTE_R2_EXPR": ".a", "PROCESSOR_ROUTE_R2_HEADER": "h"}, []string{"route@r2"},
