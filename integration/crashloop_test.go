@@ -92,21 +92,8 @@ func crashLoop(t *testing.T, tg *target, guarantee string) {
 // atLeastOnce.
 func auditCrashLoop(t *testing.T, tg *target, group string, inputs, outputs []string, atLeastOnce bool) {
 	t.Helper()
-	r, err := check.NewReader(check.Source{Brokers: tg.Brokers, Inputs: inputs, Outputs: outputs, Group: group})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	run, err := r.Read(ctx)
-	if err != nil {
-		t.Fatalf("eoscheck read: %v", err)
-	}
-	rep := check.Check(run, check.Options{OneToOne: true, ExpectAll: true, AtLeastOnce: atLeastOnce})
-	if !rep.Clean() {
-		t.Errorf("eoscheck found anomalies:\n%s", rep.Table())
-	}
+	rep := tg.auditWith(t, check.Source{Inputs: inputs, Outputs: outputs, Group: group},
+		check.Options{OneToOne: true, ExpectAll: true, AtLeastOnce: atLeastOnce})
 	t.Logf("%s: eoscheck: %d inputs written more than once", tg.Name, rep.Repeated)
 }
 

@@ -481,18 +481,29 @@ func fmtStats(ins ...*instance) string {
 // the test on any anomaly, printing its table.
 func (tg *target) audit(t testing.TB, group string, inputs, outputs []string) {
 	t.Helper()
-	r, err := check.NewReader(check.Source{Brokers: tg.Brokers, Inputs: inputs, Outputs: outputs, Group: group})
+	tg.auditWith(t, check.Source{Inputs: inputs, Outputs: outputs, Group: group}, check.Options{OneToOne: true, ExpectAll: true})
+}
+
+// auditWith reads a finished run from src (on tg's brokers) with
+// eoscheck's reader, checks it with opts, fails the test on any anomaly,
+// printing its table and examples, and returns the report.
+func (tg *target) auditWith(t testing.TB, src check.Source, opts check.Options) check.Report {
+	t.Helper()
+	src.Brokers = tg.Brokers
+	r, err := check.NewReader(src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	run, err := r.Read(ctx)
 	if err != nil {
 		t.Fatalf("eoscheck read: %v", err)
 	}
-	if rep := check.Check(run, check.Options{OneToOne: true, ExpectAll: true}); !rep.Clean() {
-		t.Errorf("eoscheck found anomalies:\n%s", rep.Table())
+	rep := check.Check(run, opts)
+	if !rep.Clean() {
+		t.Errorf("eoscheck found anomalies:\n%s%v", rep.Table(), rep.Examples)
 	}
+	return rep
 }

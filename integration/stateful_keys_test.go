@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	be "encoding/binary"
 	"encoding/json"
 	"math/big"
@@ -40,22 +39,7 @@ func javaKeyed(topic string, ids, rounds int) []*kgo.Record {
 // the aggregate check when aggregate, and fails the test on any anomaly.
 func (tg *target) auditRun(t *testing.T, group, in, out string, opts check.Options) check.Report {
 	t.Helper()
-	r, err := check.NewReader(check.Source{Brokers: tg.Brokers, Inputs: []string{in}, Outputs: []string{out}, Group: group, Aggregate: opts.Aggregate})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	run, err := r.Read(ctx)
-	if err != nil {
-		t.Fatalf("eoscheck read: %v", err)
-	}
-	rep := check.Check(run, opts)
-	if !rep.Clean() {
-		t.Errorf("eoscheck found anomalies:\n%s%v", rep.Table(), rep.Examples)
-	}
-	return rep
+	return tg.auditWith(t, check.Source{Inputs: []string{in}, Outputs: []string{out}, Group: group, Aggregate: opts.Aggregate}, opts)
 }
 
 // Keys as Java's LongSerializer and IntegerSerializer write them (Long
