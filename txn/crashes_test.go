@@ -62,18 +62,7 @@ func (f *fixture) stop(t *testing.T) {
 // poll's records would run (Attempt), as the pipeline does.
 func (f *fixture) pollRun(t *testing.T, n int) []*kgo.Record {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var rs []*kgo.Record
-	for len(rs) < n {
-		if ctx.Err() != nil {
-			t.Fatalf("polled %d of %d records before timing out", len(rs), n)
-		}
-		fs := f.Poll(ctx, n-len(rs))
-		f.Attempt(ctx, fs)
-		rs = append(rs, fs.Records()...)
-	}
-	return rs
+	return f.poll(t, n, true)
 }
 
 // commitOne runs rs (already polled) in a transaction that commits.

@@ -120,6 +120,13 @@ func (f *fixture) init(t *testing.T) {
 // pollN polls until it has n records.
 func (f *fixture) pollN(t *testing.T, n int) []*kgo.Record {
 	t.Helper()
+	return f.poll(t, n, false)
+}
+
+// poll polls until it has n records, and with attempt tells the session
+// before each poll's records would run (Attempt).
+func (f *fixture) poll(t *testing.T, n int, attempt bool) []*kgo.Record {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var rs []*kgo.Record
@@ -127,7 +134,11 @@ func (f *fixture) pollN(t *testing.T, n int) []*kgo.Record {
 		if ctx.Err() != nil {
 			t.Fatalf("polled %d of %d records before timing out", len(rs), n)
 		}
-		rs = append(rs, f.Poll(ctx, n-len(rs)).Records()...)
+		fs := f.Poll(ctx, n-len(rs))
+		if attempt {
+			f.Attempt(ctx, fs)
+		}
+		rs = append(rs, fs.Records()...)
 	}
 	if len(rs) != n {
 		t.Fatalf("polled %d records, want %d", len(rs), n)
