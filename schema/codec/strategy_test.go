@@ -45,9 +45,9 @@ var formatsTwoTypes = []twoTypes{
 	},
 	{
 		format: schema.Protobuf, names: [2]string{"shop.OrderCreated", "shop.Order.Paid"},
-		schemas: [2]string{protoShop, protoShop},
-		values:  [2]string{`{"id":"o-1","amountCents":"250"}`, `{"id":"o-1","method":"card"}`},
-		message: [2]string{"shop.OrderCreated", "shop.Order.Paid"},
+		schemas:       [2]string{protoShop, protoShop},
+		values:        [2]string{`{"id":"o-1","amountCents":"250"}`, `{"id":"o-1","method":"card"}`},
+		message:       [2]string{"shop.OrderCreated", "shop.Order.Paid"},
 		missingSchema: "syntax = \"proto3\";\npackage shop;\nmessage OrderShipped { string id = 1; }\n",
 		missingName:   "shop.OrderShipped", missingValue: `{"id":"o-1"}`,
 	},
