@@ -16,10 +16,19 @@ import authlib.deprecate  # noqa: E402,F401
 
 warnings.filterwarnings("ignore", message="The httpx module is deprecated")
 
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (RegisteredSchema, Schema, SchemaRegistryClient,
+                                             record_subject_name_strategy, topic_record_subject_name_strategy,
+                                             topic_subject_name_strategy)
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 FORMATS = ("avro", "protobuf")
+
+# The subject name strategies of --strategy: Confluent's own functions.
+STRATEGIES = {
+    "topic": topic_subject_name_strategy,
+    "record": record_subject_name_strategy,
+    "topic_record": topic_record_subject_name_strategy,
+}
 
 
 def parser(description):
@@ -34,6 +43,9 @@ def parser(description):
     p.add_argument("--proto-form", choices=("text", "descriptor"), default="text",
                    help="Protobuf: register the .proto file's text (the default), or what Confluent's serializer "
                         "registers itself: base64 FileDescriptorProtos, its imports as references")
+    p.add_argument("--strategy", choices=tuple(STRATEGIES), default="topic",
+                   help="the serde's subject.name.strategy: topic (the default, <topic>-value), record (the record "
+                        "name) or topic_record (<topic>-<record name>)")
     p.add_argument("--count", type=int, help="how many records")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
     return p
