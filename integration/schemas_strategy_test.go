@@ -30,7 +30,8 @@ type strategyTypes struct {
 }
 
 // writeStrategyTypes writes the schema files of two record types of
-// format into dir: for Avro one .avsc each, for Protobuf one .proto file
+// format into dir: for Avro one .avsc each, for JSON Schema one .json
+// each (titled with the type's name), for Protobuf one .proto file
 // holding both messages (one subject each under a record strategy, the
 // same file).
 func writeStrategyTypes(t *testing.T, dir, format, ns string) strategyTypes {
@@ -48,6 +49,19 @@ func writeStrategyTypes(t *testing.T, dir, format, ns string) strategyTypes {
 			return map[string]any{"id": fmt.Sprintf("o-%d", i), "amount_cents": float64(100 * (i + 1))}
 		}
 		return map[string]any{"id": fmt.Sprintf("o-%d", i), "method": "card"}
+	}
+	if format == interop.JSONSchema {
+		schemaOf := func(title, fields string) string {
+			return `{"title":"` + title + `","type":"object","properties":{"id":{"type":"string"},` + fields + `},"required":["id"],"additionalProperties":false}`
+		}
+		st.files[0] = write("created.json", schemaOf(st.names[0], `"amount_cents":{"type":"integer"}`))
+		st.files[1] = write("paid.json", schemaOf(st.names[1], `"method":{"type":"string"}`))
+		st.want = func(i, typ int) map[string]any {
+			v := st.value(i, typ)
+			v["id"] = strings.ToUpper(v["id"].(string))
+			return v
+		}
+		return st
 	}
 	if format == interop.Avro {
 		st.files[0] = write("created.avsc", `{"type":"record","name":"OrderCreated","namespace":"`+ns+`","fields":[
@@ -78,7 +92,7 @@ func writeStrategyTypes(t *testing.T, dir, format, ns string) strategyTypes {
 }
 
 // Subject name strategies with Confluent's own serdes: Confluent's Python
-// AvroSerializer and ProtobufSerializer, configured with
+// AvroSerializer, ProtobufSerializer and JSONSerializer, configured with
 // record_subject_name_strategy or topic_record_subject_name_strategy,
 // write two record types to one topic, interleaved; the processor, with
 // PROCESSOR_VALUE_SUBJECT_STRATEGY the same, decodes each by its schema
@@ -97,7 +111,7 @@ func TestSchemaInteropSubjectStrategies(t *testing.T) {
 	url := interop.RegistryURL(t)
 	r := &srEnv{name: "registry", url: url, reg: newSRClient(t, url)}
 	forEachTarget(t, func(t *testing.T, tg *target) {
-		for _, format := range []string{interop.Avro, interop.Protobuf} {
+		for _, format := range []string{interop.Avro, interop.Protobuf, interop.JSONSchema} {
 			for _, strategy := range []string{interop.StrategyRecord, interop.StrategyTopicRecord} {
 				t.Run(format+"/"+strategy, func(t *testing.T) {
 					runStrategyInterop(t, tg, r, format, strategy)
@@ -129,7 +143,6 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 	interop.Produce(t, opts, recs)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	evolved := st == schema.TopicRecordStrategy && f == schema.Avro
 	if st == schema.TopicRecordStrategy {
 		// The output subjects, registered as an operator would: the
@@ -152,6 +165,8 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 		}
 	}
 
+	cancel()
+
 	inst := tg.schemaInstance(r, group, in, out, f, ".id |= ascii_upcase")
 	inst.Extra = append(inst.Extra, "PROCESSOR_VALUE_SUBJECT_STRATEGY="+strategy)
 	p := runBinary(t, group, inst)
@@ -163,6 +178,8 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 		opts.SchemaFile, opts.Message = types.files[0], strings.Join(types.names[:], ",")
 	}
 	got := interop.Consume(t, opts, n)
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for i, rec := range got {
 		typ := typeOf(i)
 		subject := st.Subject(out, "-value", types.names[typ])

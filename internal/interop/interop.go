@@ -34,14 +34,16 @@ const (
 	// Registry, e.g. http://127.0.0.1:18081/apis/ccompat/v7.
 	RegistryVar = "PROCESSOR_TEST_SCHEMA_REGISTRY_URL"
 	// PythonVar holds a Python interpreter with confluent-kafka[avro,
-	// protobuf,schemaregistry] and grpcio-tools installed.
+	// protobuf,json,schemaregistry] and grpcio-tools installed (the
+	// pinned packages of integration/registry/interop/requirements.txt).
 	PythonVar = "PROCESSOR_TEST_PYTHON"
 )
 
 // Formats of Options.Format.
 const (
-	Avro     = "avro"
-	Protobuf = "protobuf"
+	Avro       = "avro"
+	Protobuf   = "protobuf"
+	JSONSchema = "json_schema"
 )
 
 // Strategies of Options.Strategy, as the scripts' --strategy names them.

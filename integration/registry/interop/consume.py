@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """consume.py: read a Kafka topic from its start with isolation.level
 read_committed and print each record as one JSON line, its value decoded
-with Confluent's own AvroDeserializer or ProtobufDeserializer:
+with Confluent's own AvroDeserializer, ProtobufDeserializer or
+JSONDeserializer (the writer's schema from the registry):
 
   {"key": "k", "partition": 0, "offset": 3, "value": {...},
    "headers": {"processor.source.topic": "in", ...}}
@@ -67,6 +68,17 @@ def deserializer(args):
             return v, dict(seen)
 
         return from_avro
+    if args.format == "json_schema":
+        from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+
+        jde = JSONDeserializer(None, schema_registry_client=client, conf=conf)
+
+        def from_json(b, topic):
+            seen.clear()
+            v = jde(b, SerializationContext(topic, MessageField.VALUE))
+            return v, dict(seen)
+
+        return from_json
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
     from confluent_kafka.serialization import SerializationError
     from google.protobuf import json_format

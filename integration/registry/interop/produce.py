@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """produce.py: write records to a Kafka topic with Confluent's own
-AvroSerializer or ProtobufSerializer, which register the schema under
+AvroSerializer, ProtobufSerializer or JSONSerializer, which register the schema under
 the subject of --strategy (<topic>-value by default).
 
 Records come from stdin, one JSON object a line: {"key": "k", "value":
@@ -39,6 +39,12 @@ def serializer(args, schema_file, message):
         from confluent_kafka.schema_registry.avro import AvroSerializer
 
         ser = AvroSerializer(client, common.avro_schema(schema_file), conf=conf)
+        return lambda v, topic: ser(v, SerializationContext(topic, MessageField.VALUE))
+    if args.format == "json_schema":
+        from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+        text = common.avro_schema(schema_file, "--format json_schema needs --schema-file (a JSON schema) to produce")
+        ser = JSONSerializer(text, client, conf=conf)
         return lambda v, topic: ser(v, SerializationContext(topic, MessageField.VALUE))
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from google.protobuf import json_format
