@@ -82,7 +82,7 @@ type strategyFixture struct {
 	side     codec.Side
 }
 
-func newStrategyFixture(t *testing.T, tt twoTypes, strategy schema.SubjectStrategy) *strategyFixture {
+func newStrategyFixture(t testing.TB, tt twoTypes, strategy schema.SubjectStrategy) *strategyFixture {
 	t.Helper()
 	ctx := context.Background()
 	fx := &strategyFixture{reg: schematest.NewMemory(), tt: tt, strategy: strategy}
@@ -115,7 +115,7 @@ func newStrategyFixture(t *testing.T, tt twoTypes, strategy schema.SubjectStrate
 }
 
 // chain is a chain of f (touching values) framed by its own Plan.
-func (fx *strategyFixture) chain(t *testing.T, f transform.Func) *transform.Chain {
+func (fx *strategyFixture) chain(t testing.TB, f transform.Func) *transform.Chain {
 	t.Helper()
 	r := &transform.Registry{}
 	r.Register("t", transform.Plain("test", func() (transform.Transform, error) { return touching{f, transform.PartValue}, nil }))
@@ -339,4 +339,61 @@ func TestRecordStrategyConcurrentChains(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// Refresh moves each type's encoder to the latest version of its
+// subject, registered while running.
+func TestRecordStrategyRefresh(t *testing.T) {
+	ctx := context.Background()
+	fx := newStrategyFixture(t, formatsTwoTypes[0], schema.TopicRecordStrategy)
+	encs := fx.side.Encoders
+	for i := range 2 {
+		if _, err := encs.Encode(ctx, "", fx.tt.names[i], []byte(fx.tt.values[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subject := "out-" + fx.tt.names[1]
+	v2 := fx.reg.MustRegister(subject, schema.Schema{Type: schema.Avro, Text: fx.tt.schemas[1] + "\n\n"})
+	if err := encs.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := encs.Subjects()[codec.Target{Topic: "out", Type: fx.tt.names[1]}]; got.ID != v2.ID || got.Subject != subject {
+		t.Errorf("after Refresh the type encodes with %s id %d, want %s id %d", got.Subject, got.ID, subject, v2.ID)
+	}
+	b, err := encs.Encode(ctx, "", fx.tt.names[1], []byte(fx.tt.values[1]))
+	if err != nil || int(binary.BigEndian.Uint32(b[1:5])) != v2.ID {
+		t.Errorf("Encode after Refresh = %x, %v; want schema id %d", b, err, v2.ID)
+	}
+}
+
+// Keys take their own strategy and types, beside the values': a key of
+// one type and a value of the other are each encoded under their own
+// type's subject (the record strategies name a key's subject as a
+// value's, with no -key, as Confluent's do).
+func TestRecordStrategyKeys(t *testing.T) {
+	ctx := context.Background()
+	fx := newStrategyFixture(t, formatsTwoTypes[0], schema.TopicRecordStrategy)
+	keys := codec.NewEncoders(codec.EncodersOptions{Registry: fx.reg, Format: schema.Avro, Suffix: "-key", DefaultTopic: "out",
+		Strategy: schema.TopicRecordStrategy})
+	if err := keys.Start(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := &transform.Registry{}
+	r.Register("t", transform.Plain("test", func() (transform.Transform, error) {
+		return touching{func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			return append(out, r), nil
+		}, transform.PartAll}, nil
+	}))
+	c, err := r.Build([]transform.Entry{{Name: "t"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last := codec.Plan(c.Touches(), codec.Side{In: schema.Avro, Out: schema.Avro, Decoder: fx.side.Decoder, Encoders: keys}, fx.side, names)
+	c.Frame(first, last)
+	out, err := c.Process(ctx, transform.Source{}, &kgo.Record{Key: fx.wire[1], Value: fx.wire[0]}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx.check(t, &kgo.Record{Value: out[0].Key}, "out", 1)
+	fx.check(t, out[0], "out", 0)
 }
