@@ -234,7 +234,7 @@ func (s *schemas) refresh(ctx context.Context, log *slog.Logger) {
 			}
 			for tg, now := range sd.encoders.Subjects() {
 				if was, ok := before[tg]; ok && was.ID != now.ID {
-					log.Info("a new output schema version is in use", "topic", tg.Topic, "subject", now.Subject,
+					log.Info("a new output schema version is in use", "topic", tg.Topic, "record_type", tg.Type, "subject", now.Subject,
 						"version", now.Version, "schema_id", now.ID, "was_schema_id", was.ID)
 				}
 			}
@@ -248,6 +248,12 @@ func (s *schemas) logAttrs() []any {
 		return nil
 	}
 	attrs := []any{"key_format", string(s.key.in) + "->" + string(s.key.out), "value_format", string(s.value.in) + "->" + string(s.value.out)}
+	if st := s.cfg.KeySubjectStrategy; st != "" && st != string(schema.TopicStrategy) {
+		attrs = append(attrs, "key_subject_strategy", st)
+	}
+	if st := s.cfg.ValueSubjectStrategy; st != "" && st != string(schema.TopicStrategy) {
+		attrs = append(attrs, "value_subject_strategy", st)
+	}
 	for _, sd := range []*side{&s.key, &s.value} {
 		if sd.encoders == nil {
 			continue
