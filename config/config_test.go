@@ -103,6 +103,8 @@ func TestLoadDefaults(t *testing.T) {
 		KeyFormat:                   "raw",
 		ValueFormat:                 "raw",
 		OutputSchemaRefreshInterval: time.Minute,
+		KeySubjectStrategy:          "topic",
+		ValueSubjectStrategy:        "topic",
 		EmbeddedSchemaRegistryAddr:  "127.0.0.1:8081",
 		EmbeddedSchemaRegistryDir:   "./data/registry",
 	}

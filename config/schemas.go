@@ -10,6 +10,11 @@ import (
 // or the Schema Registry wire format of each schema type.
 var Formats = []string{"raw", "avro", "protobuf", "json_schema"}
 
+// SubjectStrategies are the values of PROCESSOR_KEY_SUBJECT_STRATEGY and
+// PROCESSOR_VALUE_SUBJECT_STRATEGY, Confluent's subject name strategies:
+// TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy.
+var SubjectStrategies = []string{"topic", "record", "topic_record"}
+
 // OutputKeyFormatOrDefault is PROCESSOR_OUTPUT_KEY_FORMAT, or the input
 // keys' format when it is unset.
 func (c *Config) OutputKeyFormatOrDefault() string {
@@ -46,6 +51,7 @@ func (c *Config) DropSchemas() {
 	c.KeyFormat, c.ValueFormat, c.OutputKeyFormat, c.OutputValueFormat = "raw", "raw", "", ""
 	c.OutputKeySubject, c.OutputValueSubject, c.OutputKeySchemaFile, c.OutputValueSchemaFile = "", "", "", ""
 	c.OutputKeyMessage, c.OutputValueMessage = "", ""
+	c.KeySubjectStrategy, c.ValueSubjectStrategy = "topic", "topic"
 	c.SchemaRegistryURL, c.SchemaRegistryUsername, c.SchemaRegistryPassword, c.SchemaRegistryPasswordFile = nil, "", "", ""
 	c.SchemaRegistryTLSCAFile, c.SchemaRegistryTLSCertFile, c.SchemaRegistryTLSKeyFile, c.SchemaRegistryTLSServerName = "", "", "", ""
 	c.EmbeddedSchemaRegistry = false
@@ -78,6 +84,24 @@ var schemaRules = []rule{
 	{field: "OutputValueSchemaFile", when: rawOutputValue, ok: func(c *Config) bool { return c.OutputValueSchemaFile == "" }, form: needsOutputValueFormat},
 	{field: "OutputValueMessage", when: func(c *Config) bool { return c.OutputValueFormatOrDefault() != "protobuf" },
 		ok: func(c *Config) bool { return c.OutputValueMessage == "" }, form: fixed("unset unless the output values are protobuf")},
+	{field: "KeySubjectStrategy", ok: func(c *Config) bool { return oneOf(c.KeySubjectStrategy, SubjectStrategies...) }},
+	{field: "ValueSubjectStrategy", ok: func(c *Config) bool { return oneOf(c.ValueSubjectStrategy, SubjectStrategies...) }},
+	{field: "KeySubjectStrategy", when: func(c *Config) bool { return byRecord(c.KeySubjectStrategy) && rawOutputKey(c) },
+		ok: func(*Config) bool { return false }, form: strategyNeedsFormat("keys", "KEY")},
+	{field: "ValueSubjectStrategy", when: func(c *Config) bool { return byRecord(c.ValueSubjectStrategy) && rawOutputValue(c) },
+		ok: func(*Config) bool { return false }, form: strategyNeedsFormat("values", "VALUE")},
+	{field: "OutputKeySubject", when: func(c *Config) bool { return byRecord(c.KeySubjectStrategy) },
+		ok: func(c *Config) bool { return c.OutputKeySubject == "" }, form: subjectAgainstStrategy("KEY", c2k)},
+	{field: "OutputValueSubject", when: func(c *Config) bool { return byRecord(c.ValueSubjectStrategy) },
+		ok: func(c *Config) bool { return c.OutputValueSubject == "" }, form: subjectAgainstStrategy("VALUE", c2v)},
+	{field: "KeySubjectStrategy", when: func(c *Config) bool { return byRecord(c.KeySubjectStrategy) && c.OutputKeySchemaFile == "" },
+		ok: func(c *Config) bool { return c.KeyFormat == c.OutputKeyFormatOrDefault() }, form: strategyNeedsType("keys", "KEY")},
+	{field: "ValueSubjectStrategy", when: func(c *Config) bool { return byRecord(c.ValueSubjectStrategy) && c.OutputValueSchemaFile == "" },
+		ok: func(c *Config) bool { return c.ValueFormat == c.OutputValueFormatOrDefault() }, form: strategyNeedsType("values", "VALUE")},
+	{field: "OutputKeyMessage", when: func(c *Config) bool { return byRecord(c.KeySubjectStrategy) && c.OutputKeySchemaFile == "" },
+		ok: func(c *Config) bool { return c.OutputKeyMessage == "" }, form: messageAgainstStrategy("KEY", c2k)},
+	{field: "OutputValueMessage", when: func(c *Config) bool { return byRecord(c.ValueSubjectStrategy) && c.OutputValueSchemaFile == "" },
+		ok: func(c *Config) bool { return c.OutputValueMessage == "" }, form: messageAgainstStrategy("VALUE", c2v)},
 	{field: "OutputSchemaRefreshInterval", ok: func(c *Config) bool {
 		return within(c.OutputSchemaRefreshInterval, time.Second, 24*time.Hour)
 	}},
@@ -138,6 +162,42 @@ func needsOutputKeyFormat(*Config, string) string {
 
 func needsOutputValueFormat(*Config, string) string {
 	return "unset while the output values are raw (PROCESSOR_OUTPUT_VALUE_FORMAT, by default PROCESSOR_VALUE_FORMAT), or a schema format set there"
+}
+
+// byRecord reports whether strategy names subjects by record type.
+func byRecord(strategy string) bool { return strategy == "record" || strategy == "topic_record" }
+
+// c2k and c2v pick a side's strategy, for the forms below.
+func c2k(c *Config) string { return c.KeySubjectStrategy }
+func c2v(c *Config) string { return c.ValueSubjectStrategy }
+
+func strategyNeedsFormat(part, tag string) func(*Config, string) string {
+	return func(*Config, string) string {
+		return "topic while the output " + part + " are raw (the strategy names the subjects of schema-encoded outputs; inputs are decoded by the schema id they carry whatever it is), or PROCESSOR_OUTPUT_" + tag + "_FORMAT set to a schema format"
+	}
+}
+
+func strategyNeedsType(part, tag string) func(*Config, string) string {
+	return func(c *Config, _ string) string {
+		in, out := c.ValueFormat, c.OutputValueFormatOrDefault()
+		if tag == "KEY" {
+			in, out = c.KeyFormat, c.OutputKeyFormatOrDefault()
+		}
+		return "topic, or PROCESSOR_OUTPUT_" + tag + "_SCHEMA_FILE set, while the output " + part + " (" + out + ") are not of the input's format (" + in +
+			"): without a schema file an output's record type is its input's, which only an input of the output's format has"
+	}
+}
+
+func subjectAgainstStrategy(tag string, strategy func(*Config) string) func(*Config, string) string {
+	return func(c *Config, _ string) string {
+		return "unset while PROCESSOR_" + tag + "_SUBJECT_STRATEGY=" + strategy(c) + ", which names each output's subject by its record type (PROCESSOR_OUTPUT_" + tag + "_SCHEMA_FILE fixes the type), or that strategy topic"
+	}
+}
+
+func messageAgainstStrategy(tag string, strategy func(*Config) string) func(*Config, string) string {
+	return func(c *Config, _ string) string {
+		return "unset while PROCESSOR_" + tag + "_SUBJECT_STRATEGY=" + strategy(c) + " without PROCESSOR_OUTPUT_" + tag + "_SCHEMA_FILE (each output is the message its input was), or a schema file set to pick the message of"
+	}
 }
 
 func needsRegistryUser(*Config, string) string {

@@ -47,6 +47,15 @@ func TestSchemaSettings(t *testing.T) {
 		{"a schema format into postgres", "OUTPUT_VALUE_FORMAT", "raw with PROCESSOR_SINK=postgres", with(map[string]string{"SINK": "postgres"}), false},
 		{"embedded and external registry", "EMBEDDED_SCHEMA_REGISTRY", "not both", with(map[string]string{"EMBEDDED_SCHEMA_REGISTRY": "true"}), false},
 		{"refresh too short", "OUTPUT_SCHEMA_REFRESH_INTERVAL", "from 1s to 24h", with(map[string]string{"OUTPUT_SCHEMA_REFRESH_INTERVAL": "10ms"}), false},
+		{"an unknown strategy", "VALUE_SUBJECT_STRATEGY", "topic, record or topic_record", with(map[string]string{"VALUE_SUBJECT_STRATEGY": "RecordNameStrategy"}), false},
+		{"an unknown key strategy", "KEY_SUBJECT_STRATEGY", "topic, record or topic_record", with(map[string]string{"KEY_SUBJECT_STRATEGY": "records"}), false},
+		{"a record strategy for raw outputs", "VALUE_SUBJECT_STRATEGY", "topic while the output values are raw", with(map[string]string{"OUTPUT_VALUE_FORMAT": "raw", "VALUE_SUBJECT_STRATEGY": "record"}), false},
+		{"a record strategy for raw keys", "KEY_SUBJECT_STRATEGY", "topic while the output keys are raw", with(map[string]string{"KEY_SUBJECT_STRATEGY": "topic_record"}), false},
+		{"a subject with a record strategy", "OUTPUT_VALUE_SUBJECT", "unset while PROCESSOR_VALUE_SUBJECT_STRATEGY=record", with(map[string]string{"VALUE_SUBJECT_STRATEGY": "record", "OUTPUT_VALUE_SUBJECT": "x-value"}), false},
+		{"a record strategy across formats", "VALUE_SUBJECT_STRATEGY", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE set, while the output values (protobuf) are not of the input's format (avro)",
+			with(map[string]string{"VALUE_SUBJECT_STRATEGY": "topic_record", "OUTPUT_VALUE_FORMAT": "protobuf"}), false},
+		{"a message with a record strategy", "OUTPUT_VALUE_MESSAGE", "unset while PROCESSOR_VALUE_SUBJECT_STRATEGY=record without PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE",
+			with(map[string]string{"VALUE_FORMAT": "protobuf", "VALUE_SUBJECT_STRATEGY": "record", "OUTPUT_VALUE_MESSAGE": "shop.Order"}), false},
 	}
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,6 +88,10 @@ func TestSchemaSettings(t *testing.T) {
 		{"protobuf keys and values with a message", with(map[string]string{"KEY_FORMAT": "protobuf", "VALUE_FORMAT": "protobuf", "OUTPUT_VALUE_MESSAGE": "shop.Order",
 			"SCHEMA_REGISTRY_URL": "https://a:8081,https://b:8081", "SCHEMA_REGISTRY_USERNAME": "u", "SCHEMA_REGISTRY_PASSWORD_FILE": "/p",
 			"SCHEMA_REGISTRY_TLS_CA_FILE": "/ca.pem", "OUTPUT_VALUE_SCHEMA_FILE": "/order.proto"}), "protobuf", "protobuf", true},
+		{"a record strategy", with(map[string]string{"VALUE_SUBJECT_STRATEGY": "record"}), "raw", "avro", true},
+		{"a topic record strategy with a schema file across formats", with(map[string]string{"VALUE_FORMAT": "raw", "OUTPUT_VALUE_FORMAT": "protobuf",
+			"VALUE_SUBJECT_STRATEGY": "topic_record", "OUTPUT_VALUE_SCHEMA_FILE": "/order.proto", "OUTPUT_VALUE_MESSAGE": "shop.Order"}), "raw", "protobuf", true},
+		{"record strategies for keys and values", with(map[string]string{"KEY_FORMAT": "avro", "KEY_SUBJECT_STRATEGY": "topic_record", "VALUE_SUBJECT_STRATEGY": "topic_record"}), "avro", "avro", true},
 		{"postgres takes JSON from avro", with(map[string]string{"SINK": "postgres", "OUTPUT_VALUE_FORMAT": "raw"}), "raw", "raw", true},
 	}
 	for _, tt := range good {

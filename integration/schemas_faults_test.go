@@ -57,7 +57,7 @@ func configErrorLines(logs string) []string {
 // a field added without a default) names PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE,
 // and an output subject with no version names PROCESSOR_OUTPUT_VALUE_SUBJECT
 // (or PROCESSOR_OUTPUT_KEY_SUBJECT, configured for keys that pass
-// through).
+// through); so do the subject name strategy's mistakes.
 func TestSchemaOutputRefusedAtStart(t *testing.T) {
 	t.Parallel()
 	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
@@ -71,6 +71,10 @@ func TestSchemaOutputRefusedAtStart(t *testing.T) {
 		if err := os.WriteFile(bad, []byte(incompatible), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		union := filepath.Join(t.TempDir(), "union.avsc")
+		if err := os.WriteFile(union, []byte(`["null","string"]`), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		for _, c := range []struct {
 			name, want string
 			extra      []string
@@ -80,6 +84,12 @@ func TestSchemaOutputRefusedAtStart(t *testing.T) {
 			// Keys pass through (jq reads values only), but a subject set
 			// for them is checked all the same.
 			{"key-subject", "PROCESSOR_OUTPUT_KEY_SUBJECT", []string{"PROCESSOR_KEY_FORMAT=avro", "PROCESSOR_OUTPUT_KEY_SUBJECT=" + unique("sr-never-registered")}},
+			// A subject name strategy that is not one, one that names each
+			// output's subject beside a subject naming one for all, and a
+			// schema file with no record name for it to name a subject by.
+			{"strategy-unknown", "PROCESSOR_VALUE_SUBJECT_STRATEGY", []string{"PROCESSOR_VALUE_SUBJECT_STRATEGY=RecordNameStrategy"}},
+			{"strategy-and-subject", "PROCESSOR_OUTPUT_VALUE_SUBJECT", []string{"PROCESSOR_VALUE_SUBJECT_STRATEGY=record", "PROCESSOR_OUTPUT_VALUE_SUBJECT=" + out + "-value"}},
+			{"strategy-unnamed-file", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE", []string{"PROCESSOR_VALUE_SUBJECT_STRATEGY=topic_record", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE=" + union}},
 		} {
 			inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 			inst.Extra = append(inst.Extra, c.extra...)

@@ -144,6 +144,10 @@ func protoFormsRoundTrip(t *testing.T, tg *target, r *srEnv, form string) {
 	if len(outs) != n {
 		t.Fatalf("%d outputs, want %d", len(outs), n)
 	}
+	// A fresh bound for the reads: the processor's run (the binary built
+	// on first use) may have outlasted the first.
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	dec := schema.NewDecoder(r.reg, schema.Protobuf, schema.DecoderOptions{})
 	for i, o := range outs {
 		if wireID(o.Value) != inSubj.ID || len(o.Value) < 8 || !bytes.Equal(o.Value[5:8], []byte{4, 0, 0}) {

@@ -21,7 +21,7 @@ const maxMessageIndexes = 64
 type Decoder struct {
 	reg     Registry
 	format  Format
-	cache   *Cache[codec]
+	cache   *Cache[*compiled]
 	header  sr.ConfluentHeader
 	timeout time.Duration
 }
@@ -44,24 +44,48 @@ func NewDecoder(reg Registry, f Format, o DecoderOptions) *Decoder {
 	if max <= 0 {
 		max = defaultMaxSchemas
 	}
-	return &Decoder{reg: reg, format: f, cache: NewCache[codec](max), timeout: o.Timeout}
+	return &Decoder{reg: reg, format: f, cache: NewCache[*compiled](max), timeout: o.Timeout}
+}
+
+// compiled is a schema id's codec, with the record name of its schema
+// (RecordName's; empty when it has none) for the formats whose record
+// name does not depend on the record.
+type compiled struct {
+	c    codec
+	name string
 }
 
 // Decode appends b's JSON form to dst (for Raw, b as it is). Errors are
 // *Error: FaultRecord for the record's own faults, FaultRegistry or
 // FaultCredentials when fetching its schema failed.
 func (d *Decoder) Decode(ctx context.Context, b []byte, dst []byte) ([]byte, error) {
+	out, _, err := d.decode(ctx, b, dst, false)
+	return out, err
+}
+
+// DecodeNamed is Decode that also returns the record name of the
+// writer's schema, the type that the record name strategies name
+// subjects by (RecordName): for Protobuf the full name of the message
+// the header's message indexes name. It is empty when the schema has
+// none (an Avro union, a JSON schema without a title) and for Raw. It
+// costs no more than Decode: the name is found once per schema id.
+func (d *Decoder) DecodeNamed(ctx context.Context, b []byte, dst []byte) (out []byte, name string, err error) {
+	return d.decode(ctx, b, dst, true)
+}
+
+// decode is Decode, and DecodeNamed when named.
+func (d *Decoder) decode(ctx context.Context, b []byte, dst []byte, named bool) ([]byte, string, error) {
 	if d.format == Raw {
-		return append(dst, b...), nil
+		return append(dst, b...), "", nil
 	}
 	if len(b) == 0 || b[0] != 0 {
-		return dst, faultf(FaultRecord, "no magic byte (the value is not in the Schema Registry wire format)")
+		return dst, "", faultf(FaultRecord, "no magic byte (the value is not in the Schema Registry wire format)")
 	}
 	id, payload, err := d.header.DecodeID(b)
 	if err != nil {
-		return dst, faultf(FaultRecord, "short record: %d bytes, fewer than the 5 of the Schema Registry header", len(b))
+		return dst, "", faultf(FaultRecord, "short record: %d bytes, fewer than the 5 of the Schema Registry header", len(b))
 	}
-	c, err := d.cache.Get(ctx, id, func(ctx context.Context) (codec, error) {
+	cd, err := d.cache.Get(ctx, id, func(ctx context.Context) (*compiled, error) {
 		if d.timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d.timeout)
@@ -70,28 +94,36 @@ func (d *Decoder) Decode(ctx context.Context, b []byte, dst []byte) ([]byte, err
 		return d.load(ctx, id)
 	})
 	if err != nil {
-		return dst, withID(id, err)
+		return dst, "", withID(id, err)
 	}
 	var index []int
 	if d.format == Protobuf {
 		index, payload, err = d.header.DecodeIndex(payload, maxMessageIndexes)
 		if err != nil {
-			return dst, withID(id, faultf(FaultRecord, "schema id %d: the Protobuf message-index list does not decode: %v", id, err))
+			return dst, "", withID(id, faultf(FaultRecord, "schema id %d: the Protobuf message-index list does not decode: %v", id, err))
 		}
 	}
-	out, err := c.decode(payload, index, dst)
+	out, err := cd.c.decode(payload, index, dst)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			return dst, withID(id, err)
+			return dst, "", withID(id, err)
 		}
-		return dst, withID(id, faultf(FaultRecord, "does not decode as %s schema id %d: %v", d.format, id, err))
+		return dst, "", withID(id, faultf(FaultRecord, "does not decode as %s schema id %d: %v", d.format, id, err))
 	}
-	return out, nil
+	name := cd.name
+	if named {
+		if pc, ok := cd.c.(*protoCodec); ok {
+			if md, err := pc.byIndex(index); err == nil { // decode succeeded: it does
+				name = string(md.FullName())
+			}
+		}
+	}
+	return out, name, nil
 }
 
 // load fetches and compiles schema id.
-func (d *Decoder) load(ctx context.Context, id int) (codec, error) {
+func (d *Decoder) load(ctx context.Context, id int) (*compiled, error) {
 	s, err := d.reg.SchemaByID(ctx, id)
 	if err != nil {
 		if FaultOf(err) == FaultRecord {
@@ -109,5 +141,12 @@ func (d *Decoder) load(ctx context.Context, id int) (codec, error) {
 		}
 		return nil, faultf(FaultRecord, "schema id %d: %w", id, err)
 	}
-	return c, nil
+	cd := &compiled{c: c}
+	switch s.Type {
+	case Avro:
+		cd.name = avroRecordName(s.Text)
+	case JSONSchema:
+		cd.name = jsonSchemaTitle(s.Text)
+	}
+	return cd, nil
 }

@@ -174,7 +174,7 @@ python_venv() {
       "$py" -m venv "$VENV" >&2 || die "$py -m venv $VENV failed (Debian: apt-get install python3-venv)"
       "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQUIREMENTS" >&2 \
         || die "pip could not install $REQUIREMENTS into $VENV (output above)"
-      "$VENV/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import common, confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, grpc_tools.protoc' "$SCRIPT_DIR/interop" \
+      "$VENV/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import common, confluent_kafka.schema_registry.avro, confluent_kafka.schema_registry.protobuf, confluent_kafka.schema_registry.json_schema, grpc_tools.protoc' "$SCRIPT_DIR/interop" \
         || die "the venv $VENV lacks a package the interop scripts import"
       printf '%s\n' "$want" >"$VENV/.complete"
     fi

@@ -34,14 +34,23 @@ const (
 	// Registry, e.g. http://127.0.0.1:18081/apis/ccompat/v7.
 	RegistryVar = "PROCESSOR_TEST_SCHEMA_REGISTRY_URL"
 	// PythonVar holds a Python interpreter with confluent-kafka[avro,
-	// protobuf,schemaregistry] and grpcio-tools installed.
+	// protobuf,json,schemaregistry] and grpcio-tools installed (the
+	// pinned packages of integration/registry/interop/requirements.txt).
 	PythonVar = "PROCESSOR_TEST_PYTHON"
 )
 
 // Formats of Options.Format.
 const (
-	Avro     = "avro"
-	Protobuf = "protobuf"
+	Avro       = "avro"
+	Protobuf   = "protobuf"
+	JSONSchema = "json_schema"
+)
+
+// Strategies of Options.Strategy, as the scripts' --strategy names them.
+const (
+	StrategyTopic       = "topic"
+	StrategyRecord      = "record"
+	StrategyTopicRecord = "topic_record"
 )
 
 // Forms of Options.ProtoForm.
@@ -87,8 +96,16 @@ type Options struct {
 	// Consume needs it for Protobuf only (the message class to decode into).
 	SchemaFile string
 	// Message is the Protobuf message's full name (package.Name); the
-	// file's first message when empty.
+	// file's first message when empty. Consume takes several,
+	// comma-separated: a topic carrying several types decodes each record
+	// into the class of its writer's message.
 	Message string
+	// Strategy is the serdes' subject.name.strategy: "" or StrategyTopic
+	// (<topic>-value), StrategyRecord, StrategyTopicRecord, Confluent's
+	// own functions. Produce registers each schema under the subject it
+	// names; Consume reports the record name and subject the
+	// deserializer derives from each record's writer schema.
+	Strategy string
 	// ProtoForm is how Produce registers a Protobuf schema: ProtoText
 	// (the default) sends the .proto file's text; ProtoDescriptor leaves
 	// Confluent's ProtobufSerializer to register what it registers itself,
@@ -103,10 +120,14 @@ type Options struct {
 
 // Record is one record to produce: a plain string key (none when empty),
 // a value, the JSON form of a record of the schema, and headers (text).
+// SchemaFile and Message, when set, are the record's own writer schema
+// (a topic carrying several record types); Options' otherwise.
 type Record struct {
-	Key     string            `json:"key,omitempty"`
-	Value   map[string]any    `json:"value"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Key        string            `json:"key,omitempty"`
+	Value      map[string]any    `json:"value"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	SchemaFile string            `json:"schema_file,omitempty"`
+	Message    string            `json:"message,omitempty"`
 }
 
 // Scripts returns the folder of produce.py and consume.py.
@@ -136,6 +157,9 @@ func (o Options) args(t testing.TB) []string {
 	if o.ProtoForm != "" {
 		a = append(a, "--proto-form", o.ProtoForm)
 	}
+	if o.Strategy != "" {
+		a = append(a, "--strategy", o.Strategy)
+	}
 	return a
 }
 
@@ -163,7 +187,8 @@ func run(t testing.TB, o Options, script string, stdin []byte, args ...string) [
 }
 
 // Produce writes records to o.Topic with Confluent's AvroSerializer or
-// ProtobufSerializer (which registers the schema under <topic>-value),
+// ProtobufSerializer (which registers the schema under the subject of
+// o.Strategy, <topic>-value by default),
 // in a transaction when o.Transactional, and waits for every one to be
 // acknowledged.
 func Produce(t testing.TB, o Options, records []Record) {
@@ -186,8 +211,10 @@ func Produce(t testing.TB, o Options, records []Record) {
 // Consume reads o.Topic from its start with isolation.level
 // read_committed until n records or o.Timeout, and returns each as
 // consume.py prints it: key, partition, offset, value (decoded with
-// Confluent's AvroDeserializer or ProtobufDeserializer) and, when the
-// record has them, the lineage headers (processor.source, or
+// Confluent's AvroDeserializer or ProtobufDeserializer), schema_id (of
+// the header), under a record strategy type and subject (the writer's
+// record name and the subject the deserializer's strategy derives) and,
+// when the record has them, the lineage headers (processor.source, or
 // processor.source.topic, .partition, .offset).
 // It fails the test when fewer than n arrive.
 func Consume(t testing.TB, o Options, n int) []map[string]any {

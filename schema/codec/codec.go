@@ -62,10 +62,14 @@ func Framed(touches, part transform.Parts, in, out schema.Format) bool {
 // output format differs from the input's (Framed); otherwise its bytes
 // pass through untouched, undecoded. It returns the stages to frame the
 // chain with (either may be nil: nothing to do).
+//
+// The stages of one call serve one chain: under a record strategy
+// (Encoders.Named) the decode stage keeps the record type of the input in
+// flight, and the encode stage encodes each of that input's outputs under
+// the subject of that type. Call Plan for each chain.
 func Plan(touches transform.Parts, key, value Side, names Names) (first, last []transform.Stage) {
-	var d decoder
-	var e encoder
-	d.names, e.names = names, names
+	d := &decoder{names: names}
+	e := &encoder{names: names, types: &d.types}
 	for _, s := range []struct {
 		side Side
 		part transform.Parts
@@ -82,63 +86,88 @@ func Plan(touches transform.Parts, key, value Side, names Names) (first, last []
 			*s.enc = s.side.Encoders
 		}
 	}
+	d.namedKey = d.key != nil && e.key != nil && e.key.Named()
+	d.namedValue = d.value != nil && e.value != nil && e.value.Named()
 	if d.key != nil || d.value != nil {
-		first = []transform.Stage{{Name: DecodeStage, T: &d}}
+		first = []transform.Stage{{Name: DecodeStage, T: d}}
 	}
 	if e.key != nil || e.value != nil {
-		last = []transform.Stage{{Name: EncodeStage, T: &e}}
+		last = []transform.Stage{{Name: EncodeStage, T: e}}
 	}
 	return first, last
 }
 
-// decoder is the decode stage. It keeps no state of its own, so one
-// serves every worker's chain.
-type decoder struct {
-	key, value *schema.Decoder
-	names      Names
+// types are the record types (record names) of the key and value of the
+// input in flight, as the decode stage found them; empty when unknown or
+// not needed.
+type types struct {
+	key, value string
 }
 
-// Process replaces rec's key and value by their JSON. A null key or value
-// (a tombstone) stays null.
+// decoder is the decode stage of one chain.
+type decoder struct {
+	key, value *schema.Decoder
+	// namedKey and namedValue: the encoders need the input's record type.
+	namedKey, namedValue bool
+	types                types
+	names                Names
+}
+
+// Process replaces rec's key and value by their JSON, and notes their
+// record types when the encoders need them. A null key or value (a
+// tombstone) stays null.
 func (d *decoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	d.types = types{}
 	if d.key != nil && rec.Key != nil {
-		js, err := d.key.Decode(ctx, rec.Key, nil)
+		js, name, err := d.decode(ctx, d.key, d.namedKey, rec.Key)
 		if err != nil {
 			return out, classify("key", decodeFault(err), d.names)
 		}
-		rec.Key = js
+		rec.Key, d.types.key = js, name
 	}
 	if d.value != nil && rec.Value != nil {
-		js, err := d.value.Decode(ctx, rec.Value, nil)
+		js, name, err := d.decode(ctx, d.value, d.namedValue, rec.Value)
 		if err != nil {
 			return out, classify("value", decodeFault(err), d.names)
 		}
-		rec.Value = js
+		rec.Value, d.types.value = js, name
 	}
 	return append(out, rec), nil
+}
+
+// decode decodes b with dec, and finds its record type when named.
+func (d *decoder) decode(ctx context.Context, dec *schema.Decoder, named bool, b []byte) ([]byte, string, error) {
+	if named {
+		return dec.DecodeNamed(ctx, b, nil)
+	}
+	js, err := dec.Decode(ctx, b, nil)
+	return js, "", err
 }
 
 // Touches returns every part: the stage rewrites keys and values.
 func (d *decoder) Touches() transform.Parts { return transform.PartAll }
 
-// encoder is the encode stage; like decoder, one serves every chain.
+// encoder is the encode stage of the chain of its decoder.
 type encoder struct {
 	key, value *Encoders
-	names      Names
+	// types are the decode stage's: the input's record types.
+	types *types
+	names Names
 }
 
-// Process encodes rec's key and value with the schemas of its topic's
-// subjects. A null key or value stays null.
+// Process encodes rec's key and value with the schemas of their subjects:
+// of rec's topic and, under a record strategy, of the record type of the
+// input rec came from. A null key or value stays null.
 func (e *encoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	if e.key != nil && rec.Key != nil {
-		b, err := e.key.Encode(ctx, rec.Topic, rec.Key)
+		b, err := e.key.Encode(ctx, rec.Topic, e.types.key, rec.Key)
 		if err != nil {
 			return out, classify("key", err, e.names)
 		}
 		rec.Key = b
 	}
 	if e.value != nil && rec.Value != nil {
-		b, err := e.value.Encode(ctx, rec.Topic, rec.Value)
+		b, err := e.value.Encode(ctx, rec.Topic, e.types.value, rec.Value)
 		if err != nil {
 			return out, classify("value", err, e.names)
 		}

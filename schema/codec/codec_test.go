@@ -212,7 +212,7 @@ func TestEncodersPerTopicAndRefresh(t *testing.T) {
 	fx := newFixture(t)
 	fx.reg.MustRegister("eu-value", schema.Schema{Type: schema.Avro, Text: orderV1})
 	encs := fx.value.Encoders
-	b, err := encs.Encode(ctx, "eu", []byte(`{"id":"a","amount_cents":1}`))
+	b, err := encs.Encode(ctx, "eu", "", []byte(`{"id":"a","amount_cents":1}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestEncodersPerTopicAndRefresh(t *testing.T) {
 	}
 	before := fx.reg.Calls("Latest")
 	for range 3 {
-		if _, err := encs.Encode(ctx, "nowhere", []byte(`{}`)); err == nil || !strings.Contains(err.Error(), `"nowhere-value"`) || transform.IsUnavailable(err) {
+		if _, err := encs.Encode(ctx, "nowhere", "", []byte(`{}`)); err == nil || !strings.Contains(err.Error(), `"nowhere-value"`) || transform.IsUnavailable(err) {
 			t.Fatalf("a topic without a subject: %v", err)
 		}
 	}
@@ -233,7 +233,7 @@ func TestEncodersPerTopicAndRefresh(t *testing.T) {
 	if err := encs.Refresh(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := encs.Subjects()["out"].ID; got != v3.ID {
+	if got := encs.Subjects()[codec.Target{Topic: "out"}].ID; got != v3.ID {
 		t.Errorf("after Refresh the output topic encodes with schema id %d, want the new version's %d", got, v3.ID)
 	}
 }
@@ -249,7 +249,7 @@ func TestEncodersSchemaFile(t *testing.T) {
 	if err := encs.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := reg.Latest(ctx, "out-value"); err != nil || got.ID != encs.Subjects()["out"].ID {
+	if got, err := reg.Latest(ctx, "out-value"); err != nil || got.ID != encs.Subjects()[codec.Target{Topic: "out"}].ID {
 		t.Errorf("the schema file was not registered under out-value: %v, %v", got, err)
 	}
 	wrong := codec.NewEncoders(codec.EncodersOptions{Registry: reg, Format: schema.Protobuf, Suffix: "-value", DefaultTopic: "out",

@@ -127,13 +127,15 @@ func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []st
 	}
 	if s.key.needsEncoders(touches, transform.PartKey, cfg.OutputKeySubject) {
 		s.key.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.key.out, Suffix: "-key",
-			Message: cfg.OutputKeyMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputKeySubject, Schema: s.key.file,
-			SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE"), Timeout: timeout})
+			Strategy: schema.SubjectStrategy(cfg.KeySubjectStrategy), Message: cfg.OutputKeyMessage, DefaultTopic: cfg.OutputTopic,
+			Subject: cfg.OutputKeySubject, Schema: s.key.file, SubjectSetting: config.EnvName("OUTPUT_KEY_SUBJECT"),
+			SchemaSetting: config.EnvName("OUTPUT_KEY_SCHEMA_FILE"), StrategySettingName: config.EnvName("KEY_SUBJECT_STRATEGY"), Timeout: timeout})
 	}
 	if s.value.needsEncoders(touches, transform.PartValue, cfg.OutputValueSubject) {
 		s.value.encoders = codec.NewEncoders(codec.EncodersOptions{Registry: s.client, Format: s.value.out, Suffix: "-value",
-			Message: cfg.OutputValueMessage, DefaultTopic: cfg.OutputTopic, Subject: cfg.OutputValueSubject, Schema: s.value.file,
-			SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"), SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE"), Timeout: timeout})
+			Strategy: schema.SubjectStrategy(cfg.ValueSubjectStrategy), Message: cfg.OutputValueMessage, DefaultTopic: cfg.OutputTopic,
+			Subject: cfg.OutputValueSubject, Schema: s.value.file, SubjectSetting: config.EnvName("OUTPUT_VALUE_SUBJECT"),
+			SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE"), StrategySettingName: config.EnvName("VALUE_SUBJECT_STRATEGY"), Timeout: timeout})
 	}
 	ep.starting("fetching the output schemas from the Schema Registry")
 	backoff := 500 * time.Millisecond
@@ -196,14 +198,19 @@ func (s *schemas) startEncoders(ctx context.Context, routed []string) error {
 // frame places the decode and encode stages around every chain, as far
 // as the chain touches keys and values (a chain that touches neither
 // passes the bytes through), and returns what it placed, for the log.
+// Each chain gets stages of its own (codec.Plan: under a record strategy
+// they carry the type of the input in flight); every chain is built
+// alike, so the first's parts decide for all.
 func (s *schemas) frame(chains []*transform.Chain) (decodes, encodes bool) {
-	first, last := codec.Plan(chains[0].Touches(),
-		codec.Side{In: s.key.in, Out: s.key.out, Decoder: s.key.decoder, Encoders: s.key.encoders},
-		codec.Side{In: s.value.in, Out: s.value.out, Decoder: s.value.decoder, Encoders: s.value.encoders}, s.names)
+	touches := chains[0].Touches()
 	for _, c := range chains {
+		first, last := codec.Plan(touches,
+			codec.Side{In: s.key.in, Out: s.key.out, Decoder: s.key.decoder, Encoders: s.key.encoders},
+			codec.Side{In: s.value.in, Out: s.value.out, Decoder: s.value.decoder, Encoders: s.value.encoders}, s.names)
 		c.Frame(first, last)
+		decodes, encodes = first != nil, last != nil
 	}
-	return first != nil, last != nil
+	return decodes, encodes
 }
 
 // refresh fetches the output subjects' latest versions every
@@ -225,9 +232,9 @@ func (s *schemas) refresh(ctx context.Context, log *slog.Logger) {
 			if err := sd.encoders.Refresh(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("refreshing the output schemas failed; the current ones stay in use", "err", err.Error())
 			}
-			for topic, now := range sd.encoders.Subjects() {
-				if was, ok := before[topic]; ok && was.ID != now.ID {
-					log.Info("a new output schema version is in use", "topic", topic, "subject", now.Subject,
+			for tg, now := range sd.encoders.Subjects() {
+				if was, ok := before[tg]; ok && was.ID != now.ID {
+					log.Info("a new output schema version is in use", "topic", tg.Topic, "record_type", tg.Type, "subject", now.Subject,
 						"version", now.Version, "schema_id", now.ID, "was_schema_id", was.ID)
 				}
 			}
@@ -241,12 +248,22 @@ func (s *schemas) logAttrs() []any {
 		return nil
 	}
 	attrs := []any{"key_format", string(s.key.in) + "->" + string(s.key.out), "value_format", string(s.value.in) + "->" + string(s.value.out)}
+	if st := s.cfg.KeySubjectStrategy; st != "" && st != string(schema.TopicStrategy) {
+		attrs = append(attrs, "key_subject_strategy", st)
+	}
+	if st := s.cfg.ValueSubjectStrategy; st != "" && st != string(schema.TopicStrategy) {
+		attrs = append(attrs, "value_subject_strategy", st)
+	}
 	for _, sd := range []*side{&s.key, &s.value} {
 		if sd.encoders == nil {
 			continue
 		}
-		for topic, subj := range sd.encoders.Subjects() {
-			attrs = append(attrs, "output_subject_"+topic, fmt.Sprintf("%s v%d (id %d)", subj.Subject, subj.Version, subj.ID))
+		for tg, subj := range sd.encoders.Subjects() {
+			name := "output_subject_" + tg.Topic
+			if tg.Type != "" {
+				name += "_" + tg.Type
+			}
+			attrs = append(attrs, name, fmt.Sprintf("%s v%d (id %d)", subj.Subject, subj.Version, subj.ID))
 		}
 	}
 	return attrs

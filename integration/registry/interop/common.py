@@ -16,10 +16,19 @@ import authlib.deprecate  # noqa: E402,F401
 
 warnings.filterwarnings("ignore", message="The httpx module is deprecated")
 
-from confluent_kafka.schema_registry import RegisteredSchema, Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry import (RegisteredSchema, Schema, SchemaRegistryClient,
+                                             record_subject_name_strategy, topic_record_subject_name_strategy,
+                                             topic_subject_name_strategy)
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-FORMATS = ("avro", "protobuf")
+FORMATS = ("avro", "protobuf", "json_schema")
+
+# The subject name strategies of --strategy: Confluent's own functions.
+STRATEGIES = {
+    "topic": topic_subject_name_strategy,
+    "record": record_subject_name_strategy,
+    "topic_record": topic_record_subject_name_strategy,
+}
 
 
 def parser(description):
@@ -29,11 +38,14 @@ def parser(description):
     p.add_argument("--registry", required=True, help="Schema Registry base URL")
     p.add_argument("--topic", required=True)
     p.add_argument("--format", required=True, choices=FORMATS)
-    p.add_argument("--schema-file", help="an .avsc (Avro) or .proto (Protobuf) file")
+    p.add_argument("--schema-file", help="an .avsc (Avro), .proto (Protobuf) or .json (JSON Schema) file")
     p.add_argument("--message", help="Protobuf: the message's full name (default: the file's first)")
     p.add_argument("--proto-form", choices=("text", "descriptor"), default="text",
                    help="Protobuf: register the .proto file's text (the default), or what Confluent's serializer "
                         "registers itself: base64 FileDescriptorProtos, its imports as references")
+    p.add_argument("--strategy", choices=tuple(STRATEGIES), default="topic",
+                   help="the serde's subject.name.strategy: topic (the default, <topic>-value), record (the record "
+                        "name) or topic_record (<topic>-<record name>)")
     p.add_argument("--count", type=int, help="how many records")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds (default 60)")
     return p
@@ -181,10 +193,10 @@ class TextProtoRegistry(SchemaRegistryClient):
             self._write_imports(text.references, folder, seen)
 
 
-def avro_schema(schema_file):
-    """The text of an .avsc file."""
+def avro_schema(schema_file, what="--format avro needs --schema-file (an .avsc file) to produce"):
+    """The text of an .avsc (or JSON Schema .json) file."""
     if not schema_file:
-        fail("--format avro needs --schema-file (an .avsc file) to produce")
+        fail(what)
     with open(schema_file, encoding="utf-8") as f:
         text = f.read()
     json.loads(text)  # fail early on a file that is not JSON
