@@ -1,8 +1,8 @@
 package schema
 
 import (
-	"errors"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"

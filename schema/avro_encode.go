@@ -7,7 +7,6 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-
 )
 
 // fieldError is a value that does not fit the schema, at a path of

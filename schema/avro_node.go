@@ -75,7 +75,7 @@ type avroField struct {
 // avroTree builds avroNodes from twmb/avro's SchemaNode tree.
 type avroTree struct {
 	named  map[string]*avroNode // by full name
-	fields []treeField           // every field with a default, to encode once the tree is whole
+	fields []treeField          // every field with a default, to encode once the tree is whole
 }
 
 // treeField is a field with a default and its record.

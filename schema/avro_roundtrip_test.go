@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/avro"
 	"github.com/streamproc/processor/schema"
+	"github.com/twmb/avro"
 )
 
 // roundTripSchemas cover nested records, unions, logical types, maps,

@@ -5,8 +5,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/twmb/avro"
 	"github.com/streamproc/processor/schema"
+	"github.com/twmb/avro"
 )
 
 const orderSchema = `{
