@@ -3,7 +3,6 @@ package schema
 import (
 	"encoding/base64"
 	"fmt"
-	"math/big"
 	"strconv"
 )
 
@@ -156,8 +155,6 @@ func plainBytes(b []byte, s *avroNode) any {
 // plainScalar converts a scalar default to plain JSON form.
 func plainScalar(def any) any {
 	switch d := def.(type) {
-	case int:
-		return jsonNumber(strconv.Itoa(d))
 	case int32:
 		return jsonNumber(strconv.FormatInt(int64(d), 10))
 	case int64:
@@ -166,8 +163,6 @@ func plainScalar(def any) any {
 		return plainFloat(float64(d), 32)
 	case float64:
 		return plainFloat(d, 64)
-	case *big.Rat:
-		return d.FloatString(10)
 	}
 	return def
 }
