@@ -160,7 +160,7 @@ func compatible(level string, next stored, previous []stored, resolve resolver) 
 
 // avroCompatible checks next against old at base level (BACKWARD:
 // next reads old's data; FORWARD: old reads next's; FULL: both), by
-// twmb/avro's CheckCompatibility (writer first, then reader).
+// avroReads (writer first, then reader).
 func avroCompatible(base string, next, old stored, resolve resolver) ([]string, error) {
 	ns, err := parseAvro(next.Schema, next.References, resolve)
 	if err != nil {
@@ -172,12 +172,12 @@ func avroCompatible(base string, next, old stored, resolve resolver) ([]string, 
 	}
 	var msgs []string
 	if base == "BACKWARD" || base == "FULL" {
-		if err := avro.CheckCompatibility(os, ns); err != nil {
+		if err := avroReads(os, ns); err != nil {
 			msgs = append(msgs, fmt.Sprintf("cannot read data written with id %d: %v", old.ID, err))
 		}
 	}
 	if base == "FORWARD" || base == "FULL" {
-		if err := avro.CheckCompatibility(ns, os); err != nil {
+		if err := avroReads(ns, os); err != nil {
 			msgs = append(msgs, fmt.Sprintf("id %d cannot read data written with it: %v", old.ID, err))
 		}
 	}
