@@ -232,3 +232,19 @@ func TestAvroJSONInput(t *testing.T) {
 	_, err := enc.Encode(nil, []byte(`{"id":"a","id":"b","m":{}}`))
 	wantFault(t, err, schema.FaultRecord, "not valid JSON", "duplicate")
 }
+
+// TestAvroNullableWithoutDefault checks that a nullable field without a
+// default must be given (twmb/avro lends it an implicit null default
+// when it encodes Go maps; the codec, as the specification, does not),
+// and that a union's default takes the first branch that fits it.
+func TestAvroNullableWithoutDefault(t *testing.T) {
+	_, enc, dec := codecs(t, schema.Avro, `{"type":"record","name":"R","fields":[
+	  {"name":"a","type":"int"},
+	  {"name":"n","type":["null","string"]},
+	  {"name":"s","type":["null","string"],"default":"x"},
+	  {"name":"f","type":["int","float"],"default":1.5}]}`)
+	_, err := enc.Encode(nil, []byte(`{"a":1}`))
+	wantFault(t, err, schema.FaultRecord, "field n: missing")
+	got := mustDecode(t, dec, mustEncode(t, enc, `{"a":1,"n":null}`))
+	sameJSON(t, got, `{"a":1,"n":null,"s":"x","f":{"float":1.5}}`)
+}
