@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/big"
 	"strconv"
-	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -19,7 +18,6 @@ import (
 // held to twmb/avro's Encode and Decode by TestAvroDifferential.
 type avroCodec struct {
 	root   *avroNode
-	writes sync.Pool // of *[]byte, scratch for encode
 	parser jsonParser
 }
 
