@@ -26,35 +26,39 @@ func (r *avroReader) fail(msg string) {
 	}
 }
 
-// readVarint reads a zigzag varint of at most max bytes.
-func (r *avroReader) readVarint(max int, what string) uint64 {
+// readVarint reads a zigzag varint of at most bits bits (32 or 64): a
+// varint longer than that, or whose last byte carries bits beyond it, is
+// an overflow (an error, as twmb/avro has it, rather than a value cut
+// short).
+func (r *avroReader) readVarint(bits uint, what string) uint64 {
 	if r.err != nil {
 		return 0
 	}
 	var v uint64
-	var s uint
-	for i := 0; i < max; i++ {
+	for s := uint(0); s < bits; s += 7 {
 		if r.pos >= len(r.buf) {
 			r.err = errAvroShort
 			return 0
 		}
 		b := r.buf[r.pos]
 		r.pos++
+		if bits-s < 7 && b>>(bits-s) != 0 {
+			break // bits beyond the type's, or a continuation
+		}
 		v |= uint64(b&0x7f) << s
 		if b&0x80 == 0 {
 			return (v >> 1) ^ -(v & 1)
 		}
-		s += 7
 	}
 	r.fail(what + " overflow")
 	return 0
 }
 
 // readInt reads an int (at most 5 bytes).
-func (r *avroReader) readInt() int32 { return int32(uint32(r.readVarint(5, "int"))) }
+func (r *avroReader) readInt() int32 { return int32(uint32(r.readVarint(32, "int"))) }
 
 // readLong reads a long (at most 10 bytes).
-func (r *avroReader) readLong() int64 { return int64(r.readVarint(10, "long")) }
+func (r *avroReader) readLong() int64 { return int64(r.readVarint(64, "long")) }
 
 // readBool reads a boolean: one byte, 0 or 1.
 func (r *avroReader) readBool() bool {

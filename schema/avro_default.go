@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/base64"
 	"fmt"
+	"sort"
 	"strconv"
 )
 
@@ -175,4 +176,15 @@ func plainFloat(f float64, bits int) any {
 		return s[1 : len(s)-1]
 	}
 	return jsonNumber(s)
+}
+
+// sortedKeys returns m's keys in order, so that a map default encodes
+// the same way every time.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
