@@ -2,47 +2,46 @@ package schema
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"strconv"
-	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/hamba/avro/v2"
 )
 
 // avroCodec maps Avro binary to plain JSON and back, walking the schema
-// that hamba/avro parsed and reading and writing with its Reader and
-// Writer. Plain JSON (docs/schemas.md) is not Avro's JSON encoding, so
-// the walk is ours; the binary encoding is the library's.
+// that twmb/avro parsed and validated (as a tree of avroNodes). Plain
+// JSON (docs/schemas.md) is not Avro's JSON encoding, so the walk is
+// ours, and so are the binary primitives under it (avro_binary.go),
+// held to twmb/avro's Encode and Decode by TestAvroDifferential.
 type avroCodec struct {
-	schema   avro.Schema
-	readers  sync.Pool // of *avro.Reader
-	writers  sync.Pool // of *avro.Writer
-	parser   jsonParser
-	defaults map[*avro.Field][]byte // a field's default, encoded
+	root   *avroNode
+	parser jsonParser
 }
 
 // compileAvro parses s with its referenced named types (parsed first,
 // into a cache of this schema's own).
 func compileAvro(s Schema, refs []namedSchema) (codec, error) {
-	cache := &avro.SchemaCache{}
-	for _, r := range refs {
+	texts := make([]string, len(refs))
+	for i, r := range refs {
 		if r.schema.Type != Avro {
 			return nil, fmt.Errorf("reference %q is a %s schema, not avro", r.name, r.schema.Type)
 		}
-		if _, err := avro.ParseWithCache(r.schema.Text, "", cache); err != nil {
-			return nil, fmt.Errorf("reference %q: %w", r.name, err)
-		}
+		texts[i] = r.schema.Text
 	}
-	sch, err := avro.ParseWithCache(s.Text, "", cache)
+	_, root, tree, err := compileAvroTree(s.Text, texts)
 	if err != nil {
+		var re *avroRefError
+		if errors.As(err, &re) {
+			return nil, fmt.Errorf("reference %q: %w", refs[re.index].name, re.err)
+		}
 		return nil, err
 	}
-	c := &avroCodec{schema: sch, defaults: make(map[*avro.Field][]byte)}
+	c := &avroCodec{root: root}
 	c.parser.names = make(map[string]string)
-	if err := c.encodeDefaults(sch, make(map[avro.Schema]bool)); err != nil {
+	if err := c.encodeDefaults(tree); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -51,27 +50,15 @@ func compileAvro(s Schema, refs []namedSchema) (codec, error) {
 // index is nil: Avro headers carry no message indexes.
 func (c *avroCodec) index() []int { return nil }
 
-// reader returns a pooled Reader over b.
-func (c *avroCodec) reader(b []byte) *avro.Reader {
-	r, _ := c.readers.Get().(*avro.Reader)
-	if r == nil {
-		r = avro.NewReader(nil, 0)
-	}
-	r.Error = nil
-	return r.Reset(b)
-}
-
 // decode appends the plain JSON form of payload to dst.
 func (c *avroCodec) decode(payload []byte, _ []int, dst []byte) ([]byte, error) {
-	r := c.reader(payload)
-	defer c.readers.Put(r)
+	r := avroReader{buf: payload}
 	start := len(dst)
-	out := appendAvro(dst, r, c.schema, 0)
-	if r.Error != nil {
-		return dst[:start], r.Error
+	out := appendAvro(dst, &r, c.root, 0)
+	if r.err != nil {
+		return dst[:start], r.err
 	}
-	var one [1]byte
-	if r.Read(one[:]); r.Error == nil {
+	if r.pos < len(payload) {
 		return dst[:start], fmt.Errorf("bytes are left after the value: the payload is longer than the schema's value")
 	}
 	return out, nil
@@ -81,58 +68,77 @@ func (c *avroCodec) decode(payload []byte, _ []int, dst []byte) ([]byte, error) 
 const maxAvroDepth = 1000
 
 // appendAvro reads one value of schema s from r and appends its JSON.
-// Errors are left in r.Error.
-func appendAvro(dst []byte, r *avro.Reader, s avro.Schema, depth int) []byte {
+// Errors are left in r.err.
+func appendAvro(dst []byte, r *avroReader, s *avroNode, depth int) []byte {
 	if depth > maxAvroDepth {
-		r.ReportError("decode", "values nest too deeply")
+		r.fail("values nest too deeply")
 		return dst
 	}
-	switch s := s.(type) {
-	case *avro.RefSchema:
-		return appendAvro(dst, r, s.Schema(), depth+1)
-	case *avro.PrimitiveSchema:
-		return appendPrimitive(dst, r, s)
-	case *avro.RecordSchema:
+	switch s.kind {
+	case avroNull:
+		return append(dst, "null"...)
+	case avroBoolean:
+		return strconv.AppendBool(dst, r.readBool())
+	case avroInt:
+		return strconv.AppendInt(dst, int64(r.readInt()), 10)
+	case avroLong:
+		return strconv.AppendInt(dst, r.readLong(), 10)
+	case avroFloat:
+		return appendFloat(dst, float64(r.readFloat()), 32)
+	case avroDouble:
+		return appendFloat(dst, r.readDouble(), 64)
+	case avroString:
+		return appendString(dst, r, r.readString())
+	case avroBytes:
+		b := r.readBytes("bytes")
+		if s.decimal {
+			return appendDecimal(dst, b, s.scale)
+		}
+		return appendBase64(dst, b)
+	case avroRecord:
 		dst = append(dst, '{')
-		for i, f := range s.Fields() {
+		for i := range s.fields {
+			f := &s.fields[i]
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst, _ = jsontext.AppendQuote(dst, f.Name())
+			dst, _ = jsontext.AppendQuote(dst, f.name)
 			dst = append(dst, ':')
-			dst = appendAvro(dst, r, f.Type(), depth+1)
-			if r.Error != nil {
+			dst = appendAvro(dst, r, f.typ, depth+1)
+			if r.err != nil {
 				return dst
 			}
 		}
 		return append(dst, '}')
-	case *avro.EnumSchema:
-		i := r.ReadInt()
-		sym, ok := s.Symbol(int(i))
-		if !ok && r.Error == nil {
-			r.ReportError("decode", "enum "+s.FullName()+": symbol index "+strconv.Itoa(int(i))+" out of range")
+	case avroEnum:
+		i := r.readInt()
+		if r.err != nil {
+			return dst
 		}
-		dst, _ = jsontext.AppendQuote(dst, sym)
+		if i < 0 || int(i) >= len(s.symbols) {
+			r.fail("enum " + s.typ + ": symbol index " + strconv.Itoa(int(i)) + " out of range")
+			return dst
+		}
+		dst, _ = jsontext.AppendQuote(dst, s.symbols[i])
 		return dst
-	case *avro.ArraySchema:
-		return appendBlocks(dst, r, '[', ']', func(dst []byte) []byte { return appendAvro(dst, r, s.Items(), depth+1) })
-	case *avro.MapSchema:
+	case avroArray:
+		return appendBlocks(dst, r, '[', ']', func(dst []byte) []byte { return appendAvro(dst, r, s.items, depth+1) })
+	case avroMap:
 		return appendBlocks(dst, r, '{', '}', func(dst []byte) []byte {
-			dst = appendString(dst, r, r.ReadString())
+			dst = appendString(dst, r, r.readString())
 			dst = append(dst, ':')
-			return appendAvro(dst, r, s.Values(), depth+1)
+			return appendAvro(dst, r, s.items, depth+1)
 		})
-	case *avro.UnionSchema:
+	case avroUnion:
 		return appendUnion(dst, r, s, depth)
-	case *avro.FixedSchema:
-		b := make([]byte, s.Size())
-		r.Read(b)
-		if d, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
-			return appendDecimal(dst, b, d.Scale())
+	case avroFixed:
+		b := r.readFixed(s.size)
+		if s.decimal {
+			return appendDecimal(dst, b, s.scale)
 		}
 		return appendBase64(dst, b)
 	}
-	r.ReportError("decode", "unsupported schema type "+string(s.Type()))
+	r.fail("unsupported schema type " + s.typ)
 	return dst
 }
 
@@ -141,16 +147,16 @@ func appendAvro(dst []byte, r *avro.Reader, s avro.Schema, depth int) []byte {
 const maxBlockItems = 1 << 20
 
 // appendBlocks reads the blocks of an array or map, each item with item.
-func appendBlocks(dst []byte, r *avro.Reader, open, close byte, item func([]byte) []byte) []byte {
+func appendBlocks(dst []byte, r *avroReader, open, close byte, item func([]byte) []byte) []byte {
 	dst = append(dst, open)
 	first := true
 	for {
-		n, _ := r.ReadBlockHeader()
-		if n == 0 || r.Error != nil {
+		n := r.readBlockHeader()
+		if n == 0 || r.err != nil {
 			break
 		}
 		if n < 0 || n > maxBlockItems {
-			r.ReportError("decode", "a block claims "+strconv.FormatInt(n, 10)+" items, more than the "+strconv.Itoa(maxBlockItems)+" allowed")
+			r.fail("a block claims " + strconv.FormatInt(n, 10) + " items, more than the " + strconv.Itoa(maxBlockItems) + " allowed")
 			return dst
 		}
 		for ; n > 0; n-- {
@@ -159,7 +165,7 @@ func appendBlocks(dst []byte, r *avro.Reader, open, close byte, item func([]byte
 			}
 			first = false
 			dst = item(dst)
-			if r.Error != nil {
+			if r.err != nil {
 				return dst
 			}
 		}
@@ -169,75 +175,35 @@ func appendBlocks(dst []byte, r *avro.Reader, open, close byte, item func([]byte
 
 // appendUnion reads a union: null as null, the other branch of a
 // nullable union as its value, any other branch as {"<name>": value}.
-func appendUnion(dst []byte, r *avro.Reader, s *avro.UnionSchema, depth int) []byte {
-	i := r.ReadLong()
-	types := s.Types()
-	if i < 0 || i >= int64(len(types)) {
-		if r.Error == nil {
-			r.ReportError("decode", "union branch "+strconv.FormatInt(i, 10)+" out of range")
-		}
+func appendUnion(dst []byte, r *avroReader, s *avroNode, depth int) []byte {
+	i := r.readLong()
+	if r.err != nil {
 		return dst
 	}
-	branch := types[i]
-	if branch.Type() == avro.Null {
+	if i < 0 || i >= int64(len(s.branches)) {
+		r.fail("union branch " + strconv.FormatInt(i, 10) + " out of range")
+		return dst
+	}
+	branch := s.branches[i]
+	if branch.kind == avroNull {
 		return append(dst, "null"...)
 	}
-	if s.Nullable() {
+	if s.nullable {
 		return appendAvro(dst, r, branch, depth+1)
 	}
 	dst = append(dst, '{')
-	dst, _ = jsontext.AppendQuote(dst, branchName(branch))
+	dst, _ = jsontext.AppendQuote(dst, branch.typ)
 	dst = append(dst, ':')
 	dst = appendAvro(dst, r, branch, depth+1)
 	return append(dst, '}')
 }
 
-// branchName is a union branch's key in plain JSON: a named type's full
-// name, else the type's name (int, string, array, map...).
-func branchName(s avro.Schema) string {
-	if ref, ok := s.(*avro.RefSchema); ok {
-		s = ref.Schema()
-	}
-	if n, ok := s.(avro.NamedSchema); ok {
-		return n.FullName()
-	}
-	return string(s.Type())
-}
-
-// appendPrimitive reads one primitive value.
-func appendPrimitive(dst []byte, r *avro.Reader, s *avro.PrimitiveSchema) []byte {
-	switch s.Type() {
-	case avro.Null:
-		return append(dst, "null"...)
-	case avro.Boolean:
-		return strconv.AppendBool(dst, r.ReadBool())
-	case avro.Int:
-		return strconv.AppendInt(dst, int64(r.ReadInt()), 10)
-	case avro.Long:
-		return strconv.AppendInt(dst, r.ReadLong(), 10)
-	case avro.Float:
-		return appendFloat(dst, float64(r.ReadFloat()), 32)
-	case avro.Double:
-		return appendFloat(dst, r.ReadDouble(), 64)
-	case avro.String:
-		return appendString(dst, r, r.ReadString())
-	case avro.Bytes:
-		b := r.ReadBytes()
-		if d, ok := s.Logical().(*avro.DecimalLogicalSchema); ok {
-			return appendDecimal(dst, b, d.Scale())
-		}
-		return appendBase64(dst, b)
-	}
-	r.ReportError("decode", "unsupported primitive "+string(s.Type()))
-	return dst
-}
-
 // appendString writes s as a JSON string; an Avro string that is not
 // UTF-8 is an error rather than silently changed.
-func appendString(dst []byte, r *avro.Reader, s string) []byte {
+func appendString(dst []byte, r *avroReader, s string) []byte {
 	out, err := jsontext.AppendQuote(dst, s)
-	if err != nil && r.Error == nil {
-		r.ReportError("decode", "a string is not valid UTF-8")
+	if err != nil {
+		r.fail("a string is not valid UTF-8")
 	}
 	return out
 }

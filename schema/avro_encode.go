@@ -7,8 +7,6 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
-
-	"github.com/hamba/avro/v2"
 )
 
 // fieldError is a value that does not fit the schema, at a path of
@@ -46,119 +44,104 @@ func under(name string, err error) error {
 	return err
 }
 
-// writer returns a pooled, empty Writer.
-func (c *avroCodec) writer() *avro.Writer {
-	w, _ := c.writers.Get().(*avro.Writer)
-	if w == nil {
-		w = avro.NewWriter(nil, 256)
-	}
-	w.Reset(nil)
-	w.Error = nil
-	return w
-}
-
-// encode appends the Avro binary of the plain JSON js to dst.
+// encode appends the Avro binary of the plain JSON js to dst; on an
+// error dst is returned as it was.
 func (c *avroCodec) encode(dst, js []byte) ([]byte, error) {
 	v, err := c.parser.parse(js)
 	if err != nil {
 		return dst, err
 	}
-	w := c.writer()
-	defer c.writers.Put(w)
-	if err := c.write(w, c.schema, v, 0); err != nil {
+	out, err := c.write(dst, c.root, v, 0)
+	if err != nil {
 		return dst, err
 	}
-	return append(dst, w.Buffer()...), nil
+	return out, nil
 }
 
-// write writes v as a value of schema s.
-func (c *avroCodec) write(w *avro.Writer, s avro.Schema, v any, depth int) error {
+// write appends v as a value of schema s.
+func (c *avroCodec) write(dst []byte, s *avroNode, v any, depth int) ([]byte, error) {
 	if depth > maxAvroDepth {
-		return misfit("values nest too deeply")
+		return dst, misfit("values nest too deeply")
 	}
-	switch s := s.(type) {
-	case *avro.RefSchema:
-		return c.write(w, s.Schema(), v, depth+1)
-	case *avro.PrimitiveSchema:
-		return writePrimitive(w, s, v)
-	case *avro.RecordSchema:
-		return c.writeRecord(w, s, v, depth)
-	case *avro.EnumSchema:
+	switch s.kind {
+	case avroRecord:
+		return c.writeRecord(dst, s, v, depth)
+	case avroEnum:
 		str, ok := v.(string)
 		if !ok {
-			return misfit("%s is not a symbol of enum %s", describe(v), s.FullName())
+			return dst, misfit("%s is not a symbol of enum %s", describe(v), s.typ)
 		}
-		for i, sym := range s.Symbols() {
+		for i, sym := range s.symbols {
 			if sym == str {
-				w.WriteInt(int32(i))
-				return nil
+				return appendVarint(dst, int64(i)), nil
 			}
 		}
-		return misfit("%s is not a symbol of enum %s (%s)", describe(v), s.FullName(), strings.Join(s.Symbols(), ", "))
-	case *avro.ArraySchema:
+		return dst, misfit("%s is not a symbol of enum %s (%s)", describe(v), s.typ, strings.Join(s.symbols, ", "))
+	case avroArray:
 		arr, ok := v.([]any)
 		if !ok {
-			return misfit("%s is not an array", describe(v))
+			return dst, misfit("%s is not an array", describe(v))
 		}
 		if len(arr) > 0 {
-			w.WriteLong(int64(len(arr)))
+			dst = appendVarint(dst, int64(len(arr)))
 			for i, item := range arr {
-				if err := c.write(w, s.Items(), item, depth+1); err != nil {
-					return under("["+strconv.Itoa(i)+"]", err)
+				var err error
+				if dst, err = c.write(dst, s.items, item, depth+1); err != nil {
+					return dst, under("["+strconv.Itoa(i)+"]", err)
 				}
 			}
 		}
-		w.WriteLong(0)
-		return nil
-	case *avro.MapSchema:
-		return c.writeMap(w, s, v, depth)
-	case *avro.UnionSchema:
-		return c.writeUnion(w, s, v, depth)
-	case *avro.FixedSchema:
-		return writeFixed(w, s, v)
+		return append(dst, 0), nil
+	case avroMap:
+		return c.writeMap(dst, s, v, depth)
+	case avroUnion:
+		return c.writeUnion(dst, s, v, depth)
+	case avroFixed:
+		return writeFixed(dst, s, v)
 	}
-	return misfit("unsupported schema type %s", s.Type())
+	return writePrimitive(dst, s, v)
 }
 
 // writeRecord writes a JSON object as a record: every field of the
 // schema in order, a missing one as its default; a key that is not a
 // field is an error.
-func (c *avroCodec) writeRecord(w *avro.Writer, s *avro.RecordSchema, v any, depth int) error {
+func (c *avroCodec) writeRecord(dst []byte, s *avroNode, v any, depth int) ([]byte, error) {
 	o, ok := v.(*jsonObject)
 	if !ok {
-		return misfit("%s is not an object (record %s)", describe(v), s.FullName())
+		return dst, misfit("%s is not an object (record %s)", describe(v), s.typ)
 	}
 	found := 0
-	for _, f := range s.Fields() {
-		fv, ok := o.get(f.Name())
+	for i := range s.fields {
+		f := &s.fields[i]
+		fv, ok := o.get(f.name)
 		if !ok {
-			def, has := c.defaults[f]
-			if !has {
-				return &fieldError{path: f.Name(), msg: "missing, and the schema gives it no default"}
+			if !f.hasDefault {
+				return dst, &fieldError{path: f.name, msg: "missing, and the schema gives it no default"}
 			}
-			w.Write(def)
+			dst = append(dst, f.def...)
 			continue
 		}
 		found++
-		if err := c.write(w, f.Type(), fv, depth+1); err != nil {
-			return under(f.Name(), err)
+		var err error
+		if dst, err = c.write(dst, f.typ, fv, depth+1); err != nil {
+			return dst, under(f.name, err)
 		}
 	}
 	if found < len(o.keys) {
 		for _, k := range o.keys {
 			if !hasField(s, k) {
-				return &fieldError{path: k, msg: "not in the schema (record " + s.FullName() + ")"}
+				return dst, &fieldError{path: k, msg: "not in the schema (record " + s.typ + ")"}
 			}
 		}
-		return misfit("an object key is repeated (record %s)", s.FullName())
+		return dst, misfit("an object key is repeated (record %s)", s.typ)
 	}
-	return nil
+	return dst, nil
 }
 
 // hasField reports whether record s has a field name.
-func hasField(s *avro.RecordSchema, name string) bool {
-	for _, f := range s.Fields() {
-		if f.Name() == name {
+func hasField(s *avroNode, name string) bool {
+	for i := range s.fields {
+		if s.fields[i].name == name {
 			return true
 		}
 	}
@@ -166,121 +149,107 @@ func hasField(s *avro.RecordSchema, name string) bool {
 }
 
 // writeMap writes a JSON object as a map, in the object's key order.
-func (c *avroCodec) writeMap(w *avro.Writer, s *avro.MapSchema, v any, depth int) error {
+func (c *avroCodec) writeMap(dst []byte, s *avroNode, v any, depth int) ([]byte, error) {
 	o, ok := v.(*jsonObject)
 	if !ok {
-		return misfit("%s is not an object (map)", describe(v))
+		return dst, misfit("%s is not an object (map)", describe(v))
 	}
 	if len(o.keys) > 0 {
-		w.WriteLong(int64(len(o.keys)))
+		dst = appendVarint(dst, int64(len(o.keys)))
 		for i, k := range o.keys {
-			w.WriteString(k)
-			if err := c.write(w, s.Values(), o.vals[i], depth+1); err != nil {
-				return under(k, err)
+			dst = appendAvroString(dst, k)
+			var err error
+			if dst, err = c.write(dst, s.items, o.vals[i], depth+1); err != nil {
+				return dst, under(k, err)
 			}
 		}
 	}
-	w.WriteLong(0)
-	return nil
+	return append(dst, 0), nil
 }
 
 // writeUnion writes null as the null branch, a value of a nullable
 // union as its other branch, else {"<branch name>": value}.
-func (c *avroCodec) writeUnion(w *avro.Writer, s *avro.UnionSchema, v any, depth int) error {
-	types := s.Types()
+func (c *avroCodec) writeUnion(dst []byte, s *avroNode, v any, depth int) ([]byte, error) {
 	if v == nil {
-		for i, t := range types {
-			if t.Type() == avro.Null {
-				w.WriteLong(int64(i))
-				return nil
-			}
+		if s.nullAt < 0 {
+			return dst, misfit("null is not allowed: the union has no null branch")
 		}
-		return misfit("null is not allowed: the union has no null branch")
+		return appendVarint(dst, int64(s.nullAt)), nil
 	}
-	if s.Nullable() {
-		_, typ := s.Indices()
-		w.WriteLong(int64(typ))
-		return c.write(w, types[typ], v, depth+1)
+	if s.nullable {
+		return c.write(appendVarint(dst, int64(s.valueAt)), s.branches[s.valueAt], v, depth+1)
 	}
 	o, ok := v.(*jsonObject)
 	if !ok || len(o.keys) != 1 {
-		return misfit("%s is not a union value: give {\"<branch>\": value} with one of %s", describe(v), branchNames(types))
+		return dst, misfit("%s is not a union value: give {\"<branch>\": value} with one of %s", describe(v), branchNames(s.branches))
 	}
-	for i, t := range types {
-		if branchName(t) == o.keys[0] {
-			w.WriteLong(int64(i))
-			return under(o.keys[0], c.write(w, t, o.vals[0], depth+1))
+	for i, t := range s.branches {
+		if t.typ == o.keys[0] {
+			out, err := c.write(appendVarint(dst, int64(i)), t, o.vals[0], depth+1)
+			return out, under(o.keys[0], err)
 		}
 	}
-	return misfit("%q is not a branch of the union (%s)", o.keys[0], branchNames(types))
+	return dst, misfit("%q is not a branch of the union (%s)", o.keys[0], branchNames(s.branches))
 }
 
 // branchNames lists a union's branch keys.
-func branchNames(types avro.Schemas) string {
+func branchNames(types []*avroNode) string {
 	names := make([]string, len(types))
 	for i, t := range types {
-		names[i] = branchName(t)
+		names[i] = t.typ
 	}
 	return strings.Join(names, ", ")
 }
 
 // writePrimitive writes one primitive value.
-func writePrimitive(w *avro.Writer, s *avro.PrimitiveSchema, v any) error {
-	switch s.Type() {
-	case avro.Null:
+func writePrimitive(dst []byte, s *avroNode, v any) ([]byte, error) {
+	switch s.kind {
+	case avroNull:
 		if v != nil {
-			return misfit("%s is not null", describe(v))
+			return dst, misfit("%s is not null", describe(v))
 		}
-		return nil
-	case avro.Boolean:
+		return dst, nil
+	case avroBoolean:
 		b, ok := v.(bool)
 		if !ok {
-			return misfit("%s is not a boolean", describe(v))
+			return dst, misfit("%s is not a boolean", describe(v))
 		}
-		w.WriteBool(b)
-		return nil
-	case avro.Int:
+		return appendAvroBool(dst, b), nil
+	case avroInt:
 		n, err := exactInt(v, 32, "an int")
-		w.WriteInt(int32(n))
-		return err
-	case avro.Long:
+		return appendVarint(dst, n), err
+	case avroLong:
 		n, err := exactInt(v, 64, "a long")
-		w.WriteLong(n)
-		return err
-	case avro.Float:
+		return appendVarint(dst, n), err
+	case avroFloat:
 		f, err := jsonFloat(v, 32, "a float")
-		w.WriteFloat(float32(f))
-		return err
-	case avro.Double:
+		return appendAvroFloat(dst, float32(f)), err
+	case avroDouble:
 		f, err := jsonFloat(v, 64, "a double")
-		w.WriteDouble(f)
-		return err
-	case avro.String:
+		return appendAvroDouble(dst, f), err
+	case avroString:
 		str, ok := v.(string)
 		if !ok {
-			return misfit("%s is not a string", describe(v))
+			return dst, misfit("%s is not a string", describe(v))
 		}
-		w.WriteString(str)
-		return nil
-	case avro.Bytes:
-		b, err := jsonBytes(v, s.Logical(), -1)
-		w.WriteBytes(b)
-		return err
+		return appendAvroString(dst, str), nil
+	case avroBytes:
+		b, err := jsonBytes(v, s, -1)
+		return appendAvroBytes(dst, b), err
 	}
-	return misfit("unsupported primitive %s", s.Type())
+	return dst, misfit("unsupported primitive %s", s.typ)
 }
 
 // writeFixed writes a fixed value (base64, or a decimal string).
-func writeFixed(w *avro.Writer, s *avro.FixedSchema, v any) error {
-	b, err := jsonBytes(v, s.Logical(), s.Size())
+func writeFixed(dst []byte, s *avroNode, v any) ([]byte, error) {
+	b, err := jsonBytes(v, s, s.size)
 	if err != nil {
-		return err
+		return dst, err
 	}
-	if len(b) != s.Size() {
-		return misfit("%d bytes, not the %d of fixed %s", len(b), s.Size(), s.FullName())
+	if len(b) != s.size {
+		return dst, misfit("%d bytes, not the %d of fixed %s", len(b), s.size, s.typ)
 	}
-	_, _ = w.Write(b)
-	return nil
+	return append(dst, b...), nil
 }
 
 // exactInt reads a JSON number that must be an integer of bits bits.
@@ -321,11 +290,11 @@ func jsonFloat(v any, bits int, what string) (float64, error) {
 	return 0, misfit("%s is not %s", describe(v), what)
 }
 
-// jsonBytes reads bytes or fixed: a decimal string when logical is a
+// jsonBytes reads bytes or fixed: a decimal string when s is a
 // decimal, else standard base64. size is the fixed size, -1 for bytes.
-func jsonBytes(v any, logical avro.LogicalSchema, size int) ([]byte, error) {
-	if d, ok := logical.(*avro.DecimalLogicalSchema); ok {
-		return decimalBytes(v, d, size)
+func jsonBytes(v any, s *avroNode, size int) ([]byte, error) {
+	if s.decimal {
+		return decimalBytes(v, s, size)
 	}
 	str, ok := v.(string)
 	if !ok {
@@ -341,7 +310,7 @@ func jsonBytes(v any, logical avro.LogicalSchema, size int) ([]byte, error) {
 // decimalBytes turns an exact decimal ("12.34", or a JSON number) into
 // its two's-complement unscaled bytes; more digits after the point than
 // the scale, or than the precision in all, is an error.
-func decimalBytes(v any, d *avro.DecimalLogicalSchema, size int) ([]byte, error) {
+func decimalBytes(v any, d *avroNode, size int) ([]byte, error) {
 	var text string
 	switch v := v.(type) {
 	case string:
@@ -357,12 +326,12 @@ func decimalBytes(v any, d *avro.DecimalLogicalSchema, size int) ([]byte, error)
 	if whole == "" || !allDigits(whole) || !allDigits(frac) || (strings.Contains(digits, ".") && frac == "") {
 		return nil, misfit("%s is not a decimal (digits, optionally a point and more digits)", describe(v))
 	}
-	if len(frac) > d.Scale() {
-		return nil, misfit("%s has more than %d digits after the point", describe(v), d.Scale())
+	if len(frac) > d.scale {
+		return nil, misfit("%s has more than %d digits after the point", describe(v), d.scale)
 	}
-	unscaled := strings.TrimLeft(whole+frac+strings.Repeat("0", d.Scale()-len(frac)), "0")
-	if len(unscaled) > d.Precision() {
-		return nil, misfit("%s has more than the %d digits of decimal(%d,%d)", describe(v), d.Precision(), d.Precision(), d.Scale())
+	unscaled := strings.TrimLeft(whole+frac+strings.Repeat("0", d.scale-len(frac)), "0")
+	if len(unscaled) > d.precision {
+		return nil, misfit("%s has more than the %d digits of decimal(%d,%d)", describe(v), d.precision, d.precision, d.scale)
 	}
 	n, _ := new(big.Int).SetString("0"+unscaled, 10)
 	if neg {

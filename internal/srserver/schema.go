@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hamba/avro/v2"
+	"github.com/twmb/avro"
 )
 
 // The schema types, as the API names them.
@@ -91,7 +91,7 @@ func validate(typ, text string, refs []Reference, resolve resolver) error {
 
 // parseAvro parses an Avro schema after the schemas it references (and
 // theirs), so that it may use their named types.
-func parseAvro(text string, refs []Reference, resolve resolver) (avro.Schema, error) {
+func parseAvro(text string, refs []Reference, resolve resolver) (*avro.Schema, error) {
 	cache := &avro.SchemaCache{}
 	seen := map[int]bool{}
 	var load func(refs []Reference, depth int) error
@@ -111,7 +111,7 @@ func parseAvro(text string, refs []Reference, resolve resolver) (avro.Schema, er
 			if err := load(sc.References, depth+1); err != nil {
 				return err
 			}
-			if _, err := avro.ParseWithCache(sc.Schema, "", cache); err != nil {
+			if _, err := cache.Parse(sc.Schema); err != nil {
 				return fmt.Errorf("referenced schema %q: %w", r.Name, err)
 			}
 		}
@@ -120,7 +120,7 @@ func parseAvro(text string, refs []Reference, resolve resolver) (avro.Schema, er
 	if err := load(refs, 0); err != nil {
 		return nil, err
 	}
-	s, err := avro.ParseWithCache(text, "", cache)
+	s, err := cache.Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("invalid Avro schema: %w", err)
 	}
@@ -159,7 +159,8 @@ func compatible(level string, next stored, previous []stored, resolve resolver) 
 }
 
 // avroCompatible checks next against old at base level (BACKWARD:
-// next reads old's data; FORWARD: old reads next's; FULL: both).
+// next reads old's data; FORWARD: old reads next's; FULL: both), by
+// avroReads (writer first, then reader).
 func avroCompatible(base string, next, old stored, resolve resolver) ([]string, error) {
 	ns, err := parseAvro(next.Schema, next.References, resolve)
 	if err != nil {
@@ -170,14 +171,13 @@ func avroCompatible(base string, next, old stored, resolve resolver) ([]string, 
 		return nil, fmt.Errorf("stored schema %d: %w", old.ID, err)
 	}
 	var msgs []string
-	c := avro.NewSchemaCompatibility()
 	if base == "BACKWARD" || base == "FULL" {
-		if err := c.Compatible(ns, os); err != nil {
+		if err := avroReads(os, ns); err != nil {
 			msgs = append(msgs, fmt.Sprintf("cannot read data written with id %d: %v", old.ID, err))
 		}
 	}
 	if base == "FORWARD" || base == "FULL" {
-		if err := c.Compatible(os, ns); err != nil {
+		if err := avroReads(ns, os); err != nil {
 			msgs = append(msgs, fmt.Sprintf("id %d cannot read data written with it: %v", old.ID, err))
 		}
 	}

@@ -23,8 +23,8 @@
 // is JSON, and its references) has one id under every subject, and
 // registering it again under a subject returns that subject's version.
 // Compatibility: the level is stored and reported for every type, but only
-// Avro schemas are checked against it (with hamba/avro's schema
-// compatibility, which follows the Avro specification's resolution rules);
+// Avro schemas are checked against it (with twmb/avro's
+// CheckCompatibility, which follows the Avro specification's resolution rules);
 // Protobuf and JSON Schema schemas are accepted at every level, as if it
 // were NONE. Errors have Confluent's form, {"error_code":40401,"message":..},
 // with its status codes.
