@@ -123,10 +123,17 @@ test: vet
 # found; make test runs that corpus too) and runs for FUZZTIME. CI runs it
 # after make test (.ci/run); a failure leaves its case under
 # transform/jq/testdata/fuzz/FuzzJQDiff, to be fixed and checked in.
+# The Avro codec's targets (schema/avro_diff_test.go) run
+# after it for AVROFUZZTIME each: FuzzAvroDifferential holds our binary
+# reader and writer to twmb/avro on random schemas and values, and
+# FuzzAvroDecode feeds random payloads that twmb/avro must read as we do.
 FUZZTIME ?= 60s
+AVROFUZZTIME ?= 20s
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzJQDiff$$' -fuzztime $(FUZZTIME) ./transform/jq/
+	$(GO) test -run '^$$' -fuzz '^FuzzAvroDifferential$$' -fuzztime $(AVROFUZZTIME) ./schema/
+	$(GO) test -run '^$$' -fuzz '^FuzzAvroDecode$$' -fuzztime $(AVROFUZZTIME) ./schema/
 
 # Starts the local Apache Kafka broker (if needed) and runs the whole suite
 # against it as well as against kfake.
