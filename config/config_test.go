@@ -97,6 +97,7 @@ func TestLoadDefaults(t *testing.T) {
 		OnError:                     "fail",
 		Guarantee:                   "exactly_once",
 		MaxRetries:                  3,
+		MaxFutureSkew:               time.Minute,
 		MaxCrashAttempts:            3,
 		Ordering:                    "partition",
 		StateDir:                    "./data/state",

@@ -134,6 +134,7 @@ var rules = []rule{
 			return "exactly_once with " + EnvName("SINK") + "=" + c.Sink + " (rows and offsets commit in one database transaction)"
 		}},
 	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},
+	{field: "MaxFutureSkew", ok: func(c *Config) bool { return c.MaxFutureSkew >= time.Second && c.MaxFutureSkew <= 8760*time.Hour }},
 	{field: "MaxCrashAttempts", ok: func(c *Config) bool { return within(c.MaxCrashAttempts, 0, 1000) }},
 	{field: "Workers", ok: func(c *Config) bool { return within(c.Workers, 0, 256) }},
 	{field: "Ordering", ok: func(c *Config) bool { return oneOf(c.Ordering, "partition", "key") }},

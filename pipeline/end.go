@@ -52,6 +52,7 @@ type txnCounts struct {
 	skipped  int
 	bytes    int64 // output bytes (keys, values, headers)
 	limited  int   // records failed for running past their limit
+	future   int   // records stamped beyond the stream time's bound (streamtime.go)
 }
 
 // reset zeroes the counts, keeping the routed map.
@@ -68,10 +69,12 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		abort = txn.ReasonInjected
 	}
 	p.produceState(abort)
+	p.endTime(abort != "")
 	start := time.Now()
 	committed, err := p.s.End(ctx, p.open.counts.records, abort)
 	took := time.Since(start)
 	p.settleState(committed)
+	p.settleTime(committed)
 	failures := p.s.TakeFailures()
 	p.open.cancel()
 	p.unwatch()
@@ -119,6 +122,7 @@ func (p *Pipeline) committed(took time.Duration) {
 	m.Filtered.Add(float64(c.filtered))
 	m.DLQ.Add(float64(c.dlq))
 	m.Skipped.Add(float64(c.skipped))
+	m.Future.Add(float64(c.future))
 	p.countCrashed()
 	p.book.forget(p.open.applied)
 	p.book.aloneSet = false

@@ -41,7 +41,8 @@ type Pipeline struct {
 	// budget: every record's deadline.
 	work context.Context
 
-	st stateLoop // the stores of a stateful chain
+	st    stateLoop // the stores of a stateful chain
+	clock clock     // the input partitions' stream times (streamtime.go)
 
 	// Read by other goroutines.
 	stats  counters
@@ -155,6 +156,7 @@ func (p *Pipeline) step(ctx context.Context) error {
 			}
 		}
 		p.attempt(p.work, fs) // not ctx: a stop must not fail a marker
+		p.advanceTime(fs)
 		err := p.expireState(ctx, fs)
 		if err == nil {
 			err = p.process(fs)

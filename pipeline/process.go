@@ -75,7 +75,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				}
 			}
 			if !parallel {
-				res = p.runSolo(src, r)
+				res = p.runSolo(src, r, b.at+j)
 			} else if errors.Is(res.err, errWatchdog) {
 				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
 			}
@@ -95,9 +95,13 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 	return nil
 }
 
-// runSolo runs r on the one worker, in the loop's goroutine.
-func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record) (res result) {
+// runSolo runs r, record i of the poll, on the one worker, in the loop's
+// goroutine.
+func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res result) {
 	w := &p.pool.workers[p.pool.solo]
+	if w.stores != nil {
+		w.stores.stream = p.streamAt(i)
+	}
 	res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 	w.out = res.out[:0]
 	if w.stores != nil {

@@ -93,6 +93,7 @@ type storeHolder struct {
 	partition int32
 	j         StateJournal
 	bytes     int64 // what the last record that succeeded added to the changelogs
+	stream    int64 // the stream time of the record it runs (streamtime.go)
 }
 
 // Store implements transform.Stores.

@@ -262,6 +262,9 @@ func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
 		}
 	}
 	from := len(w.out)
+	if w.stores != nil {
+		w.stores.stream = p.streamAt(b.at + j)
+	}
 	w.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out)
 	res.out = w.out[from:len(w.out):len(w.out)]
 	if w.stores != nil {

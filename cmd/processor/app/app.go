@@ -192,6 +192,7 @@ func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Lo
 	return pipeline.Options{
 		OutputTopic:      cfg.OutputTopic,
 		CommitInterval:   cfg.CommitInterval,
+		MaxFutureSkew:    cfg.MaxFutureSkew,
 		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
 		MaxTxnBytes:      int64(cfg.MaxTxnBytes),
 		InputTopics:      cfg.InputTopics,
