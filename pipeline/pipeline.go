@@ -157,9 +157,12 @@ func (p *Pipeline) step(ctx context.Context) error {
 		}
 		p.attempt(p.work, fs) // not ctx: a stop must not fail a marker
 		p.advanceTime(fs)
-		err := p.expireState(ctx, fs)
+		err := p.expireState(ctx, fs, false)
 		if err == nil {
 			err = p.process(fs)
+		}
+		if err == nil {
+			err = p.expireState(ctx, fs, true)
 		}
 		p.stats.openRecords.Store(int64(p.open.counts.records))
 		var de *dependencyError
@@ -231,9 +234,10 @@ func (p *Pipeline) due() time.Time {
 }
 
 // pollSize is how many records the next poll may return (pace.pollSize):
-// one while the session suspects a record of killing the process.
+// one while the session suspects a record of killing the process, or
+// while the state's expiry is behind (expireState).
 func (p *Pipeline) pollSize() int {
-	if p.solo() {
+	if p.solo() || p.st.behind {
 		return 1
 	}
 	return p.pace.pollSize(&p.open.counts, p.o.MaxTxnBytes)

@@ -46,7 +46,8 @@ type clock struct {
 // records of the open transaction (-1: unknown).
 type partTime struct {
 	committed, open int64
-	touched         bool // the open transaction has records of it
+	touched         bool  // the open transaction has records of it
+	first           int64 // as of its first record in the last poll
 }
 
 // unknownTime is a stream time not known yet.
@@ -90,7 +91,8 @@ func (p *Pipeline) advanceTime(fs kgo.Fetches) {
 				}
 				pt := p.partTime(t.Topic, part.Partition)
 				pt.touched = true
-				for _, r := range part.Records {
+				pt.first = unknownTime
+				for i, r := range part.Records {
 					if !r.Attrs.IsControl() {
 						ts := r.Timestamp.UnixMilli()
 						if ts > limit {
@@ -100,6 +102,9 @@ func (p *Pipeline) advanceTime(fs kgo.Fetches) {
 						pt.open = max(pt.open, ts)
 					}
 					c.at = append(c.at, pt.open)
+					if i == 0 {
+						pt.first = pt.open
+					}
 				}
 			}
 		}
@@ -175,3 +180,17 @@ func (p *Pipeline) settleTime(committed bool) {
 // StreamTime implements transform.StreamTimer for the record the worker
 // runs.
 func (h *storeHolder) StreamTime() (int64, bool) { return h.stream, h.stream >= 0 }
+
+// pollTime is the stream time of topic's partition as of its first
+// record in the last poll, or with last after its last record: the
+// times its expiry runs at (expireState).
+func (p *Pipeline) pollTime(topic string, partition int32, last bool) (int64, bool) {
+	pt := p.clock.parts[record.TopicPartition{Topic: topic, Partition: partition}]
+	switch {
+	case pt == nil:
+		return 0, false
+	case last:
+		return pt.open, pt.open >= 0
+	}
+	return pt.first, pt.first >= 0
+}
