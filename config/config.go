@@ -115,6 +115,9 @@ type Config struct {
 	// MaxFutureSkew bounds how far ahead of the wall clock a record moves
 	// its partition's stream time (pipeline.Options.MaxFutureSkew).
 	MaxFutureSkew time.Duration `envconfig:"MAX_FUTURE_SKEW" default:"1m" desc:"a Go duration such as 1m or 1h, from 1s to 8760h" doc:"how far ahead of the wall clock a record's timestamp may move its partition's stream time, which windows, grace and dedupe judge time by; a record stamped later (a clock far ahead, microseconds written as milliseconds) moves it only to the wall clock plus this, and counts in processor_records_future_total"`
+	// LateTopic receives the records stateful stages find late
+	// (pipeline.Options.LateTopic).
+	LateTopic string `envconfig:"LATE_TOPIC" desc:"a topic name for late records, e.g. orders-late" doc:"where stateful stages write the records they find late (after their window closed, end plus PROCESSOR_<STAGE>_GRACE by stream time; for dedupe, further behind stream time than its grace), inside the same transaction, with processor.late.* headers; unset, windows drop them and dedupe passes them, counted in processor_records_late_total either way; not an input, output or dead-letter topic"`
 	// MaxCrashAttempts is how many processes may die on a partition's
 	// batch before its records run one per transaction and the one the
 	// process dies on next fails under PROCESSOR_ON_ERROR.

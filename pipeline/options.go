@@ -101,6 +101,11 @@ type Options struct {
 	// plus MaxFutureSkew only, and is counted. Default
 	// DefaultMaxFutureSkew.
 	MaxFutureSkew time.Duration
+	// LateTopic receives the records stateful stages find late
+	// (transform.Late), written inside the transaction with the
+	// processor.late.* headers; "" drops them (windows) or passes them
+	// (dedupe), counted either way.
+	LateTopic string
 
 	// FailingAfter is how long transactions may keep aborting with no
 	// commit (at least minFailingAborts of them) before Healthy fails.

@@ -106,6 +106,7 @@ func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res resu
 	w.out = res.out[:0]
 	if w.stores != nil {
 		res.stateBytes = w.stores.bytes
+		res.late = w.stores.takeLates(res.err)
 	}
 	return res
 }
@@ -145,6 +146,7 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 	if p.o.MaxTxnBytes > 0 {
 		p.open.counts.bytes += res.stateBytes // the changelog records it adds
 	}
+	p.open.counts.countLate(res.late)
 	if len(res.out) == 0 {
 		p.open.counts.filtered++
 		return nil

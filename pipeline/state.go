@@ -91,8 +91,10 @@ type storeHolder struct {
 	st        *stateLoop
 	partition int32
 	j         StateJournal
-	bytes     int64 // what the last record that succeeded added to the changelogs
-	stream    int64 // the stream time of the record it runs (streamtime.go)
+	bytes     int64    // what the last record that succeeded added to the changelogs
+	stream    int64    // the stream time of the record it runs (streamtime.go)
+	lateTopic string   // Options.LateTopic (late.go)
+	lates     []string // the stores that found the record it runs late (late.go)
 }
 
 // Store implements transform.Stores.

@@ -58,6 +58,11 @@ const unknownTime = -1
 func (p *Pipeline) initClock() {
 	p.clock.on = true
 	p.clock.parts = map[record.TopicPartition]*partTime{}
+	for i := range p.pool.workers {
+		if h := p.pool.workers[i].stores; h != nil {
+			h.lateTopic = p.o.LateTopic
+		}
+	}
 }
 
 // advanceTime computes the stream times of fs's records, in the order

@@ -74,6 +74,8 @@ type result struct {
 	notRun bool
 	// stateBytes is what the record's state writes add to the changelogs.
 	stateBytes int64
+	// late are the stores that found the record late (late.go).
+	late []string
 }
 
 // worker runs records through its own chain: a Chain, and the transforms
@@ -269,6 +271,7 @@ func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
 	res.out = w.out[from:len(w.out):len(w.out)]
 	if w.stores != nil {
 		res.stateBytes = w.stores.bytes
+		res.late = w.stores.takeLates(res.err)
 	}
 }
 

@@ -3,6 +3,8 @@ package transform
 import (
 	"context"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Stream time is, per input partition, the largest record timestamp the
@@ -43,4 +45,44 @@ func StreamMillisOf(ctx context.Context) (ms int64, ok bool) {
 		return 0, false
 	}
 	return s.StreamTime()
+}
+
+// LateInfo says why a stateful stage finds a record late.
+type LateInfo struct {
+	// Store is the stage's store, the label of
+	// processor_records_late_total.
+	Store string
+	// StreamTime is the stream time as of the record; By how late it is
+	// (the stream time less the time its window closed, end plus grace),
+	// in milliseconds.
+	StreamTime, By int64
+	// WindowStart and WindowEnd (exclusive) are its window's bounds in
+	// Unix milliseconds, when Windowed.
+	WindowStart, WindowEnd int64
+	Windowed               bool
+}
+
+// LateHandler is what the processor puts in the context of Process (the
+// same value as its Stores) to take a stage's late records.
+type LateHandler interface {
+	// Late counts rec as late (processor_records_late_total{store}, once
+	// its transaction commits; a record failed for good is not counted)
+	// and, when a late topic is set (PROCESSOR_LATE_TOPIC), routes rec
+	// there with the processor.late.* headers added, and returns true:
+	// the stage then emits rec in place of its output, so that it is
+	// written inside the same transaction.
+	Late(rec *kgo.Record, info LateInfo) bool
+}
+
+// Late hands rec, found late by a stateful stage, to the processor (see
+// LateHandler) and reports whether the stage is to emit it, routed to
+// the late topic. Without a processor that takes late records (a run
+// outside one) it returns false: the stage drops or passes it as it
+// does without a late topic.
+func Late(ctx context.Context, rec *kgo.Record, info LateInfo) bool {
+	h, ok := ctx.Value(storesKey{}).(LateHandler)
+	if !ok || h == nil {
+		return false
+	}
+	return h.Late(rec, info)
 }
