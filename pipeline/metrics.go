@@ -62,10 +62,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Skipped:  metric.Counter("records_skipped_total", "Input records that failed and were dropped under the skip error policy, in committed transactions."),
 		Crashed: metric.Counter("records_crashed_total", "Input records the process died on as many times in their batch as the crash attempts allow and once more alone, "+
 			"then failed under the error policy (dead-lettered or skipped) without running again, in committed transactions; they are in processor_records_dlq_total or processor_records_skipped_total too."),
-		Future: metric.Counter("records_future_total", "Input records of a stateful chain stamped further ahead of the wall clock than PROCESSOR_MAX_FUTURE_SKEW, in committed transactions: "+
+		Future: metric.Counter("records_future_total", "Input records of a stateful chain stamped further ahead of the wall clock than the maximum future skew, in committed transactions: "+
 			"they moved their partition's stream time only to the wall clock plus that skew."),
 		Late: metric.CounterVec("records_late_total", "Input records a stateful stage found late, by its store, in committed transactions: they came after their window closed (end plus grace by stream time), "+
-			"or, for dedupe, further behind stream time than its grace. Written to PROCESSOR_LATE_TOPIC when set; otherwise a window drops them and dedupe passes them.", "store"),
+			"or, for dedupe, further behind stream time than its grace. Written to the late topic when one is set; otherwise a window drops them and dedupe passes them.", "store"),
 		TransformErrors: metric.CounterVec("transform_errors_total", "Transform failures on a record, by chain entry and class (permanent, retriable, timeout, panic, unavailable: a service the chain depends on failed, not the record).", "transform", "class"),
 		Retries:         metric.Counter("transform_retries_total", "Retries of records whose transform failed with a retriable error or timed out."),
 	}

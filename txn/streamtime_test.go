@@ -45,8 +45,8 @@ func TestStreamTimeCommitted(t *testing.T) {
 		}
 
 		f := crashSession(t, c, ExactlyOnce, group, topic, 2)
-		streamTime("nothing committed", f, 0, false)
 		f.pollRun(t, 3)
+		streamTime("nothing committed", f, 0, false)
 		f.SetStreamTime(topic, 0, 500)
 		f.commitOne(t, nil)
 		want("committed", 3, Progress{Time: 500, TimeAt: 3, Timed: true})
@@ -66,8 +66,8 @@ func TestStreamTimeCommitted(t *testing.T) {
 			f.die(t)
 		}
 		f = crashSession(t, c, ExactlyOnce, group, topic, 2) // a suspect: one at a time
-		streamTime("a suspect", f, 500, true)
 		one := f.pollRun(t, 1)
+		streamTime("a suspect", f, 500, true)
 		want("alone", 3, Progress{Crashes: 2, At: 3, Extent: 9, Solo: 3, Alone: true, Time: 500, TimeAt: 3, Timed: true})
 		f.SetStreamTime(topic, 0, 600)
 		f.commitOne(t, one)
