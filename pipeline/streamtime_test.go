@@ -201,3 +201,18 @@ func TestStreamTimeFutureBounded(t *testing.T) {
 		t.Errorf("processor_records_future_total = %v, want 2", n)
 	}
 }
+
+// While the state's expiry is behind (a bound stopped it with expired
+// entries left), each poll takes one record, so that deletions outrun
+// new keys; otherwise the poll is sized as ever.
+func TestPollSizeWhileExpiryBehind(t *testing.T) {
+	p := unitPipeline(t, nil, Options{MaxRecordsPerTxn: 100})
+	p.pace.max = 100
+	if got := p.pollSize(); got != 100 {
+		t.Fatalf("pollSize() = %d, want 100", got)
+	}
+	p.st.behind = true
+	if got := p.pollSize(); got != 1 {
+		t.Errorf("pollSize() while expiry is behind = %d, want 1", got)
+	}
+}
