@@ -116,6 +116,12 @@ type Config struct {
 	OnError    string `envconfig:"ON_ERROR" default:"fail" desc:"fail, dlq or skip" doc:"what happens to a record that fails for good: fail aborts and exits 1, dlq writes it to PROCESSOR_DLQ_TOPIC, skip drops it"`
 	DLQTopic   string `envconfig:"DLQ_TOPIC" desc:"a topic name for dead letters, e.g. orders-dlq" doc:"the dead-letter topic that PROCESSOR_ON_ERROR=dlq writes failed records to, in the same transaction; not an input topic"`
 	MaxRetries int    `envconfig:"MAX_RETRIES" default:"3" desc:"a whole number of retries from 0 to 100" doc:"retries, with backoff, of a record whose transform failed with a retriable error or timed out, before it fails for good"`
+	// MaxFutureSkew bounds how far ahead of the wall clock a record moves
+	// its partition's stream time (pipeline.Options.MaxFutureSkew).
+	MaxFutureSkew time.Duration `envconfig:"MAX_FUTURE_SKEW" default:"1m" desc:"a Go duration such as 1m or 1h, from 1s to 8760h" doc:"how far ahead of the wall clock a record's timestamp may move its partition's stream time, which windows, grace and dedupe judge time by; a record stamped later (a clock far ahead, microseconds written as milliseconds) moves it only to the wall clock plus this, and counts in processor_records_future_total"`
+	// LateTopic receives the records stateful stages find late
+	// (pipeline.Options.LateTopic).
+	LateTopic string `envconfig:"LATE_TOPIC" desc:"a topic name for late records, e.g. orders-late" doc:"where stateful stages write the records they find late (after their window closed, end plus PROCESSOR_<STAGE>_GRACE by stream time; for dedupe, further behind stream time than its grace), inside the same transaction, with processor.late.* headers; unset, windows drop them and dedupe passes them, counted in processor_records_late_total either way; not an input, output or dead-letter topic"`
 	// MaxCrashAttempts is how many processes may die on a partition's
 	// batch before its records run one per transaction and the one the
 	// process dies on next fails under PROCESSOR_ON_ERROR.

@@ -134,6 +134,10 @@ var rules = []rule{
 			return "exactly_once with " + EnvName("SINK") + "=" + c.Sink + " (rows and offsets commit in one database transaction)"
 		}},
 	{field: "MaxRetries", ok: func(c *Config) bool { return within(c.MaxRetries, 0, 100) }},
+	{field: "LateTopic", when: func(c *Config) bool { return c.LateTopic != "" }, ok: func(c *Config) bool {
+		return topic.Valid(c.LateTopic) && !slices.Contains(c.InputTopics, c.LateTopic) && c.LateTopic != c.OutputTopic && c.LateTopic != c.DLQTopic
+	}, form: fixed("a valid topic name that is not an input, the output or the dead-letter topic")},
+	{field: "MaxFutureSkew", ok: func(c *Config) bool { return c.MaxFutureSkew >= time.Second && c.MaxFutureSkew <= 8760*time.Hour }},
 	{field: "MaxCrashAttempts", ok: func(c *Config) bool { return within(c.MaxCrashAttempts, 0, 1000) }},
 	{field: "Workers", ok: func(c *Config) bool { return within(c.Workers, 0, 256) }},
 	{field: "Ordering", ok: func(c *Config) bool { return oneOf(c.Ordering, "partition", "key") }},

@@ -83,7 +83,7 @@ type windowedOutput struct {
 // key in one-minute windows over in: every output's window is the minute
 // of its timestamp (the input's, which it keeps), and for every key and
 // window the counts run 1, 2, 3, ... with no repeat and no gap, up to the
-// inputs of the key in the window.
+// inputs of the key in the window, each keyed <key>@<window start>.
 func checkWindowedCounts(t *testing.T, in, out []*kgo.Record) {
 	t.Helper()
 	type kw struct {
@@ -106,7 +106,7 @@ func checkWindowedCounts(t *testing.T, in, out []*kgo.Record) {
 				v.WindowStart.Format(time.RFC3339), v.WindowEnd.Format(time.RFC3339), start.UTC().Format(time.RFC3339), start.Add(time.Minute).UTC().Format(time.RFC3339))
 		}
 		w := kw{v.Key, start.UnixMilli()}
-		if v.Key != string(r.Key) || v.Value != got[w]+1 {
+		if v.Key+"@"+strconv.FormatInt(start.UnixMilli(), 10) != string(r.Key) || v.Value != got[w]+1 {
 			t.Fatalf("key %s, window %s: count %d after %d", r.Key, v.WindowStart.Format(time.RFC3339), v.Value, got[w])
 		}
 		got[w] = v.Value
@@ -230,7 +230,7 @@ func tombstoned(recs []*kgo.Record) (deleted, keys int) {
 // Expiry bounds a store: a steady stream of new keys whose timestamps
 // advance a minute at a time, fed one minute after another, through a
 // count in one-minute windows and through a dedupe with a one-minute
-// PROCESSOR_DEDUPE_WINDOW, leaves a store of at most a few minutes' keys
+// PROCESSOR_DEDUPE_WINDOW (and no grace), leaves a store of at most a few minutes' keys
 // (in /status and in processor_state_keys of /metrics), far below the
 // distinct keys that went through, and the changelog ends every expired
 // key with a tombstone.
@@ -242,7 +242,7 @@ func TestStatefulWindowExpiryBoundsTheStore(t *testing.T) {
 		settings    map[string]string
 	}{
 		{"aggregate", "aggregate", map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m"}},
-		{"dedupe", "dedupe", map[string]string{"PROCESSOR_DEDUPE_WINDOW": "1m"}},
+		{"dedupe", "dedupe", map[string]string{"PROCESSOR_DEDUPE_WINDOW": "1m", "PROCESSOR_DEDUPE_GRACE": "0s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			forEachTarget(t, func(t *testing.T, tg *target) {

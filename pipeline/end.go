@@ -50,14 +50,17 @@ type txnCounts struct {
 	filtered int
 	dlq      int
 	skipped  int
-	bytes    int64 // output bytes (keys, values, headers)
-	limited  int   // records failed for running past their limit
+	bytes    int64          // output bytes (keys, values, headers)
+	limited  int            // records failed for running past their limit
+	future   int            // records stamped beyond the stream time's bound (streamtime.go)
+	late     map[string]int // late records by store (late.go)
 }
 
-// reset zeroes the counts, keeping the routed map.
+// reset zeroes the counts, keeping the maps.
 func (c *txnCounts) reset() {
 	clear(c.routed)
-	*c = txnCounts{routed: c.routed}
+	clear(c.late)
+	*c = txnCounts{routed: c.routed, late: c.late}
 }
 
 // end ends the open transaction, committing unless abort is set (or a
@@ -68,10 +71,12 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		abort = txn.ReasonInjected
 	}
 	p.produceState(abort)
+	p.endTime(abort != "")
 	start := time.Now()
 	committed, err := p.s.End(ctx, p.open.counts.records, abort)
 	took := time.Since(start)
 	p.settleState(committed)
+	p.settleTime(committed)
 	failures := p.s.TakeFailures()
 	p.open.cancel()
 	p.unwatch()
@@ -119,6 +124,10 @@ func (p *Pipeline) committed(took time.Duration) {
 	m.Filtered.Add(float64(c.filtered))
 	m.DLQ.Add(float64(c.dlq))
 	m.Skipped.Add(float64(c.skipped))
+	m.Future.Add(float64(c.future))
+	for s, n := range c.late {
+		m.Late.WithLabelValues(s).Add(float64(n))
+	}
 	p.countCrashed()
 	p.book.forget(p.open.applied)
 	p.book.aloneSet = false

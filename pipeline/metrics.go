@@ -20,6 +20,12 @@ type Metrics struct {
 	// Crashed counts the records the process died on (see crash.go),
 	// failed under the error policy without running again.
 	Crashed prometheus.Counter
+	// Future counts the records stamped further ahead of the wall clock
+	// than MaxFutureSkew (see streamtime.go).
+	Future prometheus.Counter
+	// Late counts the records stateful stages found late, by store
+	// (late.go).
+	Late *prometheus.CounterVec
 
 	// TransformErrors and Retries count attempts as they happen, aborted
 	// transactions included.
@@ -56,6 +62,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Skipped:  metric.Counter("records_skipped_total", "Input records that failed and were dropped under the skip error policy, in committed transactions."),
 		Crashed: metric.Counter("records_crashed_total", "Input records the process died on as many times in their batch as the crash attempts allow and once more alone, "+
 			"then failed under the error policy (dead-lettered or skipped) without running again, in committed transactions; they are in processor_records_dlq_total or processor_records_skipped_total too."),
+		Future: metric.Counter("records_future_total", "Input records of a stateful chain stamped further ahead of the wall clock than the maximum future skew, in committed transactions: "+
+			"they moved their partition's stream time only to the wall clock plus that skew."),
+		Late: metric.CounterVec("records_late_total", "Input records a stateful stage found late, by its store, in committed transactions: they came after their window closed (end plus grace by stream time), "+
+			"or, for dedupe, further behind stream time than its grace. Written to the late topic when one is set; otherwise a window drops them and dedupe passes them.", "store"),
 		TransformErrors: metric.CounterVec("transform_errors_total", "Transform failures on a record, by chain entry and class (permanent, retriable, timeout, panic, unavailable: a service the chain depends on failed, not the record).", "transform", "class"),
 		Retries:         metric.Counter("transform_retries_total", "Retries of records whose transform failed with a retriable error or timed out."),
 	}
@@ -74,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		"From an input record's timestamp to the commit that made its outputs visible (the database commit into PostgreSQL), for every committed input record, "+
 			"filtered, skipped and dead-lettered ones included; an aborted attempt is not observed, its retry is once committed. "+
 			"Records without a timestamp (0 or below) are not observed; a timestamp in the future counts as 0.", LatencyBuckets)
-	reg.MustRegister(m.Consumed, m.Produced, m.Filtered, m.DLQ, m.Skipped, m.Crashed, m.TransformErrors, m.Retries,
+	reg.MustRegister(m.Consumed, m.Produced, m.Filtered, m.DLQ, m.Skipped, m.Crashed, m.Future, m.Late, m.TransformErrors, m.Retries,
 		m.ConsumerLag, m.CommittedOffset, m.LogEndOffset, m.LastStableOffset, m.UnstableRecords,
 		m.LagSeconds, m.EndToEndLatency)
 	return m

@@ -95,6 +95,17 @@ type Options struct {
 	// or OrderKey. A chain that is not ordered shares them in runs
 	// whatever it says.
 	Ordering Ordering
+	// MaxFutureSkew is how far ahead of the wall clock a record's
+	// timestamp may move its partition's stream time (see
+	// streamtime.go): a record stamped later moves it to the wall clock
+	// plus MaxFutureSkew only, and is counted. Default
+	// DefaultMaxFutureSkew.
+	MaxFutureSkew time.Duration
+	// LateTopic receives the records stateful stages find late
+	// (transform.Late), written inside the transaction with the
+	// processor.late.* headers; "" drops them (windows) or passes them
+	// (dedupe), counted either way.
+	LateTopic string
 
 	// FailingAfter is how long transactions may keep aborting with no
 	// commit (at least minFailingAborts of them) before Healthy fails.
@@ -189,6 +200,7 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 			return nil, errors.New("a stateful chain needs exactly one input topic and an ordered chain")
 		}
 		p.initState(o.State, chain.Stores())
+		p.initClock()
 	}
 	for i := range p.pool.workers {
 		p.pool.workers[i].renew(p.open.ctx)
@@ -232,6 +244,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.EndOffsetsInterval <= 0 {
 		o.EndOffsetsInterval = 5 * time.Second
+	}
+	if o.MaxFutureSkew <= 0 {
+		o.MaxFutureSkew = DefaultMaxFutureSkew
 	}
 	return o, nil
 }

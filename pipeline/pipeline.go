@@ -41,7 +41,8 @@ type Pipeline struct {
 	// budget: every record's deadline.
 	work context.Context
 
-	st stateLoop // the stores of a stateful chain
+	st    stateLoop // the stores of a stateful chain
+	clock clock     // the input partitions' stream times (streamtime.go)
 
 	// Read by other goroutines.
 	stats  counters
@@ -155,9 +156,13 @@ func (p *Pipeline) step(ctx context.Context) error {
 			}
 		}
 		p.attempt(p.work, fs) // not ctx: a stop must not fail a marker
-		err := p.expireState(ctx, fs)
+		p.advanceTime(fs)
+		err := p.expireState(ctx, fs, false)
 		if err == nil {
 			err = p.process(fs)
+		}
+		if err == nil {
+			err = p.expireState(ctx, fs, true)
 		}
 		p.stats.openRecords.Store(int64(p.open.counts.records))
 		var de *dependencyError
@@ -229,9 +234,10 @@ func (p *Pipeline) due() time.Time {
 }
 
 // pollSize is how many records the next poll may return (pace.pollSize):
-// one while the session suspects a record of killing the process.
+// one while the session suspects a record of killing the process, or
+// while the state's expiry is behind (expireState).
 func (p *Pipeline) pollSize() int {
-	if p.solo() {
+	if p.solo() || p.st.behind {
 		return 1
 	}
 	return p.pace.pollSize(&p.open.counts, p.o.MaxTxnBytes)

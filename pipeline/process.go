@@ -75,7 +75,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				}
 			}
 			if !parallel {
-				res = p.runSolo(src, r)
+				res = p.runSolo(src, r, b.at+j)
 			} else if errors.Is(res.err, errWatchdog) {
 				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
 			}
@@ -95,13 +95,18 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 	return nil
 }
 
-// runSolo runs r on the one worker, in the loop's goroutine.
-func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record) (res result) {
+// runSolo runs r, record i of the poll, on the one worker, in the loop's
+// goroutine.
+func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res result) {
 	w := &p.pool.workers[p.pool.solo]
+	if w.stores != nil {
+		w.stores.stream = p.streamAt(i)
+	}
 	res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 	w.out = res.out[:0]
 	if w.stores != nil {
 		res.stateBytes = w.stores.bytes
+		res.late = w.stores.takeLates(res.err)
 	}
 	return res
 }
@@ -141,6 +146,7 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 	if p.o.MaxTxnBytes > 0 {
 		p.open.counts.bytes += res.stateBytes // the changelog records it adds
 	}
+	p.open.counts.countLate(res.late)
 	if len(res.out) == 0 {
 		p.open.counts.filtered++
 		return nil

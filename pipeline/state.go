@@ -68,10 +68,6 @@ type StateTxn interface {
 	Abort()
 }
 
-// expireLimit is how many expired entries of a store's partition one poll
-// deletes at most.
-const expireLimit = 1000
-
 // stateLoop is what the loop knows of the state: the open transaction,
 // the partitions restored and the assignment they are of.
 type stateLoop struct {
@@ -84,6 +80,9 @@ type stateLoop struct {
 	parts  []int32 // the partitions restored
 	// restoring is set while Restore runs: the processor is not ready.
 	restoring atomic.Bool
+	// behind: the last poll's expiry stopped at a bound with expired
+	// entries left; the next poll takes one record (expireState).
+	behind bool
 }
 
 // storeHolder is a worker's transform.Stores: the open transaction's
@@ -92,7 +91,10 @@ type storeHolder struct {
 	st        *stateLoop
 	partition int32
 	j         StateJournal
-	bytes     int64 // what the last record that succeeded added to the changelogs
+	bytes     int64    // what the last record that succeeded added to the changelogs
+	stream    int64    // the stream time of the record it runs (streamtime.go)
+	lateTopic string   // Options.LateTopic (late.go)
+	lates     []string // the stores that found the record it runs late (late.go)
 }
 
 // Store implements transform.Stores.
@@ -179,42 +181,72 @@ func (p *Pipeline) beginState() error {
 	return nil
 }
 
-// expireState deletes expired entries of the polled partitions, by the
-// earliest record time of each in the poll, before the workers run. Their
-// tombstones count toward the transaction's bytes and stay within what
-// Options.MaxTxnBytes leaves of it: once it is full, expiry waits for the
-// next transaction.
-func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches) error {
+// expireState deletes expired entries of the polled partitions: before
+// the workers run (done false) by the stream time as of each one's first
+// record in the poll (streamtime.go), and once they are done (done true)
+// by the stream time after its last. Every record of the poll runs at
+// the first or later, and every record after the poll at the last or
+// later, so the entries a record may still use are never expired by it
+// (a stateful stage expires an entry only once no record that is not
+// late can need it), and a transaction commits no entry that expired by
+// its end (expired entries live no longer than a poll). Their tombstones count toward the transaction's
+// bytes and stay within what Options.MaxTxnBytes leaves of it; within
+// that, a partition's expired entries are deleted up to
+// expirePollBytes of keys a poll, in calls of expireCallBytes. When a
+// bound stops it with entries left (expiry is behind: a backlog, or
+// stream time leapt), the next poll takes one record (pollSize), so
+// deletions outrun new keys until it has caught up: the store holds no
+// more than what the stages' windows and grace imply, at any input rate.
+func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches, done bool) error {
+	if !done {
+		p.st.behind = false
+	}
 	if p.st.txn == nil || len(p.st.stores) == 0 {
 		return nil
 	}
 	var err error
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		var now time.Time
-		for _, r := range fp.Records {
-			if !r.Attrs.IsControl() && (now.IsZero() || r.Timestamp.Before(now)) {
-				now = r.Timestamp
-			}
+		if len(fp.Records) == 0 || err != nil {
+			return
 		}
-		if now.IsZero() || err != nil {
+		now, ok := p.pollTime(fp.Topic, fp.Partition, done)
+		if !ok {
 			return
 		}
 		for _, s := range p.st.stores {
-			room := 0 // no bound but the store's own
-			if p.o.MaxTxnBytes > 0 {
-				if room = int(p.o.MaxTxnBytes - p.open.counts.bytes); room <= 0 {
+			for spent := 0; ; {
+				room := expireCallBytes
+				if p.o.MaxTxnBytes > 0 {
+					room = min(room, int(p.o.MaxTxnBytes-p.open.counts.bytes))
+				}
+				if room <= 0 || spent >= expirePollBytes {
+					p.st.behind = true
+					break
+				}
+				_, bytes, e := p.st.txn.Expire(ctx, s, fp.Partition, time.UnixMilli(now), 0, room)
+				p.open.counts.bytes += int64(bytes)
+				spent += bytes
+				if e != nil {
+					err = fmt.Errorf("expiring entries of store %s, partition %d: %w", s, fp.Partition, e)
 					return
 				}
-			}
-			_, bytes, e := p.st.txn.Expire(ctx, s, fp.Partition, now, expireLimit, room)
-			p.open.counts.bytes += int64(bytes)
-			if e != nil && err == nil {
-				err = fmt.Errorf("expiring entries of store %s, partition %d: %w", s, fp.Partition, e)
+				if bytes < room {
+					break // none left
+				}
 			}
 		}
 	})
 	return err
 }
+
+// expireCallBytes bounds the tombstone key bytes of one Expire call (the
+// state's own bound, state.ExpireMaxBytes), and expirePollBytes those
+// of one partition and store in one poll, which keeps a poll's expiry
+// short within the transaction's time budget.
+const (
+	expireCallBytes = 1 << 20
+	expirePollBytes = 8 << 20
+)
 
 // produceState produces the changelog records of a transaction about to
 // commit, into it.

@@ -272,6 +272,7 @@ func (p *Pipeline) run(w *worker, src transform.Source, r *kgo.Record, dst []*kg
 	s, v := &w.slot, src.Offset+1
 	if w.stores != nil {
 		w.stores.partition = src.Partition
+		w.stores.lates = w.stores.lates[:0]
 	}
 	s.off.Store(v)
 	if p.o.InjectCrash != nil {

@@ -74,6 +74,8 @@ type result struct {
 	notRun bool
 	// stateBytes is what the record's state writes add to the changelogs.
 	stateBytes int64
+	// late are the stores that found the record late (late.go).
+	late []string
 }
 
 // worker runs records through its own chain: a Chain, and the transforms
@@ -262,10 +264,14 @@ func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
 		}
 	}
 	from := len(w.out)
+	if w.stores != nil {
+		w.stores.stream = p.streamAt(b.at + j)
+	}
 	w.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out)
 	res.out = w.out[from:len(w.out):len(w.out)]
 	if w.stores != nil {
 		res.stateBytes = w.stores.bytes
+		res.late = w.stores.takeLates(res.err)
 	}
 }
 

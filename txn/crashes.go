@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -93,16 +92,19 @@ type crashes struct {
 	log    *slog.Logger
 	topics []string
 
-	mu       sync.Mutex
-	parts    map[partKey]*attempt
-	ids      map[[16]byte]string // topic IDs of the input topics, for OffsetFetch v10
+	mu    sync.Mutex
+	parts map[partKey]*attempt
+	ids   *topicIDs // names the input topics of an OffsetFetch v10
+	// timeOf is the committed stream time of a partition (clocks), which
+	// the markers carry on.
+	timeOf   func(partKey) (int64, bool)
 	culprits []Culprit
 	inDoubt  bool // an ending's outcome is unknown: write nothing back
 	solo     atomic.Int32
 }
 
-func newCrashes(max int, topics []string, log *slog.Logger) *crashes {
-	return &crashes{max: max, log: log, topics: topics, parts: map[partKey]*attempt{}, ids: map[[16]byte]string{}}
+func newCrashes(max int, topics []string, log *slog.Logger, ids *topicIDs, timeOf func(partKey) (int64, bool)) *crashes {
+	return &crashes{max: max, log: log, topics: topics, parts: map[partKey]*attempt{}, ids: ids, timeOf: timeOf}
 }
 
 // fetched is the group client's OnOffsetsFetched: the committed offsets
@@ -118,7 +120,7 @@ func (c *crashes) fetched(ctx context.Context, cl *kgo.Client, resp *kmsg.Offset
 		for _, t := range g.Topics {
 			topic := t.Topic
 			if topic == "" {
-				topic = c.topicName(ctx, cl, t.TopicID)
+				topic = c.ids.name(ctx, cl, t.TopicID)
 			}
 			for _, p := range t.Partitions {
 				if kerr.ErrorForCode(p.ErrorCode) == nil {
@@ -128,22 +130,6 @@ func (c *crashes) fetched(ctx context.Context, cl *kgo.Client, resp *kmsg.Offset
 		}
 	}
 	return nil
-}
-
-// topicName returns the input topic of id, asking the cluster once.
-func (c *crashes) topicName(ctx context.Context, cl *kgo.Client, id [16]byte) string {
-	if name, ok := c.ids[id]; ok {
-		return name
-	}
-	tds, err := kadm.NewClient(cl).ListTopics(ctx, c.topics...)
-	if err != nil {
-		c.log.Warn("cannot name the topics of the committed offsets; their crash attempts are not counted", "err", err.Error())
-		return ""
-	}
-	for _, td := range tds {
-		c.ids[td.ID] = td.Topic
-	}
-	return c.ids[id]
 }
 
 // assigned notes what the group has committed for k: offset (-1: none)
@@ -215,6 +201,7 @@ func (c *crashes) polled(ctx context.Context, cl *kgo.Client, fs kgo.Fetches) (o
 			at = kgo.EpochOffset{Epoch: p.Records[0].LeaderEpoch, Offset: p.Records[0].Offset}
 		}
 		if m, ok := c.mark(k, at.Offset, p.Records); ok {
+			c.stamp(&m, k, at.Offset)
 			marks[k] = m
 			if offsets[p.Topic] == nil {
 				offsets[p.Topic] = map[int32]kgo.EpochOffset{}
@@ -274,6 +261,19 @@ func (c *crashes) mark(k partKey, at int64, recs []*kgo.Record) (Progress, bool)
 		m.Extent = max(m.Extent, a.durable.Extent)
 	}
 	return m, true
+}
+
+// stamp sets m's stream time, for a commit of k at offset at, to the
+// committed one: a marker commits the same offset again, and must not
+// lose it.
+func (c *crashes) stamp(m *Progress, k partKey, at int64) {
+	m.Time, m.TimeAt, m.Timed = 0, 0, false
+	if c.timeOf == nil {
+		return
+	}
+	if ms, ok := c.timeOf(k); ok {
+		m.Time, m.TimeAt, m.Timed = ms, at, true
+	}
 }
 
 // writeMarks commits offsets, the committed offsets of the partitions of

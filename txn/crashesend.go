@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // How a transaction's end and a partition's revocation touch the crash
@@ -25,47 +24,15 @@ func (a *attempt) carry(off int64) (Progress, bool) {
 	return m, true
 }
 
-// commitContext returns ctx with, while a partition is a suspect, the
-// functions that write its count into the batch's offset commit: the
-// transaction's (kgo.PreTxnCommitFnContext) or, at least once, the plain
-// one (kgo.PreCommitFnContext). Otherwise ctx: the client's default
-// metadata clears the count of every partition the batch moves.
-func (c *crashes) commitContext(ctx context.Context) context.Context {
-	if !c.Solo() {
-		return ctx
+// carryFor returns the metadata a commit of k at offset writes for its
+// crash count (carry), if any: see Session.commitContext.
+func (c *crashes) carryFor(k partKey, offset int64) (Progress, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a := c.parts[k]; a != nil {
+		return a.carry(offset)
 	}
-	ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i := range req.Topics {
-			t := &req.Topics[i]
-			for j := range t.Partitions {
-				c.carryInto(t.Topic, t.Partitions[j].Partition, t.Partitions[j].Offset, &t.Partitions[j].Metadata)
-			}
-		}
-		return nil
-	})
-	return kgo.PreCommitFnContext(ctx, func(req *kmsg.OffsetCommitRequest) error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i := range req.Topics {
-			t := &req.Topics[i]
-			for j := range t.Partitions {
-				c.carryInto(t.Topic, t.Partitions[j].Partition, t.Partitions[j].Offset, &t.Partitions[j].Metadata)
-			}
-		}
-		return nil
-	})
-}
-
-// carryInto sets *meta, the metadata of a commit of topic's partition at
-// offset, to the count it carries while the partition is a suspect.
-func (c *crashes) carryInto(topic string, partition int32, offset int64, meta **string) {
-	if a := c.parts[partKey{topic, partition}]; a != nil {
-		if m, ok := a.carry(offset); ok {
-			*meta = kmsg.StringPtr(m.String())
-		}
-	}
+	return Progress{}, false
 }
 
 // ended notes how a transaction ended: committed (cl's committed offsets
@@ -90,6 +57,7 @@ func (c *crashes) ended(cl *kgo.Client, committed, failed bool) {
 		}
 		a.live, a.done = false, true
 		if m, ok := a.carry(eo.Offset); ok {
+			c.stamp(&m, k, eo.Offset)
 			a.durable, a.durableAt, a.raw = m, eo.Offset, m.String()
 			continue
 		}
@@ -99,7 +67,9 @@ func (c *crashes) ended(cl *kgo.Client, committed, failed bool) {
 			c.log.Info("the records the process died on are behind; back to whole transactions",
 				"topic", k.topic, "partition", k.partition, "offset", eo.Offset)
 		}
-		a.durable, a.durableAt, a.raw = a.durable.withoutCrashes(), eo.Offset, ""
+		a.durable, a.durableAt = a.durable.withoutCrashes(), eo.Offset
+		c.stamp(&a.durable, k, eo.Offset)
+		a.raw = a.durable.String()
 	}
 }
 

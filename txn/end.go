@@ -62,10 +62,9 @@ var ErrRebuilt = errors.New("transactional session rebuilt")
 func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, error) {
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.TransactionTimeout)
 	defer cancel()
-	if s.crash != nil {
-		ectx = s.crash.commitContext(ectx)
-	}
+	ectx = s.commitContext(ectx)
 	committed, decided, detail, err := s.c.end(ectx, abort, s.begun)
+	s.clock.ended(committed && err == nil)
 	if s.crash != nil {
 		s.crash.ended(s.cl, committed && err == nil, err != nil)
 	}

@@ -8,9 +8,9 @@ import (
 // Progress is what the processor keeps of one input partition in the
 // metadata string of the group's committed offset: the per-partition
 // progress that must survive a crash, beside the offset it belongs to.
-// Today that is the count of crash attempts (see crashes.go); the stream
-// time of windowed stages is to join it as field "t" (see
-// docs/design.md, "Committed offset metadata").
+// That is the count of crash attempts (see crashes.go) and the
+// partition's stream time (see streamtime.go; docs/design.md, "Committed
+// offset metadata").
 //
 // The zero Progress is "nothing known": what metadata that another tool
 // wrote reads as, or none, or franz-go's default (the member ID), or a
@@ -30,6 +30,13 @@ type Progress struct {
 	// had the process died, that record killed it.
 	Solo  int64
 	Alone bool
+	// Time, when Timed, is the partition's stream time at committed
+	// offset TimeAt: the largest (bounded) timestamp of its records
+	// before that offset, in Unix milliseconds. Like the crash count it
+	// belongs to one offset: copied onto another, it reads as unknown.
+	Time   int64
+	TimeAt int64
+	Timed  bool
 	// extra are the fields of this version that this code does not know,
 	// as written ("name=value"): a rewrite keeps them, so that a field
 	// added later survives code that predates it.
@@ -46,7 +53,7 @@ const progressVersion = "sp1"
 const maxProgressLen = 4096
 
 // Known reports whether p says anything.
-func (p Progress) Known() bool { return p.Crashes > 0 || len(p.extra) > 0 }
+func (p Progress) Known() bool { return p.Crashes > 0 || p.Timed || len(p.extra) > 0 }
 
 // String encodes p: "sp1", then ";name=value" fields, the known ones
 // first in a fixed order, then the unknown ones as read. Nothing known
@@ -54,6 +61,7 @@ func (p Progress) Known() bool { return p.Crashes > 0 || len(p.extra) > 0 }
 //
 //	sp1;c=2@1200;e=1450        2 crashes at offset 1200, records up to 1450 polled
 //	sp1;c=3@1300;e=1450;s=1302 the same window, record 1302 being run alone
+//	sp1;t=1733450000000@1300   stream time 1733450000000 at offset 1300
 func (p Progress) String() string {
 	if !p.Known() {
 		return ""
@@ -71,6 +79,12 @@ func (p Progress) String() string {
 			b = strconv.AppendInt(b, p.Solo, 10)
 		}
 	}
+	if p.Timed {
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, p.Time, 10)
+		b = append(b, '@')
+		b = strconv.AppendInt(b, p.TimeAt, 10)
+	}
 	for _, f := range p.extra {
 		b = append(b, ';')
 		b = append(b, f...)
@@ -83,7 +97,8 @@ func (p Progress) String() string {
 // reads as the zero Progress, never as an error: the processor then
 // knows nothing of the partition, as before this format existed. A known
 // field whose value does not parse, or that contradicts the others,
-// drops the crash count; unknown fields are kept.
+// drops the crash count (or the stream time, for "t"); unknown fields
+// are kept.
 func ParseProgress(s string) Progress {
 	if len(s) > maxProgressLen {
 		return Progress{}
@@ -96,7 +111,7 @@ func ParseProgress(s string) Progress {
 	if rest == "" {
 		return p
 	}
-	var crash, extent, solo, bad bool
+	var crash, extent, solo, bad, timed, badTime bool
 	for f := range strings.SplitSeq(rest[1:], ";") {
 		name, val, ok := strings.Cut(f, "=")
 		if !ok || !validFieldName(name) {
@@ -117,6 +132,12 @@ func ParseProgress(s string) Progress {
 			o, err := strconv.ParseInt(val, 10, 64)
 			solo, bad = true, bad || solo || err != nil
 			p.Solo, p.Alone = o, true
+		case "t":
+			ms, at, ok := strings.Cut(val, "@")
+			t, err1 := strconv.ParseInt(ms, 10, 64)
+			o, err2 := strconv.ParseInt(at, 10, 64)
+			badTime = badTime || timed || !ok || err1 != nil || err2 != nil || t < 0 || o < 0
+			timed, p.Time, p.TimeAt, p.Timed = true, t, o, true
 		default:
 			if len(p.extra) >= 16 {
 				return Progress{}
@@ -126,6 +147,9 @@ func ParseProgress(s string) Progress {
 	}
 	if bad || !crash || !extent || p.Extent < p.At || (solo && (p.Solo < p.At || p.Solo > p.Extent)) {
 		p.Crashes, p.At, p.Extent, p.Solo, p.Alone = 0, 0, 0, 0, false
+	}
+	if badTime {
+		p.Time, p.TimeAt, p.Timed = 0, 0, false
 	}
 	return p
 }
@@ -154,7 +178,16 @@ func (p Progress) crashesAt(at int64) int {
 }
 
 // withoutCrashes is p with nothing of the crash count: what a commit that
-// made progress writes, keeping the fields of others.
+// made progress writes, keeping the stream time and the fields of others.
 func (p Progress) withoutCrashes() Progress {
-	return Progress{extra: p.extra}
+	return Progress{Time: p.Time, TimeAt: p.TimeAt, Timed: p.Timed, extra: p.extra}
+}
+
+// TimeAtOffset is p's stream time if it belongs to committed offset at
+// (the offset p was read with).
+func (p Progress) TimeAtOffset(at int64) (int64, bool) {
+	if p.Timed && p.TimeAt == at {
+		return p.Time, true
+	}
+	return 0, false
 }

@@ -24,10 +24,13 @@ func randomProgress(r *rand.Rand) Progress {
 			p.Solo, p.Alone = p.At+r.Int64N(p.Extent-p.At+1), true
 		}
 	}
+	if r.IntN(2) == 0 {
+		p.Time, p.TimeAt, p.Timed = r.Int64N(1<<45), r.Int64N(1<<40), true
+	}
 	for range r.IntN(3) {
 		name := strings.Repeat(string(rune('f'+r.IntN(20))), 1+r.IntN(3))
-		if name == "c" || name == "e" || name == "s" {
-			name = "t"
+		if name == "c" || name == "e" || name == "s" || name == "t" {
+			name = "u"
 		}
 		p.extra = append(p.extra, name+"="+strconv.FormatInt(r.Int64N(1<<50), 10))
 	}
@@ -62,7 +65,9 @@ func TestProgressExamples(t *testing.T) {
 	}{
 		{"sp1;c=2@1200;e=1450", Progress{Crashes: 2, At: 1200, Extent: 1450}},
 		{"sp1;c=3@1300;e=1450;s=1302", Progress{Crashes: 3, At: 1300, Extent: 1450, Solo: 1302, Alone: true}},
-		{"sp1;c=3@1300;e=1450;t=1733450000000", Progress{Crashes: 3, At: 1300, Extent: 1450, extra: []string{"t=1733450000000"}}},
+		{"sp1;c=3@1300;e=1450;t=1733450000000@1300", Progress{Crashes: 3, At: 1300, Extent: 1450, Time: 1733450000000, TimeAt: 1300, Timed: true}},
+		{"sp1;t=1733450000000@1300", Progress{Time: 1733450000000, TimeAt: 1300, Timed: true}},
+		{"sp1;t=5@9;u=1", Progress{Time: 5, TimeAt: 9, Timed: true, extra: []string{"u=1"}}},
 	} {
 		if got := ParseProgress(c.s); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%q read as %#v, want %#v", c.s, got, c.want)
@@ -106,4 +111,25 @@ func FuzzProgress(f *testing.F) {
 			t.Fatalf("%q read as %#v, whose encoding %q reads as %#v", s, p, p.String(), again)
 		}
 	})
+}
+
+// A stream time that does not parse, is negative, is given twice or has
+// no offset reads as unknown; the crash count beside it stands.
+func TestProgressTimeForeign(t *testing.T) {
+	for _, s := range []string{"sp1;t=17", "sp1;t=-1@5", "sp1;t=1@-5", "sp1;t=x@5", "sp1;t=1@5;t=1@5", "sp1;t=@", "sp1;t=1e3@5",
+		"sp1;c=2@5;e=9;t=99999999999999999999@5"} {
+		p := ParseProgress(s)
+		if p.Timed {
+			t.Errorf("%q read as %#v, want no stream time", s, p)
+		}
+		if strings.HasPrefix(s, "sp1;c=2") && p.Crashes != 2 {
+			t.Errorf("%q lost its crash count: %#v", s, p)
+		}
+	}
+	if tm, ok := ParseProgress("sp1;t=42@7").TimeAtOffset(8); ok {
+		t.Errorf("a stream time of offset 7 read at offset 8 as %d", tm)
+	}
+	if tm, ok := ParseProgress("sp1;t=42@7").TimeAtOffset(7); !ok || tm != 42 {
+		t.Errorf("stream time at offset 7 read as %d, %t; want 42", tm, ok)
+	}
 }

@@ -138,6 +138,7 @@ type Session struct {
 	sasl saslWatch // a hook of the group client, across rebuilds
 
 	crash *crashes // nil without Options.MaxCrashAttempts
+	clock *clocks  // the partitions' stream times (streamtime.go)
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -164,9 +165,11 @@ func New(opts Options) (*Session, error) {
 		return nil, err
 	}
 	s.c = c
+	ids := newTopicIDs(opts.Topics, s.log)
+	s.clock = newClocks(ids)
 	switch {
 	case opts.MaxCrashAttempts > 0 && opts.Destination == nil:
-		s.crash = newCrashes(opts.MaxCrashAttempts, opts.Topics, s.log)
+		s.crash = newCrashes(opts.MaxCrashAttempts, opts.Topics, s.log, ids, s.clock.timeOf)
 	case opts.MaxCrashAttempts > 0:
 		s.log.Info("crash attempts are not counted with a destination that stores the offsets: a record that kills the process is met again at every restart",
 			"destination", opts.DestinationName)
@@ -245,8 +248,8 @@ func (s *Session) consumerOpts() []kgo.Opt {
 	if o.InstanceID != "" {
 		kopts = append(kopts, kgo.InstanceID(o.InstanceID))
 	}
-	if s.crash != nil {
-		kopts = append(kopts, kgo.OnOffsetsFetched(s.crash.fetched))
+	if s.opts.Destination == nil {
+		kopts = append(kopts, kgo.OnOffsetsFetched(s.offsetsFetched))
 	}
 	kopts = append(kopts, o.ConnOpts...)
 	return append(kopts, o.ClientOpts...)
@@ -266,6 +269,7 @@ func (s *Session) onRevoked(ctx context.Context, cl *kgo.Client, rev map[string]
 			s.crash.revoked(ctx, cl, rev, false)
 		}
 		s.assigned.remove(rev)
+		s.clock.forget(rev)
 		s.c.forget(rev)
 		s.rebalanced.Store(true)
 		s.countRebalance(cl)
@@ -278,6 +282,7 @@ func (s *Session) onLost(ctx context.Context, cl *kgo.Client, _ map[string][]int
 		s.crash.revoked(ctx, cl, nil, true)
 	}
 	s.assigned.clear()
+	s.clock.forget(nil)
 	s.c.forget(nil)
 	s.rebalanced.Store(true)
 	s.joined.Store(false)

@@ -7,23 +7,30 @@
 //
 // FUNCTION is count, sum, min or max; FIELD the jq path of the number
 // that sum, min and max read (.amount_cents); BY a jq expression for the
-// group key (unset: the record key); WINDOW a Go duration for tumbling
-// windows by record timestamp (unset: one running aggregate per key).
-// Each output has the group key as its key and the JSON value
-// {"key": <group key>, "value": <aggregate>}, with "window_start" and
-// "window_end" (RFC 3339) when windowed; a record key that is not UTF-8
-// is named {"base64": ...} (record.AppendKeyJSON). Numbers are exact:
+// group key (unset: the record key); WINDOW a Go duration for windows by
+// record timestamp (unset: one running aggregate per key), tumbling, or
+// hopping by WINDOW_ADVANCE; GRACE (default 0) how long after a window's
+// end, in stream time (transform.StreamTimeOf), its records are still
+// counted. Each output has the JSON value {"key": <group key>, "value":
+// <aggregate>}, with "window_start" and "window_end" (RFC 3339) when
+// windowed; its key is the group key, or when windowed the group key and
+// the window: <group key>@<window start, Unix milliseconds>, so that a
+// compacted view holds every window. A record key that is not UTF-8 is
+// named {"base64": ...} (record.AppendKeyJSON). Numbers are exact:
 // integers stay integers, decimals are summed without rounding, within a
 // bound (groupkey.Bound) beyond which an input or a result fails its
-// record. A window's entry
-// expires from the store at the window's end, in record time; a record
-// later than that starts the window again.
+// record. A window closes once the stream time reaches its end plus
+// GRACE: its entry expires from the store then, and a record of it that
+// comes later is late (transform.Late): dropped, or written to the late
+// topic, counted either way; never counted into a new window.
 package aggregate
 
 import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,7 +41,7 @@ import (
 )
 
 func init() {
-	transform.Register("aggregate", transform.Typed("keeps a count, sum, min or max per key (BY), optionally per tumbling WINDOW, exactly once, and emits each update", New))
+	transform.Register("aggregate", transform.Typed("keeps a count, sum, min or max per key (BY), optionally per tumbling or hopping WINDOW with GRACE, exactly once, and emits each update", New))
 }
 
 // Settings are the aggregate transform's settings, one set per chain entry.
@@ -45,8 +52,13 @@ type Settings struct {
 	Field string `setting:"FIELD" doc:"the number that sum, min and max read (unset for count)" form:"a jq path such as .amount_cents"`
 	// By is the group key's jq expression; unset, the record key.
 	By string `setting:"BY" doc:"the group key: a jq expression on the JSON value; unset, the record key" form:"a jq expression such as .customer_id"`
-	// Window is the tumbling window's length; zero is a running total.
-	Window time.Duration `setting:"WINDOW" doc:"tumbling windows of this length by record timestamp; unset, one running aggregate per key" form:"a Go duration such as 1m or 1h"`
+	// Window is the window's length; zero is a running total.
+	Window time.Duration `setting:"WINDOW" doc:"windows of this length by record timestamp, tumbling unless WINDOW_ADVANCE is set; unset, one running aggregate per key" form:"a Go duration such as 1m or 1h"`
+	// Advance is how far apart hopping windows start; zero is WINDOW
+	// (tumbling).
+	Advance time.Duration `setting:"WINDOW_ADVANCE" doc:"hopping windows: a new WINDOW-long window starts every WINDOW_ADVANCE, and a record counts in each window it falls in; unset, tumbling windows" form:"a Go duration from 1ms up to WINDOW, at most 1000 windows a record"`
+	// Grace is how long after a window's end its records still count.
+	Grace time.Duration `setting:"GRACE" default:"0s" doc:"how long after a window's end, in the partition's stream time, a record of it still counts; a later one is late: dropped, or written to PROCESSOR_LATE_TOPIC, counted in processor_records_late_total" form:"a Go duration such as 0s or 10m"`
 	// Store names the state store (and its changelog topic).
 	Store string `setting:"STORE" default:"aggregate" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
 }
@@ -57,13 +69,19 @@ type Transform struct {
 	field     *jq.Program // nil for count
 	fieldExpr string
 	by        *groupkey.By
-	window    time.Duration
+	window    int64 // milliseconds; 0: no windows
+	advance   int64 // milliseconds
+	grace     int64 // milliseconds
 	store     string
 }
 
+// maxWindowsPerRecord bounds the hopping windows a record counts in
+// (WINDOW / WINDOW_ADVANCE).
+const maxWindowsPerRecord = 1000
+
 // New checks the settings. Errors are *transform.SettingError.
 func New(s *Settings) (transform.Transform, error) {
-	t := &Transform{fn: s.Function, window: s.Window, store: s.Store}
+	t := &Transform{fn: s.Function, window: s.Window.Milliseconds(), grace: s.Grace.Milliseconds(), store: s.Store}
 	switch s.Function {
 	case "count":
 	case "sum", "min", "max":
@@ -78,8 +96,21 @@ func New(s *Settings) (transform.Transform, error) {
 	default:
 		return nil, transform.Invalid("FUNCTION", s.Function, "")
 	}
-	if s.Window < 0 {
+	if s.Window < 0 || (s.Window > 0 && s.Window < time.Millisecond) {
 		return nil, transform.Invalid("WINDOW", s.Window.String(), "")
+	}
+	switch {
+	case s.Advance == 0:
+		t.advance = t.window
+	case s.Window == 0:
+		return nil, transform.Invalid("WINDOW_ADVANCE", s.Advance.String(), " (hopping windows need a WINDOW)")
+	case s.Advance < time.Millisecond || s.Advance > s.Window || s.Window/s.Advance > maxWindowsPerRecord:
+		return nil, transform.Invalid("WINDOW_ADVANCE", s.Advance.String(), "")
+	default:
+		t.advance = s.Advance.Milliseconds()
+	}
+	if s.Grace < 0 {
+		return nil, transform.Invalid("GRACE", s.Grace.String(), "")
 	}
 	by, err := groupkey.Compile(s.By)
 	if err != nil {
@@ -118,19 +149,73 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 	if err != nil {
 		return out, err
 	}
-	start, end := time.Time{}, time.Time{}
-	if t.window > 0 {
-		start = rec.Timestamp.Truncate(t.window)
-		end = start.Add(t.window)
-		k = k.Window(start)
+	if t.window == 0 {
+		agg, err := t.update(ctx, st, k, v, time.Time{})
+		if err != nil {
+			return out, err
+		}
+		rec.Key = k.Out
+		rec.Value = encode(k.JSON, agg, time.Time{}, time.Time{})
+		return append(out, rec), nil
 	}
-	agg, err := t.update(ctx, st, k, v, end)
-	if err != nil {
-		return out, err
+	return t.windows(ctx, st, k, v, rec, out)
+}
+
+// windows folds rec into each open window it falls in, oldest first, and
+// emits each one's update; a record whose windows have all closed is late.
+func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.Key, v any, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	ts := rec.Timestamp.UnixMilli()
+	stream, known := transform.StreamMillisOf(ctx)
+	if known && (ts > stream || ts < 0) {
+		ts = stream // bounded as the stream time is
 	}
-	rec.Key = k.Out
-	rec.Value = encode(k.JSON, agg, start, end)
-	return append(out, rec), nil
+	last := floorTo(ts, t.advance)                       // the latest window's start
+	first := floorTo(ts-t.window, t.advance) + t.advance // the earliest's
+	if known && last+t.window+t.grace <= stream {
+		transform.Late(ctx, rec, transform.LateInfo{Store: t.store, StreamTime: stream, By: stream - (last + t.window + t.grace),
+			WindowStart: last, WindowEnd: last + t.window, Windowed: true})
+		if rec.Topic != "" {
+			return append(out, rec), nil // to the late topic
+		}
+		return out, nil
+	}
+	key, headers, stamp := k.Out, rec.Headers, rec.Timestamp
+	emitted := false
+	for start := first; start <= last; start += t.advance {
+		end := start + t.window
+		if known && end+t.grace <= stream {
+			continue // closed: the record counts in the windows still open
+		}
+		agg, err := t.update(ctx, st, k.Window(time.UnixMilli(start)), v, time.UnixMilli(end+t.grace))
+		if err != nil {
+			return out, err
+		}
+		o := rec
+		if emitted {
+			o = &kgo.Record{Headers: slices.Clone(headers), Timestamp: stamp}
+		}
+		o.Key = windowKey(key, start)
+		o.Value = encode(k.JSON, agg, time.UnixMilli(start), time.UnixMilli(end))
+		out, emitted = append(out, o), true
+	}
+	return out, nil
+}
+
+// floorTo is the largest multiple of step at or below x.
+func floorTo(x, step int64) int64 {
+	q := x / step
+	if x%step != 0 && x < 0 {
+		q--
+	}
+	return q * step
+}
+
+// windowKey is the key of a windowed output: the group key, "@", and
+// the window's start in Unix milliseconds.
+func windowKey(key []byte, start int64) []byte {
+	b := make([]byte, 0, len(key)+21)
+	b = append(append(b, key...), '@')
+	return strconv.AppendInt(b, start, 10)
 }
 
 // update reads the aggregate of k, folds the record in and writes it.

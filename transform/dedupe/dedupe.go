@@ -7,9 +7,15 @@
 // BY is a jq expression for the id (unset: the record key); WINDOW (24h
 // by default) is how long, in record time from its first sighting, an id
 // is remembered: a record whose id was first seen at t is filtered when
-// its timestamp is before t + WINDOW, and passes (and is remembered
-// anew) from then on. Ids expire from the store at the end of their
-// window.
+// its timestamp is before t + WINDOW, whether it is ahead of or behind
+// the partition's newest record, and passes (and is remembered anew)
+// from then on. GRACE (1h by default) is the horizon behind the stream
+// time (transform.StreamTimeOf) within which this holds: a record older
+// than the stream time less GRACE is late, and is never judged against a
+// store that may have forgotten its id: it passes, counted as late, or
+// goes to the late topic when one is set (transform.Late). An id expires
+// from the store once the stream time passes t + WINDOW + GRACE, so the
+// outcome of every record is a function of the input in offset order.
 package dedupe
 
 import (
@@ -35,6 +41,9 @@ type Settings struct {
 	By string `setting:"BY" doc:"the record's id: a jq expression on the JSON value; unset, the record key" form:"a jq expression such as .order_id"`
 	// Window is how long an id is remembered, in record time.
 	Window time.Duration `setting:"WINDOW" default:"24h" doc:"how long after its first sighting, by record timestamp, an id filters its duplicates" form:"a Go duration such as 10m or 24h"`
+	// Grace is how far behind the stream time a record is still
+	// deduplicated exactly.
+	Grace time.Duration `setting:"GRACE" default:"1h" doc:"how far behind the partition's stream time a record's timestamp may be and still be deduplicated exactly; an older record is late: it passes (or goes to PROCESSOR_LATE_TOPIC), counted in processor_records_late_total; ids are kept for WINDOW plus GRACE" form:"a Go duration such as 0s, 10m or 1h"`
 	// Store names the state store (and its changelog topic).
 	Store string `setting:"STORE" default:"dedupe" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
 }
@@ -43,6 +52,7 @@ type Settings struct {
 type Transform struct {
 	by     *groupkey.By
 	window time.Duration
+	grace  time.Duration
 	store  string
 }
 
@@ -51,6 +61,9 @@ func New(s *Settings) (transform.Transform, error) {
 	if s.Window <= 0 {
 		return nil, transform.Invalid("WINDOW", s.Window.String(), "")
 	}
+	if s.Grace < 0 {
+		return nil, transform.Invalid("GRACE", s.Grace.String(), "")
+	}
 	if s.Store == "" {
 		return nil, transform.Missing("STORE", "")
 	}
@@ -58,7 +71,7 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, jq.ExprError("BY", s.By, err)
 	}
-	return &Transform{by: by, window: s.Window, store: s.Store}, nil
+	return &Transform{by: by, window: s.Window, grace: s.Grace, store: s.Store}, nil
 }
 
 // Ordered returns true: each id's records must run in order.
@@ -88,6 +101,19 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 		return out, err
 	}
 	ts := rec.Timestamp.UnixMilli()
+	if stream, known := transform.StreamMillisOf(ctx); known {
+		// Bounded as the stream time is: a timestamp ahead of it (beyond
+		// the future skew) counts as it, none (below 0) as it too.
+		if ts > stream || ts < 0 {
+			ts = stream
+		}
+		if late := stream - t.grace.Milliseconds() - ts; late > 0 {
+			// Passes, as no store can judge it: to the late topic when
+			// one is set (Late routes it), on otherwise.
+			transform.Late(ctx, rec, transform.LateInfo{Store: t.store, StreamTime: stream, By: late})
+			return append(out, rec), nil
+		}
+	}
 	prev, ok, legacy, err := groupkey.Get(st, id)
 	if err != nil {
 		return out, fmt.Errorf("dedupe: reading the store: %w", err)
@@ -100,7 +126,7 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 	}
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(ts))
-	if err := groupkey.Put(st, id, b[:], rec.Timestamp.Add(t.window), legacy); err != nil {
+	if err := groupkey.Put(st, id, b[:], time.UnixMilli(ts).Add(t.window+t.grace), legacy); err != nil {
 		return out, fmt.Errorf("dedupe: writing the store: %w", err)
 	}
 	return append(out, rec), nil

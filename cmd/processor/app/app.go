@@ -192,6 +192,8 @@ func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Lo
 	return pipeline.Options{
 		OutputTopic:      cfg.OutputTopic,
 		CommitInterval:   cfg.CommitInterval,
+		MaxFutureSkew:    cfg.MaxFutureSkew,
+		LateTopic:        cfg.LateTopic,
 		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
 		MaxTxnBytes:      int64(cfg.MaxTxnBytes),
 		InputTopics:      cfg.InputTopics,

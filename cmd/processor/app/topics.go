@@ -16,6 +16,9 @@ func requiredTopics(cfg *config.Config, chain *transform.Chain) map[string]strin
 	if cfg.OnError == "dlq" {
 		topics[cfg.DLQTopic] = config.EnvName("DLQ_TOPIC")
 	}
+	if cfg.LateTopic != "" && len(chain.Stores()) > 0 {
+		topics[cfg.LateTopic] = config.EnvName("LATE_TOPIC")
+	}
 	for _, d := range chain.Destinations() {
 		if _, ok := topics[d.Topic]; !ok {
 			topics[d.Topic] = PluginVar(d.Entry.Plugin(), d.Setting)

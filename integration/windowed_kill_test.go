@@ -1,0 +1,132 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/record"
+)
+
+// byInput gathers a run's committed outputs and late records by the
+// input they came from (their lineage header), as "<key> <value>" and
+// "late <by.ms>", sorted.
+func byInput(t *testing.T, out, late []*kgo.Record) map[string][]string {
+	t.Helper()
+	got := map[string][]string{}
+	src := func(r *kgo.Record) string {
+		for _, h := range r.Headers {
+			if h.Key == record.HeaderSource {
+				_, rest, _ := strings.Cut(string(h.Value), "/") // topic/partition/offset: the topic differs by run
+				return rest
+			}
+		}
+		t.Fatalf("record %s has no lineage header", r.Value)
+		return ""
+	}
+	for _, r := range out {
+		var v struct {
+			Value json.Number `json:"value"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatalf("output %s: %v", r.Value, err)
+		}
+		got[src(r)] = append(got[src(r)], string(r.Key)+" "+v.Value.String())
+	}
+	for _, r := range late {
+		by := ""
+		for _, h := range r.Headers {
+			if h.Key == record.HeaderLateBy {
+				by = string(h.Value)
+			}
+		}
+		got[src(r)] = append(got[src(r)], "late "+by)
+	}
+	for _, o := range got {
+		slices.Sort(o)
+	}
+	return got
+}
+
+// The same input through a windowed count with grace and a late topic
+// gives the same outputs and late records, input by input: read as a
+// backlog by one process, and fed live to another that is killed with
+// SIGKILL half way and restarted, with transactions aborted on purpose.
+// The stream time the restart goes on from is the committed one: a
+// restart that started it afresh would count late records into their
+// closed windows.
+func TestWindowsSameUnderKillAndBacklog(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		topic, group := unique("wdet-in"), unique("wdet-group")
+		liveOut, liveLate, backOut, backLate := unique("wdet-live"), unique("wdet-live-late"), unique("wdet-back"), unique("wdet-back-late")
+		tg.createTopics(t, 4, topic, liveOut, liveLate, backOut, backLate)
+		r := rand.New(rand.NewPCG(40, 4))
+		base := stampedBase()
+		var in []*kgo.Record
+		for i := range 3000 {
+			ts := base.Add(time.Duration(i) * 200 * time.Millisecond)
+			if r.IntN(4) == 0 {
+				ts = ts.Add(-time.Duration(r.IntN(100)) * time.Second)
+			}
+			in = append(in, stamped(topic, "k"+strconv.Itoa(r.IntN(20)), fmt.Sprintf(`{"i":%d}`, i), ts))
+		}
+		settings := map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m", "PROCESSOR_AGGREGATE_GRACE": "20s"}
+		lateTo := func(topic string) func(*launch.Instance) {
+			return func(inst *launch.Instance) { inst.Extra = append(inst.Extra, "PROCESSOR_LATE_TOPIC="+topic) }
+		}
+		static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
+		live := stateful(t.TempDir(), "partition", "0.2", []string{"aggregate"}, settings)
+		third := len(in) / 3
+		p1 := tg.startBinary(t, group, group+"-1", topic, liveOut, live, lateTo(liveLate), static)
+		for i := 0; i < 2*third; i += 100 {
+			tg.produceStamped(t, in[i:i+100])
+			if i == third {
+				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		p1.kill(t)
+		p2 := tg.startBinary(t, group, group+"-1", topic, liveOut, live, lateTo(liveLate), static)
+		for i := 2 * third; i < len(in); i += 100 {
+			tg.produceStamped(t, in[i:min(i+100, len(in))])
+			time.Sleep(20 * time.Millisecond)
+		}
+		tg.waitCaughtUp(t, group, topic)
+		p2.terminate(t)
+
+		back := group + "-backlog"
+		p3 := tg.startBinary(t, back, back+"-1", topic, backOut, stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, settings), lateTo(backLate))
+		tg.waitCaughtUp(t, back, topic)
+		p3.terminate(t)
+
+		a := byInput(t, tg.readAll(t, liveOut, true), tg.readAll(t, liveLate, true))
+		b := byInput(t, tg.readAll(t, backOut, true), tg.readAll(t, backLate, true))
+		lates, bad := 0, 0
+		for src, w := range b {
+			if len(w) > 0 && strings.HasPrefix(w[0], "late") {
+				lates++
+			}
+			if fmt.Sprint(a[src]) != fmt.Sprint(w) {
+				if bad++; bad <= 5 {
+					t.Errorf("input %s: live, killed and restarted gave %v; as a backlog %v", src, a[src], w)
+				}
+			}
+		}
+		if len(a) != len(in) || len(b) != len(in) {
+			t.Errorf("outputs of %d inputs live and %d as a backlog, want %d", len(a), len(b), len(in))
+		}
+		if lates == 0 {
+			t.Error("no input was late: the test shows nothing of lateness")
+		}
+		t.Logf("%s: %d inputs, %d of them late", tg.Name, len(in), lates)
+	})
+}
