@@ -63,4 +63,17 @@ type Options struct {
 	// rebalances. 0 keeps no count. Without a Destination only (whose
 	// offsets are stored in it, not in the group).
 	MaxCrashAttempts int
+	// ClientID is the client.id of every client the session makes (the
+	// group client, each time it is rebuilt, and the admin client), which
+	// broker quotas and logs key on. Default "processor".
+	ClientID string
+	// StartOffset is where the group starts reading a partition it has no
+	// committed offset for (nor, with a Destination, a stored one). nil:
+	// the partition's start (kgo.NewOffset().AtStart()).
+	StartOffset *kgo.Offset
+	// MaxBatchBytes, when above 0, caps the producer's record batches,
+	// and so the largest record it sends (MaxRecordBytes), below each
+	// topic's max.message.bytes, which still applies when lower. Between
+	// 512 bytes and 1GiB (franz-go's bounds).
+	MaxBatchBytes int32
 }

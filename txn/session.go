@@ -98,10 +98,13 @@ func New(opts Options) (*Session, error) {
 	if opts.Guarantee == "" {
 		opts.Guarantee = ExactlyOnce
 	}
+	if opts.ClientID == "" {
+		opts.ClientID = "processor"
+	}
 	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics, out: &outcomes{},
-		lim: &limiter{outputs: opts.OutputTopics, log: opts.Logger}}
+		lim: &limiter{outputs: opts.OutputTopics, log: opts.Logger, cap: opts.MaxBatchBytes}}
 	s.assignGen.Store(-1)
-	s.lim.cur.Store(&batchLimits{fallback: DefaultMaxMessageBytes})
+	s.lim.cur.Store(s.lim.capped(&batchLimits{fallback: DefaultMaxMessageBytes}))
 	c, err := newCommitter(opts, s.out, s.lim)
 	if err != nil {
 		return nil, err
@@ -117,7 +120,7 @@ func New(opts Options) (*Session, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("processor-admin"),
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(opts.Brokers...), kgo.ClientID(opts.ClientID),
 		kgo.WithLogger(kgoLogger{s.log})}, opts.ConnOpts...)...)
 	if err != nil {
 		s.c.close()
@@ -145,9 +148,13 @@ func errCreating(err error) error { return fmt.Errorf("creating the Kafka client
 // shares.
 func (s *Session) consumerOpts() []kgo.Opt {
 	o := s.opts
+	start := kgo.NewOffset().AtStart()
+	if o.StartOffset != nil {
+		start = *o.StartOffset
+	}
 	kopts := []kgo.Opt{
 		kgo.SeedBrokers(o.Brokers...),
-		kgo.ClientID("processor"),
+		kgo.ClientID(o.ClientID),
 		kgo.ConsumerGroup(o.Group),
 		kgo.ConsumeTopics(o.Topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -157,7 +164,7 @@ func (s *Session) consumerOpts() []kgo.Opt {
 		// input. The pipeline skips them.
 		kgo.KeepControlRecords(),
 		kgo.RequireStableFetchOffsets(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeResetOffset(start),
 		kgo.SessionTimeout(o.SessionTimeout),
 		// No RecordDeliveryTimeout: franz-go measures it from the
 		// record's timestamp, which is the input's (as in Kafka Streams),
@@ -241,10 +248,12 @@ func (s *Session) countRebalance(cl *kgo.Client) {
 // it succeeds or ctx ends. Initialising fences any older producer with the
 // same transactional ID and aborts its open transaction, so a restarted
 // instance takes over from its dead predecessor at once. Errors that no
-// retry can fix are returned at once: the broker rejects the transaction
-// timeout, or the brokers and the client do not accept each other or the
-// user is not authorized (an *AccessError). Brokers that cannot be
-// reached, or answer that they are not ready, are retried.
+// retry can fix are returned at once: the transaction timeout is longer
+// than the brokers' transaction.max.timeout.ms (a *TimeoutError, checked
+// before the producer ID is asked for) or the broker rejects it, or the
+// brokers and the client do not accept each other or the user is not
+// authorized (an *AccessError). Brokers that cannot be reached, or answer
+// that they are not ready, are retried.
 func (s *Session) Init(ctx context.Context) error {
 	s.connecting.Store(true)
 	defer s.connecting.Store(false)
@@ -306,6 +315,10 @@ func (s *Session) refusal(err error) error {
 	var access *AccessError
 	if errors.As(err, &access) {
 		return access
+	}
+	var timeout *TimeoutError
+	if errors.As(err, &timeout) {
+		return timeout
 	}
 	if kind := accessKind(err); kind != 0 {
 		e := &AccessError{Kind: kind, Err: err}
