@@ -34,10 +34,15 @@ func (k *kafkaTxn) open(kopts []kgo.Opt) (*kgo.Client, error) {
 // hello checks the transaction timeout against the brokers' limit, then
 // asks for a producer ID.
 func (k *kafkaTxn) hello(ctx context.Context) error {
-	if err := k.lim.checkTimeout(ctx, k.txnTimeout); err != nil {
+	denied, err := k.lim.checkTimeout(ctx, k.txnTimeout)
+	if err != nil {
 		return err
 	}
-	return k.producer.hello(ctx)
+	if err := k.producer.hello(ctx); err != nil {
+		return err
+	}
+	k.lim.warnUnchecked(denied)
+	return nil
 }
 
 func (k *kafkaTxn) poll(ctx context.Context, max int) kgo.Fetches { return k.gts.PollRecords(ctx, max) }

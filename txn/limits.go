@@ -32,6 +32,8 @@ type limiter struct {
 	log     *slog.Logger
 	cap     int32 // Options.MaxBatchBytes; 0: none
 	cur     atomic.Pointer[batchLimits]
+
+	timeoutWarned bool // warnUnchecked has warned (Init's goroutine only)
 }
 
 // batchLimits are the producer's limits on a record batch, per topic.

@@ -26,13 +26,14 @@ const timeoutCheckBudget = 5 * time.Second
 
 // checkTimeout reads the brokers' transaction.max.timeout.ms (one
 // broker's, as read does for message.max.bytes) and returns a
-// *TimeoutError when timeout is longer. A configuration the principal may
-// not describe (no DescribeConfigs ACL) is logged and passes, as does one
-// that cannot be read for another reason: the producer ID request that
-// follows reaches the same brokers, and its error is the one Init reports
-// or retries. A timeout the brokers refuse then still fails there
-// (kerr.InvalidTransactionTimeout).
-func (lim *limiter) checkTimeout(ctx context.Context, timeout time.Duration) error {
+// *TimeoutError when timeout is longer. A configuration that cannot be
+// read passes: the producer ID request that follows reaches the same
+// brokers, its error is the one Init reports or retries, and a timeout the
+// brokers refuse still fails there (kerr.InvalidTransactionTimeout). When
+// the principal may not describe it (no DescribeConfigs ACL), refused says
+// why, for the caller to warn once the brokers have accepted the producer:
+// a principal refused everything then hears of that alone.
+func (lim *limiter) checkTimeout(ctx context.Context, timeout time.Duration) (refused, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeoutCheckBudget)
 	defer cancel()
 	rcs, err := brokerConfigs(ctx, lim.admin)
@@ -42,16 +43,26 @@ func (lim *limiter) checkTimeout(ctx context.Context, timeout time.Duration) err
 			continue
 		}
 		if ms, ok := configInt64(rc, "transaction.max.timeout.ms"); ok && timeout > time.Duration(ms)*time.Millisecond {
-			return &TimeoutError{Timeout: timeout, Max: time.Duration(ms) * time.Millisecond}
+			return nil, &TimeoutError{Timeout: timeout, Max: time.Duration(ms) * time.Millisecond}
 		}
-		return nil
+		return nil, nil
 	}
 	switch {
 	case denied(err):
-		lim.log.Warn("may not read the brokers' configuration (DescribeConfigs on the cluster); the transaction timeout is not checked against their transaction.max.timeout.ms before the producer starts",
-			"err", err.Error())
+		return err, nil // refused
 	case err != nil:
 		lim.log.Debug("cannot read the brokers' transaction.max.timeout.ms; going on", "err", err.Error())
 	}
-	return nil
+	return nil, nil
+}
+
+// warnUnchecked warns, once, that the transaction timeout could not be
+// checked because the configuration may not be described (denied).
+func (lim *limiter) warnUnchecked(denied error) {
+	if denied == nil || lim.timeoutWarned {
+		return
+	}
+	lim.timeoutWarned = true
+	lim.log.Warn("may not read the brokers' configuration (DescribeConfigs on the cluster); the transaction timeout was not checked against their transaction.max.timeout.ms",
+		"err", denied.Error())
 }

@@ -46,8 +46,8 @@ func TestInitChecksTransactionMaxTimeout(t *testing.T) {
 }
 
 // Brokers that may not be described (no DescribeConfigs ACL) leave the
-// check to the producer ID request: a warning, then Init succeeds within
-// the limit, and fails as the broker answers beyond it.
+// check to the producer ID request: within the limit Init succeeds with a
+// warning; beyond it, it fails as the broker answers, without the warning.
 func TestInitTimeoutCheckDenied(t *testing.T) {
 	t.Parallel()
 	c := newClusterOf(t, kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "5000"}))
@@ -65,6 +65,9 @@ func TestInitTimeoutCheckDenied(t *testing.T) {
 	defer cancel()
 	if err := long.Init(ctx); !errors.Is(err, kerr.InvalidTransactionTimeout) {
 		t.Fatalf("Init = %v, want the broker's INVALID_TRANSACTION_TIMEOUT", err)
+	}
+	if n := long.log.count("level=WARN", "transaction.max.timeout.ms"); n != 0 {
+		t.Errorf("a producer the brokers refused warned %d times of the unread limit, want only the refusal:\n%s", n, long.log)
 	}
 }
 
