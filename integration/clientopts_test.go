@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pipeline"
 )
 
@@ -235,6 +237,39 @@ func TestProduceBatchMaxBytes(t *testing.T) {
 		dead := tg.readAll(t, dlq, true)
 		if len(dead) != 1 || string(dead[0].Key) != "big" || len(dead[0].Value) != 0 || headerValue(dead[0], pipeline.HeaderErrorValueDropped) == "" {
 			t.Fatalf("dead letters %d, want the big record's without its value", len(dead))
+		}
+	})
+}
+
+// With PROCESSOR_SINK=postgres a new group starts where
+// PROCESSOR_START_OFFSET says too: neither the database nor the group has
+// an offset for it.
+func TestStartOffsetPostgres(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		db := pgtest.New(t)
+		in, group := unique("pgstart-in"), unique("pgstart-group")
+		tg.createTopics(t, 1, in)
+		produceStamped(t, tg, in)
+		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, db: openSink(t, db, group),
+			configure: func(c *config.Config) { c.StartOffset = "-1h" }})
+		waitFor(t, 60*time.Second, "the group to store the input's end offset", func() bool { return storedTotal(t, db, group) == 6 })
+		a.stop(t)
+		rows, err := db.Admin.Query(context.Background(), `SELECT convert_from(value_bytes, 'UTF8') FROM processor_records ORDER BY src_offset`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, v)
+		}
+		if want := "recent-0,recent-1,recent-2"; strings.Join(got, ",") != want {
+			t.Errorf("rows %q, want %s", got, want)
 		}
 	})
 }
