@@ -155,8 +155,11 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		OutputTopics:       opts.RequireTopics,
 		Logger:             log,
 		Metrics:            m.Txn,
-		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
+		ClientOpts:         append([]kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))}, groupClientOpts(cfg)...),
 		ConnOpts:           sec.connOpts(),
+		ClientID:           cfg.ClientID,
+		StartOffset:        startOffset(cfg, time.Now()),
+		MaxBatchBytes:      int32(cfg.ProduceBatchMaxBytes),
 	}
 	if db != nil {
 		so.Destination, so.DestinationName = db.dest, db.name

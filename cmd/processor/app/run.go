@@ -200,7 +200,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 
 	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
 		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
-		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
+		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "client_id", cfg.ClientID, "transforms", strings.Join(cfg.Transforms, ","),
 		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(chains),
 		"ordering", cfg.Ordering, "ordered_chain", chains[0].Ordered(), "http_addr", cfg.HTTPAddr},
 		append(sec.logAttrs(), s.sch.logAttrs()...)...)...)

@@ -56,7 +56,7 @@ func openState(ctx context.Context, cfg *config.Config, sec *security, brokers [
 	if len(stores) == 0 {
 		return nil, nil
 	}
-	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec.connOpts()...)
+	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, sec)...)
 	m, err := state.Open(state.Options{Dir: cfg.StateDir, Group: cfg.Group, Stores: stores,
 		ClientOpts: conn, Registerer: promReg, Logger: log,
 		// The local store failed where it cannot go on: exit 2 for a
