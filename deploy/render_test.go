@@ -68,11 +68,15 @@ func runTool(t *testing.T, cmdline []string, args ...string) []byte {
 // parseRendered parses rendered manifests, naming them what.
 func parseRendered(t *testing.T, what string, out []byte) []k8sObject {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), strings.NewReplacer("/", "_", " ", "_").Replace(what)+".yaml")
+	f := filepath.Join(t.TempDir(), "rendered.yaml")
 	if err := os.WriteFile(f, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return loadManifests(t, f)
+	objs := loadManifests(t, f)
+	for i := range objs {
+		objs[i].file = what
+	}
+	return objs
 }
 
 // kustomizeBuild renders the kustomization in dir.
