@@ -273,7 +273,7 @@ func TestRenderedObjectsValidate(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string][]string{
 		"kustomize-base.yaml": {"kustomize", k8sDir},
-		"kustomize-all.yaml":  {"kustomize", overlay(t, []string{"monitoring", "keda", "state-volume"}, "")},
+		"kustomize-all.yaml":  {"kustomize", overlay(t, []string{"monitoring", "keda", "state-volume", "http-token"}, "")},
 		"helm-default.yaml":   {"helm"},
 		"helm-all.yaml":       append([]string{"helm"}, allOptions...),
 	}

@@ -206,3 +206,31 @@ func TestK8sNetworkPolicyIngressFromMonitoring(t *testing.T) {
 		}
 	}
 }
+
+// TestK8sHTTPTokenComponent renders the base with the http-token
+// component: PROCESSOR_HTTP_TOKEN_FILE names the file of a mounted
+// Secret's key, read-only, which the processor accepts as a setting.
+func TestK8sHTTPTokenComponent(t *testing.T) {
+	if k := readKustomization(t, "k8s/components/http-token"); k.Kind != "Component" {
+		t.Errorf("k8s/components/http-token: kind %q, want Component", k.Kind)
+	}
+	objs := kustomizeBuild(t, overlay(t, []string{"http-token"}, ""))
+	sts, spec, c := theStatefulSet(t, objs)
+	e := podEnv(t, objs, sts, c)
+	checkKnownVars(t, []envSet{e})
+	file := e.get(config.EnvName("HTTP_TOKEN_FILE"))
+	found := false
+	for _, m := range c.VolumeMounts {
+		for _, v := range spec.Template.Spec.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			for _, it := range v.Secret.Items {
+				found = found || (path.Join(m.MountPath, it.Path) == file && it.Key == "token" && readOnlyMount(t, sts, m.Name))
+			}
+		}
+	}
+	if file == "" || !found {
+		t.Errorf("%s with the http-token component: PROCESSOR_HTTP_TOKEN_FILE=%q is not the key token of a Secret mounted read-only", sts, file)
+	}
+}
