@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -317,4 +318,23 @@ func validator(t *testing.T) []string {
 		}
 	}
 	return tool(t, "kubernetes-validate")
+}
+
+// TestHelmRefuses: values the chart cannot render correctly fail the
+// rendering with a message naming the value, rather than deploy a
+// pipeline that would misbehave.
+func TestHelmRefuses(t *testing.T) {
+	h := tool(t, "helm")
+	for _, tc := range []struct{ set, want string }{
+		{"settings.PROCESSOR_GROUP=other", "settings.PROCESSOR_GROUP"},
+		{"settings.GROUP=other", "not a PROCESSOR_* variable"},
+		{"group=", "group (PROCESSOR_GROUP) is required"},
+		{"keda.enabled=true,keda.maxReplicaCount=8,keda.inputPartitions=6", "keda.maxReplicaCount exceeds keda.inputPartitions"},
+	} {
+		cmd := exec.Command(h[0], "template", "x", chartDir, "--kube-version", chartKubeVersion, "--set", tc.set)
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("helm template --set %s: %v, output:\n%s\nwant a failure saying %q", tc.set, err, out, tc.want)
+		}
+	}
 }
