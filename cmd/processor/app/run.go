@@ -54,6 +54,7 @@ type startup struct {
 	dest   *destination // the sink of PROCESSOR_SINK; nil for kafka
 	sch    *schemas     // the key and value formats; nil when all are raw
 	ln     net.Listener
+	token  *httpToken // PROCESSOR_HTTP_TOKEN_FILE's; nil without one
 }
 
 // setUp loads and checks everything that needs no network: a mistake is
@@ -87,6 +88,9 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	}
 	if err == nil { // the TLS and SASL files, before anything connects
 		s.sec, err = loadSecurity(cfg)
+	}
+	if err == nil { // the status page's bearer token
+		s.token, err = loadHTTPToken(cfg.HTTPTokenFile)
 	}
 	if err == nil {
 		s.dest, err = chooseSink(sink.Default, cfg)
@@ -145,6 +149,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 	// so a startup probe does not kill a processor that is only waiting.
 	promReg := newRegistry()
 	ep := newEndpoints(cfg, chain, len(chains))
+	ep.token = s.token
 	registerReady(promReg, ep.ready)
 	srv := serveHTTP(s.ln, promReg, ep)
 	defer func() {
