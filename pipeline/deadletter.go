@@ -32,7 +32,11 @@ func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string,
 		r.Value = nil
 	}
 	r.Topic = p.o.DLQTopic
-	p.open.dlqLineage.stamp(r, src)
+	lin := src
+	if p.fromHop(src.Topic) {
+		lin = p.unhop(src, r)
+	}
+	p.open.dlqLineage.stamp(r, lin)
 	if dropValue == "" {
 		p.fitDeadLetter(r)
 	}

@@ -41,7 +41,8 @@ type Pipeline struct {
 	// budget: every record's deadline.
 	work context.Context
 
-	st stateLoop // the stores of a stateful chain
+	st  stateLoop // the stores of a stateful chain
+	hop *hop      // the repartition hop, nil without one
 
 	// Read by other goroutines.
 	stats  counters

@@ -98,6 +98,9 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 // runSolo runs r on the one worker, in the loop's goroutine.
 func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record) (res result) {
 	w := &p.pool.workers[p.pool.solo]
+	if p.fromHop(src.Topic) {
+		res.origin = p.origin(src, r)
+	}
 	res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 	w.out = res.out[:0]
 	if w.stores != nil {
@@ -152,8 +155,12 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		} else {
 			p.open.counts.routed[o.Topic]++
 		}
-		if p.open.lineage != nil {
-			p.open.lineage.stamp(o, src)
+		if p.open.lineage != nil && !p.fromHop(o.Topic) {
+			lin := src
+			if res.origin.Topic != "" {
+				lin = res.origin
+			}
+			p.open.lineage.stamp(o, lin)
 		}
 		if p.o.MaxTxnBytes > 0 {
 			p.open.counts.bytes += transform.Bytes(o)

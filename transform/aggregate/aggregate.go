@@ -47,6 +47,9 @@ type Settings struct {
 	By string `setting:"BY" doc:"the group key: a jq expression on the JSON value; unset, the record key" form:"a jq expression such as .customer_id"`
 	// Window is the tumbling window's length; zero is a running total.
 	Window time.Duration `setting:"WINDOW" doc:"tumbling windows of this length by record timestamp; unset, one running aggregate per key" form:"a Go duration such as 1m or 1h"`
+	// PartitionedByKey declares the input partitioned by the group key
+	// already: no repartition hop.
+	PartitionedByKey bool `setting:"PARTITIONED_BY_KEY" default:"false" doc:"the input is already partitioned by the group key (BY), so no repartition hop is needed: records with one group key all arrive in one input partition" form:"true or false"`
 	// Store names the state store (and its changelog topic).
 	Store string `setting:"STORE" default:"aggregate" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
 }
@@ -59,11 +62,12 @@ type Transform struct {
 	by        *groupkey.By
 	window    time.Duration
 	store     string
+	byKey     bool // PartitionedByKey
 }
 
 // New checks the settings. Errors are *transform.SettingError.
 func New(s *Settings) (transform.Transform, error) {
-	t := &Transform{fn: s.Function, window: s.Window, store: s.Store}
+	t := &Transform{fn: s.Function, window: s.Window, store: s.Store, byKey: s.PartitionedByKey}
 	switch s.Function {
 	case "count":
 	case "sum", "min", "max":
@@ -101,6 +105,16 @@ func (t *Transform) KeyScoped() bool { return !t.by.NeedsValue() }
 
 // Stores names the transform's one store.
 func (t *Transform) Stores() []string { return []string{t.store} }
+
+// GroupKey returns the bytes the record's state is kept by: see
+// transform.GroupKeyer.
+func (t *Transform) GroupKey(ctx context.Context, rec *kgo.Record) ([]byte, error) {
+	return t.by.Group(ctx, rec)
+}
+
+// PartitionedByKey returns the PARTITIONED_BY_KEY setting: see
+// transform.KeyPartitioned.
+func (t *Transform) PartitionedByKey() bool { return t.byKey }
 
 // Process updates the record's group aggregate and emits it in rec.
 func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {

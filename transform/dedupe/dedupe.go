@@ -35,6 +35,9 @@ type Settings struct {
 	By string `setting:"BY" doc:"the record's id: a jq expression on the JSON value; unset, the record key" form:"a jq expression such as .order_id"`
 	// Window is how long an id is remembered, in record time.
 	Window time.Duration `setting:"WINDOW" default:"24h" doc:"how long after its first sighting, by record timestamp, an id filters its duplicates" form:"a Go duration such as 10m or 24h"`
+	// PartitionedByKey declares the input partitioned by the group key
+	// already: no repartition hop.
+	PartitionedByKey bool `setting:"PARTITIONED_BY_KEY" default:"false" doc:"the input is already partitioned by the group key (BY), so no repartition hop is needed: records with one group key all arrive in one input partition" form:"true or false"`
 	// Store names the state store (and its changelog topic).
 	Store string `setting:"STORE" default:"dedupe" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
 }
@@ -44,6 +47,7 @@ type Transform struct {
 	by     *groupkey.By
 	window time.Duration
 	store  string
+	byKey  bool // PartitionedByKey
 }
 
 // New checks the settings. Errors are *transform.SettingError.
@@ -58,7 +62,7 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, jq.ExprError("BY", s.By, err)
 	}
-	return &Transform{by: by, window: s.Window, store: s.Store}, nil
+	return &Transform{by: by, window: s.Window, store: s.Store, byKey: s.PartitionedByKey}, nil
 }
 
 // Ordered returns true: each id's records must run in order.
@@ -66,6 +70,16 @@ func (t *Transform) Ordered() bool { return true }
 
 // Stores names the transform's one store.
 func (t *Transform) Stores() []string { return []string{t.store} }
+
+// GroupKey returns the bytes the record's state is kept by: see
+// transform.GroupKeyer.
+func (t *Transform) GroupKey(ctx context.Context, rec *kgo.Record) ([]byte, error) {
+	return t.by.Group(ctx, rec)
+}
+
+// PartitionedByKey returns the PARTITIONED_BY_KEY setting: see
+// transform.KeyPartitioned.
+func (t *Transform) PartitionedByKey() bool { return t.byKey }
 
 // KeyScoped reports whether the id is the record key (BY unset): see
 // transform.KeyScoped.
