@@ -50,6 +50,10 @@ func EnsureRepartition(ctx context.Context, adm *kadm.Client, topic string, part
 	}
 	switch {
 	case err == nil:
+		// Visible in the metadata before the loop requires it.
+		if _, err := listed(ctx, adm, []string{topic}); err != nil {
+			return err
+		}
 		return nil
 	case !errors.Is(err, kerr.TopicAlreadyExists):
 		return fmt.Errorf("state: creating the repartition topic %s: %w", topic, err)

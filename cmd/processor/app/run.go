@@ -201,6 +201,9 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 			return stateExit(err, log), false
 		}
 		defer closeHop()
+		if rp != nil {
+			required[rp.Topic] = config.EnvName("GROUP") // its name's part the user sets
+		}
 	}
 	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st, Repartition: rp})
 	if err != nil {
