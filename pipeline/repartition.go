@@ -61,10 +61,10 @@ const defaultPurgeInterval = 30 * time.Second
 // hop is the loop's side of a Repartition.
 type hop struct {
 	Repartition
-	at        int                 // the hop stage's index in the chain
-	lastPurge time.Time           // when Purge last started
-	purging   atomic.Bool         // a Purge is running
-	purged    map[int32]int64     // the offsets purged up to
+	at        int             // the hop stage's index in the chain
+	lastPurge time.Time       // when Purge last started
+	purging   atomic.Bool     // a Purge is running
+	purged    map[int32]int64 // the offsets purged up to
 }
 
 // initHop splits every worker's chain around the hop stage and readies
