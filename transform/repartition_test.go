@@ -21,7 +21,7 @@ type grouper struct {
 func (g grouper) Stores() []string { return []string{g.store} }
 
 func (grouper) GroupKey(_ context.Context, r *kgo.Record) ([]byte, error) { return r.Value, nil }
-func (g grouper) PartitionedByKey() bool                                 { return g.partitioned }
+func (g grouper) PartitionedByKey() bool                                  { return g.partitioned }
 
 // A chain needs a hop at its first stateful stage that names its group
 // key and keeps state by another key than the record key as it arrived,
