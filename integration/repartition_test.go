@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/state"
 )
 
@@ -233,6 +234,74 @@ func TestRepartitionRefusals(t *testing.T) {
 			}
 			if n := strings.Count(p.logs.String(), "configuration error"); n != 1 {
 				t.Errorf("%s: %d configuration error lines, want one", c.name, n)
+			}
+		}
+	})
+}
+
+// Records that fail on either side of the hop are dead-lettered as they
+// were before it: one without a customer fails its group key before the
+// hop, one whose amount is not a number fails the sum behind it; each
+// dead letter keeps its order id as key, no header of the hop, and names
+// by lineage the input it is. The sums are exact.
+func TestRepartitionDeadLetters(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out, dlq, group := unique("hopdead-in"), unique("hopdead-out"), unique("hopdead-dlq"), unique("hopdead-group")
+		tg.createTopics(t, 4, in, out, dlq)
+		var recs []*kgo.Record
+		want := map[string]int{}
+		for i := range 300 {
+			c := fmt.Sprintf("cust-%d", i%3)
+			v := fmt.Sprintf(`{"customer_id":%q,"amount":%d}`, c, i)
+			switch i % 25 {
+			case 7:
+				v = fmt.Sprintf(`{"amount":%d}`, i)
+			case 11:
+				v = fmt.Sprintf(`{"customer_id":%q,"amount":"many"}`, c)
+			default:
+				want[c] += i
+			}
+			recs = append(recs, &kgo.Record{Topic: in, Key: fmt.Appendf(nil, "order-%d", i), Value: []byte(v)})
+		}
+		tg.ProduceSync(t, recs)
+		byOffset := map[record.Source]*kgo.Record{}
+		for _, r := range recs {
+			byOffset[record.Source{Topic: in, Partition: r.Partition, Offset: r.Offset}] = r
+		}
+		p := tg.startBinary(t, group, group+"-1", in, out, byCustomer(t.TempDir(), "partition", []string{"aggregate"},
+			map[string]string{"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount"}), deadLettered(dlq))
+		tg.waitCaughtUp(t, group, in)
+		tg.waitHopCaughtUp(t, group, state.RepartitionTopic(group, "aggregate"))
+		p.terminate(t)
+
+		final := map[string]int{}
+		for _, r := range tg.readAll(t, out, true) {
+			var v struct{ Value int }
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				t.Fatalf("output %s: %v", r.Value, err)
+			}
+			final[string(r.Key)] = v.Value
+		}
+		for c, sum := range want {
+			if final[c] != sum {
+				t.Errorf("customer %s: sum %d, want %d", c, final[c], sum)
+			}
+		}
+		dead := tg.readAll(t, dlq, true)
+		if len(dead) != 24 {
+			t.Errorf("%d dead letters, want 24", len(dead))
+		}
+		for _, d := range dead {
+			src, ok := record.Lineage(d.Headers)
+			if !ok || src.Topic != in {
+				t.Fatalf("dead letter %s names input %v (%v)", d.Value, src, ok)
+			}
+			if headerValue(d, "processor.repartition.key") != "" || headerValue(d, "processor.repartition.topic") != "" {
+				t.Errorf("dead letter %s carries the hop's headers", d.Value)
+			}
+			if orig := byOffset[src]; orig == nil || string(orig.Key) != string(d.Key) || string(orig.Value) != string(d.Value) {
+				t.Errorf("dead letter %s keyed %q names input %v, which is %v", d.Value, d.Key, src, orig)
 			}
 		}
 	})
