@@ -267,3 +267,12 @@ func murmur2(b []byte) uint32 {
 	h ^= h >> 15
 	return h
 }
+
+// runningIn is the entry w runs, or last ran, for a record of topic: in
+// the second segment for a record of the repartition topic.
+func (p *Pipeline) runningIn(w *worker, topic string) transform.Entry {
+	if w.after != nil && p.fromHop(topic) {
+		return w.after.Running()
+	}
+	return w.chain.Running()
+}
