@@ -106,6 +106,7 @@ func TestLoadDefaults(t *testing.T) {
 		MaxCrashAttempts:            3,
 		Ordering:                    "partition",
 		StateDir:                    "./data/state",
+		RepartitionPurgeInterval:    30 * time.Second,
 		KeyFormat:                   "raw",
 		ValueFormat:                 "raw",
 		OutputSchemaRefreshInterval: time.Minute,

@@ -97,6 +97,7 @@ var rules = []rule{
 	// Transactions: their bounds, and their timeout between the commit
 	// interval and the session timeout.
 	{field: "CommitInterval", ok: func(c *Config) bool { return c.CommitInterval > 0 }},
+	{field: "RepartitionPurgeInterval", ok: func(c *Config) bool { return c.RepartitionPurgeInterval > 0 }},
 	{field: "MaxRecordsPerTxn", ok: func(c *Config) bool { return within(c.MaxRecordsPerTxn, 1, 10_000_000) }},
 	{field: "MaxTxnBytes", ok: func(c *Config) bool { return within(c.MaxTxnBytes, 1<<20, 1<<30) }},
 	{field: "MaxOutputBytesPerRecord", ok: func(c *Config) bool { return within(c.MaxOutputBytesPerRecord, 1<<20, 1<<30) }},

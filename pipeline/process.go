@@ -102,6 +102,9 @@ func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res resu
 	if w.stores != nil {
 		w.stores.stream = p.streamAt(i)
 	}
+	if p.fromHop(src.Topic) {
+		res.origin = p.origin(src, r)
+	}
 	res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 	w.out = res.out[:0]
 	if w.stores != nil {
@@ -158,8 +161,12 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		} else {
 			p.open.counts.routed[o.Topic]++
 		}
-		if p.open.lineage != nil {
-			p.open.lineage.stamp(o, src)
+		if p.open.lineage != nil && !p.fromHop(o.Topic) {
+			lin := src
+			if res.origin.Topic != "" {
+				lin = res.origin
+			}
+			p.open.lineage.stamp(o, lin)
 		}
 		if p.o.MaxTxnBytes > 0 {
 			p.open.counts.bytes += transform.Bytes(o)

@@ -59,6 +59,9 @@ type Settings struct {
 	Advance time.Duration `setting:"WINDOW_ADVANCE" doc:"hopping windows: a new WINDOW-long window starts every WINDOW_ADVANCE, and a record counts in each window it falls in; unset, tumbling windows" form:"a Go duration from 1ms up to WINDOW, at most 1000 windows a record"`
 	// Grace is how long after a window's end its records still count.
 	Grace time.Duration `setting:"GRACE" default:"0s" doc:"how long after a window's end, in the partition's stream time, a record of it still counts; a later one is late: dropped, or written to PROCESSOR_LATE_TOPIC, counted in processor_records_late_total" form:"a Go duration such as 0s or 10m"`
+	// PartitionedByKey declares the input partitioned by the group key
+	// already: no repartition hop.
+	PartitionedByKey bool `setting:"PARTITIONED_BY_KEY" default:"false" doc:"the input is already partitioned by the group key (BY), so no repartition hop is needed: records with one group key all arrive in one input partition" form:"true or false"`
 	// Store names the state store (and its changelog topic).
 	Store string `setting:"STORE" default:"aggregate" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
 }
@@ -73,6 +76,7 @@ type Transform struct {
 	advance   int64 // milliseconds
 	grace     int64 // milliseconds
 	store     string
+	byKey     bool // PartitionedByKey
 }
 
 // maxWindowsPerRecord bounds the hopping windows a record counts in
@@ -81,7 +85,7 @@ const maxWindowsPerRecord = 1000
 
 // New checks the settings. Errors are *transform.SettingError.
 func New(s *Settings) (transform.Transform, error) {
-	t := &Transform{fn: s.Function, window: s.Window.Milliseconds(), grace: s.Grace.Milliseconds(), store: s.Store}
+	t := &Transform{fn: s.Function, window: s.Window.Milliseconds(), grace: s.Grace.Milliseconds(), store: s.Store, byKey: s.PartitionedByKey}
 	switch s.Function {
 	case "count":
 	case "sum", "min", "max":
@@ -132,6 +136,16 @@ func (t *Transform) KeyScoped() bool { return !t.by.NeedsValue() }
 
 // Stores names the transform's one store.
 func (t *Transform) Stores() []string { return []string{t.store} }
+
+// GroupKey returns the bytes the record's state is kept by: see
+// transform.GroupKeyer.
+func (t *Transform) GroupKey(ctx context.Context, rec *kgo.Record) ([]byte, error) {
+	return t.by.Group(ctx, rec)
+}
+
+// PartitionedByKey returns the PARTITIONED_BY_KEY setting: see
+// transform.KeyPartitioned.
+func (t *Transform) PartitionedByKey() bool { return t.byKey }
 
 // Process updates the record's group aggregate and emits it in rec.
 func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {

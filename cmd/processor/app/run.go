@@ -13,8 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
@@ -196,7 +198,19 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 			}
 		}()
 	}
-	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st})
+	var rp *pipeline.Repartition
+	if st != nil {
+		var closeHop func()
+		rp, closeHop, err = openRepartition(ctx, cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec.connOpts()...), chain)
+		if err != nil {
+			return stateExit(err, log), false
+		}
+		defer closeHop()
+		if rp != nil {
+			required[rp.Topic] = config.EnvName("GROUP") // its name's part the user sets
+		}
+	}
+	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st, Repartition: rp})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime, false
