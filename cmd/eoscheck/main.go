@@ -106,7 +106,9 @@
 // value's "key" is not its record key, or whose record key is not its
 // input's group (the output's processor.source names the input it
 // counts, through any repartition topic). An input without the member
-// has no group, and must have no count.
+// has no group, and must have no count. The order row is not judged then
+// (through a repartition topic an input partition's records keep their
+// order within each group, which key-order judges, not across groups).
 //
 // With -poison the input holds the fault drill's marked records, each with
 // the key poison-<class>-<seq>, and each is judged by its class: a notjson

@@ -64,6 +64,16 @@ func groupedRun(under map[Input]string, perPartition bool) Run {
 	return r
 }
 
+// recount gives r's outputs the counts of their keys in output order.
+func recount(r Run) {
+	slices.SortFunc(r.Outputs, byPosition)
+	counts := map[string]int64{}
+	for i := range r.Outputs {
+		counts[r.Outputs[i].Key]++
+		r.Outputs[i].Count = counts[r.Outputs[i].Key]
+	}
+}
+
 // outputFrom returns the index in r.Outputs of src's first output.
 func outputFrom(t *testing.T, r Run, src Input) int {
 	t.Helper()
@@ -201,6 +211,32 @@ func TestGroupedAnomalies(t *testing.T) {
 			expectDetails(t, rep, c.example, nil)
 		})
 	}
+}
+
+// Through a repartition hop an input partition's records keep their
+// order within each group only: two customers' counts of in/0 in one
+// output partition out of input order are no anomaly, one customer's
+// are a key-order.
+func TestGroupedOrder(t *testing.T) {
+	r := groupedRun(nil, false)
+	// out/0 holds c0 and c2; swap the positions of in/0@2 (c2's first)
+	// and in/0@3 (c0's second): c0's and c2's counts still run in order.
+	i, j := outputFrom(t, r, Input{"in", 0, 2}), outputFrom(t, r, Input{"in", 0, 3})
+	r.Outputs[i].Offset, r.Outputs[j].Offset = r.Outputs[j].Offset, r.Outputs[i].Offset
+	r.Outputs[i].TxnEnd, r.Outputs[j].TxnEnd = r.Outputs[j].TxnEnd, r.Outputs[i].TxnEnd
+	recount(r)
+	expectAll(t, Check(r, grouped), nil)
+	if rep := Check(r, counted); rep.Counts[Order] != 1 {
+		t.Errorf("by record key the same run has %d order anomalies, want 1", rep.Counts[Order])
+	}
+
+	// in/0@0 and in/0@3, both c0, swapped: c0 counts 2 before 1 as
+	// well.
+	r = groupedRun(nil, false)
+	i, j = outputFrom(t, r, Input{"in", 0, 0}), outputFrom(t, r, Input{"in", 0, 3})
+	r.Outputs[i].Source, r.Outputs[j].Source = r.Outputs[j].Source, r.Outputs[i].Source
+	rep := Check(r, grouped)
+	expectAll(t, rep, map[Anomaly]int{KeyOrder: 1})
 }
 
 func TestGroupPath(t *testing.T) {

@@ -192,7 +192,9 @@ type Options struct {
 	// group's counts must run 1, 2, 3, ... up to its inputs taken across
 	// all input partitions, each output keyed by its input's group (see
 	// group.go). Needs Run.InputKeys to hold the inputs' group keys
-	// (Source.GroupBy).
+	// (Source.GroupBy). The order anomaly is then not judged: through a
+	// repartition hop an input partition's records keep their order
+	// within each group (key-order), not across groups.
 	GroupBy GroupPath
 }
 
