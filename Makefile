@@ -151,7 +151,10 @@ test-cluster:
 # (the same with Avro records through the drill's Schema Registry),
 # TestChaosShortStateful (the stateful drill: a count by record key under
 # both orderings, with SIGKILL, a wiped state directory, scaling and
-# SIGTERM, judged by eoscheck -check aggregate) and TestChaosPostgres (when
+# SIGTERM, judged by eoscheck -check aggregate; also over Java
+# LongSerializer/IntegerSerializer keys, and orders counted per customer
+# through the repartition topic, judged by eoscheck -group-by .customer)
+# and TestChaosPostgres (when
 # PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed).
 drill:
 	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|ShortStateful|Postgres)$$' ./integration/

@@ -111,6 +111,10 @@ func (d *driver) instance(id int) launch.Instance {
 			in.Settings["PROCESSOR_WASM_TIMEOUT"] = "500ms" // a loaded machine is no guest's fault; four attempts fit the drill's budget
 		} else {
 			in.Settings["PROCESSOR_AGGREGATE_FUNCTION"] = "count"
+			if d.o.grouped() {
+				// Orders keyed by order id, counted per customer.
+				in.Settings["PROCESSOR_AGGREGATE_BY"] = groupField
+			}
 		}
 		in.Extra = append(in.Extra, "PROCESSOR_STATE_DIR="+d.stateDir(id))
 	}
@@ -122,6 +126,7 @@ func (d *driver) instance(id int) launch.Instance {
 	if in.OnError == "dlq" && d.dlq != "" {
 		in.DLQTopic = d.dlq
 	}
+	in.Extra = append(in.Extra, d.o.env...) // last: -env wins
 	return in
 }
 

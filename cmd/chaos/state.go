@@ -77,8 +77,13 @@ func (d *driver) printState() (unexpected []string) {
 	if d.o.counter() == "wasm" {
 		store = "counts"
 	}
-	fmt.Printf("%-10s %s (count by record key), changelog %s-%s-changelog, state directories %s/instance-N\n",
-		"state", d.o.counter(), d.group, store, d.o.stateDir)
+	by := "record key"
+	if d.o.grouped() {
+		by = groupField + fmt.Sprintf(" of orders keyed by order id, %d customers", d.o.customers)
+	}
+	fmt.Printf("%-10s %s (count by %s), changelog %s-%s-changelog, state directories %s/instance-N\n",
+		"state", d.o.counter(), by, d.group, store, d.o.stateDir)
+	d.printRepartition()
 	var all restores
 	logs, _ := filepath.Glob(filepath.Join(d.o.logDir, "processor-*.log"))
 	for _, l := range logs {

@@ -15,6 +15,7 @@
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos -poison -poison-skip
 //	eoscheck -input chaos-in -output chaos-out -group chaos -check aggregate
+//	eoscheck -input orders -output counts -group by-customer -check aggregate -group-by .customer
 //
 // It prints one table to stdout, a row per anomaly with its count and an
 // example, then totals and a result line, and exits 0 when clean, 1 when it
@@ -92,6 +93,22 @@
 //
 // After the totals a line gives the keys, the sum of their last counts and
 // the highest.
+//
+// With -group-by PATH as well (a path of object members such as
+// .customer, the aggregate's PROCESSOR_AGGREGATE_BY) the counts were
+// grouped by that member of the input values rather than by record key,
+// as for orders keyed by order id and counted per customer: an input's
+// group is the member's text (a string's; another value's JSON), and
+// every group's counts must run 1, 2, 3, ... in the committed output up
+// to its inputs taken across all input partitions. A count kept per
+// input partition shows as count-repeat and count-short (its highest
+// count below the group's inputs); count-key then means an output whose
+// value's "key" is not its record key, or whose record key is not its
+// input's group (the output's processor.source names the input it
+// counts, through any repartition topic). An input without the member
+// has no group, and must have no count. The order row is not judged then
+// (through a repartition topic an input partition's records keep their
+// order within each group, which key-order judges, not across groups).
 //
 // With -poison the input holds the fault drill's marked records, each with
 // the key poison-<class>-<seq>, and each is judged by its class: a notjson
@@ -211,8 +228,10 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
+	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group")
 	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken)")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fmt.Fprint(stdout, usageText)
@@ -227,6 +246,12 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	}
 	if err := parseChecks(&c, *checks); err != nil {
 		return c, err
+	}
+	if c.opts.GroupBy, err = check.ParseGroupPath(*groupBy); err != nil {
+		return c, fmt.Errorf("-group-by %w", err)
+	}
+	if len(c.opts.GroupBy) > 0 && !c.aggregate {
+		return c, errors.New("-group-by needs -check aggregate")
 	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
@@ -363,7 +388,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
-		Poison: c.poison, Aggregate: c.aggregate})
+		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy})
 	if err != nil {
 		return fail(err)
 	}

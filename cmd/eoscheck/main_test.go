@@ -43,6 +43,10 @@ func TestUsageErrors(t *testing.T) {
 		"aggregate, alo":  append([]string{"-check", "aggregate", "-at-least-once"}, ok...),
 		"aggregate, 1:n":  append([]string{"-check", "aggregate", "-one-to-one=false"}, ok...),
 		"aggregate, pg":   {"-check", "aggregate", "-input", "in", "-group", "g", "-postgres-url", "postgres://u@127.0.0.1/db"},
+		"group, no check": append([]string{"-group-by", ".customer"}, ok...),
+		"group not path":  append([]string{"-check", "aggregate", "-group-by", "customer"}, ok...),
+		"group jq expr":   append([]string{"-check", "aggregate", "-group-by", ".customer | ascii_downcase"}, ok...),
+		"group empty seg": append([]string{"-check", "aggregate", "-group-by", ".order..customer"}, ok...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, args...)

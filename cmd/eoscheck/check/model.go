@@ -146,7 +146,9 @@ type Run struct {
 	// (Source.Poison); nil or missing: Ordinary.
 	Marks map[Input]Mark
 	// InputKeys are the keys of the inputs that have one, for
-	// Options.Aggregate (Source.Aggregate); nil otherwise.
+	// Options.Aggregate (Source.Aggregate); with Source.GroupBy the group
+	// keys of the inputs whose value has one (GroupPath.Key); nil
+	// otherwise.
 	InputKeys map[Input]string
 }
 
@@ -185,6 +187,15 @@ type Options struct {
 	// 3, ... in the committed output up to its number of inputs taken.
 	// Needs Output.Count and Run.InputKeys (Source.Aggregate).
 	Aggregate bool
+	// GroupBy, with Aggregate: the counts were grouped by this member of
+	// the input values (the aggregate's BY), not by record key: every
+	// group's counts must run 1, 2, 3, ... up to its inputs taken across
+	// all input partitions, each output keyed by its input's group (see
+	// group.go). Needs Run.InputKeys to hold the inputs' group keys
+	// (Source.GroupBy). The order anomaly is then not judged: through a
+	// repartition hop an input partition's records keep their order
+	// within each group (key-order), not across groups.
+	GroupBy GroupPath
 }
 
 // uniqueInputs returns inputs sorted, without repeats, and the set of

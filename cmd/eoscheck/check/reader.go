@@ -46,6 +46,10 @@ type Source struct {
 	// record key: Read keeps every output's count (Output.Count) and every
 	// input's key (Run.InputKeys), for Options.Aggregate.
 	Aggregate bool
+	// GroupBy, with Aggregate: the counts were grouped by this member of
+	// the input values (Options.GroupBy): Run.InputKeys holds each
+	// input's group key (GroupPath.Key) in place of its record key.
+	GroupBy GroupPath
 }
 
 // Reader reads a processor run from Kafka into the checker's model. It only
