@@ -97,19 +97,8 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 			p.o.Metrics.TransformErrors.WithLabelValues(stage, classUnavailable).Inc()
 			return dst, stage, attempt, err // not clipped: Healthy and the log show it whole
 		}
-		class := classPermanent
-		var pe *transform.PanicError
-		switch {
-		case errors.As(err, &pe):
-			class = classPanic
-			p.log.Debug("transform panic stack", "transform", stage, "topic", src.Topic, "partition", src.Partition,
-				"offset", src.Offset, "panic", clip(fmt.Sprint(pe.Value)), "stack", string(pe.Stack))
-		case timedOut:
-			class = classTimeout
-			err = &timeoutError{err: err, timeout: p.o.TransformTimeout, setting: p.names.transformTimeout}
-		case transform.IsRetriable(err):
-			class = classRetriable
-		}
+		var class string
+		class, err = p.classify(src, stage, err, timedOut)
 		p.o.Metrics.TransformErrors.WithLabelValues(stage, class).Inc()
 		if retry := class == classRetriable || class == classTimeout; !retry || attempt > p.o.MaxRetries {
 			return dst, stage, attempt, clipErr(err)
@@ -132,6 +121,25 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 		backoff = min(backoff*2, maxBackoff)
 		r.Key, r.Value, r.Headers, r.Timestamp, r.Topic = key, value, headers, ts, ""
 	}
+}
+
+// classify returns the class of a failed attempt's error (the label of
+// processor_transform_errors_total) and the error to report: a timed-out
+// one names the setting that bounded it. A panic's stack is logged at
+// debug level.
+func (p *Pipeline) classify(src transform.Source, stage string, err error, timedOut bool) (string, error) {
+	var pe *transform.PanicError
+	switch {
+	case errors.As(err, &pe):
+		p.log.Debug("transform panic stack", "transform", stage, "topic", src.Topic, "partition", src.Partition,
+			"offset", src.Offset, "panic", clip(fmt.Sprint(pe.Value)), "stack", string(pe.Stack))
+		return classPanic, err
+	case timedOut:
+		return classTimeout, &timeoutError{err: err, timeout: p.o.TransformTimeout, setting: p.names.transformTimeout}
+	case transform.IsRetriable(err):
+		return classRetriable, err
+	}
+	return classPermanent, err
 }
 
 // timeoutError is the error of an attempt that ran into TransformTimeout:

@@ -54,29 +54,7 @@ func (c *avroCodec) encodeDefault(dst []byte, s *avroNode, def any, depth int) (
 		}
 		return dst, first
 	case avroRecord:
-		m, ok := def.(map[string]any)
-		if !ok {
-			return dst, misfit("%T is not a record default", def)
-		}
-		for i := range s.fields {
-			f := &s.fields[i]
-			v, ok := m[f.name]
-			if !ok {
-				if !f.hasDefault {
-					return dst, &fieldError{path: f.name, msg: "missing, and the schema gives it no default"}
-				}
-				v = f.raw
-				if v == nil && f.def != nil {
-					dst = append(dst, f.def...)
-					continue
-				}
-			}
-			var err error
-			if dst, err = c.encodeDefault(dst, f.typ, v, depth+1); err != nil {
-				return dst, under(f.name, err)
-			}
-		}
-		return dst, nil
+		return c.encodeRecordDefault(dst, s, def, depth)
 	case avroMap:
 		m, ok := def.(map[string]any)
 		if !ok {
@@ -119,6 +97,34 @@ func (c *avroCodec) encodeDefault(dst []byte, s *avroNode, def any, depth int) (
 		return dst, misfit("%T is not a %s default", def, s.typ)
 	}
 	return c.write(dst, s, plainScalar(def), depth)
+}
+
+// encodeRecordDefault is encodeDefault of a record: each field from the
+// default's member, or from the field's own default where it has none.
+func (c *avroCodec) encodeRecordDefault(dst []byte, s *avroNode, def any, depth int) ([]byte, error) {
+	m, ok := def.(map[string]any)
+	if !ok {
+		return dst, misfit("%T is not a record default", def)
+	}
+	for i := range s.fields {
+		f := &s.fields[i]
+		v, ok := m[f.name]
+		if !ok {
+			if !f.hasDefault {
+				return dst, &fieldError{path: f.name, msg: "missing, and the schema gives it no default"}
+			}
+			v = f.raw
+			if v == nil && f.def != nil {
+				dst = append(dst, f.def...)
+				continue
+			}
+		}
+		var err error
+		if dst, err = c.encodeDefault(dst, f.typ, v, depth+1); err != nil {
+			return dst, under(f.name, err)
+		}
+	}
+	return dst, nil
 }
 
 // defaultFits reports whether a scalar default has the Go type twmb/avro

@@ -104,36 +104,7 @@ func (t *avroTree) build(n *avro.SchemaNode, ns string) (*avroNode, error) {
 	}
 	switch n.Type {
 	case "record", "error", "enum", "fixed":
-		name := fullName(n)
-		node := &avroNode{typ: name}
-		t.named[name] = node // before the fields: a record may hold itself
-		inner := name[:max(strings.LastIndexByte(name, '.'), 0)]
-		switch n.Type {
-		case "enum":
-			node.kind, node.symbols = avroEnum, n.Symbols
-		case "fixed":
-			node.kind, node.size = avroFixed, n.Size
-			if n.LogicalType == "decimal" {
-				node.decimal, node.scale, node.precision = true, n.Scale, n.Precision
-			}
-		default:
-			node.kind = avroRecord
-			node.fields = make([]avroField, len(n.Fields))
-			for i := range n.Fields {
-				f := &n.Fields[i]
-				ft, err := t.build(&f.Type, inner)
-				if err != nil {
-					return nil, err
-				}
-				node.fields[i] = avroField{name: f.Name, typ: ft, hasDefault: f.HasDefault, raw: f.Default}
-			}
-			for i := range node.fields {
-				if node.fields[i].hasDefault {
-					t.fields = append(t.fields, treeField{node, &node.fields[i]})
-				}
-			}
-		}
-		return node, nil
+		return t.buildNamed(n)
 	case "array", "map":
 		child := n.Items
 		kind := avroArray
@@ -176,6 +147,42 @@ func (t *avroTree) build(n *avro.SchemaNode, ns string) (*avroNode, error) {
 		return node, nil
 	}
 	return nil, fmt.Errorf("unknown type %q", n.Type)
+}
+
+// buildNamed returns the node of a record, error, enum or fixed,
+// registered under its full name before its fields are built, so that a
+// record may hold itself.
+func (t *avroTree) buildNamed(n *avro.SchemaNode) (*avroNode, error) {
+	name := fullName(n)
+	node := &avroNode{typ: name}
+	t.named[name] = node // before the fields: a record may hold itself
+	inner := name[:max(strings.LastIndexByte(name, '.'), 0)]
+	switch n.Type {
+	case "enum":
+		node.kind, node.symbols = avroEnum, n.Symbols
+	case "fixed":
+		node.kind, node.size = avroFixed, n.Size
+		if n.LogicalType == "decimal" {
+			node.decimal, node.scale, node.precision = true, n.Scale, n.Precision
+		}
+	default:
+		node.kind = avroRecord
+		node.fields = make([]avroField, len(n.Fields))
+		for i := range n.Fields {
+			f := &n.Fields[i]
+			ft, err := t.build(&f.Type, inner)
+			if err != nil {
+				return nil, err
+			}
+			node.fields[i] = avroField{name: f.Name, typ: ft, hasDefault: f.HasDefault, raw: f.Default}
+		}
+		for i := range node.fields {
+			if node.fields[i].hasDefault {
+				t.fields = append(t.fields, treeField{node, &node.fields[i]})
+			}
+		}
+	}
+	return node, nil
 }
 
 // compileAvroTree parses text with the named types of refs (schema

@@ -198,18 +198,11 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 			}
 		}()
 	}
-	var rp *pipeline.Repartition
-	if st != nil {
-		var closeHop func()
-		rp, closeHop, err = openRepartition(ctx, cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec.connOpts()...), chain)
-		if err != nil {
-			return stateExit(err, log), false
-		}
-		defer closeHop()
-		if rp != nil {
-			required[rp.Topic] = config.EnvName("GROUP") // its name's part the user sets
-		}
+	rp, closeHop, err := s.openHop(ctx, st != nil, brokers, required)
+	if err != nil {
+		return stateExit(err, log), false
 	}
+	defer closeHop()
 	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st, Repartition: rp})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
@@ -217,12 +210,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 	}
 	ep.run(p)
 
-	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
-		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
-		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "client_id", cfg.ClientID, "transforms", strings.Join(cfg.Transforms, ","),
-		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(chains),
-		"ordering", cfg.Ordering, "ordered_chain", chains[0].Ordered(), "http_addr", cfg.HTTPAddr},
-		append(sec.logAttrs(), s.sch.logAttrs()...)...)...)
+	s.logStart(brokers)
 
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
@@ -233,6 +221,33 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 		log.Error("second signal: exiting without finishing the open transaction (it will be aborted)")
 		return exitRuntime, true
 	}
+}
+
+// logStart logs the settings the processor starts with.
+func (s *startup) logStart(brokers []string) {
+	cfg := s.cfg
+	s.log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
+		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
+		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "client_id", cfg.ClientID, "transforms", strings.Join(cfg.Transforms, ","),
+		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(s.chains),
+		"ordering", cfg.Ordering, "ordered_chain", s.chains[0].Ordered(), "http_addr", cfg.HTTPAddr},
+		append(s.sec.logAttrs(), s.sch.logAttrs()...)...)...)
+}
+
+// openHop opens the repartition hop of a stateful chain that needs one
+// (nil without), adding its topic to required; close releases it.
+func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string, required map[string]string) (rp *pipeline.Repartition, close func(), err error) {
+	if !stateful {
+		return nil, func() {}, nil
+	}
+	rp, close, err = openRepartition(ctx, s.cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, s.sec.connOpts()...), s.chains[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	if rp != nil {
+		required[rp.Topic] = config.EnvName("GROUP") // its name's part the user sets
+	}
+	return rp, close, nil
 }
 
 // handleSignals returns a context that the first SIGINT or SIGTERM
