@@ -142,8 +142,7 @@ func (s *startup) closeChains() {
 // signal ended it without waiting for the open transaction, so the chains
 // may still be in use.
 func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, abandoned bool) {
-	cfg, log, chains, sec := s.cfg, s.log, s.chains, s.sec
-	chain := chains[0]
+	cfg, log, chains, sec, chain := s.cfg, s.log, s.chains, s.sec, s.chains[0]
 	defer s.ln.Close() // for the early returns; the server's Shutdown closes it too
 
 	// HTTP from the first moment: while the embedded broker starts or the
