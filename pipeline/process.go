@@ -152,22 +152,28 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		return nil
 	}
 	for _, o := range res.out {
-		if o.Topic == "" {
-			o.Topic = p.o.OutputTopic
-			p.open.counts.out++
-		} else {
-			p.open.counts.routed[o.Topic]++
-		}
-		if p.open.lineage != nil {
-			p.open.lineage.stamp(o, src)
-		}
-		if p.o.MaxTxnBytes > 0 {
-			p.open.counts.bytes += transform.Bytes(o)
-		}
-		p.open.sent.note(o, src)
-		p.s.Produce(p.work, o, src)
+		p.produceOutput(o, src)
 	}
 	return nil
+}
+
+// produceOutput produces o, an output of src, into the open transaction:
+// to the output topic unless routed, with src's lineage.
+func (p *Pipeline) produceOutput(o *kgo.Record, src transform.Source) {
+	if o.Topic == "" {
+		o.Topic = p.o.OutputTopic
+		p.open.counts.out++
+	} else {
+		p.open.counts.routed[o.Topic]++
+	}
+	if p.open.lineage != nil {
+		p.open.lineage.stamp(o, src)
+	}
+	if p.o.MaxTxnBytes > 0 {
+		p.open.counts.bytes += transform.Bytes(o)
+	}
+	p.open.sent.note(o, src)
+	p.s.Produce(p.work, o, src)
 }
 
 // blamed is a record this transaction failed as the one that held it up.
