@@ -22,7 +22,11 @@
 // record. A window closes once the stream time reaches its end plus
 // GRACE: its entry expires from the store then, and a record of it that
 // comes later is late (transform.Late): dropped, or written to the late
-// topic, counted either way; never counted into a new window.
+// topic, counted either way; never counted into a new window. EMIT is
+// update (an output for every input, as above) or close: with WINDOW,
+// no output per input but exactly one per key and window, its final
+// aggregate, written when the window closes in the transaction that
+// deletes its entry (close.go, transform.WindowEmitter).
 package aggregate
 
 import (
