@@ -31,6 +31,9 @@ func Check(run Run, opts Options) Report {
 	if opts.Aggregate {
 		kinds = slices.Concat(Anomalies, AggregateAnomalies)
 	}
+	if opts.Windows != nil {
+		kinds = slices.Concat(kinds, WindowAnomalies)
+	}
 	rep, rp := newReport(kinds, opts.MaxExamples)
 	a := &audit{run: run, opts: opts, rep: rep, rp: rp,
 		byTP: map[TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{},
@@ -49,6 +52,9 @@ func Check(run Run, opts Options) Report {
 	a.checkSamples()
 	if opts.Aggregate {
 		a.checkAggregate()
+	}
+	if opts.Windows != nil {
+		a.checkWindows()
 	}
 	return *rep
 }

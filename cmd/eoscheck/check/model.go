@@ -73,6 +73,8 @@ type Output struct {
 	Count    int64
 	CountOK  bool
 	CountKey []byte
+	// Timestamp is the record's timestamp, Unix milliseconds.
+	Timestamp int64
 
 	// TxnEnd is the offset, in the output's partition, of the control
 	// record that ended its transaction; -1 when unknown (open, or not
@@ -148,6 +150,9 @@ type Run struct {
 	// InputKeys are the keys of the inputs that have one, for
 	// Options.Aggregate (Source.Aggregate); nil otherwise.
 	InputKeys map[Input]string
+	// InputTimes are the inputs' timestamps (Unix milliseconds), for
+	// Options.Windows (Source.Windows); nil otherwise.
+	InputTimes map[Input]int64
 }
 
 // Options say what a correct run looks like.
@@ -185,6 +190,12 @@ type Options struct {
 	// 3, ... in the committed output up to its number of inputs taken.
 	// Needs Output.Count and Run.InputKeys (Source.Aggregate).
 	Aggregate bool
+	// Windows: the processor ran a windowed count by record key with
+	// EMIT=close (see checkWindows): exactly one final row per key and
+	// window, each the count of its inputs that were not late, and every
+	// late input in the late topic once. Needs Output.Count,
+	// Run.InputKeys and Run.InputTimes (Source.Windows).
+	Windows *Windows
 }
 
 // uniqueInputs returns inputs sorted, without repeats, and the set of
