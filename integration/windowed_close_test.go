@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/record"
 )
 
@@ -113,6 +114,13 @@ func TestWindowsCloseSameUnderKillAndBacklog(t *testing.T) {
 		}
 		if len(live.late) != lates || len(back.late) != lates {
 			t.Errorf("late records: %d live, %d as a backlog; the reference has %d", len(live.late), len(back.late), lates)
+		}
+		for _, run := range []windowRun{live, back} { // eoscheck -check windows agrees
+			rep := tg.auditWith(t, check.Source{Inputs: []string{in[0].Topic}, Outputs: []string{run.outTopic, run.lateTopic}, Group: run.group, Windows: true},
+				check.Options{ExpectAll: true, Windows: &check.Windows{Size: time.Minute, Grace: 20 * time.Second, LateTopic: run.lateTopic}})
+			if w := rep.Windows; w == nil || w.Closed != len(want) || w.Late != lates {
+				t.Errorf("eoscheck -check windows of %s: %+v; want %d windows closed, %d late", run.group, w, len(want), lates)
+			}
 		}
 		if lates == 0 || len(want) < 100 {
 			t.Errorf("%d late inputs and %d closed windows: the test shows too little", lates, len(want))

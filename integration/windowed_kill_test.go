@@ -111,8 +111,11 @@ func windowInputs(prefix string) []*kgo.Record {
 }
 
 // windowRun is what one run of killAndBacklog committed: its outputs and
-// late records.
-type windowRun struct{ out, late []*kgo.Record }
+// late records, and the names of its group and topics.
+type windowRun struct {
+	out, late                  []*kgo.Record
+	group, outTopic, lateTopic string
+}
 
 // killAndBacklog runs the aggregate with settings over in (all of one
 // topic, created with 4 partitions) twice: fed live, in steps, to a
@@ -150,6 +153,6 @@ func killAndBacklog(t *testing.T, tg *target, prefix string, in []*kgo.Record, s
 	p3 := tg.startBinary(t, bg, bg+"-1", topic, backOut, stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, settings), lateTo(backLate))
 	tg.waitCaughtUp(t, bg, topic)
 	p3.terminate(t)
-	return windowRun{tg.readAll(t, liveOut, true), tg.readAll(t, liveLate, true)},
-		windowRun{tg.readAll(t, backOut, true), tg.readAll(t, backLate, true)}
+	return windowRun{tg.readAll(t, liveOut, true), tg.readAll(t, liveLate, true), group, liveOut, liveLate},
+		windowRun{tg.readAll(t, backOut, true), tg.readAll(t, backLate, true), bg, backOut, backLate}
 }
