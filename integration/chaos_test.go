@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -206,9 +207,13 @@ func TestChaosShortStateful(t *testing.T) {
 	run := func(t *testing.T, args ...string) {
 		out := runChaos(t, nil, append([]string{"-records", "12000", "-rate", "1000", "-iterations", "5", "-pause", "1s",
 			"-faults", "kill,wipe,scale,term,scale,abort"}, args...)...)
-		for _, want := range []string{"count-repeat", "aggregate counts", "rebuilt"} {
+		wants := []string{"count-repeat", "aggregate counts", "rebuilt"}
+		if slices.Contains(args, "-window") {
+			wants = []string{"window-duplicate", "late-wrong", "windows closed", "rebuilt"}
+		}
+		for _, want := range wants {
 			if !strings.Contains(out, want) {
-				t.Errorf("no %q in the report: the aggregate check or the wipe's rebuild is missing", want)
+				t.Errorf("no %q in the report: the aggregate or windows check, or the wipe's rebuild, is missing", want)
 			}
 		}
 	}
@@ -219,13 +224,17 @@ func TestChaosShortStateful(t *testing.T) {
 	if err := wasmtest.Build("../examples/wasm/count", module, "-buildmode=c-shared"); err != nil {
 		t.Fatal(err)
 	}
+	// A windowed count, one final row per key and window (EMIT=close).
+	windows := []string{"-transforms", "jq,aggregate", "-window", "2s", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
 	wasm := []string{"-transforms", "jq,wasm", "-wasm-module", module, "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
 	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
 	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
 	t.Run("kfake/wasm-counter", func(t *testing.T) { run(t, append([]string{"-embedded"}, wasm...)...) })
+	t.Run("kfake/windows-close", func(t *testing.T) { run(t, append([]string{"-embedded"}, windows...)...) })
 	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
 		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
 		t.Run("kafka/wasm-counter", func(t *testing.T) { run(t, append([]string{"-brokers", b}, wasm...)...) })
+		t.Run("kafka/windows-close", func(t *testing.T) { run(t, append([]string{"-brokers", b}, windows...)...) })
 	}
 }

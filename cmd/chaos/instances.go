@@ -112,6 +112,12 @@ func (d *driver) instance(id int) launch.Instance {
 		} else {
 			in.Settings["PROCESSOR_AGGREGATE_FUNCTION"] = "count"
 		}
+		if d.o.window > 0 {
+			w := d.o.window.String()
+			in.Settings["PROCESSOR_AGGREGATE_WINDOW"], in.Settings["PROCESSOR_AGGREGATE_GRACE"] = w, w
+			in.Settings["PROCESSOR_AGGREGATE_EMIT"] = "close"
+			in.Extra = append(in.Extra, "PROCESSOR_LATE_TOPIC="+d.late)
+		}
 		in.Extra = append(in.Extra, "PROCESSOR_STATE_DIR="+d.stateDir(id))
 	}
 	if d.o.valueFormat == "avro" {

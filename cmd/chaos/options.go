@@ -45,6 +45,7 @@ type options struct {
 	registryURL    string        // with avro: the registry; empty: one in process
 	ordering       string        // PROCESSOR_ORDERING; empty: the processor's default
 	stateDir       string        // with aggregate: each instance's PROCESSOR_STATE_DIR is under it
+	window         time.Duration // with aggregate: EMIT=close windows of this length (grace the same), 0: a running count
 }
 
 // stateful reports whether the chain has a stateful stage, aggregate or
@@ -153,6 +154,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.StringVar(&o.registryURL, "schema-registry", "", "with -value-format avro: the Schema Registry's URL, given to the processors as PROCESSOR_SCHEMA_REGISTRY_URL (default: one the drill runs in its own process on loopback)")
 	flag.StringVar(&o.wasmModule, "wasm-module", "", "with wasm in -transforms: the WebAssembly counter (bin/plugins/count.wasm, the count example: a count by record key in its store counts, like aggregate's)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "with aggregate in -transforms: the directory under which instance N keeps its PROCESSOR_STATE_DIR, instance-N, across its restarts (default: state in the log directory)")
+	flag.DurationVar(&o.window, "window", 0, "with aggregate in -transforms: a windowed count with EMIT=close, WINDOW and GRACE this long and a late topic, judged by eoscheck -check windows (exactly one final row per key and window, each its inputs that were not late) instead of -check aggregate; 0: a running count by key")
 	flag.StringVar(&o.pgScript, "postgres-script", "integration/postgres/pg.sh", "with -sink postgres: the script pgrestart runs as 'restart fast' and 'restart immediate'; it must control the server of -postgres-url")
 }
 
@@ -226,6 +228,9 @@ func (o *options) resolveChain(f listFlags) {
 // chain): exactly once into Kafka, as a stateful chain demands; the wipe
 // fault and -state-dir need it. Its default faults add wipe.
 func (o *options) resolveState(f *listFlags) {
+	if o.window < 0 || (o.window > 0 && o.counter() != "aggregate") {
+		usage("-window needs aggregate in -transforms, and a positive duration")
+	}
 	if !o.stateful() {
 		if slices.Contains(o.faults, "wipe") {
 			usage("the fault wipe needs aggregate or wasm in -transforms (a chain with state)")

@@ -152,7 +152,11 @@ func (d *driver) eoscheckArgs() []string {
 	if d.o.guarantee == "at_least_once" {
 		args = append(args, "-at-least-once")
 	}
-	if d.o.stateful() {
+	switch {
+	case d.o.window > 0:
+		w := d.o.window.String()
+		args = append(args, "-check", "windows", "-one-to-one=false", "-window", w, "-grace", w, "-late-topic", d.late)
+	case d.o.stateful():
 		args = append(args, "-check", "aggregate")
 	}
 	if d.o.poisonEvery > 0 {

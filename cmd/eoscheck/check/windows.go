@@ -26,7 +26,9 @@ import (
 // WindowTotals.Dropped); every other counts in each window still open.
 // The stream time covers every input before the committed offset, the
 // dead-lettered included (the processor computes it before the chain
-// runs); only inputs that succeeded are counted.
+// runs); only inputs that succeeded are counted: none with a dead letter,
+// and none whose mark (-poison) says it fails the chain, dead-lettered
+// or skipped by policy.
 
 // The anomalies of the windows check, in report order.
 const (
@@ -113,7 +115,7 @@ func (a *audit) windowModel(w Windows) (closed map[string]int64, late map[Input]
 		}
 		stream[in.TP()] = s
 		key, keyed := a.run.InputKeys[in]
-		if !keyed || ts < 0 || len(a.dead[in]) > 0 || a.skipped[in] {
+		if !keyed || ts < 0 || len(a.dead[in]) > 0 || a.skipped[in] || a.run.Marks[in].Class.Fails() {
 			continue
 		}
 		last := floorMs(ts, adv)
