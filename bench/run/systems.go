@@ -69,11 +69,11 @@ var systems = []system{
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_FUNCTION", "PROCESSOR_AGGREGATE_FIELD", "PROCESSOR_AGGREGATE_BY"},
 		cmd: statefulCmd("aggregate", map[string]string{
 			"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount_cents", "PROCESSOR_AGGREGATE_BY": ".customer"})},
-	{key: "window-close", label: fmt.Sprintf("processor, aggregate count by customer in 1s windows, EMIT=close, %d workers (stateful)", runtime.NumCPU()),
-		stores: []string{"aggregate"}, ownInput: true, window: time.Second,
+	{key: "window-close", label: fmt.Sprintf("processor, aggregate count by customer in 200ms windows, EMIT=close, %d workers (stateful)", runtime.NumCPU()),
+		stores: []string{"aggregate"}, ownInput: true, window: 200 * time.Millisecond,
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_BY", "PROCESSOR_AGGREGATE_WINDOW", "PROCESSOR_AGGREGATE_EMIT"},
 		cmd: statefulCmd("aggregate", map[string]string{
-			"PROCESSOR_AGGREGATE_BY": ".customer", "PROCESSOR_AGGREGATE_WINDOW": "1s", "PROCESSOR_AGGREGATE_EMIT": "close"})},
+			"PROCESSOR_AGGREGATE_BY": ".customer", "PROCESSOR_AGGREGATE_WINDOW": "200ms", "PROCESSOR_AGGREGATE_EMIT": "close"})},
 	{key: "dedupe", label: fmt.Sprintf("processor, dedupe by order id, %d workers (stateful, no duplicates)", runtime.NumCPU()),
 		stores: []string{"dedupe"}, ownInput: true,
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_DEDUPE_BY"},
