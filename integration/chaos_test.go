@@ -208,8 +208,11 @@ func TestChaosShortStateful(t *testing.T) {
 		out := runChaos(t, nil, append([]string{"-records", "12000", "-rate", "1000", "-iterations", "5", "-pause", "1s",
 			"-faults", "kill,wipe,scale,term,scale,abort"}, args...)...)
 		wants := []string{"count-repeat", "aggregate counts", "rebuilt"}
-		if slices.Contains(args, "-window") {
+		switch {
+		case slices.Contains(args, "-window"):
 			wants = []string{"window-duplicate", "late-wrong", "windows closed", "rebuilt"}
+		case slices.Contains(args, "jq,dedupe"):
+			wants = []string{"dedupe by the unique seq", "duplicate", "lost", "rebuilt"}
 		}
 		for _, want := range wants {
 			if !strings.Contains(out, want) {
@@ -226,15 +229,20 @@ func TestChaosShortStateful(t *testing.T) {
 	}
 	// A windowed count, one final row per key and window (EMIT=close).
 	windows := []string{"-transforms", "jq,aggregate", "-window", "2s", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
+	// A dedupe by the inputs' unique seq: every input passes exactly once
+	// (an aborted transaction's ids kept would lose its retried inputs).
+	dedupe := []string{"-transforms", "jq,dedupe", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
 	wasm := []string{"-transforms", "jq,wasm", "-wasm-module", module, "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
 	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
 	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
 	t.Run("kfake/wasm-counter", func(t *testing.T) { run(t, append([]string{"-embedded"}, wasm...)...) })
 	t.Run("kfake/windows-close", func(t *testing.T) { run(t, append([]string{"-embedded"}, windows...)...) })
+	t.Run("kfake/dedupe", func(t *testing.T) { run(t, append([]string{"-embedded"}, dedupe...)...) })
 	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
 		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
 		t.Run("kafka/wasm-counter", func(t *testing.T) { run(t, append([]string{"-brokers", b}, wasm...)...) })
 		t.Run("kafka/windows-close", func(t *testing.T) { run(t, append([]string{"-brokers", b}, windows...)...) })
+		t.Run("kafka/dedupe", func(t *testing.T) { run(t, append([]string{"-brokers", b}, dedupe...)...) })
 	}
 }

@@ -104,12 +104,15 @@ func (d *driver) instance(id int) launch.Instance {
 		// state directory is the instance's own and outlives its
 		// restarts, so a SIGKILLed one restores only the changelogs'
 		// tail (the wipe fault deletes it).
-		if d.o.counter() == "wasm" {
+		switch d.o.counter() {
+		case "dedupe":
+			in.Settings["PROCESSOR_DEDUPE_BY"] = ".seq"
+		case "wasm":
 			in.Settings["PROCESSOR_WASM_MODULE"] = d.o.wasmModule
 			in.Settings["PROCESSOR_WASM_STORES"] = "counts"
 			in.Settings["PROCESSOR_WASM_STATE_BY_KEY"] = "true"
 			in.Settings["PROCESSOR_WASM_TIMEOUT"] = "500ms" // a loaded machine is no guest's fault; four attempts fit the drill's budget
-		} else {
+		default:
 			in.Settings["PROCESSOR_AGGREGATE_FUNCTION"] = "count"
 		}
 		if d.o.window > 0 {

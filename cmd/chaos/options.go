@@ -48,26 +48,31 @@ type options struct {
 	window         time.Duration // with aggregate: EMIT=close windows of this length (grace the same), 0: a running count
 }
 
-// stateful reports whether the chain has a stateful stage, aggregate or
-// the wasm counter: the drill's stateful mode (see the package comment).
+// stateful reports whether the chain has a stateful stage, aggregate,
+// the wasm counter or dedupe: the drill's stateful mode (see the package
+// comment).
 func (o options) stateful() bool { return o.counter() != "" }
 
 // counter returns the chain's stateful stage, aggregate or wasm (the
-// count example plugin, or a module that counts as it does), or "".
+// count example plugin, or a module that counts as it does), or dedupe
+// (by the inputs' unique seq, so that every input passes once), or "".
 func (o options) counter() string {
 	for _, t := range o.transforms {
-		if t == "aggregate" || t == "wasm" {
+		if slices.Contains(statefulTransforms, t) {
 			return t
 		}
 	}
 	return ""
 }
 
+// statefulTransforms are the drill's stateful stages.
+var statefulTransforms = []string{"aggregate", "wasm", "dedupe"}
+
 // knownTransforms are the transforms the drill can run: each keeps every
 // input record as exactly one output, as eoscheck's one-to-one audit
 // needs; aggregate and wasm (a count by record key, the stateful mode)
 // only last.
-var knownTransforms = []string{"identity", "jq", "aggregate", "wasm"}
+var knownTransforms = []string{"identity", "jq", "aggregate", "wasm", "dedupe"}
 
 // knownPolicies are the values of PROCESSOR_ON_ERROR.
 var knownPolicies = []string{"fail", "dlq", "skip"}
@@ -141,7 +146,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the group may take to catch up at the end")
 	flag.StringVar(&o.logDir, "logs", "", "directory for processor logs (default: a new temporary directory)")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
-	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq and aggregate, comma-separated; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate")
+	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq, aggregate, wasm and dedupe, comma-separated; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate; dedupe (last) dedupes by the inputs' unique seq, so every input must pass exactly once, judged one to one")
 	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
 	flag.StringVar(&f.policies, "policies", defaultPoisonPolicies, "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number (default with -poison-every 0: "+defaultPolicies+"); fail does not go with the notjson poison class, which a fail instance exits on by design: with fail in -policies the default classes leave notjson out")
 	flag.IntVar(&o.poisonEvery, "poison-every", 500, "every Nth input is a marked hard one (key poison-<class>-<seq>, judged by eoscheck -poison), the classes of -poison-classes in rounds of each once, in an order drawn by the seed; 0: none, every input an ordinary JSON object")
@@ -206,8 +211,13 @@ func (o *options) resolveChain(f listFlags) {
 			usage("transform %q appears twice in -transforms", t)
 		}
 	}
-	if c := o.counter(); c != "" && (slices.Index(o.transforms, c) != len(o.transforms)-1 ||
-		slices.Contains(o.transforms, "aggregate") && slices.Contains(o.transforms, "wasm")) {
+	stages := 0
+	for _, t := range o.transforms {
+		if slices.Contains(statefulTransforms, t) {
+			stages++
+		}
+	}
+	if c := o.counter(); c != "" && (slices.Index(o.transforms, c) != len(o.transforms)-1 || stages > 1) {
 		// eoscheck's count check reads the counter's own outputs.
 		usage("%s must be the last transform in -transforms, and the only stateful one", c)
 	}

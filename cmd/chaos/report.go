@@ -156,6 +156,7 @@ func (d *driver) eoscheckArgs() []string {
 	case d.o.window > 0:
 		w := d.o.window.String()
 		args = append(args, "-check", "windows", "-one-to-one=false", "-window", w, "-grace", w, "-late-topic", d.late)
+	case d.o.counter() == "dedupe": // every id once: the checks by lineage, one to one
 	case d.o.stateful():
 		args = append(args, "-check", "aggregate")
 	}

@@ -73,12 +73,15 @@ func (d *driver) printState() (unexpected []string) {
 	if !d.o.stateful() {
 		return nil
 	}
-	store := "aggregate"
-	if d.o.counter() == "wasm" {
+	store, what := "aggregate", "count by record key"
+	switch d.o.counter() {
+	case "wasm":
 		store = "counts"
+	case "dedupe":
+		store, what = "dedupe", "dedupe by the unique seq: every input passes once"
 	}
-	fmt.Printf("%-10s %s (count by record key), changelog %s-%s-changelog, state directories %s/instance-N\n",
-		"state", d.o.counter(), d.group, store, d.o.stateDir)
+	fmt.Printf("%-10s %s (%s), changelog %s-%s-changelog, state directories %s/instance-N\n",
+		"state", d.o.counter(), what, d.group, store, d.o.stateDir)
 	var all restores
 	logs, _ := filepath.Glob(filepath.Join(d.o.logDir, "processor-*.log"))
 	for _, l := range logs {
