@@ -117,7 +117,10 @@
 // and GRACE that long, EMIT=close, late records to a topic of the run's
 // own, and eoscheck runs -check windows instead: exactly one final row
 // per key and window, each the count of its inputs that were not late,
-// every late input in the late topic once.
+// every late input in the late topic once. With dedupe instead
+// (-transforms dedupe or jq,dedupe) the stateful stage is a dedupe by the
+// inputs' unique seq (PROCESSOR_DEDUPE_BY=.seq): every input must pass
+// exactly once, judged by eoscheck one to one.
 //
 // With -sink postgres the instances write into PostgreSQL instead of an
 // output topic (PROCESSOR_SINK=postgres): rows into a table of the run's
