@@ -26,18 +26,21 @@ import (
 // bounded to a quarter of what is left, for room for them.
 
 // expireStore deletes the entries of a store's partition that expired
-// by now (Unix milliseconds), within room bytes of tombstone keys, and
-// emits those of a store that emits on close. It returns their
-// tombstones' key bytes.
-func (p *Pipeline) expireStore(ctx context.Context, store, topic string, partition int32, now int64, room int) (n, bytes int, err error) {
+// by now (Unix milliseconds), within room bytes of tombstone keys (a
+// quarter of it for a store that emits on close), and emits those of a
+// store that emits on close. It returns their tombstones' key bytes and
+// the bound it kept them within: bytes below it mean none are left.
+func (p *Pipeline) expireStore(ctx context.Context, store, topic string, partition int32, now int64, room int) (bytes, limit int, err error) {
 	w := &p.pool.workers[p.pool.solo]
 	if _, _, ok := w.chain.Emitter(store); !ok {
-		return p.st.txn.Expire(ctx, store, partition, time.UnixMilli(now), 0, room)
+		_, bytes, err = p.st.txn.Expire(ctx, store, partition, time.UnixMilli(now), 0, room)
+		return bytes, room, err
 	}
 	if w.stores != nil {
 		w.stores.partition, w.stores.stream = partition, now
 	}
-	return p.st.txn.ExpireEach(ctx, store, partition, time.UnixMilli(now), 0, max(room/4, 1),
+	limit = max(room/4, 1)
+	_, bytes, err = p.st.txn.ExpireEach(ctx, store, partition, time.UnixMilli(now), 0, limit,
 		func(key, value []byte, expiry time.Time) error {
 			cl := transform.Closing{Store: store, Topic: topic, Partition: partition, Key: key, Value: value, Expiry: expiry}
 			out, offset, err := w.chain.Closed(w.ctx, cl, w.out[:0])
@@ -56,4 +59,5 @@ func (p *Pipeline) expireStore(ctx context.Context, store, topic string, partiti
 			clear(out)
 			return nil
 		})
+	return bytes, limit, err
 }

@@ -228,14 +228,14 @@ func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches, done bool) e
 					p.st.behind = true
 					break
 				}
-				_, bytes, e := p.expireStore(ctx, s, fp.Topic, fp.Partition, now, room)
+				bytes, limit, e := p.expireStore(ctx, s, fp.Topic, fp.Partition, now, room)
 				p.open.counts.bytes += int64(bytes)
 				spent += bytes
 				if e != nil {
 					err = fmt.Errorf("expiring entries of store %s, partition %d: %w", s, fp.Partition, e)
 					return
 				}
-				if bytes < room {
+				if bytes < limit {
 					break // none left
 				}
 			}
