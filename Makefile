@@ -7,7 +7,7 @@ SR      := bash integration/registry/registry.sh
 # in PROCESSOR_TEST_BROKERS too when it is set (make test-kafka sets it).
 TESTFLAGS ?=
 
-.PHONY: build version run run-billing run-avro plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro chaos-stateful bench bench-micro fuzz mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
+.PHONY: deploy-tools chart build version run run-billing run-avro plugins test test-kafka test-cluster drill chaos chaos-kafka chaos-postgres chaos-avro chaos-stateful bench bench-micro fuzz mutate docs rules-test vet kafka-up kafka-down pg-up pg-down sr-up sr-down clean
 
 # The version baked in (processor --version, the start log line,
 # processor_build_info), by scripts/version.sh from the VERSION file and
@@ -151,7 +151,10 @@ test-cluster:
 # (the same with Avro records through the drill's Schema Registry),
 # TestChaosShortStateful (the stateful drill: a count by record key under
 # both orderings, with SIGKILL, a wiped state directory, scaling and
-# SIGTERM, judged by eoscheck -check aggregate) and TestChaosPostgres (when
+# SIGTERM, judged by eoscheck -check aggregate; also over Java
+# LongSerializer/IntegerSerializer keys, and orders counted per customer
+# through the repartition topic, judged by eoscheck -group-by .customer)
+# and TestChaosPostgres (when
 # PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed).
 drill:
 	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|ShortStateful|Postgres)$$' ./integration/
@@ -263,12 +266,58 @@ docs:
 	rm -f docs/.metrics.tmp
 	$(MAKE) k8s-rules
 
-# The PrometheusRule of deploy/k8s/components/monitoring, made from
+# The PrometheusRule of deploy/k8s/components/monitoring and the Helm
+# chart's copy of the rules (files/alerts.yml), made from
 # deploy/prometheus/alerts.yml (the same rules); go test ./deploy/ fails
-# when it is stale.
+# when either is stale.
 .PHONY: k8s-rules
 k8s-rules:
-	$(GO) test -count=1 -run '^TestK8sPrometheusRuleMatchesAlerts$$' ./deploy/ -update
+	$(GO) test -count=1 -run '^(TestK8sPrometheusRuleMatchesAlerts|TestHelmRulesMatchAlerts)$$' ./deploy/ -update
+
+# The tools the deploy tests render and validate the manifests with,
+# into deploy/.cache (ignored by git), each at a pinned version and
+# installed only when missing or of another version: helm and kustomize
+# built from the Go module proxy (go install; helm's first build takes
+# about 12 minutes on a 2-core machine with an empty module cache,
+# kustomize's about 2), and kubernetes-validate from PyPI in a venv of
+# its own, which ships the Kubernetes schemas (it validates offline).
+# .ci/run calls it; go test ./deploy/ finds them there.
+HELM_VERSION                ?= v3.22.0
+KUSTOMIZE_VERSION           ?= v5.7.1
+KUBERNETES_VALIDATE_VERSION ?= 1.37.0
+DEPLOY_CACHE                := deploy/.cache
+
+deploy-tools:
+	@mkdir -p $(DEPLOY_CACHE)/bin
+	@set -e; for t in helm:helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) kustomize:sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION); do \
+		name=$${t%%:*}; pkg=$${t#*:}; mod=$${pkg%%@*}; ver=$${pkg#*@}; \
+		case $$name in helm) mod=helm.sh/helm/v3;; kustomize) mod=sigs.k8s.io/kustomize/kustomize/v5;; esac; \
+		if ! $(GO) version -m $(DEPLOY_CACHE)/bin/$$name 2>/dev/null | grep -Eq "^\s+mod\s+$$mod\s+$$ver\s"; then \
+			echo "go install $$pkg"; GOBIN=$$PWD/$(DEPLOY_CACHE)/bin $(GO) install $$pkg; \
+		fi; \
+	done
+	@kv=$(DEPLOY_CACHE)/kubernetes-validate; \
+	if [ "$$($$kv/bin/kubernetes-validate --version 2>/dev/null)" != "$(KUBERNETES_VALIDATE_VERSION)" ]; then \
+		echo "pip install kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION) (venv $$kv)"; \
+		rm -rf $$kv && python3 -m venv $$kv && $$kv/bin/pip install -q --disable-pip-version-check kubernetes-validate==$(KUBERNETES_VALIDATE_VERSION); \
+	fi
+
+# The Helm chart (deploy/helm/processor): helm lint, and helm template by
+# default and with every option, validated with kubernetes-validate
+# --strict against the Kubernetes versions the chart supports. go test
+# ./deploy/ does the same and compares the chart with the kustomize base
+# (TestHelm*, TestRenderedObjectsValidate).
+CHART := deploy/helm/processor
+
+chart: deploy-tools
+	$(DEPLOY_CACHE)/bin/helm lint --strict $(CHART) --kube-version 1.29.0
+	$(DEPLOY_CACHE)/bin/helm template orders-enricher $(CHART) --kube-version 1.29.0 > $(DEPLOY_CACHE)/chart-default.yaml
+	$(DEPLOY_CACHE)/bin/helm template orders-enricher $(CHART) --kube-version 1.29.0 \
+		--set monitoring.podMonitor.enabled=true,monitoring.prometheusRule.enabled=true,keda.enabled=true,state.persistence.enabled=true,httpToken.token=t \
+		> $(DEPLOY_CACHE)/chart-all.yaml
+	for v in 1.29.0 1.37.0; do \
+		$(DEPLOY_CACHE)/kubernetes-validate/bin/kubernetes-validate --strict --quiet -k $$v $(DEPLOY_CACHE)/chart-default.yaml $(DEPLOY_CACHE)/chart-all.yaml || exit 1; \
+	done
 
 # The alerting rules: promtool's check and their unit tests (promtool:
 # apt-get install prometheus). go test ./deploy/ runs them too, and checks

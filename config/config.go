@@ -53,6 +53,18 @@ type Config struct {
 	SASLPassword     Secret `envconfig:"SASL_PASSWORD" desc:"the SASL user's password (never shown)" doc:"the SASL user's password; set it or PROCESSOR_SASL_PASSWORD_FILE, not both; never logged or shown"`
 	SASLPasswordFile string `envconfig:"SASL_PASSWORD_FILE" desc:"a path to a file holding the SASL password, e.g. /var/run/secrets/kafka/password" doc:"a file holding the SASL user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
 
+	// The Kafka client's own settings (config/client.go has their rules):
+	// who it is to the brokers, how it batches and compresses what it
+	// produces, how much it fetches, from which replica, and where a
+	// group without committed offsets starts.
+	ClientID             string        `envconfig:"CLIENT_ID" desc:"a client id of 1 to 256 bytes without control characters, e.g. orders-enricher-0 (default processor-<group>-<instance id or hostname>)" doc:"the client.id every Kafka client of the processor sends (the group's, the admin's, the state restore's), which broker quotas, request logs and metrics key on; defaults to processor-<group>-<PROCESSOR_INSTANCE_ID or hostname>, so that two pipelines, or two instances of one, never share one"`
+	Compression          string        `envconfig:"COMPRESSION" default:"snappy" desc:"none, gzip, snappy, lz4 or zstd" doc:"how the producer compresses its record batches (outputs, dead letters, state changelogs); the brokers keep a batch as it comes unless the topic's compression.type says otherwise"`
+	Linger               time.Duration `envconfig:"LINGER" default:"10ms" desc:"a Go duration from 0 to 1m, e.g. 10ms" doc:"how long the producer waits for more records before it sends a partition's batch: longer fills batches (fewer requests, better compression), 0 sends at once; the end of every transaction sends what waits, so it never delays a commit past PROCESSOR_COMMIT_INTERVAL"`
+	ProduceBatchMaxBytes bytesize.Size `envconfig:"PRODUCE_BATCH_MAX_BYTES" desc:"a size from 1KiB to 100MiB such as 512KiB (B, KiB, MiB, GiB; a plain number is bytes)" doc:"the largest record batch the producer sends, and so the largest record it can send; each topic's max.message.bytes (the broker's message.max.bytes for a topic it may not read) still applies when lower; a record larger than the limit fails under PROCESSOR_ON_ERROR; unset: each topic's max.message.bytes"`
+	FetchMaxBytes        bytesize.Size `envconfig:"FETCH_MAX_BYTES" default:"50MiB" desc:"a size from 1MiB to 100MiB such as 50MiB (B, KiB, MiB, GiB; a plain number is bytes)" doc:"the most one fetch response from a broker may hold (Kafka's fetch.max.bytes; each partition gives at most 512KiB of it), which bounds the memory fetched records take: about this much per broker the group reads from"`
+	Rack                 string        `envconfig:"RACK" desc:"a rack or zone name of 1 to 512 bytes without control characters, e.g. eu-west-1a" doc:"the rack (zone) this instance runs in, sent with every fetch (KIP-392): brokers with replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector and broker.rack set serve the group's fetches from a replica in the same rack, which saves cross-zone traffic; other brokers ignore it; off when unset"`
+	StartOffset          string        `envconfig:"START_OFFSET" default:"earliest" desc:"earliest, latest, a negative Go duration such as -1h, or an RFC 3339 time such as 2026-01-02T15:04:05Z" doc:"where the group starts reading a partition it has no committed offset for: earliest (the log start), latest (only records produced after the start), a duration back from the start (-1h), or a time, from the first record stamped at or after it; a partition with a committed offset (with PROCESSOR_SINK=postgres, one stored in the database) always resumes from it"`
+
 	// Sink is where outputs go: kafka (PROCESSOR_OUTPUT_TOPIC, in Kafka
 	// transactions) or postgres (rows and offsets in one database
 	// transaction per batch).
@@ -79,7 +91,7 @@ type Config struct {
 	// the record fails under PROCESSOR_ON_ERROR.
 	MaxOutputBytesPerRecord bytesize.Size `envconfig:"MAX_OUTPUT_BYTES_PER_RECORD" default:"16MiB" desc:"a size from 1MiB to 1GiB such as 16MiB (B, KiB, MiB, GiB; a plain number is bytes)" doc:"the most that the outputs of one input record may hold (keys, values and headers, plus what the records themselves take in memory, about 160 bytes each and 40 per header) at any stage of the transform chain; a record whose outputs pass it fails under PROCESSOR_ON_ERROR, stopped before the memory is spent"`
 	SessionTimeout          time.Duration `envconfig:"SESSION_TIMEOUT" default:"45s" desc:"a Go duration from 6s to 30m, e.g. 45s" doc:"the consumer group session timeout: a member not heard from for this long loses its partitions"`
-	TransactionTimeout      time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"40s" desc:"a Go duration below PROCESSOR_SESSION_TIMEOUT and at most 15m, e.g. 40s" doc:"the broker aborts a transaction left open this long; below the session timeout and at most the broker's transaction.max.timeout.ms (15m by default)"`
+	TransactionTimeout      time.Duration `envconfig:"TRANSACTION_TIMEOUT" default:"40s" desc:"a Go duration below PROCESSOR_SESSION_TIMEOUT and at most the brokers' transaction.max.timeout.ms (15m by default), e.g. 40s" doc:"the broker aborts a transaction left open this long; below the session timeout, and at most the brokers' transaction.max.timeout.ms (15m by default), which the processor reads at start, refusing a longer timeout"`
 
 	// How keys and values are encoded: raw bytes, or the Schema Registry
 	// wire format (config/schemas.go has their rules).
@@ -133,8 +145,11 @@ type Config struct {
 	// ordered transform (transform.Ordered): partition or key.
 	Ordering string `envconfig:"ORDERING" default:"partition" desc:"partition or key" doc:"for a chain with an ordered (stateful) transform: partition runs all of a partition's records on one worker in order, partitions in parallel; key spreads a partition's records over the workers by key, each key's records in order on one worker (null-key records in partition order on one); a chain without one shares every partition among the workers either way"`
 	// StateDir is the local database of the stateful transforms' stores.
-	StateDir         string        `envconfig:"STATE_DIR" default:"./data/state" desc:"a directory path" doc:"where a chain with a stateful transform (aggregate, dedupe) keeps its local state store, a cache of the stores' changelog topics that a restart reuses (only the changelogs' tail is read again); one processor at a time, and safe to wipe: it is rebuilt from the changelogs, as is a damaged one; a directory that cannot be created or written, or a full or read-only filesystem, stops the processor with exit 2"`
-	TransformTimeout time.Duration `envconfig:"TRANSFORM_TIMEOUT" default:"0s" desc:"a Go duration such as 500ms; 0 sets no per-record deadline" doc:"per-record deadline of the transform chain; (PROCESSOR_MAX_RETRIES + 1) attempts of it, plus backoff, must fit four fifths of PROCESSOR_TRANSACTION_TIMEOUT"`
+	StateDir string `envconfig:"STATE_DIR" default:"./data/state" desc:"a directory path" doc:"where a chain with a stateful transform (aggregate, dedupe) keeps its local state store, a cache of the stores' changelog topics that a restart reuses (only the changelogs' tail is read again); one processor at a time, and safe to wipe: it is rebuilt from the changelogs, as is a damaged one; a directory that cannot be created or written, or a full or read-only filesystem, stops the processor with exit 2"`
+	// RepartitionPurgeInterval is how often consumed records of a
+	// repartition topic are deleted.
+	RepartitionPurgeInterval time.Duration `envconfig:"REPARTITION_PURGE_INTERVAL" default:"30s" desc:"a Go duration such as 30s" doc:"how often, at most, a chain with a repartition hop deletes the records of its repartition topic that the group has consumed and committed (DeleteRecords, as Kafka Streams' repartition.purge.interval.ms)"`
+	TransformTimeout         time.Duration `envconfig:"TRANSFORM_TIMEOUT" default:"0s" desc:"a Go duration such as 500ms; 0 sets no per-record deadline" doc:"per-record deadline of the transform chain; (PROCESSOR_MAX_RETRIES + 1) attempts of it, plus backoff, must fit four fifths of PROCESSOR_TRANSACTION_TIMEOUT"`
 
 	// LineageHeaders is the form of the lineage every output carries:
 	// compact, legacy or off (Lineage reads it).
@@ -147,6 +162,7 @@ type Config struct {
 	TestCrashOn string `envconfig:"TEST_CRASH_ON" desc:"a text; for fault drills only" doc:"fault drills only: a record whose value contains this text kills the process (SIGKILL to itself) when it starts through the transform chain, to try PROCESSOR_MAX_CRASH_ATTEMPTS; never set it in production"`
 
 	HTTPAddr         string        `envconfig:"HTTP_ADDR" default:":8080" desc:"host:port to serve /metrics, /healthz and /readyz on, e.g. :8080" doc:"where the HTTP server for /metrics, /healthz and /readyz listens"`
+	HTTPTokenFile    string        `envconfig:"HTTP_TOKEN_FILE" desc:"a path to a file holding a bearer token, e.g. /var/run/secrets/processor/http-token" doc:"when set, / (the status page) and /status answer 401 unless the request carries Authorization: Bearer <the file's token>; /metrics, /healthz and /readyz stay open to scrapers and probes; the file, such as a mounted Kubernetes Secret, is read at start and again when it changes (a trailing newline is dropped); the token is never logged"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"one of debug, info, warn, error" doc:"the least severe level logged (log/slog, to stderr)"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text" doc:"the format of log lines (log/slog, to stderr)"`
 	StatusHistory    time.Duration `envconfig:"STATUS_HISTORY" default:"15m" desc:"a Go duration from 1m to 24h, e.g. 15m" doc:"how far back the history of /status and the status page's charts reaches (one sample a second, kept in memory)"`
@@ -180,7 +196,8 @@ func (e *Error) Error() string {
 type Secret = settings.Secret
 
 // Load reads the PROCESSOR_* environment into a Config, applies defaults
-// (the transactional ID defaults to <group>-<hostname>) and validates it.
+// (the transactional ID defaults to <group>-<hostname>, the client ID to
+// DefaultClientID) and validates it.
 // Every error it returns is an *Error.
 func Load(hostname string) (*Config, error) {
 	var c Config
@@ -189,6 +206,9 @@ func Load(hostname string) (*Config, error) {
 	}
 	if c.TransactionalID == "" && c.Group != "" {
 		c.TransactionalID = c.Group + "-" + hostname
+	}
+	if c.ClientID == "" && c.Group != "" {
+		c.ClientID = DefaultClientID(c.Group, c.InstanceID, hostname)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err

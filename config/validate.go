@@ -18,7 +18,7 @@ import (
 // Validate checks every setting and the relations between them, rule by
 // rule in the order of rules. It returns the first problem as an *Error.
 func (c *Config) Validate() error {
-	for _, rs := range [][]rule{rules, schemaRules} {
+	for _, rs := range [][]rule{rules, schemaRules, clientRules} {
 		for _, r := range rs {
 			if (r.when == nil || r.when(c)) && !r.ok(c) {
 				return r.failure(c)
@@ -97,11 +97,14 @@ var rules = []rule{
 	// Transactions: their bounds, and their timeout between the commit
 	// interval and the session timeout.
 	{field: "CommitInterval", ok: func(c *Config) bool { return c.CommitInterval > 0 }},
+	{field: "RepartitionPurgeInterval", ok: func(c *Config) bool { return c.RepartitionPurgeInterval > 0 }},
 	{field: "MaxRecordsPerTxn", ok: func(c *Config) bool { return within(c.MaxRecordsPerTxn, 1, 10_000_000) }},
 	{field: "MaxTxnBytes", ok: func(c *Config) bool { return within(c.MaxTxnBytes, 1<<20, 1<<30) }},
 	{field: "MaxOutputBytesPerRecord", ok: func(c *Config) bool { return within(c.MaxOutputBytesPerRecord, 1<<20, 1<<30) }},
 	{field: "SessionTimeout", ok: func(c *Config) bool { return within(c.SessionTimeout, 6*time.Second, 30*time.Minute) }},
-	{field: "TransactionTimeout", ok: func(c *Config) bool { return within(c.TransactionTimeout, 1, 15*time.Minute) }},
+	// The brokers' transaction.max.timeout.ms (15m by default) is checked
+	// at start, when they are reached (txn.TimeoutError).
+	{field: "TransactionTimeout", ok: func(c *Config) bool { return c.TransactionTimeout > 0 }},
 	{field: "TransactionTimeout", ok: func(c *Config) bool { return c.TransactionTimeout < c.SessionTimeout },
 		form: func(c *Config, _ string) string {
 			return fmt.Sprintf("a duration below PROCESSOR_SESSION_TIMEOUT (%s), so a stalled member's transaction is aborted before its partitions move", c.SessionTimeout)

@@ -135,7 +135,7 @@ func TestDashboard(t *testing.T) {
 			t.Errorf("variable %s: its data source must be %s", v.Name, datasourceUID)
 		}
 	}
-	for name, typ := range map[string]string{"datasource": "datasource", "job": "query", "instance": "query"} {
+	for name, typ := range map[string]string{"datasource": "datasource", "job": "query", "namespace": "query", "group": "query", "instance": "query"} {
 		if vars[name] != typ {
 			t.Errorf("variable %s: type %q, want %q", name, vars[name], typ)
 		}
@@ -179,9 +179,11 @@ func TestDashboard(t *testing.T) {
 			if tg.Datasource != nil && tg.Datasource.UID != datasourceUID {
 				t.Errorf("%s target %s: datasource %+v, want %s", name, tg.RefID, tg.Datasource, datasourceUID)
 			}
-			// Every query follows the job and instance pickers.
-			if !strings.Contains(tg.Expr, `job=~"$job"`) || !strings.Contains(tg.Expr, `instance=~"$instance"`) {
-				t.Errorf("%s target %s does not select job=~\"$job\" and instance=~\"$instance\": %s", name, tg.RefID, tg.Expr)
+			// Every query follows the job, pipeline and instance pickers.
+			for _, sel := range []string{`job=~"$job"`, `namespace=~"$namespace"`, `group=~"$group"`, `instance=~"$instance"`} {
+				if !strings.Contains(tg.Expr, sel) {
+					t.Errorf("%s target %s does not select %s: %s", name, tg.RefID, sel, tg.Expr)
+				}
 			}
 		}
 	}
@@ -446,7 +448,7 @@ func TestPromtoolCheckConfig(t *testing.T) {
 func TestDashboardQueriesParse(t *testing.T) {
 	promtool(t)
 	fill := strings.NewReplacer(
-		`"$job"`, `".+"`, `"$instance"`, `".+"`,
+		`"$job"`, `".+"`, `"$namespace"`, `".+"`, `"$group"`, `".+"`, `"$instance"`, `".+"`,
 		"$__rate_interval", "1m", "$__range", "1h", "$__interval", "1m",
 	)
 	exprs := loadDashboard(t).exprs(false)
@@ -523,7 +525,7 @@ func TestDocumentedRuleExamplesCheck(t *testing.T) {
 func TestAvailabilityAlerts(t *testing.T) {
 	blocks := alertBlocks(t)
 	for name, want := range map[string][]string{
-		"ProcessorAllInstancesDown": {`absent(up{job="processor"} == 1)`, "job: processor", "for: 5m"},
+		"ProcessorAllInstancesDown": {`group by (job, namespace, group) (max_over_time(up{job="processor"}[1h]))`, `(up{job="processor"} == 1)`, `absent_over_time(up{job="processor"}[1h])`, "job: processor", "for: 5m"},
 		"ProcessorInstanceDown":     {`up{job="processor"} == 0`, "for: 5m"},
 		"ProcessorNotReady":         {"processor_ready", "== 0", "for: 10m"},
 		"ProcessorCrashLooping":     {`changes(process_start_time_seconds{job="processor"}[15m]) > 2`},

@@ -10,8 +10,11 @@
 //   - k8s/: a kustomization with a StatefulSet, its Services, a
 //     PodDisruptionBudget, a ServiceAccount, a NetworkPolicy, and a
 //     ConfigMap and Secret from generators; components/monitoring
-//     (PodMonitor, and a PrometheusRule made from the alerting rules)
-//     and components/keda (a ScaledObject on the processor's lag);
+//     (PodMonitor, and a PrometheusRule made from the alerting rules),
+//     components/keda (a ScaledObject on the processor's lag) and
+//     components/state-volume (a claim per pod for PROCESSOR_STATE_DIR);
+//   - helm/processor: the same deployment as a Helm chart, whose default
+//     values render what k8s/ renders (the tests compare them);
 //   - the Grafana dashboard (grafana/processor.json) and the Prometheus
 //     alerting rules with their unit tests (prometheus/alerts.yml,
 //     alerts_test.yml); docs/operations.md describes every metric they
@@ -26,8 +29,12 @@
 // table of docs/operations.md matches the metrics the code registers and
 // the dashboard and rules use only documented metrics; every alert has a
 // runbook section and is tested; promtool accepts the rules and the
-// Prometheus configuration. TestImageBinary builds cmd/processor with the
+// Prometheus configuration; the kustomize base, its components and the
+// Helm chart render (kustomize, helm) into objects that agree with each
+// other and pass kubernetes-validate --strict. TestImageBinary builds cmd/processor with the
 // Dockerfile's flags and runs it, standing in for an image build, which
 // CI does not do. Without promtool (the Debian package prometheus) the
-// promtool tests are skipped, except under CI, where they fail.
+// promtool tests are skipped, and without helm, kustomize or
+// kubernetes-validate (make deploy-tools installs them in deploy/.cache)
+// the rendering tests, except under CI, where they fail.
 package deploy

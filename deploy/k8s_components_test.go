@@ -192,9 +192,10 @@ func TestK8sMonitoringComponent(t *testing.T) {
 	// job: "processor", the scrape job the alerts select; group: a pod
 	// label whose value is PROCESSOR_GROUP, which the keda component's
 	// query selects by.
-	instance, job, groupLabel := false, false, false
+	instance, job, groupLabel, namespace := false, false, false, false
 	for _, r := range ep.Relabelings {
 		instance = instance || (r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_name"}))
+		namespace = namespace || (r.TargetLabel == "namespace" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_namespace"}))
 		job = job || (r.TargetLabel == "job" && len(r.SourceLabels) == 0 && r.Replacement == "processor")
 		if r.TargetLabel == "group" && len(r.SourceLabels) == 1 {
 			label, ok := strings.CutPrefix(r.SourceLabels[0], "__meta_kubernetes_pod_label_")
@@ -209,6 +210,9 @@ func TestK8sMonitoringComponent(t *testing.T) {
 	}
 	if !instance {
 		t.Errorf("%s: no relabeling of instance to the pod's name", mon)
+	}
+	if !namespace {
+		t.Errorf("%s: no relabeling of namespace to the pod's namespace", mon)
 	}
 
 	// The rules: the PrometheusRule is in the component (its contents are

@@ -2,19 +2,15 @@ package deploy
 
 import (
 	"bufio"
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	yaml "go.yaml.in/yaml/v3"
 
@@ -403,34 +399,15 @@ func TestK8sImagesPinned(t *testing.T) {
 	}
 }
 
-// kubectlKustomize renders dir with kubectl kustomize, or skips the test
-// when kubectl is not installed (CI has none: the tests above read the
-// files themselves).
+// kubectlKustomize renders dir with kustomize (render_test.go's
+// kustomizeBuild: skipped without it, except under CI).
 func kubectlKustomize(t *testing.T, dir string) []k8sObject {
 	t.Helper()
-	path, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not found: the rendering with kustomize is not checked (the other TestK8s tests read the files themselves)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "kustomize", dir).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, ee.Stderr)
-		}
-		t.Fatalf("kubectl kustomize %s: %v", dir, err)
-	}
-	f := filepath.Join(t.TempDir(), "rendered.yaml")
-	if err := os.WriteFile(f, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return loadManifests(t, f)
+	return kustomizeBuild(t, dir)
 }
 
 // TestK8sKustomizeRenders renders the base, and an overlay with both
-// components, with kubectl when it is installed.
+// components, with kustomize.
 func TestK8sKustomizeRenders(t *testing.T) {
 	objs := kubectlKustomize(t, k8sDir)
 	sts, spec, c := theStatefulSet(t, objs)

@@ -201,10 +201,23 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 // as the counter (its store through PROCESSOR_WASM_STORES); on kfake,
 // and against PROCESSOR_TEST_BROKERS the same. A drill: it runs under
 // make drill, not make test.
+//
+// Two more chains, each on kfake and the broker: binary-keys, the input
+// keyed by the bytes of Java's LongSerializer and IntegerSerializer (most
+// not UTF-8, many once merged in the store), each key's count apart and
+// named in base64; and grouped, orders keyed by order id counted per
+// customer (PROCESSOR_AGGREGATE_BY=.customer, every customer in every
+// input partition), judged by eoscheck -group-by .customer: one run
+// 1..N per customer, which needs the repartition topic. And two more:
+// windows-close, a count in 2 s windows with EMIT=close judged by
+// eoscheck -check windows, and dedupe, by the inputs' unique seq, every
+// input passing once. Alone:
+//
+//	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortStateful/kfake/grouped' ./integration/
 func TestChaosShortStateful(t *testing.T) {
 	drill(t)
 	binary(t)
-	run := func(t *testing.T, args ...string) {
+	run := func(t *testing.T, args ...string) string {
 		out := runChaos(t, nil, append([]string{"-records", "12000", "-rate", "1000", "-iterations", "5", "-pause", "1s",
 			"-faults", "kill,wipe,scale,term,scale,abort"}, args...)...)
 		wants := []string{"count-repeat", "aggregate counts", "rebuilt"}
@@ -219,6 +232,7 @@ func TestChaosShortStateful(t *testing.T) {
 				t.Errorf("no %q in the report: the aggregate or windows check, or the wipe's rebuild, is missing", want)
 			}
 		}
+		return out
 	}
 	partition := []string{"-transforms", "aggregate", "-policies", "fail,dlq,skip", "-ordering", "partition"}
 	key := []string{"-transforms", "jq,aggregate", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
@@ -233,16 +247,46 @@ func TestChaosShortStateful(t *testing.T) {
 	// (an aborted transaction's ids kept would lose its retried inputs).
 	dedupe := []string{"-transforms", "jq,dedupe", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
 	wasm := []string{"-transforms", "jq,wasm", "-wasm-module", module, "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
+	// Keys of Java's LongSerializer and IntegerSerializer, most not
+	// UTF-8: each counted apart, its count naming it in base64.
+	binaryKeys := []string{"-transforms", "jq,aggregate", "-keys", "binary", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
+	// Orders keyed by order id, counted per customer (BY .customer):
+	// one run 1..N per customer across every input partition, through
+	// the repartition topic. Settings for the hop go in groupedEnv
+	// (-env PROCESSOR_...=...).
+	grouped := []string{"-transforms", "jq,aggregate", "-keys", "orders", "-customers", "8", "-policies", "dlq,skip", "-poison-every", "200",
+		"-ordering", "partition"}
+	for _, kv := range groupedEnv {
+		grouped = append(grouped, "-env", kv)
+	}
 	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
 	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
 	t.Run("kfake/wasm-counter", func(t *testing.T) { run(t, append([]string{"-embedded"}, wasm...)...) })
 	t.Run("kfake/windows-close", func(t *testing.T) { run(t, append([]string{"-embedded"}, windows...)...) })
 	t.Run("kfake/dedupe", func(t *testing.T) { run(t, append([]string{"-embedded"}, dedupe...)...) })
+	t.Run("kfake/binary-keys", func(t *testing.T) { run(t, append([]string{"-embedded"}, binaryKeys...)...) })
+	t.Run("kfake/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-embedded"}, grouped...)) })
 	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
 		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
 		t.Run("kafka/wasm-counter", func(t *testing.T) { run(t, append([]string{"-brokers", b}, wasm...)...) })
 		t.Run("kafka/windows-close", func(t *testing.T) { run(t, append([]string{"-brokers", b}, windows...)...) })
 		t.Run("kafka/dedupe", func(t *testing.T) { run(t, append([]string{"-brokers", b}, dedupe...)...) })
+		t.Run("kafka/binary-keys", func(t *testing.T) { run(t, append([]string{"-brokers", b}, binaryKeys...)...) })
+		t.Run("kafka/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-brokers", b}, grouped...)) })
+	}
+}
+
+// groupedEnv are the grouped drill's settings beyond its chain's, as
+// chaos -env NAME=value pairs: none, as a stage that groups by a member
+// of the value hops through its repartition topic without one.
+var groupedEnv []string
+
+// runGrouped runs the grouped drill and checks that its counts went
+// through a repartition topic.
+func runGrouped(t *testing.T, run func(*testing.T, ...string) string, args []string) {
+	out := run(t, args...)
+	if !strings.Contains(out, "-repartition: ") || !strings.Contains(out, "groups by .customer") {
+		t.Errorf("no repartition topic, or no count per customer, in the report")
 	}
 }

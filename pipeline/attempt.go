@@ -53,6 +53,9 @@ const (
 // could not end within the budget.
 func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	chain := w.chain
+	if w.after != nil && p.fromHop(src.Topic) {
+		chain = w.after
+	}
 	key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
 	defer func() {
 		if err != nil {
@@ -77,7 +80,7 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 			return dst, p.cutStage(chain, out, dst, err), attempt, le
 		}
 		if err == nil {
-			if err = p.checkDestinations(out[len(dst):]); err != nil {
+			if err = p.checkDestinations(out[len(dst):], w.after != nil && chain == w.chain); err != nil {
 				clear(out[len(dst):])
 				return dst, stageProduce, attempt, clipErr(err)
 			}
@@ -169,8 +172,9 @@ const missingTTL = 30 * time.Second
 // to an input topic or the dead-letter topic (the processor would consume
 // its own output, or mix outputs into its dead letters), or to a topic the
 // cluster recently confirmed missing. Per routed output it costs a few
-// string comparisons.
-func (p *Pipeline) checkDestinations(out []*kgo.Record) error {
+// string comparisons. hopOut says the outputs are the first segment's of
+// a hop, which go to the repartition topic.
+func (p *Pipeline) checkDestinations(out []*kgo.Record, hopOut bool) error {
 	for _, o := range out {
 		t := o.Topic
 		if t == "" {
@@ -180,7 +184,7 @@ func (p *Pipeline) checkDestinations(out []*kgo.Record) error {
 			return fmt.Errorf("an output is routed to the dead-letter topic %q; route it to another topic", t)
 		}
 		for _, in := range p.o.InputTopics {
-			if t == in {
+			if t == in && !(hopOut && p.fromHop(t)) {
 				return fmt.Errorf("an output is routed to the input topic %q, which would feed it back into the processor", t)
 			}
 		}

@@ -383,7 +383,7 @@ func TestCheckDestinations(t *testing.T) {
 		}
 		return out
 	}
-	if err := p.checkDestinations(rec("", "side", "other")); err != nil {
+	if err := p.checkDestinations(rec("", "side", "other"), false); err != nil {
 		t.Errorf("outputs to the default and other topics: %v", err)
 	}
 	for _, c := range []struct {
@@ -393,16 +393,16 @@ func TestCheckDestinations(t *testing.T) {
 		{"in", `input topic "in"`},
 		{"in2", `input topic "in2"`},
 	} {
-		if err := p.checkDestinations(rec("", "side", c.topic)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if err := p.checkDestinations(rec("", "side", c.topic), false); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("an output to %s: %v, want an error mentioning %s", c.topic, err, c.want)
 		}
 	}
 	p.book.missing["gone"] = time.Now()
 	p.book.missing["old"] = time.Now().Add(-missingTTL - time.Second)
-	if err := p.checkDestinations(rec("side", "gone")); err == nil || !strings.Contains(err.Error(), `topic "gone", which does not exist`) {
+	if err := p.checkDestinations(rec("side", "gone"), false); err == nil || !strings.Contains(err.Error(), `topic "gone", which does not exist`) {
 		t.Errorf("an output to a topic confirmed missing just now: %v, want an error", err)
 	}
-	if err := p.checkDestinations(rec("side", "old", "")); err != nil {
+	if err := p.checkDestinations(rec("side", "old", ""), false); err != nil {
 		t.Errorf("an output to a topic confirmed missing %s ago: %v, want it to be tried again", missingTTL+time.Second, err)
 	}
 }

@@ -54,7 +54,7 @@ func (p *Pipeline) expireStore(ctx context.Context, store, topic string, partiti
 				return p.failed(src, &kgo.Record{Topic: topic, Partition: partition, Key: key, Value: value, Timestamp: expiry}, stage, 1, err, "")
 			}
 			for _, o := range out {
-				p.produceOutput(o, src)
+				p.produceOutput(o, src, src)
 			}
 			clear(out)
 			return nil

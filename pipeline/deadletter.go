@@ -27,12 +27,16 @@ const (
 // and lineage, to the dead-letter topic in the open transaction.
 // dropValue, when set, drops the value and says why.
 func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) {
+	lin := src
+	if p.fromHop(src.Topic) { // as it was before the hop, naming its input
+		lin = p.unhop(src, r)
+	}
 	r.Headers = deadLetterHeaders(r.Headers, stage, attempts, err, dropValue)
 	if dropValue != "" {
 		r.Value = nil
 	}
 	r.Topic = p.o.DLQTopic
-	p.open.dlqLineage.stamp(r, src)
+	p.open.dlqLineage.stamp(r, lin)
 	if dropValue == "" {
 		p.fitDeadLetter(r)
 	}

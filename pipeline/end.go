@@ -147,6 +147,7 @@ func (p *Pipeline) committed(took time.Duration) {
 	p.stats.dlq.Add(uint64(c.dlq))
 	p.stats.skipped.Add(uint64(c.skipped))
 	p.parts.committed(p.obs.CommittedOffsets())
+	p.purgeHop()
 	p.health.failing.Store(nil)
 	p.health.outage.Store(nil)
 }

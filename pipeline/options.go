@@ -90,6 +90,11 @@ type Options struct {
 	// records runs. It needs an ordered chain and one input topic, whose
 	// partitions are the stores'.
 	State State
+	// Repartition, when set, is the hop of a chain whose stateful stage
+	// keeps its state by something other than the input's partitioning
+	// key (transform.Chain.Hop); its topic is one of InputTopics, and the
+	// stores from the hop stage on are partitioned like it.
+	Repartition *Repartition
 	// Ordering is how the workers share a partition's records when the
 	// chain is ordered (transform.Ordered): OrderPartition (the default)
 	// or OrderKey. A chain that is not ordered shares them in runs
@@ -196,16 +201,63 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 		latency: newLatencyWindow(o.Metrics.EndToEndLatency),
 	}
 	if o.State != nil {
-		if len(o.InputTopics) != 1 || !chain.Ordered() {
-			return nil, errors.New("a stateful chain needs exactly one input topic and an ordered chain")
+		groups, err := stateGroups(o, chain)
+		if err != nil {
+			return nil, err
 		}
-		p.initState(o.State, chain.Stores())
+		p.initState(o.State, chain.Stores(), groups)
 		p.initClock()
+	}
+	if o.Repartition != nil {
+		if o.State == nil {
+			return nil, errors.New("pipeline: Options.Repartition needs Options.State")
+		}
+		if err := p.initHop(chain, *o.Repartition); err != nil {
+			return nil, err
+		}
 	}
 	for i := range p.pool.workers {
 		p.pool.workers[i].renew(p.open.ctx)
 	}
 	return p, nil
+}
+
+// stateGroups are the stores of chain by the topic they are partitioned
+// like: the one input topic's, or with a hop the repartition topic's for
+// the stores from the hop stage on and the one input topic's for those
+// before it.
+func stateGroups(o Options, chain *transform.Chain) ([]stateGroup, error) {
+	if !chain.Ordered() {
+		return nil, errors.New("a stateful chain needs an ordered chain")
+	}
+	var inputs []string
+	for _, t := range o.InputTopics {
+		if o.Repartition == nil || t != o.Repartition.Topic {
+			inputs = append(inputs, t)
+		}
+	}
+	if o.Repartition == nil {
+		if len(inputs) != 1 {
+			return nil, errors.New("a stateful chain without a repartition hop needs exactly one input topic")
+		}
+		return []stateGroup{{topic: inputs[0], stores: chain.Stores()}}, nil
+	}
+	at, _, ok := chain.Hop()
+	if !ok {
+		return nil, errors.New("pipeline: Options.Repartition for a chain that needs no hop")
+	}
+	before := chain.StoresBefore(at)
+	var groups []stateGroup
+	if len(before) > 0 {
+		if len(inputs) != 1 {
+			return nil, errors.New("a stateful stage before the repartition hop needs exactly one input topic")
+		}
+		if _, ok := o.State.(StoreScoped); !ok {
+			return nil, errors.New("pipeline: stores on both sides of a repartition hop need a StoreScoped State")
+		}
+		groups = append(groups, stateGroup{topic: inputs[0], stores: before})
+	}
+	return append(groups, stateGroup{topic: o.Repartition.Topic, stores: chain.Stores()[len(before):]}), nil
 }
 
 // withDefaults returns o with its defaults filled in, or an error naming

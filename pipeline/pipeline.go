@@ -43,6 +43,7 @@ type Pipeline struct {
 
 	st    stateLoop // the stores of a stateful chain
 	clock clock     // the input partitions' stream times (streamtime.go)
+	hop   *hop      // the repartition hop, nil without one
 
 	// Read by other goroutines.
 	stats  counters

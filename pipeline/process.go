@@ -102,6 +102,9 @@ func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res resu
 	if w.stores != nil {
 		w.stores.stream = p.streamAt(i)
 	}
+	if p.fromHop(src.Topic) {
+		res.origin = p.origin(src, r)
+	}
 	res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 	w.out = res.out[:0]
 	if w.stores != nil {
@@ -152,22 +155,27 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		return nil
 	}
 	for _, o := range res.out {
-		p.produceOutput(o, src)
+		lin := src
+		if res.origin.Topic != "" {
+			lin = res.origin
+		}
+		p.produceOutput(o, src, lin)
 	}
 	return nil
 }
 
 // produceOutput produces o, an output of src, into the open transaction:
-// to the output topic unless routed, with src's lineage.
-func (p *Pipeline) produceOutput(o *kgo.Record, src transform.Source) {
+// to the output topic unless routed, with the lineage lin (src, or the
+// input a repartitioned record came from) unless it goes to a hop.
+func (p *Pipeline) produceOutput(o *kgo.Record, src, lin transform.Source) {
 	if o.Topic == "" {
 		o.Topic = p.o.OutputTopic
 		p.open.counts.out++
 	} else {
 		p.open.counts.routed[o.Topic]++
 	}
-	if p.open.lineage != nil {
-		p.open.lineage.stamp(o, src)
+	if p.open.lineage != nil && !p.fromHop(o.Topic) {
+		p.open.lineage.stamp(o, lin)
 	}
 	if p.o.MaxTxnBytes > 0 {
 		p.open.counts.bytes += transform.Bytes(o)

@@ -326,7 +326,7 @@ func TestConfirmMissing(t *testing.T) {
 	if at, ok := p.book.missing["never"]; !ok || at.Before(before) || len(p.book.missing) != 1 {
 		t.Errorf("remembered as missing: %v, want never, from now", p.book.missing)
 	}
-	if err := p.checkDestinations([]*kgo.Record{{Topic: "never"}}); err == nil {
+	if err := p.checkDestinations([]*kgo.Record{{Topic: "never"}}, false); err == nil {
 		t.Error("an output routed to a confirmed-missing topic passes checkDestinations")
 	}
 }

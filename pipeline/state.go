@@ -73,21 +73,66 @@ type StateTxn interface {
 	Abort()
 }
 
+// StoreScoped is a State that restores and revokes some of its stores
+// alone: a chain with a repartition hop keeps the stores before the hop
+// partitioned like the input and those after it like the repartition
+// topic, each restored for the partitions of its own topic.
+type StoreScoped interface {
+	RestoreStores(ctx context.Context, stores []string, partitions []int32) error
+	RevokeStores(stores []string, partitions []int32)
+}
+
 // stateLoop is what the loop knows of the state: the open transaction,
 // the partitions restored and the assignment they are of.
 type stateLoop struct {
 	s      State // nil: the chain keeps no state
 	stores []string
-	topic  string // the one input topic
+	groups []stateGroup // the stores by the topic they are partitioned like
 	txn    StateTxn
-	epoch  uint64  // the assignment epoch restored
-	synced bool    // restored is the assignment of epoch
-	parts  []int32 // the partitions restored
+	epoch  uint64 // the assignment epoch restored
+	synced bool   // restored is the assignment of epoch
 	// restoring is set while Restore runs: the processor is not ready.
 	restoring atomic.Bool
 	// behind: the last poll's expiry stopped at a bound with expired
 	// entries left; the next poll takes one record (expireState).
 	behind bool
+}
+
+// stateGroup is stores partitioned like one topic: partition p of each
+// store keeps the state of the records of the topic's partition p.
+type stateGroup struct {
+	topic  string
+	stores []string
+	parts  []int32 // the partitions restored
+}
+
+// restore restores g's stores for parts: all of them (Restore) when g is
+// the loop's one group.
+func (st *stateLoop) restore(ctx context.Context, g *stateGroup, parts []int32) error {
+	if len(st.groups) == 1 {
+		return st.s.Restore(ctx, parts)
+	}
+	return st.s.(StoreScoped).RestoreStores(ctx, g.stores, parts)
+}
+
+// revoke revokes g's restored partitions.
+func (st *stateLoop) revoke(g *stateGroup) {
+	if len(st.groups) == 1 {
+		st.s.Revoke(g.parts)
+	} else {
+		st.s.(StoreScoped).RevokeStores(g.stores, g.parts)
+	}
+	g.parts = nil
+}
+
+// reads reports whether store is partitioned like topic.
+func (st *stateLoop) reads(store, topic string) bool {
+	for i := range st.groups {
+		if st.groups[i].topic == topic {
+			return slices.Contains(st.groups[i].stores, store)
+		}
+	}
+	return false
 }
 
 // storeHolder is a worker's transform.Stores: the open transaction's
@@ -121,12 +166,10 @@ func (h *storeHolder) settle(err error) {
 	h.bytes = h.j.Mark()
 }
 
-// initState readies the loop's state and gives every worker a holder.
-func (p *Pipeline) initState(s State, stores []string) {
-	p.st.s, p.st.stores = s, stores
-	if len(p.o.InputTopics) > 0 {
-		p.st.topic = p.o.InputTopics[0]
-	}
+// initState readies the loop's state, its stores in groups by the topic
+// each is partitioned like, and gives every worker a holder.
+func (p *Pipeline) initState(s State, stores []string, groups []stateGroup) {
+	p.st.s, p.st.stores, p.st.groups = s, stores, groups
 	for i := range p.pool.workers {
 		p.pool.workers[i].stores = &storeHolder{st: &p.st, j: s.Journal(p.s.MaxRecordBytes)}
 	}
@@ -140,18 +183,25 @@ func (p *Pipeline) syncState(ctx context.Context) error {
 	if p.st.s == nil || p.s.InTxn() || (p.st.synced && e == p.st.epoch) {
 		return nil
 	}
-	p.st.s.Revoke(p.st.parts)
-	parts := slices.Clone(p.obs.Assigned()[p.st.topic])
-	slices.Sort(parts)
 	p.st.restoring.Store(true)
 	defer p.st.restoring.Store(false)
-	began := time.Now()
-	if err := p.st.s.Restore(ctx, parts); err != nil {
-		p.st.synced, p.st.parts = false, nil
-		return fmt.Errorf("restoring the state of partitions %v: %w", parts, err)
+	p.st.synced = false
+	for i := range p.st.groups {
+		p.st.revoke(&p.st.groups[i])
 	}
-	p.st.parts, p.st.epoch, p.st.synced = parts, e, true
-	p.log.Info("state ready", "partitions", fmt.Sprint(parts), "seconds", time.Since(began).Seconds())
+	assigned := p.obs.Assigned()
+	for i := range p.st.groups {
+		g := &p.st.groups[i]
+		parts := slices.Clone(assigned[g.topic])
+		slices.Sort(parts)
+		began := time.Now()
+		if err := p.st.restore(ctx, g, parts); err != nil {
+			return fmt.Errorf("restoring the state of %s partitions %v: %w", g.topic, parts, err)
+		}
+		g.parts = parts
+		p.log.Info("state ready", "topic", g.topic, "partitions", fmt.Sprint(parts), "seconds", time.Since(began).Seconds())
+	}
+	p.st.epoch, p.st.synced = e, true
 	return nil
 }
 
@@ -162,12 +212,17 @@ func (p *Pipeline) stateStale() bool {
 }
 
 // stateHolds reports whether the state has restored every partition of
-// the state's topic that fs holds records of.
+// the state's topics that fs holds records of.
 func (p *Pipeline) stateHolds(fs kgo.Fetches) bool {
 	holds := true
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if len(fp.Records) > 0 && fp.Topic == p.st.topic && !slices.Contains(p.st.parts, fp.Partition) {
-			holds = false
+		if len(fp.Records) == 0 {
+			return
+		}
+		for i := range p.st.groups {
+			if g := &p.st.groups[i]; g.topic == fp.Topic && !slices.Contains(g.parts, fp.Partition) {
+				holds = false
+			}
 		}
 	})
 	return holds
@@ -219,6 +274,9 @@ func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches, done bool) e
 			return
 		}
 		for _, s := range p.st.stores {
+			if !p.st.reads(s, fp.Topic) {
+				continue
+			}
 			for spent := 0; ; {
 				room := expireCallBytes
 				if p.o.MaxTxnBytes > 0 {

@@ -219,7 +219,7 @@ func (p *Pipeline) look() {
 				(*c)(&limitError{ran: now.Sub(sn.since), limit: p.mon.limit, budget: p.o.TxnBudget, names: p.names})
 				sn.ended = now
 				p.log.Warn("a record has run for its limit; it fails under "+p.names.onError,
-					"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "transform", w.chain.Running().String(),
+					"topic", src.Topic, "partition", src.Partition, "offset", src.Offset, "transform", p.runningIn(w, src.Topic).String(),
 					"limit", p.mon.limit.String(), "policy", string(p.o.OnError))
 			}
 		}
@@ -230,7 +230,7 @@ func (p *Pipeline) look() {
 			}
 		}
 		if !sn.ended.IsZero() && now.Sub(sn.ended) >= p.mon.tick && s.stuck.Load() == nil {
-			var err error = &stuckError{src: src, entry: w.chain.Running(), ran: now.Sub(sn.since), since: now.Sub(sn.ended),
+			var err error = &stuckError{src: src, entry: p.runningIn(w, src.Topic), ran: now.Sub(sn.since), since: now.Sub(sn.ended),
 				timeout: p.names.transformTimeout}
 			s.stuck.Store(&err)
 			p.log.Error("a transform does not return after its context ended", "err", err.Error())

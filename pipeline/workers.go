@@ -76,12 +76,18 @@ type result struct {
 	stateBytes int64
 	// late are the stores that found the record late (late.go).
 	late []string
+	// origin is, for a record of the repartition topic, the input it was
+	// made from: its outputs' lineage.
+	origin transform.Source
 }
 
 // worker runs records through its own chain: a Chain, and the transforms
 // in it, serve one goroutine at a time.
 type worker struct {
 	chain *transform.Chain
+	// after is the chain's second segment, which runs the records of the
+	// repartition topic (nil without a hop; chain is then the first).
+	after *transform.Chain
 	out   []*kgo.Record // the outputs of the records it ran in this poll
 	// ctx is the open transaction's context, which the monitor cuts when
 	// the worker's record has run for its limit (renewed after a cut).
@@ -262,6 +268,9 @@ func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
 		if _, ok := p.book.poison[src]; ok {
 			return // the loop applies the policy
 		}
+	}
+	if p.fromHop(src.Topic) {
+		res.origin = p.origin(src, r)
 	}
 	from := len(w.out)
 	if w.stores != nil {

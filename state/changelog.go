@@ -131,6 +131,11 @@ func (m *Manager) check(ctx context.Context, adm *kadm.Client, topics []string, 
 // brokers learn of a topic just created a moment after its controller,
 // and kadm caches metadata for a few seconds.
 func (m *Manager) listed(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
+	return listed(ctx, adm, topics)
+}
+
+// listed is Manager.listed.
+func listed(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicDetails, error) {
 	deadline := time.Now().Add(metadataWait)
 	for {
 		details, err := adm.ListTopics(ctx, topics...)

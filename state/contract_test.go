@@ -342,7 +342,7 @@ func restoreStartMoved(t *testing.T, c *kafkatest.Cluster) {
 	cut := r.written[len(r.written)-10].off
 	m = r.manager()
 	cl := r.c.Client(t)
-	plan, err := m.plan(ctx(t), kadm.NewClient(cl), []int32{0})
+	plan, err := m.plan(ctx(t), kadm.NewClient(cl), m.Topics(), []int32{0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestRestoreLeaderMoved(t *testing.T) {
 	}
 	m = r.manager()
 	cl := r.c.Client(t)
-	plan, err := m.plan(ctx(t), kadm.NewClient(cl), r.all())
+	plan, err := m.plan(ctx(t), kadm.NewClient(cl), m.Topics(), r.all())
 	if err != nil {
 		t.Fatal(err)
 	}

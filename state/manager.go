@@ -229,10 +229,13 @@ func (m *Manager) info(p part) *partInfo {
 // stays on disk (a later Restore reads only the tail), but no transaction
 // may use them until then. Call it for partitions revoked or lost, and
 // for every partition after a transaction whose outcome is unknown.
-func (m *Manager) Revoke(partitions []int32) {
+func (m *Manager) Revoke(partitions []int32) { m.RevokeStores(m.opts.Stores, partitions) }
+
+// RevokeStores is Revoke for some of the stores only (see RestoreStores).
+func (m *Manager) RevokeStores(stores []string, partitions []int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range m.opts.Stores {
+	for _, s := range stores {
 		for _, p := range partitions {
 			if pi := m.parts[part{m.topics[s], p}]; pi != nil {
 				pi.ready = false

@@ -31,15 +31,31 @@ import (
 // and with no Kafka transaction of its own open (between End and the next
 // Begin), or it waits for that transaction's timeout.
 func (m *Manager) Restore(ctx context.Context, partitions []int32) error {
-	if len(partitions) == 0 {
+	return m.RestoreStores(ctx, m.opts.Stores, partitions)
+}
+
+// RestoreStores is Restore for some of the stores only: with a
+// repartition hop, the stores before it are partitioned like the input
+// and those after it like the repartition topic, and each is restored for
+// its own topic's assigned partitions.
+func (m *Manager) RestoreStores(ctx context.Context, stores []string, partitions []int32) error {
+	if len(partitions) == 0 || len(stores) == 0 {
 		return nil
+	}
+	topics := make([]string, 0, len(stores))
+	for _, s := range stores {
+		t, ok := m.topics[s]
+		if !ok {
+			return fmt.Errorf("%w: %s", ErrUnknownStore, s)
+		}
+		topics = append(topics, t)
 	}
 	cl, err := kgo.NewClient(m.opts.ClientOpts...)
 	if err != nil {
 		return fmt.Errorf("state: creating the restore client: %w", err)
 	}
 	defer cl.Close()
-	plan, err := m.plan(ctx, kadm.NewClient(cl), partitions)
+	plan, err := m.plan(ctx, kadm.NewClient(cl), topics, partitions)
 	if err != nil {
 		return err
 	}
@@ -85,8 +101,7 @@ type restoring struct {
 
 // plan reads the changelogs' metadata and the checkpoints, wipes the
 // partitions to rebuild and says where each one starts.
-func (m *Manager) plan(ctx context.Context, adm *kadm.Client, partitions []int32) (map[part]*restoring, error) {
-	topics := m.Topics()
+func (m *Manager) plan(ctx context.Context, adm *kadm.Client, topics []string, partitions []int32) (map[part]*restoring, error) {
 	details, err := m.listed(ctx, adm, topics)
 	if err != nil {
 		return nil, err

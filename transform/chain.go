@@ -223,11 +223,15 @@ func (c *Chain) Stores() []string {
 // so that the key it groups by is not the key records were dealt by. The
 // host's stages (Frame) decode and encode the key as it came, so they
 // change nothing that matters here.
+//
+// The stage a repartition hop runs behind (Hop) is exact: the records it
+// sees were dealt by their group key, which the hop made their key.
 func (c *Chain) KeyOrderConflict() (e Entry, why string, ok bool) {
 	var keyChanger *Entry
+	hop, _, hasHop := c.Hop()
 	for i := range c.stages {
 		s := &c.stages[i]
-		if len(StoresOf(s.t)) > 0 {
+		if len(StoresOf(s.t)) > 0 && (!hasHop || i != hop) {
 			if ks, isKS := s.t.(KeyScoped); !isKS || !ks.KeyScoped() {
 				return s.entry, "keeps state by something other than the record key (such as a BY expression), which records with different keys may share", false
 			}

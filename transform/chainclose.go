@@ -77,3 +77,14 @@ func (c *Chain) checkEmitter(e Entry, t Transform) error {
 	}
 	return nil
 }
+
+// EmitterFrom returns the first entry at or after stage at that emits
+// when entries of its stores close (WindowEmitter).
+func (c *Chain) EmitterFrom(at int) (e Entry, ok bool) {
+	for _, s := range c.stages[min(max(at, 0), len(c.stages)):] {
+		if !s.host && EmitsOnClose(s.t) {
+			return s.entry, true
+		}
+	}
+	return Entry{}, false
+}

@@ -31,6 +31,20 @@ func (k *kafkaTxn) open(kopts []kgo.Opt) (*kgo.Client, error) {
 	return k.cl, nil
 }
 
+// hello checks the transaction timeout against the brokers' limit, then
+// asks for a producer ID.
+func (k *kafkaTxn) hello(ctx context.Context) error {
+	denied, err := k.lim.checkTimeout(ctx, k.txnTimeout)
+	if err != nil {
+		return err
+	}
+	if err := k.producer.hello(ctx); err != nil {
+		return err
+	}
+	k.lim.warnUnchecked(denied)
+	return nil
+}
+
 func (k *kafkaTxn) poll(ctx context.Context, max int) kgo.Fetches { return k.gts.PollRecords(ctx, max) }
 
 func (k *kafkaTxn) begin() error { return k.gts.Begin() }

@@ -30,7 +30,10 @@ type limiter struct {
 	admin   *kadm.Client
 	outputs []string // Options.OutputTopics
 	log     *slog.Logger
+	cap     int32 // Options.MaxBatchBytes; 0: none
 	cur     atomic.Pointer[batchLimits]
+
+	timeoutWarned bool // warnUnchecked has warned (Init's goroutine only)
 }
 
 // batchLimits are the producer's limits on a record batch, per topic.
@@ -69,16 +72,7 @@ func (s *Session) MaxRecordBytes(topic string) int { return s.c.maxRecordBytes(t
 // only when the brokers do not answer, which Init retries.
 func (lim *limiter) read(ctx context.Context) error {
 	fallback := DefaultMaxMessageBytes
-	// One broker's own configuration: the cluster-wide resource holds
-	// only values set dynamically, not a broker's static or default ones.
-	meta, err := lim.admin.BrokerMetadata(ctx)
-	if err != nil {
-		return fmt.Errorf("reading the brokers' metadata: %w", err)
-	}
-	var brokers kadm.ResourceConfigs
-	if len(meta.Brokers) > 0 {
-		brokers, err = lim.admin.DescribeBrokerConfigs(ctx, meta.Brokers[0].NodeID)
-	}
+	brokers, err := brokerConfigs(ctx, lim.admin)
 	switch {
 	case err != nil && !denied(err):
 		return fmt.Errorf("reading the broker's message.max.bytes: %w", err)
@@ -114,8 +108,27 @@ func (lim *limiter) read(ctx context.Context) error {
 			}
 		}
 	}
-	lim.cur.Store(limits)
+	lim.cur.Store(lim.capped(limits))
 	return nil
+}
+
+// capped returns l with every limit lowered to the cap, when there is
+// one. A topic whose own limit is lower keeps it, which is logged: the
+// cap does not raise what the broker takes.
+func (lim *limiter) capped(l *batchLimits) *batchLimits {
+	if lim.cap <= 0 {
+		return l
+	}
+	c := min(max(lim.cap, minBatchBytes), maxBatchBytes)
+	out := &batchLimits{topics: make(map[string]int32, len(l.topics)), fallback: min(l.fallback, c)}
+	for t, n := range l.topics {
+		out.topics[t] = min(n, c)
+		if n < c {
+			lim.log.Info("a topic takes smaller record batches than the producer's batch limit; its own limit applies",
+				"topic", t, "max_message_bytes", n, "batch_max_bytes", c)
+		}
+	}
+	return out
 }
 
 // denied reports whether err refuses describing a configuration.
@@ -123,18 +136,38 @@ func denied(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
 }
 
+// brokerConfigs describes the configuration of one broker, the first the
+// metadata lists: the cluster-wide resource holds only values set
+// dynamically, not a broker's static or default ones.
+func brokerConfigs(ctx context.Context, admin *kadm.Client) (kadm.ResourceConfigs, error) {
+	meta, err := admin.BrokerMetadata(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading the brokers' metadata: %w", err)
+	}
+	if len(meta.Brokers) == 0 {
+		return nil, nil
+	}
+	return admin.DescribeBrokerConfigs(ctx, meta.Brokers[0].NodeID)
+}
+
 // configInt returns config key of rc, clamped to what franz-go accepts as a
 // batch limit.
 func configInt(rc kadm.ResourceConfig, key string) (int32, bool) {
+	n, ok := configInt64(rc, key)
+	if !ok {
+		return 0, false
+	}
+	return int32(min(max(n, minBatchBytes), maxBatchBytes)), true
+}
+
+// configInt64 returns config key of rc, a whole number.
+func configInt64(rc kadm.ResourceConfig, key string) (int64, bool) {
 	for _, c := range rc.Configs {
 		if c.Key != key || c.Value == nil {
 			continue
 		}
 		n, err := strconv.ParseInt(*c.Value, 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		return int32(min(max(n, minBatchBytes), maxBatchBytes)), true
+		return n, err == nil
 	}
 	return 0, false
 }

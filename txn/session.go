@@ -25,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -46,62 +45,6 @@ const (
 	ReasonTimeout      Reason = "timeout"         // the broker aborted the transaction at the transaction timeout (and bumped the epoch)
 	ReasonUnavailable  Reason = "unavailable"     // a service the chain depends on (a Schema Registry) failed: no record's fault
 )
-
-// Options configure a Session.
-type Options struct {
-	Brokers            []string
-	Group              string
-	Topics             []string
-	TransactionalID    string
-	InstanceID         string // static membership when set
-	SessionTimeout     time.Duration
-	TransactionTimeout time.Duration
-	// FenceWindow: being fenced twice within it is fatal. Default 10m.
-	FenceWindow time.Duration
-	Logger      *slog.Logger
-	Metrics     *Metrics
-	// ClientOpts are appended to the options of the group client, e.g.
-	// kprom hooks.
-	ClientOpts []kgo.Opt
-	// ConnOpts say how to reach the brokers: TLS (kgo.DialTLSConfig) and
-	// SASL (kgo.SASL), for instance. Unlike ClientOpts they apply to every
-	// client the session makes: the group client, each time it is
-	// rebuilt, and the admin client. When the brokers and the client do
-	// not accept each other (credentials, certificates), Init returns an
-	// *AccessError instead of retrying.
-	ConnOpts []kgo.Opt
-	// Guarantee is how batches end: ExactlyOnce (the zero value) in a
-	// Kafka transaction, or in the Destination's own; AtLeastOnce without
-	// transactions: End waits until the batch's outputs are acknowledged,
-	// then commits the consumed offsets; an aborted batch rewinds and is
-	// processed again, so outputs may be written twice but none is lost
-	// (TransactionalID is not used).
-	Guarantee Guarantee
-	// OutputTopics are the topics the session produces to that are known
-	// before it starts: the output topic, the dead-letter topic and the
-	// chain's fixed destinations. Init reads their max.message.bytes, and
-	// the producer's limit on a record batch to each follows it (franz-go
-	// would otherwise refuse anything over 1,000,012 bytes, below Kafka's
-	// default of 1,048,588). Topics routed to that are not listed get the
-	// broker's message.max.bytes. See MaxRecordBytes.
-	OutputTopics []string
-	// Destination, when not nil, takes the outputs instead of Kafka: each
-	// batch's rows, dead letters and next offsets in one transaction of
-	// its own, its offsets winning over the group's (see stored.go). It
-	// gives ExactlyOnce only. TransactionalID is not used.
-	Destination sink.Transactional
-	// DestinationName is what Sink reports for Destination, e.g.
-	// "postgres"; "kafka" without one.
-	DestinationName string
-	// MaxCrashAttempts is how many processes may die between polling a
-	// partition's records and committing any of them before its records
-	// run one per transaction, and the one a process dies on then is
-	// handed to the pipeline as a Culprit (see crashes.go). The count
-	// lives in the committed offsets' metadata, so it survives SIGKILL and
-	// rebalances. 0 keeps no count. Without a Destination only (whose
-	// offsets are stored in it, not in the group).
-	MaxCrashAttempts int
-}
 
 // Session is a transactional consume-produce session that survives broker
 // restarts, transaction timeouts and coordinator moves by rebuilding its
@@ -156,10 +99,13 @@ func New(opts Options) (*Session, error) {
 	if opts.Guarantee == "" {
 		opts.Guarantee = ExactlyOnce
 	}
+	if opts.ClientID == "" {
+		opts.ClientID = "processor"
+	}
 	s := &Session{opts: opts, log: opts.Logger, m: opts.Metrics, out: &outcomes{},
-		lim: &limiter{outputs: opts.OutputTopics, log: opts.Logger}}
+		lim: &limiter{outputs: opts.OutputTopics, log: opts.Logger, cap: opts.MaxBatchBytes}}
 	s.assignGen.Store(-1)
-	s.lim.cur.Store(&batchLimits{fallback: DefaultMaxMessageBytes})
+	s.lim.cur.Store(s.lim.capped(&batchLimits{fallback: DefaultMaxMessageBytes}))
 	c, err := newCommitter(opts, s.out, s.lim)
 	if err != nil {
 		return nil, err
@@ -177,7 +123,7 @@ func New(opts Options) (*Session, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("processor-admin"),
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(opts.Brokers...), kgo.ClientID(opts.ClientID),
 		kgo.WithLogger(kgoLogger{s.log})}, opts.ConnOpts...)...)
 	if err != nil {
 		s.c.close()
@@ -205,9 +151,13 @@ func errCreating(err error) error { return fmt.Errorf("creating the Kafka client
 // shares.
 func (s *Session) consumerOpts() []kgo.Opt {
 	o := s.opts
+	start := kgo.NewOffset().AtStart()
+	if o.StartOffset != nil {
+		start = *o.StartOffset
+	}
 	kopts := []kgo.Opt{
 		kgo.SeedBrokers(o.Brokers...),
-		kgo.ClientID("processor"),
+		kgo.ClientID(o.ClientID),
 		kgo.ConsumerGroup(o.Group),
 		kgo.ConsumeTopics(o.Topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -217,7 +167,7 @@ func (s *Session) consumerOpts() []kgo.Opt {
 		// input. The pipeline skips them.
 		kgo.KeepControlRecords(),
 		kgo.RequireStableFetchOffsets(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.ConsumeResetOffset(start),
 		kgo.SessionTimeout(o.SessionTimeout),
 		// No RecordDeliveryTimeout: franz-go measures it from the
 		// record's timestamp, which is the input's (as in Kafka Streams),
@@ -303,10 +253,12 @@ func (s *Session) countRebalance(cl *kgo.Client) {
 // it succeeds or ctx ends. Initialising fences any older producer with the
 // same transactional ID and aborts its open transaction, so a restarted
 // instance takes over from its dead predecessor at once. Errors that no
-// retry can fix are returned at once: the broker rejects the transaction
-// timeout, or the brokers and the client do not accept each other or the
-// user is not authorized (an *AccessError). Brokers that cannot be
-// reached, or answer that they are not ready, are retried.
+// retry can fix are returned at once: the transaction timeout is longer
+// than the brokers' transaction.max.timeout.ms (a *TimeoutError, checked
+// before the producer ID is asked for) or the broker rejects it, or the
+// brokers and the client do not accept each other or the user is not
+// authorized (an *AccessError). Brokers that cannot be reached, or answer
+// that they are not ready, are retried.
 func (s *Session) Init(ctx context.Context) error {
 	s.connecting.Store(true)
 	defer s.connecting.Store(false)
@@ -368,6 +320,10 @@ func (s *Session) refusal(err error) error {
 	var access *AccessError
 	if errors.As(err, &access) {
 		return access
+	}
+	var timeout *TimeoutError
+	if errors.As(err, &timeout) {
+		return timeout
 	}
 	if kind := accessKind(err); kind != 0 {
 		e := &AccessError{Kind: kind, Err: err}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -143,7 +142,7 @@ type inputMaker struct {
 // next returns input i: its key, its value, and its class and variant
 // (Ordinary and "" for an ordinary one).
 func (m *inputMaker) next(i int) (key string, value []byte, class check.Class, variant string, err error) {
-	key = "k" + strconv.Itoa(i%1000)
+	key, label := m.inputKey(i)
 	if m.avro != nil {
 		if err := m.avro.at(i); err != nil {
 			return "", nil, "", "", err
@@ -154,7 +153,8 @@ func (m *inputMaker) next(i int) (key string, value []byte, class check.Class, v
 		if m.avro != nil {
 			value, err = m.avro.ordinary(key, i)
 		} else {
-			value, err = json.Marshal(inputValue{Key: key, Seq: i})
+			value, err = json.Marshal(inputValue{Key: label, Seq: i})
+			value = o.withCustomer(value, i)
 		}
 		return key, value, check.Ordinary, "", err
 	}
@@ -180,14 +180,16 @@ func (m *inputMaker) next(i int) (key string, value []byte, class check.Class, v
 	if m.avro != nil {
 		value, err = m.avro.poison(m.rng, variant, key, i)
 	} else {
-		value = poisonInput(m.rng, variant, key, i)
+		value = o.withCustomer(poisonInput(m.rng, variant, key, i), i)
 	}
 	return key, value, class, variant, err
 }
 
 // waitCaughtUp waits until the group has committed the whole input: in
 // Kafka, or with -sink postgres in the database, whose stored offsets are
-// the truth there (the group's in Kafka are a copy).
+// the truth there (the group's in Kafka are a copy); in the stateful mode
+// also every record of the group's repartition topics
+// (repartitionCaughtUp).
 func (d *driver) waitCaughtUp() bool {
 	adm, closeFn, err := d.admin()
 	if err != nil {
@@ -207,6 +209,16 @@ func (d *driver) waitCaughtUp() bool {
 			var committed kadm.OffsetResponses
 			committed, err2 = adm.FetchOffsets(ctx, d.group)
 			at = func(p int32) (int64, bool) { c, ok := committed.Lookup(d.in, p); return c.At, ok }
+			if err2 == nil && d.o.stateful() {
+				// The input committed is the first hop; the records it
+				// wrote to a repartition topic must be counted too.
+				var hopped bool
+				hopped, err2 = d.repartitionCaughtUp(ctx, adm, committed)
+				if err2 == nil && !hopped {
+					cancel()
+					continue
+				}
+			}
 		}
 		cancel()
 		if err1 != nil || err2 != nil {

@@ -114,6 +114,10 @@ func (d *driver) instance(id int) launch.Instance {
 			in.Settings["PROCESSOR_WASM_TIMEOUT"] = "500ms" // a loaded machine is no guest's fault; four attempts fit the drill's budget
 		default:
 			in.Settings["PROCESSOR_AGGREGATE_FUNCTION"] = "count"
+			if d.o.grouped() {
+				// Orders keyed by order id, counted per customer.
+				in.Settings["PROCESSOR_AGGREGATE_BY"] = groupField
+			}
 		}
 		if d.o.window > 0 {
 			w := d.o.window.String()
@@ -131,6 +135,7 @@ func (d *driver) instance(id int) launch.Instance {
 	if in.OnError == "dlq" && d.dlq != "" {
 		in.DLQTopic = d.dlq
 	}
+	in.Extra = append(in.Extra, d.o.env...) // last: -env wins
 	return in
 }
 

@@ -122,6 +122,25 @@
 // inputs' unique seq (PROCESSOR_DEDUPE_BY=.seq): every input must pass
 // exactly once, judged by eoscheck one to one.
 //
+// The input's keys (-keys) are k0 ... k999 by default. With -keys binary
+// they are the bytes Java's LongSerializer and IntegerSerializer write
+// (8 and 4 bytes, big-endian, of positive and negative numbers): 1,000
+// keys, most of them not UTF-8, many differing only in bytes that are
+// not, which the stateful chain must count apart (the output's "key"
+// names such a key {"base64": ...}, and eoscheck -check aggregate holds
+// it to its record key). With -keys orders every input has a key of its
+// own, the order id o<seq>, and its value a customer, c<seq % -customers>,
+// so that every customer has orders in every input partition; the
+// stateful chain (aggregate) then counts by customer
+// (PROCESSOR_AGGREGATE_BY=.customer), and eoscheck runs with -group-by
+// .customer: every customer's counts must run 1, 2, 3, ... in the
+// committed output up to its orders taken, across all input partitions,
+// which needs the processor's repartition topic
+// (<group>-<store>-repartition); the drill waits for the group to have
+// consumed it too, and reports its size. -env PROCESSOR_NAME=value
+// (repeatable) gives every instance one more setting, after the drill's
+// own.
+//
 // With -sink postgres the instances write into PostgreSQL instead of an
 // output topic (PROCESSOR_SINK=postgres): rows into a table of the run's
 // own (chaos_<id>), dead letters into another (chaos_dl_<id>), and the
@@ -138,6 +157,8 @@
 //	chaos -embedded -value-format avro -records 30000 -iterations 8
 //	chaos -embedded -sink postgres -postgres-url "$(bash integration/postgres/pg.sh url)"
 //	chaos -embedded -transforms jq,aggregate -ordering key -records 60000 -rate 1500 -iterations 14
+//	chaos -embedded -transforms jq,aggregate -keys binary -ordering key -records 12000 -rate 1000 -iterations 5
+//	chaos -embedded -transforms jq,aggregate -keys orders -records 12000 -rate 1000 -iterations 5
 package main
 
 import (

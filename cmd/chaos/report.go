@@ -79,6 +79,15 @@ func (d *driver) printChain() {
 		chain += fmt.Sprintf(" (jq: %s)", d.o.jqExpr)
 	}
 	fmt.Printf("transforms %s\n", chain)
+	switch d.o.keys {
+	case keysBinary:
+		fmt.Printf("%-10s binary: LongSerializer and IntegerSerializer bytes, %d keys, most not UTF-8\n", "keys", keySpace)
+	case keysOrders:
+		fmt.Printf("%-10s orders: one order id per input, %s drawn from %d customers\n", "keys", groupField, d.o.customers)
+	}
+	if len(d.o.env) > 0 {
+		fmt.Printf("%-10s %s (-env)\n", "settings", strings.Join(d.o.env, " "))
+	}
 	switch {
 	case d.o.ordering != "" && d.o.stateful():
 		fmt.Printf("%-10s %s (PROCESSOR_ORDERING; aggregate is ordered: per key, or per partition)\n", "ordering", d.o.ordering)
@@ -159,6 +168,7 @@ func (d *driver) eoscheckArgs() []string {
 	case d.o.counter() == "dedupe": // every id once: the checks by lineage, one to one
 	case d.o.stateful():
 		args = append(args, "-check", "aggregate")
+		args = append(args, d.groupArgs()...)
 	}
 	if d.o.poisonEvery > 0 {
 		args = append(args, "-poison")

@@ -80,8 +80,12 @@ func (d *driver) printState() (unexpected []string) {
 	case "dedupe":
 		store, what = "dedupe", "dedupe by the unique seq: every input passes once"
 	}
+	if d.o.grouped() {
+		what = "count by " + groupField + fmt.Sprintf(" of orders keyed by order id, %d customers", d.o.customers)
+	}
 	fmt.Printf("%-10s %s (%s), changelog %s-%s-changelog, state directories %s/instance-N\n",
 		"state", d.o.counter(), what, d.group, store, d.o.stateDir)
+	d.printRepartition()
 	var all restores
 	logs, _ := filepath.Glob(filepath.Join(d.o.logDir, "processor-*.log"))
 	for _, l := range logs {

@@ -15,6 +15,7 @@
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos -poison -poison-skip
 //	eoscheck -input chaos-in -output chaos-out -group chaos -check aggregate
+//	eoscheck -input orders -output counts -group by-customer -check aggregate -group-by .customer
 //
 // It prints one table to stdout, a row per anomaly with its count and an
 // example, then totals and a result line, and exits 0 when clean, 1 when it
@@ -106,6 +107,21 @@
 // final row of a window not closed), late-wrong (a late input not in the
 // late topic exactly once, or an input in time there). Without a late
 // topic the late inputs are counted as dropped on the totals' line.
+// With -group-by PATH as well (a path of object members such as
+// .customer, the aggregate's PROCESSOR_AGGREGATE_BY) the counts were
+// grouped by that member of the input values rather than by record key,
+// as for orders keyed by order id and counted per customer: an input's
+// group is the member's text (a string's; another value's JSON), and
+// every group's counts must run 1, 2, 3, ... in the committed output up
+// to its inputs taken across all input partitions. A count kept per
+// input partition shows as count-repeat and count-short (its highest
+// count below the group's inputs); count-key then means an output whose
+// value's "key" is not its record key, or whose record key is not its
+// input's group (the output's processor.source names the input it
+// counts, through any repartition topic). An input without the member
+// has no group, and must have no count. The order row is not judged then
+// (through a repartition topic an input partition's records keep their
+// order within each group, which key-order judges, not across groups).
 //
 // With -poison the input holds the fault drill's marked records, each with
 // the key poison-<class>-<seq>, and each is judged by its class: a notjson
@@ -228,12 +244,14 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
+	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group")
 	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once)")
 	fs.DurationVar(&c.windows.Size, "window", 0, "with -check windows: the aggregate's WINDOW")
 	fs.DurationVar(&c.windows.Advance, "window-advance", 0, "with -check windows: the aggregate's WINDOW_ADVANCE (0: tumbling)")
 	fs.DurationVar(&c.windows.Grace, "grace", 0, "with -check windows: the aggregate's GRACE")
 	fs.StringVar(&c.windows.LateTopic, "late-topic", "", "with -check windows: the processor's PROCESSOR_LATE_TOPIC (unset: late inputs were dropped)")
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
 			fmt.Fprint(stdout, usageText)
@@ -248,6 +266,12 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	}
 	if err := parseChecks(&c, *checks); err != nil {
 		return c, err
+	}
+	if c.opts.GroupBy, err = check.ParseGroupPath(*groupBy); err != nil {
+		return c, fmt.Errorf("-group-by %w", err)
+	}
+	if len(c.opts.GroupBy) > 0 && !c.aggregate {
+		return c, errors.New("-group-by needs -check aggregate")
 	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
@@ -390,7 +414,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
-		Poison: c.poison, Aggregate: c.aggregate, Windows: c.opts.Windows != nil})
+		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil})
 	if err != nil {
 		return fail(err)
 	}
@@ -456,22 +480,4 @@ func runDatabase(ctx context.Context, c config, stdout io.Writer, fail func(erro
 		return 1
 	}
 	return 0
-}
-
-// parseWindows sets up -check windows.
-func parseWindows(c *config) error {
-	w := c.windows
-	switch {
-	case c.tables.URL != "" || c.opts.AtLeastOnce || c.opts.OneToOne:
-		return errors.New("-check windows needs a run into Kafka, exactly once, and -one-to-one=false (EMIT=close emits one row per window, not per input)")
-	case w.Size <= 0:
-		return errors.New("-check windows needs -window, the aggregate's WINDOW")
-	case w.Advance < 0 || w.Advance > w.Size || w.Grace < 0:
-		return fmt.Errorf("-window-advance %s must be within -window %s, and -grace %s not negative", w.Advance, w.Size, w.Grace)
-	}
-	if w.LateTopic != "" && !slices.Contains(c.outputs, w.LateTopic) {
-		c.outputs = append(c.outputs, w.LateTopic)
-	}
-	c.opts.Windows = &c.windows
-	return nil
 }

@@ -66,6 +66,9 @@ type Settings struct {
 	// Emit is update (an output for every input) or close (one final
 	// output per key and window, once it closes).
 	Emit string `setting:"EMIT" default:"update" doc:"update: an output for every input, the window's aggregate so far; close (with WINDOW): exactly one output per key and window, its final aggregate, once the stream time passes the window's end plus GRACE" form:"update or close"`
+	// PartitionedByKey declares the input partitioned by the group key
+	// already: no repartition hop.
+	PartitionedByKey bool `setting:"PARTITIONED_BY_KEY" default:"false" doc:"the input is already partitioned by the group key (BY), so no repartition hop is needed: records with one group key all arrive in one input partition" form:"true or false"`
 	// Store names the state store (and its changelog topic).
 	Store string `setting:"STORE" default:"aggregate" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
 }
@@ -81,6 +84,7 @@ type Transform struct {
 	grace     int64 // milliseconds
 	close     bool  // EMIT=close
 	store     string
+	byKey     bool // PartitionedByKey
 }
 
 // maxWindowsPerRecord bounds the hopping windows a record counts in
@@ -89,7 +93,7 @@ const maxWindowsPerRecord = 1000
 
 // New checks the settings. Errors are *transform.SettingError.
 func New(s *Settings) (transform.Transform, error) {
-	t := &Transform{fn: s.Function, window: s.Window.Milliseconds(), grace: s.Grace.Milliseconds(), store: s.Store}
+	t := &Transform{fn: s.Function, window: s.Window.Milliseconds(), grace: s.Grace.Milliseconds(), store: s.Store, byKey: s.PartitionedByKey}
 	switch s.Function {
 	case "count":
 	case "sum", "min", "max":
@@ -150,6 +154,16 @@ func (t *Transform) KeyScoped() bool { return !t.by.NeedsValue() }
 
 // Stores names the transform's one store.
 func (t *Transform) Stores() []string { return []string{t.store} }
+
+// GroupKey returns the bytes the record's state is kept by: see
+// transform.GroupKeyer.
+func (t *Transform) GroupKey(ctx context.Context, rec *kgo.Record) ([]byte, error) {
+	return t.by.Group(ctx, rec)
+}
+
+// PartitionedByKey returns the PARTITIONED_BY_KEY setting: see
+// transform.KeyPartitioned.
+func (t *Transform) PartitionedByKey() bool { return t.byKey }
 
 // Process updates the record's group aggregate and emits it in rec.
 func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {

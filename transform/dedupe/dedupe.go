@@ -44,6 +44,9 @@ type Settings struct {
 	// Grace is how far behind the stream time a record is still
 	// deduplicated exactly.
 	Grace time.Duration `setting:"GRACE" default:"1h" doc:"how far behind the partition's stream time a record's timestamp may be and still be deduplicated exactly; an older record is late: it passes (or goes to PROCESSOR_LATE_TOPIC), counted in processor_records_late_total; ids are kept for WINDOW plus GRACE" form:"a Go duration such as 0s, 10m or 1h"`
+	// PartitionedByKey declares the input partitioned by the group key
+	// already: no repartition hop.
+	PartitionedByKey bool `setting:"PARTITIONED_BY_KEY" default:"false" doc:"the input is already partitioned by the group key (BY), so no repartition hop is needed: records with one group key all arrive in one input partition" form:"true or false"`
 	// Store names the state store (and its changelog topic).
 	Store string `setting:"STORE" default:"dedupe" doc:"the state store's name; its changelog is <group>-<store>-changelog" form:"a-z A-Z 0-9 . _ - (unique in the chain)"`
 }
@@ -54,6 +57,7 @@ type Transform struct {
 	window time.Duration
 	grace  time.Duration
 	store  string
+	byKey  bool // PartitionedByKey
 }
 
 // New checks the settings. Errors are *transform.SettingError.
@@ -71,7 +75,7 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, jq.ExprError("BY", s.By, err)
 	}
-	return &Transform{by: by, window: s.Window, grace: s.Grace, store: s.Store}, nil
+	return &Transform{by: by, window: s.Window, grace: s.Grace, store: s.Store, byKey: s.PartitionedByKey}, nil
 }
 
 // Ordered returns true: each id's records must run in order.
@@ -79,6 +83,16 @@ func (t *Transform) Ordered() bool { return true }
 
 // Stores names the transform's one store.
 func (t *Transform) Stores() []string { return []string{t.store} }
+
+// GroupKey returns the bytes the record's state is kept by: see
+// transform.GroupKeyer.
+func (t *Transform) GroupKey(ctx context.Context, rec *kgo.Record) ([]byte, error) {
+	return t.by.Group(ctx, rec)
+}
+
+// PartitionedByKey returns the PARTITIONED_BY_KEY setting: see
+// transform.KeyPartitioned.
+func (t *Transform) PartitionedByKey() bool { return t.byKey }
 
 // KeyScoped reports whether the id is the record key (BY unset): see
 // transform.KeyScoped.

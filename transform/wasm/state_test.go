@@ -463,3 +463,60 @@ func BenchmarkWasmState(b *testing.B) {
 		})
 	}
 }
+
+// A module with STATE_BY_KEY keeps its state by the record key: behind a
+// stage that may change the key (another module), the processor
+// repartitions by that key (Chain.Hop); at the chain's start it needs no
+// hop. A module without STATE_BY_KEY names no group key and keeps its
+// state by the input's partitions, as before: no hop.
+func TestWasmStateHop(t *testing.T) {
+	counter, upper := guestPath(t, count), guestPath(t, uppercase)
+	for _, c := range []struct {
+		entries []string
+		byKey   string
+		hop     bool
+	}{
+		{[]string{"wasm"}, "true", false},
+		{[]string{"wasm"}, "false", false},
+		{[]string{"wasm@upper", "wasm"}, "true", true},
+		{[]string{"wasm@upper", "wasm"}, "false", false},
+	} {
+		var es []transform.Entry
+		for _, e := range c.entries {
+			en, err := transform.ParseEntry(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			es = append(es, en)
+		}
+		chain, err := transform.Default.Build(es, func(e transform.Entry, setting string) (string, bool) {
+			switch {
+			case e.Alias == "upper" && setting == "MODULE":
+				return upper, true
+			case e.Alias == "upper":
+				return "", false
+			case setting == "MODULE":
+				return counter, true
+			case setting == "STORES":
+				return "counts", true
+			case setting == "STATE_BY_KEY":
+				return c.byKey, true
+			}
+			return "", false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, e, ok := chain.Hop()
+		if ok != c.hop || (ok && e.String() != "wasm") {
+			t.Errorf("%v STATE_BY_KEY=%s: Hop() = %d, %s, %v; want %v", c.entries, c.byKey, at, e, ok, c.hop)
+		}
+		if ok {
+			k, err := chain.GroupKeyerAt(at).GroupKey(t.Context(), &kgo.Record{Key: []byte("k1")})
+			if err != nil || string(k) != "k1" {
+				t.Errorf("GroupKey = %q, %v; want the record key", k, err)
+			}
+		}
+		chain.Close()
+	}
+}

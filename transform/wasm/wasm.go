@@ -376,6 +376,17 @@ func (t *Transform) Stores() []string { return slices.Clone(t.stores) }
 // KeyScoped returns the STATE_BY_KEY setting: see transform.KeyScoped.
 func (t *Transform) KeyScoped() bool { return t.byKey }
 
+// GroupKey returns the record's key, what a module with STATE_BY_KEY
+// keeps its state by: behind a stage that may change the key, the
+// processor repartitions by it (see transform.GroupKeyer).
+func (t *Transform) GroupKey(_ context.Context, r *kgo.Record) ([]byte, error) { return r.Key, nil }
+
+// PartitionedByKey reports whether the module's state stays partitioned
+// like the input: a module without STATE_BY_KEY names no group key, so
+// no repartition can follow it, and it keeps its state by the input's
+// partitions as it always did (see transform.KeyPartitioned).
+func (t *Transform) PartitionedByKey() bool { return !t.byKey }
+
 // CallTimeout returns the TIMEOUT setting, the longest one Process
 // call may run the guest for, or 0 when the deadline is off. It
 // implements transform.Timed. A call takes longer than this by the host's

@@ -65,6 +65,9 @@ type AggregateTotals struct {
 	Keys  int   // keys with an input taken or a visible count
 	Final int64 // the sum over keys of the last visible count
 	Max   int64 // the highest last count of one key
+	// GroupBy is Options.GroupBy's path (".customer"), "" when the
+	// counts were by record key.
+	GroupBy string
 }
 
 // ParseCount reads an aggregate count output's value, {"key": ...,
@@ -135,7 +138,11 @@ func (a *audit) checkAggregate() {
 			a.rp.add(CountValue, "%s (from %s) is not an aggregate count of a keyed record", o, o.Source)
 			continue
 		}
-		a.checkCountKey(o)
+		if len(a.opts.GroupBy) > 0 {
+			a.checkGroupKey(o)
+		} else {
+			a.checkCountKey(o)
+		}
 		l := seen[o.Key]
 		if l == nil {
 			l = &last{}
@@ -165,7 +172,7 @@ func (a *audit) checkAggregate() {
 		}
 		taken[key]++
 	}
-	tot := &AggregateTotals{}
+	tot := &AggregateTotals{GroupBy: a.opts.GroupBy.String()}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	for _, k := range keys {

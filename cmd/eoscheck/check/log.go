@@ -33,6 +33,8 @@ type rec struct {
 	countOK  bool
 	countKey []byte
 	ts       int64 // data: its timestamp, Unix milliseconds
+	group    string // data of an input topic, with Source.GroupBy: its value's group key
+	grouped  bool
 }
 
 // txn outcome of a data record.
@@ -146,6 +148,9 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 			rc := toRec(kr)
 			if r.src.Poison && !rc.control {
 				rc.mark = MarkOf(kr.Key, kr.Value)
+			}
+			if len(r.src.GroupBy) > 0 && !rc.control && slices.Contains(r.src.Inputs, kr.Topic) {
+				rc.group, rc.grouped = r.src.GroupBy.Key(kr.Value)
 			}
 			if r.src.Aggregate && !rc.control && slices.Contains(r.src.Outputs, kr.Topic) {
 				rc.count, rc.countKey, rc.countOK = ParseAggregate(kr.Value)

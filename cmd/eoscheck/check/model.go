@@ -148,7 +148,9 @@ type Run struct {
 	// (Source.Poison); nil or missing: Ordinary.
 	Marks map[Input]Mark
 	// InputKeys are the keys of the inputs that have one, for
-	// Options.Aggregate (Source.Aggregate); nil otherwise.
+	// Options.Aggregate (Source.Aggregate); with Source.GroupBy the group
+	// keys of the inputs whose value has one (GroupPath.Key); nil
+	// otherwise.
 	InputKeys map[Input]string
 	// InputTimes are the inputs' timestamps (Unix milliseconds), for
 	// Options.Windows (Source.Windows); nil otherwise.
@@ -196,6 +198,15 @@ type Options struct {
 	// late input in the late topic once. Needs Output.Count,
 	// Run.InputKeys and Run.InputTimes (Source.Windows).
 	Windows *Windows
+	// GroupBy, with Aggregate: the counts were grouped by this member of
+	// the input values (the aggregate's BY), not by record key: every
+	// group's counts must run 1, 2, 3, ... up to its inputs taken across
+	// all input partitions, each output keyed by its input's group (see
+	// group.go). Needs Run.InputKeys to hold the inputs' group keys
+	// (Source.GroupBy). The order anomaly is then not judged: through a
+	// repartition hop an input partition's records keep their order
+	// within each group (key-order), not across groups.
+	GroupBy GroupPath
 }
 
 // uniqueInputs returns inputs sorted, without repeats, and the set of

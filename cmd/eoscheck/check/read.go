@@ -47,7 +47,7 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 	if run.Inputs, run.Marks, run.InputKeys, run.InputTimes, err = r.readInputs(ctx, inStart, inStable, inHigh); err != nil {
 		return run, err
 	}
-	outs, errs, _, err := r.readTopics(ctx, outStart, outStable, outHigh)
+	outs, errs, _, _, err := r.readTopics(ctx, outStart, outStable, outHigh)
 	if err != nil {
 		return run, fmt.Errorf("reading output: %w", err)
 	}
@@ -80,9 +80,10 @@ func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[Topic
 // readInputs reads the input partitions between start and their ends:
 // the records a read_committed reader receives and, with Source.Poison,
 // the marks of the marked ones; with Source.Aggregate or Source.Windows
-// the keys of those that have one; with Source.Windows their timestamps.
+// the keys of those that have one (with Source.GroupBy their group keys);
+// with Source.Windows their timestamps.
 func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Input, map[Input]Mark, map[Input]string, map[Input]int64, error) {
-	in, _, mks, err := r.readTopics(ctx, start, stable, high)
+	in, _, mks, groups, err := r.readTopics(ctx, start, stable, high)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("reading input: %w", err)
 	}
@@ -108,7 +109,13 @@ func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPa
 		if r.src.Poison && mks[i].Class != Ordinary {
 			marks[src] = mks[i]
 		}
-		if keys != nil && o.Keyed {
+		switch {
+		case keys == nil:
+		case len(r.src.GroupBy) > 0:
+			if g := groups[i]; g.ok {
+				keys[src] = g.key
+			}
+		case o.Keyed:
 			keys[src] = o.Key
 		}
 		if times != nil {
@@ -122,11 +129,12 @@ func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPa
 // [start, stable) read_committed, and returns their data records as
 // outputs with visibility and transaction outcome filled in, and, at the
 // same index, each one's processor.error header (truncated; empty when
-// absent) and, with Source.Poison, its mark.
-func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, []string, []Mark, error) {
+// absent), with Source.Poison its mark, and with Source.GroupBy its
+// value's group key.
+func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, []string, []Mark, []groupOf, error) {
 	raw, err := r.readLog(ctx, kgo.ReadUncommitted(), start, high)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	// A read_committed reader's position stops after the last record it
 	// is given below the stable offset (a control record, or a data
@@ -145,12 +153,13 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 	}
 	vis, err := r.readLog(ctx, kgo.ReadCommitted(), start, targets)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 
 	var outs []Output
 	var errs []string
 	var marks []Mark
+	var groups []groupOf
 	for _, tp := range sortedKeys(raw) {
 		seen := map[int64]bool{}
 		for _, rc := range vis[tp] {
@@ -174,6 +183,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 			outs = append(outs, o)
 			errs = append(errs, rc.err)
 			marks = append(marks, rc.mark)
+			groups = append(groups, groupOf{rc.group, rc.grouped})
 		}
 		// Visible but absent from the read_uncommitted log: only if the
 		// log changed under us (retention); keep them as visible.
@@ -183,8 +193,16 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 					Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Timestamp: rc.ts, Committed: true, TxnEnd: -1})
 				errs = append(errs, rc.err)
 				marks = append(marks, rc.mark)
+				groups = append(groups, groupOf{rc.group, rc.grouped})
 			}
 		}
 	}
-	return outs, errs, marks, nil
+	return outs, errs, marks, groups, nil
+}
+
+// groupOf is an input's group key (GroupPath.Key), ok false when its
+// value has none.
+type groupOf struct {
+	key string
+	ok  bool
 }

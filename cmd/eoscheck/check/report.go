@@ -175,7 +175,11 @@ func (r Report) Table() string {
 		fmt.Fprintf(w, "samples\t%d over %s\n", r.Samples, r.Window.Round(time.Millisecond))
 	}
 	if ag := r.Aggregate; ag != nil {
-		fmt.Fprintf(w, "aggregate counts\t%d keys, last counts summing to %d, the highest %d\n", ag.Keys, ag.Final, ag.Max)
+		if ag.GroupBy != "" {
+			fmt.Fprintf(w, "aggregate counts\t%d groups by %s, last counts summing to %d, the highest %d\n", ag.Keys, ag.GroupBy, ag.Final, ag.Max)
+		} else {
+			fmt.Fprintf(w, "aggregate counts\t%d keys, last counts summing to %d, the highest %d\n", ag.Keys, ag.Final, ag.Max)
+		}
 	}
 	if wt := r.Windows; wt != nil {
 		fmt.Fprintf(w, "windows\t%s\n", wt)

@@ -54,6 +54,9 @@ type Overrides struct {
 	// writes them in its transactions and the producer keeps their
 	// changelog records' partitions.
 	State *state.Manager
+	// Repartition, when set, is the repartition hop of a stateful chain
+	// (openRepartition): the session consumes its topic too.
+	Repartition *pipeline.Repartition
 	// TxnBudget is how long a transaction may process before the watchdog
 	// aborts it (reason "watchdog") and halves the batch. 0 keeps the
 	// default, four fifths of cfg.TransactionTimeout. Past the transaction
@@ -155,8 +158,11 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		OutputTopics:       opts.RequireTopics,
 		Logger:             log,
 		Metrics:            m.Txn,
-		ClientOpts:         []kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))},
+		ClientOpts:         append([]kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))}, groupClientOpts(cfg)...),
 		ConnOpts:           sec.connOpts(),
+		ClientID:           cfg.ClientID,
+		StartOffset:        startOffset(cfg, time.Now()),
+		MaxBatchBytes:      int32(cfg.ProduceBatchMaxBytes),
 	}
 	if db != nil {
 		so.Destination, so.DestinationName = db.dest, db.name
@@ -165,8 +171,17 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		// The changelogs' max.message.bytes bounds a state write
 		// (state.Journal).
 		so.OutputTopics = append(slices.Clip(so.OutputTopics), ov.State.Topics()...)
-		so.ClientOpts = append(so.ClientOpts, statePartitioner(ov.State))
+		so.ClientOpts = append(so.ClientOpts, statePartitioner(ov.State, ov.Repartition))
 		opts.State = stateStores{ov.State}
+	}
+	if rp := ov.Repartition; rp != nil {
+		so.Topics = withHop(so.Topics, rp)
+		opts.InputTopics = withHop(opts.InputTopics, rp)
+		opts.Repartition = rp
+		// Required as the changelogs are: deleted while running, it stops
+		// the processor.
+		opts.RequireTopics = append(slices.Clip(opts.RequireTopics), rp.Topic)
+		so.OutputTopics = append(slices.Clip(so.OutputTopics), rp.Topic)
 	}
 	sess, err := txn.New(so)
 	if err != nil {

@@ -31,7 +31,7 @@ func startEmbeddedBroker(ctx context.Context, cfg *config.Config, sec *security,
 		topics = append(topics, cfg.DLQTopic)
 	}
 	o := devkafka.Options{Addr: cfg.EmbeddedBrokerAddr, Dir: cfg.EmbeddedBrokerDir,
-		Partitions: cfg.EmbeddedBrokerPartitions, Topics: topics, ClientOpts: sec.connOpts()}
+		Partitions: cfg.EmbeddedBrokerPartitions, Topics: topics, ClientOpts: clientConn(cfg, sec)}
 	if sec.mechanism != "" {
 		o.SASL = &devkafka.SASL{Mechanism: sec.mechanism, User: sec.user, Password: sec.password.Reveal()}
 	}

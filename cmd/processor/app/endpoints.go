@@ -31,6 +31,8 @@ type endpoints struct {
 	// history is how far back the status history reaches; 0 for
 	// defaultHistory.
 	history time.Duration
+	// token guards / and /status (PROCESSOR_HTTP_TOKEN_FILE); nil: open.
+	token *httpToken
 }
 
 // newEndpoints returns the endpoints of a processor that is starting.
@@ -118,14 +120,15 @@ func registerReady(reg prometheus.Registerer, ready func() string) {
 
 // serveHTTP serves the status page (/), /status, /metrics, /healthz and
 // /readyz in the background, and samples the status history until the
-// server shuts down.
+// server shuts down. With ep.token, / and /status need its bearer token;
+// the others stay open to scrapers and probes.
 func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	hist := newHistory(ep.status, ep.history, sampleEvery)
 	status := &statusHandlers{snapshot: ep.status, hist: hist, info: ep.info}
-	mux.HandleFunc("/status", status.json)
-	mux.HandleFunc("/", status.page)
+	mux.HandleFunc("/status", ep.token.guard(status.json))
+	mux.HandleFunc("/", ep.token.guard(status.page))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := ep.healthy(); err != nil {
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)

@@ -24,6 +24,7 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 	var recErr *pipeline.RecordError
 	var access *txn.AccessError
 	var persistent *sink.PersistentError
+	var timeout *txn.TimeoutError
 	switch {
 	case err == nil:
 		s := p.Stats()
@@ -56,6 +57,10 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 			msg = "stopping: a record failed and its dead letter cannot be written even without its value; nothing from this record on was committed, and a restart meets the same record again (check the dead-letter topic and its max.message.bytes)"
 		}
 		log.Error(msg, "topic", recErr.Source.Topic, "partition", recErr.Source.Partition, "offset", recErr.Source.Offset, "err", recErr.Err.Error())
+	case errors.As(err, &timeout):
+		return configError(&config.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
+			Want: fmt.Sprintf("a duration of at most the brokers' transaction.max.timeout.ms (%s), below %s; or a higher transaction.max.timeout.ms on every broker",
+				timeout.Max, config.EnvName("SESSION_TIMEOUT"))})
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
 		return configError(&config.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
 			Want: "a duration the broker accepts: at most its transaction.max.timeout.ms (15m by default)"})

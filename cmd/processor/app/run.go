@@ -13,8 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
@@ -54,6 +56,7 @@ type startup struct {
 	dest   *destination // the sink of PROCESSOR_SINK; nil for kafka
 	sch    *schemas     // the key and value formats; nil when all are raw
 	ln     net.Listener
+	token  *httpToken // PROCESSOR_HTTP_TOKEN_FILE's; nil without one
 }
 
 // setUp loads and checks everything that needs no network: a mistake is
@@ -87,6 +90,9 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	}
 	if err == nil { // the TLS and SASL files, before anything connects
 		s.sec, err = loadSecurity(cfg)
+	}
+	if err == nil { // the status page's bearer token
+		s.token, err = loadHTTPToken(cfg.HTTPTokenFile)
 	}
 	if err == nil {
 		s.dest, err = chooseSink(sink.Default, cfg)
@@ -145,6 +151,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 	// so a startup probe does not kill a processor that is only waiting.
 	promReg := newRegistry()
 	ep := newEndpoints(cfg, chain, len(chains))
+	ep.token = s.token
 	registerReady(promReg, ep.ready)
 	srv := serveHTTP(s.ln, promReg, ep)
 	defer func() {
@@ -191,7 +198,19 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 			}
 		}()
 	}
-	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st})
+	var rp *pipeline.Repartition
+	if st != nil {
+		var closeHop func()
+		rp, closeHop, err = openRepartition(ctx, cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec.connOpts()...), chain)
+		if err != nil {
+			return stateExit(err, log), false
+		}
+		defer closeHop()
+		if rp != nil {
+			required[rp.Topic] = config.EnvName("GROUP") // its name's part the user sets
+		}
+	}
+	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st, Repartition: rp})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime, false
@@ -200,7 +219,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 
 	log.Info("processor starting", append([]any{"version", version(), "guarantee", cfg.Guarantee,
 		"sink", cfg.Sink, "brokers", strings.Join(brokers, ","), "group", cfg.Group, "input_topics", strings.Join(cfg.InputTopics, ","),
-		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "transforms", strings.Join(cfg.Transforms, ","),
+		"output_topic", cfg.OutputTopic, "transactional_id", cfg.TransactionalID, "client_id", cfg.ClientID, "transforms", strings.Join(cfg.Transforms, ","),
 		"commit_interval", cfg.CommitInterval.String(), "max_records_per_txn", cfg.MaxRecordsPerTxn, "workers", len(chains),
 		"ordering", cfg.Ordering, "ordered_chain", chains[0].Ordered(), "http_addr", cfg.HTTPAddr},
 		append(sec.logAttrs(), s.sch.logAttrs()...)...)...)

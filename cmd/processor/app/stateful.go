@@ -27,6 +27,11 @@ func checkStateful(cfg *config.Config, chain *transform.Chain) error {
 		return nil
 	}
 	what := "with a stateful transform (stores " + strings.Join(stores, ", ") + ")"
+	_, _, storesBefore, hop := hopTopic(cfg.Group, chain)
+	if hop && cfg.Sink != "kafka" {
+		return &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
+			Want: "kafka " + what + ": the chain repartitions its records through a Kafka topic in the transaction that commits their input, which a database sink's commit does not include"}
+	}
 	switch {
 	case cfg.Guarantee != "exactly_once":
 		return &config.Error{Var: config.EnvName("GUARANTEE"), Value: cfg.Guarantee,
@@ -34,9 +39,12 @@ func checkStateful(cfg *config.Config, chain *transform.Chain) error {
 	case cfg.Sink != "kafka":
 		return &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
 			Want: "kafka " + what + ": the stores' changelogs are written in the Kafka transaction, which a database sink's commit does not include"}
-	case len(cfg.InputTopics) != 1:
+	case len(cfg.InputTopics) != 1 && (!hop || storesBefore):
 		return &config.Error{Var: config.EnvName("INPUT_TOPICS"), Value: strings.Join(cfg.InputTopics, ","),
 			Want: "one topic " + what + ": partition p of each store is partition p of the input"}
+	}
+	if err := checkHop(cfg, chain); err != nil {
+		return err
 	}
 	if cfg.Ordering == "key" {
 		if e, why, ok := chain.KeyOrderConflict(); !ok {
@@ -57,7 +65,7 @@ func openState(ctx context.Context, cfg *config.Config, sec *security, brokers [
 	if len(stores) == 0 {
 		return nil, nil
 	}
-	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, sec.connOpts()...)
+	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, sec)...)
 	m, err := state.Open(state.Options{Dir: cfg.StateDir, Group: cfg.Group, Stores: stores,
 		ClientOpts: conn, Registerer: promReg, Logger: log,
 		// The local store failed where it cannot go on: exit 2 for a
@@ -67,30 +75,28 @@ func openState(ctx context.Context, cfg *config.Config, sec *security, brokers [
 	if err != nil {
 		return nil, fmt.Errorf("opening the state store in %s: %w", cfg.StateDir, err)
 	}
-	if err := ensureChangelogs(ctx, m, conn, cfg.InputTopics[0]); err != nil {
+	if err := ensureChangelogs(ctx, m, conn, cfg.InputTopics); err != nil {
 		_ = m.Close()
 		return nil, err
 	}
 	return m, nil
 }
 
-// ensureChangelogs ensures m's changelogs with input's partition count.
-func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, input string) error {
+// ensureChangelogs ensures m's changelogs with the inputs' partition
+// count: the one input's, or with a repartition hop (which may read
+// several) the largest, the repartition topic's.
+func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, inputs []string) error {
 	cl, err := kgo.NewClient(conn...)
 	if err != nil {
 		return fmt.Errorf("creating the state's admin client: %w", err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	td, err := adm.ListTopics(ctx, input)
+	n, err := inputPartitions(ctx, adm, inputs)
 	if err != nil {
-		return fmt.Errorf("reading the input topic %s: %w", input, err)
+		return err
 	}
-	t, ok := td[input]
-	if !ok || t.Err != nil {
-		return fmt.Errorf("reading the input topic %s: %v", input, t.Err)
-	}
-	if err := m.EnsureChangelogs(ctx, adm, int32(len(t.Partitions))); err != nil {
+	if err := m.EnsureChangelogs(ctx, adm, n); err != nil {
 		return fmt.Errorf("ensuring the state's changelog topics: %w", err)
 	}
 	return nil
@@ -103,6 +109,10 @@ func stateExit(err error, log *slog.Logger) int {
 		return configError(&config.Error{Var: config.EnvName("STATE_DIR"), Value: dirErr.Dir,
 			Want: "a directory the processor can create, read and write, on a writable filesystem with room (" +
 				oneLine(dirErr.Err.Error()) + ")"})
+	}
+	var hopMismatch *state.RepartitionMismatchError
+	if errors.As(err, &hopMismatch) {
+		return configError(hopMismatch)
 	}
 	var mismatch *state.MismatchError
 	if errors.As(err, &mismatch) {
@@ -133,6 +143,16 @@ func (s stateStores) Begin() (pipeline.StateTxn, error) {
 // Restore implements pipeline.State.
 func (s stateStores) Restore(ctx context.Context, partitions []int32) error {
 	return s.m.Restore(ctx, partitions)
+}
+
+// RestoreStores implements pipeline.StoreScoped.
+func (s stateStores) RestoreStores(ctx context.Context, stores []string, partitions []int32) error {
+	return s.m.RestoreStores(ctx, stores, partitions)
+}
+
+// RevokeStores implements pipeline.StoreScoped.
+func (s stateStores) RevokeStores(stores []string, partitions []int32) {
+	s.m.RevokeStores(stores, partitions)
 }
 
 // Revoke implements pipeline.State.
@@ -176,6 +196,10 @@ func (t stateTxn) ExpireEach(ctx context.Context, store string, partition int32,
 // statePartitioner keeps the partition of the changelog records, which
 // state sets, and partitions every other record as franz-go's default
 // does.
-func statePartitioner(m *state.Manager) kgo.Opt {
-	return kgo.RecordPartitioner(state.Partitioner(kgo.UniformBytesPartitioner(64<<10, true, true, nil), m.Topics()))
+func statePartitioner(m *state.Manager, rp *pipeline.Repartition) kgo.Opt {
+	manual := m.Topics()
+	if rp != nil { // the hop sets the partition of its group key
+		manual = append(manual, rp.Topic)
+	}
+	return kgo.RecordPartitioner(state.Partitioner(kgo.UniformBytesPartitioner(64<<10, true, true, nil), manual))
 }

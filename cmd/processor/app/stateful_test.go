@@ -1,6 +1,7 @@
 package app
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -12,11 +13,12 @@ import (
 )
 
 // A stateful chain refuses at_least_once, a database sink, several
-// input topics, and key ordering when its state is not kept by the record
-// key as it arrived, each naming the variable; a chain without state
-// takes them.
+// input topics (unless every store is behind a repartition hop), a second
+// hop, and key ordering when its state is not kept by the record key as
+// it arrived nor behind a hop, each naming the variable; a chain without
+// state takes them.
 func TestCheckStateful(t *testing.T) {
-	base := map[string]string{"BROKERS": "127.0.0.1:1", "GROUP": "g", "INPUT_TOPICS": "in", "OUTPUT_TOPIC": "out", "GUARANTEE": "exactly_once"}
+	base := map[string]string{"BROKERS": "127.0.0.1:1", "GROUP": "g", "INPUT_TOPICS": "in", "OUTPUT_TOPIC": "out", "GUARANTEE": "exactly_once", "SINK": "kafka", "ORDERING": "partition"}
 	for _, c := range []struct {
 		name, transforms, key, value, want string
 		extra                              map[string]string
@@ -27,12 +29,28 @@ func TestCheckStateful(t *testing.T) {
 		{"no state", "identity", "GUARANTEE", "at_least_once", "", nil},
 		{"key ordering by the key", "aggregate", "ORDERING", "key", "", nil},
 		{"key ordering after headers", "headers,aggregate", "ORDERING", "key", "", map[string]string{"HEADERS_SET": "a=b"}},
-		{"key ordering by BY", "aggregate", "ORDERING", "key",
+		// Behind a repartition hop, BY is the key the records are dealt by.
+		{"key ordering by BY", "aggregate", "ORDERING", "key", "", map[string]string{"AGGREGATE_BY": ".customer"}},
+		{"dedupe by BY", "dedupe", "ORDERING", "key", "", map[string]string{"DEDUPE_BY": ".id"}},
+		{"key ordering by BY, no hop", "aggregate", "ORDERING", "key",
 			`PROCESSOR_ORDERING="key" is invalid: want partition for this chain: aggregate keeps state by something other than the record key`,
-			map[string]string{"AGGREGATE_BY": ".customer"}},
-		{"dedupe by BY", "dedupe", "ORDERING", "key", "dedupe keeps state by something other than the record key",
-			map[string]string{"DEDUPE_BY": ".id"}},
+			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_PARTITIONED_BY_KEY": "true"}},
+		{"BY, two inputs", "aggregate", "INPUT_TOPICS", "a,b", "", map[string]string{"AGGREGATE_BY": ".customer"}},
+		{"state before the hop, two inputs", "dedupe,aggregate", "INPUT_TOPICS", "a,b", "PROCESSOR_INPUT_TOPICS", map[string]string{"AGGREGATE_BY": ".customer"}},
+		{"BY, a database sink", "aggregate", "SINK", "postgres",
+			`PROCESSOR_SINK="postgres" is invalid: want kafka with a stateful transform (stores aggregate): the chain repartitions its records through a Kafka topic`,
+			map[string]string{"AGGREGATE_BY": ".customer", "POSTGRES_URL": "postgres://u@127.0.0.1:1/x"}},
+		{"a second hop", "aggregate,aggregate@again", "GUARANTEE", "exactly_once",
+			`PROCESSOR_TRANSFORMS="aggregate,aggregate@again" is invalid: want at most one repartition hop: aggregate@again keeps state after aggregate`,
+			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_AGAIN_STORE": "again"}},
+		{"a second stage declared", "aggregate,aggregate@again", "GUARANTEE", "exactly_once", "",
+			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_AGAIN_STORE": "again", "AGGREGATE_AGAIN_PARTITIONED_BY_KEY": "true"}},
 		{"BY under partition ordering", "aggregate", "ORDERING", "partition", "", map[string]string{"AGGREGATE_BY": ".customer"}},
+		{"EMIT=close behind the hop", "aggregate", "GUARANTEE", "exactly_once",
+			`PROCESSOR_AGGREGATE_EMIT="close" is invalid: want update for aggregate, which runs after aggregate repartitions the records`,
+			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_WINDOW": "1m", "AGGREGATE_EMIT": "close"}},
+		{"EMIT=close, no hop", "aggregate", "GUARANTEE", "exactly_once", "",
+			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_WINDOW": "1m", "AGGREGATE_EMIT": "close", "AGGREGATE_PARTITIONED_BY_KEY": "true"}},
 	} {
 		for k, v := range base {
 			t.Setenv(config.EnvName(k), v)
@@ -59,7 +77,7 @@ func TestCheckStateful(t *testing.T) {
 		}
 		chains[0].Close()
 		for k := range c.extra {
-			t.Setenv(config.EnvName(k), "")
+			os.Unsetenv(config.EnvName(k)) // t.Setenv restores it at the end
 		}
 	}
 }
@@ -78,6 +96,27 @@ func TestTryAggregateCounts(t *testing.T) {
 		}
 	}
 	want := []string{`{"key":"a","value":1}`, `{"key":"b","value":1}`, `{"key":"a","value":2}`}
+	if asJSON(got) != asJSON(want) {
+		t.Errorf("got %s, want %s", asJSON(got), asJSON(want))
+	}
+}
+
+// processor try counts by a field as the processor does behind its
+// repartition hop: one aggregate per customer, whatever the record keys
+// (one process sees every key, so it runs the whole chain at once).
+func TestTryAggregateByField(t *testing.T) {
+	lines, stderr, code := tryRun(t, transform.Default, map[string]string{"TRANSFORMS": "aggregate", "AGGREGATE_BY": ".c"},
+		"o1\t{\"c\":\"a\"}\no2\t{\"c\":\"b\"}\no3\t{\"c\":\"a\"}\no4\t{\"c\":\"a\"}\n")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stderr %s", code, stderr)
+	}
+	var got []string
+	for _, l := range lines {
+		for _, o := range l.Outputs {
+			got = append(got, *o.Value)
+		}
+	}
+	want := []string{`{"key":"a","value":1}`, `{"key":"b","value":1}`, `{"key":"a","value":2}`, `{"key":"a","value":3}`}
 	if asJSON(got) != asJSON(want) {
 		t.Errorf("got %s, want %s", asJSON(got), asJSON(want))
 	}

@@ -119,6 +119,27 @@ func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 	return k, nil
 }
 
+// Group returns the bytes rec's group is kept by, for a repartition hop
+// (transform.GroupKeyer): the record key as it arrived, or a BY value's
+// JSON, the store key; or the error Key fails the record with.
+func (b *By) Group(ctx context.Context, rec *kgo.Record) ([]byte, error) {
+	if b.prog == nil {
+		if _, err := RecordKey(rec.Key); err != nil {
+			return nil, err
+		}
+		return rec.Key, nil
+	}
+	v, err := jq.ParseValue(rec.Value)
+	if err != nil {
+		return nil, err
+	}
+	k, err := b.Key(ctx, rec, v)
+	if err != nil {
+		return nil, err
+	}
+	return k.Store, nil
+}
+
 // RecordKey returns the group key of a record whose key is key, as it
 // arrived; a null key (nil) has none.
 func RecordKey(key []byte) (Key, error) {

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/kafkatest"
+)
+
+// The grouped drill waits for the group's repartition topics too: caught
+// up on a partition with records only when no transaction is open there
+// and the committed offset is at least the last transaction's marker's;
+// topics of other groups do not count.
+func TestRepartitionCaughtUp(t *testing.T) {
+	kafkatest.ForEach(t, []kfake.Opt{kfake.NumBrokers(1)}, testRepartitionCaughtUp)
+}
+
+func testRepartitionCaughtUp(t *testing.T, c *kafkatest.Cluster) {
+	d := &driver{group: kafkatest.Unique("chaos-rp")}
+	topic, otherTopic := d.group+"-aggregate-repartition", kafkatest.Unique("chaos-other")+"-aggregate-repartition"
+	adm := c.Admin(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	caughtUp := func(what string, want bool) {
+		t.Helper()
+		committed, err := adm.FetchOffsets(ctx, d.group)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			committed = nil // nothing committed yet
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.repartitionCaughtUp(ctx, adm, committed)
+		if err != nil || got != want {
+			t.Errorf("%s: caught up %v, %v; want %v", what, got, err, want)
+		}
+	}
+	commit := func(p int32, at int64) {
+		t.Helper()
+		offs := kadm.Offsets{}
+		offs.AddOffset(topic, p, at, -1)
+		if err := adm.CommitAllOffsets(ctx, d.group, offs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caughtUp("no repartition topic", true)
+	c.CreateTopics(t, 2, nil, topic, otherTopic)
+	caughtUp("empty", true)
+
+	// Three records and a commit marker in partition 0 (offsets 0-3).
+	cl := c.Client(t, kgo.TransactionalID(d.group+"-hop"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	write := func(p int32, end bool) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("x")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if end {
+			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(0, true)
+	caughtUp("nothing committed", false)
+	commit(0, 2)
+	caughtUp("the last record not consumed", false)
+	commit(0, 3)
+	caughtUp("committed up to the marker", true)
+	commit(0, 4)
+	caughtUp("committed past the marker", true)
+
+	// Another group's topic is not the drill's.
+	other := c.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := other.ProduceSync(ctx, &kgo.Record{Topic: otherTopic, Partition: 1, Value: []byte("y")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp("another group's records", true)
+
+	// An open transaction in partition 1: not caught up whatever is
+	// committed.
+	write(1, false)
+	commit(1, 3)
+	caughtUp("a transaction open", false)
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp("the transaction committed", true)
+}

@@ -1,0 +1,73 @@
+package app
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/config"
+)
+
+// The Kafka client's settings (PROCESSOR_CLIENT_ID, _COMPRESSION, _LINGER,
+// _PRODUCE_BATCH_MAX_BYTES, _FETCH_MAX_BYTES, _RACK, _START_OFFSET) as kgo
+// options and txn.Options.
+
+// clientConn are the options of every client the processor makes besides
+// the session's (which take txn.Options.ClientID): how to reach the brokers
+// (TLS, SASL) and the client ID, so that the brokers see one id for all of
+// an instance's requests.
+func clientConn(cfg *config.Config, sec *security) []kgo.Opt {
+	opts := sec.connOpts()
+	if cfg.ClientID != "" {
+		opts = append(opts, kgo.ClientID(cfg.ClientID))
+	}
+	return opts
+}
+
+// groupClientOpts are the group client's producer and consumer settings:
+// compression, linger, the fetch size and the rack.
+func groupClientOpts(cfg *config.Config) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.ProducerBatchCompression(compression(cfg.Compression)...),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.FetchMaxBytes(int32(cfg.FetchMaxBytes)),
+	}
+	if cfg.Rack != "" {
+		opts = append(opts, kgo.Rack(cfg.Rack))
+	}
+	return opts
+}
+
+// compression is the producer's codecs for PROCESSOR_COMPRESSION: the one
+// named, then none for brokers too old to take it (franz-go uses the
+// first the broker supports). snappy is franz-go's own default.
+func compression(name string) []kgo.CompressionCodec {
+	var c kgo.CompressionCodec
+	switch name {
+	case "none":
+		return []kgo.CompressionCodec{kgo.NoCompression()}
+	case "gzip":
+		c = kgo.GzipCompression()
+	case "lz4":
+		c = kgo.Lz4Compression()
+	case "zstd":
+		c = kgo.ZstdCompression()
+	default: // snappy; Validate refuses any other
+		c = kgo.SnappyCompression()
+	}
+	return []kgo.CompressionCodec{c, kgo.NoCompression()}
+}
+
+// startOffset is where the group starts a partition without a committed
+// offset, PROCESSOR_START_OFFSET with a duration counted back from now.
+func startOffset(cfg *config.Config, now time.Time) *kgo.Offset {
+	p := cfg.Start(now)
+	o := kgo.NewOffset().AtStart()
+	switch {
+	case p.Latest:
+		o = kgo.NewOffset().AtEnd()
+	case !p.At.IsZero():
+		o = kgo.NewOffset().AfterMilli(p.At.UnixMilli())
+	}
+	return &o
+}

@@ -1,0 +1,332 @@
+package integration
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/state"
+)
+
+// orders returns n orders keyed by their order id, spread over every
+// partition of the input by Kafka's default partitioner, the first of
+// every three (and those of customers[0] alone when one customer) of
+// customers[0], the others of customers[1].
+func orders(topic string, n int, customers ...string) []*kgo.Record {
+	recs := make([]*kgo.Record, n)
+	for i := range n {
+		c := customers[0]
+		if len(customers) > 1 && i%3 != 0 {
+			c = customers[1]
+		}
+		recs[i] = &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "order-%d", i),
+			Value: fmt.Appendf(nil, `{"customer_id":%q,"order":%d}`, c, i)}
+	}
+	return recs
+}
+
+// byCustomer is a count of orders by .customer_id.
+func byCustomer(dir, ordering string, chain []string, more map[string]string) func(*launch.Instance) {
+	set := map[string]string{"PROCESSOR_AGGREGATE_BY": ".customer_id"}
+	for k, v := range more {
+		set[k] = v
+	}
+	return stateful(dir, ordering, "0.2", chain, set)
+}
+
+// customerCounts reads the committed counts of out per customer, in
+// output order, failing on an output that is not a count.
+func customerCounts(t *testing.T, tg *target, out string) map[string][]int64 {
+	t.Helper()
+	counts := map[string][]int64{}
+	for _, r := range tg.readAll(t, out, true) {
+		var v struct {
+			Key   string `json:"key"`
+			Value int64  `json:"value"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil || v.Key != string(r.Key) {
+			t.Fatalf("output %s keyed %q is not a count of its key (%v)", r.Value, r.Key, err)
+		}
+		counts[v.Key] = append(counts[v.Key], v.Value)
+	}
+	return counts
+}
+
+// checkRun checks that customer's counts run 1..want in output order,
+// each once.
+func checkRun(t *testing.T, counts map[string][]int64, customer string, want int) {
+	t.Helper()
+	got := counts[customer]
+	for i, c := range got {
+		if c != int64(i+1) {
+			t.Fatalf("customer %s: count %d at position %d (of %d counts, last %d), want %d: not exactly once",
+				customer, c, i, len(got), got[len(got)-1], i+1)
+		}
+	}
+	if len(got) != want {
+		t.Fatalf("customer %s: %d counts, want 1..%d", customer, len(got), want)
+	}
+}
+
+// The issue's scenario: 400 orders of one customer (and 800 of another),
+// keyed by order id over 4 partitions, counted by .customer_id through
+// the repartition topic: the counts run 1..400 (1..800) exactly once, in
+// one aggregate per customer, though two instances share the group (a
+// rebalance), one is killed by SIGKILL in the middle and started again,
+// and a fifth of the transactions abort. Both orderings: with key
+// ordering the hop makes the group key the dealing key. eoscheck follows
+// every output's lineage across the hop to its input: each input once.
+// The consumed repartition records are purged.
+func TestRepartitionCountByField(t *testing.T) {
+	t.Parallel()
+	for _, ordering := range []string{"partition", "key"} {
+		t.Run(ordering, func(t *testing.T) {
+			forEachTarget(t, func(t *testing.T, tg *target) {
+				in, out, group := unique("bycust-in"), unique("bycust-out"), unique("bycust-group")
+				tg.createTopics(t, 4, in, out)
+				recs := orders(in, 1200, "alice", "bob")
+				hop := state.RepartitionTopic(group, "aggregate")
+				purge := map[string]string{"PROCESSOR_REPARTITION_PURGE_INTERVAL": "1s"}
+				set1 := byCustomer(t.TempDir(), ordering, []string{"aggregate"}, purge)
+				set2 := byCustomer(t.TempDir(), ordering, []string{"aggregate"}, purge)
+				tg.ProduceSync(t, recs[:400])
+				p1 := tg.startBinary(t, group, group+"-1", in, out, set1)
+				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+				p2 := tg.startBinary(t, group, group+"-2", in, out, set2)
+				tg.ProduceSync(t, recs[400:800])
+				time.Sleep(time.Second)
+				p1.kill(t)
+				p1 = tg.startBinary(t, group, group+"-1", in, out, set1)
+				tg.ProduceSync(t, recs[800:])
+				tg.waitCaughtUp(t, group, in)
+				tg.waitHopCaughtUp(t, group, hop)
+				waitFor(t, 30*time.Second, "the consumed repartition records purged", func() bool {
+					starts, err := tg.admin(t).ListStartOffsets(t.Context(), hop)
+					if err != nil {
+						return false
+					}
+					var purged int64
+					starts.Each(func(o kadm.ListedOffset) { purged += o.Offset })
+					return purged > 0
+				})
+				p1.terminate(t)
+				p2.terminate(t)
+
+				counts := customerCounts(t, tg, out)
+				checkRun(t, counts, "alice", 400)
+				checkRun(t, counts, "bob", 800)
+				if len(counts) != 2 {
+					t.Errorf("counts of %d customers, want 2", len(counts))
+				}
+				tg.auditRun(t, group, in, out, check.Options{OneToOne: true, ExpectAll: true})
+			})
+		})
+	}
+}
+
+// A chain with a stateful stage on each side of the hop: dedupe by the
+// record key (the order id, partitioned like the input) drops the
+// duplicates of every order, then aggregate counts the orders by
+// .customer_id behind the hop; a SIGKILL in the middle.
+func TestRepartitionDedupeThenCount(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out, group := unique("dedupcount-in"), unique("dedupcount-out"), unique("dedupcount-group")
+		tg.createTopics(t, 4, in, out)
+		recs := orders(in, 300, "carol")
+		recs = append(recs, orders(in, 300, "carol")...) // every order twice
+		set := byCustomer(t.TempDir(), "partition", []string{"dedupe", "aggregate"}, nil)
+		tg.ProduceSync(t, recs[:300])
+		p := tg.startBinary(t, group, group+"-1", in, out, set)
+		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p.committedAt().IsZero() })
+		p.kill(t)
+		p = tg.startBinary(t, group, group+"-1", in, out, set)
+		tg.ProduceSync(t, recs[300:])
+		tg.waitCaughtUp(t, group, in)
+		tg.waitHopCaughtUp(t, group, state.RepartitionTopic(group, "aggregate"))
+		p.terminate(t)
+		checkRun(t, customerCounts(t, tg, out), "carol", 300)
+	})
+}
+
+// PARTITIONED_BY_KEY=true skips the hop: no repartition topic is made,
+// and the counts are per partition again (here the input is keyed by the
+// customer, so they are right).
+func TestRepartitionSkippedByKey(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out, group := unique("bykey-in"), unique("bykey-out"), unique("bykey-group")
+		tg.createTopics(t, 4, in, out)
+		recs := orders(in, 200, "dave")
+		for i, r := range recs { // keyed by the customer: 40 customers, every partition
+			c := fmt.Sprintf("cust-%d", i%40)
+			r.Key, r.Value = []byte(c), fmt.Appendf(nil, `{"customer_id":%q}`, c)
+		}
+		tg.ProduceSync(t, recs)
+		p := tg.startBinary(t, group, group+"-1", in, out,
+			byCustomer(t.TempDir(), "partition", []string{"aggregate"}, map[string]string{"PROCESSOR_AGGREGATE_PARTITIONED_BY_KEY": "true"}))
+		tg.waitCaughtUp(t, group, in)
+		p.terminate(t)
+		counts := customerCounts(t, tg, out)
+		for i := range 40 {
+			checkRun(t, counts, fmt.Sprintf("cust-%d", i), 5)
+		}
+		hop := state.RepartitionTopic(group, "aggregate")
+		td, err := tg.admin(t).ListTopics(t.Context(), hop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, ok := td[hop]; ok && d.Err == nil {
+			t.Errorf("the repartition topic %s was created though PARTITIONED_BY_KEY=true", hop)
+		}
+	})
+}
+
+// The refusals, each exit 2 with one line: an existing repartition topic
+// with another partition count, a compacted one, a database sink, and a
+// second stateful stage behind the hop.
+func TestRepartitionRefusals(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out := unique("hoprefuse-in"), unique("hoprefuse-out")
+		tg.createTopics(t, 4, in, out)
+		cases := []struct {
+			name   string
+			topic  func(group string) // creates the mismatched repartition topic
+			chain  []string
+			extra  []string
+			phrase string
+		}{
+			{name: "partitions", topic: func(g string) { tg.createTopics(t, 2, state.RepartitionTopic(g, "aggregate")) },
+				chain: []string{"aggregate"}, phrase: "has 2 partitions, the input 4"},
+			{name: "compact", topic: func(g string) {
+				tg.createTopicWithConfigs(t, 4, map[string]string{"cleanup.policy": "compact"}, state.RepartitionTopic(g, "aggregate"))
+			}, chain: []string{"aggregate"}, phrase: "cleanup.policy=compact, want delete"},
+			{name: "postgres", chain: []string{"aggregate"}, extra: []string{"PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=postgres://x@127.0.0.1:1/x"},
+				phrase: "PROCESSOR_SINK=\"postgres\" is invalid: want kafka"},
+			{name: "second hop", chain: []string{"aggregate", "aggregate@again"}, extra: []string{"PROCESSOR_AGGREGATE_AGAIN_STORE=again"}, phrase: "at most one repartition hop"},
+		}
+		for _, c := range cases {
+			group := unique("hoprefuse-group")
+			if c.topic != nil {
+				c.topic(group)
+			}
+			p := tg.startBinary(t, group, group+"-1", in, out, byCustomer(t.TempDir(), "partition", c.chain, nil),
+				func(inst *launch.Instance) { inst.Extra = append(inst.Extra, c.extra...) })
+			select {
+			case <-p.done:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("%s: still running", c.name)
+			}
+			var ee *exec.ExitError
+			if !errors.As(p.err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.logs.String(), c.phrase) {
+				t.Errorf("%s: exit %v, log %q; want exit 2 saying %q", c.name, p.err, p.logs.String(), c.phrase)
+			}
+			if n := strings.Count(p.logs.String(), "configuration error"); n != 1 {
+				t.Errorf("%s: %d configuration error lines, want one", c.name, n)
+			}
+		}
+	})
+}
+
+// Records that fail on either side of the hop are dead-lettered as they
+// were before it: one without a customer fails its group key before the
+// hop, one whose amount is not a number fails the sum behind it; each
+// dead letter keeps its order id as key, no header of the hop, and names
+// by lineage the input it is. The sums are exact.
+func TestRepartitionDeadLetters(t *testing.T) {
+	t.Parallel()
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in, out, dlq, group := unique("hopdead-in"), unique("hopdead-out"), unique("hopdead-dlq"), unique("hopdead-group")
+		tg.createTopics(t, 4, in, out, dlq)
+		var recs []*kgo.Record
+		want := map[string]int{}
+		for i := range 300 {
+			c := fmt.Sprintf("cust-%d", i%3)
+			v := fmt.Sprintf(`{"customer_id":%q,"amount":%d}`, c, i)
+			switch i % 25 {
+			case 7:
+				v = fmt.Sprintf(`{"amount":%d}`, i)
+			case 11:
+				v = fmt.Sprintf(`{"customer_id":%q,"amount":"many"}`, c)
+			default:
+				want[c] += i
+			}
+			recs = append(recs, &kgo.Record{Topic: in, Key: fmt.Appendf(nil, "order-%d", i), Value: []byte(v)})
+		}
+		tg.ProduceSync(t, recs)
+		byOffset := map[record.Source]*kgo.Record{}
+		for _, r := range recs {
+			byOffset[record.Source{Topic: in, Partition: r.Partition, Offset: r.Offset}] = r
+		}
+		p := tg.startBinary(t, group, group+"-1", in, out, byCustomer(t.TempDir(), "partition", []string{"aggregate"},
+			map[string]string{"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount"}), deadLettered(dlq))
+		tg.waitCaughtUp(t, group, in)
+		tg.waitHopCaughtUp(t, group, state.RepartitionTopic(group, "aggregate"))
+		p.terminate(t)
+
+		final := map[string]int{}
+		for _, r := range tg.readAll(t, out, true) {
+			var v struct{ Value int }
+			if err := json.Unmarshal(r.Value, &v); err != nil {
+				t.Fatalf("output %s: %v", r.Value, err)
+			}
+			final[string(r.Key)] = v.Value
+		}
+		for c, sum := range want {
+			if final[c] != sum {
+				t.Errorf("customer %s: sum %d, want %d", c, final[c], sum)
+			}
+		}
+		dead := tg.readAll(t, dlq, true)
+		if len(dead) != 24 {
+			t.Errorf("%d dead letters, want 24", len(dead))
+		}
+		for _, d := range dead {
+			src, ok := record.Lineage(d.Headers)
+			if !ok || src.Topic != in {
+				t.Fatalf("dead letter %s names input %v (%v)", d.Value, src, ok)
+			}
+			if headerValue(d, "processor.repartition.key") != "" || headerValue(d, "processor.repartition.topic") != "" {
+				t.Errorf("dead letter %s carries the hop's headers", d.Value)
+			}
+			if orig := byOffset[src]; orig == nil || string(orig.Key) != string(d.Key) || string(orig.Value) != string(d.Value) {
+				t.Errorf("dead letter %s keyed %q names input %v, which is %v", d.Value, d.Key, src, orig)
+			}
+		}
+	})
+}
+
+// waitHopCaughtUp waits until group has committed every record of the
+// repartition topic: the partitions no group key went to have none.
+func (tg *target) waitHopCaughtUp(t *testing.T, group, topic string) {
+	t.Helper()
+	waitFor(t, 90*time.Second, "the group caught up on "+topic, func() bool {
+		adm := tg.admin(t)
+		ends, err := adm.ListEndOffsets(t.Context(), topic)
+		if err != nil {
+			return false
+		}
+		committed, err := adm.FetchOffsetsForTopics(t.Context(), group, topic)
+		if err != nil {
+			return false
+		}
+		done := true
+		ends.Each(func(e kadm.ListedOffset) {
+			if c, ok := committed.Lookup(topic, e.Partition); e.Offset > 0 && (!ok || c.At != e.Offset) {
+				done = false
+			}
+		})
+		return done
+	})
+}
