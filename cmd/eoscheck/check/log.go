@@ -32,7 +32,7 @@ type rec struct {
 	count    int64 // data of an output topic, with Source.Aggregate: ParseAggregate of its value
 	countOK  bool
 	countKey []byte
-	ts       int64 // data: its timestamp, Unix milliseconds
+	ts       int64  // data: its timestamp, Unix milliseconds
 	group    string // data of an input topic, with Source.GroupBy: its value's group key
 	grouped  bool
 }
