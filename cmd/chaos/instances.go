@@ -106,7 +106,10 @@ func (d *driver) instance(id int) launch.Instance {
 		// tail (the wipe fault deletes it).
 		switch d.o.counter() {
 		case "dedupe":
+			// Every seq is one input's, in one partition: no repartition
+			// hop is needed, and none reorders the records.
 			in.Settings["PROCESSOR_DEDUPE_BY"] = ".seq"
+			in.Settings["PROCESSOR_DEDUPE_PARTITIONED_BY_KEY"] = "true"
 		case "wasm":
 			in.Settings["PROCESSOR_WASM_MODULE"] = d.o.wasmModule
 			in.Settings["PROCESSOR_WASM_STORES"] = "counts"
