@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,7 +208,10 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 // named in base64; and grouped, orders keyed by order id counted per
 // customer (PROCESSOR_AGGREGATE_BY=.customer, every customer in every
 // input partition), judged by eoscheck -group-by .customer: one run
-// 1..N per customer, which needs the repartition topic. Alone:
+// 1..N per customer, which needs the repartition topic. And two more:
+// windows-close, a count in 2 s windows with EMIT=close judged by
+// eoscheck -check windows, and dedupe, by the inputs' unique seq, every
+// input passing once. Alone:
 //
 //	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortStateful/kfake/grouped' ./integration/
 func TestChaosShortStateful(t *testing.T) {
@@ -216,9 +220,16 @@ func TestChaosShortStateful(t *testing.T) {
 	run := func(t *testing.T, args ...string) string {
 		out := runChaos(t, nil, append([]string{"-records", "12000", "-rate", "1000", "-iterations", "5", "-pause", "1s",
 			"-faults", "kill,wipe,scale,term,scale,abort"}, args...)...)
-		for _, want := range []string{"count-repeat", "aggregate counts", "rebuilt"} {
+		wants := []string{"count-repeat", "aggregate counts", "rebuilt"}
+		switch {
+		case slices.Contains(args, "-window"):
+			wants = []string{"window-duplicate", "late-wrong", "windows closed", "rebuilt"}
+		case slices.Contains(args, "jq,dedupe"):
+			wants = []string{"dedupe by the unique seq", "duplicate", "lost", "rebuilt"}
+		}
+		for _, want := range wants {
 			if !strings.Contains(out, want) {
-				t.Errorf("no %q in the report: the aggregate check or the wipe's rebuild is missing", want)
+				t.Errorf("no %q in the report: the aggregate or windows check, or the wipe's rebuild, is missing", want)
 			}
 		}
 		return out
@@ -230,6 +241,11 @@ func TestChaosShortStateful(t *testing.T) {
 	if err := wasmtest.Build("../examples/wasm/count", module, "-buildmode=c-shared"); err != nil {
 		t.Fatal(err)
 	}
+	// A windowed count, one final row per key and window (EMIT=close).
+	windows := []string{"-transforms", "jq,aggregate", "-window", "2s", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
+	// A dedupe by the inputs' unique seq: every input passes exactly once
+	// (an aborted transaction's ids kept would lose its retried inputs).
+	dedupe := []string{"-transforms", "jq,dedupe", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
 	wasm := []string{"-transforms", "jq,wasm", "-wasm-module", module, "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
 	// Keys of Java's LongSerializer and IntegerSerializer, most not
 	// UTF-8: each counted apart, its count naming it in base64.
@@ -246,12 +262,16 @@ func TestChaosShortStateful(t *testing.T) {
 	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
 	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
 	t.Run("kfake/wasm-counter", func(t *testing.T) { run(t, append([]string{"-embedded"}, wasm...)...) })
+	t.Run("kfake/windows-close", func(t *testing.T) { run(t, append([]string{"-embedded"}, windows...)...) })
+	t.Run("kfake/dedupe", func(t *testing.T) { run(t, append([]string{"-embedded"}, dedupe...)...) })
 	t.Run("kfake/binary-keys", func(t *testing.T) { run(t, append([]string{"-embedded"}, binaryKeys...)...) })
 	t.Run("kfake/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-embedded"}, grouped...)) })
 	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
 		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
 		t.Run("kafka/wasm-counter", func(t *testing.T) { run(t, append([]string{"-brokers", b}, wasm...)...) })
+		t.Run("kafka/windows-close", func(t *testing.T) { run(t, append([]string{"-brokers", b}, windows...)...) })
+		t.Run("kafka/dedupe", func(t *testing.T) { run(t, append([]string{"-brokers", b}, dedupe...)...) })
 		t.Run("kafka/binary-keys", func(t *testing.T) { run(t, append([]string{"-brokers", b}, binaryKeys...)...) })
 		t.Run("kafka/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-brokers", b}, grouped...)) })
 	}

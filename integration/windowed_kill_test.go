@@ -66,50 +66,11 @@ func byInput(t *testing.T, out, late []*kgo.Record) map[string][]string {
 func TestWindowsSameUnderKillAndBacklog(t *testing.T) {
 	t.Parallel()
 	forEachTarget(t, func(t *testing.T, tg *target) {
-		topic, group := unique("wdet-in"), unique("wdet-group")
-		liveOut, liveLate, backOut, backLate := unique("wdet-live"), unique("wdet-live-late"), unique("wdet-back"), unique("wdet-back-late")
-		tg.createTopics(t, 4, topic, liveOut, liveLate, backOut, backLate)
-		r := rand.New(rand.NewPCG(40, 4))
-		base := stampedBase()
-		var in []*kgo.Record
-		for i := range 3000 {
-			ts := base.Add(time.Duration(i) * 200 * time.Millisecond)
-			if r.IntN(4) == 0 {
-				ts = ts.Add(-time.Duration(r.IntN(100)) * time.Second)
-			}
-			in = append(in, stamped(topic, "k"+strconv.Itoa(r.IntN(20)), fmt.Sprintf(`{"i":%d}`, i), ts))
-		}
+		in := windowInputs("wdet-in")
 		settings := map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m", "PROCESSOR_AGGREGATE_GRACE": "20s"}
-		lateTo := func(topic string) func(*launch.Instance) {
-			return func(inst *launch.Instance) { inst.Extra = append(inst.Extra, "PROCESSOR_LATE_TOPIC="+topic) }
-		}
-		static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-		live := stateful(t.TempDir(), "partition", "0.2", []string{"aggregate"}, settings)
-		third := len(in) / 3
-		p1 := tg.startBinary(t, group, group+"-1", topic, liveOut, live, lateTo(liveLate), static)
-		for i := 0; i < 2*third; i += 100 {
-			tg.produceStamped(t, in[i:i+100])
-			if i == third {
-				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		p1.kill(t)
-		p2 := tg.startBinary(t, group, group+"-1", topic, liveOut, live, lateTo(liveLate), static)
-		for i := 2 * third; i < len(in); i += 100 {
-			tg.produceStamped(t, in[i:min(i+100, len(in))])
-			time.Sleep(20 * time.Millisecond)
-		}
-		tg.waitCaughtUp(t, group, topic)
-		p2.terminate(t)
-
-		back := group + "-backlog"
-		p3 := tg.startBinary(t, back, back+"-1", topic, backOut, stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, settings), lateTo(backLate))
-		tg.waitCaughtUp(t, back, topic)
-		p3.terminate(t)
-
-		a := byInput(t, tg.readAll(t, liveOut, true), tg.readAll(t, liveLate, true))
-		b := byInput(t, tg.readAll(t, backOut, true), tg.readAll(t, backLate, true))
+		live, back := killAndBacklog(t, tg, "wdet", in, settings)
+		a := byInput(t, live.out, live.late)
+		b := byInput(t, back.out, back.late)
 		lates, bad := 0, 0
 		for src, w := range b {
 			if len(w) > 0 && strings.HasPrefix(w[0], "late") {
@@ -129,4 +90,69 @@ func TestWindowsSameUnderKillAndBacklog(t *testing.T) {
 		}
 		t.Logf("%s: %d inputs, %d of them late", tg.Name, len(in), lates)
 	})
+}
+
+// windowInputs are 3000 records of 20 keys, 200 ms apart, a quarter of
+// them up to 100 s behind, to a topic named after prefix (set by
+// killAndBacklog).
+func windowInputs(prefix string) []*kgo.Record {
+	topic := unique(prefix)
+	r := rand.New(rand.NewPCG(40, 4))
+	base := stampedBase()
+	var in []*kgo.Record
+	for i := range 3000 {
+		ts := base.Add(time.Duration(i) * 200 * time.Millisecond)
+		if r.IntN(4) == 0 {
+			ts = ts.Add(-time.Duration(r.IntN(100)) * time.Second)
+		}
+		in = append(in, stamped(topic, "k"+strconv.Itoa(r.IntN(20)), fmt.Sprintf(`{"i":%d}`, i), ts))
+	}
+	return in
+}
+
+// windowRun is what one run of killAndBacklog committed: its outputs and
+// late records, and the names of its group and topics.
+type windowRun struct {
+	out, late                  []*kgo.Record
+	group, outTopic, lateTopic string
+}
+
+// killAndBacklog runs the aggregate with settings over in (all of one
+// topic, created with 4 partitions) twice: fed live, in steps, to a
+// process killed with SIGKILL two thirds in and restarted, with
+// transactions aborted on purpose; and read as a backlog by another
+// group. Each run writes its late records to a late topic.
+func killAndBacklog(t *testing.T, tg *target, prefix string, in []*kgo.Record, settings map[string]string) (live, back windowRun) {
+	topic, group := in[0].Topic, unique(prefix+"-group")
+	liveOut, liveLate, backOut, backLate := unique(prefix+"-live"), unique(prefix+"-live-late"), unique(prefix+"-back"), unique(prefix+"-back-late")
+	tg.createTopics(t, 4, topic, liveOut, liveLate, backOut, backLate)
+	lateTo := func(topic string) func(*launch.Instance) {
+		return func(inst *launch.Instance) { inst.Extra = append(inst.Extra, "PROCESSOR_LATE_TOPIC="+topic) }
+	}
+	static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
+	liveCfg := stateful(t.TempDir(), "partition", "0.2", []string{"aggregate"}, settings)
+	third := len(in) / 3
+	p1 := tg.startBinary(t, group, group+"-1", topic, liveOut, liveCfg, lateTo(liveLate), static)
+	for i := 0; i < 2*third; i += 100 {
+		tg.produceStamped(t, in[i:i+100])
+		if i == third {
+			waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p1.kill(t)
+	p2 := tg.startBinary(t, group, group+"-1", topic, liveOut, liveCfg, lateTo(liveLate), static)
+	for i := 2 * third; i < len(in); i += 100 {
+		tg.produceStamped(t, in[i:min(i+100, len(in))])
+		time.Sleep(20 * time.Millisecond)
+	}
+	tg.waitCaughtUp(t, group, topic)
+	p2.terminate(t)
+
+	bg := group + "-backlog"
+	p3 := tg.startBinary(t, bg, bg+"-1", topic, backOut, stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, settings), lateTo(backLate))
+	tg.waitCaughtUp(t, bg, topic)
+	p3.terminate(t)
+	return windowRun{tg.readAll(t, liveOut, true), tg.readAll(t, liveLate, true), group, liveOut, liveLate},
+		windowRun{tg.readAll(t, backOut, true), tg.readAll(t, backLate, true), bg, backOut, backLate}
 }

@@ -155,26 +155,33 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 		return nil
 	}
 	for _, o := range res.out {
-		if o.Topic == "" {
-			o.Topic = p.o.OutputTopic
-			p.open.counts.out++
-		} else {
-			p.open.counts.routed[o.Topic]++
+		lin := src
+		if res.origin.Topic != "" {
+			lin = res.origin
 		}
-		if p.open.lineage != nil && !p.fromHop(o.Topic) {
-			lin := src
-			if res.origin.Topic != "" {
-				lin = res.origin
-			}
-			p.open.lineage.stamp(o, lin)
-		}
-		if p.o.MaxTxnBytes > 0 {
-			p.open.counts.bytes += transform.Bytes(o)
-		}
-		p.open.sent.note(o, src)
-		p.s.Produce(p.work, o, src)
+		p.produceOutput(o, src, lin)
 	}
 	return nil
+}
+
+// produceOutput produces o, an output of src, into the open transaction:
+// to the output topic unless routed, with the lineage lin (src, or the
+// input a repartitioned record came from) unless it goes to a hop.
+func (p *Pipeline) produceOutput(o *kgo.Record, src, lin transform.Source) {
+	if o.Topic == "" {
+		o.Topic = p.o.OutputTopic
+		p.open.counts.out++
+	} else {
+		p.open.counts.routed[o.Topic]++
+	}
+	if p.open.lineage != nil && !p.fromHop(o.Topic) {
+		p.open.lineage.stamp(o, lin)
+	}
+	if p.o.MaxTxnBytes > 0 {
+		p.open.counts.bytes += transform.Bytes(o)
+	}
+	p.open.sent.note(o, src)
+	p.s.Produce(p.work, o, src)
 }
 
 // blamed is a record this transaction failed as the one that held it up.

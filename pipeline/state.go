@@ -60,6 +60,11 @@ type StateTxn interface {
 	// store's own bound); no worker uses the partition meanwhile. It
 	// returns how many it deleted and their key bytes.
 	Expire(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int) (n, bytes int, err error)
+	// ExpireEach is Expire handing each entry it deletes to fn, with its
+	// value and expiry, in the order of (expiry, key) across calls
+	// (state.Txn.ExpireEach); an error of fn stops it and is returned.
+	ExpireEach(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int,
+		fn func(key, value []byte, expiry time.Time) error) (n, bytes int, err error)
 	// Records are the changelog records, produced before the end.
 	Records() []*kgo.Record
 	// Commit applies the transaction locally after the Kafka commit;
@@ -281,14 +286,14 @@ func (p *Pipeline) expireState(ctx context.Context, fs kgo.Fetches, done bool) e
 					p.st.behind = true
 					break
 				}
-				_, bytes, e := p.st.txn.Expire(ctx, s, fp.Partition, time.UnixMilli(now), 0, room)
+				bytes, limit, e := p.expireStore(ctx, s, fp.Topic, fp.Partition, now, room)
 				p.open.counts.bytes += int64(bytes)
 				spent += bytes
 				if e != nil {
 					err = fmt.Errorf("expiring entries of store %s, partition %d: %w", s, fp.Partition, e)
 					return
 				}
-				if bytes < room {
+				if bytes < limit {
 					break // none left
 				}
 			}

@@ -147,6 +147,10 @@ func (t *memStateTxn) Expire(_ context.Context, _ string, p int32, _ time.Time, 
 	return 0, n, nil
 }
 
+func (t *memStateTxn) ExpireEach(ctx context.Context, store string, p int32, now time.Time, limit, maxBytes int, _ func([]byte, []byte, time.Time) error) (int, int, error) {
+	return t.Expire(ctx, store, p, now, limit, maxBytes)
+}
+
 func (t *memStateTxn) Records() []*kgo.Record {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -119,6 +119,9 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 		if err := c.checkStores(e, t); err != nil {
 			return fail(err)
 		}
+		if err := c.checkEmitter(e, t); err != nil {
+			return fail(err)
+		}
 	}
 	return c, nil
 }

@@ -126,7 +126,7 @@ func (rp *report) writeConditions(b *strings.Builder) {
 		fmt.Fprintf(b, "- The single-partition rows drain the same records pre-loaded into a topic of one partition, where only the workers' sharing of one partition's records helps.\n")
 	}
 	if needsStateful(o) {
-		fmt.Fprintf(b, "- The stateful rows (%s) each drain a copy of the input pre-loaded for the run alone (a stateful chain takes one input topic, so their latency phase writes to that copy), with a fresh PROCESSOR_STATE_DIR in a temporary directory; the copy, the changelogs and the state directory are deleted after the run. Each emits one output per input: dedupe is by order id, which no two orders share.\n", strings.Join(statefulKeys(o), ", "))
+		fmt.Fprintf(b, "- The stateful rows (%s) each drain a copy of the input pre-loaded for the run alone (a stateful chain takes one input topic, so their latency phase writes to that copy), with a fresh PROCESSOR_STATE_DIR in a temporary directory; the copy, the changelogs and the state directory are deleted after the run. Each emits one output per input (dedupe is by order id, which no two orders share) but window-close, which emits one final row per customer and 200 ms window once the window closes, stamped with its end: its outputs are not counted against the inputs, and its latency is from a window's end to its row on the output.\n", strings.Join(statefulKeys(o), ", "))
 	}
 	rounds := plural(o.rounds, "round")
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))

@@ -35,6 +35,11 @@ type system struct {
 	// the run, and the stores' changelogs (<group>-<store>-changelog) are
 	// deleted with the run's other topics.
 	stores []string
+	// window: the chain emits one final row per key and window of this
+	// length when it closes (EMIT=close), not one output per input: the
+	// outputs are not counted against the inputs, and the latency is from
+	// a window's end (its final row is stamped end - 1 ms) to its row.
+	window time.Duration
 	// ownInput: the run drains a copy of the input pre-loaded for it
 	// alone, and its latency phase writes to that copy instead of a
 	// second input topic: a stateful chain takes exactly one input topic,
@@ -64,6 +69,11 @@ var systems = []system{
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_FUNCTION", "PROCESSOR_AGGREGATE_FIELD", "PROCESSOR_AGGREGATE_BY"},
 		cmd: statefulCmd("aggregate", map[string]string{
 			"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount_cents", "PROCESSOR_AGGREGATE_BY": ".customer"})},
+	{key: "window-close", label: fmt.Sprintf("processor, aggregate count by customer in 200ms windows, EMIT=close, %d workers (stateful)", runtime.NumCPU()),
+		stores: []string{"aggregate"}, ownInput: true, window: 200 * time.Millisecond,
+		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_BY", "PROCESSOR_AGGREGATE_WINDOW", "PROCESSOR_AGGREGATE_EMIT"},
+		cmd: statefulCmd("aggregate", map[string]string{
+			"PROCESSOR_AGGREGATE_BY": ".customer", "PROCESSOR_AGGREGATE_WINDOW": "200ms", "PROCESSOR_AGGREGATE_EMIT": "close"})},
 	{key: "dedupe", label: fmt.Sprintf("processor, dedupe by order id, %d workers (stateful, no duplicates)", runtime.NumCPU()),
 		stores: []string{"dedupe"}, ownInput: true,
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_DEDUPE_BY"},

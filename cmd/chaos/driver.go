@@ -30,6 +30,7 @@ type driver struct {
 
 	group, in, out string
 	dlq            string // the dead-letter topic, when a policy is dlq
+	late           string // PROCESSOR_LATE_TOPIC, with -window
 
 	// With -sink postgres: the run's tables, the database they are in,
 	// how often pgrestart ran each shutdown mode, how long the script
@@ -116,6 +117,9 @@ func (d *driver) run() int {
 		}
 	} else if slices.Contains(d.o.policies, "dlq") {
 		d.dlq = "chaos-dlq-" + suffix
+	}
+	if d.o.window > 0 {
+		d.late = "chaos-late-" + suffix
 	}
 	if err := d.createTopics(); err != nil {
 		d.log.Error("creating topics", "err", err.Error())

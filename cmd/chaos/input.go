@@ -41,6 +41,9 @@ func (d *driver) createTopics() error {
 	if d.dlq != "" {
 		topics = append(topics, d.dlq)
 	}
+	if d.late != "" {
+		topics = append(topics, d.late)
+	}
 	resp, err := adm.CreateTopics(ctx, 6, -1, nil, topics...)
 	if err != nil {
 		return err

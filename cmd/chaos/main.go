@@ -113,7 +113,14 @@
 // and -wasm-module bin/plugins/count.wasm) the counter is the count
 // example plugin, keeping its counts in the store counts
 // (PROCESSOR_WASM_STORES, PROCESSOR_WASM_STATE_BY_KEY=true), judged the
-// same way.
+// same way. With -window (aggregate only) the count is windowed, WINDOW
+// and GRACE that long, EMIT=close, late records to a topic of the run's
+// own, and eoscheck runs -check windows instead: exactly one final row
+// per key and window, each the count of its inputs that were not late,
+// every late input in the late topic once. With dedupe instead
+// (-transforms dedupe or jq,dedupe) the stateful stage is a dedupe by the
+// inputs' unique seq (PROCESSOR_DEDUPE_BY=.seq): every input must pass
+// exactly once, judged by eoscheck one to one.
 //
 // The input's keys (-keys) are k0 ... k999 by default. With -keys binary
 // they are the bytes Java's LongSerializer and IntegerSerializer write

@@ -45,31 +45,37 @@ type options struct {
 	registryURL    string        // with avro: the registry; empty: one in process
 	ordering       string        // PROCESSOR_ORDERING; empty: the processor's default
 	stateDir       string        // with aggregate: each instance's PROCESSOR_STATE_DIR is under it
+	window         time.Duration // with aggregate: EMIT=close windows of this length (grace the same), 0: a running count
 	keys           string        // the input's keys: text, binary or orders (keys.go)
 	customers      int           // with -keys orders: how many customers the orders are drawn from
 	env            envList       // more settings for every instance, NAME=value
 }
 
-// stateful reports whether the chain has a stateful stage, aggregate or
-// the wasm counter: the drill's stateful mode (see the package comment).
+// stateful reports whether the chain has a stateful stage, aggregate,
+// the wasm counter or dedupe: the drill's stateful mode (see the package
+// comment).
 func (o options) stateful() bool { return o.counter() != "" }
 
 // counter returns the chain's stateful stage, aggregate or wasm (the
-// count example plugin, or a module that counts as it does), or "".
+// count example plugin, or a module that counts as it does), or dedupe
+// (by the inputs' unique seq, so that every input passes once), or "".
 func (o options) counter() string {
 	for _, t := range o.transforms {
-		if t == "aggregate" || t == "wasm" {
+		if slices.Contains(statefulTransforms, t) {
 			return t
 		}
 	}
 	return ""
 }
 
+// statefulTransforms are the drill's stateful stages.
+var statefulTransforms = []string{"aggregate", "wasm", "dedupe"}
+
 // knownTransforms are the transforms the drill can run: each keeps every
 // input record as exactly one output, as eoscheck's one-to-one audit
 // needs; aggregate and wasm (a count by record key, the stateful mode)
 // only last.
-var knownTransforms = []string{"identity", "jq", "aggregate", "wasm"}
+var knownTransforms = []string{"identity", "jq", "aggregate", "wasm", "dedupe"}
 
 // knownPolicies are the values of PROCESSOR_ON_ERROR.
 var knownPolicies = []string{"fail", "dlq", "skip"}
@@ -144,7 +150,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the group may take to catch up at the end")
 	flag.StringVar(&o.logDir, "logs", "", "directory for processor logs (default: a new temporary directory)")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
-	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq and aggregate, comma-separated; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate")
+	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq, aggregate, wasm and dedupe, comma-separated; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate; dedupe (last) dedupes by the inputs' unique seq, so every input must pass exactly once, judged one to one")
 	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
 	flag.StringVar(&f.policies, "policies", defaultPoisonPolicies, "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number (default with -poison-every 0: "+defaultPolicies+"); fail does not go with the notjson poison class, which a fail instance exits on by design: with fail in -policies the default classes leave notjson out")
 	flag.IntVar(&o.poisonEvery, "poison-every", 500, "every Nth input is a marked hard one (key poison-<class>-<seq>, judged by eoscheck -poison), the classes of -poison-classes in rounds of each once, in an order drawn by the seed; 0: none, every input an ordinary JSON object")
@@ -157,6 +163,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.StringVar(&o.registryURL, "schema-registry", "", "with -value-format avro: the Schema Registry's URL, given to the processors as PROCESSOR_SCHEMA_REGISTRY_URL (default: one the drill runs in its own process on loopback)")
 	flag.StringVar(&o.wasmModule, "wasm-module", "", "with wasm in -transforms: the WebAssembly counter (bin/plugins/count.wasm, the count example: a count by record key in its store counts, like aggregate's)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "with aggregate in -transforms: the directory under which instance N keeps its PROCESSOR_STATE_DIR, instance-N, across its restarts (default: state in the log directory)")
+	flag.DurationVar(&o.window, "window", 0, "with aggregate in -transforms: a windowed count with EMIT=close, WINDOW and GRACE this long and a late topic, judged by eoscheck -check windows (exactly one final row per key and window, each its inputs that were not late) instead of -check aggregate; 0: a running count by key")
 	flag.StringVar(&o.keys, "keys", keysText, "the input's keys: text (k0 ... k999), binary (the bytes of Java's LongSerializer and IntegerSerializer, 1,000 keys, most not UTF-8) or orders (an order id per input, o<seq>, and a customer in the value, which the stateful chain counts by: PROCESSOR_AGGREGATE_BY="+groupField+", judged by eoscheck -group-by "+groupField+"; needs aggregate last in -transforms)")
 	flag.IntVar(&o.customers, "customers", 8, "with -keys orders: the customers c0 ... cN-1 the orders are drawn from, in turn, so that every customer has orders in every input partition")
 	flag.Var(&o.env, "env", "a setting given to every instance, PROCESSOR_NAME=value, after the drill's own (repeatable), e.g. -env PROCESSOR_AGGREGATE_PARTITIONED_BY_KEY=false")
@@ -211,8 +218,13 @@ func (o *options) resolveChain(f listFlags) {
 			usage("transform %q appears twice in -transforms", t)
 		}
 	}
-	if c := o.counter(); c != "" && (slices.Index(o.transforms, c) != len(o.transforms)-1 ||
-		slices.Contains(o.transforms, "aggregate") && slices.Contains(o.transforms, "wasm")) {
+	stages := 0
+	for _, t := range o.transforms {
+		if slices.Contains(statefulTransforms, t) {
+			stages++
+		}
+	}
+	if c := o.counter(); c != "" && (slices.Index(o.transforms, c) != len(o.transforms)-1 || stages > 1) {
 		// eoscheck's count check reads the counter's own outputs.
 		usage("%s must be the last transform in -transforms, and the only stateful one", c)
 	}
@@ -233,6 +245,9 @@ func (o *options) resolveChain(f listFlags) {
 // chain): exactly once into Kafka, as a stateful chain demands; the wipe
 // fault and -state-dir need it. Its default faults add wipe.
 func (o *options) resolveState(f *listFlags) {
+	if o.window < 0 || (o.window > 0 && (o.counter() != "aggregate" || o.grouped())) {
+		usage("-window needs aggregate in -transforms, a count by record key (not -keys orders), and a positive duration")
+	}
 	if !o.stateful() {
 		if slices.Contains(o.faults, "wipe") {
 			usage("the fault wipe needs aggregate or wasm in -transforms (a chain with state)")

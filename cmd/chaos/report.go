@@ -161,7 +161,12 @@ func (d *driver) eoscheckArgs() []string {
 	if d.o.guarantee == "at_least_once" {
 		args = append(args, "-at-least-once")
 	}
-	if d.o.stateful() {
+	switch {
+	case d.o.window > 0:
+		w := d.o.window.String()
+		args = append(args, "-check", "windows", "-one-to-one=false", "-window", w, "-grace", w, "-late-topic", d.late)
+	case d.o.counter() == "dedupe": // every id once: the checks by lineage, one to one
+	case d.o.stateful():
 		args = append(args, "-check", "aggregate")
 		args = append(args, d.groupArgs()...)
 	}

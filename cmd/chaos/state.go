@@ -73,16 +73,18 @@ func (d *driver) printState() (unexpected []string) {
 	if !d.o.stateful() {
 		return nil
 	}
-	store := "aggregate"
-	if d.o.counter() == "wasm" {
+	store, what := "aggregate", "count by record key"
+	switch d.o.counter() {
+	case "wasm":
 		store = "counts"
+	case "dedupe":
+		store, what = "dedupe", "dedupe by the unique seq: every input passes once"
 	}
-	by := "record key"
 	if d.o.grouped() {
-		by = groupField + fmt.Sprintf(" of orders keyed by order id, %d customers", d.o.customers)
+		what = "count by " + groupField + fmt.Sprintf(" of orders keyed by order id, %d customers", d.o.customers)
 	}
-	fmt.Printf("%-10s %s (count by %s), changelog %s-%s-changelog, state directories %s/instance-N\n",
-		"state", d.o.counter(), by, d.group, store, d.o.stateDir)
+	fmt.Printf("%-10s %s (%s), changelog %s-%s-changelog, state directories %s/instance-N\n",
+		"state", d.o.counter(), what, d.group, store, d.o.stateDir)
 	d.printRepartition()
 	var all restores
 	logs, _ := filepath.Glob(filepath.Join(d.o.logDir, "processor-*.log"))

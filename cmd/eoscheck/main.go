@@ -94,6 +94,19 @@
 // After the totals a line gives the keys, the sum of their last counts and
 // the highest.
 //
+// With -check windows the processor ran a windowed count by record key
+// with EMIT=close (PROCESSOR_AGGREGATE_WINDOW=-window, _WINDOW_ADVANCE,
+// _GRACE, _EMIT=close; -one-to-one=false), and -late-topic is its
+// PROCESSOR_LATE_TOPIC, if any (read as an output topic). The inputs the
+// group committed are replayed through a model of the windows by stream
+// time (check/windows.go), and four rows judge the committed output:
+// window-duplicate (a key and window with more than one final row),
+// window-missing (a window closed with inputs counted and no final row),
+// window-count (a final row whose count is not its window's inputs that
+// were not late: a late record counted, a lost or repeated count; or a
+// final row of a window not closed), late-wrong (a late input not in the
+// late topic exactly once, or an input in time there). Without a late
+// topic the late inputs are counted as dropped on the totals' line.
 // With -group-by PATH as well (a path of object members such as
 // .customer, the aggregate's PROCESSOR_AGGREGATE_BY) the counts were
 // grouped by that member of the input values rather than by record key,
@@ -193,10 +206,13 @@ type config struct {
 	poison bool
 	// aggregate: judge the outputs as counts by key (-check aggregate).
 	aggregate bool
+	// windows: judge the outputs as final rows of windows (-check
+	// windows), with these settings.
+	windows check.Windows
 }
 
 // knownChecks are the extra checks -check takes.
-var knownChecks = []string{"aggregate"}
+var knownChecks = []string{"aggregate", "windows"}
 
 const usageText = `usage: eoscheck -input TOPICS -output TOPICS -group GROUP [flags]
        eoscheck -input TOPICS -group GROUP -postgres-url URL -table TABLE [-dead-letter-table TABLE] [flags]
@@ -229,7 +245,11 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
 	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group")
-	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken)")
+	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once)")
+	fs.DurationVar(&c.windows.Size, "window", 0, "with -check windows: the aggregate's WINDOW")
+	fs.DurationVar(&c.windows.Advance, "window-advance", 0, "with -check windows: the aggregate's WINDOW_ADVANCE (0: tumbling)")
+	fs.DurationVar(&c.windows.Grace, "grace", 0, "with -check windows: the aggregate's GRACE")
+	fs.StringVar(&c.windows.LateTopic, "late-topic", "", "with -check windows: the processor's PROCESSOR_LATE_TOPIC (unset: late inputs were dropped)")
 	err := fs.Parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -306,6 +326,12 @@ func parseChecks(c *config, checks string) error {
 	for _, name := range split(checks) {
 		if !slices.Contains(knownChecks, name) {
 			return fmt.Errorf("unknown check %q in -check (known: %s)", name, strings.Join(knownChecks, ", "))
+		}
+		if name == "windows" {
+			if err := parseWindows(c); err != nil {
+				return err
+			}
+			continue
 		}
 		c.aggregate = true
 	}
@@ -388,7 +414,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
-		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy})
+		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil})
 	if err != nil {
 		return fail(err)
 	}

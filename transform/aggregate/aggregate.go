@@ -22,7 +22,11 @@
 // record. A window closes once the stream time reaches its end plus
 // GRACE: its entry expires from the store then, and a record of it that
 // comes later is late (transform.Late): dropped, or written to the late
-// topic, counted either way; never counted into a new window.
+// topic, counted either way; never counted into a new window. EMIT is
+// update (an output for every input, as above) or close: with WINDOW,
+// no output per input but exactly one per key and window, its final
+// aggregate, written when the window closes in the transaction that
+// deletes its entry (close.go, transform.WindowEmitter).
 package aggregate
 
 import (
@@ -59,6 +63,9 @@ type Settings struct {
 	Advance time.Duration `setting:"WINDOW_ADVANCE" doc:"hopping windows: a new WINDOW-long window starts every WINDOW_ADVANCE, and a record counts in each window it falls in; unset, tumbling windows" form:"a Go duration from 1ms up to WINDOW, at most 1000 windows a record"`
 	// Grace is how long after a window's end its records still count.
 	Grace time.Duration `setting:"GRACE" default:"0s" doc:"how long after a window's end, in the partition's stream time, a record of it still counts; a later one is late: dropped, or written to PROCESSOR_LATE_TOPIC, counted in processor_records_late_total" form:"a Go duration such as 0s or 10m"`
+	// Emit is update (an output for every input) or close (one final
+	// output per key and window, once it closes).
+	Emit string `setting:"EMIT" default:"update" doc:"update: an output for every input, the window's aggregate so far; close (with WINDOW): exactly one output per key and window, its final aggregate, once the stream time passes the window's end plus GRACE" form:"update or close"`
 	// PartitionedByKey declares the input partitioned by the group key
 	// already: no repartition hop.
 	PartitionedByKey bool `setting:"PARTITIONED_BY_KEY" default:"false" doc:"the input is already partitioned by the group key (BY), so no repartition hop is needed: records with one group key all arrive in one input partition" form:"true or false"`
@@ -75,6 +82,7 @@ type Transform struct {
 	window    int64 // milliseconds; 0: no windows
 	advance   int64 // milliseconds
 	grace     int64 // milliseconds
+	close     bool  // EMIT=close
 	store     string
 	byKey     bool // PartitionedByKey
 }
@@ -113,6 +121,16 @@ func New(s *Settings) (transform.Transform, error) {
 	default:
 		t.advance = s.Advance.Milliseconds()
 	}
+	switch s.Emit {
+	case "update", "": // unset: the default
+	case "close":
+		if s.Window == 0 {
+			return nil, transform.Invalid("EMIT", s.Emit, " (a final output per window needs a WINDOW)")
+		}
+		t.close = true
+	default:
+		return nil, transform.Invalid("EMIT", s.Emit, "")
+	}
 	if s.Grace < 0 {
 		return nil, transform.Invalid("GRACE", s.Grace.String(), "")
 	}
@@ -148,7 +166,7 @@ func (t *Transform) GroupKey(ctx context.Context, rec *kgo.Record) ([]byte, erro
 func (t *Transform) PartitionedByKey() bool { return t.byKey }
 
 // Process updates the record's group aggregate and emits it in rec.
-func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	st, err := transform.StoreOf(ctx, t.store)
 	if err != nil {
 		return out, fmt.Errorf("aggregate: %w", err)
@@ -164,7 +182,7 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 		return out, err
 	}
 	if t.window == 0 {
-		agg, err := t.update(ctx, st, k, v, time.Time{})
+		agg, err := t.update(ctx, st, k, v, time.Time{}, -1)
 		if err != nil {
 			return out, err
 		}
@@ -172,12 +190,12 @@ func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Re
 		rec.Value = encode(k.JSON, agg, time.Time{}, time.Time{})
 		return append(out, rec), nil
 	}
-	return t.windows(ctx, st, k, v, rec, out)
+	return t.windows(ctx, st, k, v, src.Offset, rec, out)
 }
 
 // windows folds rec into each open window it falls in, oldest first, and
 // emits each one's update; a record whose windows have all closed is late.
-func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.Key, v any, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.Key, v any, offset int64, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	ts := rec.Timestamp.UnixMilli()
 	stream, known := transform.StreamMillisOf(ctx)
 	if known && (ts > stream || ts < 0) {
@@ -200,9 +218,12 @@ func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.
 		if known && end+t.grace <= stream {
 			continue // closed: the record counts in the windows still open
 		}
-		agg, err := t.update(ctx, st, k.Window(time.UnixMilli(start)), v, time.UnixMilli(end+t.grace))
+		agg, err := t.update(ctx, st, k.Window(time.UnixMilli(start)), v, time.UnixMilli(end+t.grace), offset)
 		if err != nil {
 			return out, err
+		}
+		if t.close {
+			continue // emitted once it closes (Closed)
 		}
 		o := rec
 		if emitted {
@@ -232,8 +253,9 @@ func windowKey(key []byte, start int64) []byte {
 	return strconv.AppendInt(b, start, 10)
 }
 
-// update reads the aggregate of k, folds the record in and writes it.
-func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time) (string, error) {
+// update reads the aggregate of k, folds the record in and writes it,
+// with EMIT=close followed by the input's offset (stored).
+func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time, offset int64) (string, error) {
 	x, err := t.input(ctx, v)
 	if err != nil {
 		return "", err
@@ -243,7 +265,7 @@ func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.K
 		return "", fmt.Errorf("aggregate: reading the store: %w", err)
 	}
 	if ok {
-		p, err := groupkey.Parse(prev)
+		p, err := groupkey.Parse(aggOf(prev))
 		if err != nil {
 			return "", fmt.Errorf("aggregate: the store's %s of this key: %w", t.fn, err)
 		}
@@ -267,7 +289,7 @@ func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.K
 		return "", fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
 	}
 	s := groupkey.Format(x)
-	if err := groupkey.Put(st, k, []byte(s), expires, legacy); err != nil {
+	if err := groupkey.Put(st, k, t.stored(s, offset), expires, legacy); err != nil {
 		return "", fmt.Errorf("aggregate: writing the store: %w", err)
 	}
 	return s, nil

@@ -43,6 +43,7 @@ var hostFuncs = func() []hostFunc {
 		{"store_get", []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}, hostStoreGet},
 		{"store_put", []api.ValueType{i32, i32, i32, i32, i32, i64}, []api.ValueType{i32}, hostStorePut},
 		{"store_delete", []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, hostStoreDelete},
+		{"stream_time", nil, []api.ValueType{i64}, hostStreamTime},
 	}
 }()
 

@@ -31,6 +31,9 @@ func Check(run Run, opts Options) Report {
 	if opts.Aggregate {
 		kinds = slices.Concat(Anomalies, AggregateAnomalies)
 	}
+	if opts.Windows != nil {
+		kinds = slices.Concat(kinds, WindowAnomalies)
+	}
 	rep, rp := newReport(kinds, opts.MaxExamples)
 	a := &audit{run: run, opts: opts, rep: rep, rp: rp,
 		byTP: map[TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{},
@@ -54,6 +57,9 @@ func Check(run Run, opts Options) Report {
 	a.checkSamples()
 	if opts.Aggregate {
 		a.checkAggregate()
+	}
+	if opts.Windows != nil {
+		a.checkWindows()
 	}
 	return *rep
 }
@@ -232,7 +238,9 @@ func (a *audit) checkProgress() {
 }
 
 // checkOrder: per input partition, within each output partition, sources
-// must come in input order (the first visible occurrence of each).
+// must come in input order (the first visible occurrence of each); with
+// Options.Windows only in the late topic: final rows come as windows close,
+// each with the lineage of its last input.
 func (a *audit) checkOrder() {
 	type key struct{ src, out TopicPartition }
 	last := map[key]int64{}
@@ -240,6 +248,9 @@ func (a *audit) checkOrder() {
 	for _, o := range a.outputs {
 		if !o.Committed || o.Aborted || !a.exists[o.Source] {
 			continue
+		}
+		if w := a.opts.Windows; w != nil && o.Topic != w.LateTopic {
+			continue // final rows come in the order windows close
 		}
 		k := key{o.Source.TP(), o.TP()}
 		if seen[k] == nil {

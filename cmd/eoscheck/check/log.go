@@ -32,6 +32,7 @@ type rec struct {
 	count    int64 // data of an output topic, with Source.Aggregate: ParseAggregate of its value
 	countOK  bool
 	countKey []byte
+	ts       int64  // data: its timestamp, Unix milliseconds
 	group    string // data of an input topic, with Source.GroupBy: its value's group key
 	grouped  bool
 }
@@ -154,6 +155,9 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 			if r.src.Aggregate && !rc.control && slices.Contains(r.src.Outputs, kr.Topic) {
 				rc.count, rc.countKey, rc.countOK = ParseAggregate(kr.Value)
 			}
+			if r.src.Windows && !rc.control && slices.Contains(r.src.Outputs, kr.Topic) {
+				rc.count, rc.countOK = ParseWindowCount(kr.Value)
+			}
 			out[tp] = append(out[tp], rc)
 		})
 	}
@@ -170,6 +174,7 @@ func toRec(kr *kgo.Record) rec {
 	}
 	rc.src, _ = Lineage(kr)
 	rc.key, rc.keyed = string(kr.Key), kr.Key != nil
+	rc.ts = kr.Timestamp.UnixMilli()
 	for _, h := range kr.Headers {
 		if h.Key == HeaderError {
 			rc.err = TruncateError(string(h.Value))

@@ -73,6 +73,8 @@ type Output struct {
 	Count    int64
 	CountOK  bool
 	CountKey []byte
+	// Timestamp is the record's timestamp, Unix milliseconds.
+	Timestamp int64
 
 	// TxnEnd is the offset, in the output's partition, of the control
 	// record that ended its transaction; -1 when unknown (open, or not
@@ -150,6 +152,9 @@ type Run struct {
 	// keys of the inputs whose value has one (GroupPath.Key); nil
 	// otherwise.
 	InputKeys map[Input]string
+	// InputTimes are the inputs' timestamps (Unix milliseconds), for
+	// Options.Windows (Source.Windows); nil otherwise.
+	InputTimes map[Input]int64
 }
 
 // Options say what a correct run looks like.
@@ -187,6 +192,12 @@ type Options struct {
 	// 3, ... in the committed output up to its number of inputs taken.
 	// Needs Output.Count and Run.InputKeys (Source.Aggregate).
 	Aggregate bool
+	// Windows: the processor ran a windowed count by record key with
+	// EMIT=close (see checkWindows): exactly one final row per key and
+	// window, each the count of its inputs that were not late, and every
+	// late input in the late topic once. Needs Output.Count,
+	// Run.InputKeys and Run.InputTimes (Source.Windows).
+	Windows *Windows
 	// GroupBy, with Aggregate: the counts were grouped by this member of
 	// the input values (the aggregate's BY), not by record key: every
 	// group's counts must run 1, 2, 3, ... up to its inputs taken across

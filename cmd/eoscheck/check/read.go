@@ -44,7 +44,7 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 	}
 	run.InputEnds = inHigh
 
-	if run.Inputs, run.Marks, run.InputKeys, err = r.readInputs(ctx, inStart, inStable, inHigh); err != nil {
+	if run.Inputs, run.Marks, run.InputKeys, run.InputTimes, err = r.readInputs(ctx, inStart, inStable, inHigh); err != nil {
 		return run, err
 	}
 	outs, errs, _, _, err := r.readTopics(ctx, outStart, outStable, outHigh)
@@ -70,7 +70,7 @@ func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[Topic
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	inputs, marks, _, err = r.readInputs(ctx, start, stable, high)
+	inputs, marks, _, _, err = r.readInputs(ctx, start, stable, high)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -79,21 +79,26 @@ func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[Topic
 
 // readInputs reads the input partitions between start and their ends:
 // the records a read_committed reader receives and, with Source.Poison,
-// the marks of the marked ones; with Source.Aggregate the keys of those
-// that have one.
-func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Input, map[Input]Mark, map[Input]string, error) {
+// the marks of the marked ones; with Source.Aggregate or Source.Windows
+// the keys of those that have one (with Source.GroupBy their group keys);
+// with Source.Windows their timestamps.
+func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Input, map[Input]Mark, map[Input]string, map[Input]int64, error) {
 	in, _, mks, groups, err := r.readTopics(ctx, start, stable, high)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("reading input: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("reading input: %w", err)
 	}
 	var inputs []Input
 	var marks map[Input]Mark
 	var keys map[Input]string
+	var times map[Input]int64
 	if r.src.Poison {
 		marks = map[Input]Mark{}
 	}
-	if r.src.Aggregate {
+	if r.src.Aggregate || r.src.Windows {
 		keys = map[Input]string{}
+	}
+	if r.src.Windows {
+		times = map[Input]int64{}
 	}
 	for i, o := range in {
 		if !o.Committed {
@@ -113,8 +118,11 @@ func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPa
 		case o.Keyed:
 			keys[src] = o.Key
 		}
+		if times != nil {
+			times[src] = o.Timestamp
+		}
 	}
-	return inputs, marks, keys, nil
+	return inputs, marks, keys, times, nil
 }
 
 // readTopics reads partitions [start, high) read_uncommitted and
@@ -165,7 +173,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 			}
 			o := Output{
 				Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
-				Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey,
+				Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Timestamp: rc.ts,
 				Committed: seen[rc.offset],
 				Aborted:   outcomes[tp][i] == aborted,
 				TxnEnd:    ends[tp][i],
@@ -182,7 +190,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 		for _, rc := range vis[tp] {
 			if seen[rc.offset] {
 				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
-					Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Committed: true, TxnEnd: -1})
+					Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Timestamp: rc.ts, Committed: true, TxnEnd: -1})
 				errs = append(errs, rc.err)
 				marks = append(marks, rc.mark)
 				groups = append(groups, groupOf{rc.group, rc.grouped})

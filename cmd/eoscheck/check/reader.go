@@ -46,6 +46,10 @@ type Source struct {
 	// record key: Read keeps every output's count (Output.Count) and every
 	// input's key (Run.InputKeys), for Options.Aggregate.
 	Aggregate bool
+	// Windows: the processor ran a windowed count with EMIT=close: Read
+	// keeps every output's count (ParseWindowCount) and every input's key
+	// and timestamp (Run.InputKeys, Run.InputTimes), for Options.Windows.
+	Windows bool
 	// GroupBy, with Aggregate: the counts were grouped by this member of
 	// the input values (Options.GroupBy): Run.InputKeys holds each
 	// input's group key (GroupPath.Key) in place of its record key.

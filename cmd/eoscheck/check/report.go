@@ -94,6 +94,9 @@ type Report struct {
 	// Aggregate holds the totals of the aggregate check
 	// (Options.Aggregate); nil when it did not run.
 	Aggregate *AggregateTotals
+	// Windows holds the totals of the windows check (Options.Windows);
+	// nil when it did not run.
+	Windows *WindowTotals
 }
 
 // kinds returns the anomalies the check looked for, in report order, one
@@ -108,6 +111,9 @@ func (r Report) kinds() []Anomaly {
 	}
 	if r.Aggregate != nil {
 		kinds = slices.Concat(kinds, AggregateAnomalies)
+	}
+	if r.Windows != nil {
+		kinds = slices.Concat(kinds, WindowAnomalies)
 	}
 	if r.Classes == nil {
 		kinds = slices.DeleteFunc(slices.Clone(kinds), func(a Anomaly) bool { return a == PoisonPassed || a == Misstored })
@@ -174,6 +180,9 @@ func (r Report) Table() string {
 		} else {
 			fmt.Fprintf(w, "aggregate counts\t%d keys, last counts summing to %d, the highest %d\n", ag.Keys, ag.Final, ag.Max)
 		}
+	}
+	if wt := r.Windows; wt != nil {
+		fmt.Fprintf(w, "windows\t%s\n", wt)
 	}
 	outputs := "outputs"
 	if r.Database != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -182,6 +183,14 @@ type stateTxn struct{ *state.Txn }
 // Store implements pipeline.StateTxn.
 func (t stateTxn) Store(name string, partition int32) (transform.Store, error) {
 	return t.Txn.Store(name, partition)
+}
+
+// ExpireEach implements pipeline.StateTxn.
+func (t stateTxn) ExpireEach(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int,
+	fn func(key, value []byte, expiry time.Time) error) (n, bytes int, err error) {
+	return t.Txn.ExpireEach(ctx, store, partition, now, limit, maxBytes, func(x state.Expired) error {
+		return fn(x.Key, x.Value, x.Expiry)
+	})
 }
 
 // statePartitioner keeps the partition of the changelog records, which

@@ -85,6 +85,11 @@ func (t *tryStateTxn) Expire(context.Context, string, int32, time.Time, int, int
 	return 0, 0, nil
 }
 
+// ExpireEach implements pipeline.StateTxn: samples are too few to expire.
+func (t *tryStateTxn) ExpireEach(context.Context, string, int32, time.Time, int, int, func([]byte, []byte, time.Time) error) (int, int, error) {
+	return 0, 0, nil
+}
+
 // Records implements pipeline.StateTxn: try has no changelog.
 func (t *tryStateTxn) Records() []*kgo.Record { return nil }
 

@@ -207,3 +207,34 @@ func First(ctx context.Context, prog *jq.Program, v any) (any, error) {
 	}
 	return r, nil
 }
+
+// ParseWindow returns the group key and window start (Unix
+// milliseconds) of a windowed store key (Key.Window's Store), for a stage
+// that emits a window from its entry alone (aggregate's EMIT=close). Only
+// Out and JSON are set. A legacy store key (a record key's JSON string,
+// 0x00, the start in decimal) reads as the BY value of that string, which
+// gives the same Out and JSON.
+func ParseWindow(store []byte) (k Key, start int64, err error) {
+	if len(store) >= 9 && store[0] == RawWindowPrefix {
+		key := store[1 : len(store)-8]
+		k = Key{Out: key, JSON: record.AppendKeyJSON(nil, key), raw: true, windowed: true}
+		k.start = int64(binary.BigEndian.Uint64(store[len(store)-8:]))
+		k.Store = store
+		return k, k.start, nil
+	}
+	i := bytes.LastIndexByte(store, 0)
+	if i < 0 {
+		return Key{}, 0, fmt.Errorf("the store key %q names no window", store)
+	}
+	start, err = strconv.ParseInt(string(store[i+1:]), 10, 64)
+	if err != nil {
+		return Key{}, 0, fmt.Errorf("the store key %q names no window: %w", store, err)
+	}
+	js := store[:i]
+	k = Key{Out: js, JSON: js, Store: store}
+	var s string
+	if len(js) > 0 && js[0] == '"' && json.Unmarshal(js, &s) == nil {
+		k.Out = []byte(s)
+	}
+	return k, start, nil
+}

@@ -147,3 +147,13 @@ const (
 	resultNone  = -1
 	resultError = -2
 )
+
+// StreamTime returns the stream time of the record being processed: its
+// input partition's largest record timestamp so far in offset order,
+// bounded by PROCESSOR_MAX_FUTURE_SKEW, as Unix milliseconds (ABI.md,
+// "Stream time"); ok is false when none is known. A module calls it only
+// with stores declared (PROCESSOR_WASM_STORES), from its Func.
+func StreamTime() (ms int64, ok bool) {
+	ms = streamTime()
+	return ms, ms >= 0
+}

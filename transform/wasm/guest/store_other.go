@@ -30,6 +30,16 @@ func storePut(i int32, key, value []byte, _ int64) int32 {
 	return 0
 }
 
+// nativeStreamTime is what StreamTime gives built natively (SetStreamTime).
+var nativeStreamTime int64 = -1
+
+// SetStreamTime sets what StreamTime returns in a plugin built natively,
+// for its unit tests; -1 is none. It exists only when built for another
+// platform than wasip1.
+func SetStreamTime(ms int64) { nativeStreamTime = ms }
+
+func streamTime() int64 { return nativeStreamTime }
+
 func storeDelete(i int32, key []byte) int32 {
 	delete(memStores[i], string(key))
 	return 0

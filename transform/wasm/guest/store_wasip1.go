@@ -19,6 +19,11 @@ func hostStorePut(store int32, key unsafe.Pointer, keyLen uint32, value unsafe.P
 //go:wasmimport processor store_delete
 func hostStoreDelete(store int32, key unsafe.Pointer, keyLen uint32) int32
 
+//go:wasmimport processor stream_time
+func hostStreamTime() int64
+
+func streamTime() int64 { return hostStreamTime() }
+
 func storeIndex(name string) int32 {
 	return hostStoreIndex(unsafe.Pointer(unsafe.StringData(name)), uint32(len(name)))
 }

@@ -48,6 +48,12 @@ func handle(in guest.Record) ([]guest.Record, error) {
 	key := in.Key
 	cmd, arg, _ := strings.Cut(string(in.Value), ":")
 	switch cmd {
+	case "time": // the record's stream time
+		ms, ok := guest.StreamTime()
+		if !ok {
+			return reply(in, "none")
+		}
+		return reply(in, strconv.FormatInt(ms, 10))
 	case "count": // count in s0 by key, as the count example does
 		v, ok, err := s0.Get(key)
 		if err != nil {
