@@ -100,35 +100,7 @@ func (d *driver) instance(id int) launch.Instance {
 		in.Extra = append(in.Extra, "PROCESSOR_ORDERING="+d.o.ordering)
 	}
 	if d.o.stateful() {
-		// A count by record key (BY unset), which reads no value; the
-		// state directory is the instance's own and outlives its
-		// restarts, so a SIGKILLed one restores only the changelogs'
-		// tail (the wipe fault deletes it).
-		switch d.o.counter() {
-		case "dedupe":
-			// Every seq is one input's, in one partition: no repartition
-			// hop is needed, and none reorders the records.
-			in.Settings["PROCESSOR_DEDUPE_BY"] = ".seq"
-			in.Settings["PROCESSOR_DEDUPE_PARTITIONED_BY_KEY"] = "true"
-		case "wasm":
-			in.Settings["PROCESSOR_WASM_MODULE"] = d.o.wasmModule
-			in.Settings["PROCESSOR_WASM_STORES"] = "counts"
-			in.Settings["PROCESSOR_WASM_STATE_BY_KEY"] = "true"
-			in.Settings["PROCESSOR_WASM_TIMEOUT"] = "500ms" // a loaded machine is no guest's fault; four attempts fit the drill's budget
-		default:
-			in.Settings["PROCESSOR_AGGREGATE_FUNCTION"] = "count"
-			if d.o.grouped() {
-				// Orders keyed by order id, counted per customer.
-				in.Settings["PROCESSOR_AGGREGATE_BY"] = groupField
-			}
-		}
-		if d.o.window > 0 {
-			w := d.o.window.String()
-			in.Settings["PROCESSOR_AGGREGATE_WINDOW"], in.Settings["PROCESSOR_AGGREGATE_GRACE"] = w, w
-			in.Settings["PROCESSOR_AGGREGATE_EMIT"] = "close"
-			in.Extra = append(in.Extra, "PROCESSOR_LATE_TOPIC="+d.late)
-		}
-		in.Extra = append(in.Extra, "PROCESSOR_STATE_DIR="+d.stateDir(id))
+		d.statefulSettings(&in, id)
 	}
 	if d.o.valueFormat == "avro" {
 		// The output values' format and subject are the defaults:
@@ -140,6 +112,40 @@ func (d *driver) instance(id int) launch.Instance {
 	}
 	in.Extra = append(in.Extra, d.o.env...) // last: -env wins
 	return in
+}
+
+// statefulSettings sets the settings of the drill's stateful chains on
+// instance id.
+func (d *driver) statefulSettings(in *launch.Instance, id int) {
+	// A count by record key (BY unset), which reads no value; the
+	// state directory is the instance's own and outlives its
+	// restarts, so a SIGKILLed one restores only the changelogs'
+	// tail (the wipe fault deletes it).
+	switch d.o.counter() {
+	case "dedupe":
+		// Every seq is one input's, in one partition: no repartition
+		// hop is needed, and none reorders the records.
+		in.Settings["PROCESSOR_DEDUPE_BY"] = ".seq"
+		in.Settings["PROCESSOR_DEDUPE_PARTITIONED_BY_KEY"] = "true"
+	case "wasm":
+		in.Settings["PROCESSOR_WASM_MODULE"] = d.o.wasmModule
+		in.Settings["PROCESSOR_WASM_STORES"] = "counts"
+		in.Settings["PROCESSOR_WASM_STATE_BY_KEY"] = "true"
+		in.Settings["PROCESSOR_WASM_TIMEOUT"] = "500ms" // a loaded machine is no guest's fault; four attempts fit the drill's budget
+	default:
+		in.Settings["PROCESSOR_AGGREGATE_FUNCTION"] = "count"
+		if d.o.grouped() {
+			// Orders keyed by order id, counted per customer.
+			in.Settings["PROCESSOR_AGGREGATE_BY"] = groupField
+		}
+	}
+	if d.o.window > 0 {
+		w := d.o.window.String()
+		in.Settings["PROCESSOR_AGGREGATE_WINDOW"], in.Settings["PROCESSOR_AGGREGATE_GRACE"] = w, w
+		in.Settings["PROCESSOR_AGGREGATE_EMIT"] = "close"
+		in.Extra = append(in.Extra, "PROCESSOR_LATE_TOPIC="+d.late)
+	}
+	in.Extra = append(in.Extra, "PROCESSOR_STATE_DIR="+d.stateDir(id))
 }
 
 // stateDir returns instance id's PROCESSOR_STATE_DIR in the stateful

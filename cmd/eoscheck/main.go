@@ -246,10 +246,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
 	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group")
 	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once)")
-	fs.DurationVar(&c.windows.Size, "window", 0, "with -check windows: the aggregate's WINDOW")
-	fs.DurationVar(&c.windows.Advance, "window-advance", 0, "with -check windows: the aggregate's WINDOW_ADVANCE (0: tumbling)")
-	fs.DurationVar(&c.windows.Grace, "grace", 0, "with -check windows: the aggregate's GRACE")
-	fs.StringVar(&c.windows.LateTopic, "late-topic", "", "with -check windows: the processor's PROCESSOR_LATE_TOPIC (unset: late inputs were dropped)")
+	windowFlags(fs, &c)
 	err := fs.Parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -276,12 +273,8 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, name := range []string{"table", "dead-letter-table", "offsets-table"} {
-		if set[name] {
-			return c, fmt.Errorf("-%s needs -postgres-url", name)
-		}
+	if err := noTableFlags(fs); err != nil {
+		return c, err
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -304,6 +297,26 @@ func parse(args []string, stdout io.Writer) (config, error) {
 		return c, fmt.Errorf("-timeout %s must be positive", c.timeout)
 	}
 	return c, checkTopics(c)
+}
+
+// windowFlags declares the flags of -check windows.
+func windowFlags(fs *flag.FlagSet, c *config) {
+	fs.DurationVar(&c.windows.Size, "window", 0, "with -check windows: the aggregate's WINDOW")
+	fs.DurationVar(&c.windows.Advance, "window-advance", 0, "with -check windows: the aggregate's WINDOW_ADVANCE (0: tumbling)")
+	fs.DurationVar(&c.windows.Grace, "grace", 0, "with -check windows: the aggregate's GRACE")
+	fs.StringVar(&c.windows.LateTopic, "late-topic", "", "with -check windows: the processor's PROCESSOR_LATE_TOPIC (unset: late inputs were dropped)")
+}
+
+// noTableFlags refuses the database flags given without -postgres-url.
+func noTableFlags(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"table", "dead-letter-table", "offsets-table"} {
+		if set[name] {
+			return fmt.Errorf("-%s needs -postgres-url", name)
+		}
+	}
+	return nil
 }
 
 // checkTopics refuses a topic given in two roles.

@@ -145,23 +145,32 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 				return
 			}
 			pos[tp] = kr.Offset + 1
-			rc := toRec(kr)
-			if r.src.Poison && !rc.control {
-				rc.mark = MarkOf(kr.Key, kr.Value)
-			}
-			if len(r.src.GroupBy) > 0 && !rc.control && slices.Contains(r.src.Inputs, kr.Topic) {
-				rc.group, rc.grouped = r.src.GroupBy.Key(kr.Value)
-			}
-			if r.src.Aggregate && !rc.control && slices.Contains(r.src.Outputs, kr.Topic) {
-				rc.count, rc.countKey, rc.countOK = ParseAggregate(kr.Value)
-			}
-			if r.src.Windows && !rc.control && slices.Contains(r.src.Outputs, kr.Topic) {
-				rc.count, rc.countOK = ParseWindowCount(kr.Value)
-			}
-			out[tp] = append(out[tp], rc)
+			out[tp] = append(out[tp], r.record(kr))
 		})
 	}
 	return out, nil
+}
+
+// record is kr as the checks read it: its marks, group and count parsed
+// as the source's checks need them.
+func (r *Reader) record(kr *kgo.Record) rec {
+	rc := toRec(kr)
+	if rc.control {
+		return rc
+	}
+	if r.src.Poison {
+		rc.mark = MarkOf(kr.Key, kr.Value)
+	}
+	if len(r.src.GroupBy) > 0 && slices.Contains(r.src.Inputs, kr.Topic) {
+		rc.group, rc.grouped = r.src.GroupBy.Key(kr.Value)
+	}
+	if r.src.Aggregate && slices.Contains(r.src.Outputs, kr.Topic) {
+		rc.count, rc.countKey, rc.countOK = ParseAggregate(kr.Value)
+	}
+	if r.src.Windows && slices.Contains(r.src.Outputs, kr.Topic) {
+		rc.count, rc.countOK = ParseWindowCount(kr.Value)
+	}
+	return rc
 }
 
 func toRec(kr *kgo.Record) rec {
