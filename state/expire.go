@@ -26,12 +26,28 @@ import (
 // it and before Records; not while they run. It returns how many entries
 // it deleted, and their tombstones' key bytes.
 func (t *Txn) Expire(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int) (n, bytes int, err error) {
+	b, at, maxBytes, err := t.expireStart(store, partition, now, maxBytes)
+	if err != nil {
+		return 0, 0, err
+	}
+	q := quota{limit: limit, bytes: maxBytes}
+	b.expireBuffered(at, &q)
+	if !q.full() {
+		err = b.expireLocal(ctx, at, &q)
+	}
+	return q.n, maxBytes - q.bytes, err
+}
+
+// expireStart begins an Expire call on a store's partition: it moves the
+// partition's time to now and returns its buffer, now in nanoseconds and
+// maxBytes within ExpireMaxBytes.
+func (t *Txn) expireStart(store string, partition int32, now time.Time, maxBytes int) (*buffer, int64, int, error) {
 	if t.sealed.Load() {
-		return 0, 0, ErrTxnEnded
+		return nil, 0, 0, ErrTxnEnded
 	}
 	s, err := t.Store(store, partition)
 	if err != nil {
-		return 0, 0, err
+		return nil, 0, 0, err
 	}
 	b := s.(*buffer)
 	at := now.UnixNano()
@@ -45,12 +61,7 @@ func (t *Txn) Expire(ctx context.Context, store string, partition int32, now tim
 	if maxBytes <= 0 || maxBytes > ExpireMaxBytes {
 		maxBytes = ExpireMaxBytes
 	}
-	q := quota{limit: limit, bytes: maxBytes}
-	b.expireBuffered(at, &q)
-	if !q.full() {
-		err = b.expireLocal(ctx, at, &q)
-	}
-	return q.n, maxBytes - q.bytes, err
+	return b, at, maxBytes, nil
 }
 
 // ExpireMaxBytes bounds the key bytes of the tombstones one Expire call

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -36,24 +35,9 @@ func (t *Txn) ExpireEach(ctx context.Context, store string, partition int32, now
 	if fn == nil {
 		return t.Expire(ctx, store, partition, now, limit, maxBytes)
 	}
-	if t.sealed.Load() {
-		return 0, 0, ErrTxnEnded
-	}
-	s, err := t.Store(store, partition)
+	b, at, maxBytes, err := t.expireStart(store, partition, now, maxBytes)
 	if err != nil {
 		return 0, 0, err
-	}
-	b := s.(*buffer)
-	at := now.UnixNano()
-	t.noteStream(b.pi)
-	for {
-		cur := atomic.LoadInt64(&b.pi.stream)
-		if at <= cur || atomic.CompareAndSwapInt64(&b.pi.stream, cur, at) {
-			break
-		}
-	}
-	if maxBytes <= 0 || maxBytes > ExpireMaxBytes {
-		maxBytes = ExpireMaxBytes
 	}
 	q := quota{limit: limit, bytes: maxBytes}
 	buffered := b.expiredBuffered(at)
