@@ -31,6 +31,12 @@ func testRepartitionCaughtUp(t *testing.T, c *kafkatest.Cluster) {
 	caughtUp := func(what string, want bool) {
 		t.Helper()
 		committed, err := adm.FetchOffsets(ctx, d.group)
+		// A broker just started may still be loading its group
+		// coordinator (COORDINATOR_NOT_AVAILABLE, retriable).
+		for kerr.IsRetriable(err) && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+			committed, err = adm.FetchOffsets(ctx, d.group)
+		}
 		if errors.Is(err, kerr.GroupIDNotFound) {
 			committed = nil // nothing committed yet
 		} else if err != nil {
