@@ -103,15 +103,7 @@ func crashAttemptsProtocol(t *testing.T, g Guarantee) {
 		// written, which Kafka does after it answers EndTxn.
 		want := func(step string, at int64, p Progress) {
 			t.Helper()
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				gotAt, got := committedMeta(t, c, group, topic)
-				if gotAt == at && got.String() == p.String() {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: committed %d %q, want %d %q", step, gotAt, got.String(), at, p.String())
-				}
-			}
+			waitCommitted(t, c, group, topic, step, at, p)
 		}
 
 		// A process that dies after polling but before its records run
@@ -261,4 +253,20 @@ func TestCrashAttemptsCost(t *testing.T) {
 		}
 		f.Close()
 	})
+}
+
+// waitCommitted waits for group's committed offset of topic's partition 0
+// to be at with progress p: a transaction's offsets are the group's once
+// its markers are written, which Kafka does after it answers EndTxn.
+func waitCommitted(t *testing.T, c *kafkatest.Cluster, group, topic, step string, at int64, p Progress) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		gotAt, got := committedMeta(t, c, group, topic)
+		if gotAt == at && got.String() == p.String() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: committed %d %q, want %d %q", step, gotAt, got.String(), at, p.String())
+		}
+	}
 }

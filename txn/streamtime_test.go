@@ -2,7 +2,6 @@ package txn
 
 import (
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,15 +26,7 @@ func TestStreamTimeCommitted(t *testing.T) {
 		c.ProduceSync(t, rs)
 		want := func(step string, at int64, p Progress) {
 			t.Helper()
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				gotAt, got := committedMeta(t, c, group, topic)
-				if gotAt == at && got.String() == p.String() {
-					return
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s: committed %d %q, want %d %q", step, gotAt, got.String(), at, p.String())
-				}
-			}
+			waitCommitted(t, c, group, topic, step, at, p)
 		}
 		streamTime := func(step string, f *fixture, want int64, known bool) {
 			t.Helper()
