@@ -146,6 +146,13 @@ func appendAvro(dst []byte, r *avroReader, s *avroNode, depth int) []byte {
 // corrupt count of items that take no bytes (nulls) cannot spin.
 const maxBlockItems = 1 << 20
 
+// maxEmptyItems bounds the items of one payload that take no bytes (an
+// array of nulls or of records without fields): without it a few bytes
+// of blocks would decode to gigabytes of JSON, and one record would take
+// the process's memory. It is the bound twmb/avro keeps too, so what
+// this codec reads the reference reads.
+const maxEmptyItems = 4 << 10
+
 // appendBlocks reads the blocks of an array or map, each item with item.
 func appendBlocks(dst []byte, r *avroReader, open, close byte, item func([]byte) []byte) []byte {
 	dst = append(dst, open)
@@ -164,9 +171,16 @@ func appendBlocks(dst []byte, r *avroReader, open, close byte, item func([]byte)
 				dst = append(dst, ',')
 			}
 			first = false
+			at := r.pos
 			dst = item(dst)
 			if r.err != nil {
 				return dst
+			}
+			if r.pos == at {
+				if r.empty++; r.empty > maxEmptyItems {
+					r.fail("more than " + strconv.Itoa(maxEmptyItems) + " items that take no bytes (an array of nulls or of empty records)")
+					return dst
+				}
 			}
 		}
 	}

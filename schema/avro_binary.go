@@ -14,6 +14,9 @@ type avroReader struct {
 	buf []byte
 	pos int
 	err error
+	// empty counts the array items read so far that took no bytes
+	// (nulls, records without fields), bounded by maxEmptyItems.
+	empty int
 }
 
 // errAvroShort is a payload that ends inside a value.

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -165,6 +166,10 @@ func FuzzAvroDecode(f *testing.F) {
 	f.Add(uint64(1), []byte{0})
 	f.Add(uint64(7), []byte{2, 4, 0, 1, 0x80})
 	f.Add(uint64(42), []byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	// A time-micros long past time.Duration's range (found by the fuzzer).
+	f.Add(uint64(21), []byte{0x90, 0xfc, 0xd2, 0x8f, 0xaf, 0xfc, 0x84, 0x30})
+	// 4,168 nulls in 3 bytes: more items that take no bytes than allowed.
+	f.Add(uint64(138), []byte{0x94, 0x41, 0x00})
 	f.Fuzz(func(t *testing.T, seed uint64, payload []byte) {
 		g := &diffGen{rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 		text, _ := g.schema(0, "")
@@ -182,7 +187,14 @@ func FuzzAvroDecode(f *testing.F) {
 			return
 		}
 		var v any
-		if rest, err := sch.Decode(payload, &v); err != nil || len(rest) != 0 {
+		rest, err := sch.Decode(payload, &v)
+		if err != nil && strings.Contains(err.Error(), "overflows time.Duration") {
+			// twmb/avro reads time-micros into a time.Duration, which holds
+			// ±292 years; the codec gives the long as it is. The bytes must
+			// still read, to their last byte, as the underlying types.
+			rest, err = bareSchema(t, text).Decode(payload, &v)
+		}
+		if err != nil || len(rest) != 0 {
 			t.Fatalf("seed %d: %s: the codec decodes %x to %s, twmb/avro: %v, %d bytes left", seed, text, payload, js, err, len(rest))
 		}
 		again, err := codec.encode(nil, js)
@@ -197,4 +209,38 @@ func FuzzAvroDecode(f *testing.F) {
 			t.Fatalf("seed %d: %s: %s encodes to %x, which decodes to %s, %v", seed, text, js, again, back, err)
 		}
 	})
+}
+
+// bareSchema parses text with every logicalType removed: the schema of the
+// underlying types, which twmb/avro reads without converting a value.
+func bareSchema(t *testing.T, text string) *avro.Schema {
+	t.Helper()
+	var doc any
+	if err := json.Unmarshal([]byte(text), &doc); err != nil {
+		t.Fatalf("%s: %v", text, err)
+	}
+	var strip func(any)
+	strip = func(n any) {
+		switch n := n.(type) {
+		case map[string]any:
+			delete(n, "logicalType")
+			for _, c := range n {
+				strip(c)
+			}
+		case []any:
+			for _, c := range n {
+				strip(c)
+			}
+		}
+	}
+	strip(doc)
+	bare, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := avro.Parse(string(bare))
+	if err != nil {
+		t.Fatalf("%s: %v", bare, err)
+	}
+	return sch
 }

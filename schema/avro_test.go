@@ -195,6 +195,19 @@ func TestAvroDecodeFaults(t *testing.T) {
 	_, _, decN := codecs(t, schema.Avro, `{"type":"array","items":"null"}`)
 	_, err = decN.Decode(context.Background(), []byte{0, 0, 0, 0, 1, 0xfe, 0xff, 0xff, 0xff, 0x0f, 0}, nil) // 2^31-1 nulls
 	wantFault(t, err, schema.FaultRecord, "items, more than")
+	// Blocks of nulls within the per-block bound, 4,097 in all: each block
+	// is 2 bytes (a count of 1 << 10 - 1 is two varint bytes), and one
+	// payload takes no more than 4,096 items that take no bytes.
+	nulls := []byte{0, 0, 0, 0, 1}
+	for range 4 {
+		nulls = append(nulls, 0x80, 0x10) // 1,024 items
+	}
+	_, err = decN.Decode(context.Background(), append(append([]byte{}, nulls...), 0), nil)
+	if err != nil {
+		t.Fatalf("4,096 nulls: %v", err)
+	}
+	_, err = decN.Decode(context.Background(), append(nulls, 2, 0), nil)
+	wantFault(t, err, schema.FaultRecord, "more than 4096 items that take no bytes")
 
 	_, encE, decE := codecs(t, schema.Avro, `{"type":"enum","name":"E","symbols":["A"]}`)
 	eb := mustEncode(t, encE, `"A"`)
