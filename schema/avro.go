@@ -190,7 +190,7 @@ func appendBlocks(dst []byte, r *avroReader, open, close byte, item func([]byte)
 // appendUnion reads a union: null as null, the other branch of a
 // nullable union as its value, any other branch as {"<name>": value}.
 func appendUnion(dst []byte, r *avroReader, s *avroNode, depth int) []byte {
-	i := r.readLong()
+	i := int64(r.readInt()) // an int, as the specification has it (at most 5 bytes)
 	if r.err != nil {
 		return dst
 	}

@@ -170,6 +170,8 @@ func FuzzAvroDecode(f *testing.F) {
 	f.Add(uint64(21), []byte{0x90, 0xfc, 0xd2, 0x8f, 0xaf, 0xfc, 0x84, 0x30})
 	// 4,168 nulls in 3 bytes: more items that take no bytes than allowed.
 	f.Add(uint64(138), []byte{0x94, 0x41, 0x00})
+	// A union index in six bytes: an int takes at most five.
+	f.Add(uint64(159), []byte{0x30, 0x30, 0x30, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x30})
 	f.Fuzz(func(t *testing.T, seed uint64, payload []byte) {
 		g := &diffGen{rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 		text, _ := g.schema(0, "")
