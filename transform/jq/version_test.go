@@ -21,7 +21,7 @@ func TestGojqVersionFuzzed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if fuzzed := strings.TrimSpace(string(b)); fuzzed != version {
-		t.Fatalf("gojq is %s in go.mod, but the jq fast path was last fuzzed against %s: run make fuzz FUZZTIME=10m "+
+		t.Fatalf("gojq is %s in go.mod, but the jq fast path was last fuzzed against %s: run make fuzz FUZZTIME=10000000x "+
 			"(FuzzJQDiff against the new gojq), fix every divergence it finds in the fast path (or keep gojq's answer, "+
 			"gojqbug.go) and add it to testdata/fuzz/FuzzJQDiff, see whether TestGojqBranchedPipeBug still holds, "+
 			"then write %s into transform/jq/testdata/gojq-fuzzed-version", version, fuzzed, version)
