@@ -198,6 +198,7 @@ func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, 
 	defer cancel()
 	s := newTrySession(recs, txn.NewMetrics(promReg), cancel)
 	s.skipped = func() float64 { return counterValue(opts.Metrics.Skipped) }
+	s.late = func() float64 { return vecSum(opts.Metrics.Late) }
 	if topics != nil {
 		s.topics = map[string]bool{}
 		for _, t := range topics {
@@ -211,6 +212,20 @@ func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, 
 	runErr = p.Run(ctx)
 	s.settle()
 	return s.results, runErr, nil
+}
+
+// vecSum is the sum of v's counters.
+func vecSum(v *prometheus.CounterVec) float64 {
+	ch := make(chan prometheus.Metric, 16)
+	go func() { v.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil {
+			sum += d.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 // counterValue reads c.
