@@ -35,7 +35,7 @@ type trySession struct {
 	// as skipped is read.
 	late     func() float64
 	seenLate float64
-	last        int // the input committed last, -1 before any
+	last     int // the input committed last, -1 before any
 	// topics are the topics that exist, nil: every one; an output to
 	// another fails as it does on a cluster without it.
 	topics   map[string]bool
