@@ -68,7 +68,9 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 		return nil, configError(err)
 	}
 	log := newLogger(cfg)
-	warnUnknownVars(log, reg, cfg.Transforms)
+	if err := checkUnknownVars(log, reg, cfg.Transforms, cfg.AllowUnknownVariables); err != nil {
+		return nil, configError(err)
+	}
 	s := &startup{cfg: cfg, log: log}
 	if cfg.EmbeddedBroker && !embeddedBuilt {
 		return nil, configError(&config.Error{Var: config.EnvName("EMBEDDED_BROKER"), Value: "true",

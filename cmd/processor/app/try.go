@@ -71,7 +71,9 @@ func runTry(args []string, reg *transform.Registry, stdin io.Reader, stdout, std
 		return tryConfigError(stderr, err)
 	}
 	log := newLogger(cfg)
-	warnUnknownVars(log, reg, cfg.Transforms)
+	if err := checkUnknownVars(log, reg, cfg.Transforms, cfg.AllowUnknownVariables); err != nil {
+		return tryConfigError(stderr, err)
+	}
 	var exist []string
 	if *topics != "" {
 		exist = strings.Split(*topics, ",")
