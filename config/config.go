@@ -165,11 +165,12 @@ type Config struct {
 	HTTPTokenFile    string        `envconfig:"HTTP_TOKEN_FILE" desc:"a path to a file holding a bearer token, e.g. /var/run/secrets/processor/http-token" doc:"when set, / (the status page) and /status answer 401 unless the request carries Authorization: Bearer <the file's token>; /metrics, /healthz and /readyz stay open to scrapers and probes; the file, such as a mounted Kubernetes Secret, is read at start and again when it changes (a trailing newline is dropped); the token is never logged"`
 	LogLevel         string        `envconfig:"LOG_LEVEL" default:"info" desc:"one of debug, info, warn, error" doc:"the least severe level logged (log/slog, to stderr)"`
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text" doc:"the format of log lines (log/slog, to stderr)"`
+	StatusHistory    time.Duration `envconfig:"STATUS_HISTORY" default:"15m" desc:"a Go duration from 1m to 24h, e.g. 15m" doc:"how far back the history of /status and the status page's charts reaches (one sample a second, kept in memory)"`
+	ProgressInterval time.Duration `envconfig:"PROGRESS_INTERVAL" default:"5s" desc:"a Go duration such as 5s; 0 turns the progress line off" doc:"how often the progress line is logged"`
+
 	// AllowUnknownVariables turns the error of an unknown PROCESSOR_*
 	// variable (a typo, usually) into a warning.
 	AllowUnknownVariables bool `envconfig:"ALLOW_UNKNOWN_VARIABLES" default:"false" desc:"true or false" doc:"a PROCESSOR_* variable that is neither a processor setting, nor a sink's, nor a setting of a registered transform (a typo such as PROCESSOR_AGGREGATE_WINDOWS) stops the processor, try and test with exit code 2 and the closest setting's name; true logs a warning and runs anyway"`
-	StatusHistory    time.Duration `envconfig:"STATUS_HISTORY" default:"15m" desc:"a Go duration from 1m to 24h, e.g. 15m" doc:"how far back the history of /status and the status page's charts reaches (one sample a second, kept in memory)"`
-	ProgressInterval time.Duration `envconfig:"PROGRESS_INTERVAL" default:"5s" desc:"a Go duration such as 5s; 0 turns the progress line off" doc:"how often the progress line is logged"`
 }
 
 // Error is a configuration mistake: which variable, the value it had, and

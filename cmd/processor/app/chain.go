@@ -74,4 +74,3 @@ func parseEntries(names []string) ([]transform.Entry, error) {
 	}
 	return entries, nil
 }
-
