@@ -67,10 +67,28 @@ func knownVars(reg *transform.Registry, chain []string) (used, idle map[string]b
 
 // checkUnknownVars returns the error of the first unknown PROCESSOR_*
 // variable of the environment (by name), naming the closest known one;
-// with allow, or for a setting of a transform not in the chain, it logs
-// a warning instead.
+// with allow it logs a warning for each instead. A setting of a
+// transform not in the chain is logged.
 func checkUnknownVars(log *slog.Logger, reg *transform.Registry, chain []string, allow bool) error {
-	used, idle, vague := knownVars(reg, chain)
+	unknown, idle := findUnknownVars(reg, chain)
+	for _, name := range idle {
+		log.Warn("ignoring a setting of a transform that is not in PROCESSOR_TRANSFORMS", "var", name)
+	}
+	for _, msg := range unknown {
+		if !allow {
+			return fmt.Errorf("%s %s", msg, unknownVarSuffix)
+		}
+		log.Warn("ignoring an unknown variable: " + msg)
+	}
+	return nil
+}
+
+// findUnknownVars returns, sorted by name, what is wrong with each
+// unknown PROCESSOR_* variable of the environment (unknownVarMessage),
+// and the settings of registered transforms not in the chain that are
+// set.
+func findUnknownVars(reg *transform.Registry, chain []string) (unknown, idle []string) {
+	used, idleVars, vague := knownVars(reg, chain)
 	var names []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -81,19 +99,13 @@ func checkUnknownVars(log *slog.Logger, reg *transform.Registry, chain []string,
 	slices.Sort(names)
 	for _, name := range names {
 		switch {
-		case idle[name]:
-			log.Warn("ignoring a setting of a transform that is not in PROCESSOR_TRANSFORMS", "var", name)
-			continue
-		case slices.ContainsFunc(vague, func(p string) bool { return strings.HasPrefix(name, p) }):
-			continue
+		case idleVars[name]:
+			idle = append(idle, name)
+		case !slices.ContainsFunc(vague, func(p string) bool { return strings.HasPrefix(name, p) }):
+			unknown = append(unknown, unknownVarMessage(name, used, idleVars))
 		}
-		msg := unknownVarMessage(name, used, idle)
-		if !allow {
-			return fmt.Errorf("%s %s", msg, unknownVarSuffix)
-		}
-		log.Warn("ignoring an unknown variable: " + msg)
 	}
-	return nil
+	return unknown, idle
 }
 
 // harnessVar reports whether name is a variable of the test harness or
