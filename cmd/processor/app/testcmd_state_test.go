@@ -74,6 +74,7 @@ cases:
 // Dead letters: a record the chain fails goes to PROCESSOR_DLQ_TOPIC
 // under PROCESSOR_ON_ERROR=dlq, matched by input, stage and a part of its
 // error; a mismatch is shown. Values compared byte for byte with exact.
+// Under PROCESSOR_ON_ERROR=fail, an input that fails fails its case.
 func TestTestCommandDeadLetters(t *testing.T) {
 	doc := `
 env:
@@ -99,12 +100,20 @@ cases:
       outputs: [{value: '2.50'}]
       dead_letters:
         - {input: 0, error: nothing}
+  - name: fails the run
+    env: {PROCESSOR_ON_ERROR: fail}
+    input:
+      - {value: not json}
+      - {value: {n: 1}}
+    expect: {}
 `
 	stdout, stderr, code, _ := testRun(t, nil, doc)
 	for _, w := range []string{"PASS dead letter\n", "FAIL wrong dead letter (",
 		"    output 0 (of input 0, line 22): value differs\n        expected: value=2.50\n        got:      topic=try-output key=null value=2.5 ",
 		"    dead letter 0:\n        expected: input 0, error containing \"nothing\"\n        got:      input 1, stage jq, error ",
-		"1 passed, 1 failed\n"} {
+		"FAIL fails the run (", "    input 0 failed the run: transform jq: the value is not JSON",
+		"    input 1 was not processed: an earlier input failed the run\n",
+		"1 passed, 2 failed\n"} {
 		if !strings.Contains(stdout, w) {
 			t.Errorf("stdout lacks %q:\n%s", w, stdout)
 		}

@@ -120,12 +120,20 @@ func (s *trySession) Produce(_ context.Context, r *kgo.Record, src transform.Sou
 		s.failures = append(s.failures, txn.Failure{Record: r, Err: kerr.UnknownTopicOrPartition})
 		return
 	}
-	input, ok := s.index[src]
-	closed := !ok || input < s.committed // the lineage of a closed window: an earlier input's
-	if closed {
-		input = s.next - 1
-	}
+	input, closed := s.inputOf(src)
 	s.pending = append(s.pending, tryOutput{input: input, r: cloneRecord(r), closed: closed})
+}
+
+// inputOf is the input whose transaction produces a record of lineage
+// src: that input, or for the records of a window that closed (whose
+// lineage names an earlier input, already committed), the input being
+// processed, with closed set.
+func (s *trySession) inputOf(src transform.Source) (input int, closed bool) {
+	input, ok := s.index[src]
+	if !ok || input < s.committed {
+		return s.next - 1, true
+	}
+	return input, false
 }
 
 func (s *trySession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why txn.DeadLetter) {
@@ -133,7 +141,8 @@ func (s *trySession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src t
 		s.Produce(ctx, r, src)
 		return
 	}
-	s.pending = append(s.pending, tryOutput{input: s.index[src], r: cloneRecord(r), dead: &why})
+	input, _ := s.inputOf(src)
+	s.pending = append(s.pending, tryOutput{input: input, r: cloneRecord(r), dead: &why})
 }
 
 // TakeFailures returns the outputs to topics that do not exist since the
