@@ -150,7 +150,7 @@ func TestTestCommandMalformed(t *testing.T) {
 		})
 	}
 	var stdout, stderr bytes.Buffer
-	if code := runTest(nil, transform.Default, &stdout, &stderr); code != exitConfig || !strings.Contains(stderr.String(), "usage: processor test FILE") {
+	if code, _ := runCommand([]string{"test"}, transform.Default, &stdout, &stderr); code != exitConfig || !strings.Contains(stderr.String(), "usage: processor test FILE") {
 		t.Errorf("no file: exit %d, stderr %q", code, stderr.String())
 	}
 	if code := runTest([]string{filepath.Join(t.TempDir(), "missing.yaml")}, transform.Default, &stdout, &stderr); code != exitConfig {

@@ -5,6 +5,11 @@
 // record), and a summary line. It runs nothing itself: the command hands
 // it a Runner that runs a case's inputs through the chain as `processor
 // try` runs them.
+//
+// The file is YAML, as the test files of comparable tools are, read with
+// go.yaml.in/yaml/v3 (the YAML organisation's maintained line of yaml.v3,
+// already a pinned dependency of the module): its yaml.Node tree gives
+// every mistake a line number and tells an absent field from a null one.
 package casetest
 
 import (
