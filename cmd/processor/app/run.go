@@ -65,7 +65,7 @@ type startup struct {
 func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	cfg, err := config.Load(config.Hostname())
 	if err != nil {
-		return nil, configError(err)
+		return nil, configError(withUnknownVars(reg, err))
 	}
 	log := newLogger(cfg)
 	if err := checkUnknownVars(log, reg, cfg.Transforms, cfg.AllowUnknownVariables); err != nil {

@@ -50,7 +50,7 @@ func runCase(reg *transform.Registry, f *casetest.File, c *casetest.Case) ([]cas
 	defer restore()
 	cfg, err := loadTryConfig()
 	if err != nil {
-		return nil, err
+		return nil, withUnknownVars(reg, err)
 	}
 	// The cases' verdicts are the output: the loop's own lines only
 	// when they warn.

@@ -55,7 +55,7 @@ func runTry(args []string, reg *transform.Registry, stdin io.Reader, stdout, std
 	}
 	cfg, err := loadTryConfig()
 	if err != nil {
-		return tryConfigError(stderr, err)
+		return tryConfigError(stderr, withUnknownVars(reg, err))
 	}
 	in := stdin
 	if *file != "" {

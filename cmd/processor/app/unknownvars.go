@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/streamproc/processor/config"
@@ -106,6 +107,27 @@ func findUnknownVars(reg *transform.Registry, chain []string) (unknown, idle []s
 		}
 	}
 	return unknown, idle
+}
+
+// withUnknownVars adds to the configuration error err the first unknown
+// PROCESSOR_* variable, which is often its cause (PROCESSOR_GRUOP set,
+// PROCESSOR_GROUP missing): the settings could not be loaded, so the
+// chain and PROCESSOR_ALLOW_UNKNOWN_VARIABLES are read as they are.
+func withUnknownVars(reg *transform.Registry, err error) error {
+	if allow, _ := strconv.ParseBool(os.Getenv(config.EnvName("ALLOW_UNKNOWN_VARIABLES"))); allow {
+		return err
+	}
+	chain := []string{"identity"}
+	if v := os.Getenv(config.EnvName("TRANSFORMS")); v != "" {
+		chain = strings.Split(v, ",")
+		for i := range chain {
+			chain[i] = strings.TrimSpace(chain[i])
+		}
+	}
+	if unknown, _ := findUnknownVars(reg, chain); len(unknown) > 0 {
+		return fmt.Errorf("%w; %s", err, unknown[0])
+	}
+	return err
 }
 
 // harnessVar reports whether name is a variable of the test harness or

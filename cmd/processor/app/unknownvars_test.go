@@ -98,3 +98,20 @@ func TestTryUnknownVar(t *testing.T) {
 		t.Errorf("with the override: exit %d, %d lines, stderr %s; want 0 and 1 line", code, len(lines), stderr)
 	}
 }
+
+// When the settings cannot be loaded, the error names the first unknown
+// variable too, often its cause: a misspelt required setting.
+func TestUnknownVarBesideALoadError(t *testing.T) {
+	clearProcessorVars(t)
+	env := map[string]string{"TRANSFORMS": "aggregate", "AGGREGATE_WINDOW": "1m", "COMMIT_INTERVAL": "soon", "AGGREGATE_GRAEC": "1s"}
+	_, stderr, code := tryRun(t, transform.Default, env, "k\tv\n")
+	if code != exitConfig || !strings.Contains(stderr, `PROCESSOR_COMMIT_INTERVAL="soon" is invalid`) ||
+		!strings.HasSuffix(stderr, "; PROCESSOR_AGGREGATE_GRAEC is not a setting; did you mean PROCESSOR_AGGREGATE_GRACE?\n") {
+		t.Errorf("exit %d, stderr %q; want 2, the load error and the unknown variable", code, stderr)
+	}
+	t.Setenv("PROCESSOR_ALLOW_UNKNOWN_VARIABLES", "true")
+	_, stderr, _ = tryRun(t, transform.Default, env, "k\tv\n")
+	if strings.Contains(stderr, "GRAEC") {
+		t.Errorf("with the override: %q names the unknown variable", stderr)
+	}
+}
