@@ -7,7 +7,8 @@ import (
 
 // Stateful cases: an aggregate's count goes on over the records of a
 // case and starts again in the next one (state fresh per case); a dedupe
-// drops the duplicate (filtered); windows with EMIT=close close as the
+// drops the duplicate (filtered), and lets an id through again once its
+// window has passed; windows with EMIT=close close as the
 // inputs' timestamps move stream time past their end plus grace, in
 // order, a window still open at the end of the input is not emitted, and
 // a late input is reported late. All pass: exit 0.
@@ -43,6 +44,16 @@ cases:
         - {key: o1, value: first}
         - {key: o2, value: other}
       filtered: [2]
+  - name: dedupe window ends
+    env: {PROCESSOR_TRANSFORMS: dedupe, PROCESSOR_DEDUPE_WINDOW: 10s, PROCESSOR_DEDUPE_GRACE: 0s}
+    input:
+      - {key: o1, value: a, timestamp: 1000}
+      - {key: o1, value: b, timestamp: 5000}
+      - {key: o2, value: c, timestamp: 20000}
+      - {key: o1, value: d, timestamp: 21000}
+    expect:
+      outputs: [{key: o1, value: a}, {key: o2, value: c}, {key: o1, value: d}]
+      filtered: [1]
   - name: windows close
     env:
       PROCESSOR_TRANSFORMS: aggregate
@@ -65,7 +76,7 @@ cases:
       late: [5]
 `
 	stdout, stderr, code, _ := testRun(t, nil, doc)
-	want := "PASS count\nPASS count again, from nothing\nPASS dedupe\nPASS windows close\n4 passed, 0 failed\n"
+	want := "PASS count\nPASS count again, from nothing\nPASS dedupe\nPASS dedupe window ends\nPASS windows close\n5 passed, 0 failed\n"
 	if code != exitOK || stdout != want {
 		t.Errorf("exit %d, stdout:\n%s\nstderr: %s\nwant exit 0, stdout:\n%s", code, stdout, stderr, want)
 	}
