@@ -167,6 +167,10 @@ type Config struct {
 	LogFormat        string        `envconfig:"LOG_FORMAT" default:"json" desc:"json or text" doc:"the format of log lines (log/slog, to stderr)"`
 	StatusHistory    time.Duration `envconfig:"STATUS_HISTORY" default:"15m" desc:"a Go duration from 1m to 24h, e.g. 15m" doc:"how far back the history of /status and the status page's charts reaches (one sample a second, kept in memory)"`
 	ProgressInterval time.Duration `envconfig:"PROGRESS_INTERVAL" default:"5s" desc:"a Go duration such as 5s; 0 turns the progress line off" doc:"how often the progress line is logged"`
+
+	// AllowUnknownVariables turns the error of an unknown PROCESSOR_*
+	// variable (a typo, usually) into a warning.
+	AllowUnknownVariables bool `envconfig:"ALLOW_UNKNOWN_VARIABLES" default:"false" desc:"true or false" doc:"a PROCESSOR_* variable that is neither a processor setting, nor a sink's, nor a setting of a registered transform (a typo such as PROCESSOR_AGGREGATE_WINDOWS) stops the processor, try and test with exit code 2 and the closest setting's name; true logs a warning and runs anyway"`
 }
 
 // Error is a configuration mistake: which variable, the value it had, and

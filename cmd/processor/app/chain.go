@@ -3,13 +3,10 @@ package app
 import (
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"runtime"
 	"strings"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -76,37 +73,4 @@ func parseEntries(names []string) ([]transform.Entry, error) {
 		entries = append(entries, e)
 	}
 	return entries, nil
-}
-
-// warnUnknownVars logs PROCESSOR_* variables that nothing reads, which are
-// usually typos (PROCESSOR_COMIT_INTERVAL, PROCESSOR_JQ_EXPRESSION) or
-// settings of a transform that is not in the chain (a registered sink's
-// settings are known whichever sink is chosen).
-func warnUnknownVars(log *slog.Logger, reg *transform.Registry, chain []string) {
-	known := map[string]bool{}
-	for _, v := range config.Vars() {
-		known[v] = true
-	}
-	for _, name := range sink.Default.Names() {
-		spec, _ := sink.Default.Lookup(name)
-		for _, f := range spec.Fields() {
-			known[sinkVar(name, f.Name)] = true
-		}
-	}
-	for _, entry := range chain {
-		e, err := transform.ParseEntry(entry)
-		if err != nil {
-			continue
-		}
-		spec, _ := reg.Lookup(e.Name)
-		for _, f := range spec.Fields() {
-			known[PluginVar(e.Plugin(), f.Name)] = true
-		}
-	}
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, config.Prefix+"_") && !known[name] && !strings.HasPrefix(name, config.Prefix+"_TEST_") {
-			log.Warn("ignoring an unknown variable: not a processor setting, nor a setting of a transform in PROCESSOR_TRANSFORMS", "var", name)
-		}
-	}
 }

@@ -1,9 +1,7 @@
 package app
 
 import (
-	"bytes"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 
@@ -50,27 +48,5 @@ func TestBuildChainNamesVariables(t *testing.T) {
 	}
 	if _, err := buildChain(transform.Default, []string{"nope"}); err == nil || !strings.Contains(err.Error(), "PROCESSOR_TRANSFORMS") {
 		t.Errorf("unknown transform: %v", err)
-	}
-}
-
-// A PROCESSOR_ variable that is neither a processor setting nor a declared
-// setting of an entry in the chain is reported; the others are not.
-func TestWarnUnknownVars(t *testing.T) {
-	for _, v := range []string{"PROCESSOR_JQ_EXPR", "PROCESSOR_JQ_SECOND_EXPR", "PROCESSOR_GROUP", "PROCESSOR_TEST_BROKERS",
-		"PROCESSOR_JQ_EXPRESSION", "PROCESSOR_ROUTE_EXPR", "PROCESSOR_COMIT_INTERVAL"} {
-		t.Setenv(v, "x")
-	}
-	var buf bytes.Buffer
-	warnUnknownVars(slog.New(slog.NewTextHandler(&buf, nil)), transform.Default, []string{"jq", "jq@second"})
-	out := buf.String()
-	for _, v := range []string{"PROCESSOR_JQ_EXPRESSION", "PROCESSOR_ROUTE_EXPR", "PROCESSOR_COMIT_INTERVAL"} {
-		if !strings.Contains(out, "var="+v+"\n") {
-			t.Errorf("%s was not reported: %s", v, out)
-		}
-	}
-	for _, v := range []string{"PROCESSOR_JQ_EXPR", "PROCESSOR_JQ_SECOND_EXPR", "PROCESSOR_GROUP", "PROCESSOR_TEST_BROKERS"} {
-		if strings.Contains(out, "var="+v+"\n") {
-			t.Errorf("%s was reported: %s", v, out)
-		}
 	}
 }

@@ -206,6 +206,7 @@ const usage = `usage: processor             run (configured by PROCESSOR_* envir
        processor metrics     print every metric, with its type, labels and meaning
        processor metrics -markdown  the same as the Markdown table of docs/operations.md
        processor try [-file F] [-format auto|kv|json]   run the chain over sample records, no broker
+       processor test FILE   run the YAML test cases of FILE through the chain, no broker: exit 1 with a diff on a mismatch
        processor probe       GET /readyz of the processor on this host: exit 0 when ready (healthchecks)
        processor --version   print the version`
 
@@ -223,6 +224,8 @@ func runCommand(args []string, reg *transform.Registry, stdout, stderr io.Writer
 		fmt.Fprintln(stdout, "processor", version(), runtime.Version())
 	case args[0] == "try":
 		return runTry(args[1:], reg, os.Stdin, stdout, stderr), true
+	case args[0] == "test":
+		return runTest(args[1:], reg, stdout, stderr), true
 	case args[0] == "probe":
 		return runProbe(args[1:], stderr), true
 	case len(args) == 1 && args[0] == "config":

@@ -65,10 +65,12 @@ type startup struct {
 func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	cfg, err := config.Load(config.Hostname())
 	if err != nil {
-		return nil, configError(err)
+		return nil, configError(withUnknownVars(reg, err))
 	}
 	log := newLogger(cfg)
-	warnUnknownVars(log, reg, cfg.Transforms)
+	if err := checkUnknownVars(log, reg, cfg.Transforms, cfg.AllowUnknownVariables); err != nil {
+		return nil, configError(err)
+	}
 	s := &startup{cfg: cfg, log: log}
 	if cfg.EmbeddedBroker && !embeddedBuilt {
 		return nil, configError(&config.Error{Var: config.EnvName("EMBEDDED_BROKER"), Value: "true",

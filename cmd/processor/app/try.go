@@ -55,7 +55,7 @@ func runTry(args []string, reg *transform.Registry, stdin io.Reader, stdout, std
 	}
 	cfg, err := loadTryConfig()
 	if err != nil {
-		return tryConfigError(stderr, err)
+		return tryConfigError(stderr, withUnknownVars(reg, err))
 	}
 	in := stdin
 	if *file != "" {
@@ -71,7 +71,9 @@ func runTry(args []string, reg *transform.Registry, stdin io.Reader, stdout, std
 		return tryConfigError(stderr, err)
 	}
 	log := newLogger(cfg)
-	warnUnknownVars(log, reg, cfg.Transforms)
+	if err := checkUnknownVars(log, reg, cfg.Transforms, cfg.AllowUnknownVariables); err != nil {
+		return tryConfigError(stderr, err)
+	}
 	var exist []string
 	if *topics != "" {
 		exist = strings.Split(*topics, ",")
@@ -198,6 +200,7 @@ func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, 
 	defer cancel()
 	s := newTrySession(recs, txn.NewMetrics(promReg), cancel)
 	s.skipped = func() float64 { return counterValue(opts.Metrics.Skipped) }
+	s.late = func() float64 { return vecSum(opts.Metrics.Late) }
 	if topics != nil {
 		s.topics = map[string]bool{}
 		for _, t := range topics {
@@ -211,6 +214,20 @@ func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, 
 	runErr = p.Run(ctx)
 	s.settle()
 	return s.results, runErr, nil
+}
+
+// vecSum is the sum of v's counters.
+func vecSum(v *prometheus.CounterVec) float64 {
+	ch := make(chan prometheus.Metric, 16)
+	go func() { v.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil {
+			sum += d.GetCounter().GetValue()
+		}
+	}
+	return sum
 }
 
 // counterValue reads c.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
@@ -103,6 +104,12 @@ func runProcessorUntil(t *testing.T, cfg *config.Config, done func() bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runUntil(t, p, done)
+}
+
+// runUntil runs p until done, and stops it.
+func runUntil(t *testing.T, p *pipeline.Pipeline, done func() bool) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)

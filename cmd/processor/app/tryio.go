@@ -21,11 +21,18 @@ import (
 // tryLine is what try prints for one input: where it came from, and its
 // outputs, or that it was filtered, skipped or dead-lettered, or that it
 // failed (PROCESSOR_ON_ERROR=fail) or was not processed because an
-// earlier record failed.
+// earlier record failed. Closed are the records of the windows that
+// closed (EMIT=close) when the input moved stream time past their end
+// plus grace, written in the input's transaction as the processor writes
+// them; late says a stateful stage found the input late (its window had
+// closed), which the processor counts in processor_records_late_total
+// and writes to PROCESSOR_LATE_TOPIC when set.
 type tryLine struct {
 	Source       trySource   `json:"source"`
 	Outputs      []tryRecord `json:"outputs,omitempty"`
+	Closed       []tryRecord `json:"closed,omitempty"`
 	Filtered     bool        `json:"filtered,omitempty"`
+	Late         bool        `json:"late,omitempty"`
 	Skipped      bool        `json:"skipped,omitempty"`
 	DeadLetter   *tryDead    `json:"dead_letter,omitempty"`
 	Failed       *tryFailure `json:"failed,omitempty"`
@@ -120,11 +127,15 @@ func tryLines(recs []*kgo.Record, res []tryResult, recErr *pipeline.RecordError)
 			l.DeadLetter, code = d, exitRuntime
 		case res.skipped:
 			l.Skipped, code = true, exitRuntime
-		case len(res.outputs) == 0:
+		case len(res.outputs) == 0 && !res.late:
 			l.Filtered = true
 		}
+		l.Late = res[i].late
 		for _, o := range res[i].outputs {
 			l.Outputs = append(l.Outputs, newTryRecord(o))
+		}
+		for _, o := range res[i].closed {
+			l.Closed = append(l.Closed, newTryRecord(o))
 		}
 		lines[i] = l
 	}

@@ -31,7 +31,11 @@ type trySession struct {
 	// skipped input after its commit, which tells it from a filtered one.
 	skipped     func() float64
 	seenSkipped float64
-	last        int // the input committed last, -1 before any
+	// late reads processor_records_late_total, summed over the stores,
+	// as skipped is read.
+	late     func() float64
+	seenLate float64
+	last     int // the input committed last, -1 before any
 	// topics are the topics that exist, nil: every one; an output to
 	// another fails as it does on a cluster without it.
 	topics   map[string]bool
@@ -47,9 +51,10 @@ type trySession struct {
 // tryOutput is an output or a dead letter, copied when produced (the loop
 // reuses the memory of a transaction's records once it has ended).
 type tryOutput struct {
-	input int
-	r     *kgo.Record
-	dead  *txn.DeadLetter
+	input  int
+	r      *kgo.Record
+	dead   *txn.DeadLetter
+	closed bool // emitted by a window the input's stream time closed
 }
 
 // tryResult is what the committed transaction of one input wrote.
@@ -59,6 +64,10 @@ type tryResult struct {
 	dead      *txn.DeadLetter
 	deadRec   *kgo.Record
 	skipped   bool // no output, and the loop counted the input as skipped
+	late      bool // a stateful stage found the input late
+	// closed are the records of the windows (entries that emit on close)
+	// the input's stream time closed, written in its transaction.
+	closed []*kgo.Record
 }
 
 var (
@@ -70,7 +79,7 @@ var (
 // offsets must be set and unique.
 func newTrySession(recs []*kgo.Record, m *txn.Metrics, done func()) *trySession {
 	s := &trySession{recs: recs, index: map[transform.Source]int{}, m: m, done: done, results: make([]tryResult, len(recs)),
-		skipped: func() float64 { return 0 }, last: -1}
+		skipped: func() float64 { return 0 }, late: func() float64 { return 0 }, last: -1}
 	for i, r := range recs {
 		s.index[transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = i
 	}
@@ -111,7 +120,20 @@ func (s *trySession) Produce(_ context.Context, r *kgo.Record, src transform.Sou
 		s.failures = append(s.failures, txn.Failure{Record: r, Err: kerr.UnknownTopicOrPartition})
 		return
 	}
-	s.pending = append(s.pending, tryOutput{input: s.index[src], r: cloneRecord(r)})
+	input, closed := s.inputOf(src)
+	s.pending = append(s.pending, tryOutput{input: input, r: cloneRecord(r), closed: closed})
+}
+
+// inputOf is the input whose transaction produces a record of lineage
+// src: that input, or for the records of a window that closed (whose
+// lineage names an earlier input, already committed), the input being
+// processed, with closed set.
+func (s *trySession) inputOf(src transform.Source) (input int, closed bool) {
+	input, ok := s.index[src]
+	if !ok || input < s.committed {
+		return s.next - 1, true
+	}
+	return input, false
 }
 
 func (s *trySession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why txn.DeadLetter) {
@@ -119,7 +141,8 @@ func (s *trySession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src t
 		s.Produce(ctx, r, src)
 		return
 	}
-	s.pending = append(s.pending, tryOutput{input: s.index[src], r: cloneRecord(r), dead: &why})
+	input, _ := s.inputOf(src)
+	s.pending = append(s.pending, tryOutput{input: input, r: cloneRecord(r), dead: &why})
 }
 
 // TakeFailures returns the outputs to topics that do not exist since the
@@ -149,9 +172,12 @@ func (s *trySession) End(_ context.Context, records int, abort txn.Reason) (bool
 	}
 	for _, o := range pending {
 		res := &s.results[o.input]
-		if o.dead != nil {
+		switch {
+		case o.dead != nil:
 			res.dead, res.deadRec = o.dead, o.r
-		} else {
+		case o.closed:
+			res.closed = append(res.closed, o.r)
+		default:
 			res.outputs = append(res.outputs, o.r)
 		}
 	}
@@ -162,16 +188,19 @@ func (s *trySession) End(_ context.Context, records int, abort txn.Reason) (bool
 	return true, nil
 }
 
-// settle marks the input committed last as skipped when the loop has
-// counted a skipped record since the last call. Each transaction holds one
-// input, and the loop counts it after End, before its next poll; call
-// settle after Run too.
+// settle marks the input committed last as skipped or late when the loop
+// has counted a skipped or late record since the last call. Each
+// transaction holds one input, and the loop counts it after End, before
+// its next poll; call settle after Run too.
 func (s *trySession) settle() {
-	n := s.skipped()
+	n, l := s.skipped(), s.late()
 	if n > s.seenSkipped && s.last >= 0 {
 		s.results[s.last].skipped = true
 	}
-	s.seenSkipped = n
+	if l > s.seenLate && s.last >= 0 {
+		s.results[s.last].late = true
+	}
+	s.seenSkipped, s.seenLate = n, l
 }
 
 func (s *trySession) MaxRecordBytes(string) int { return 0 }

@@ -1,8 +1,11 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,17 +17,32 @@ import (
 
 // tryState is the state stores of `processor try` in memory: what each
 // sample's transaction committed is seen by the next samples, as in the
-// processor; nothing is written to a changelog or a disk.
+// processor; nothing is written to a changelog or a disk. Entries expire
+// by stream time as in the state package: Expire moves a store
+// partition's time (never back, but for an abort), Get hides an entry
+// expired by it, and Expire and ExpireEach delete the expired entries in
+// the order of (expiry, key), so that windows with EMIT=close close and
+// a dedupe's TTL ends in try as in the processor.
 type tryState struct {
 	mu        sync.Mutex
-	committed map[string][]byte // store, partition and key
+	committed map[string]tryEntry // store, partition and key
+	stream    map[string]int64    // store and partition -> its time, Unix ns
 }
 
-func newTryState() *tryState { return &tryState{committed: map[string][]byte{}} }
+// tryEntry is a value and the expiry it was written with (Unix ns, 0:
+// none).
+type tryEntry struct {
+	v   []byte
+	exp int64
+}
+
+func newTryState() *tryState {
+	return &tryState{committed: map[string]tryEntry{}, stream: map[string]int64{}}
+}
 
 // Begin implements pipeline.State.
 func (s *tryState) Begin() (pipeline.StateTxn, error) {
-	return &tryStateTxn{s: s, writes: map[string]*[]byte{}}, nil
+	return &tryStateTxn{s: s, writes: map[string]*tryEntry{}, streams: map[string]int64{}}, nil
 }
 
 // Restore implements pipeline.State: every partition is always ready.
@@ -68,26 +86,82 @@ func (j *tryJournal) Undo() {
 	j.undo = j.undo[:0]
 }
 
-// tryStateTxn is one transaction's writes; a nil value is a deletion.
+// tryStateTxn is one transaction's writes (a nil entry is a deletion)
+// and the store partitions' times as they were before its Expire calls
+// moved them, which an abort puts back.
 type tryStateTxn struct {
-	s      *tryState
-	mu     sync.Mutex
-	writes map[string]*[]byte
+	s       *tryState
+	mu      sync.Mutex
+	writes  map[string]*tryEntry
+	streams map[string]int64
+}
+
+// partPrefix is the prefix of the keys of a store's partition.
+func partPrefix(name string, partition int32) string {
+	return name + "/" + strconv.Itoa(int(partition)) + "/"
 }
 
 // Store implements pipeline.StateTxn.
 func (t *tryStateTxn) Store(name string, partition int32) (transform.Store, error) {
-	return tryStore{t: t, prefix: name + "/" + strconv.Itoa(int(partition)) + "/"}, nil
+	return tryStore{t: t, prefix: partPrefix(name, partition)}, nil
 }
 
-// Expire implements pipeline.StateTxn: samples are too few to expire.
-func (t *tryStateTxn) Expire(context.Context, string, int32, time.Time, int, int) (int, int, error) {
-	return 0, 0, nil
+// Expire implements pipeline.StateTxn.
+func (t *tryStateTxn) Expire(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int) (int, int, error) {
+	return t.ExpireEach(ctx, store, partition, now, limit, maxBytes, nil)
 }
 
-// ExpireEach implements pipeline.StateTxn: samples are too few to expire.
-func (t *tryStateTxn) ExpireEach(context.Context, string, int32, time.Time, int, int, func([]byte, []byte, time.Time) error) (int, int, error) {
-	return 0, 0, nil
+// ExpireEach implements pipeline.StateTxn: it moves the partition's time
+// to now and deletes the entries expired by it, oldest first, within
+// limit entries (0: no bound) and maxBytes of their keys.
+func (t *tryStateTxn) ExpireEach(_ context.Context, store string, partition int32, now time.Time, limit, maxBytes int,
+	fn func([]byte, []byte, time.Time) error) (int, int, error) {
+	prefix := partPrefix(store, partition)
+	at := now.UnixNano()
+	t.s.mu.Lock()
+	if _, ok := t.streams[prefix]; !ok {
+		t.streams[prefix] = t.s.stream[prefix]
+	}
+	t.s.stream[prefix] = max(t.s.stream[prefix], at)
+	type expired struct {
+		key string
+		e   tryEntry
+	}
+	var due []expired
+	t.mu.Lock()
+	for k, e := range t.s.committed {
+		if _, written := t.writes[k]; !written && strings.HasPrefix(k, prefix) && e.exp != 0 && e.exp <= at {
+			due = append(due, expired{k, e})
+		}
+	}
+	for k, e := range t.writes {
+		if e != nil && strings.HasPrefix(k, prefix) && e.exp != 0 && e.exp <= at {
+			due = append(due, expired{k, *e})
+		}
+	}
+	t.s.mu.Unlock()
+	slices.SortFunc(due, func(x, y expired) int { return cmp.Or(cmp.Compare(x.e.exp, y.e.exp), cmp.Compare(x.key, y.key)) })
+	if maxBytes <= 0 {
+		maxBytes = 1 << 20
+	}
+	n, bytes := 0, 0
+	for _, d := range due {
+		if (limit > 0 && n >= limit) || bytes >= maxBytes {
+			break
+		}
+		t.writes[d.key] = nil
+		n, bytes = n+1, bytes+len(d.key)-len(prefix)
+	}
+	t.mu.Unlock()
+	for _, d := range due[:n] {
+		if fn == nil {
+			continue
+		}
+		if err := fn([]byte(d.key[len(prefix):]), d.e.v, time.Unix(0, d.e.exp)); err != nil {
+			return n, bytes, err
+		}
+	}
+	return n, bytes, nil
 }
 
 // Records implements pipeline.StateTxn: try has no changelog.
@@ -97,18 +171,25 @@ func (t *tryStateTxn) Records() []*kgo.Record { return nil }
 func (t *tryStateTxn) Commit() error {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
-	for k, v := range t.writes {
-		if v == nil {
+	for k, e := range t.writes {
+		if e == nil {
 			delete(t.s.committed, k)
 		} else {
-			t.s.committed[k] = *v
+			t.s.committed[k] = *e
 		}
 	}
 	return nil
 }
 
-// Abort implements pipeline.StateTxn.
-func (t *tryStateTxn) Abort() {}
+// Abort implements pipeline.StateTxn: the store partitions' times go
+// back to what they were, as the aborted records are processed again.
+func (t *tryStateTxn) Abort() {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	for k, at := range t.streams {
+		t.s.stream[k] = at
+	}
+}
 
 // tryStore is one store's partition in a tryStateTxn.
 type tryStore struct {
@@ -117,8 +198,8 @@ type tryStore struct {
 	j      *tryJournal // nil: not journaled
 }
 
-// set writes v (nil: a deletion) to k in the transaction, journaled.
-func (st tryStore) set(k string, v *[]byte) {
+// set writes e (nil: a deletion) to k in the transaction, journaled.
+func (st tryStore) set(k string, e *tryEntry) {
 	st.t.mu.Lock()
 	defer st.t.mu.Unlock()
 	if st.j != nil {
@@ -133,31 +214,38 @@ func (st tryStore) set(k string, v *[]byte) {
 			}
 		})
 	}
-	st.t.writes[k] = v
+	st.t.writes[k] = e
 }
 
-// Get implements transform.Store.
+// Get implements transform.Store: an entry expired by the partition's
+// time is not there.
 func (st tryStore) Get(key []byte) ([]byte, bool, error) {
 	k := st.prefix + string(key)
 	st.t.mu.Lock()
-	v, ok := st.t.writes[k]
+	w, written := st.t.writes[k]
 	st.t.mu.Unlock()
-	if ok {
-		if v == nil {
-			return nil, false, nil
-		}
-		return *v, true, nil
-	}
 	st.t.s.mu.Lock()
 	defer st.t.s.mu.Unlock()
-	c, ok := st.t.s.committed[k]
-	return c, ok, nil
+	e, ok := st.t.s.committed[k]
+	if written {
+		if w == nil {
+			return nil, false, nil
+		}
+		e, ok = *w, true
+	}
+	if !ok || (e.exp != 0 && e.exp <= st.t.s.stream[st.prefix]) {
+		return nil, false, nil
+	}
+	return e.v, true, nil
 }
 
 // Put implements transform.Store.
-func (st tryStore) Put(key, value []byte, _ time.Time) error {
-	v := append([]byte(nil), value...)
-	st.set(st.prefix+string(key), &v)
+func (st tryStore) Put(key, value []byte, expiresAt time.Time) error {
+	e := &tryEntry{v: append([]byte(nil), value...)}
+	if !expiresAt.IsZero() {
+		e.exp = max(expiresAt.UnixNano(), 1)
+	}
+	st.set(st.prefix+string(key), e)
 	return nil
 }
 
