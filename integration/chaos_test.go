@@ -210,8 +210,8 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 // input partition), judged by eoscheck -group-by .customer: one run
 // 1..N per customer, which needs the repartition topic. And two more:
 // windows-close, a count in 2 s windows with EMIT=close judged by
-// eoscheck -check windows, and dedupe, by the inputs' unique seq, every
-// input passing once. Alone:
+// eoscheck -check windows, and dedupe, by the inputs' seq with every
+// tenth input re-sent, judged by eoscheck -check dedupe. Alone:
 //
 //	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortStateful/kfake/grouped' ./integration/
 func TestChaosShortStateful(t *testing.T) {
@@ -225,7 +225,7 @@ func TestChaosShortStateful(t *testing.T) {
 		case slices.Contains(args, "-window"):
 			wants = []string{"window-duplicate", "late-wrong", "windows closed", "rebuilt"}
 		case slices.Contains(args, "jq,dedupe"):
-			wants = []string{"dedupe by the unique seq", "duplicate", "lost", "rebuilt"}
+			wants = []string{"dedupe by seq: every seq passes once", "dedupe-passed", "dedupe-missing", "late-wrong", "duplicates filtered", "re-sent", "rebuilt"}
 		}
 		for _, want := range wants {
 			if !strings.Contains(out, want) {
@@ -243,8 +243,11 @@ func TestChaosShortStateful(t *testing.T) {
 	}
 	// A windowed count, one final row per key and window (EMIT=close).
 	windows := []string{"-transforms", "jq,aggregate", "-window", "2s", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
-	// A dedupe by the inputs' unique seq: every input passes exactly once
-	// (an aborted transaction's ids kept would lose its retried inputs).
+	// A dedupe by the inputs' seq, every tenth input a re-send of a recent
+	// one (half of those late beyond GRACE): every seq passes exactly once
+	// (an aborted transaction's ids kept would lose its retried inputs),
+	// its re-sends never, the late ones in the late topic once
+	// (eoscheck -check dedupe).
 	dedupe := []string{"-transforms", "jq,dedupe", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
 	wasm := []string{"-transforms", "jq,wasm", "-wasm-module", module, "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
 	// Keys of Java's LongSerializer and IntegerSerializer, most not
