@@ -6,8 +6,8 @@ import (
 )
 
 // In the dedupe mode (dedupe in -transforms, by the inputs' seq) every
-// -dup-every'th input is not a new one but a re-send of a recent
-// ordinary input: the same key and value, so the same seq and partition,
+// -dup-every'th input (but a marked one, -poison-every) is not a new one
+// but a re-send of a recent ordinary input: the same key and value, so the same seq and partition,
 // later in its partition's offset order. Every other such duplicate is
 // stamped dupLateBy back, beyond the drill's dedupe GRACE (dedupeGrace):
 // it is late, and goes to the late topic; the others are stamped now,
@@ -47,7 +47,8 @@ func (o options) duplicates() bool { return o.counter() == "dedupe" && o.dupEver
 // producer's clock); ok is false for an input that is not one.
 func (m *inputMaker) duplicate(i int) (key string, value []byte, ts time.Time, ok bool) {
 	o := m.d.o
-	if !o.duplicates() || i%o.dupEvery != o.dupEvery-1 || m.dup.n == 0 {
+	poison := o.poisonEvery > 0 && i%o.poisonEvery == o.poisonEvery-1 // a marked one stays marked
+	if !o.duplicates() || i%o.dupEvery != o.dupEvery-1 || m.dup.n == 0 || poison {
 		return "", nil, time.Time{}, false
 	}
 	orig := m.dup.recent[m.rng.IntN(min(m.dup.n, dupRecent))]
