@@ -262,6 +262,10 @@ func TestChaosShortStateful(t *testing.T) {
 	for _, kv := range groupedEnv {
 		grouped = append(grouped, "-env", kv)
 	}
+	// The same orders counted per customer in 2 s windows with
+	// EMIT=close: the windows close behind the hop, each final row
+	// naming an order by its input (eoscheck -check windows -group-by).
+	groupedWindows := append(slices.Clone(grouped), "-window", "2s")
 	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
 	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
 	t.Run("kfake/wasm-counter", func(t *testing.T) { run(t, append([]string{"-embedded"}, wasm...)...) })
@@ -269,6 +273,7 @@ func TestChaosShortStateful(t *testing.T) {
 	t.Run("kfake/dedupe", func(t *testing.T) { run(t, append([]string{"-embedded"}, dedupe...)...) })
 	t.Run("kfake/binary-keys", func(t *testing.T) { run(t, append([]string{"-embedded"}, binaryKeys...)...) })
 	t.Run("kfake/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-embedded"}, grouped...)) })
+	t.Run("kfake/grouped-windows", func(t *testing.T) { runGrouped(t, run, append([]string{"-embedded"}, groupedWindows...)) })
 	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
 		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
@@ -277,6 +282,7 @@ func TestChaosShortStateful(t *testing.T) {
 		t.Run("kafka/dedupe", func(t *testing.T) { run(t, append([]string{"-brokers", b}, dedupe...)...) })
 		t.Run("kafka/binary-keys", func(t *testing.T) { run(t, append([]string{"-brokers", b}, binaryKeys...)...) })
 		t.Run("kafka/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-brokers", b}, grouped...)) })
+		t.Run("kafka/grouped-windows", func(t *testing.T) { runGrouped(t, run, append([]string{"-brokers", b}, groupedWindows...)) })
 	}
 }
 
@@ -289,7 +295,11 @@ var groupedEnv []string
 // through a repartition topic.
 func runGrouped(t *testing.T, run func(*testing.T, ...string) string, args []string) {
 	out := run(t, args...)
-	if !strings.Contains(out, "-repartition: ") || !strings.Contains(out, "groups by .customer") {
+	per := "groups by .customer" // the aggregate check's totals; the windows check's name no groups
+	if slices.Contains(args, "-window") {
+		per = "count by .customer"
+	}
+	if !strings.Contains(out, "-repartition: ") || !strings.Contains(out, per) {
 		t.Errorf("no repartition topic, or no count per customer, in the report")
 	}
 }

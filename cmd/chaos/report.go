@@ -170,6 +170,7 @@ func (d *driver) eoscheckArgs() []string {
 	case d.o.window > 0:
 		w := d.o.window.String()
 		args = append(args, "-check", "windows", "-one-to-one=false", "-window", w, "-grace", w, "-late-topic", d.late)
+		args = append(args, d.groupArgs()...) // behind the hop: the late topic is the record of the late inputs
 	case d.o.duplicates(): // every id once, its duplicates never, the late ones in the late topic
 		args = append(args, "-check", "dedupe", "-one-to-one=false", "-dedupe-by", ".seq", "-dedupe-grace", dedupeGrace.String(), "-late-topic", d.late)
 	case d.o.counter() == "dedupe": // without duplicates every id once: the checks by lineage, one to one

@@ -131,6 +131,12 @@
 // has no group, and must have no count. The order row is not judged then
 // (through a repartition topic an input partition's records keep their
 // order within each group, which key-order judges, not across groups).
+// With -check windows, -group-by says the windowed count was grouped so,
+// behind a repartition hop, whose order the input does not hold: the
+// late topic is the record of the late inputs, each of which must be in
+// it once and could be late, every final row is its window's inputs less
+// those, and a window whose group's inputs reach its end plus grace must
+// have one (tumbling windows only; check/hopwindows.go).
 //
 // With -poison the input holds the fault drill's marked records, each with
 // the key poison-<class>-<seq>, and each is judged by its class: a notjson
@@ -257,7 +263,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
-	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group")
+	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group; with -check windows: the windowed count was grouped so, behind a repartition hop, the late topic taken as the record of the late inputs")
 	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once); dedupe (a dedupe by -dedupe-by: every id's first sighting within -dedupe-window passes once, its duplicates never, every input late by -dedupe-grace in -late-topic once)")
 	windowFlags(fs, &c)
 	dedupeFlags(fs, &c)
@@ -281,8 +287,11 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	if c.opts.GroupBy, err = check.ParseGroupPath(*groupBy); err != nil {
 		return c, fmt.Errorf("-group-by %w", err)
 	}
-	if len(c.opts.GroupBy) > 0 && !c.aggregate {
-		return c, errors.New("-group-by needs -check aggregate")
+	if len(c.opts.GroupBy) > 0 && !c.aggregate && c.opts.Windows == nil {
+		return c, errors.New("-group-by needs -check aggregate or windows")
+	}
+	if w := c.opts.Windows; w != nil && len(c.opts.GroupBy) > 0 && w.Advance != 0 && w.Advance != w.Size {
+		return c, errors.New("-check windows with -group-by judges tumbling windows only (-window-advance 0)")
 	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)

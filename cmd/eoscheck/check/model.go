@@ -205,6 +205,10 @@ type Options struct {
 	// in the late topic once. Needs Run.InputKeys to hold the inputs'
 	// ids and Run.InputTimes (Source.Dedupe with Source.GroupBy).
 	Dedupe *Dedupe
+	// GroupBy, with Windows: the windowed count was grouped by this
+	// member of the input values, behind a repartition hop, whose order
+	// the input does not hold: the late topic is taken as the record of
+	// the late inputs (hopwindows.go; tumbling windows only).
 	// GroupBy, with Aggregate: the counts were grouped by this member of
 	// the input values (the aggregate's BY), not by record key: every
 	// group's counts must run 1, 2, 3, ... up to its inputs taken across
