@@ -22,7 +22,9 @@ import (
 //     the inputs taken (no stream time anywhere went further);
 //   - every final row is its window's inputs that succeeded less those
 //     in the late topic, once per (group, window), of a window that could
-//     have closed (end plus grace at or before that largest timestamp);
+//     have closed (end plus grace at or before that largest timestamp),
+//     and names by its lineage one of the inputs it counted (an original
+//     input, never a record of the repartition topic);
 //   - a window with inputs counted whose end plus grace is at or before
 //     the largest timestamp of its own group's inputs (all in its
 //     repartition partition, whose stream time is then at least that)
@@ -85,6 +87,8 @@ func (a *audit) checkHopWindows(rows map[string][]Output, lateSeen map[Input]int
 			a.rp.add(WindowCount, "%s: a final row of window %s, counting %d, which could not have closed or counted no input", os[0], k, os[0].Count)
 		case os[0].Count != counts[k]:
 			a.rp.add(WindowCount, "%s: window %s counts %d, but %d of its inputs are not in the late topic", os[0], k, os[0].Count, counts[k])
+		case of[os[0].Source] != k || lateSeen[os[0].Source] > 0:
+			a.rp.add(WindowCount, "%s: the final row of window %s names input %s, which it did not count", os[0], k, os[0].Source)
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(closed)) {

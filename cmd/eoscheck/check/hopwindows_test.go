@@ -53,6 +53,8 @@ func TestHopWindowsCheck(t *testing.T) {
 		{"a duplicate final row", func(r *Run) { r.Outputs = append(r.Outputs, finalRow(2, "b@0", 1, 2)) }, WindowDuplicate},
 		{"a final row missing", func(r *Run) { r.Outputs = r.Outputs[1:] }, WindowMissing},
 		{"the late record counted", func(r *Run) { r.Outputs[0].Count = 3 }, WindowCount},
+		{"a final row naming an input of another window", func(r *Run) { r.Outputs[0].Source = Input{"in", 0, 1} }, WindowCount},
+		{"a final row naming the late input", func(r *Run) { r.Outputs[0].Source = Input{"in", 1, 2} }, WindowCount},
 		{"a final row of a window that cannot have closed", func(r *Run) { r.Outputs = append(r.Outputs, finalRow(2, "b@20000", 1, 4)) }, WindowCount},
 		{"the late record twice", func(r *Run) {
 			o := r.Outputs[2]
