@@ -210,8 +210,8 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 // input partition), judged by eoscheck -group-by .customer: one run
 // 1..N per customer, which needs the repartition topic. And two more:
 // windows-close, a count in 2 s windows with EMIT=close judged by
-// eoscheck -check windows, and dedupe, by the inputs' unique seq, every
-// input passing once. Alone:
+// eoscheck -check windows, and dedupe, by the inputs' seq with every
+// tenth input re-sent, judged by eoscheck -check dedupe. Alone:
 //
 //	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortStateful/kfake/grouped' ./integration/
 func TestChaosShortStateful(t *testing.T) {
@@ -225,7 +225,7 @@ func TestChaosShortStateful(t *testing.T) {
 		case slices.Contains(args, "-window"):
 			wants = []string{"window-duplicate", "late-wrong", "windows closed", "rebuilt"}
 		case slices.Contains(args, "jq,dedupe"):
-			wants = []string{"dedupe by the unique seq", "duplicate", "lost", "rebuilt"}
+			wants = []string{"dedupe by seq: every seq passes once", "dedupe-passed", "dedupe-missing", "late-wrong", "duplicates filtered", "re-sent", "rebuilt"}
 		}
 		for _, want := range wants {
 			if !strings.Contains(out, want) {
@@ -243,8 +243,11 @@ func TestChaosShortStateful(t *testing.T) {
 	}
 	// A windowed count, one final row per key and window (EMIT=close).
 	windows := []string{"-transforms", "jq,aggregate", "-window", "2s", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
-	// A dedupe by the inputs' unique seq: every input passes exactly once
-	// (an aborted transaction's ids kept would lose its retried inputs).
+	// A dedupe by the inputs' seq, every tenth input a re-send of a recent
+	// one (half of those late beyond GRACE): every seq passes exactly once
+	// (an aborted transaction's ids kept would lose its retried inputs),
+	// its re-sends never, the late ones in the late topic once
+	// (eoscheck -check dedupe).
 	dedupe := []string{"-transforms", "jq,dedupe", "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "partition"}
 	wasm := []string{"-transforms", "jq,wasm", "-wasm-module", module, "-policies", "dlq,skip", "-poison-every", "200", "-ordering", "key"}
 	// Keys of Java's LongSerializer and IntegerSerializer, most not
@@ -259,6 +262,10 @@ func TestChaosShortStateful(t *testing.T) {
 	for _, kv := range groupedEnv {
 		grouped = append(grouped, "-env", kv)
 	}
+	// The same orders counted per customer in 2 s windows with
+	// EMIT=close: the windows close behind the hop, each final row
+	// naming an order by its input (eoscheck -check windows -group-by).
+	groupedWindows := append(slices.Clone(grouped), "-window", "2s")
 	t.Run("kfake/ordering-partition", func(t *testing.T) { run(t, append([]string{"-embedded"}, partition...)...) })
 	t.Run("kfake/ordering-key", func(t *testing.T) { run(t, append([]string{"-embedded"}, key...)...) })
 	t.Run("kfake/wasm-counter", func(t *testing.T) { run(t, append([]string{"-embedded"}, wasm...)...) })
@@ -266,6 +273,7 @@ func TestChaosShortStateful(t *testing.T) {
 	t.Run("kfake/dedupe", func(t *testing.T) { run(t, append([]string{"-embedded"}, dedupe...)...) })
 	t.Run("kfake/binary-keys", func(t *testing.T) { run(t, append([]string{"-embedded"}, binaryKeys...)...) })
 	t.Run("kfake/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-embedded"}, grouped...)) })
+	t.Run("kfake/grouped-windows", func(t *testing.T) { runGrouped(t, run, append([]string{"-embedded"}, groupedWindows...)) })
 	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
 		t.Run("kafka/ordering-partition", func(t *testing.T) { run(t, append([]string{"-brokers", b}, partition...)...) })
 		t.Run("kafka/ordering-key", func(t *testing.T) { run(t, append([]string{"-brokers", b}, key...)...) })
@@ -274,6 +282,7 @@ func TestChaosShortStateful(t *testing.T) {
 		t.Run("kafka/dedupe", func(t *testing.T) { run(t, append([]string{"-brokers", b}, dedupe...)...) })
 		t.Run("kafka/binary-keys", func(t *testing.T) { run(t, append([]string{"-brokers", b}, binaryKeys...)...) })
 		t.Run("kafka/grouped", func(t *testing.T) { runGrouped(t, run, append([]string{"-brokers", b}, grouped...)) })
+		t.Run("kafka/grouped-windows", func(t *testing.T) { runGrouped(t, run, append([]string{"-brokers", b}, groupedWindows...)) })
 	}
 }
 
@@ -286,7 +295,11 @@ var groupedEnv []string
 // through a repartition topic.
 func runGrouped(t *testing.T, run func(*testing.T, ...string) string, args []string) {
 	out := run(t, args...)
-	if !strings.Contains(out, "-repartition: ") || !strings.Contains(out, "groups by .customer") {
+	per := "groups by .customer" // the aggregate check's totals; the windows check's name no groups
+	if slices.Contains(args, "-window") {
+		per = "count by .customer"
+	}
+	if !strings.Contains(out, "-repartition: ") || !strings.Contains(out, per) {
 		t.Errorf("no repartition topic, or no count per customer, in the report")
 	}
 }

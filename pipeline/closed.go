@@ -14,7 +14,9 @@ import (
 // with EMIT=close): expireState deletes them by stream time like every
 // expired entry, and hands each to the chain (transform.Chain.Closed)
 // inside the same transaction, whose records it produces like a record's
-// outputs, with the lineage of the input the stage names. A committed
+// outputs, with the lineage of the input the stage names: the original
+// input, also behind a repartition hop, where the store's partitions are
+// the repartition topic's (transform.OriginOf). A committed
 // transaction has deleted the entry and written its records; an aborted
 // one neither, and its records are processed again from the committed
 // stream time, which closes the entry again. So each entry emits exactly
@@ -32,20 +34,23 @@ import (
 // the bound it kept them within: bytes below it mean none are left.
 func (p *Pipeline) expireStore(ctx context.Context, store, topic string, partition int32, now int64, room int) (bytes, limit int, err error) {
 	w := &p.pool.workers[p.pool.solo]
-	if _, _, ok := w.chain.Emitter(store); !ok {
+	chain := w.chain
+	if w.after != nil && p.fromHop(topic) {
+		chain = w.after // the stores behind the hop, partitioned like its topic
+	}
+	if _, _, ok := chain.Emitter(store); !ok {
 		_, bytes, err = p.st.txn.Expire(ctx, store, partition, time.UnixMilli(now), 0, room)
 		return bytes, room, err
 	}
 	if w.stores != nil {
-		w.stores.partition, w.stores.stream = partition, now
+		w.stores.partition, w.stores.stream, w.stores.origin = partition, now, transform.Source{}
 	}
 	limit = max(room/4, 1)
 	_, bytes, err = p.st.txn.ExpireEach(ctx, store, partition, time.UnixMilli(now), 0, limit,
 		func(key, value []byte, expiry time.Time) error {
 			cl := transform.Closing{Store: store, Topic: topic, Partition: partition, Key: key, Value: value, Expiry: expiry}
-			out, offset, err := w.chain.Closed(w.ctx, cl, w.out[:0])
+			out, src, err := chain.Closed(w.ctx, cl, w.out[:0])
 			w.out = out[:0]
-			src := transform.Source{Topic: topic, Partition: partition, Offset: offset}
 			if err != nil {
 				stage := ""
 				if te := (*transform.Error)(nil); errors.As(err, &te) {

@@ -141,11 +141,15 @@ type storeHolder struct {
 	st        *stateLoop
 	partition int32
 	j         StateJournal
-	bytes     int64    // what the last record that succeeded added to the changelogs
-	stream    int64    // the stream time of the record it runs (streamtime.go)
-	lateTopic string   // Options.LateTopic (late.go)
-	lates     []string // the stores that found the record it runs late (late.go)
+	bytes     int64            // what the last record that succeeded added to the changelogs
+	stream    int64            // the stream time of the record it runs (streamtime.go)
+	lateTopic string           // Options.LateTopic (late.go)
+	lates     []string         // the stores that found the record it runs late (late.go)
+	origin    transform.Source // the input a repartition record was made from; Topic "" for others
 }
+
+// Origin implements transform.Originer for the record the worker runs.
+func (h *storeHolder) Origin() (transform.Source, bool) { return h.origin, h.origin.Topic != "" }
 
 // Store implements transform.Stores.
 func (h *storeHolder) Store(name string) (transform.Store, error) {

@@ -273,6 +273,10 @@ func (p *Pipeline) run(w *worker, src transform.Source, r *kgo.Record, dst []*kg
 	if w.stores != nil {
 		w.stores.partition = src.Partition
 		w.stores.lates = w.stores.lates[:0]
+		w.stores.origin = transform.Source{}
+		if p.fromHop(src.Topic) {
+			w.stores.origin = p.origin(src, r)
+		}
 	}
 	s.off.Store(v)
 	if p.o.InjectCrash != nil {

@@ -25,14 +25,16 @@ func (c *Chain) Emitter(store string) (w WindowEmitter, stage int, ok bool) {
 
 // Closed runs a closed entry through the stage that emits it (Emitter)
 // and the stages after it, and appends the final outputs to out, as
-// Process does for an input record; offset is the input the outputs'
-// lineage names (WindowEmitter). A failing stage fails it with an *Error
-// naming the stage; out is then returned as it was given.
-func (c *Chain) Closed(ctx context.Context, cl Closing, out []*kgo.Record) (res []*kgo.Record, offset int64, err error) {
+// Process does for an input record; from is the input the outputs'
+// lineage names (WindowEmitter), its Offset -1 when none. A failing
+// stage fails it with an *Error naming the stage; out is then returned
+// as it was given.
+func (c *Chain) Closed(ctx context.Context, cl Closing, out []*kgo.Record) (res []*kgo.Record, from Source, err error) {
 	n := len(out)
+	from = Source{Topic: cl.Topic, Partition: cl.Partition, Offset: -1}
 	w, at, ok := c.Emitter(cl.Store)
 	if !ok {
-		return out, -1, fmt.Errorf("no stage of the chain emits the entries of store %s", cl.Store)
+		return out, from, fmt.Errorf("no stage of the chain emits the entries of store %s", cl.Store)
 	}
 	cur := &c.stages[at]
 	defer func() {
@@ -40,27 +42,29 @@ func (c *Chain) Closed(ctx context.Context, cl Closing, out []*kgo.Record) (res 
 			res, err = out[:n], &Error{Stage: cur.name, Err: &PanicError{Value: v, Stack: debug.Stack()}}
 		}
 	}()
-	in, offset, err := w.Closed(ctx, cl, nil)
+	in, src, err := w.Closed(ctx, cl, nil)
 	if err != nil {
-		return out[:n], offset, c.stageError(cur, err)
+		return out[:n], from, c.stageError(cur, err)
 	}
-	src := Source{Topic: cl.Topic, Partition: cl.Partition, Offset: offset}
+	if src.Topic != "" {
+		from = src
+	}
 	for i := at + 1; i < len(c.stages); i++ {
 		cur = &c.stages[i]
 		var next []*kgo.Record
 		var total int64
 		for _, r := range in {
 			done := len(next)
-			if next, err = cur.t.Process(ctx, src, r, next); err == nil {
+			if next, err = cur.t.Process(ctx, from, r, next); err == nil {
 				total, err = c.measure(next[done:], total, len(next))
 			}
 			if err != nil {
-				return out[:n], offset, c.stageError(cur, err)
+				return out[:n], from, c.stageError(cur, err)
 			}
 		}
 		in = next
 	}
-	return append(out, in...), offset, nil
+	return append(out, in...), from, nil
 }
 
 // checkEmitter refuses a stage that keeps state after one that emits on
@@ -76,15 +80,4 @@ func (c *Chain) checkEmitter(e Entry, t Transform) error {
 		}
 	}
 	return nil
-}
-
-// EmitterFrom returns the first entry at or after stage at that emits
-// when entries of its stores close (WindowEmitter).
-func (c *Chain) EmitterFrom(at int) (e Entry, ok bool) {
-	for _, s := range c.stages[min(max(at, 0), len(c.stages)):] {
-		if !s.host && EmitsOnClose(s.t) {
-			return s.entry, true
-		}
-	}
-	return Entry{}, false
 }

@@ -34,9 +34,13 @@ func TestChainClosed(t *testing.T) {
 		t.Fatalf("Emitter: %d, %v", at, ok)
 	}
 	key := append([]byte{0x01, 'k'}, 0, 0, 0, 0, 0, 0, 0xea, 0x60) // record key k, window at 60000 ms
-	out, off, err := c.Closed(context.Background(), transform.Closing{Store: "aggregate", Key: key, Value: []byte("7 42")}, nil)
-	if err != nil || len(out) != 1 || string(out[0].Value) != "7" || off != 42 {
-		t.Fatalf("Closed: %d outputs, offset %d, %v", len(out), off, err)
+	out, from, err := c.Closed(context.Background(), transform.Closing{Store: "aggregate", Topic: "in", Partition: 1, Key: key, Value: []byte("7 42")}, nil)
+	if err != nil || len(out) != 1 || string(out[0].Value) != "7" || from != (transform.Source{Topic: "in", Partition: 1, Offset: 42}) {
+		t.Fatalf("Closed: %d outputs, lineage %v, %v", len(out), from, err)
+	}
+	out, from, err = c.Closed(context.Background(), transform.Closing{Store: "aggregate", Topic: "hop", Partition: 1, Key: key, Value: []byte("7 42 3 orders")}, nil)
+	if err != nil || len(out) != 1 || from != (transform.Source{Topic: "orders", Partition: 3, Offset: 42}) {
+		t.Fatalf("Closed behind a hop: %d outputs, lineage %v, %v", len(out), from, err)
 	}
 	if string(out[0].Key) != "k@60000" || out[0].Timestamp.UnixMilli() != 119999 {
 		t.Fatalf("Closed: key %s, stamped %d", out[0].Key, out[0].Timestamp.UnixMilli())

@@ -11,7 +11,9 @@ import (
 // time reached its expiry: what a WindowEmitter turns into its final
 // records.
 type Closing struct {
-	// Store names the store; Topic and Partition are the input's.
+	// Store names the store; Topic and Partition are the input's whose
+	// partition of the store keeps the entry (behind a repartition hop,
+	// the repartition topic's).
 	Store, Topic string
 	Partition    int32
 	// Key and Value are the entry's, as the stage wrote them last.
@@ -37,15 +39,17 @@ type Closing struct {
 // Closed runs in the processor's loop, between the records of a poll, with
 // ctx carrying the stream time; it must not use the stores. Its records go
 // through the stages after this one (which must keep no state) and are
-// written like any output. offset names the input record whose lineage
-// they carry (processor.source: the topic and partition are the
-// entry's), which the stage keeps with the entry; -1 when it has none.
+// written like any output. from names the input record whose lineage
+// they carry (processor.source), which the stage keeps with the entry:
+// the original input (OriginOf), also behind a repartition hop, where
+// the entry's Topic and Partition are the repartition topic's; from's
+// Offset is -1 when the stage kept none.
 type WindowEmitter interface {
 	Stateful
 	// EmitsOnClose reports whether store's entries emit when they close.
 	EmitsOnClose(store string) bool
 	// Closed appends to out the records the closed entry c emits.
-	Closed(ctx context.Context, c Closing, out []*kgo.Record) (res []*kgo.Record, offset int64, err error)
+	Closed(ctx context.Context, c Closing, out []*kgo.Record) (res []*kgo.Record, from Source, err error)
 }
 
 // EmitsOnClose reports whether t is a WindowEmitter any of whose stores

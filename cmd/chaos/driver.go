@@ -64,6 +64,8 @@ type driver struct {
 	// poisonWritten counts the marked inputs written, per class and per
 	// "class/variant".
 	poisonWritten map[string]int
+	// dupSummary describes the duplicates written, in the dedupe mode.
+	dupSummary string
 	// wiped are the restarts after a wipe fault, in the stateful mode.
 	wiped []wipedLog
 }
@@ -118,7 +120,7 @@ func (d *driver) run() int {
 	} else if slices.Contains(d.o.policies, "dlq") {
 		d.dlq = "chaos-dlq-" + suffix
 	}
-	if d.o.window > 0 {
+	if d.o.window > 0 || d.o.duplicates() {
 		d.late = "chaos-late-" + suffix
 	}
 	if err := d.createTopics(); err != nil {

@@ -92,11 +92,11 @@ func (d *driver) produce() error {
 		if w := time.Until(next); w > time.Millisecond {
 			time.Sleep(w)
 		}
-		key, value, class, variant, err := m.next(i)
+		rec, class, variant, err := m.record(i)
 		if err != nil {
 			return err
 		}
-		cl.Produce(context.Background(), &kgo.Record{Key: []byte(key), Value: value},
+		cl.Produce(context.Background(), rec,
 			func(_ *kgo.Record, err error) {
 				if err != nil {
 					failed.CompareAndSwap(nil, &err)
@@ -109,6 +109,11 @@ func (d *driver) produce() error {
 	defer cancel()
 	if err := cl.Flush(ctx); err != nil {
 		return err
+	}
+	if d.o.duplicates() {
+		d.mu.Lock()
+		d.dupSummary = m.dupSummary()
+		d.mu.Unlock()
 	}
 	if e := failed.Load(); e != nil {
 		return *e
@@ -137,6 +142,20 @@ type inputMaker struct {
 	round    []check.Class            // the poison classes still to come in this round
 	variants map[check.Class][]string // per class, the variants still to come in its round
 	avro     *avroInputs              // with -value-format avro
+	dup      dupFields                // the dedupe mode's duplicates (dupes.go)
+}
+
+// record returns input i as a record, and its class and variant: a
+// duplicate of a recent one (duplicate), or a new one (next).
+func (m *inputMaker) record(i int) (*kgo.Record, check.Class, string, error) {
+	if key, value, ts, ok := m.duplicate(i); ok {
+		return &kgo.Record{Key: []byte(key), Value: value, Timestamp: ts}, check.Ordinary, "", nil
+	}
+	key, value, class, variant, err := m.next(i)
+	if err == nil && class == check.Ordinary {
+		m.remember(key, value)
+	}
+	return &kgo.Record{Key: []byte(key), Value: value}, class, variant, err
 }
 
 // next returns input i: its key, its value, and its class and variant

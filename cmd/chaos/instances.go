@@ -127,6 +127,11 @@ func (d *driver) statefulSettings(in *launch.Instance, id int) {
 		// hop is needed, and none reorders the records.
 		in.Settings["PROCESSOR_DEDUPE_BY"] = ".seq"
 		in.Settings["PROCESSOR_DEDUPE_PARTITIONED_BY_KEY"] = "true"
+		if d.o.duplicates() {
+			// Re-sent inputs: those stamped back are late, to the late topic.
+			in.Settings["PROCESSOR_DEDUPE_GRACE"] = dedupeGrace.String()
+			in.Extra = append(in.Extra, "PROCESSOR_LATE_TOPIC="+d.late)
+		}
 	case "wasm":
 		in.Settings["PROCESSOR_WASM_MODULE"] = d.o.wasmModule
 		in.Settings["PROCESSOR_WASM_STORES"] = "counts"

@@ -48,6 +48,7 @@ type options struct {
 	window         time.Duration // with aggregate: EMIT=close windows of this length (grace the same), 0: a running count
 	keys           string        // the input's keys: text, binary or orders (keys.go)
 	customers      int           // with -keys orders: how many customers the orders are drawn from
+	dupEvery       int           // with dedupe: every dupEvery-th input re-sends a recent one (dupes.go); 0: none
 	env            envList       // more settings for every instance, NAME=value
 }
 
@@ -163,9 +164,10 @@ func defineFlags(o *options, f *listFlags) {
 	flag.StringVar(&o.registryURL, "schema-registry", "", "with -value-format avro: the Schema Registry's URL, given to the processors as PROCESSOR_SCHEMA_REGISTRY_URL (default: one the drill runs in its own process on loopback)")
 	flag.StringVar(&o.wasmModule, "wasm-module", "", "with wasm in -transforms: the WebAssembly counter (bin/plugins/count.wasm, the count example: a count by record key in its store counts, like aggregate's)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "with aggregate in -transforms: the directory under which instance N keeps its PROCESSOR_STATE_DIR, instance-N, across its restarts (default: state in the log directory)")
-	flag.DurationVar(&o.window, "window", 0, "with aggregate in -transforms: a windowed count with EMIT=close, WINDOW and GRACE this long and a late topic, judged by eoscheck -check windows (exactly one final row per key and window, each its inputs that were not late) instead of -check aggregate; 0: a running count by key")
+	flag.DurationVar(&o.window, "window", 0, "with aggregate in -transforms: a windowed count with EMIT=close, WINDOW and GRACE this long and a late topic, judged by eoscheck -check windows (exactly one final row per key and window, each its inputs that were not late) instead of -check aggregate; with -keys orders counted per customer behind the repartition hop (eoscheck -group-by); 0: a running count by key")
 	flag.StringVar(&o.keys, "keys", keysText, "the input's keys: text (k0 ... k999), binary (the bytes of Java's LongSerializer and IntegerSerializer, 1,000 keys, most not UTF-8) or orders (an order id per input, o<seq>, and a customer in the value, which the stateful chain counts by: PROCESSOR_AGGREGATE_BY="+groupField+", judged by eoscheck -group-by "+groupField+"; needs aggregate last in -transforms)")
 	flag.IntVar(&o.customers, "customers", 8, "with -keys orders: the customers c0 ... cN-1 the orders are drawn from, in turn, so that every customer has orders in every input partition")
+	flag.IntVar(&o.dupEvery, "dup-every", 10, "with dedupe in -transforms: every Nth input re-sends a recent input's key and value (the same seq), half of them stamped 10m back, beyond the drill's dedupe GRACE of 1m: the dedupe must filter the others and write those to a late topic, judged by eoscheck -check dedupe; 0: every input unique, judged one to one")
 	flag.Var(&o.env, "env", "a setting given to every instance, PROCESSOR_NAME=value, after the drill's own (repeatable), e.g. -env PROCESSOR_AGGREGATE_PARTITIONED_BY_KEY=false")
 	flag.StringVar(&o.pgScript, "postgres-script", "integration/postgres/pg.sh", "with -sink postgres: the script pgrestart runs as 'restart fast' and 'restart immediate'; it must control the server of -postgres-url")
 }
@@ -245,8 +247,11 @@ func (o *options) resolveChain(f listFlags) {
 // chain): exactly once into Kafka, as a stateful chain demands; the wipe
 // fault and -state-dir need it. Its default faults add wipe.
 func (o *options) resolveState(f *listFlags) {
-	if o.window < 0 || (o.window > 0 && (o.counter() != "aggregate" || o.grouped())) {
-		usage("-window needs aggregate in -transforms, a count by record key (not -keys orders), and a positive duration")
+	if o.window < 0 || (o.window > 0 && o.counter() != "aggregate") {
+		usage("-window needs aggregate in -transforms and a positive duration")
+	}
+	if o.dupEvery < 0 || (f.set["dup-every"] && o.dupEvery > 0 && o.counter() != "dedupe") {
+		usage("-dup-every needs dedupe in -transforms and a count not negative")
 	}
 	if !o.stateful() {
 		if slices.Contains(o.faults, "wipe") {

@@ -119,6 +119,11 @@ func (d *driver) printChain() {
 	} else {
 		fmt.Printf("poison     none (-poison-every 0)\n")
 	}
+	d.mu.Lock()
+	if d.dupSummary != "" {
+		fmt.Printf("duplicates %s, late topic %s\n", d.dupSummary, d.late)
+	}
+	d.mu.Unlock()
 	if d.table != "" {
 		fmt.Printf("sink       postgres: table %s, dead letters %s, offsets processor_offsets (group %s)\n", d.table, d.deadTable, d.group)
 	}
@@ -165,7 +170,10 @@ func (d *driver) eoscheckArgs() []string {
 	case d.o.window > 0:
 		w := d.o.window.String()
 		args = append(args, "-check", "windows", "-one-to-one=false", "-window", w, "-grace", w, "-late-topic", d.late)
-	case d.o.counter() == "dedupe": // every id once: the checks by lineage, one to one
+		args = append(args, d.groupArgs()...) // behind the hop: the late topic is the record of the late inputs
+	case d.o.duplicates(): // every id once, its duplicates never, the late ones in the late topic
+		args = append(args, "-check", "dedupe", "-one-to-one=false", "-dedupe-by", ".seq", "-dedupe-grace", dedupeGrace.String(), "-late-topic", d.late)
+	case d.o.counter() == "dedupe": // without duplicates every id once: the checks by lineage, one to one
 	case d.o.stateful():
 		args = append(args, "-check", "aggregate")
 		args = append(args, d.groupArgs()...)

@@ -79,6 +79,9 @@ func (d *driver) printState() (unexpected []string) {
 		store = "counts"
 	case "dedupe":
 		store, what = "dedupe", "dedupe by the unique seq: every input passes once"
+		if d.o.duplicates() {
+			what = "dedupe by seq: every seq passes once, its re-sends never, the late ones to the late topic"
+		}
 	}
 	if d.o.grouped() {
 		what = "count by " + groupField + fmt.Sprintf(" of orders keyed by order id, %d customers", d.o.customers)

@@ -107,6 +107,15 @@
 // final row of a window not closed), late-wrong (a late input not in the
 // late topic exactly once, or an input in time there). Without a late
 // topic the late inputs are counted as dropped on the totals' line.
+//
+// With -check dedupe the processor ran a dedupe by -dedupe-by
+// (PROCESSOR_DEDUPE_BY, _WINDOW=-dedupe-window, _GRACE=-dedupe-grace;
+// -one-to-one=false), and -late-topic is its PROCESSOR_LATE_TOPIC, if
+// any. The committed inputs are replayed through a model of the dedupe
+// by stream time (check/dedupe.go): dedupe-passed (a duplicate, its id
+// seen within the window before it, with an output), dedupe-missing (an
+// id's first sighting without exactly one output), late-wrong (a late
+// input not in the late topic exactly once, or an input in time there).
 // With -group-by PATH as well (a path of object members such as
 // .customer, the aggregate's PROCESSOR_AGGREGATE_BY) the counts were
 // grouped by that member of the input values rather than by record key,
@@ -122,6 +131,12 @@
 // has no group, and must have no count. The order row is not judged then
 // (through a repartition topic an input partition's records keep their
 // order within each group, which key-order judges, not across groups).
+// With -check windows, -group-by says the windowed count was grouped so,
+// behind a repartition hop, whose order the input does not hold: the
+// late topic is the record of the late inputs, each of which must be in
+// it once and could be late, every final row is its window's inputs less
+// those, and a window whose group's inputs reach its end plus grace must
+// have one (tumbling windows only; check/hopwindows.go).
 //
 // With -poison the input holds the fault drill's marked records, each with
 // the key poison-<class>-<seq>, and each is judged by its class: a notjson
@@ -209,10 +224,14 @@ type config struct {
 	// windows: judge the outputs as final rows of windows (-check
 	// windows), with these settings.
 	windows check.Windows
+	// dedupe: judge the outputs as a dedupe by dedupeBy (-check dedupe),
+	// with these settings.
+	dedupe   check.Dedupe
+	dedupeBy string
 }
 
 // knownChecks are the extra checks -check takes.
-var knownChecks = []string{"aggregate", "windows"}
+var knownChecks = []string{"aggregate", "windows", "dedupe"}
 
 const usageText = `usage: eoscheck -input TOPICS -output TOPICS -group GROUP [flags]
        eoscheck -input TOPICS -group GROUP -postgres-url URL -table TABLE [-dead-letter-table TABLE] [flags]
@@ -244,9 +263,10 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.StringVar(&c.tables.Offsets, "offsets-table", check.DefaultOffsetsTable, "with -postgres-url: the table of the groups' stored next offsets")
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
-	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group")
-	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once)")
+	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group; with -check windows: the windowed count was grouped so, behind a repartition hop, the late topic taken as the record of the late inputs")
+	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once); dedupe (a dedupe by -dedupe-by: every id's first sighting within -dedupe-window passes once, its duplicates never, every input late by -dedupe-grace in -late-topic once)")
 	windowFlags(fs, &c)
+	dedupeFlags(fs, &c)
 	err := fs.Parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -267,8 +287,11 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	if c.opts.GroupBy, err = check.ParseGroupPath(*groupBy); err != nil {
 		return c, fmt.Errorf("-group-by %w", err)
 	}
-	if len(c.opts.GroupBy) > 0 && !c.aggregate {
-		return c, errors.New("-group-by needs -check aggregate")
+	if len(c.opts.GroupBy) > 0 && !c.aggregate && c.opts.Windows == nil {
+		return c, errors.New("-group-by needs -check aggregate or windows")
+	}
+	if w := c.opts.Windows; w != nil && len(c.opts.GroupBy) > 0 && w.Advance != 0 && w.Advance != w.Size {
+		return c, errors.New("-check windows with -group-by judges tumbling windows only (-window-advance 0)")
 	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
@@ -299,14 +322,6 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	return c, checkTopics(c)
 }
 
-// windowFlags declares the flags of -check windows.
-func windowFlags(fs *flag.FlagSet, c *config) {
-	fs.DurationVar(&c.windows.Size, "window", 0, "with -check windows: the aggregate's WINDOW")
-	fs.DurationVar(&c.windows.Advance, "window-advance", 0, "with -check windows: the aggregate's WINDOW_ADVANCE (0: tumbling)")
-	fs.DurationVar(&c.windows.Grace, "grace", 0, "with -check windows: the aggregate's GRACE")
-	fs.StringVar(&c.windows.LateTopic, "late-topic", "", "with -check windows: the processor's PROCESSOR_LATE_TOPIC (unset: late inputs were dropped)")
-}
-
 // noTableFlags refuses the database flags given without -postgres-url.
 func noTableFlags(fs *flag.FlagSet) error {
 	set := map[string]bool{}
@@ -330,27 +345,6 @@ func checkTopics(c config) error {
 		if slices.Contains(c.inputs, t) || slices.Contains(c.outputs, t) {
 			return fmt.Errorf("topic %q is both -dlq and -input or -output", t)
 		}
-	}
-	return nil
-}
-
-// parseChecks sets the extra checks of -check (checks) in c.
-func parseChecks(c *config, checks string) error {
-	for _, name := range split(checks) {
-		if !slices.Contains(knownChecks, name) {
-			return fmt.Errorf("unknown check %q in -check (known: %s)", name, strings.Join(knownChecks, ", "))
-		}
-		if name == "windows" {
-			if err := parseWindows(c); err != nil {
-				return err
-			}
-			continue
-		}
-		c.aggregate = true
-	}
-	c.opts.Aggregate = c.aggregate
-	if c.aggregate && (c.tables.URL != "" || c.opts.AtLeastOnce || !c.opts.OneToOne) {
-		return errors.New("-check aggregate needs a run into Kafka, exactly once and one to one (a stateful chain refuses the postgres sink and at_least_once, and the aggregate emits one count per input)")
 	}
 	return nil
 }
@@ -426,8 +420,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDatabase(ctx, c, stdout, fail)
 	}
 
-	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
-		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil})
+	src := check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
+		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil}
+	if c.opts.Dedupe != nil {
+		src.Dedupe = true
+		src.GroupBy, _ = check.ParseGroupPath(c.dedupeBy) // parseDedupe checked it
+	}
+	r, err := check.NewReader(src)
 	if err != nil {
 		return fail(err)
 	}

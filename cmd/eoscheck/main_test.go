@@ -50,6 +50,10 @@ func TestUsageErrors(t *testing.T) {
 		"windows, 1:1":     append([]string{"-check", "windows", "-window", "1m"}, ok...),
 		"windows, no size": append([]string{"-check", "windows", "-one-to-one=false"}, ok...),
 		"windows, advance": append([]string{"-check", "windows", "-one-to-one=false", "-window", "1m", "-window-advance", "2m"}, ok...),
+		"dedupe, no by":    append([]string{"-check", "dedupe", "-one-to-one=false"}, ok...),
+		"dedupe, 1:1":      append([]string{"-check", "dedupe", "-dedupe-by", ".seq"}, ok...),
+		"dedupe, window 0": append([]string{"-check", "dedupe", "-one-to-one=false", "-dedupe-by", ".seq", "-dedupe-window", "0s"}, ok...),
+		"dedupe, windows":  append([]string{"-check", "dedupe,windows", "-one-to-one=false", "-dedupe-by", ".seq", "-window", "1m"}, ok...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, args...)

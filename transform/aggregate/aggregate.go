@@ -182,7 +182,7 @@ func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.
 		return out, err
 	}
 	if t.window == 0 {
-		agg, err := t.update(ctx, st, k, v, time.Time{}, -1)
+		agg, err := t.update(ctx, st, k, v, time.Time{}, transform.Source{Offset: -1})
 		if err != nil {
 			return out, err
 		}
@@ -190,12 +190,16 @@ func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.
 		rec.Value = encode(k.JSON, agg, time.Time{}, time.Time{})
 		return append(out, rec), nil
 	}
-	return t.windows(ctx, st, k, v, src.Offset, rec, out)
+	from := transform.OriginOf(ctx, src)
+	if from.Topic == src.Topic && from.Partition == src.Partition {
+		from.Topic = "" // the entry's own: its offset is enough (stored)
+	}
+	return t.windows(ctx, st, k, v, from, rec, out)
 }
 
 // windows folds rec into each open window it falls in, oldest first, and
 // emits each one's update; a record whose windows have all closed is late.
-func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.Key, v any, offset int64, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.Key, v any, from transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	ts := rec.Timestamp.UnixMilli()
 	stream, known := transform.StreamMillisOf(ctx)
 	if known && (ts > stream || ts < 0) {
@@ -218,7 +222,7 @@ func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.
 		if known && end+t.grace <= stream {
 			continue // closed: the record counts in the windows still open
 		}
-		agg, err := t.update(ctx, st, k.Window(time.UnixMilli(start)), v, time.UnixMilli(end+t.grace), offset)
+		agg, err := t.update(ctx, st, k.Window(time.UnixMilli(start)), v, time.UnixMilli(end+t.grace), from)
 		if err != nil {
 			return out, err
 		}
@@ -254,8 +258,8 @@ func windowKey(key []byte, start int64) []byte {
 }
 
 // update reads the aggregate of k, folds the record in and writes it,
-// with EMIT=close followed by the input's offset (stored).
-func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time, offset int64) (string, error) {
+// with EMIT=close followed by the input's (stored).
+func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time, from transform.Source) (string, error) {
 	x, err := t.input(ctx, v)
 	if err != nil {
 		return "", err
@@ -289,7 +293,7 @@ func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.K
 		return "", fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
 	}
 	s := groupkey.Format(x)
-	if err := groupkey.Put(st, k, t.stored(s, offset), expires, legacy); err != nil {
+	if err := groupkey.Put(st, k, t.stored(s, from), expires, legacy); err != nil {
 		return "", fmt.Errorf("aggregate: writing the store: %w", err)
 	}
 	return s, nil

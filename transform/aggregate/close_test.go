@@ -60,7 +60,7 @@ func TestCloseEmitsTheLastUpdate(t *testing.T) {
 			st := memstore.Stores{}
 			ctx = transform.WithStores(context.Background(), st)
 			for i, r := range recs {
-				out, err := tc2.Process(ctx, transform.Source{Offset: int64(i)}, r, nil)
+				out, err := tc2.Process(ctx, transform.Source{Topic: "in", Partition: 2, Offset: int64(i)}, r, nil)
 				if err != nil || len(out) != 0 {
 					t.Fatalf("EMIT=close: %d outputs, %v; want none", len(out), err)
 				}
@@ -71,14 +71,14 @@ func TestCloseEmitsTheLastUpdate(t *testing.T) {
 			}
 			got := map[string]string{}
 			for k, v := range st["aggregate"] {
-				out, off, err := w.Closed(context.Background(), transform.Closing{Store: "aggregate", Key: []byte(k), Value: v}, nil)
+				out, from, err := w.Closed(context.Background(), transform.Closing{Store: "aggregate", Topic: "in", Partition: 2, Key: []byte(k), Value: v}, nil)
 				if err != nil || len(out) != 1 {
 					t.Fatalf("Closed(%q): %d outputs, %v", k, len(out), err)
 				}
 				o := out[0]
 				got[string(o.Key)] = string(o.Value)
-				if off != lastOff[string(o.Key)] {
-					t.Errorf("%s: lineage offset %d, want %d", o.Key, off, lastOff[string(o.Key)])
+				if want := (transform.Source{Topic: "in", Partition: 2, Offset: lastOff[string(o.Key)]}); from != want {
+					t.Errorf("%s: lineage %v, want %v", o.Key, from, want)
 				}
 				if _, ok := last[string(o.Key)]; ok && !o.Timestamp.Before(base.Add(time.Hour)) {
 					t.Errorf("%s: stamped %v", o.Key, o.Timestamp)
@@ -91,6 +91,74 @@ func TestCloseEmitsTheLastUpdate(t *testing.T) {
 				t.Fatalf("only %d windows", len(got))
 			}
 		})
+	}
+}
+
+// originStores are memstore.Stores that name an original input
+// (transform.Originer), as the processor does behind a repartition hop.
+type originStores struct {
+	memstore.Stores
+	origin transform.Source
+}
+
+func (s *originStores) Origin() (transform.Source, bool) { return s.origin, true }
+
+// Behind a repartition hop the window keeps the original input the
+// processor names (transform.OriginOf), not the repartition record's
+// source, and its final row names it; an entry of the earlier form,
+// with only an offset, names the input of the entry's own topic and
+// partition; one with no input names none; a damaged one fails.
+func TestCloseKeepsTheOrigin(t *testing.T) {
+	s := Settings{Function: "count", Window: time.Minute, Store: "aggregate", Emit: "close", By: ".c"}
+	tr, err := New(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &originStores{Stores: memstore.Stores{}}
+	ctx := transform.WithStores(context.Background(), st)
+	for i, c := range []string{"a", "a", "b"} {
+		st.origin = transform.Source{Topic: "orders", Partition: int32(i), Offset: int64(100 + i)}
+		rec := &kgo.Record{Value: fmt.Appendf(nil, `{"c":%q}`, c), Timestamp: time.UnixMilli(1000)}
+		if _, err := tr.Process(ctx, transform.Source{Topic: "g-aggregate-repartition", Partition: 3, Offset: int64(i)}, rec, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := tr.(transform.WindowEmitter)
+	got := map[string]string{}
+	for k, v := range st.Stores["aggregate"] {
+		out, from, err := w.Closed(ctx, transform.Closing{Store: "aggregate", Topic: "g-aggregate-repartition", Partition: 3, Key: []byte(k), Value: v}, nil)
+		if err != nil || len(out) != 1 {
+			t.Fatalf("Closed: %d outputs, %v", len(out), err)
+		}
+		got[string(out[0].Key)] = fmt.Sprintf("%s %s/%d/%d", out[0].Value, from.Topic, from.Partition, from.Offset)
+	}
+	want := map[string]string{
+		"a@0": `{"key":"a","value":2,"window_start":"1970-01-01T00:00:00Z","window_end":"1970-01-01T00:01:00Z"} orders/1/101`,
+		"b@0": `{"key":"b","value":1,"window_start":"1970-01-01T00:00:00Z","window_end":"1970-01-01T00:01:00Z"} orders/2/102`,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("final rows\n%v\nwant\n%v", got, want)
+	}
+	key := []byte(nil)
+	for k := range st.Stores["aggregate"] {
+		key = []byte(k)
+		break
+	}
+	for _, c := range []struct {
+		value, want string
+		fails       bool
+	}{
+		{"7 42", "in/4/42", false},
+		{"7", "in/4/-1", false},
+		{"7 42 1 other", "other/1/42", false},
+		{"7 x", "", true},
+		{"7 42 1", "", true},
+		{"7 42 y other", "", true},
+	} {
+		_, from, err := w.Closed(ctx, transform.Closing{Store: "aggregate", Topic: "in", Partition: 4, Key: key, Value: []byte(c.value)}, nil)
+		if l := fmt.Sprintf("%s/%d/%d", from.Topic, from.Partition, from.Offset); (err != nil) != c.fails || (!c.fails && l != c.want) {
+			t.Errorf("entry %q: lineage %v, error %v; want %q (fails %v)", c.value, from, err, c.want, c.fails)
+		}
 	}
 }
 

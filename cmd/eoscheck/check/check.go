@@ -34,6 +34,9 @@ func Check(run Run, opts Options) Report {
 	if opts.Windows != nil {
 		kinds = slices.Concat(kinds, WindowAnomalies)
 	}
+	if opts.Dedupe != nil {
+		kinds = slices.Concat(kinds, DedupeAnomalies)
+	}
 	rep, rp := newReport(kinds, opts.MaxExamples)
 	a := &audit{run: run, opts: opts, rep: rep, rp: rp,
 		byTP: map[TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{},
@@ -60,6 +63,9 @@ func Check(run Run, opts Options) Report {
 	}
 	if opts.Windows != nil {
 		a.checkWindows()
+	}
+	if opts.Dedupe != nil {
+		a.checkDedupe()
 	}
 	return *rep
 }

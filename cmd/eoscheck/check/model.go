@@ -153,7 +153,8 @@ type Run struct {
 	// otherwise.
 	InputKeys map[Input]string
 	// InputTimes are the inputs' timestamps (Unix milliseconds), for
-	// Options.Windows (Source.Windows); nil otherwise.
+	// Options.Windows and Options.Dedupe (Source.Windows, Source.Dedupe);
+	// nil otherwise.
 	InputTimes map[Input]int64
 }
 
@@ -198,6 +199,16 @@ type Options struct {
 	// late input in the late topic once. Needs Output.Count,
 	// Run.InputKeys and Run.InputTimes (Source.Windows).
 	Windows *Windows
+	// Dedupe: the processor ran the dedupe transform by a member of the
+	// value (see checkDedupe): every id's first sighting within its
+	// window passes once, its duplicates never, and every late input is
+	// in the late topic once. Needs Run.InputKeys to hold the inputs'
+	// ids and Run.InputTimes (Source.Dedupe with Source.GroupBy).
+	Dedupe *Dedupe
+	// GroupBy, with Windows: the windowed count was grouped by this
+	// member of the input values, behind a repartition hop, whose order
+	// the input does not hold: the late topic is taken as the record of
+	// the late inputs (hopwindows.go; tumbling windows only).
 	// GroupBy, with Aggregate: the counts were grouped by this member of
 	// the input values (the aggregate's BY), not by record key: every
 	// group's counts must run 1, 2, 3, ... up to its inputs taken across

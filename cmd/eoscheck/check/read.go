@@ -94,10 +94,10 @@ func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPa
 	if r.src.Poison {
 		marks = map[Input]Mark{}
 	}
-	if r.src.Aggregate || r.src.Windows {
+	if r.src.Aggregate || r.src.Windows || r.src.Dedupe {
 		keys = map[Input]string{}
 	}
-	if r.src.Windows {
+	if r.src.Windows || r.src.Dedupe {
 		times = map[Input]int64{}
 	}
 	for i, o := range in {

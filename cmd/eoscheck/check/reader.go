@@ -50,6 +50,10 @@ type Source struct {
 	// keeps every output's count (ParseWindowCount) and every input's key
 	// and timestamp (Run.InputKeys, Run.InputTimes), for Options.Windows.
 	Windows bool
+	// Dedupe: the processor ran a dedupe by GroupBy: Read keeps every
+	// input's id (GroupPath.Key of its value) and timestamp
+	// (Run.InputKeys, Run.InputTimes), for Options.Dedupe.
+	Dedupe bool
 	// GroupBy, with Aggregate: the counts were grouped by this member of
 	// the input values (Options.GroupBy): Run.InputKeys holds each
 	// input's group key (GroupPath.Key) in place of its record key.

@@ -97,6 +97,9 @@ type Report struct {
 	// Windows holds the totals of the windows check (Options.Windows);
 	// nil when it did not run.
 	Windows *WindowTotals
+	// Dedupe holds the totals of the dedupe check (Options.Dedupe); nil
+	// when it did not run.
+	Dedupe *DedupeTotals
 }
 
 // kinds returns the anomalies the check looked for, in report order, one
@@ -114,6 +117,9 @@ func (r Report) kinds() []Anomaly {
 	}
 	if r.Windows != nil {
 		kinds = slices.Concat(kinds, WindowAnomalies)
+	}
+	if r.Dedupe != nil {
+		kinds = slices.Concat(kinds, DedupeAnomalies)
 	}
 	if r.Classes == nil {
 		kinds = slices.DeleteFunc(slices.Clone(kinds), func(a Anomaly) bool { return a == PoisonPassed || a == Misstored })
@@ -183,6 +189,9 @@ func (r Report) Table() string {
 	}
 	if wt := r.Windows; wt != nil {
 		fmt.Fprintf(w, "windows\t%s\n", wt)
+	}
+	if dt := r.Dedupe; dt != nil {
+		fmt.Fprintf(w, "dedupe\t%s\n", dt)
 	}
 	outputs := "outputs"
 	if r.Database != nil {

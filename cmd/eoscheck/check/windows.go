@@ -153,8 +153,7 @@ func (a *audit) windowModel(w Windows) (closed map[string]int64, late map[Input]
 // the model (windowModel).
 func (a *audit) checkWindows() {
 	w := *a.opts.Windows
-	closed, late := a.windowModel(w)
-	tot := &WindowTotals{Closed: len(closed), Late: len(late)}
+	tot := &WindowTotals{}
 	rows := map[string][]Output{}
 	lateSeen := map[Input]int{}
 	for _, o := range a.outputs {
@@ -168,6 +167,13 @@ func (a *audit) checkWindows() {
 		rows[o.Key] = append(rows[o.Key], o)
 		tot.Rows++
 	}
+	a.rep.Windows = tot
+	if len(a.opts.GroupBy) > 0 {
+		a.checkHopWindows(rows, lateSeen, tot) // behind a repartition hop
+		return
+	}
+	closed, late := a.windowModel(w)
+	tot.Closed, tot.Late = len(closed), len(late)
 	for _, k := range slices.Sorted(maps.Keys(rows)) {
 		os := rows[k]
 		if len(os) > 1 {
@@ -209,7 +215,6 @@ func (a *audit) checkWindows() {
 			a.rp.add(LateWrong, "input %s was late and is in the late topic %d times", in, n)
 		}
 	}
-	a.rep.Windows = tot
 }
 
 // String renders the totals for the report.

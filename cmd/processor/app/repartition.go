@@ -35,13 +35,6 @@ func checkHop(cfg *config.Config, chain *transform.Chain) error {
 	if !ok {
 		return nil
 	}
-	if em, ok := chain.EmitterFrom(at); ok {
-		// A final row names the input of its window's last record, which
-		// after the hop is a repartition record's.
-		return &config.Error{Var: PluginVar(em.Plugin(), "EMIT"), Value: "close",
-			Want: "update for " + em.String() + ", which runs after " + e.String() + " repartitions the records: EMIT=close needs no hop in this release (" +
-				PluginVar(e.Plugin(), "PARTITIONED_BY_KEY") + "=true when the input is partitioned by the group key)"}
-	}
 	later, ok := chain.AfterHop(at)
 	if !ok {
 		return nil

@@ -46,9 +46,10 @@ func TestCheckStateful(t *testing.T) {
 		{"a second stage declared", "aggregate,aggregate@again", "GUARANTEE", "exactly_once", "",
 			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_AGAIN_STORE": "again", "AGGREGATE_AGAIN_PARTITIONED_BY_KEY": "true"}},
 		{"BY under partition ordering", "aggregate", "ORDERING", "partition", "", map[string]string{"AGGREGATE_BY": ".customer"}},
-		{"EMIT=close behind the hop", "aggregate", "GUARANTEE", "exactly_once",
-			`PROCESSOR_AGGREGATE_EMIT="close" is invalid: want update for aggregate, which runs after aggregate repartitions the records`,
+		{"EMIT=close behind the hop", "aggregate", "GUARANTEE", "exactly_once", "",
 			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_WINDOW": "1m", "AGGREGATE_EMIT": "close"}},
+		{"EMIT=close behind the hop, a stage after it", "aggregate,jq", "GUARANTEE", "exactly_once", "",
+			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_WINDOW": "1m", "AGGREGATE_EMIT": "close", "JQ_EXPR": "."}},
 		{"EMIT=close, no hop", "aggregate", "GUARANTEE", "exactly_once", "",
 			map[string]string{"AGGREGATE_BY": ".customer", "AGGREGATE_WINDOW": "1m", "AGGREGATE_EMIT": "close", "AGGREGATE_PARTITIONED_BY_KEY": "true"}},
 	} {
