@@ -2,9 +2,11 @@ package offsets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/streamproc/processor/record"
 )
@@ -45,6 +47,9 @@ func (k *KafkaStore) Read(ctx context.Context, parts []record.TopicPartition) (m
 		}
 	}
 	rs, err := k.Admin.FetchOffsetsForTopics(ctx, k.Group, names...)
+	if errors.Is(err, kerr.GroupIDNotFound) { // a group that never committed, on some brokers
+		return map[record.TopicPartition]Committed{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetching the committed offsets of group %q: %w", k.Group, err)
 	}
