@@ -43,6 +43,7 @@ type offsetsFlags struct {
 // parseOffsetsFlags reads the command line; ok false means code is the
 // exit code (usage printed, or a bad flag).
 func parseOffsetsFlags(args []string, stderr io.Writer) (f offsetsFlags, code int, ok bool) {
+	f.partition = -1
 	if len(args) > 0 && args[0] == "reset" {
 		f.reset, args = true, args[1:]
 	}
