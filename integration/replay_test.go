@@ -1,13 +1,16 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/record"
 )
 
@@ -74,7 +77,36 @@ func TestBinaryReplayUnderSIGKILL(t *testing.T) {
 			t.Fatalf("the second replay: exit %d\n%s%s", code, stdout, stderr)
 		}
 		checkReplayed(t, tg, in, out, dlq, replayGroup, n)
+		auditReplayed(t, tg, check.Source{Inputs: []string{in}, Outputs: []string{out}, DeadLetters: []string{dlq}, Group: group,
+			ReplayGroup: replayGroup}, n/20)
 	})
+}
+
+// auditReplayed audits the run with eoscheck's replay mode: no anomaly
+// but one dead letter for each of the forever bad inputs.
+func auditReplayed(t *testing.T, tg *target, src check.Source, forever int) {
+	t.Helper()
+	src.Brokers = tg.Brokers
+	r, err := check.NewReader(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	run, err := r.Read(ctx)
+	if err != nil {
+		t.Fatalf("eoscheck read: %v", err)
+	}
+	rep := check.Check(run, check.Options{OneToOne: true, ExpectAll: true})
+	for a, n := range rep.Counts {
+		if want := map[bool]int{true: forever}[a == check.DeadLetter]; n != want {
+			t.Errorf("eoscheck: %d %s, want %d:\n%s%v", n, a, want, rep.Table(), rep.Examples[a])
+		}
+	}
+	if rep.Replayed == 0 {
+		t.Errorf("eoscheck counted no dead letter replayed:\n%s", rep.Table())
+	}
 }
 
 func sum(m map[int32]int64) int64 {

@@ -15,6 +15,7 @@
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos -poison -poison-skip
 //	eoscheck -input chaos-in -output chaos-out -group chaos -check aggregate
+//	eoscheck -input orders -output orders-out -dlq orders-dlq -group demo -replay-group demo-replay
 //	eoscheck -input orders -output counts -group by-customer -check aggregate -group-by .customer
 //
 // It prints one table to stdout, a row per anomaly with its count and an
@@ -66,6 +67,12 @@
 //     example names its input (from its lineage headers) and its
 //     processor.error header, cut to 200 bytes. An input with a dead letter
 //     and another visible output or dead letter is also a duplicate.
+//
+// With -replay-group (and -dlq) `processor replay` ran the dead letters
+// again in that group: a dead letter below the group's committed offset
+// was run again and counts for nothing, so each input is judged by its
+// outputs (the main run's and the replay's, exactly once together) or by
+// a dead letter the replay has not read (one that failed again).
 //
 // With -check aggregate the processor ran the aggregate transform
 // counting by record key (PROCESSOR_TRANSFORMS=aggregate, or a chain
@@ -197,6 +204,7 @@ type config struct {
 	brokers, inputs, outputs []string
 	deadLetters              []string
 	group                    string
+	replayGroup              string // -replay-group
 	opts                     check.Options
 	watch, timeout           time.Duration
 	sampleEvery              time.Duration
@@ -231,6 +239,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	outputs := fs.String("output", "", "comma-separated output topics (required)")
 	dlq := fs.String("dlq", "", "comma-separated dead-letter topics: every dead letter visible in them is an anomaly (for runs without bad records)")
 	fs.StringVar(&c.group, "group", "", "the processor's consumer group (required)")
+	fs.StringVar(&c.replayGroup, "replay-group", "", "with -dlq: the consumer group of processor replay (<group>-replay): dead letters below its committed offsets were run again and are not counted; each input's outputs, the replay's included, must be exactly once")
 	fs.BoolVar(&c.opts.OneToOne, "one-to-one", true, "every input has exactly one output (identity-like transforms); false for filters and flat-maps")
 	fs.BoolVar(&c.opts.ExpectAll, "expect-all", true, "the group must have committed all input")
 	fs.BoolVar(&c.opts.AtLeastOnce, "at-least-once", false, "the processor ran PROCESSOR_GUARANTEE=at_least_once: inputs written more than once are counted, not anomalies; lost still is")
@@ -260,6 +269,9 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	c.brokers, c.inputs, c.outputs, c.deadLetters = split(*brokers), split(*inputs), split(*outputs), split(*dlq)
 	if c.opts.Skipping && !c.poison {
 		return c, errors.New("-poison-skip needs -poison")
+	}
+	if c.replayGroup != "" && len(c.deadLetters) == 0 {
+		return c, errors.New("-replay-group needs -dlq: the dead-letter topics it replayed")
 	}
 	if err := parseChecks(&c, *checks); err != nil {
 		return c, err
@@ -427,7 +439,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	r, err := check.NewReader(check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
-		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil})
+		ReplayGroup: c.replayGroup, Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil})
 	if err != nil {
 		return fail(err)
 	}
