@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/record"
 )
 
@@ -111,6 +112,55 @@ func TestBinaryOffsetsResetThenResume(t *testing.T) {
 				if want := map[bool]int{true: 1, false: 0}[o >= 6]; seen[src] != want {
 					t.Errorf("input %s/%d/%d has %d outputs, want %d", in.topic, part, o, seen[src], want)
 				}
+			}
+		}
+	})
+}
+
+// TestBinaryOffsetsResetPostgres: with PROCESSOR_SINK=postgres, a reset
+// writes the offsets table (and the group's copy); a processor started
+// then writes the rows of the inputs from the new offsets on, each once;
+// a reset under it is refused with exit 1 and moves no row.
+func TestBinaryOffsetsResetPostgres(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		in := input{topic: unique("offsets-pg-in"), n: 40, keys: 4}
+		group := unique("offsets-pg-group")
+		tg.createTopics(t, 2, in.topic)
+		tg.produce(t, in, 0, in.n)
+		ends := tg.EndOffsets(t, in.topic)
+		inst := tg.binaryInstance(group, group+"-1", in.topic, "")
+		inst.Sink = "postgres"
+		inst.Settings = map[string]string{"PROCESSOR_POSTGRES_URL": db.URL}
+		if stdout, stderr, code := runTool(t, inst, "offsets", "reset", "-to", "6", "-execute"); code != 0 {
+			t.Fatalf("reset: exit %d\n%s%s", code, stdout, stderr)
+		}
+		if got := storedTotal(t, db, group); got != 12 {
+			t.Fatalf("after the reset the offsets table sums to %d, want 12", got)
+		}
+		if got := tg.Committed(t, group, in.topic); got[0] != 6 || got[1] != 6 {
+			t.Errorf("the group's copy is %v, want 6 and 6", got)
+		}
+		stdout, stderr, code := runTool(t, inst, "offsets", "-json")
+		if code != 0 || strings.Count(stdout, `"stored_in": "postgres"`) != 2 {
+			t.Errorf("processor offsets -json: exit %d, want both partitions stored in postgres\n%s%s", code, stdout, stderr)
+		}
+		p := runBinary(t, group+"-1", inst)
+		want := int(ends[0] + ends[1])
+		waitFor(t, 90*time.Second, "the stored offsets to reach the log ends", func() bool { return storedTotal(t, db, group) == want })
+		if _, stderr, code := runTool(t, inst, "offsets", "reset", "-to", "earliest", "-execute"); code != 1 || !strings.Contains(stderr, "member") {
+			t.Errorf("a reset under a running processor: exit %d, %q; want exit 1 naming the members", code, stderr)
+		}
+		p.terminate(t)
+		if got := storedTotal(t, db, group); got != want {
+			t.Errorf("after the refused reset the offsets table sums to %d, want %d", got, want)
+		}
+		for part, end := range ends {
+			rows := db.Count(t, `SELECT count(*) FROM processor_records WHERE src_topic = $1 AND src_partition = $2`, in.topic, part)
+			distinct := db.Count(t, `SELECT count(DISTINCT src_offset) FROM processor_records WHERE src_topic = $1 AND src_partition = $2 AND src_offset >= 6`, in.topic, part)
+			if rows != int(end-6) || distinct != rows {
+				t.Errorf("partition %d: %d rows, %d distinct offsets from 6 on; want %d, each once", part, rows, distinct, end-6)
 			}
 		}
 	})
