@@ -15,7 +15,6 @@
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos
 //	eoscheck -input chaos-in -output chaos-out -dlq chaos-dlq -group chaos -poison -poison-skip
 //	eoscheck -input chaos-in -output chaos-out -group chaos -check aggregate
-//	eoscheck -input orders -output orders-out -dlq orders-dlq -group demo -replay-group demo-replay
 //	eoscheck -input orders -output counts -group by-customer -check aggregate -group-by .customer
 //
 // It prints one table to stdout, a row per anomaly with its count and an
@@ -67,12 +66,6 @@
 //     example names its input (from its lineage headers) and its
 //     processor.error header, cut to 200 bytes. An input with a dead letter
 //     and another visible output or dead letter is also a duplicate.
-//
-// With -replay-group (and -dlq) `processor replay` ran the dead letters
-// again in that group: a dead letter below the group's committed offset
-// was run again and counts for nothing, so each input is judged by its
-// outputs (the main run's and the replay's, exactly once together) or by
-// a dead letter the replay has not read (one that failed again).
 //
 // With -check aggregate the processor ran the aggregate transform
 // counting by record key (PROCESSOR_TRANSFORMS=aggregate, or a chain
@@ -270,9 +263,6 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	if c.opts.Skipping && !c.poison {
 		return c, errors.New("-poison-skip needs -poison")
 	}
-	if c.replayGroup != "" && len(c.deadLetters) == 0 {
-		return c, errors.New("-replay-group needs -dlq: the dead-letter topics it replayed")
-	}
 	if err := parseChecks(&c, *checks); err != nil {
 		return c, err
 	}
@@ -299,6 +289,8 @@ func parse(args []string, stdout io.Writer) (config, error) {
 		return c, errors.New("-output is required: the processor's output topics, comma-separated")
 	case c.group == "":
 		return c, errors.New("-group is required: the processor's consumer group")
+	case c.replayGroup != "" && len(c.deadLetters) == 0:
+		return c, errors.New("-replay-group needs -dlq: the dead-letter topics it replayed")
 	case c.opts.TransactionTimeout <= 0:
 		return c, fmt.Errorf("-transaction-timeout %s must be positive", c.opts.TransactionTimeout)
 	case c.opts.StuckAfter <= 0:
