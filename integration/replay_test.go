@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -77,6 +78,16 @@ func TestBinaryReplayUnderSIGKILL(t *testing.T) {
 			t.Fatalf("the second replay: exit %d\n%s%s", code, stdout, stderr)
 		}
 		checkReplayed(t, tg, in, out, dlq, replayGroup, n)
+		stdout, stderr, code = runTool(t, inst, "offsets", "-replay", "-json")
+		var shown shownOffsets
+		if err := json.Unmarshal([]byte(stdout), &shown); code != 0 || err != nil || shown.Group != replayGroup || len(shown.Partitions) != 2 {
+			t.Fatalf("processor offsets -replay -json: exit %d, %v\n%s%s", code, err, stdout, stderr)
+		}
+		for _, p := range shown.Partitions {
+			if want := tg.Committed(t, replayGroup, dlq)[p.Partition]; p.Topic != dlq || p.Committed != want {
+				t.Errorf("offsets -replay shows %+v, want %s at %d", p, dlq, want)
+			}
+		}
 		auditReplayed(t, tg, check.Source{Inputs: []string{in}, Outputs: []string{out}, DeadLetters: []string{dlq}, Group: group,
 			ReplayGroup: replayGroup}, n/20)
 	})

@@ -26,9 +26,10 @@ import (
 // reset (package offsets), configured by the same PROCESSOR_* variables
 // as the processor (brokers, security, group, input topics, sink).
 
-const offsetsUsage = `usage: processor offsets [-json]
-       processor offsets reset -to earliest|latest|<RFC 3339 time>|<-duration>|<offset> [-topic T [-partition P]] [-execute] [-json]
-A reset is a dry run unless -execute; it is refused (exit 1) while the group has members.`
+const offsetsUsage = `usage: processor offsets [-replay] [-json]
+       processor offsets reset -to earliest|latest|<RFC 3339 time>|<-duration>|<offset> [-topic T [-partition P]] [-replay] [-execute] [-json]
+A reset is a dry run unless -execute; it is refused (exit 1) while the group has members.
+-replay: the offsets of processor replay's group (<PROCESSOR_GROUP>-replay) on PROCESSOR_DLQ_TOPIC.`
 
 // offsetsTimeout bounds the whole command.
 const offsetsTimeout = 2 * time.Minute
@@ -36,6 +37,7 @@ const offsetsTimeout = 2 * time.Minute
 // offsetsFlags are the command's flags.
 type offsetsFlags struct {
 	reset, execute, asJSON bool
+	replay                 bool // processor replay's group on the dead-letter topic
 	to, topic              string
 	partition              int
 }
@@ -50,6 +52,7 @@ func parseOffsetsFlags(args []string, stderr io.Writer) (f offsetsFlags, code in
 	fs := flag.NewFlagSet("offsets", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.BoolVar(&f.asJSON, "json", false, "JSON instead of a table")
+	fs.BoolVar(&f.replay, "replay", false, "processor replay's group on the dead-letter topic")
 	if f.reset {
 		fs.StringVar(&f.to, "to", "", "where to move the offsets")
 		fs.StringVar(&f.topic, "topic", "", "only this input topic")
@@ -95,7 +98,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, offsetsTimeout)
 	defer cancel()
-	tool, closeTool, err := openOffsetsTool(ctx)
+	tool, closeTool, err := openOffsetsTool(ctx, f.replay)
 	if err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {
@@ -150,9 +153,10 @@ func resetOffsets(ctx context.Context, tool *offsets.Tool, f offsetsFlags, targe
 }
 
 // openOffsetsTool reads the configuration and connects: the admin client
-// and, with a database sink, the database. A bad setting is a
-// *config.Error.
-func openOffsetsTool(ctx context.Context) (*offsets.Tool, func(), error) {
+// and, with a database sink, the database; with replay, the tool is on
+// the replay's group and the dead-letter topic, in Kafka. A bad setting
+// is a *config.Error.
+func openOffsetsTool(ctx context.Context, replay bool) (*offsets.Tool, func(), error) {
 	cfg, err := config.Load(config.Hostname())
 	if err != nil {
 		return nil, nil, err
@@ -175,6 +179,14 @@ func openOffsetsTool(ctx context.Context) (*offsets.Tool, func(), error) {
 	}
 	adm := kadm.NewClient(cl)
 	tool := &offsets.Tool{Admin: adm, Group: cfg.Group, Topics: cfg.InputTopics}
+	if replay {
+		if cfg.DLQTopic == "" {
+			cl.Close()
+			return nil, nil, &config.Error{Var: config.EnvName("DLQ_TOPIC"), Want: "the dead-letter topic processor replay reads (-replay)"}
+		}
+		tool.Group, tool.Topics = cfg.Group+"-replay", []string{cfg.DLQTopic}
+		return tool, cl.Close, nil
+	}
 	if dest == nil {
 		return tool, cl.Close, nil
 	}
