@@ -86,8 +86,8 @@ func (t *Tool) Show(ctx context.Context) ([]Partition, error) {
 	}
 	var ps []Partition
 	for _, topic := range t.Topics {
-		if len(ends[topic]) == 0 {
-			return nil, fmt.Errorf("topic %q does not exist", topic)
+		if _, missing := ends[topic][-1]; missing || len(ends[topic]) == 0 {
+			return nil, &MissingTopicError{Topic: topic}
 		}
 		for p, e := range ends[topic] {
 			s := starts[topic][p]
@@ -140,6 +140,14 @@ type Selection struct {
 
 func (s Selection) has(p Partition) bool {
 	return (s.Topic == "" || s.Topic == p.Topic) && (!s.HasPartition || s.Partition == p.Partition)
+}
+
+// MissingTopicError is an input topic the cluster does not have: a
+// mistake of the configuration.
+type MissingTopicError struct{ Topic string }
+
+func (e *MissingTopicError) Error() string {
+	return fmt.Sprintf("topic %q does not exist (PROCESSOR_INPUT_TOPICS, or with -replay PROCESSOR_DLQ_TOPIC)", e.Topic)
 }
 
 // SelectionError is a Selection that names no input partition: a

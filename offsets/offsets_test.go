@@ -195,6 +195,11 @@ func TestResetTargets(t *testing.T) {
 			}
 		}
 	}
+	var mt *offsets.MissingTopicError
+	missing := &offsets.Tool{Admin: c.Admin(t), Group: group, Topics: []string{topic, "no-such-topic"}}
+	if _, err := missing.Show(ctx(t)); !errors.As(err, &mt) || mt.Topic != "no-such-topic" {
+		t.Errorf("Show of a missing topic: %v, want a *MissingTopicError naming it", err)
+	}
 	var se *offsets.SelectionError
 	if _, err := tool.Plan(ctx(t), offsets.Target{Kind: offsets.Earliest}, offsets.Selection{Topic: "other"}); !errors.As(err, &se) {
 		t.Errorf("a topic that is no input: %v, want a *SelectionError", err)

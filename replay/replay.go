@@ -157,8 +157,8 @@ func Capture(ctx context.Context, adm *kadm.Client, group, topic string) (*Bound
 	if err != nil {
 		return nil, fmt.Errorf("listing the last stable offsets of %s: %w", topic, err)
 	}
-	if len(lso[topic]) == 0 {
-		return nil, fmt.Errorf("topic %q does not exist", topic)
+	if _, missing := lso[topic][-1]; missing || len(lso[topic]) == 0 {
+		return nil, &MissingTopicError{Topic: topic}
 	}
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err != nil {
@@ -181,6 +181,14 @@ func Capture(ctx context.Context, adm *kadm.Client, group, topic string) (*Bound
 		b.Stop[p], b.From[p] = o.Offset, from
 	}
 	return b, nil
+}
+
+// MissingTopicError is a dead-letter topic the cluster does not have: a
+// mistake of the configuration.
+type MissingTopicError struct{ Topic string }
+
+func (e *MissingTopicError) Error() string {
+	return fmt.Sprintf("the dead-letter topic %q does not exist (PROCESSOR_DLQ_TOPIC)", e.Topic)
 }
 
 // Left is how many records the replay has to read (control records

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -115,6 +116,10 @@ func TestBounds(t *testing.T) {
 		os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 5, LeaderEpoch: -1})
 		if err := adm.CommitAllOffsets(ctx, group, os); err != nil {
 			t.Fatal(err)
+		}
+		var mt *replay.MissingTopicError
+		if _, err := replay.Capture(ctx, adm, group, topic+"-none"); !errors.As(err, &mt) {
+			t.Errorf("Capture of a missing topic: %v, want a *MissingTopicError", err)
 		}
 		b, err := replay.Capture(ctx, adm, group, topic)
 		if err != nil {

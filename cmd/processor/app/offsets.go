@@ -121,7 +121,8 @@ func offsetsDone(stderr io.Writer, err error) int {
 		return exitOK
 	}
 	var sel *offsets.SelectionError
-	if errors.As(err, &sel) {
+	var missing *offsets.MissingTopicError
+	if errors.As(err, &sel) || errors.As(err, &missing) {
 		fmt.Fprintln(stderr, "processor offsets: "+err.Error())
 		return exitConfig
 	}

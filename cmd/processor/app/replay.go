@@ -199,7 +199,11 @@ func (s *startup) replay(ctx context.Context, f replayFlags, stdout io.Writer) i
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	b, err := replay.Capture(ctx, adm, cfg.Group, cfg.DLQTopic)
-	if err != nil {
+	var missing *replay.MissingTopicError
+	switch {
+	case errors.As(err, &missing):
+		return configError(err)
+	case err != nil:
 		log.Error("reading the dead-letter topic's offsets", "err", err.Error())
 		return exitRuntime
 	}
