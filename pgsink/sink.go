@@ -110,6 +110,7 @@ type Sink struct {
 	sqlUpdate  string         // conditional offset update
 	sqlOffsets string         // stored offsets of the group
 	sqlSome    string         // stored offsets of some partitions
+	sqlSet     string         // an offset set whatever it was (SetOffsets)
 }
 
 // Open checks the options, connects, creates the tables that are missing
@@ -171,6 +172,7 @@ func Open(ctx context.Context, o Options) (*Sink, error) {
 	off := offID.Sanitize()
 	s.sqlInsert = `INSERT INTO ` + off + ` ("group", topic, "partition", next_offset) VALUES ($1, $2, $3, $4) ON CONFLICT ("group", topic, "partition") DO NOTHING`
 	s.sqlUpdate = `UPDATE ` + off + ` SET next_offset = $4, updated_at = now() WHERE "group" = $1 AND topic = $2 AND "partition" = $3 AND next_offset = $5`
+	s.sqlSet = `INSERT INTO ` + off + ` ("group", topic, "partition", next_offset) VALUES ($1, $2, $3, $4) ON CONFLICT ("group", topic, "partition") DO UPDATE SET next_offset = EXCLUDED.next_offset, updated_at = now()`
 	s.sqlOffsets = `SELECT topic, "partition", next_offset FROM ` + off + ` WHERE "group" = $1`
 	s.sqlSome = s.sqlOffsets + ` AND (topic, "partition") IN (SELECT * FROM unnest($2::text[], $3::int[]))`
 	s.sqlDead = `INSERT INTO ` + dlID.Sanitize() + ` (src_topic, src_partition, src_offset, key, value, headers, ts, error, stage, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`

@@ -56,6 +56,10 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 	if w.after != nil && p.fromHop(src.Topic) {
 		chain = w.after
 	}
+	csrc := src // the source the chain sees
+	if p.o.Replay {
+		csrc = replayOrigin(src, r)
+	}
 	key, value, headers, ts := r.Key, r.Value, r.Headers, r.Timestamp
 	defer func() {
 		if err != nil {
@@ -71,7 +75,7 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 		if p.o.TransformTimeout > 0 {
 			rctx, cancel = context.WithTimeout(w.ctx, p.o.TransformTimeout)
 		}
-		out, err = chain.Process(rctx, src, r, dst)
+		out, err = chain.Process(rctx, csrc, r, dst)
 		timedOut := err != nil && rctx.Err() != nil
 		if cancel != nil {
 			cancel()

@@ -28,10 +28,17 @@ const (
 // dropValue, when set, drops the value and says why.
 func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) {
 	lin := src
-	if p.fromHop(src.Topic) { // as it was before the hop, naming its input
+	replays := 0
+	switch {
+	case p.fromHop(src.Topic): // as it was before the hop, naming its input
 		lin = p.unhop(src, r)
+	case p.o.Replay: // naming the input it was first a dead letter of
+		lin, replays = replayOrigin(src, r), replayCount(r.Headers)+1
 	}
 	r.Headers = deadLetterHeaders(r.Headers, stage, attempts, err, dropValue)
+	if replays > 0 {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderErrorReplays, Value: strconv.AppendInt(nil, int64(replays), 10)})
+	}
 	if dropValue != "" {
 		r.Value = nil
 	}
@@ -128,4 +135,27 @@ func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err 
 		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(dropValue)})
 	}
 	return hdrs
+}
+
+// replayOrigin returns the input a replayed dead letter r was made from,
+// by its lineage headers (either form), or src when it has none.
+func replayOrigin(src transform.Source, r *kgo.Record) transform.Source {
+	if o, ok := record.Lineage(r.Headers); ok {
+		return o
+	}
+	return src
+}
+
+// replayCount reads processor.error.replays: how many replays a dead
+// letter has failed already (0 when absent or not a number).
+func replayCount(hs []kgo.RecordHeader) int {
+	n := 0
+	for _, h := range hs {
+		if h.Key == record.HeaderErrorReplays {
+			if v, err := strconv.Atoi(string(h.Value)); err == nil && v > 0 {
+				n = v
+			}
+		}
+	}
+	return n
 }

@@ -117,6 +117,16 @@ type Options struct {
 	// Default: twice StallTimeout, at least a minute.
 	FailingAfter time.Duration
 
+	// Replay says that the input topics hold dead letters run again
+	// (`processor replay`): each record's lineage header names the input
+	// it was a dead letter of, and that input, not the dead letter, is
+	// what the chain sees as its source, what outputs' lineage names and
+	// what the dead letter of a record that fails again names; such a
+	// dead letter counts the replays in processor.error.replays. The
+	// chain's first stage restores the record itself (the replay
+	// package's Restore).
+	Replay bool
+
 	// InjectAbort is for tests and fault drills only: it is called before
 	// each commit with the transaction's sequence number (from 1), and
 	// returning true aborts that transaction with reason "injected".

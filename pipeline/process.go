@@ -102,8 +102,11 @@ func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res resu
 	if w.stores != nil {
 		w.stores.stream = p.streamAt(i)
 	}
-	if p.fromHop(src.Topic) {
+	switch {
+	case p.fromHop(src.Topic):
 		res.origin = p.origin(src, r)
+	case p.o.Replay:
+		res.origin = replayOrigin(src, r)
 	}
 	res.out, res.stage, res.attempts, res.err = p.run(w, src, r, w.out[:0])
 	w.out = res.out[:0]

@@ -269,8 +269,11 @@ func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
 			return // the loop applies the policy
 		}
 	}
-	if p.fromHop(src.Topic) {
+	switch {
+	case p.fromHop(src.Topic):
 		res.origin = p.origin(src, r)
+	case p.o.Replay:
+		res.origin = replayOrigin(src, r)
 	}
 	from := len(w.out)
 	if w.stores != nil {

@@ -35,6 +35,7 @@ const (
 	HeaderErrorTransform    = "processor.error.transform"     // the chain entry that failed; "produce" when the output could not be written
 	HeaderErrorAttempts     = "processor.error.attempts"      // how many times the chain ran on the record, ASCII decimal
 	HeaderErrorValueDropped = "processor.error.value.dropped" // set when the value was dropped because the dead letter itself could not be written; says why
+	HeaderErrorReplays      = "processor.error.replays"       // how many times `processor replay` ran the record again and it failed again, ASCII decimal; absent before the first replay
 	HeaderErrorSchemaID     = "processor.error.schema.id"     // the Schema Registry schema id the key or value that failed to decode names (unknown to the registry, or its payload does not fit), ASCII decimal
 )
 
@@ -66,7 +67,7 @@ func IsLineageHeader(key string) bool {
 // keys, which a processor replaces when a replayed dead letter fails again.
 func IsDeadLetterHeader(key string) bool {
 	switch key {
-	case HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped, HeaderErrorSchemaID:
+	case HeaderError, HeaderErrorTransform, HeaderErrorAttempts, HeaderErrorValueDropped, HeaderErrorSchemaID, HeaderErrorReplays:
 		return true
 	}
 	return false

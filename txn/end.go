@@ -64,6 +64,9 @@ func (s *Session) End(ctx context.Context, records int, abort Reason) (bool, err
 	defer cancel()
 	ectx = s.commitContext(ectx)
 	committed, decided, detail, err := s.c.end(ectx, abort, s.begun)
+	if !committed || err != nil {
+		s.resumeStopped() // rewound below the stops
+	}
 	s.clock.ended(committed && err == nil)
 	if s.crash != nil {
 		s.crash.ended(s.cl, committed && err == nil, err != nil)
@@ -164,6 +167,7 @@ func (s *Session) rebuild(ctx context.Context) error {
 	s.joined.Store(false)
 	s.leave()
 	s.c.close()
+	s.stopped = nil // the new client fetches everything
 	if err := s.open(); err != nil {
 		return err
 	}

@@ -67,6 +67,15 @@ type Options struct {
 	// group client, each time it is rebuilt, and the admin client), which
 	// broker quotas and logs key on. Default "processor".
 	ClientID string
+	// StopAt, when set, bounds what the session reads of the partitions
+	// it names (topic, partition, offset): Poll never returns a record at
+	// or past the partition's offset. Once it has met one, everything
+	// before the offset has been polled: it stops fetching the
+	// partition and moves its next offset to StopAt's, so that the
+	// transaction commits exactly that and a later reader resumes there
+	// (`processor replay` stops at the end it captured at start). An
+	// abort fetches from the committed offset again.
+	StopAt map[string]map[int32]int64
 	// StartOffset is where the group starts reading a partition it has no
 	// committed offset for (nor, with a Destination, a stored one). nil:
 	// the partition's start (kgo.NewOffset().AtStart()).

@@ -191,3 +191,9 @@ func (p Progress) TimeAtOffset(at int64) (int64, bool) {
 	}
 	return 0, false
 }
+
+// Detached is p without what belongs to the offset it was committed with
+// (the crash count and the stream time), keeping the fields of others:
+// what a tool that moves the committed offset elsewhere writes, so that
+// nothing measured at the old offset is read as true at the new one.
+func (p Progress) Detached() Progress { return Progress{extra: p.extra} }

@@ -133,3 +133,18 @@ func TestProgressTimeForeign(t *testing.T) {
 		t.Errorf("stream time at offset 7 read as %d, %t; want 42", tm, ok)
 	}
 }
+
+// TestProgressDetached: a moved offset keeps others' fields and drops
+// the crash count and the stream time, which belonged to the old offset.
+func TestProgressDetached(t *testing.T) {
+	for in, want := range map[string]string{
+		"sp1;c=2@10;e=12;t=5@10;u=1": "sp1;u=1",
+		"sp1;t=5@10":                 "",
+		"other tool's":               "",
+		"":                           "",
+	} {
+		if got := ParseProgress(in).Detached().String(); got != want {
+			t.Errorf("ParseProgress(%q).Detached() = %q, want %q", in, got, want)
+		}
+	}
+}

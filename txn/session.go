@@ -82,6 +82,8 @@ type Session struct {
 
 	crash *crashes // nil without Options.MaxCrashAttempts
 	clock *clocks  // the partitions' stream times (streamtime.go)
+
+	stopped map[string][]int32 // partitions paused at Options.StopAt (stopat.go)
 }
 
 // New creates a session and its client. It does not contact the brokers;
@@ -210,6 +212,9 @@ func (s *Session) onAssigned(_ context.Context, cl *kgo.Client, added map[string
 	s.assigned.add(cl, added)
 	s.joined.Store(true)
 	s.countRebalance(cl)
+	if len(s.opts.StopAt) > 0 { // fetched from their committed offsets, below the stop
+		cl.ResumeFetchPartitions(added)
+	}
 }
 
 // onRevoked is the group client's OnPartitionsRevoked.
@@ -340,7 +345,7 @@ func (s *Session) refusal(err error) error {
 func (s *Session) Poll(ctx context.Context, max int) kgo.Fetches {
 	fs := s.c.poll(ctx, max)
 	s.logFetchErrors(fs)
-	return fs
+	return s.stopAt(fs)
 }
 
 // logFetchErrors logs the errors of a poll but those of its own ending.

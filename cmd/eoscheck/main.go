@@ -212,6 +212,7 @@ type config struct {
 	brokers, inputs, outputs []string
 	deadLetters              []string
 	group                    string
+	replayGroup              string // -replay-group
 	opts                     check.Options
 	watch, timeout           time.Duration
 	sampleEvery              time.Duration
@@ -250,6 +251,7 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	outputs := fs.String("output", "", "comma-separated output topics (required)")
 	dlq := fs.String("dlq", "", "comma-separated dead-letter topics: every dead letter visible in them is an anomaly (for runs without bad records)")
 	fs.StringVar(&c.group, "group", "", "the processor's consumer group (required)")
+	fs.StringVar(&c.replayGroup, "replay-group", "", "with -dlq: the consumer group of processor replay (<group>-replay): dead letters below its committed offsets were run again and are not counted; each input's outputs, the replay's included, must be exactly once")
 	fs.BoolVar(&c.opts.OneToOne, "one-to-one", true, "every input has exactly one output (identity-like transforms); false for filters and flat-maps")
 	fs.BoolVar(&c.opts.ExpectAll, "expect-all", true, "the group must have committed all input")
 	fs.BoolVar(&c.opts.AtLeastOnce, "at-least-once", false, "the processor ran PROCESSOR_GUARANTEE=at_least_once: inputs written more than once are counted, not anomalies; lost still is")
@@ -310,6 +312,8 @@ func parse(args []string, stdout io.Writer) (config, error) {
 		return c, errors.New("-output is required: the processor's output topics, comma-separated")
 	case c.group == "":
 		return c, errors.New("-group is required: the processor's consumer group")
+	case c.replayGroup != "" && len(c.deadLetters) == 0:
+		return c, errors.New("-replay-group needs -dlq: the dead-letter topics it replayed")
 	case c.opts.TransactionTimeout <= 0:
 		return c, fmt.Errorf("-transaction-timeout %s must be positive", c.opts.TransactionTimeout)
 	case c.opts.StuckAfter <= 0:
@@ -421,7 +425,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	src := check.Source{Brokers: c.brokers, Inputs: c.inputs, Outputs: c.outputs, DeadLetters: c.deadLetters, Group: c.group,
-		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil}
+		Poison: c.poison, Aggregate: c.aggregate, GroupBy: c.opts.GroupBy, Windows: c.opts.Windows != nil,
+		ReplayGroup: c.replayGroup}
 	if c.opts.Dedupe != nil {
 		src.Dedupe = true
 		src.GroupBy, _ = check.ParseGroupPath(c.dedupeBy) // parseDedupe checked it

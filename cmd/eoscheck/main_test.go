@@ -39,6 +39,7 @@ func TestUsageErrors(t *testing.T) {
 		"dlq is output":    append([]string{"-dlq", "d,out"}, ok...),
 		"dlq is input":     append([]string{"-dlq", "in"}, ok...),
 		"skip, no poison":  append([]string{"-poison-skip"}, ok...),
+		"replay, no dlq":   append([]string{"-replay-group", "g-replay"}, ok...),
 		"unknown check":    append([]string{"-check", "aggregate,sums"}, ok...),
 		"aggregate, alo":   append([]string{"-check", "aggregate", "-at-least-once"}, ok...),
 		"aggregate, 1:n":   append([]string{"-check", "aggregate", "-one-to-one=false"}, ok...),

@@ -144,6 +144,12 @@ type Run struct {
 	// or not; empty when none were read. Every visible one is a
 	// dead-letter anomaly, but for an input whose mark says it fails.
 	DeadLetters []DeadLetterRecord
+	// Replayed, when not nil, is the committed offset of `processor
+	// replay`'s group on each dead-letter partition (Source.ReplayGroup):
+	// a dead letter below it was run again, and accounts for nothing (its
+	// input's outputs, if the replay had any, are judged like the others;
+	// a dead letter of it that failed again is above).
+	Replayed map[TopicPartition]int64
 	// Marks are the fault drill's marks of the inputs that have one
 	// (Source.Poison); nil or missing: Ordinary.
 	Marks map[Input]Mark

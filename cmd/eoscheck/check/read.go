@@ -38,6 +38,11 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 	if run.Committed, err = r.committed(ctx); err != nil {
 		return run, err
 	}
+	if r.src.ReplayGroup != "" {
+		if run.Replayed, err = r.groupOffsets(ctx, r.src.ReplayGroup, r.src.DeadLetters); err != nil {
+			return run, err
+		}
+	}
 	inStart, inStable, inHigh, err := r.ends(ctx, r.src.Inputs)
 	if err != nil {
 		return run, err

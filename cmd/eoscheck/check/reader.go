@@ -58,6 +58,11 @@ type Source struct {
 	// the input values (Options.GroupBy): Run.InputKeys holds each
 	// input's group key (GroupPath.Key) in place of its record key.
 	GroupBy GroupPath
+	// ReplayGroup, with DeadLetters, is the consumer group of `processor
+	// replay`: Read returns its committed offsets on the dead-letter
+	// topics (Run.Replayed), and the dead letters below them count as
+	// replayed, not as dead letters.
+	ReplayGroup string
 }
 
 // Reader reads a processor run from Kafka into the checker's model. It only
@@ -180,16 +185,21 @@ func listed(l kadm.ListedOffsets) map[TopicPartition]int64 {
 
 // committed returns the group's committed offsets on the input topics.
 func (r *Reader) committed(ctx context.Context) (map[TopicPartition]int64, error) {
-	resp, err := r.adm.FetchOffsets(ctx, r.src.Group)
+	return r.groupOffsets(ctx, r.src.Group, r.src.Inputs)
+}
+
+// groupOffsets returns group's committed offsets on topics.
+func (r *Reader) groupOffsets(ctx context.Context, group string, topics []string) (map[TopicPartition]int64, error) {
+	resp, err := r.adm.FetchOffsets(ctx, group)
 	if err != nil {
-		return nil, fmt.Errorf("fetching offsets of group %q: %w", r.src.Group, err)
+		return nil, fmt.Errorf("fetching offsets of group %q: %w", group, err)
 	}
 	if err := resp.Error(); err != nil {
-		return nil, fmt.Errorf("fetching offsets of group %q: %w", r.src.Group, err)
+		return nil, fmt.Errorf("fetching offsets of group %q: %w", group, err)
 	}
 	m := map[TopicPartition]int64{}
 	resp.Each(func(o kadm.OffsetResponse) {
-		if o.At >= 0 && slices.Contains(r.src.Inputs, o.Topic) {
+		if o.At >= 0 && slices.Contains(topics, o.Topic) {
 			m[TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.At
 		}
 	})

@@ -79,6 +79,7 @@ type Report struct {
 	OutputsAborted int // output records of aborted transactions
 	OutputsPending int // output records not visible yet (open transaction)
 	Repeated       int // inputs written more than once, under Options.AtLeastOnce
+	Replayed       int // dead letters a replay has run again (Run.Replayed)
 	Samples        int // samples taken
 	Window         time.Duration
 
@@ -177,6 +178,9 @@ func (r Report) Table() string {
 		fmt.Fprintf(w, "outputs pending\t%d\n", r.OutputsPending)
 		if r.Repeated > 0 {
 			fmt.Fprintf(w, "inputs repeated\t%d (written more than once, expected at least once)\n", r.Repeated)
+		}
+		if r.Replayed > 0 {
+			fmt.Fprintf(w, "dead letters replayed\t%d (read by the replay group, not counted)\n", r.Replayed)
 		}
 		fmt.Fprintf(w, "samples\t%d over %s\n", r.Samples, r.Window.Round(time.Millisecond))
 	}

@@ -71,6 +71,11 @@ type Overrides struct {
 	// transaction's sequence number (from 1), and returning true aborts
 	// that transaction (reason "injected") instead of committing it.
 	InjectAbort func(seq uint64) bool
+	// StopAt and Replay are what `processor replay` runs with: the
+	// session reads no record at or past StopAt (txn.Options.StopAt),
+	// and the inputs are dead letters run again (pipeline.Options.Replay).
+	StopAt map[string]map[int32]int64
+	Replay bool
 }
 
 // NewPipeline builds one processor instance from cfg the way Main does:
@@ -163,7 +168,9 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		ClientID:           cfg.ClientID,
 		StartOffset:        startOffset(cfg, time.Now()),
 		MaxBatchBytes:      int32(cfg.ProduceBatchMaxBytes),
+		StopAt:             ov.StopAt,
 	}
+	opts.Replay = ov.Replay
 	if db != nil {
 		so.Destination, so.DestinationName = db.dest, db.name
 	}

@@ -208,6 +208,8 @@ const usage = `usage: processor             run (configured by PROCESSOR_* envir
        processor try [-file F] [-format auto|kv|json]   run the chain over sample records, no broker
        processor test FILE   run the YAML test cases of FILE through the chain, no broker: exit 1 with a diff on a mismatch
        processor probe       GET /readyz of the processor on this host: exit 0 when ready (healthchecks)
+       processor offsets [reset -to T [-execute]]   show or reset the group's offsets (dry run by default)
+       processor replay [-since T] [-error TEXT] ...   dead letters run through the chain again, exactly once
        processor --version   print the version`
 
 // runCommand handles the command line: Main runs the processor only when
@@ -228,6 +230,10 @@ func runCommand(args []string, reg *transform.Registry, stdout, stderr io.Writer
 		return runTest(args[1:], reg, stdout, stderr), true
 	case args[0] == "probe":
 		return runProbe(args[1:], stderr), true
+	case args[0] == "offsets":
+		return runOffsets(args[1:], stdout, stderr), true
+	case args[0] == "replay":
+		return runReplay(args[1:], reg, stdout, stderr), true
 	case len(args) == 1 && args[0] == "config":
 		WriteReference(stdout, reg, false)
 	case len(args) == 2 && args[0] == "config" && (args[1] == "-markdown" || args[1] == "--markdown"):
