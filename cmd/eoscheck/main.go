@@ -286,14 +286,8 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	if err := parseChecks(&c, *checks); err != nil {
 		return c, err
 	}
-	if c.opts.GroupBy, err = check.ParseGroupPath(*groupBy); err != nil {
-		return c, fmt.Errorf("-group-by %w", err)
-	}
-	if len(c.opts.GroupBy) > 0 && !c.aggregate && c.opts.Windows == nil {
-		return c, errors.New("-group-by needs -check aggregate or windows")
-	}
-	if w := c.opts.Windows; w != nil && len(c.opts.GroupBy) > 0 && w.Advance != 0 && w.Advance != w.Size {
-		return c, errors.New("-check windows with -group-by judges tumbling windows only (-window-advance 0)")
+	if err := parseGroupBy(&c, *groupBy); err != nil {
+		return c, err
 	}
 	if c.tables.URL != "" {
 		return c, parseDatabase(&c, fs)
