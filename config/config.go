@@ -47,11 +47,21 @@ type Config struct {
 	TLSCertFile   string `envconfig:"TLS_CERT_FILE" desc:"a path to a PEM client certificate (chain), with PROCESSOR_TLS_KEY_FILE" doc:"the client certificate for mutual TLS, with PROCESSOR_TLS_KEY_FILE (both or neither); needs PROCESSOR_TLS_ENABLED=true"`
 	TLSKeyFile    string `envconfig:"TLS_KEY_FILE" desc:"a path to the PEM private key of PROCESSOR_TLS_CERT_FILE" doc:"the private key of PROCESSOR_TLS_CERT_FILE (both or neither); needs PROCESSOR_TLS_ENABLED=true"`
 	TLSServerName string `envconfig:"TLS_SERVER_NAME" desc:"a host name, e.g. kafka.internal" doc:"the name the brokers' certificates must be valid for, instead of the host of each broker's address; needs PROCESSOR_TLS_ENABLED=true"`
-	SASLMechanism string `envconfig:"SASL_MECHANISM" desc:"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512" doc:"authenticate to the brokers with this SASL mechanism, as PROCESSOR_SASL_USERNAME; no SASL when unset; PLAIN sends the password as it is, so use it over TLS"`
-	SASLUsername  string `envconfig:"SASL_USERNAME" desc:"a SASL user name, e.g. orders-enricher" doc:"the SASL user; required with PROCESSOR_SASL_MECHANISM"`
+	SASLMechanism string `envconfig:"SASL_MECHANISM" desc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER" doc:"authenticate to the brokers with this SASL mechanism: PLAIN and SCRAM as PROCESSOR_SASL_USERNAME, OAUTHBEARER with the tokens of PROCESSOR_SASL_OAUTH_TOKEN_URL; no SASL when unset; PLAIN sends the password as it is, and OAUTHBEARER the token, so use them over TLS"`
+	SASLUsername  string `envconfig:"SASL_USERNAME" desc:"a SASL user name, e.g. orders-enricher" doc:"the SASL user; required with PROCESSOR_SASL_MECHANISM PLAIN or SCRAM"`
 	// SASLPassword is a Secret: printing it shows a placeholder.
 	SASLPassword     Secret `envconfig:"SASL_PASSWORD" desc:"the SASL user's password (never shown)" doc:"the SASL user's password; set it or PROCESSOR_SASL_PASSWORD_FILE, not both; never logged or shown"`
 	SASLPasswordFile string `envconfig:"SASL_PASSWORD_FILE" desc:"a path to a file holding the SASL password, e.g. /var/run/secrets/kafka/password" doc:"a file holding the SASL user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
+	// SASL OAUTHBEARER: the processor fetches access tokens from an
+	// OAuth 2.0 token endpoint with the client credentials grant
+	// (config/oauth.go has their rules).
+	SASLOAuthTokenURL         string   `envconfig:"SASL_OAUTH_TOKEN_URL" desc:"an http or https URL of an OAuth 2.0 token endpoint, e.g. https://idp.example.com/oauth2/token" doc:"with PROCESSOR_SASL_MECHANISM=OAUTHBEARER: the token endpoint that access tokens are fetched from (client credentials grant), at start and again after about 80% of each token's lifetime, before it expires; required with OAUTHBEARER"`
+	SASLOAuthClientID         string   `envconfig:"SASL_OAUTH_CLIENT_ID" desc:"an OAuth client id, e.g. orders-enricher" doc:"the OAuth client the processor authenticates to the token endpoint as; required with OAUTHBEARER"`
+	SASLOAuthClientSecretFile string   `envconfig:"SASL_OAUTH_CLIENT_SECRET_FILE" desc:"a path to a file holding the OAuth client secret, e.g. /var/run/secrets/kafka/client-secret" doc:"a file holding the OAuth client's secret, such as a mounted Kubernetes Secret, read at start (a trailing newline is dropped); never logged or shown; required with OAUTHBEARER"`
+	SASLOAuthClientAuth       string   `envconfig:"SASL_OAUTH_CLIENT_AUTH" default:"basic" desc:"basic or post" doc:"how the client's id and secret reach the token endpoint: basic in an HTTP basic Authorization header (client_secret_basic, which every endpoint must accept), post in the request body (client_secret_post)"`
+	SASLOAuthScope            string   `envconfig:"SASL_OAUTH_SCOPE" desc:"space-separated OAuth scopes, e.g. kafka" doc:"the scope asked for with each token; none when unset (the endpoint's default)"`
+	SASLOAuthAudience         string   `envconfig:"SASL_OAUTH_AUDIENCE" desc:"an audience, e.g. https://kafka.example.com" doc:"sent as the audience parameter of each token request, which some providers need to issue a token for the cluster; none when unset"`
+	SASLOAuthExtensions       []string `envconfig:"SASL_OAUTH_EXTENSIONS" desc:"comma-separated key=value SASL extensions, keys of letters only, e.g. logicalCluster=lkc-1,identityPoolId=pool-2" doc:"SASL extensions (RFC 7628) sent with each token to the brokers, such as the logical cluster and identity pool that some managed services require; none when unset"`
 
 	// The Kafka client's own settings (config/client.go has their rules):
 	// who it is to the brokers, how it batches and compresses what it
