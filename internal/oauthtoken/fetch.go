@@ -76,8 +76,22 @@ func (s *Source) fetch(ctx context.Context) (*token, error) {
 	return s.parse(&r, sent)
 }
 
-// refused is the error of an answer other than 200 OK. 401, and 400 with
-// error invalid_client, mean that the credentials were refused.
+// RefusedError is an answer of 400 to 499 from the token endpoint: it
+// refused the credentials, the scope or the audience, and asking again
+// with the same settings meets the same answer.
+type RefusedError struct {
+	// Status is the HTTP status, e.g. "401 Unauthorized".
+	Status string
+	// Credentials: the endpoint refused the client id or its secret
+	// (401, or error invalid_client).
+	Credentials bool
+	msg         string
+}
+
+func (e *RefusedError) Error() string { return e.msg }
+
+// refused is the error of an answer other than 200 OK: a *RefusedError
+// for 400 to 499.
 func (s *Source) refused(status string, code int, r *response) error {
 	detail := ""
 	if r.Error != "" {
@@ -88,9 +102,14 @@ func (s *Source) refused(status string, code int, r *response) error {
 		detail += ")"
 	}
 	if code == http.StatusUnauthorized || r.Error == "invalid_client" {
-		return fmt.Errorf("client id %q or its secret refused by %s: %s%s", s.o.ClientID, s.redactedURL(), status, detail)
+		return &RefusedError{Status: status, Credentials: true,
+			msg: fmt.Sprintf("client id %q or its secret refused by %s: %s%s", s.o.ClientID, s.redactedURL(), status, detail)}
 	}
-	return fmt.Errorf("the OAuth token endpoint %s answered %s%s", s.redactedURL(), status, detail)
+	msg := fmt.Sprintf("the OAuth token endpoint %s answered %s%s", s.redactedURL(), status, detail)
+	if code >= 400 && code < 500 {
+		return &RefusedError{Status: status, msg: msg}
+	}
+	return errors.New(msg)
 }
 
 // parse checks a 200 answer and dates its token: expires_in counts from

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -189,13 +190,15 @@ func TestErrors(t *testing.T) {
 		body   string
 		url    string
 		want   string
+		// refused: a *RefusedError; credentials: about the client's.
+		refused, credentials bool
 	}{
 		{name: "401", status: 401, body: `{"error":"invalid_client","error_description":"bad secret ` + secret + `"}`,
-			want: `client id "orders enricher" or its secret refused by URL: 401 Unauthorized (invalid_client: bad secret [redacted])`},
+			want: `client id "orders enricher" or its secret refused by URL: 401 Unauthorized (invalid_client: bad secret [redacted])`, refused: true, credentials: true},
 		{name: "400 invalid_client", status: 400, body: `{"error":"invalid_client"}`,
-			want: `client id "orders enricher" or its secret refused by URL: 400 Bad Request (invalid_client)`},
+			want: `client id "orders enricher" or its secret refused by URL: 400 Bad Request (invalid_client)`, refused: true, credentials: true},
 		{name: "400 invalid_scope", status: 400, body: `{"error":"invalid_scope","error_description":"no\nsuch scope"}`,
-			want: `the OAuth token endpoint URL answered 400 Bad Request (invalid_scope: no such scope)`},
+			want: `the OAuth token endpoint URL answered 400 Bad Request (invalid_scope: no such scope)`, refused: true},
 		{name: "500 not json", status: 500, body: `<html>` + secret, want: `the OAuth token endpoint URL answered 500 Internal Server Error`},
 		{name: "not json", status: 200, body: `<html>`, want: `answered 200 OK with no JSON token`},
 		{name: "no token", status: 200, body: `{"token_type":"bearer","expires_in":60}`, want: `answered without an access_token`},
@@ -219,6 +222,10 @@ func TestErrors(t *testing.T) {
 			want := strings.ReplaceAll(c.want, "URL", u)
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Fatalf("err %v, want %q", err, want)
+			}
+			var refused *RefusedError
+			if errors.As(err, &refused) != c.refused || c.refused && refused.Credentials != c.credentials {
+				t.Errorf("%T %+v: want refused %v, credentials %v", err, refused, c.refused, c.credentials)
 			}
 			for _, leak := range []string{secret, url.QueryEscape(secret)} {
 				if strings.Contains(err.Error(), leak) {
