@@ -61,6 +61,7 @@ type Config struct {
 	SASLOAuthClientAuth       string   `envconfig:"SASL_OAUTH_CLIENT_AUTH" default:"basic" desc:"basic or post" doc:"how the client's id and secret reach the token endpoint: basic in an HTTP basic Authorization header (client_secret_basic, which every endpoint must accept), post in the request body (client_secret_post)"`
 	SASLOAuthScope            string   `envconfig:"SASL_OAUTH_SCOPE" desc:"space-separated OAuth scopes, e.g. kafka" doc:"the scope asked for with each token; none when unset (the endpoint's default)"`
 	SASLOAuthAudience         string   `envconfig:"SASL_OAUTH_AUDIENCE" desc:"an audience, e.g. https://kafka.example.com" doc:"sent as the audience parameter of each token request, which some providers need to issue a token for the cluster; none when unset"`
+	SASLOAuthCAFile           string   `envconfig:"SASL_OAUTH_CA_FILE" desc:"a path to a PEM file of CA certificates, e.g. /etc/kafka/oauth/ca.pem" doc:"trust the token endpoint's certificate if these CAs signed it, instead of the system's roots (an identity provider with a private CA); needs an https PROCESSOR_SASL_OAUTH_TOKEN_URL"`
 	SASLOAuthExtensions       []string `envconfig:"SASL_OAUTH_EXTENSIONS" desc:"comma-separated key=value SASL extensions, keys of letters only, e.g. logicalCluster=lkc-1,identityPoolId=pool-2" doc:"SASL extensions (RFC 7628) sent with each token to the brokers, such as the logical cluster and identity pool that some managed services require; none when unset"`
 
 	// The Kafka client's own settings (config/client.go has their rules):

@@ -40,6 +40,9 @@ var oauthRules = []rule{
 	{field: "SASLOAuthClientSecretFile", when: oauthSASL, unset: true, ok: func(c *Config) bool { return c.SASLOAuthClientSecretFile != "" },
 		form: oauthNeeds},
 	{field: "SASLOAuthClientAuth", ok: func(c *Config) bool { return oneOf(c.SASLOAuthClientAuth, "basic", "post") }},
+	{field: "SASLOAuthCAFile", when: func(c *Config) bool { return oauthSASL(c) && c.SASLOAuthCAFile != "" },
+		ok:   func(c *Config) bool { return strings.HasPrefix(c.SASLOAuthTokenURL, "https://") },
+		form: fixed("unset with an http PROCESSOR_SASL_OAUTH_TOKEN_URL (a CA is for https), or an https token URL")},
 	{field: "SASLOAuthScope", when: func(c *Config) bool { return c.SASLOAuthScope != "" }, ok: func(c *Config) bool { return printable(c.SASLOAuthScope, 4096) }},
 	{field: "SASLOAuthAudience", when: func(c *Config) bool { return c.SASLOAuthAudience != "" },
 		ok: func(c *Config) bool { return printable(c.SASLOAuthAudience, 4096) }},
@@ -52,6 +55,7 @@ var oauthRules = []rule{
 	{field: "SASLOAuthClientSecretFile", when: notOAuth, ok: func(c *Config) bool { return c.SASLOAuthClientSecretFile == "" }, form: needsOAuth},
 	{field: "SASLOAuthScope", when: notOAuth, ok: func(c *Config) bool { return c.SASLOAuthScope == "" }, form: needsOAuth},
 	{field: "SASLOAuthAudience", when: notOAuth, ok: func(c *Config) bool { return c.SASLOAuthAudience == "" }, form: needsOAuth},
+	{field: "SASLOAuthCAFile", when: notOAuth, ok: func(c *Config) bool { return c.SASLOAuthCAFile == "" }, form: needsOAuth},
 	{field: "SASLOAuthExtensions", when: notOAuth, ok: func(c *Config) bool { return len(c.SASLOAuthExtensions) == 0 }, form: needsOAuth},
 }
 

@@ -35,6 +35,9 @@ func TestLoadOAuthValid(t *testing.T) {
 		{"an http token URL", oauthEnv("SASL_OAUTH_TOKEN_URL", "http://127.0.0.1:8080/token"), func(c *config.Config) bool {
 			return c.SASLOAuthTokenURL == "http://127.0.0.1:8080/token"
 		}},
+		{"the endpoint's CA", oauthEnv("SASL_OAUTH_CA_FILE", "/etc/oauth/ca.pem"), func(c *config.Config) bool {
+			return c.SASLOAuthCAFile == "/etc/oauth/ca.pem"
+		}},
 	})
 }
 
@@ -73,6 +76,10 @@ func TestLoadOAuthErrors(t *testing.T) {
 			wantValue: "https://idp/token", wantForm: "PROCESSOR_SASL_MECHANISM=OAUTHBEARER along with it"},
 		{name: "secret file with SCRAM", set: map[string]string{"SASL_MECHANISM": "SCRAM-SHA-512", "SASL_USERNAME": "u", "SASL_PASSWORD": password,
 			"SASL_OAUTH_CLIENT_SECRET_FILE": "/run/secret"}, wantVar: "SASL_OAUTH_CLIENT_SECRET_FILE", wantValue: "/run/secret",
+			wantForm: "PROCESSOR_SASL_MECHANISM=OAUTHBEARER along with it"},
+		{name: "CA file with an http token URL", set: oauthEnv("SASL_OAUTH_TOKEN_URL", "http://idp/token", "SASL_OAUTH_CA_FILE", "/ca.pem"),
+			wantVar: "SASL_OAUTH_CA_FILE", wantValue: "/ca.pem", wantForm: "a CA is for https"},
+		{name: "CA file without OAUTHBEARER", set: map[string]string{"SASL_OAUTH_CA_FILE": "/ca.pem"}, wantVar: "SASL_OAUTH_CA_FILE", wantValue: "/ca.pem",
 			wantForm: "PROCESSOR_SASL_MECHANISM=OAUTHBEARER along with it"},
 		{name: "scope without OAUTHBEARER", set: map[string]string{"SASL_OAUTH_SCOPE": "kafka"}, wantVar: "SASL_OAUTH_SCOPE", wantValue: "kafka",
 			wantForm: "without OAUTHBEARER it would do nothing"},

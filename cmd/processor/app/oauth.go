@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/url"
@@ -26,6 +27,12 @@ func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error)
 	if err != nil {
 		return nil, err
 	}
+	var tc *tls.Config
+	if cfg.SASLOAuthCAFile != "" {
+		if tc, err = tlsConfig(tlsFiles{prefix: "SASL_OAUTH_", ca: cfg.SASLOAuthCAFile}); err != nil {
+			return nil, err
+		}
+	}
 	src, err := oauthtoken.New(oauthtoken.Options{
 		TokenURL:        cfg.SASLOAuthTokenURL,
 		ClientID:        cfg.SASLOAuthClientID,
@@ -33,6 +40,7 @@ func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error)
 		Scope:           cfg.SASLOAuthScope,
 		Audience:        cfg.SASLOAuthAudience,
 		PostCredentials: cfg.SASLOAuthClientAuth == "post",
+		TLS:             tc,
 		Log:             log,
 	})
 	if err != nil { // Validate has checked the settings; this is a backstop

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -155,5 +156,44 @@ func TestAccessMessageOAuth(t *testing.T) {
 	}
 	if strings.Contains(msg, ":pw@") {
 		t.Errorf("%q shows the URL's password", msg)
+	}
+}
+
+// PROCESSOR_SASL_OAUTH_CA_FILE is what the token endpoint's certificate
+// is checked against: with the endpoint's CA the token comes, without it
+// the certificate is not trusted, and a file without a certificate is the
+// setting's configuration error.
+func TestOAuthCAFile(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"access_token":"tok","token_type":"Bearer","expires_in":60}`))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := writeFile(t, dir, "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})))
+	cfg := oauthConfig(t, srv.URL+"/token")
+	for _, tc := range []struct {
+		caFile, want string
+	}{
+		{ca, ""},
+		{"", "certificate signed by unknown authority"},
+	} {
+		cfg.SASLOAuthCAFile = tc.caFile
+		s, err := loadSecurity(cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, _, err := s.oauth.Token(context.Background())
+		switch {
+		case tc.want == "" && (err != nil || tok != "tok"):
+			t.Errorf("with the CA: %q, %v", tok, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("without the CA: %q, %v; want an error saying %q", tok, err, tc.want)
+		}
+	}
+	cfg.SASLOAuthCAFile = writeFile(t, dir, "not.pem", "not a certificate")
+	_, err := loadSecurity(cfg, nil)
+	var cerr *config.Error
+	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SASL_OAUTH_CA_FILE" {
+		t.Errorf("a CA file without a certificate: %v, want the *config.Error of PROCESSOR_SASL_OAUTH_CA_FILE", err)
 	}
 }
