@@ -449,3 +449,46 @@ func TestOAuthBadConfigExits2(t *testing.T) {
 		}
 	}
 }
+
+// A stateful chain on the OAUTHBEARER listener: every client the binary
+// makes authenticates with the endpoint's tokens, the state restore's
+// included. A second run with an empty state directory restores the
+// dedupe store from its changelog over that listener, and so passes none
+// of the ids the first run passed.
+func TestOAuthStatefulRestore(t *testing.T) {
+	t.Parallel()
+	l := kafkaOAuth(t)
+	tg := l.target(t, "kafka-oauth")
+	e := newTokenEndpoint(t, l.issuer, time.Minute)
+	secretFile := writeSecret(t, t.TempDir(), "client-secret", e.secret)
+	ids := 300
+	in := input{topic: unique("oauth-dedupe-in"), n: 2 * ids, keys: ids} // every id twice
+	out, group := unique("oauth-dedupe-out"), unique("oauth-dedupe-group")
+	tg.createTopics(t, 2, in.topic, out)
+	run := func(from, to int) *proc {
+		oauthEnv := func(inst *launch.Instance) { inst.Extra = append(inst.Extra, env(e.settings(l, secretFile))...) }
+		p := tg.startBinary(t, group, group+"-1", in.topic, out, stateful(t.TempDir(), "key", "0", []string{"dedupe"}, nil), oauthEnv)
+		tg.produce(t, in, from, to)
+		tg.waitCaughtUp(t, group, in.topic)
+		p.terminate(t)
+		return p
+	}
+	run(0, ids)
+	second := run(ids, 2*ids)
+	if n, _ := restored(second); n < ids {
+		t.Errorf("the second run restored %d changelog records, want at least %d", n, ids)
+	}
+	seen := map[string]bool{}
+	for _, r := range tg.readAll(t, out, true) {
+		if seen[string(r.Key)] {
+			t.Fatalf("id %s passed twice", r.Key)
+		}
+		seen[string(r.Key)] = true
+	}
+	if len(seen) != ids {
+		t.Errorf("%d ids passed, want %d", len(seen), ids)
+	}
+	if strings.Contains(second.logs.String(), e.secret) {
+		t.Error("the log shows the client secret")
+	}
+}
