@@ -83,6 +83,7 @@ func TestLoadDefaults(t *testing.T) {
 		TransactionalID:             "orders-enricher-host-1",
 		ClientID:                    "processor-orders-enricher-host-1",
 		Compression:                 "snappy",
+		SASLOAuthClientAuth:         "basic",
 		Linger:                      10 * time.Millisecond,
 		FetchMaxBytes:               50 << 20,
 		StartOffset:                 "earliest",

@@ -81,7 +81,7 @@ func TestLoadSecurityErrors(t *testing.T) {
 			wantForm: []string{"true or false"}},
 
 		{name: "unknown mechanism", set: sasl("SASL_MECHANISM", "GSSAPI"), wantVar: "SASL_MECHANISM", wantValue: "GSSAPI",
-			wantForm: []string{"PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"}},
+			wantForm: []string{"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"}},
 		{name: "lower-case mechanism", set: sasl("SASL_MECHANISM", "scram-sha-512"), wantVar: "SASL_MECHANISM", wantValue: "scram-sha-512",
 			wantForm: []string{"SCRAM-SHA-512"}},
 		{name: "mechanism without user", set: map[string]string{"SASL_MECHANISM": "SCRAM-SHA-512", "SASL_PASSWORD": password}, wantVar: "SASL_USERNAME", unsetErr: true,

@@ -18,7 +18,7 @@ import (
 // Validate checks every setting and the relations between them, rule by
 // rule in the order of rules. It returns the first problem as an *Error.
 func (c *Config) Validate() error {
-	for _, rs := range [][]rule{rules, schemaRules, clientRules} {
+	for _, rs := range [][]rule{rules, oauthRules, schemaRules, clientRules} {
 		for _, r := range rs {
 			if (r.when == nil || r.when(c)) && !r.ok(c) {
 				return r.failure(c)
@@ -70,11 +70,11 @@ var rules = []rule{
 	{field: "TLSCertFile", when: func(c *Config) bool { return c.TLSKeyFile != "" }, unset: true,
 		ok: func(c *Config) bool { return c.TLSCertFile != "" }, form: note(" (PROCESSOR_TLS_KEY_FILE is the key of a certificate)")},
 	{field: "SASLMechanism", when: hasSASL, ok: func(c *Config) bool { return oneOf(c.SASLMechanism, SASLMechanisms...) }},
-	{field: "SASLUsername", when: hasSASL, unset: true, ok: func(c *Config) bool { return c.SASLUsername != "" },
+	{field: "SASLUsername", when: passwordSASL, unset: true, ok: func(c *Config) bool { return c.SASLUsername != "" },
 		form: note(" (PROCESSOR_SASL_MECHANISM needs one)")},
-	{field: "SASLPassword", when: hasSASL, unset: true, ok: func(c *Config) bool { return c.SASLPassword != "" || c.SASLPasswordFile != "" },
+	{field: "SASLPassword", when: passwordSASL, unset: true, ok: func(c *Config) bool { return c.SASLPassword != "" || c.SASLPasswordFile != "" },
 		form: note(", or PROCESSOR_SASL_PASSWORD_FILE (PROCESSOR_SASL_MECHANISM needs one of them)")},
-	{field: "SASLPasswordFile", when: hasSASL, ok: func(c *Config) bool { return c.SASLPassword == "" || c.SASLPasswordFile == "" },
+	{field: "SASLPasswordFile", when: passwordSASL, ok: func(c *Config) bool { return c.SASLPassword == "" || c.SASLPasswordFile == "" },
 		form: fixed("unset while PROCESSOR_SASL_PASSWORD is set: set one of them, not both")},
 	{field: "SASLUsername", when: noSASL, ok: func(c *Config) bool { return c.SASLUsername == "" }, form: needsSASL},
 	{field: "SASLPassword", when: noSASL, ok: func(c *Config) bool { return c.SASLPassword == "" }, form: needsSASL},
@@ -153,7 +153,7 @@ var rules = []rule{
 }
 
 // SASLMechanisms are the values PROCESSOR_SASL_MECHANISM takes.
-var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAuthBearer}
 
 // needsTLS is the form of a TLS setting made while TLS is off.
 func needsTLS(*Config, string) string {

@@ -42,7 +42,8 @@ func helmTemplate(t *testing.T, release string, args ...string) []k8sObject {
 
 // allOptions turns on every option of the chart.
 var allOptions = []string{"--set", "monitoring.podMonitor.enabled=true,monitoring.prometheusRule.enabled=true,keda.enabled=true," +
-	"state.persistence.enabled=true,state.persistence.size=50Gi,state.persistence.storageClass=fast-ssd,httpToken.token=t0ken,transforms={jq,aggregate}"}
+	"state.persistence.enabled=true,state.persistence.size=50Gi,state.persistence.storageClass=fast-ssd,httpToken.token=t0ken,transforms={jq,aggregate}," +
+	"kafka.oauth.enabled=true,kafka.oauth.tokenURL=https://idp.example.com/oauth2/token,kafka.oauth.clientId=orders-enricher,kafka.oauth.clientSecret=s3cret"}
 
 func TestHelmLint(t *testing.T) {
 	h := tool(t, "helm")
@@ -274,7 +275,7 @@ func TestRenderedObjectsValidate(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string][]string{
 		"kustomize-base.yaml": {"kustomize", k8sDir},
-		"kustomize-all.yaml":  {"kustomize", overlay(t, []string{"monitoring", "keda", "state-volume", "http-token"}, "")},
+		"kustomize-all.yaml":  {"kustomize", overlay(t, []string{"monitoring", "keda", "state-volume", "http-token", "oauth"}, "")},
 		"helm-default.yaml":   {"helm"},
 		"helm-all.yaml":       append([]string{"helm"}, allOptions...),
 	}
@@ -330,6 +331,9 @@ func TestHelmRefuses(t *testing.T) {
 		{"settings.GROUP=other", "not a PROCESSOR_* variable"},
 		{"group=", "group (PROCESSOR_GROUP) is required"},
 		{"keda.enabled=true,keda.maxReplicaCount=8,keda.inputPartitions=6", "keda.maxReplicaCount exceeds keda.inputPartitions"},
+		{"kafka.oauth.enabled=true,kafka.oauth.clientId=c,kafka.oauth.clientSecret=s", "kafka.oauth.tokenURL is required"},
+		{"kafka.oauth.enabled=true,kafka.oauth.tokenURL=https://idp/token,kafka.oauth.clientSecret=s", "kafka.oauth.clientId is required"},
+		{"kafka.oauth.enabled=true,kafka.oauth.tokenURL=https://idp/token,kafka.oauth.clientId=c", "kafka.oauth.clientSecret (or kafka.oauth.existingSecret) is required"},
 	} {
 		cmd := exec.Command(h[0], "template", "x", chartDir, "--kube-version", chartKubeVersion, "--set", tc.set)
 		out, err := cmd.CombinedOutput()

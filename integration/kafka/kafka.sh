@@ -4,8 +4,8 @@
 #
 #   kafka.sh fetch            download the broker and tools jars (skipped when cached)
 #   kafka.sh up               start one KRaft broker+controller (plaintext, plus
-#                             secured listeners: SASL_SSL and mutual TLS); prints
-#                             the plaintext bootstrap last
+#                             secured listeners: SASL_SSL, mutual TLS and SASL_SSL
+#                             with OAUTHBEARER); prints the plaintext bootstrap last
 #   kafka.sh secure-env       print the settings of a client of the secured
 #                             listeners, as shell exports (after 'up')
 #   kafka.sh down [--wipe]    stop it (--wipe also deletes its data and logs)
@@ -39,6 +39,7 @@ SINGLE_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-} # default: KAFKA_PORT+1, set i
 # The single broker's secured listeners (see "Secured listeners" in README.md).
 SINGLE_SASL_PORT=${KAFKA_SASL_SSL_PORT:-} # SASL_SSL; default: KAFKA_PORT+2
 SINGLE_MTLS_PORT=${KAFKA_MTLS_PORT:-}     # SSL with client certificates required; default: KAFKA_PORT+3
+SINGLE_OAUTH_PORT=${KAFKA_OAUTH_PORT:-}   # SASL_SSL with OAUTHBEARER (JWTs); default: KAFKA_PORT+4
 # Cluster node N: broker port BASE+100*N, controller port BASE+100*N+1.
 CLUSTER_BASE_PORT=${KAFKA_CLUSTER_BASE_PORT:-19092}
 CLUSTER_NODES=3
@@ -77,6 +78,8 @@ check_ports() {
   valid_port "$SINGLE_SASL_PORT" || die "KAFKA_SASL_SSL_PORT='$SINGLE_SASL_PORT' is not a port number"
   [[ -n $SINGLE_MTLS_PORT ]] || SINGLE_MTLS_PORT=$((SINGLE_PORT + 3))
   valid_port "$SINGLE_MTLS_PORT" || die "KAFKA_MTLS_PORT='$SINGLE_MTLS_PORT' is not a port number"
+  [[ -n $SINGLE_OAUTH_PORT ]] || SINGLE_OAUTH_PORT=$((SINGLE_PORT + 4))
+  valid_port "$SINGLE_OAUTH_PORT" || die "KAFKA_OAUTH_PORT='$SINGLE_OAUTH_PORT' is not a port number"
   [[ $CLUSTER_BASE_PORT =~ ^[0-9]+$ ]] && valid_port $((CLUSTER_BASE_PORT + 100 * CLUSTER_NODES + 1)) \
     || die "KAFKA_CLUSTER_BASE_PORT='$CLUSTER_BASE_PORT' is not usable"
   [[ $START_TIMEOUT =~ ^[0-9]+$ ]] || die "KAFKA_START_TIMEOUT='$START_TIMEOUT' is not a number of seconds"
@@ -164,9 +167,13 @@ node_pid() {
 
 java_cmd() { # java_cmd D HEAP
   local d=$1 heap=$2
+  local -a more=()
+  # Kafka 4.x reads an OAUTHBEARER JWKS (or token) URL only if this system
+  # property lists it.
+  [[ -f $d/oauth/.complete ]] && more+=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$(oauth_jwks_url "$d")")
   # shellcheck disable=SC2086  # heap options are deliberately word-split
   printf '%s\0' java $heap $JVM_OPTS -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
-    -Dkafka.logs.dir="$d" -Dlog4j2.configurationFile="$LOG4J_CONFIG" \
+    -Dkafka.logs.dir="$d" -Dlog4j2.configurationFile="$LOG4J_CONFIG" "${more[@]}" \
     -cp "$LIB_DIR/*"
 }
 
@@ -485,23 +492,117 @@ secure_env() {
     emit PROCESSOR_TEST_SECURE_CERT_FILE "$s/client.pem"
     emit PROCESSOR_TEST_SECURE_KEY_FILE "$s/client.key"
   fi
+  oauth_env "$d"
+}
+
+# ------------------------------------------------------------- oauth ----
+# The single broker's OAUTHBEARER listener (SASL_SSL, listener OAUTH): it
+# takes JWTs signed (RS256) with a test key, checked by Kafka's own
+# OAuthBearerValidatorCallbackHandler against a JWKS file, with the issuer
+# and audience below. No token endpoint runs here: a client (the tests)
+# signs its tokens with the private key, or serves them from an endpoint of
+# its own. Made on first use into D/oauth, kept until 'down --wipe', apart
+# from D/secure so that a folder made before the listener existed gets it:
+#
+#   signer.key   the RSA private key (PKCS#8 PEM) that signs the tokens
+#   signer.kid   its key id, the "kid" a token's header names
+#   jwks.json    its public key as a JSON Web Key Set
+#
+# Without openssl there is no key, and so no OAUTHBEARER listener.
+
+OAUTH_ISSUER=https://issuer.kafka-sh.test
+OAUTH_AUDIENCE=kafka-sh-test
+OAUTH_SUBJECT=$SECURE_USER # the principal of the tokens: a super user
+
+# oauth_jwks_url D: the file: URL of D's JWKS.
+oauth_jwks_url() { printf 'file://%s/oauth/jwks.json\n' "$1"; }
+
+# oauth_b64url: stdin as unpadded base64url (RFC 7515), one line.
+oauth_b64url() { base64 -w0 | tr '+/' '-_' | tr -d '='; }
+
+# oauth_material D: make D/oauth unless it is complete (or openssl is missing).
+oauth_material() {
+  local o=$1/oauth n e kid
+  [[ -f $o/.complete ]] && return 0
+  if ! command -v openssl >/dev/null 2>&1; then
+    info "openssl not found: no OAUTHBEARER listener (secure-env leaves it out)"
+    return 0
+  fi
+  rm -rf "$o"
+  mkdir -p "$o"
+  chmod 700 "$o"
+  info "making the RSA key and JWKS of the OAUTHBEARER listener in $o"
+  if ! { openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$o/signer.key" &&
+    n=$(openssl rsa -in "$o/signer.key" -noout -modulus) &&
+    e=$(openssl rsa -in "$o/signer.key" -noout -text | sed -n 's/^publicExponent: \([0-9]*\) .*/\1/p'); } 2>>"$o/openssl.out"; then
+    cat "$o/openssl.out" >&2
+    die "openssl could not make the OAUTHBEARER signing key (output above, also in $o/openssl.out)"
+  fi
+  chmod 600 "$o/signer.key"
+  [[ $e == 65537 ]] || die "openssl made an RSA key with public exponent '$e', not 65537"
+  n=${n#Modulus=}
+  [[ $n =~ ^[0-9A-F]+$ ]] || die "openssl printed no RSA modulus"
+  kid=$(printf '%s' "$n" | sha256sum | cut -c1-16)
+  printf '%s\n' "$kid" >"$o/signer.kid"
+  # The modulus as bytes (printf %b of \xHH escapes), then base64url.
+  n=$(printf '%b' "$(sed 's/../\\x&/g' <<<"$n")" | oauth_b64url)
+  printf '{"keys":[{"kty":"RSA","use":"sig","alg":"RS256","kid":"%s","n":"%s","e":"AQAB"}]}\n' "$kid" "$n" >"$o/jwks.json"
+  touch "$o/.complete"
+}
+
+# oauth_props D: the broker settings of the OAUTHBEARER listener; none
+# without D/oauth.
+oauth_props() {
+  [[ -f $1/oauth/.complete ]] || return 0
+  cat <<EOF
+# OAUTH (SASL_SSL) takes OAUTHBEARER only: a JWT signed with $1/oauth/signer.key,
+# issued by $OAUTH_ISSUER for $OAUTH_AUDIENCE, unexpired; its "sub" is the
+# principal. A session ends with its token: clients must authenticate again
+# (KIP-368), with a fresh token, before it expires.
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.oauth.oauthbearer.connections.max.reauth.ms=3600000
+sasl.oauthbearer.jwks.endpoint.url=$(oauth_jwks_url "$1")
+sasl.oauthbearer.expected.issuer=$OAUTH_ISSUER
+sasl.oauthbearer.expected.audience=$OAUTH_AUDIENCE
+EOF
+}
+
+# oauth_env D: the OAUTHBEARER listener's client settings, as secure_env
+# prints them (with emit); none without D/oauth.
+oauth_env() {
+  local o=$1/oauth
+  [[ -f $o/.complete ]] || return 0
+  port_open "$SINGLE_OAUTH_PORT" \
+    || info "warning: nothing listens on $HOST:$SINGLE_OAUTH_PORT; run '$0 up' ('$0 down' first if the broker predates the OAUTHBEARER listener)"
+  emit PROCESSOR_TEST_OAUTH_BROKERS "$HOST:$SINGLE_OAUTH_PORT"
+  emit PROCESSOR_TEST_OAUTH_KEY_FILE "$o/signer.key"
+  emit PROCESSOR_TEST_OAUTH_KEY_ID "$(cat "$o/signer.kid")"
+  emit PROCESSOR_TEST_OAUTH_ISSUER "$OAUTH_ISSUER"
+  emit PROCESSOR_TEST_OAUTH_AUDIENCE "$OAUTH_AUDIENCE"
+  emit PROCESSOR_TEST_OAUTH_SUBJECT "$OAUTH_SUBJECT"
 }
 
 # ------------------------------------------------------------- single ----
 
 single_props() {
-  local d=$SINGLE_DIR
+  local d=$SINGLE_DIR oauth="" oauth_port="" oauth_map=""
+  if [[ -f $d/oauth/.complete ]]; then
+    oauth=",OAUTH://$HOST:$SINGLE_OAUTH_PORT" oauth_port=" $SINGLE_OAUTH_PORT" oauth_map=",OAUTH:SASL_SSL"
+  fi
   cat <<EOF
 # Written by kafka.sh; regenerated on every 'up'.
 # broker-port=$SINGLE_PORT
 # controller-port=$SINGLE_CONTROLLER_PORT
-# secured-ports=$SINGLE_SASL_PORT $SINGLE_MTLS_PORT
+# secured-ports=$SINGLE_SASL_PORT $SINGLE_MTLS_PORT$oauth_port
 node.id=1
-listeners=PLAINTEXT://$HOST:$SINGLE_PORT,CONTROLLER://$HOST:$SINGLE_CONTROLLER_PORT,SASL_SSL://$HOST:$SINGLE_SASL_PORT,SSL://$HOST:$SINGLE_MTLS_PORT
-advertised.listeners=PLAINTEXT://$HOST:$SINGLE_PORT,SASL_SSL://$HOST:$SINGLE_SASL_PORT,SSL://$HOST:$SINGLE_MTLS_PORT
+listeners=PLAINTEXT://$HOST:$SINGLE_PORT,CONTROLLER://$HOST:$SINGLE_CONTROLLER_PORT,SASL_SSL://$HOST:$SINGLE_SASL_PORT,SSL://$HOST:$SINGLE_MTLS_PORT$oauth
+advertised.listeners=PLAINTEXT://$HOST:$SINGLE_PORT,SASL_SSL://$HOST:$SINGLE_SASL_PORT,SSL://$HOST:$SINGLE_MTLS_PORT$oauth
 controller.quorum.bootstrap.servers=$HOST:$SINGLE_CONTROLLER_PORT
-$(common_props "$d" SASL_SSL:SASL_SSL,SSL:SSL)
+$(common_props "$d" "SASL_SSL:SASL_SSL,SSL:SSL$oauth_map")
 $(secure_props "$d")
+$(oauth_props "$d")
 default.replication.factor=1
 min.insync.replicas=1
 offsets.topic.replication.factor=1
@@ -527,6 +628,8 @@ single_up() {
     info "Kafka is already running (pid $pid), log $d/server.log"
     grep -q '^listeners=.*SASL_SSL://' "$d/server.properties" \
       || info "it was started without the secured listeners; '$0 down' then '$0 up' adds them"
+    grep -q '^listeners=.*OAUTH://' "$d/server.properties" \
+      || info "it was started without the OAUTHBEARER listener; '$0 down' then '$0 up' adds it"
     printf '%s\n' "$addr"
     return 0
   fi
@@ -537,6 +640,7 @@ single_up() {
   fi
   mkdir -p "$d/data"
   secure_material "$d"
+  oauth_material "$d"
   single_props >"$d/server.properties"
   [[ -s $d/cluster.id ]] || new_cluster_id >"$d/cluster.id"
   [[ -s $d/cluster.id ]] || die "could not generate a cluster id"
@@ -552,7 +656,9 @@ single_up() {
   wait_ready "$d" "Kafka"
   ensure_scram_users "$d"
   info "Kafka is up (pid $(node_pid "$d"), $((SECONDS - t0))s)"
-  info "secured: SASL_SSL on $HOST:$SINGLE_SASL_PORT, mutual TLS on $HOST:$SINGLE_MTLS_PORT; '$0 secure-env' prints a client's settings"
+  local oauth=""
+  [[ -f $d/oauth/.complete ]] && oauth=", OAUTHBEARER (SASL_SSL) on $HOST:$SINGLE_OAUTH_PORT"
+  info "secured: SASL_SSL on $HOST:$SINGLE_SASL_PORT, mutual TLS on $HOST:$SINGLE_MTLS_PORT$oauth; '$0 secure-env' prints a client's settings"
   printf '%s\n' "$addr"
 }
 

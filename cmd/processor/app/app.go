@@ -117,7 +117,7 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 			return nil, nil, fmt.Errorf("building the processor: %w", err)
 		}
 	}
-	sec, err := loadSecurity(cfg)
+	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}

@@ -130,7 +130,7 @@ func TestMetricsLintRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := loadSecurity(cfg)
+	sec, err := loadSecurity(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func runMemorySink(t *testing.T, reg *sink.Registry, cfg *config.Config, inject 
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := loadSecurity(cfg)
+	sec, err := loadSecurity(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -162,7 +162,7 @@ func openOffsetsTool(ctx context.Context, replay bool) (*offsets.Tool, func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	sec, err := loadSecurity(cfg)
+	sec, err := loadSecurity(cfg, newLogger(cfg))
 	if err != nil {
 		return nil, nil, err
 	}

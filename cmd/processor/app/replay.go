@@ -172,7 +172,7 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 	}
 	for _, check := range []func() error{
 		func() error { return checkBudget(&rc, s.chains[0]) },
-		func() error { s.sec, err = loadSecurity(&rc); return err },
+		func() error { s.sec, err = loadSecurity(&rc, s.log); return err },
 		func() error { s.sch, err = loadSchemas(&rc); return err },
 	} {
 		if err := check(); err != nil {

@@ -91,7 +91,7 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 		err = checkStateful(cfg, s.chains[0])
 	}
 	if err == nil { // the TLS and SASL files, before anything connects
-		s.sec, err = loadSecurity(cfg)
+		s.sec, err = loadSecurity(cfg, log)
 	}
 	if err == nil { // the status page's bearer token
 		s.token, err = loadHTTPToken(cfg.HTTPTokenFile)
@@ -114,6 +114,9 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	}
 	if cfg.SASLMechanism == "PLAIN" && !cfg.TLSEnabled && !cfg.EmbeddedBroker {
 		log.Warn("PROCESSOR_SASL_MECHANISM=PLAIN without PROCESSOR_TLS_ENABLED=true: the password crosses the network readable; use TLS, or a SCRAM mechanism")
+	}
+	if cfg.SASLMechanism == config.OAuthBearer && !cfg.TLSEnabled {
+		log.Warn("PROCESSOR_SASL_MECHANISM=OAUTHBEARER without PROCESSOR_TLS_ENABLED=true: the tokens cross the network readable; use TLS")
 	}
 	if ctx.Err() != nil {
 		log.Info("stopped while starting")
@@ -284,10 +287,14 @@ func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
 }
 
 // connectBrokers returns the seed brokers, starting the embedded broker
-// when configured (with SASL, as sec says), and how to stop it. When it
-// returns no brokers, code is the exit code.
+// when configured (with SASL, as sec says), and how to stop it; with
+// OAUTHBEARER it fetches the first token (checkOAuth). When it returns no
+// brokers, code is the exit code.
 func connectBrokers(ctx context.Context, cfg *config.Config, sec *security, log *slog.Logger) (brokers []string, closeBroker func(), code int) {
 	if !cfg.EmbeddedBroker {
+		if code, ok := checkOAuth(ctx, sec, log); !ok {
+			return nil, nil, code
+		}
 		return cfg.Brokers, func() {}, exitOK
 	}
 	eb, err := startEmbeddedBroker(ctx, cfg, sec, log)

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -15,13 +16,16 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/oauthtoken"
 	"github.com/streamproc/processor/txn"
 )
 
 // How the processor's Kafka clients reach secured brokers: the files of
-// PROCESSOR_TLS_* and PROCESSOR_SASL_PASSWORD_FILE are read here, at start,
-// and become kgo options (txn.Options.ConnOpts); txn never reads a file or
-// a variable. The password is never logged: it lives in security only.
+// PROCESSOR_TLS_* and PROCESSOR_SASL_PASSWORD_FILE (or
+// PROCESSOR_SASL_OAUTH_CLIENT_SECRET_FILE) are read here, at start, and
+// become kgo options (txn.Options.ConnOpts); txn never reads a file or a
+// variable. The password and the client secret are never logged: they
+// live in security only.
 
 // security is what the TLS and SASL settings come to once their files are
 // read.
@@ -30,6 +34,11 @@ type security struct {
 	mechanism string      // "": no SASL
 	user      string
 	password  config.Secret
+	// oauth hands out the tokens of OAUTHBEARER; nil for other mechanisms.
+	oauth      *oauthtoken.Source
+	extensions map[string]string // OAUTHBEARER's SASL extensions
+	clientID   string            // the OAuth client's
+	tokenURL   string            // the token endpoint's, without a password
 }
 
 // String describes s without the password: fmt prints an unexported field
@@ -41,8 +50,9 @@ func (s *security) GoString() string { return s.String() }
 
 // loadSecurity reads and checks the files that cfg's TLS and SASL settings
 // name. Every error it returns is a *config.Error naming the variable, and
-// none shows the password.
-func loadSecurity(cfg *config.Config) (*security, error) {
+// none shows the password or the client secret. log, when not nil,
+// receives the OAUTHBEARER token source's lines.
+func loadSecurity(cfg *config.Config, log *slog.Logger) (*security, error) {
 	s := &security{mechanism: cfg.SASLMechanism, user: cfg.SASLUsername, password: cfg.SASLPassword}
 	if cfg.TLSEnabled {
 		tc, err := tlsConfig(brokerTLS(cfg))
@@ -50,6 +60,13 @@ func loadSecurity(cfg *config.Config) (*security, error) {
 			return nil, err
 		}
 		s.tls = tc
+	}
+	if cfg.SASLMechanism == config.OAuthBearer {
+		src, err := loadOAuth(cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		s.oauth, s.extensions, s.clientID, s.tokenURL = src, cfg.OAuthExtensions(), cfg.SASLOAuthClientID, redactURL(cfg.SASLOAuthTokenURL)
 	}
 	if cfg.SASLMechanism != "" && cfg.SASLPasswordFile != "" {
 		pw, err := readPassword("SASL_PASSWORD_FILE", cfg.SASLPasswordFile, "the SASL password")
@@ -162,6 +179,8 @@ func (s *security) saslMechanism() sasl.Mechanism {
 		return scram.Auth{User: s.user, Pass: pass}.AsSha256Mechanism()
 	case "SCRAM-SHA-512":
 		return scram.Auth{User: s.user, Pass: pass}.AsSha512Mechanism()
+	case config.OAuthBearer:
+		return oauthMechanism(s.oauth, s.extensions)
 	}
 	return nil
 }
@@ -186,8 +205,11 @@ func (s *security) logAttrs() []any {
 
 // saslAttrs are the SASL part of logAttrs: none without SASL.
 func (s *security) saslAttrs() []any {
-	if s.mechanism == "" {
+	switch s.mechanism {
+	case "":
 		return nil
+	case config.OAuthBearer:
+		return []any{"sasl_mechanism", s.mechanism, "sasl_oauth_client_id", s.clientID, "sasl_oauth_token_url", s.tokenURL}
 	}
 	return []any{"sasl_mechanism", s.mechanism, "sasl_username", s.user}
 }
@@ -200,7 +222,7 @@ func accessMessage(e *txn.AccessError, cfg *config.Config) string {
 		password = "the file in PROCESSOR_SASL_PASSWORD_FILE (" + cfg.SASLPasswordFile + ")"
 	}
 	principal := "the processor's principal"
-	if cfg.SASLMechanism != "" {
+	if cfg.SASLMechanism != "" && cfg.SASLMechanism != config.OAuthBearer {
 		principal = fmt.Sprintf("user %q", cfg.SASLUsername)
 	}
 	var verify *tls.CertificateVerificationError
@@ -208,6 +230,10 @@ func accessMessage(e *txn.AccessError, cfg *config.Config) string {
 	var invalid x509.CertificateInvalidError
 	switch e.Kind {
 	case txn.AccessCredentials:
+		if cfg.SASLMechanism == config.OAuthBearer {
+			return fmt.Sprintf("authentication failed: the brokers refused the OAuth token of client %q from %s: check that they trust its issuer, audience and signing key, and that its subject is a principal they know (%v)",
+				cfg.SASLOAuthClientID, redactURL(cfg.SASLOAuthTokenURL), e.Err)
+		}
 		return fmt.Sprintf("authentication failed: the brokers refused user %q with %s: check PROCESSOR_SASL_USERNAME and the password in %s (%v)",
 			cfg.SASLUsername, cfg.SASLMechanism, password, e.Err)
 	case txn.AccessMechanism:

@@ -112,7 +112,7 @@ func TestLoadSecurity(t *testing.T) {
 	}
 	for _, tc := range ok {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := loadSecurity(&tc.cfg)
+			s, err := loadSecurity(&tc.cfg, nil)
 			if err != nil {
 				t.Fatalf("loadSecurity: %v", err)
 			}
@@ -146,7 +146,7 @@ func TestLoadSecurity(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadSecurity(&tc.cfg)
+			_, err := loadSecurity(&tc.cfg, nil)
 			var cerr *config.Error
 			if !errors.As(err, &cerr) {
 				t.Fatalf("loadSecurity = %v, want a *config.Error", err)

@@ -85,7 +85,7 @@ func runStatefulUntil(t *testing.T, cfg *config.Config, done func() bool) {
 	}
 	defer chains[0].Close()
 	log := slog.New(slog.DiscardHandler)
-	sec, err := loadSecurity(cfg)
+	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- default (printf "%s-kafka" (include "processor.fullname" .)) .Values.kafka.existingSecret -}}
 {{- end -}}
 
+{{- define "processor.oauthSecret" -}}
+{{- default (printf "%s-kafka-oauth" (include "processor.fullname" .)) .Values.kafka.oauth.existingSecret -}}
+{{- end -}}
+
 {{- define "processor.tokenSecret" -}}
 {{- default (printf "%s-http-token" (include "processor.fullname" .)) .Values.httpToken.existingSecret -}}
 {{- end -}}
