@@ -35,6 +35,13 @@
 // slices (of records, of bytes) on every call, as the examples in
 // examples/wasm do to allocate nothing.
 //
+// Timers and windows: a module registers a ClosedFunc (HandleClosed) and
+// puts entries with an expiry into a store named in the wasm
+// transform's EMIT_STORES setting; once its partition's stream time
+// reaches an entry's expiry, the processor deletes it and writes what the
+// ClosedFunc makes of it, in the same transaction: exactly once. See
+// examples/wasm/windowcount.
+//
 // State: Store returns a state store the processor keeps exactly once
 // (declared in the wasm transform's STORES setting), whose Get, Put and
 // Delete reach the partition of the record being processed; a record's
@@ -57,7 +64,9 @@ const ABIVersion = 1
 // Value is a Kafka null), Source tells where it came from, Timestamp is its
 // timestamp, and Topic is empty. On output, Topic chooses the destination
 // topic ("" is the processor's default output topic);
-// Source and Timestamp are ignored: outputs keep the input's timestamp.
+// Source and Timestamp are ignored: outputs keep the input's timestamp;
+// outputs of a ClosedFunc are stamped with their Timestamp (0: the
+// closed entry's expiry).
 type Record struct {
 	Key     []byte
 	Value   []byte
