@@ -20,10 +20,16 @@ var closedOut []guest.Record
 func closed(c guest.Closing) ([]guest.Record, int64, error) {
 	cmd, arg, _ := strings.Cut(string(c.Value), ":")
 	switch cmd {
-	case "emit": // emit:<n>:<lineage>: n records, the first stamped with the expiry, the others 1000+i
+	case "emit": // emit:<n>:<lineage>: n records (1 unsaid), the first stamped with the expiry, the others 1000+i; lineage -1 unsaid
 		ns, lin, _ := strings.Cut(arg, ":")
-		n, _ := strconv.Atoi(ns)
-		lineage, _ := strconv.ParseInt(lin, 10, 64)
+		n, err := strconv.Atoi(ns)
+		if err != nil {
+			n = 1
+		}
+		lineage, err := strconv.ParseInt(lin, 10, 64)
+		if err != nil {
+			lineage = -1
+		}
 		closedOut = closedOut[:0]
 		for i := range n {
 			r := guest.Record{Key: c.Key, Value: []byte(strconv.Itoa(i)), Headers: []guest.Header{{Key: "store", Value: []byte(c.Store)}}}
