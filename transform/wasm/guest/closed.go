@@ -32,8 +32,8 @@ type Closing struct {
 // window. An output's Timestamp is its timestamp (0: the entry's
 // Expiry; a negative one is an error). An error or a panic fails the
 // close as a Func's fails a record: the processor's policy for transform
-// errors applies to the entry (with PROCESSOR_ON_ERROR=dead_letter, the
-// entry is dead-lettered and deleted).
+// errors applies to the entry (with PROCESSOR_ON_ERROR=dlq, the entry
+// is dead-lettered and deleted).
 //
 // It runs between records, from the processor's loop: the stores are not
 // reachable from it (their methods return ErrStore, and the close fails);
