@@ -198,9 +198,9 @@ func (d *decoder) decodeClosed(at uint32, c transform.Closing, out []*kgo.Record
 	if d.err != nil {
 		return out, -1, fmt.Errorf("%w: %v", ErrBadOutput, d.err)
 	}
-	for i := range stamps {
-		if i%8 == 0 && int64(le.Uint64(stamps[i:])) < 0 {
-			return out, -1, fmt.Errorf("%w: output record %d has the timestamp %d", ErrBadOutput, i/8, int64(le.Uint64(stamps[i:])))
+	for i := 0; i < len(stamps); i += 8 {
+		if ts := int64(le.Uint64(stamps[i:])); ts < 0 {
+			return out, -1, fmt.Errorf("%w: output record %d has the timestamp %d", ErrBadOutput, i/8, ts)
 		}
 	}
 	if err := d.readTable(table, count); err != nil {

@@ -18,9 +18,10 @@
 //	// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o upper.wasm .
 //
 // The package implements the ABI's exports (processor_abi_version,
-// processor_alloc, processor_process) with //go:wasmexport when built for
-// wasip1, and imports the state store host functions (processor.store_*)
-// only when a plugin uses a StateStore; on other platforms it compiles
+// processor_alloc, processor_process, processor_closed) with
+// //go:wasmexport when built for wasip1, and imports the state store
+// host functions (processor.store_*) only when a plugin uses a
+// StateStore; on other platforms it compiles
 // too, so a plugin's logic can be unit-tested natively by calling its
 // function directly (its stores are then maps).
 //
