@@ -88,3 +88,19 @@ func (c *Chain) EmitterFrom(at int) (e Entry, ok bool) {
 	}
 	return Entry{}, false
 }
+
+// CloseSettingFrom returns the setting that makes the first entry at or
+// after stage at that emits on close (EmitterFrom) do so, and its value:
+// its own (CloseSetter, own true), or EMIT=close.
+func (c *Chain) CloseSettingFrom(at int) (name, value string, own bool) {
+	for _, s := range c.stages[min(max(at, 0), len(c.stages)):] {
+		if !s.host && EmitsOnClose(s.t) {
+			if cs, ok := s.t.(CloseSetter); ok {
+				name, value = cs.CloseSetting()
+				return name, value, true
+			}
+			break
+		}
+	}
+	return "EMIT", "close", false
+}

@@ -32,7 +32,10 @@ const (
 	closedResultSize = 24 // a result, then the lineage offset
 )
 
-var _ transform.WindowEmitter = (*Transform)(nil)
+var (
+	_ transform.WindowEmitter = (*Transform)(nil)
+	_ transform.CloseSetter   = (*Transform)(nil)
+)
 
 // parseEmitStores checks the EMIT_STORES setting v: names of stores in
 // STORES (stores), each once.
@@ -64,6 +67,12 @@ func checkClosedExport(m wazero.CompiledModule, emit bool) error {
 		return fmt.Errorf("its %s has the wrong signature", closedExport)
 	}
 	return nil
+}
+
+// CloseSetting returns EMIT_STORES and its value: the setting that makes
+// the transform emit on close. It implements transform.CloseSetter.
+func (t *Transform) CloseSetting() (name, value string) {
+	return "EMIT_STORES", strings.Join(t.emit, ",")
 }
 
 // EmitsOnClose reports whether store is named in the EMIT_STORES

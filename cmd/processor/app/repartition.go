@@ -38,7 +38,12 @@ func checkHop(cfg *config.Config, chain *transform.Chain) error {
 	if em, ok := chain.EmitterFrom(at); ok {
 		// A final row names the input of its window's last record, which
 		// after the hop is a repartition record's.
-		return &config.Error{Var: PluginVar(em.Plugin(), "EMIT"), Value: "close",
+		name, value, own := chain.CloseSettingFrom(at)
+		if own { // a setting of the stage's own (the wasm transform's EMIT_STORES)
+			return &config.Error{Var: PluginVar(em.Plugin(), name), Value: value,
+				Want: "unset for " + em.String() + ", which runs after " + e.String() + " repartitions the records: emitting on close needs no hop in this release"}
+		}
+		return &config.Error{Var: PluginVar(em.Plugin(), name), Value: value,
 			Want: "update for " + em.String() + ", which runs after " + e.String() + " repartitions the records: EMIT=close needs no hop in this release (" +
 				PluginVar(e.Plugin(), "PARTITIONED_BY_KEY") + "=true when the input is partitioned by the group key)"}
 	}
