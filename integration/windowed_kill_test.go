@@ -123,6 +123,11 @@ type windowRun struct {
 // transactions aborted on purpose; and read as a backlog by another
 // group. Each run writes its late records to a late topic.
 func killAndBacklog(t *testing.T, tg *target, prefix string, in []*kgo.Record, settings map[string]string) (live, back windowRun) {
+	return killAndBacklogChain(t, tg, prefix, in, []string{"aggregate"}, settings)
+}
+
+// killAndBacklogChain is killAndBacklog with the transform chain chain.
+func killAndBacklogChain(t *testing.T, tg *target, prefix string, in []*kgo.Record, chain []string, settings map[string]string) (live, back windowRun) {
 	topic, group := in[0].Topic, unique(prefix+"-group")
 	liveOut, liveLate, backOut, backLate := unique(prefix+"-live"), unique(prefix+"-live-late"), unique(prefix+"-back"), unique(prefix+"-back-late")
 	tg.createTopics(t, 4, topic, liveOut, liveLate, backOut, backLate)
@@ -130,7 +135,7 @@ func killAndBacklog(t *testing.T, tg *target, prefix string, in []*kgo.Record, s
 		return func(inst *launch.Instance) { inst.Extra = append(inst.Extra, "PROCESSOR_LATE_TOPIC="+topic) }
 	}
 	static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-	liveCfg := stateful(t.TempDir(), "partition", "0.2", []string{"aggregate"}, settings)
+	liveCfg := stateful(t.TempDir(), "partition", "0.2", chain, settings)
 	third := len(in) / 3
 	p1 := tg.startBinary(t, group, group+"-1", topic, liveOut, liveCfg, lateTo(liveLate), static)
 	for i := 0; i < 2*third; i += 100 {
@@ -150,7 +155,7 @@ func killAndBacklog(t *testing.T, tg *target, prefix string, in []*kgo.Record, s
 	p2.terminate(t)
 
 	bg := group + "-backlog"
-	p3 := tg.startBinary(t, bg, bg+"-1", topic, backOut, stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, settings), lateTo(backLate))
+	p3 := tg.startBinary(t, bg, bg+"-1", topic, backOut, stateful(t.TempDir(), "partition", "0", chain, settings), lateTo(backLate))
 	tg.waitCaughtUp(t, bg, topic)
 	p3.terminate(t)
 	return windowRun{tg.readAll(t, liveOut, true), tg.readAll(t, liveLate, true), group, liveOut, liveLate},

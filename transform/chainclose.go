@@ -81,3 +81,30 @@ func (c *Chain) checkEmitter(e Entry, t Transform) error {
 	}
 	return nil
 }
+
+// EmitterFrom returns the first entry at or after stage at that emits
+// when entries of its stores close (WindowEmitter).
+func (c *Chain) EmitterFrom(at int) (e Entry, ok bool) {
+	for _, s := range c.stages[min(max(at, 0), len(c.stages)):] {
+		if !s.host && EmitsOnClose(s.t) {
+			return s.entry, true
+		}
+	}
+	return Entry{}, false
+}
+
+// CloseSettingFrom returns the setting that makes the first entry at or
+// after stage at that emits on close (EmitterFrom) do so, and its value:
+// its own (CloseSetter, own true), or EMIT=close.
+func (c *Chain) CloseSettingFrom(at int) (name, value string, own bool) {
+	for _, s := range c.stages[min(max(at, 0), len(c.stages)):] {
+		if !s.host && EmitsOnClose(s.t) {
+			if cs, ok := s.t.(CloseSetter); ok {
+				name, value = cs.CloseSetting()
+				return name, value, true
+			}
+			break
+		}
+	}
+	return "EMIT", "close", false
+}

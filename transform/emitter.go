@@ -52,6 +52,15 @@ type WindowEmitter interface {
 	Closed(ctx context.Context, c Closing, out []*kgo.Record) (res []*kgo.Record, from Source, err error)
 }
 
+// CloseSetter is an optional interface of a WindowEmitter: the setting
+// that makes it emit on close and its value, as the user gave them, for
+// a message that refuses the combination (the wasm transform's
+// EMIT_STORES). A WindowEmitter without it is taken to emit by EMIT=close,
+// as aggregate does.
+type CloseSetter interface {
+	CloseSetting() (name, value string)
+}
+
 // EmitsOnClose reports whether t is a WindowEmitter any of whose stores
 // emit when their entries close.
 func EmitsOnClose(t Transform) bool {

@@ -108,7 +108,10 @@ func (e errNoStores) Error() string {
 
 // parseStores splits and checks the STORES setting: names that can be
 // part of a topic name, each once.
-func parseStores(v string) ([]string, error) {
+func parseStores(v string) ([]string, error) { return parseNames("STORES", v) }
+
+// parseNames splits and checks the store names of setting field.
+func parseNames(field, v string) ([]string, error) {
 	if strings.TrimSpace(v) == "" {
 		return nil, nil
 	}
@@ -117,15 +120,15 @@ func parseStores(v string) ([]string, error) {
 		n = strings.TrimSpace(n)
 		switch {
 		case n == "" || len(n) > 200:
-			return nil, transform.Invalid("STORES", v, " (a name is 1 to 200 characters)")
+			return nil, transform.Invalid(field, v, " (a name is 1 to 200 characters)")
 		case strings.IndexFunc(n, func(r rune) bool {
 			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
 		}) >= 0:
-			return nil, transform.Invalid("STORES", v, fmt.Sprintf(" (%q has a character other than a-z A-Z 0-9 . _ -)", n))
+			return nil, transform.Invalid(field, v, fmt.Sprintf(" (%q has a character other than a-z A-Z 0-9 . _ -)", n))
 		}
 		for _, m := range names {
 			if m == n {
-				return nil, transform.Invalid("STORES", v, fmt.Sprintf(" (%q is named twice)", n))
+				return nil, transform.Invalid(field, v, fmt.Sprintf(" (%q is named twice)", n))
 			}
 		}
 		names = append(names, n)
@@ -159,6 +162,10 @@ type hostState struct {
 	// whatever the guest returns. fault is a malformed call, which stopped
 	// the guest.
 	err, fault error
+
+	// closing: the call is processor_closed, which may not reach the
+	// stores (the processor is deleting their expired entries).
+	closing bool
 }
 
 type hostKey struct{}
@@ -171,14 +178,14 @@ func hostOf(ctx context.Context) *hostState {
 
 // begin readies hs for one record, whose context is ctx.
 func (hs *hostState) begin(ctx context.Context) {
-	hs.rctx, hs.err, hs.fault = ctx, nil, nil
+	hs.rctx, hs.err, hs.fault, hs.closing = ctx, nil, nil, false
 	hs.pending.reset()
 }
 
 // end forgets the record's context and resolved stores, and drops any
 // writes commit did not apply.
 func (hs *hostState) end() {
-	hs.rctx = nil
+	hs.rctx, hs.closing = nil, false
 	clear(hs.open)
 	hs.pending.reset()
 }
@@ -215,6 +222,9 @@ func (hs *hostState) store(i int32) (transform.Store, error) {
 	if i < 0 || int(i) >= len(names) {
 		return nil, &settings.Message{Text: settings.Say(fmt.Sprintf("state store index %d: the module has %d stores (", i, len(names)),
 			settings.Ref("STORES"), "="+strings.Join(names, ",")+")")}
+	}
+	if hs.closing {
+		return nil, fmt.Errorf("state store %q: not reachable from %s (a closed entry's outputs are made from the entry alone)", names[i], closedExport)
 	}
 	if hs.rctx == nil {
 		return nil, fmt.Errorf("state store %q: no record is being processed (a store is reached only from processor_process)", names[i])

@@ -25,6 +25,7 @@ type instance struct {
 	versionFn api.Function
 	allocFn   api.Function
 	processFn api.Function
+	closedFn  api.Function // processor_closed, nil when not exported
 	stack     [2]uint64
 
 	// The input buffer the guest handed out through processor_alloc.
@@ -71,6 +72,7 @@ func (t *Transform) instantiate() (*instance, error) {
 		versionFn: mod.ExportedFunction("processor_abi_version"),
 		allocFn:   mod.ExportedFunction("processor_alloc"),
 		processFn: mod.ExportedFunction("processor_process"),
+		closedFn:  mod.ExportedFunction(closedExport),
 		stderr:    stderr,
 		host:      host,
 	}
@@ -255,4 +257,11 @@ func (h *stderrHead) reset() { h.buf = h.buf[:0] }
 func (h *stderrHead) String() string {
 	s, _, _ := strings.Cut(string(h.buf), "\n\n")
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// firstLine returns err's message up to its first newline: wazero's errors
+// carry guest stack traces, and configuration errors are one line.
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

@@ -32,7 +32,11 @@
 // reach the state stores of the record being processed; the transform is
 // then stateful (transform.Stateful) and ordered. A record's writes apply
 // only when it succeeds, and a store error fails it; a host call with an
-// address outside guest memory stops the guest (ErrBadCall).
+// address outside guest memory stops the guest (ErrBadCall). The stores
+// named in EMIT_STORES emit when an entry expires: the processor deletes
+// it and writes what the module's processor_closed makes of it in the
+// same transaction (transform.WindowEmitter), a timer or a window's
+// final result that is emitted exactly once.
 //
 // A trap, an exit, a deadline, or output that does not follow the ABI is
 // a transform error for the record; the instance involved is discarded
@@ -97,6 +101,10 @@ type Settings struct {
 	// ordered, and the processor keeps the stores exactly once like those
 	// of aggregate and dedupe; unset, the module may not import them.
 	Stores string `setting:"STORES" doc:"the state stores the module uses (its processor.store_* imports), making the transform stateful; unset, none" form:"comma-separated distinct store names of a-z A-Z 0-9 . _ - such as counts,seen (each unique in the chain; a changelog is <group>-<store>-changelog)"`
+	// EmitStores names the stores, of STORES, whose entries emit when
+	// they close: the module's processor_closed export makes the records
+	// (transform.WindowEmitter; ABI.md, "Emitting when an entry closes").
+	EmitStores string `setting:"EMIT_STORES" doc:"the stores (of STORES) whose entries emit when they expire: once the stream time reaches an entry's expiry, the processor deletes it and writes the records the module's processor_closed makes of it, in the same transaction; unset, none" form:"comma-separated names from STORES such as windows"`
 	// StateByKey is the module's promise that every store key it uses
 	// follows from the record's key alone (transform.KeyScoped), which
 	// PROCESSOR_ORDERING=key needs: it runs records of different keys at
@@ -147,7 +155,8 @@ type Transform struct {
 	// stores are the STORES setting's names; the host functions address
 	// them by index into it.
 	stores []string
-	byKey  bool // StateByKey
+	emit   []string // EmitStores
+	byKey  bool     // StateByKey
 
 	mu     sync.Mutex
 	idle   []*instance
@@ -193,7 +202,11 @@ func readModule(s *Settings) ([]byte, error) {
 	if s.Timeout != 0 && (s.Timeout < minTimeout || s.Timeout > maxTimeout) {
 		return nil, transform.Invalid("TIMEOUT", s.Timeout.String(), "")
 	}
-	if _, err := parseStores(s.Stores); err != nil {
+	stores, err := parseStores(s.Stores)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := parseEmitStores(s.EmitStores, stores); err != nil {
 		return nil, err
 	}
 	bin, err := os.ReadFile(s.Module)
@@ -234,6 +247,7 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	}
 	t.maxRecord.Store(transform.DefaultMaxOutputBytes)
 	t.stores, _ = parseStores(s.Stores) // checked by readModule
+	t.emit, _ = parseEmitStores(s.EmitStores, t.stores)
 	t.byKey = s.StateByKey
 	fail := func(err error) (*Transform, error) {
 		_ = t.rt.Close(ctx)
@@ -297,7 +311,11 @@ func (t *Transform) compile(ctx context.Context, s *Settings, bin []byte) error 
 	if n := tableSize(bin); n > maxTable {
 		return bad("MODULE", s.Module, fmt.Sprintf("a module whose table holds at most %d entries (it declares %d)", maxTable, n))
 	}
-	if err := checkModule(t.compiled, len(t.stores) > 0); err != nil {
+	err = checkModule(t.compiled, len(t.stores) > 0)
+	if err == nil {
+		err = checkClosedExport(t.compiled, len(t.emit) > 0)
+	}
+	if err != nil {
 		var none errNoStores
 		if errors.As(err, &none) {
 			return transform.Missing("STORES", " (the module imports "+HostModule+"."+none.fn+", a state store function)")
@@ -474,11 +492,4 @@ func (t *Transform) Close() error {
 		return fmt.Errorf("closing the wasm runtime: %w", err)
 	}
 	return nil
-}
-
-// firstLine returns err's message up to its first newline: wazero's errors
-// carry guest stack traces, and configuration errors are one line.
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
 }

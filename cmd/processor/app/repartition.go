@@ -35,6 +35,14 @@ func checkHop(cfg *config.Config, chain *transform.Chain) error {
 	if !ok {
 		return nil
 	}
+	if em, ok := chain.EmitterFrom(at); ok {
+		// A plugin's closed entry names its input by offset only: behind
+		// the hop, a repartition record's, not the original input's.
+		if name, value, own := chain.CloseSettingFrom(at); own {
+			return &config.Error{Var: PluginVar(em.Plugin(), name), Value: value,
+				Want: "unset for " + em.String() + ", which runs after " + e.String() + " repartitions the records: emitting on close needs no hop in this release"}
+		}
+	}
 	later, ok := chain.AfterHop(at)
 	if !ok {
 		return nil

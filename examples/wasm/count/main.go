@@ -30,11 +30,11 @@ package main
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/streamproc/processor/examples/wasm/internal/keyjson"
 	"github.com/streamproc/processor/transform/wasm/guest"
 )
 
@@ -67,7 +67,7 @@ func Count(in guest.Record) ([]guest.Record, error) {
 	}
 	old := false
 	if valid := utf8.Valid(in.Key); valid {
-		js = appendJSONString(js[:0], in.Key)
+		js = keyjson.AppendString(js[:0], in.Key)
 		if !ok && !bytes.ContainsRune(in.Key, utf8.RuneError) {
 			if v, ok, err = counts.AppendGet(prev[:0], js); err != nil {
 				return nil, err
@@ -76,7 +76,7 @@ func Count(in guest.Record) ([]guest.Record, error) {
 		}
 		named = append(named[:0], js...)
 	} else {
-		named = append(base64.StdEncoding.AppendEncode(append(named[:0], `{"base64":"`...), in.Key), `"}`...)
+		named = keyjson.Append(named[:0], in.Key)
 	}
 	prev = v[:0]
 	var n uint64
@@ -112,64 +112,6 @@ func parseCount(b []byte) (uint64, bool) {
 		n = n*10 + uint64(c-'0')
 	}
 	return n, true
-}
-
-const hex = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string, escaped as encoding/json
-// escapes it (so the output names a key as aggregate does, and the old
-// store keys are found): quotes, backslashes, control characters (\b and
-// \f by name, as encoding/json does since Go 1.22; an earlier build of
-// this example wrote them \u0008 and \u000c, so a key holding one starts
-// its count again), <, > and &, U+2028 and U+2029; invalid UTF-8 as
-// U+FFFD.
-func appendJSONString(b, s []byte) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			switch r {
-			case utf8.RuneError:
-				b = append(b, `\ufffd`...)
-			default:
-				b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(append(b, s[start:]...), '"')
 }
 
 // main is required by the Go toolchain but never runs in a reactor.

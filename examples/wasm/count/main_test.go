@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamproc/processor/examples/wasm/internal/keyjson"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/wasm/guest"
 )
@@ -39,7 +40,7 @@ func TestCount(t *testing.T) {
 func TestJSONKey(t *testing.T) {
 	for _, k := range []string{"", "plain", `q"b\s`, "\x00\x1f\n\r\t\b\f", "<a&b>", "é世\u2028\u2029", "\xff\xfe ok", "\xe2\x82"} {
 		want, _ := json.Marshal(k)
-		if got := appendJSONString(nil, []byte(k)); string(got) != string(want) {
+		if got := keyjson.AppendString(nil, []byte(k)); string(got) != string(want) {
 			t.Errorf("%q: got %s, want %s", k, got, want)
 		}
 	}

@@ -59,7 +59,7 @@ type result struct {
 	status uint32 // 0 records, 1 error
 	count  uint32 // records, or the error message's length
 	ptr    uint32 // the outRecord table, or the error message
-	_      uint32
+	stamps uint32 // processor_closed: the outputs' timestamps (an int64 each); 0 otherwise
 }
 
 const (
@@ -150,6 +150,14 @@ func run(ptr, size uint32) (err error) {
 	if err != nil {
 		return err
 	}
+	layout(outs)
+	return nil
+}
+
+// layout lays out outs in the ABI's output table and sets res to point
+// at it; kept keeps outs, and with them the bytes the table points at,
+// until the next call.
+func layout(outs []Record) {
 	kept = outs
 	outRecs, outHdrs = outRecs[:0], outHdrs[:0]
 	for i := range outs {
@@ -177,7 +185,6 @@ func run(ptr, size uint32) (err error) {
 	if len(outRecs) > 0 {
 		res.ptr = uint32(uintptr(unsafe.Pointer(&outRecs[0])))
 	}
-	return nil
 }
 
 type guestError string

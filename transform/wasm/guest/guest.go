@@ -18,9 +18,10 @@
 //	// GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o upper.wasm .
 //
 // The package implements the ABI's exports (processor_abi_version,
-// processor_alloc, processor_process) with //go:wasmexport when built for
-// wasip1, and imports the state store host functions (processor.store_*)
-// only when a plugin uses a StateStore; on other platforms it compiles
+// processor_alloc, processor_process, processor_closed) with
+// //go:wasmexport when built for wasip1, and imports the state store
+// host functions (processor.store_*) only when a plugin uses a
+// StateStore; on other platforms it compiles
 // too, so a plugin's logic can be unit-tested natively by calling its
 // function directly (its stores are then maps).
 //
@@ -34,6 +35,13 @@
 // returns and before the next call, so a function may return the same
 // slices (of records, of bytes) on every call, as the examples in
 // examples/wasm do to allocate nothing.
+//
+// Timers and windows: a module registers a ClosedFunc (HandleClosed) and
+// puts entries with an expiry into a store named in the wasm
+// transform's EMIT_STORES setting; once its partition's stream time
+// reaches an entry's expiry, the processor deletes it and writes what the
+// ClosedFunc makes of it, in the same transaction: exactly once. See
+// examples/wasm/windowcount.
 //
 // State: Store returns a state store the processor keeps exactly once
 // (declared in the wasm transform's STORES setting), whose Get, Put and
@@ -57,7 +65,9 @@ const ABIVersion = 1
 // Value is a Kafka null), Source tells where it came from, Timestamp is its
 // timestamp, and Topic is empty. On output, Topic chooses the destination
 // topic ("" is the processor's default output topic);
-// Source and Timestamp are ignored: outputs keep the input's timestamp.
+// Source and Timestamp are ignored: outputs keep the input's timestamp;
+// outputs of a ClosedFunc are stamped with their Timestamp (0: the
+// closed entry's expiry).
 type Record struct {
 	Key     []byte
 	Value   []byte

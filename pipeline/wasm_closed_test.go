@@ -1,0 +1,167 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/state"
+	"github.com/streamproc/processor/transform"
+	_ "github.com/streamproc/processor/transform/wasm"
+	"github.com/streamproc/processor/txn"
+)
+
+// buildGuest builds the Go guest pkg (relative to this package) as a
+// WASI reactor into a directory of the test's and returns its path.
+func buildGuest(t *testing.T, pkg string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), filepath.Base(pkg)+".wasm")
+	if err := wasmtest.Build(pkg, path, "-buildmode=c-shared"); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// openStateFor opens state stores for group in a directory of the
+// test's, with their changelogs on e's cluster.
+func (e *loopEnv) openStateFor(group string, stores ...string) *state.Manager {
+	e.t.Helper()
+	m, err := state.Open(state.Options{Dir: e.t.TempDir(), Group: group, Stores: stores, ClientOpts: e.c.ClientOpts()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = m.Close() })
+	if err := m.EnsureChangelogs(context.Background(), e.adm, loopPartitions); err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// runStateful runs chain over what is in the input topic as group,
+// until it has caught up, with state stores stores.
+func (e *loopEnv) runStateful(group string, chain func() *transform.Chain, o Options, stores ...string) {
+	e.t.Helper()
+	m := e.openStateFor(group, stores...)
+	o.State, o.Lineage = realState{m}, true
+	o.Chains = []*transform.Chain{chain()}
+	p := e.startWith(group, "t-"+group, chain(), o, func(so *txn.Options) {
+		so.ClientOpts = append(so.ClientOpts, kgo.RecordPartitioner(state.Partitioner(kgo.StickyKeyPartitioner(nil), m.Topics())))
+	})
+	eventually(e.t, 90*time.Second, group+" caught up", p, func() bool { return e.caughtUp(group) })
+	p.stop(e.t, 10*time.Second)
+}
+
+// The windowcount example WebAssembly plugin, its store emitting on
+// close (EMIT_STORES), writes through the processor the same final rows,
+// byte for byte (key, value, timestamp, lineage), as aggregate with
+// WINDOW=1m, GRACE=10s, EMIT=close: one per key and window closed, in
+// the transaction that deleted the window's entry. The same whatever the
+// batching: in one run with large transactions, in transactions bounded
+// so small that closes are put off, with every fifth aborted, and in two
+// runs, the second restoring the open windows from the changelogs.
+func TestWasmClosedAsAggregate(t *testing.T) {
+	e := newLoopEnv(t)
+	outs := []string{"out-wasm", "out-bound", "out-restart"}
+	e.c.CreateTopics(t, loopPartitions, nil, outs...)
+	module := buildGuest(t, "../examples/wasm/windowcount")
+	r := rand.New(rand.NewPCG(40, 7))
+	base := time.Now().Add(-5 * time.Hour).Truncate(time.Minute)
+	var in []*kgo.Record
+	for i := range 1600 {
+		ts := base.Add(time.Duration(i) * 900 * time.Millisecond)
+		if r.IntN(6) == 0 {
+			ts = ts.Add(-time.Duration(r.IntN(80)) * time.Second)
+		}
+		in = append(in, &kgo.Record{Topic: e.in, Partition: int32(r.IntN(loopPartitions)), Key: []byte("k" + strconv.Itoa(r.IntN(30))),
+			Value: []byte("{}"), Timestamp: ts})
+	}
+	half := len(in) / 2
+	e.produceInputs(in[:half], kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	agg := func() *transform.Chain {
+		return settingsChain(t, map[string]string{"WINDOW": "1m", "GRACE": "10s", "EMIT": "close"}, "aggregate")
+	}
+	wasm := func() *transform.Chain {
+		return settingsChain(t, map[string]string{"MODULE": module, "STORES": "windows", "EMIT_STORES": "windows", "TIMEOUT": "2s"}, "wasm")
+	}
+	e.runStateful("restart", wasm, Options{OutputTopic: "out-restart", MaxRecordsPerTxn: 200}, "windows")
+	e.produceInputs(in[half:], kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	e.runStateful("restart", wasm, Options{OutputTopic: "out-restart", MaxRecordsPerTxn: 200}, "windows")
+	e.runStateful("agg", agg, Options{OutputTopic: e.out, MaxRecordsPerTxn: 100000}, "aggregate")
+	e.runStateful("wasm", wasm, Options{OutputTopic: "out-wasm", MaxRecordsPerTxn: 100000}, "windows")
+	e.runStateful("bound", wasm, Options{OutputTopic: "out-bound", MaxRecordsPerTxn: 50, MaxTxnBytes: 3000,
+		InjectAbort: func(seq uint64) bool { return seq%5 == 0 }}, "windows")
+	want := finals(e, e.out)
+	for _, out := range outs {
+		got := finals(e, out)
+		for k, rows := range got {
+			if len(rows) != 1 {
+				t.Errorf("%s: window %s: %d final rows: %v", out, k, len(rows), rows)
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %d final rows differ from aggregate's %d", out, len(got), len(want))
+		}
+	}
+	if len(want) < 300 {
+		t.Errorf("only %d windows closed: the test shows too little", len(want))
+	}
+	t.Logf("%d final rows", len(want))
+}
+
+// A guest that traps in processor_closed fails the close as a record
+// fails: under dead_letter the entry goes to the dead-letter topic with
+// the reason, once, and is deleted; the other entries emit, the
+// processor goes on, and a second run over the same group has nothing
+// left to close or to dead-letter.
+func TestWasmClosedTrapDeadLetters(t *testing.T) {
+	e := newLoopEnv(t)
+	module := buildGuest(t, "../transform/wasm/testdata/stateful")
+	base := time.Now().Add(-time.Hour).UnixMilli()
+	var in []*kgo.Record
+	for p := range int32(loopPartitions) {
+		for i, v := range []string{"put:trap:%d", "put:emit:%d", "put:kept"} {
+			in = append(in, &kgo.Record{Topic: e.in, Partition: p, Key: []byte(fmt.Sprintf("k%d-%d", p, i)),
+				Value: []byte(fmt.Sprintf(v, base+1000)), Timestamp: time.UnixMilli(base)})
+		}
+		in = append(in, &kgo.Record{Topic: e.in, Partition: p, Key: []byte("later"), Value: []byte("get"), Timestamp: time.UnixMilli(base + 5000)})
+	}
+	e.produceInputs(in, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	chain := func() *transform.Chain {
+		return settingsChain(t, map[string]string{"MODULE": module, "STORES": "s0", "EMIT_STORES": "s0", "TIMEOUT": "2s"}, "wasm")
+	}
+	o := Options{OutputTopic: e.out, OnError: DeadLetter, DLQTopic: e.dlq}
+	e.runStateful("g", chain, o, "s0")
+	e.runStateful("g", chain, o, "s0")
+	dead := e.read(e.dlq, true)
+	if len(dead) != loopPartitions {
+		t.Fatalf("%d dead letters, want %d (one per partition's trapping entry)", len(dead), loopPartitions)
+	}
+	for _, d := range dead {
+		msg, _ := header(d, record.HeaderError)
+		if !strings.HasPrefix(string(d.Key), "k") || !strings.HasSuffix(string(d.Key), "-0") || string(d.Value) != "trap" ||
+			!strings.Contains(msg, `closing an entry of store "s0"`) || !strings.Contains(msg, "wasm guest trapped") || d.Timestamp.UnixMilli() != base+1000 {
+			t.Errorf("dead letter %q=%q at %d: %s", d.Key, d.Value, d.Timestamp.UnixMilli(), msg)
+		}
+	}
+	closed := 0
+	for _, r := range e.read(e.out, true) {
+		if string(r.Value) == "0" {
+			closed++
+			if !strings.HasSuffix(string(r.Key), "-1") || r.Timestamp.UnixMilli() != base+1000 {
+				t.Errorf("closed output %q stamped %d", r.Key, r.Timestamp.UnixMilli())
+			}
+		}
+	}
+	if closed != loopPartitions {
+		t.Errorf("%d outputs of closed entries, want %d", closed, loopPartitions)
+	}
+}
