@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -30,11 +31,21 @@ var errWatchdog = errors.New("transaction time budget used up")
 // routed to an input or the dead-letter topic.
 const stageProduce = "produce"
 
-// Retry backoff: from firstBackoff, doubling up to maxBackoff.
+// Retry backoff: the wait before a record's n-th retry (from 0) lies
+// between half and all of min(maxBackoff, firstBackoff·2ⁿ), drawn at
+// random. Equal jitter, not full: a record has a bounded number of
+// retries, and their waits together must give a failing dependency a
+// guaranteed time (at least half the ceilings' sum) before the record
+// fails for good.
 const (
 	firstBackoff = 10 * time.Millisecond
 	maxBackoff   = time.Second
 )
+
+// retryPolicy is the bounds of the waits between a record's attempts.
+func retryPolicy() backoff.Policy {
+	return backoff.Policy{Base: firstBackoff, Cap: maxBackoff, Jitter: backoff.Equal}
+}
 
 // runChain runs r through w's chain under w's context (the open
 // transaction's, which the monitor may cut for this record), retrying
@@ -66,7 +77,6 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 			r.Key, r.Value, r.Headers, r.Timestamp = key, value, headers, ts
 		}
 	}()
-	backoff := firstBackoff
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && w.stores != nil {
 			w.stores.j.Undo() // the failed attempt's state writes
@@ -107,11 +117,12 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 		if retry := class == classRetriable || class == classTimeout; !retry || attempt > p.o.MaxRetries {
 			return dst, stage, attempt, clipErr(err)
 		}
-		if time.Now().Add(backoff).After(p.budgetEnd()) {
+		wait := p.retryWait.At(attempt - 1)
+		if time.Now().Add(wait).After(p.budgetEnd()) {
 			return dst, stage, attempt, errWatchdog
 		}
 		p.o.Metrics.Retries.Inc()
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(wait)
 		select {
 		case <-w.ctx.Done():
 			t.Stop()
@@ -122,7 +133,6 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 			return dst, stage, attempt, errWatchdog
 		case <-t.C:
 		}
-		backoff = min(backoff*2, maxBackoff)
 		r.Key, r.Value, r.Headers, r.Timestamp, r.Topic = key, value, headers, ts, ""
 	}
 }

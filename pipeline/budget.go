@@ -56,8 +56,8 @@ func worstCase(o Options, chain *transform.Chain) (worst, per time.Duration, ent
 		per, entry = o.TransformTimeout, transform.Entry{}
 	}
 	worst = time.Duration(o.MaxRetries+1) * per
-	for i, b := 0, firstBackoff; i < o.MaxRetries; i, b = i+1, min(b*2, maxBackoff) {
-		worst += b
+	for i := range o.MaxRetries {
+		worst += retryPolicy().Ceiling(i) // the longest wait the retry may draw
 	}
 	return worst, per, entry
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -36,6 +37,9 @@ type health struct {
 	// because a service the chain depends on failed (outage.go), nil
 	// when the last one committed.
 	outage atomic.Pointer[outage]
+	// abortWait and outageWait draw the waits of abortBackoff and
+	// unavailable; New sets them.
+	abortWait, outageWait *backoff.Backoff
 }
 
 // tick notes an iteration of the loop.
@@ -88,22 +92,24 @@ const minFailingAborts = 3
 // over long before.
 func defaultFailingAfter(stall time.Duration) time.Duration { return max(2*stall, time.Minute) }
 
+// abortPolicy bounds abortBackoff's waits: below 50ms after the third
+// abort in a row, the bound doubling to 2s, each wait drawn at random
+// below it (full jitter: instances failing together do not retry
+// together, and the aborts go on until one commits).
+func abortPolicy() backoff.Policy {
+	return backoff.Policy{Base: 50 * time.Millisecond, Cap: 2 * time.Second}
+}
+
 // abortBackoff waits before the next transaction once several have
-// aborted in a row: from 50ms, doubling to 2s, so that a cause that no
-// abort clears (a broker refusing every write) is not retried in a tight
-// loop. It returns early when ctx ends.
+// aborted in a row (abortPolicy), so that a cause that no abort clears
+// (a broker refusing every write) is not retried in a tight loop. It
+// returns early when ctx ends.
 func (h *health) abortBackoff(ctx context.Context) {
 	r := h.failing.Load()
 	if r == nil || r.n < minFailingAborts {
 		return
 	}
-	d := min(50*time.Millisecond<<min(r.n-minFailingAborts, 6), 2*time.Second)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = backoff.Sleep(ctx, h.abortWait.At(r.n-minFailingAborts)) // ctx ended: the loop sees it
 }
 
 // noteAbort counts an aborted transaction into the run of aborts since

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -209,7 +210,10 @@ func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline,
 		work:    context.Background(),
 		parts:   newPartitions(o.Metrics),
 		latency: newLatencyWindow(o.Metrics.EndToEndLatency),
+		// Each with a random source of its own.
+		retryWait: backoff.New(retryPolicy()),
 	}
+	p.health.abortWait, p.health.outageWait = backoff.New(abortPolicy()), backoff.New(outagePolicy())
 	if o.State != nil {
 		groups, err := stateGroups(o, chain)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -18,11 +19,13 @@ import (
 // A refusal no retry clears (transform.Fatal, such as credentials the
 // service rejects) stops the processor instead.
 
-// Outage backoff: from firstOutageBackoff, doubling up to maxOutageBackoff.
-const (
-	firstOutageBackoff = 100 * time.Millisecond
-	maxOutageBackoff   = 5 * time.Second
-)
+// outagePolicy bounds the wait after a transaction aborted for a failing
+// service: below 100ms after the first, the bound doubling to 5s, each
+// wait drawn at random below it (full jitter: instances that lost the
+// service together do not come back to it together).
+func outagePolicy() backoff.Policy {
+	return backoff.Policy{Base: 100 * time.Millisecond, Cap: 5 * time.Second}
+}
 
 // outageUnhealthy is how long an outage lasts before Healthy reports it:
 // a quarter of the stall timeout, at most 10s, so that a registry
@@ -70,19 +73,14 @@ func isDependency(err error) bool { return transform.IsUnavailable(err) || trans
 // the records are polled again and run again once it answers.
 func (p *Pipeline) unavailable(ctx context.Context, de *dependencyError) error {
 	o := p.health.noteOutage(de)
-	d := min(firstOutageBackoff<<min(o.n-1, 6), maxOutageBackoff)
+	d := p.health.outageWait.At(o.n - 1)
 	p.log.Warn("a service the chain depends on failed; no record is failed for it: the transaction is aborted and retried",
 		"transform", de.stage, "err", de.err.Error(), "failing_for", time.Since(o.since).Round(time.Millisecond).String(),
 		"attempts", o.n, "retry_in", d.String())
 	if _, err := p.end(ctx, txn.ReasonUnavailable); err != nil {
 		return err
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	_ = backoff.Sleep(ctx, d) // ctx ended: the loop sees it
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -51,6 +52,9 @@ type Pipeline struct {
 	parts  *partitions // also read by Status and the refresher
 	// latency is a sample of recent end-to-end latencies, for Status.
 	latency *latencyWindow
+	// retryWait draws the waits between a record's attempts (retryPolicy);
+	// workers share it.
+	retryWait *backoff.Backoff
 }
 
 // pace is how large transactions and polls are: a transaction's record

@@ -85,8 +85,8 @@ func poisonChain(t *testing.T, poison *kgo.Record) *transform.Chain {
 	})
 }
 
-// Retriable failures are retried with doubling backoff (10ms, 20ms, ...)
-// up to MaxRetries times; permanent ones are not retried. A record that
+// Retriable failures are retried with doubling backoff (waits drawn
+// between half and all of 10ms, 20ms, ...) up to MaxRetries times; permanent ones are not retried. A record that
 // passes on a retry is output once; one that is still failing after
 // 1+MaxRetries attempts, or that failed permanently, becomes one dead
 // letter saying how many attempts it had and why. transform_errors_total
@@ -130,12 +130,21 @@ func TestLoopRetriesWithBackoff(t *testing.T) {
 		k := kind(in)
 		count[k]++
 		calls := log.get(string(in.Value))
-		want, backoff := 1, time.Duration(0)
+		want := 1
 		switch k {
 		case "flaky":
-			want, backoff = 3, 30*time.Millisecond // 10ms + 20ms
+			want = 3
 		case "hopeless":
-			want, backoff = 1+maxRetries, 150*time.Millisecond // 10 + 20 + 40 + 80ms
+			want = 1 + maxRetries
+		}
+		// The waits' floors: 5ms + 10ms for flaky, 5 + 10 + 20 + 40ms for
+		// hopeless (equal jitter: half of 10, 20, 40, 80ms at least).
+		var backoff time.Duration
+		for i := range want - 1 {
+			backoff += retryPolicy().Floor(i)
+		}
+		if k == "hopeless" && backoff != 75*time.Millisecond {
+			t.Fatalf("the floors of %d retries add up to %s, want 75ms", maxRetries, backoff)
 		}
 		if len(calls) != want {
 			t.Errorf("%s input %q: %d transform calls, want %d", k, in.Value, len(calls), want)

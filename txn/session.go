@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -267,7 +268,10 @@ func (s *Session) countRebalance(cl *kgo.Client) {
 func (s *Session) Init(ctx context.Context) error {
 	s.connecting.Store(true)
 	defer s.connecting.Store(false)
-	backoff := 500 * time.Millisecond
+	// Up to 500ms before the first retry, doubling to 10s, each wait drawn
+	// at random below that: instances restarted together do not retry
+	// together.
+	wait := backoff.New(backoff.Policy{Base: 500 * time.Millisecond, Cap: 10 * time.Second})
 	for attempt := 1; ; attempt++ {
 		err := s.initOnce(ctx)
 		if err == nil {
@@ -283,14 +287,12 @@ func (s *Session) Init(ctx context.Context) error {
 		if err := s.refusal(err); err != nil {
 			return err
 		}
+		d := wait.Next()
 		s.log.Warn("cannot initialise the transactional producer; retrying",
-			"brokers", s.opts.Brokers, "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+			"brokers", s.opts.Brokers, "attempt", attempt, "retry_in", d.String(), "err", err.Error())
+		if err := backoff.Sleep(ctx, d); err != nil {
+			return err
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 

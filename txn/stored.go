@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"
 )
@@ -138,7 +139,8 @@ func (d *stored) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 			parts = append(parts, record.TopicPartition{Topic: t, Partition: p})
 		}
 	}
-	backoff := 250 * time.Millisecond
+	// Up to 250ms before the first retry, doubling to 5s, drawn at random.
+	wait := backoff.New(backoff.Policy{Base: 250 * time.Millisecond, Cap: 5 * time.Second})
 	for {
 		stored, err := d.dest.Offsets(ctx, parts)
 		if err == nil {
@@ -158,13 +160,11 @@ func (d *stored) adjustOffsets(ctx context.Context, offsets map[string]map[int32
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		d.log.Warn("cannot read the stored offsets of the assigned partitions; retrying", "retry_in", backoff.String(), "err", err.Error())
-		select {
-		case <-ctx.Done():
+		retryIn := wait.Next()
+		d.log.Warn("cannot read the stored offsets of the assigned partitions; retrying", "retry_in", retryIn.String(), "err", err.Error())
+		if backoff.Sleep(ctx, retryIn) != nil {
 			return nil, err
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
@@ -117,7 +118,7 @@ func (d *destination) open(ctx context.Context, group string, promReg prometheus
 		}
 		return err
 	}}
-	backoff := 500 * time.Millisecond
+	wait := backoff.New(startBackoff())
 	for attempt := 1; ; attempt++ {
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		dest, closeDest, err := d.spec.Open(octx, d.settings, host)
@@ -137,14 +138,20 @@ func (d *destination) open(ctx context.Context, group string, promReg prometheus
 		case errors.As(err, &refused) || ctx.Err() != nil:
 			return nil, err
 		}
-		log.Warn("cannot open the "+d.spec.Title+" database; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(backoff):
+		retryIn := wait.Next()
+		log.Warn("cannot open the "+d.spec.Title+" database; retrying", "attempt", attempt, "retry_in", retryIn.String(), "err", err.Error())
+		if err := backoff.Sleep(ctx, retryIn); err != nil {
+			return nil, err
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// startBackoff bounds the waits between attempts to reach a database or
+// the Schema Registry at start: below 500ms before the first retry, the
+// bound doubling to 10s, each wait drawn at random below it (full jitter:
+// instances restarted together do not retry together).
+func startBackoff() backoff.Policy {
+	return backoff.Policy{Base: 500 * time.Millisecond, Cap: 10 * time.Second}
 }
 
 // openedPostgres is db, opened by a caller of NewPipeline, as the

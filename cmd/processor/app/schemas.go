@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/schema"
 	"github.com/streamproc/processor/schema/codec"
 	"github.com/streamproc/processor/transform"
@@ -138,7 +139,7 @@ func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []st
 			SchemaSetting: config.EnvName("OUTPUT_VALUE_SCHEMA_FILE"), StrategySettingName: config.EnvName("VALUE_SUBJECT_STRATEGY"), Timeout: timeout})
 	}
 	ep.starting("fetching the output schemas from the Schema Registry")
-	backoff := 500 * time.Millisecond
+	wait := backoff.New(startBackoff())
 	for attempt := 1; ; attempt++ {
 		err := s.startEncoders(ctx, routed)
 		switch fault := schema.FaultOf(err); {
@@ -159,14 +160,12 @@ func (s *schemas) open(ctx context.Context, touches transform.Parts, routed []st
 		}
 		what := "the Schema Registry at " + s.names.Registry + " cannot be reached; retrying"
 		ep.starting(what)
-		log.Warn(what, "attempt", attempt, "retry_in", backoff.String(), "err", err.Error())
-		select {
-		case <-ctx.Done():
+		retryIn := wait.Next()
+		log.Warn(what, "attempt", attempt, "retry_in", retryIn.String(), "err", err.Error())
+		if backoff.Sleep(ctx, retryIn) != nil {
 			log.Info("stopped while starting")
 			return exitOK, false
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }
 
