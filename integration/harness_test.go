@@ -197,8 +197,9 @@ func (tg *target) produce(t testing.TB, in input, from, to int) bool {
 	return false
 }
 
-// instance is one in-process processor, built by app.NewPipeline: a
-// session, a chain and a pipeline, and the metrics they report through.
+// instance is one in-process processor, built as Main builds it
+// (app.Prepare, then Build): a session, a chain and a pipeline, and the
+// metrics they report through.
 type instance struct {
 	p       *pipeline.Pipeline
 	tm      *txn.Metrics
@@ -278,7 +279,7 @@ func defaultConfig(t testing.TB) *config.Config {
 // settings, on tg's brokers: the defaults of defaultConfig, except that the
 // harness defaults to at most 2000 records per transaction and a
 // transaction timeout of 8s (the session timeout 2s more), so that tests
-// run in seconds.
+// run in seconds. It validates, as config.Load's does.
 func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
 	t.Helper()
 	cfg := defaultConfig(t)
@@ -313,6 +314,9 @@ func (tg *target) instanceConfig(t testing.TB, o instanceOpts) *config.Config {
 	if o.configure != nil {
 		o.configure(cfg)
 	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the instance's configuration: %v", err)
+	}
 	return cfg
 }
 
@@ -327,23 +331,27 @@ func settingsLookup(m map[string]string) transform.Lookup {
 }
 
 // start runs a processor instance until stop or a fatal error. It is built
-// as the binary builds one (app.NewPipeline), from tg.instanceConfig(o),
-// with the identity chain unless o has one.
+// as the binary builds one (app.Prepare, then Build), from
+// tg.instanceConfig(o), with the identity chain unless o has one.
 func (tg *target) start(t testing.TB, o instanceOpts) *instance {
 	t.Helper()
 	if o.chain == nil {
 		o.chain = identityChain(t)
 	}
-	p, m, err := app.NewPipeline(tg.instanceConfig(t, o), tg.Brokers, []*transform.Chain{o.chain}, o.db, prometheus.NewRegistry(), testLogger(t, o.txnID),
+	pr, err := app.Prepare(tg.instanceConfig(t, o), []*transform.Chain{o.chain}, testLogger(t, o.txnID),
 		app.Overrides{TxnBudget: o.txnBudget, FailingAfter: o.failingAfter, InjectAbort: o.injectAbort})
 	if err != nil {
 		t.Fatal(err)
 	}
+	built, err := pr.Build(tg.Brokers, o.db, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{p: p, tm: m.Txn, pm: m.Pipeline, cancel: cancel, done: make(chan struct{})}
+	in := &instance{p: built.Pipeline, tm: built.Metrics.Txn, pm: built.Metrics.Pipeline, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
-		in.err = p.Run(ctx)
+		in.err = built.Run(ctx)
 	}()
 	t.Cleanup(func() { in.stop(t) })
 	return in

@@ -30,7 +30,7 @@ import (
 // against what Kafka itself reports: kadm on every target, and on the real
 // broker also Kafka's own kafka-consumer-groups tool.
 //
-// The instances here are built by app.NewPipeline, so the end offsets are
+// The instances here are built by app.Prepare and Build, so the end offsets are
 // refreshed every 5s (pipeline.Options.EndOffsetsInterval's default): the
 // waits for the gauges to agree allow for that, with deadlines of their
 // own.

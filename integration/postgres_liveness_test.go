@@ -20,7 +20,7 @@ import (
 // The postgres sink never stays stuck: a statement whose cost grows with
 // the batch, an outage longer than the transaction timeout, large values,
 // keys that are not text. Each runs the processor as the binary builds it
-// (app.NewPipeline) against the real PostgreSQL of
+// (app.Prepare and Build) against the real PostgreSQL of
 // PROCESSOR_TEST_POSTGRES_URL.
 
 // openSinkWith opens a postgres sink on db with o (URL and Group from db

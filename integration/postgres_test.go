@@ -20,7 +20,7 @@ import (
 	"github.com/streamproc/processor/transform"
 )
 
-// The postgres sink end to end: instances built by app.NewPipeline on
+// The postgres sink end to end: instances built by app.Prepare and Build on
 // kfake and on the real Apache Kafka broker, writing into the real
 // PostgreSQL of PROCESSOR_TEST_POSTGRES_URL, each test in a schema of its
 // own.

@@ -6,7 +6,7 @@ package integration
 // secure-env)"), against the SASL_SSL and mutual TLS listeners of the
 // local Apache Kafka broker. The processor gets its settings as a user
 // would: PROCESSOR_TLS_* and PROCESSOR_SASL_* for the binary, the same
-// config.Config fields for app.NewPipeline.
+// config.Config fields for app.Prepare.
 
 import (
 	"context"

@@ -66,10 +66,11 @@ func unitPipeline(t *testing.T, chain *transform.Chain, o Options) *Pipeline {
 	if o.SettingName == nil {
 		o.SettingName = envSettingName
 	}
-	p, err := New(s, s, chain, o)
+	p, err := New(chain, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.attach(s, s)
 	return p
 }
 
@@ -151,7 +152,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		return Options{OutputTopic: "out", CommitInterval: time.Nanosecond, MaxRecordsPerTxn: 1,
 			Metrics: NewMetrics(prometheus.NewRegistry())}
 	}
-	if _, err := New(nil, nil, chain, valid()); err != nil {
+	if _, err := New(chain, valid()); err != nil {
 		t.Fatalf("New with a 1ns commit interval and 1 record per transaction: %v, want no error", err)
 	}
 	for _, c := range []struct {
@@ -170,7 +171,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	} {
 		o := valid()
 		c.edit(&o)
-		p, err := New(nil, nil, chain, o)
+		p, err := New(chain, o)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New = %v, %v; want an error mentioning %s", c.name, p, err, c.want)
 		}
@@ -357,7 +358,7 @@ func TestBudgetErrorMessage(t *testing.T) {
 	}
 }
 
-// Without a TxnBudget or a StallTimeout, CheckBudget measures against the
+// Without a TxnBudget or a TransactionTimeout, CheckBudget measures against the
 // default budget, four fifths of a minute.
 func TestCheckBudgetDefault(t *testing.T) {
 	chain := loopChain(t, passThrough)
@@ -594,7 +595,7 @@ func TestPartitionsTrackLag(t *testing.T) {
 }
 
 // Healthy is nil before the loop has initialised, nil while its last
-// iteration is within StallTimeout (a minute by default), an error naming
+// iteration is within TransactionTimeout (a minute by default), an error naming
 // how long it has not advanced after that, and the fatal error once Run
 // stored one; Ready is false while the pipeline is not running.
 func TestHealthy(t *testing.T) {
@@ -612,7 +613,7 @@ func TestHealthy(t *testing.T) {
 		t.Errorf("Healthy 2m after the last iteration: %v, want a stall error", err)
 	}
 
-	short := unitPipeline(t, nil, Options{StallTimeout: 100 * time.Millisecond})
+	short := unitPipeline(t, nil, Options{TransactionTimeout: 100 * time.Millisecond})
 	short.health.initialised.Store(true)
 	short.health.lastLoop.Store(time.Now().UnixNano())
 	if err := short.Healthy(); err != nil {

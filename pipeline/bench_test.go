@@ -67,11 +67,12 @@ func BenchmarkLoopStep(b *testing.B) {
 	ms := newMemSession(c, "bench", "bench", "in", txn.NewMetrics(reg))
 	s := &benchSession{memSession: ms, fs: fs}
 	chain := chainOf(b, "identity", passThrough)
-	p, err := New(s, s, chain, Options{OutputTopic: "out", CommitInterval: time.Hour, MaxRecordsPerTxn: benchPerTxn,
+	p, err := New(chain, Options{OutputTopic: "out", CommitInterval: time.Hour, MaxRecordsPerTxn: benchPerTxn,
 		Metrics: NewMetrics(reg), Lineage: true})
 	if err != nil {
 		b.Fatal(err)
 	}
+	p.attach(s, s)
 	ctx := context.Background()
 	if err := p.s.Init(ctx); err != nil {
 		b.Fatal(err)
@@ -167,10 +168,11 @@ func benchRecords(b *testing.B, chain *transform.Chain, o Options, recs []*kgo.R
 	ms := newMemSession(c, "bench", "bench", "in", txn.NewMetrics(reg))
 	s := &benchSession{memSession: ms, fs: fs, vals: vals}
 	o.OutputTopic, o.CommitInterval, o.MaxRecordsPerTxn, o.Metrics, o.Lineage = "out", time.Hour, len(recs), NewMetrics(reg), true
-	p, err := New(s, s, chain, o)
+	p, err := New(chain, o)
 	if err != nil {
 		b.Fatal(err)
 	}
+	p.attach(s, s)
 	ctx := context.Background()
 	if err := p.s.Init(ctx); err != nil {
 		b.Fatal(err)

@@ -7,10 +7,11 @@ import (
 	"github.com/streamproc/processor/transform"
 )
 
-// BudgetError is returned by New when one record's worst case, every
-// attempt running to its deadline plus the backoff between retries, does
-// not fit the transaction's time budget: such a record could never be
-// processed, nor be failed by the policy, within a transaction.
+// BudgetError is returned by New and Check when one record's worst case,
+// every attempt running to its deadline plus the backoff between
+// retries, does not fit the transaction's time budget: such a record
+// could never be processed, nor be failed by the policy, within a
+// transaction.
 type BudgetError struct {
 	Worst, Budget time.Duration
 	Attempts      int             // 1 + MaxRetries
@@ -28,10 +29,9 @@ func (e *BudgetError) Error() string {
 }
 
 // CheckBudget returns a *BudgetError when one record's retries cannot fit
-// the transaction's time budget (New checks it too; a caller can check
-// before it connects anything). An attempt is bounded by TransformTimeout
-// and by the chain's own deadlines (a stage with its own deadline may not
-// watch the context).
+// the transaction's time budget (New and Check check it). An attempt is
+// bounded by TransformTimeout and by the chain's own deadlines (a stage
+// with its own deadline may not watch the context).
 //
 // A record that passes the check is never cut before its own deadlines
 // end it: each record may run for the longer of this worst case and half
@@ -68,14 +68,14 @@ func (p *Pipeline) budgetEnd() time.Time {
 	return p.s.Begun().Add(p.o.TxnBudget)
 }
 
-// budget returns TxnBudget, or its default: four fifths of StallTimeout
-// (StallTimeout itself defaults to a minute).
+// budget returns TxnBudget, or its default: four fifths of TransactionTimeout
+// (TransactionTimeout itself defaults to a minute).
 func (o Options) budget() time.Duration {
 	switch {
 	case o.TxnBudget > 0:
 		return o.TxnBudget
-	case o.StallTimeout > 0:
-		return o.StallTimeout * 4 / 5
+	case o.TransactionTimeout > 0:
+		return o.TransactionTimeout * 4 / 5
 	}
 	return time.Minute * 4 / 5
 }

@@ -112,7 +112,7 @@ func TestBudgetCheckAtStart(t *testing.T) {
 			wantErr: true, wantPer: time.Second},
 		{name: "transform timeout fits", entries: []transform.Entry{timed}, retries: 3, transformTimeout: 1900 * time.Millisecond, budget: 8 * time.Second},
 		// The binary's case: PROCESSOR_TRANSACTION_TIMEOUT=10s (budget 8s,
-		// four fifths of StallTimeout), PROCESSOR_TRANSFORM_TIMEOUT=3s,
+		// four fifths of TransactionTimeout), PROCESSOR_TRANSFORM_TIMEOUT=3s,
 		// PROCESSOR_MAX_RETRIES=3.
 		{name: "default budget from the stall timeout", entries: []transform.Entry{plain}, retries: 3, transformTimeout: 3 * time.Second, stall: 10 * time.Second,
 			wantErr: true, wantPer: 3 * time.Second},
@@ -129,15 +129,15 @@ func TestBudgetCheckAtStart(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			chain := budgetTestChain(t, timeouts, c.entries...)
 			defer chain.Close()
-			_, err := New(nil, nil, chain, Options{
-				OutputTopic:      "out",
-				CommitInterval:   100 * time.Millisecond,
-				MaxRecordsPerTxn: 100,
-				StallTimeout:     c.stall,
-				TxnBudget:        c.budget,
-				MaxRetries:       c.retries,
-				TransformTimeout: c.transformTimeout,
-				Metrics:          NewMetrics(prometheus.NewRegistry()),
+			_, err := New(chain, Options{
+				OutputTopic:        "out",
+				CommitInterval:     100 * time.Millisecond,
+				MaxRecordsPerTxn:   100,
+				TransactionTimeout: c.stall,
+				TxnBudget:          c.budget,
+				MaxRetries:         c.retries,
+				TransformTimeout:   c.transformTimeout,
+				Metrics:            NewMetrics(prometheus.NewRegistry()),
 			})
 			var be *BudgetError
 			if !c.wantErr {

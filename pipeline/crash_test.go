@@ -68,14 +68,14 @@ func TestLoopCrashCulprit(t *testing.T) {
 		return passThrough(ctx, src, r, out)
 	})
 	pm := NewMetrics(prometheus.NewRegistry())
-	p, err := New(s, s, chain, Options{OutputTopic: e.out, InputTopics: []string{e.in}, CommitInterval: time.Second, MaxRecordsPerTxn: 100,
+	p, err := New(chain, Options{OutputTopic: e.out, InputTopics: []string{e.in}, CommitInterval: time.Second, MaxRecordsPerTxn: 100,
 		OnError: DeadLetter, DLQTopic: e.dlq, Lineage: true, Metrics: pm, SettingName: envSettingName, Logger: loopLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	go func() { done <- p.Run(ctx, s, s) }()
 	eventually(t, 30*time.Second, "every input committed", nil, func() bool { return e.caughtUp("g") })
 	cancel()
 	if err := <-done; err != nil {

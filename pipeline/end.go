@@ -91,7 +91,7 @@ func (p *Pipeline) end(ctx context.Context, abort txn.Reason) (bool, error) {
 		// waited for the brokers): the batch's size is not to blame.
 		// Shrinking the next transactions is progress, as the
 		// watchdog's is: no backoff after it.
-		if abort == "" && took >= p.o.StallTimeout*9/10 && took <= 2*p.o.StallTimeout {
+		if abort == "" && took >= p.o.TransactionTimeout*9/10 && took <= 2*p.o.TransactionTimeout {
 			p.pace.outOfTime(p.open.counts.records, took, p.commitTarget())
 			p.log.Warn("committing used up the transaction timeout and did not commit; the next transactions are smaller, sized by what commits in time",
 				"records", p.open.counts.records, "took", took.Round(time.Millisecond).String(), "next_max_records", p.pace.max)
@@ -146,7 +146,7 @@ func (p *Pipeline) committed(took time.Duration) {
 	p.stats.filtered.Add(uint64(c.filtered))
 	p.stats.dlq.Add(uint64(c.dlq))
 	p.stats.skipped.Add(uint64(c.skipped))
-	p.parts.committed(p.obs.CommittedOffsets())
+	p.parts.committed(p.observer().CommittedOffsets())
 	p.purgeHop()
 	p.health.failing.Store(nil)
 	p.health.outage.Store(nil)
@@ -175,7 +175,7 @@ func (p *Pipeline) shutdown() error {
 	if !p.s.InTxn() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.o.StallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.o.TransactionTimeout)
 	defer cancel()
 	committed, err := p.end(ctx, "")
 	if err != nil {

@@ -180,26 +180,27 @@ func (p *Pipeline) lag() int64 {
 }
 
 // Healthy returns nil while the loop is alive and not stuck: it is waiting
-// for Kafka, or its last iteration started within StallTimeout, and (into
+// for Kafka, or its last iteration started within TransactionTimeout, and (into
 // PostgreSQL) commits are not failing for a reason retrying does not fix,
-// nor for a transient one for longer than StallTimeout. After a fatal
+// nor for a transient one for longer than TransactionTimeout. After a fatal
 // error it returns that error.
 func (p *Pipeline) Healthy() error {
 	if _, err := p.health.fatal(); err != nil {
 		return err
 	}
-	if !p.health.initialised.Load() || p.obs.Connecting() {
+	obs := p.observer()
+	if !p.health.initialised.Load() || obs == nil || obs.Connecting() {
 		return nil
 	}
-	if since := time.Since(time.Unix(0, p.health.lastLoop.Load())); since > p.o.StallTimeout {
+	if since := time.Since(time.Unix(0, p.health.lastLoop.Load())); since > p.o.TransactionTimeout {
 		return fmt.Errorf("the processing loop has not advanced for %s", since.Round(time.Second))
 	}
-	if err := p.health.outageError(outageUnhealthy(p.o.StallTimeout)); err != nil {
+	if err := p.health.outageError(outageUnhealthy(p.o.TransactionTimeout)); err != nil {
 		return err
 	}
 	if r := p.health.failing.Load(); r != nil && r.n >= minFailingAborts && time.Since(r.since) > p.o.FailingAfter {
 		why := ""
-		if _, last := p.obs.Metrics().Aborts(); last != nil {
+		if _, last := obs.Metrics().Aborts(); last != nil {
 			why = ", the last one " + string(last.Reason)
 			if last.Detail != "" {
 				why += ": " + clip(last.Detail)
@@ -208,8 +209,8 @@ func (p *Pipeline) Healthy() error {
 		return fmt.Errorf("no transaction has committed for %s: %d aborted in a row%s", time.Since(r.since).Round(time.Second), r.n, why)
 	}
 	// Into PostgreSQL: a failure retrying is not expected to fix is
-	// unhealthy at once, a transient one once it has lasted StallTimeout.
-	if since, transient, why := p.obs.CommitFailing(); !since.IsZero() && (!transient || time.Since(since) > p.o.StallTimeout) {
+	// unhealthy at once, a transient one once it has lasted TransactionTimeout.
+	if since, transient, why := obs.CommitFailing(); !since.IsZero() && (!transient || time.Since(since) > p.o.TransactionTimeout) {
 		return fmt.Errorf("committing to PostgreSQL has failed for %s: %s", time.Since(since).Round(time.Second), clip(why))
 	}
 	return nil
@@ -219,5 +220,6 @@ func (p *Pipeline) Healthy() error {
 // initialised its transactional producer, and no service the chain
 // depends on is failing.
 func (p *Pipeline) Ready() bool {
-	return p.health.running.Load() && p.obs.Ready() && p.health.outage.Load() == nil && !p.st.restoring.Load()
+	obs := p.observer()
+	return p.health.running.Load() && obs != nil && obs.Ready() && p.health.outage.Load() == nil && !p.st.restoring.Load()
 }

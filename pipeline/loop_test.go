@@ -274,8 +274,8 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 	if o.MaxRecordsPerTxn == 0 {
 		o.MaxRecordsPerTxn = 500
 	}
-	if o.StallTimeout == 0 {
-		o.StallTimeout = 8 * time.Second
+	if o.TransactionTimeout == 0 {
+		o.TransactionTimeout = 8 * time.Second
 	}
 	if o.SettingName == nil {
 		o.SettingName = envSettingName
@@ -288,7 +288,7 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 			o.Chains = append(o.Chains, loopChain(e.t, fn))
 		}
 	}
-	p, err := New(s, obs, chain, o)
+	p, err := New(chain, o)
 	if err != nil {
 		s.Close()
 		e.t.Fatal(err)
@@ -297,7 +297,7 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 	r := &loopRun{p: p, tm: tm, pm: o.Metrics, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
-		r.err = p.Run(ctx)
+		r.err = p.Run(ctx, s, obs)
 	}()
 	e.t.Cleanup(func() {
 		cancel()

@@ -33,7 +33,7 @@ func TestNoVariableNames(t *testing.T) {
 // Without Options.SettingName, messages name a setting by its option; with
 // it, as it says. The names reach the errors a record fails with.
 func TestSettingNames(t *testing.T) {
-	if got := newSettingNames(nil); got != (settingNames{"Options.OnError", "Options.TransformTimeout", "Options.StallTimeout", "Options.MaxCrashAttempts"}) {
+	if got := newSettingNames(nil); got != (settingNames{"Options.OnError", "Options.TransformTimeout", "Options.TransactionTimeout", "Options.MaxCrashAttempts"}) {
 		t.Errorf("default names %+v, want the options' names", got)
 	}
 	if got := newSettingNames(envSettingName); got != (settingNames{"PROCESSOR_ON_ERROR", "PROCESSOR_TRANSFORM_TIMEOUT", "PROCESSOR_TRANSACTION_TIMEOUT", "PROCESSOR_MAX_CRASH_ATTEMPTS"}) {
@@ -45,7 +45,7 @@ func TestSettingNames(t *testing.T) {
 		t.Errorf("timeoutError = %q, want %q", te.Error(), want)
 	}
 	le := &limitError{ran: time.Second, budget: 2 * time.Second, names: names}
-	if msg := le.Error(); !strings.Contains(msg, "bound the transform with Options.TransformTimeout, or raise Options.StallTimeout") {
+	if msg := le.Error(); !strings.Contains(msg, "bound the transform with Options.TransformTimeout, or raise Options.TransactionTimeout") {
 		t.Errorf("limitError = %q, want it to name the options", msg)
 	}
 }

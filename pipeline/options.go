@@ -18,10 +18,12 @@ type Options struct {
 	OutputTopic      string        // where records with an empty Topic go
 	CommitInterval   time.Duration // a transaction ends after this long ...
 	MaxRecordsPerTxn int           // ... or after this many input records
-	// StallTimeout: the loop counts as stuck (Healthy fails) when one
-	// iteration takes longer. Set it to the transaction timeout.
-	StallTimeout     time.Duration
-	ProgressInterval time.Duration // 0: no progress line
+	// TransactionTimeout is the session's transaction timeout (a minute
+	// by default): what a transaction's budget (TxnBudget) and the end of
+	// a transaction fit within, and how long one iteration of the loop
+	// may take before it counts as stuck (Healthy fails).
+	TransactionTimeout time.Duration
+	ProgressInterval   time.Duration // 0: no progress line
 	// Lineage stamps the lineage header on every output: processor.source
 	// (topic/partition/offset), or with LegacyLineage the three
 	// processor.source.topic, .partition and .offset headers. Dead letters
@@ -43,7 +45,7 @@ type Options struct {
 	TransformTimeout time.Duration
 	// TxnBudget is how long a transaction may process before it must end
 	// (the watchdog aborts and shrinks the batch past it). Default: four
-	// fifths of StallTimeout, which is the transaction timeout.
+	// fifths of TransactionTimeout.
 	TxnBudget time.Duration
 	// SettingName names a setting in the messages that tell the user to
 	// change it (logs, health, the error of a dead letter), the way the
@@ -115,7 +117,7 @@ type Options struct {
 
 	// FailingAfter is how long transactions may keep aborting with no
 	// commit (at least minFailingAborts of them) before Healthy fails.
-	// Default: twice StallTimeout, at least a minute.
+	// Default: twice TransactionTimeout, at least a minute.
 	FailingAfter time.Duration
 
 	// Replay says that the input topics hold dead letters run again
@@ -162,9 +164,9 @@ type Setting string
 const (
 	SettingOnError          Setting = "OnError"          // Options.OnError
 	SettingTransformTimeout Setting = "TransformTimeout" // Options.TransformTimeout
-	// SettingTransactionTimeout is the transaction timeout, which
-	// Options.StallTimeout is set to.
-	SettingTransactionTimeout Setting = "StallTimeout"
+	// SettingTransactionTimeout is the transaction timeout
+	// (Options.TransactionTimeout).
+	SettingTransactionTimeout Setting = "TransactionTimeout"
 	// SettingMaxCrashAttempts is the session's count of crash attempts
 	// (txn.Options.MaxCrashAttempts), which a record's dead letter names
 	// when the process died on it.
@@ -189,18 +191,23 @@ func newSettingNames(name func(Setting) string) settingNames {
 	}
 }
 
-// New returns a pipeline that runs chain on session s, and reads status,
-// health and lag through obs (a *txn.Session is both); Run starts it.
-func New(s Session, obs Observer, chain *transform.Chain, o Options) (*Pipeline, error) {
+// New returns a pipeline that runs chain with o; Run runs it on a
+// session. New needs no broker: it checks everything about the chain
+// and o that can be checked without one (Check), so that a processor
+// refuses what cannot work before it connects anything.
+func New(chain *transform.Chain, o Options) (*Pipeline, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckBudget(o, chain); err != nil {
+	if o.Metrics == nil {
+		return nil, errRequired
+	}
+	if err := check(o, chain); err != nil {
 		return nil, err
 	}
 	p := &Pipeline{
-		s: s, obs: obs, chain: chain, o: o, log: o.Logger,
+		chain: chain, o: o, log: o.Logger,
 		names:   newSettingNames(o.SettingName),
 		pool:    newPool(chain, o.Chains, o.Ordering),
 		open:    newOpenTxn(o.Lineage, o.LegacyLineage),
@@ -277,15 +284,15 @@ func stateGroups(o Options, chain *transform.Chain) ([]stateGroup, error) {
 // withDefaults returns o with its defaults filled in, or an error naming
 // what is missing or wrong.
 func (o Options) withDefaults() (Options, error) {
-	if o.OutputTopic == "" || o.CommitInterval <= 0 || o.MaxRecordsPerTxn <= 0 || o.Metrics == nil {
-		return o, errors.New("pipeline: OutputTopic, CommitInterval, MaxRecordsPerTxn and Metrics are required")
+	if o.OutputTopic == "" || o.CommitInterval <= 0 || o.MaxRecordsPerTxn <= 0 {
+		return o, errRequired
 	}
-	if o.StallTimeout <= 0 {
-		o.StallTimeout = time.Minute
+	if o.TransactionTimeout <= 0 {
+		o.TransactionTimeout = time.Minute
 	}
 	o.TxnBudget = o.budget()
 	if o.FailingAfter <= 0 {
-		o.FailingAfter = defaultFailingAfter(o.StallTimeout)
+		o.FailingAfter = defaultFailingAfter(o.TransactionTimeout)
 	}
 	switch o.OnError {
 	case "":

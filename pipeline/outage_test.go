@@ -36,7 +36,7 @@ func TestLoopOutageFailsNoRecord(t *testing.T) {
 		return append(out, r), nil
 	})
 	// A stall timeout of 8s: the outage is unhealthy after 2s.
-	run := e.start("g", "g-a", chain, Options{Lineage: true, OnError: DeadLetter, DLQTopic: e.dlq, MaxRetries: 3, StallTimeout: 8 * time.Second})
+	run := e.start("g", "g-a", chain, Options{Lineage: true, OnError: DeadLetter, DLQTopic: e.dlq, MaxRetries: 3, TransactionTimeout: 8 * time.Second})
 	eventually(t, 10*time.Second, "a transaction to abort for the outage", run, func() bool {
 		return testutil.ToFloat64(run.tm.Aborted.WithLabelValues(string(txn.ReasonUnavailable))) >= 1
 	})

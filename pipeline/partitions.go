@@ -269,7 +269,7 @@ func (p *Pipeline) refreshEnds(ctx context.Context, interval time.Duration) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, interval)
-		ends, err := p.obs.EndOffsets(rctx, topics)
+		ends, err := p.observer().EndOffsets(rctx, topics)
 		cancel()
 		if err != nil {
 			p.log.Debug("could not refresh end offsets", "err", err.Error())

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,10 +19,11 @@ import (
 	"github.com/streamproc/processor/txn"
 )
 
-// Pipeline runs the consume-transform-produce loop on one session.
+// Pipeline runs the consume-transform-produce loop on one session, the one
+// Run is handed.
 type Pipeline struct {
-	s     Session
-	obs   Observer
+	s     Session                  // Run's; the loop's goroutine's
+	obs   atomic.Pointer[Observer] // Run's; nil before Run (observer)
 	chain *transform.Chain
 	o     Options
 	log   *slog.Logger
@@ -66,12 +68,19 @@ type pace struct {
 	sized     bool  // perRecord has been measured
 }
 
-// Run initialises the session, then loops until ctx ends or a fatal error.
-// On ctx's end it stops polling, finishes the records already polled
-// (within the open transaction's time budget), commits the open
-// transaction and leaves the group, and returns nil. Ending ctx is never a
-// record failure. The session is closed when Run returns.
-func (p *Pipeline) Run(ctx context.Context) (err error) {
+// Run runs the loop on session s, whose status, health and lag it reads
+// through obs (a *txn.Session is both): it initialises the session, then
+// loops until ctx ends or a fatal error. On ctx's end it stops polling,
+// finishes the records already polled (within the open transaction's time
+// budget), commits the open transaction and leaves the group, and returns
+// nil. Ending ctx is never a record failure. The session is closed when
+// Run returns. Run a pipeline once.
+func (p *Pipeline) Run(ctx context.Context, s Session, obs Observer) (err error) {
+	if p.s != nil {
+		s.Close()
+		return errors.New("pipeline: Run called twice")
+	}
+	p.attach(s, obs)
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	stopWork := context.AfterFunc(ctx, func() { time.AfterFunc(p.o.TxnBudget, cancelWork) })
@@ -113,6 +122,21 @@ func (p *Pipeline) Run(ctx context.Context) (err error) {
 		}
 	}
 	return p.shutdown()
+}
+
+// attach hands the pipeline the session it runs on.
+func (p *Pipeline) attach(s Session, obs Observer) {
+	p.s = s
+	p.obs.Store(&obs)
+}
+
+// observer is the read-only view of the session Run was handed, nil
+// before Run.
+func (p *Pipeline) observer() Observer {
+	if o := p.obs.Load(); o != nil {
+		return *o
+	}
+	return nil
 }
 
 // step polls once, processes what arrived and ends the transaction when it
@@ -324,7 +348,7 @@ func fit(n int, took, target time.Duration) int {
 // the transaction timeout, what the end of a transaction may use before
 // it is cut short, so that a destination slower from one batch to the
 // next still commits.
-func (p *Pipeline) commitTarget() time.Duration { return p.o.StallTimeout / 4 }
+func (p *Pipeline) commitTarget() time.Duration { return p.o.TransactionTimeout / 4 }
 
 // observe tracks the partitions once per poll: the assignment when it
 // changed (with the offsets the group committed for it), and the
@@ -332,8 +356,9 @@ func (p *Pipeline) commitTarget() time.Duration { return p.o.StallTimeout / 4 }
 func (p *Pipeline) observe(fs kgo.Fetches) {
 	if e := p.s.AssignmentEpoch(); e != p.parts.epoch {
 		p.parts.epoch = e
-		p.parts.assign(p.obs.Assigned())
-		p.parts.committed(p.obs.CommittedOffsets())
+		obs := p.observer()
+		p.parts.assign(obs.Assigned())
+		p.parts.committed(obs.CommittedOffsets())
 	}
 	p.parts.fetched(fs)
 }

@@ -370,8 +370,8 @@ func TestLoopStopWhileConnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := New(s, s, loopChain(t, passThrough), Options{OutputTopic: "out", CommitInterval: 100 * time.Millisecond, MaxRecordsPerTxn: 10,
-		StallTimeout: 100 * time.Millisecond, Metrics: NewMetrics(reg), Logger: loopLogger(t)})
+	p, err := New(loopChain(t, passThrough), Options{OutputTopic: "out", CommitInterval: 100 * time.Millisecond, MaxRecordsPerTxn: 10,
+		TransactionTimeout: 100 * time.Millisecond, Metrics: NewMetrics(reg), Logger: loopLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func TestLoopStopWhileConnecting(t *testing.T) {
 	run := &loopRun{p: p, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(run.done)
-		run.err = p.Run(ctx)
+		run.err = p.Run(ctx, s, s)
 	}()
 	eventually(t, 10*time.Second, "the session to start connecting", run, func() bool { return s.Connecting() })
 	time.Sleep(300 * time.Millisecond) // past the stall timeout

@@ -302,11 +302,12 @@ func TestConfirmMissing(t *testing.T) {
 	e := newMemEnv(t)
 	s := newMemSession(e.mem, "g", "g-a", e.in, txn.NewMetrics(prometheus.NewRegistry()))
 	defer s.Close()
-	p, err := New(s, s, loopChain(t, passThrough), Options{OutputTopic: e.out, CommitInterval: time.Second, MaxRecordsPerTxn: 10,
+	p, err := New(loopChain(t, passThrough), Options{OutputTopic: e.out, CommitInterval: time.Second, MaxRecordsPerTxn: 10,
 		Metrics: NewMetrics(prometheus.NewRegistry())})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.attach(s, s)
 	fail := func(topic string, err error) txn.Failure {
 		return txn.Failure{Record: &kgo.Record{Topic: topic}, Err: err}
 	}

@@ -201,7 +201,7 @@ func (p *Pipeline) purgeHop() {
 		return
 	}
 	before := map[int32]int64{}
-	for part, off := range p.obs.CommittedOffsets()[h.Topic] {
+	for part, off := range p.observer().CommittedOffsets()[h.Topic] {
 		if off > h.purged[part] {
 			before[part] = off
 		}

@@ -175,9 +175,13 @@ func (h *storeHolder) settle(err error) {
 func (p *Pipeline) initState(s State, stores []string, groups []stateGroup) {
 	p.st.s, p.st.stores, p.st.groups = s, stores, groups
 	for i := range p.pool.workers {
-		p.pool.workers[i].stores = &storeHolder{st: &p.st, j: s.Journal(p.s.MaxRecordBytes)}
+		p.pool.workers[i].stores = &storeHolder{st: &p.st, j: s.Journal(p.maxRecordBytes)}
 	}
 }
+
+// maxRecordBytes is the largest record the session Run was handed sends
+// to topic (Session.MaxRecordBytes).
+func (p *Pipeline) maxRecordBytes(topic string) int { return p.s.MaxRecordBytes(topic) }
 
 // syncState restores the assigned partitions when the assignment changed
 // (or a transaction's outcome left the local state behind), between
@@ -193,7 +197,7 @@ func (p *Pipeline) syncState(ctx context.Context) error {
 	for i := range p.st.groups {
 		p.st.revoke(&p.st.groups[i])
 	}
-	assigned := p.obs.Assigned()
+	assigned := p.observer().Assigned()
 	for i := range p.st.groups {
 		g := &p.st.groups[i]
 		parts := slices.Clone(assigned[g.topic])

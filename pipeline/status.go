@@ -104,25 +104,17 @@ type Event struct {
 
 // Status returns a snapshot of the processor; safe from any goroutine.
 func (p *Pipeline) Status() Status {
-	group, txnID := p.obs.Identity()
-	member, gen := p.obs.Member()
 	st := Status{
-		TransactionalID: txnID,
-		Group:           group,
-		MemberID:        member,
-		Generation:      gen,
-		Guarantee:       p.obs.Guarantee(),
-		Sink:            p.obs.Sink(),
-		Workers:         len(p.pool.workers),
-		Ready:           p.Ready(),
-		Health:          "ok",
-		Commits:         p.stats.commits.Load(),
-		Consumed:        p.stats.consumed.Load(),
-		Produced:        p.stats.produced.Load(),
-		Filtered:        p.stats.filtered.Load(),
-		DeadLettered:    p.stats.dlq.Load(),
-		Skipped:         p.stats.skipped.Load(),
-		Aborts:          map[string]uint64{},
+		Workers:      len(p.pool.workers),
+		Ready:        p.Ready(),
+		Health:       "ok",
+		Commits:      p.stats.commits.Load(),
+		Consumed:     p.stats.consumed.Load(),
+		Produced:     p.stats.produced.Load(),
+		Filtered:     p.stats.filtered.Load(),
+		DeadLettered: p.stats.dlq.Load(),
+		Skipped:      p.stats.skipped.Load(),
+		Aborts:       map[string]uint64{},
 	}
 	for _, e := range p.chain.Entries() {
 		st.Chain = append(st.Chain, e.String())
@@ -136,7 +128,25 @@ func (p *Pipeline) Status() Status {
 	}
 	q := p.latency.quantiles(time.Now(), 0.5, 0.99)
 	st.LatencyP50, st.LatencyP99 = q[0], q[1]
-	m := p.obs.Metrics()
+	if obs := p.observer(); obs != nil {
+		p.sessionStatus(&st, obs)
+	}
+	if at, err := p.health.fatal(); err != nil {
+		st.LastError = &Event{At: at, Message: clip(err.Error())}
+	}
+	if p.st.s != nil {
+		st.Restoring, st.State = p.st.restoring.Load(), p.st.s.Status()
+	}
+	return st
+}
+
+// sessionStatus fills in what st says of the session obs: who it is and
+// its transactions.
+func (p *Pipeline) sessionStatus(st *Status, obs Observer) {
+	st.Group, st.TransactionalID = obs.Identity()
+	st.MemberID, st.Generation = obs.Member()
+	st.Guarantee, st.Sink = obs.Guarantee(), obs.Sink()
+	m := obs.Metrics()
 	if since := m.OpenSince(); !since.IsZero() {
 		st.OpenTransaction = &OpenTransaction{Began: since, Age: time.Since(since).Seconds(), Records: p.stats.openRecords.Load()}
 	}
@@ -152,11 +162,4 @@ func (p *Pipeline) Status() Status {
 		}
 		st.LastError = &Event{At: last.At, Message: msg}
 	}
-	if at, err := p.health.fatal(); err != nil {
-		st.LastError = &Event{At: at, Message: clip(err.Error())}
-	}
-	if p.st.s != nil {
-		st.Restoring, st.State = p.st.restoring.Load(), p.st.s.Status()
-	}
-	return st
 }

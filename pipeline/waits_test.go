@@ -33,7 +33,7 @@ func TestWaitsKeepDocumentedBounds(t *testing.T) {
 	}
 	chain := loopChain(t, passThrough)
 	newPipeline := func() *Pipeline {
-		p, err := New(nil, nil, chain, Options{OutputTopic: "out", CommitInterval: time.Second, MaxRecordsPerTxn: 1, Metrics: NewMetrics(prometheus.NewRegistry())})
+		p, err := New(chain, Options{OutputTopic: "out", CommitInterval: time.Second, MaxRecordsPerTxn: 1, Metrics: NewMetrics(prometheus.NewRegistry())})
 		if err != nil {
 			t.Fatal(err)
 		}

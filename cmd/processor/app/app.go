@@ -8,6 +8,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,9 +36,9 @@ const (
 	exitConfig  = 2
 )
 
-// Metrics are the handles of the processor's own metrics that NewPipeline
-// registers, for a caller that reads them directly (tests do); a scrape of
-// the registry shows the same values.
+// Metrics are the handles of the processor's own metrics that
+// Prepared.Build registers, for a caller that reads them directly (tests
+// do); a scrape of the registry shows the same values.
 type Metrics struct {
 	// Txn: processor_transactions_*, processor_transaction_*,
 	// processor_rebalances_total and processor_producer_fenced_total.
@@ -46,17 +47,10 @@ type Metrics struct {
 	Pipeline *pipeline.Metrics
 }
 
-// Overrides are settings that config.Config has no variable for, for tests
-// and fault drills only. The zero value overrides nothing: NewPipeline then
-// builds exactly what Main runs.
+// Overrides are settings that config.Config has no variable for, for tests,
+// fault drills and `processor replay`. The zero value overrides nothing:
+// Prepare and Build then build exactly what Main runs.
 type Overrides struct {
-	// State, when set, is the stores of a stateful chain: the pipeline
-	// writes them in its transactions and the producer keeps their
-	// changelog records' partitions.
-	State *state.Manager
-	// Repartition, when set, is the repartition hop of a stateful chain
-	// (openRepartition): the session consumes its topic too.
-	Repartition *pipeline.Repartition
 	// TxnBudget is how long a transaction may process before the watchdog
 	// aborts it (reason "watchdog") and halves the batch. 0 keeps the
 	// default, four fifths of cfg.TransactionTimeout. Past the transaction
@@ -71,86 +65,165 @@ type Overrides struct {
 	// transaction's sequence number (from 1), and returning true aborts
 	// that transaction (reason "injected") instead of committing it.
 	InjectAbort func(seq uint64) bool
-	// StopAt and Replay are what `processor replay` runs with: the
-	// session reads no record at or past StopAt (txn.Options.StopAt),
-	// and the inputs are dead letters run again (pipeline.Options.Replay).
-	StopAt map[string]map[int32]int64
+	// Replay says the inputs are dead letters run again
+	// (pipeline.Options.Replay), as `processor replay` runs them.
 	Replay bool
 }
 
-// NewPipeline builds one processor instance from cfg the way Main does:
-// the transactional session (consumer group cfg.Group on cfg.InputTopics,
-// producer cfg.TransactionalID) on brokers, which stand in for cfg.Brokers
-// so that an embedded broker's addresses can be passed, and the pipeline
-// that runs chains on it: one chain per worker, each built alike and used
-// by no one else (the first runs alone on polls of one partition). It registers the processor's metrics, and the
-// Kafka client's (kprom, processor_kafka_*), with promReg, and returns
-// their handles; promReg must not hold them already (registering twice
-// panics), so every instance needs a registry of its own.
+// Prepared is a processor checked, as Main checks it, before anything
+// connects: its configuration, its chains and the pipeline's options
+// built from them, and its TLS and SASL material read. Build builds the
+// instance that runs it once the brokers are known.
+type Prepared struct {
+	cfg    *config.Config
+	chains []*transform.Chain
+	log    *slog.Logger
+	sec    *security
+	// required maps the topics that must exist to the variable that names
+	// each (requiredTopics); exitCode names them with it.
+	required map[string]string
+	opts     pipeline.Options // without the metrics, the destination's names, the state
+}
+
+// Prepare checks the processor of cfg, a configuration as config.Load
+// returns it (validated), with its chains: one per worker, each built
+// alike and used by no one else (the first runs alone on polls of one
+// partition), before anything connects. The pipeline checks the chain
+// and its options (pipeline.Check: one record's retries fit the
+// transaction's budget, no fixed destination such as
+// PROCESSOR_ROUTE_DEFAULT is an input or the dead-letter topic), a
+// stateful chain must be one the processor can keep state for
+// (checkStateful), and the files of the TLS and SASL settings must be
+// readable. Every refusal is an error naming the variable to change (a
+// *config.Error). The caller keeps the chains and closes them after the
+// instance has run.
+func Prepare(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov Overrides) (*Prepared, error) {
+	if len(chains) == 0 {
+		return nil, errors.New("preparing the processor: no transform chain")
+	}
+	pr := &Prepared{cfg: cfg, chains: chains, log: log, required: requiredTopics(cfg, chains[0])}
+	pr.opts = pipelineOptions(cfg, chains, pr.required, log, ov)
+	if cfg.Sink != "kafka" { // the destination's names are known once it is open
+		pr.opts.DLQTopic, pr.opts.RequireTopics = "", nil
+	}
+	if err := pipeline.Check(chains[0], pr.opts); err != nil {
+		return nil, pipelineError(cfg, err)
+	}
+	if err := checkStateful(cfg, chains[0]); err != nil {
+		return nil, err
+	}
+	sec, err := loadSecurity(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	pr.sec = sec
+	return pr, nil
+}
+
+// Instance is one processor instance as Main runs it: the pipeline, the
+// transactional session it runs on, and the metrics they report through.
+type Instance struct {
+	Pipeline *pipeline.Pipeline
+	Metrics  *Metrics
+	sess     *txn.Session
+}
+
+// Run runs the pipeline on its session (pipeline.Pipeline.Run) until ctx
+// ends or a fatal error; the session is closed when it returns.
+func (in *Instance) Run(ctx context.Context) error {
+	return in.Pipeline.Run(ctx, in.sess, in.sess)
+}
+
+// Build builds the instance of pr on brokers, which stand in for
+// cfg.Brokers so that an embedded broker's addresses can be passed: the
+// transactional session (consumer group cfg.Group on cfg.InputTopics,
+// producer cfg.TransactionalID) and the pipeline that runs pr's chains on
+// it, writing to db with PROCESSOR_SINK=postgres. It registers the
+// processor's metrics, and the Kafka client's (kprom, processor_kafka_*),
+// with promReg, and returns their handles; promReg must not hold them
+// already (registering twice panics), so every instance needs a registry
+// of its own.
 //
 // The pipeline requires the output topic, the dead-letter topic (with
 // PROCESSOR_ON_ERROR=dlq) and the chain's fixed destinations (such as
 // PROCESSOR_ROUTE_DEFAULT) to exist: its Run returns a
 // *pipeline.MissingTopicsError otherwise. PROCESSOR_TEST_ABORT_RATE, unless
-// ov.InjectAbort replaces it, aborts that fraction of transactions, with a
-// warning on log.
+// Overrides.InjectAbort replaces it, aborts that fraction of
+// transactions, with a warning on log.
 //
 // The Kafka client is created here and starts joining the group at once,
 // so call Run promptly: Run initialises the transactional producer and
-// closes the session when it returns. The caller keeps the chains and
-// closes them after Run has returned. NewPipeline fails, leaving nothing open, when cfg
-// does not validate or the files of its TLS and SASL settings cannot be
-// read or parsed (a *config.Error), when one record's retries cannot fit
-// the transaction's budget (a *pipeline.BudgetError), or when the Kafka
-// client cannot be created.
-//
-// The session's clients reach the brokers as cfg's PROCESSOR_TLS_* and
-// PROCESSOR_SASL_* say; brokers that refuse them, or that they do not
-// trust, make Run return a *txn.AccessError at once.
-func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain, db *pgsink.Sink, promReg *prometheus.Registry,
-	log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("building the processor: %w", err)
-	}
-	if len(chains) > 0 {
-		if err := checkDestinations(cfg, chains[0]); err != nil {
-			return nil, nil, fmt.Errorf("building the processor: %w", err)
-		}
-	}
-	sec, err := loadSecurity(cfg, log)
-	if err != nil {
-		return nil, nil, fmt.Errorf("building the processor: %w", err)
-	}
-	return newPipeline(cfg, sec, brokers, chains, openedPostgres(db), promReg, log, ov)
+// closes the session when it returns. The session's clients reach the
+// brokers as cfg's PROCESSOR_TLS_* and PROCESSOR_SASL_* say; brokers that
+// refuse them, or that they do not trust, make Run return a
+// *txn.AccessError at once.
+func (pr *Prepared) Build(brokers []string, db *pgsink.Sink, promReg *prometheus.Registry) (*Instance, error) {
+	return pr.build(brokers, promReg, reached{db: openedPostgres(db)})
 }
 
-// newPipeline is NewPipeline for a cfg that has validated, with its TLS
-// and SASL files already read into sec (as Main does before connecting).
-func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*transform.Chain, db *opened,
-	promReg *prometheus.Registry, log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
-	if len(chains) == 0 {
-		return nil, nil, errors.New("building the processor: no transform chain")
-	}
-	chain := chains[0]
-	opts := pipelineOptions(cfg, chains, log, ov)
+// reached is what Main opens once the brokers are reachable, for the
+// instance it builds on them: the sink's destination (nil for kafka), the
+// stores of a stateful chain and its repartition hop, and the offsets
+// `processor replay` stops at (txn.Options.StopAt).
+type reached struct {
+	db     *opened
+	state  *state.Manager
+	hop    *pipeline.Repartition
+	stopAt map[string]map[int32]int64
+}
+
+// build is Build with what Main opened on the brokers.
+func (pr *Prepared) build(brokers []string, promReg *prometheus.Registry, r reached) (*Instance, error) {
+	cfg, opts := pr.cfg, pr.opts
 	if cfg.Sink != "kafka" {
-		if db == nil {
-			return nil, nil, fmt.Errorf("building the processor: PROCESSOR_SINK=%s without its destination open", cfg.Sink)
+		if r.db == nil {
+			return nil, fmt.Errorf("building the processor: PROCESSOR_SINK=%s without its destination open", cfg.Sink)
 		}
-		opts.OutputTopic, opts.DLQTopic = db.outputs, db.deadLetters
+		opts.OutputTopic, opts.DLQTopic = r.db.outputs, r.db.deadLetters
 		if cfg.OnError != "dlq" {
 			opts.DLQTopic = ""
 		}
-		opts.RequireTopics = nil
-	}
-	// Before the session exists, so that a budget that cannot work leaves
-	// no client behind (pipeline.New checks it again).
-	if err := pipeline.CheckBudget(opts, chain); err != nil {
-		return nil, nil, fmt.Errorf("building the pipeline: %w", err)
 	}
 	m := &Metrics{Txn: txn.NewMetrics(promReg), Pipeline: pipeline.NewMetrics(promReg)}
 	opts.Metrics = m.Pipeline
-	so := txn.Options{
+	so := sessionOptions(cfg, pr.sec, brokers, opts.RequireTopics, promReg, pr.log)
+	so.Metrics, so.StopAt = m.Txn, r.stopAt
+	if r.db != nil {
+		so.Destination, so.DestinationName = r.db.dest, r.db.name
+	}
+	if r.state != nil {
+		// The changelogs' max.message.bytes bounds a state write
+		// (state.Journal).
+		so.OutputTopics = append(slices.Clip(so.OutputTopics), r.state.Topics()...)
+		so.ClientOpts = append(so.ClientOpts, statePartitioner(r.state, r.hop))
+		opts.State = stateStores{r.state}
+	}
+	if rp := r.hop; rp != nil {
+		so.Topics = withHop(so.Topics, rp)
+		opts.InputTopics = withHop(opts.InputTopics, rp)
+		opts.Repartition = rp
+		// Required as the changelogs are: deleted while running, it stops
+		// the processor.
+		opts.RequireTopics = append(slices.Clip(opts.RequireTopics), rp.Topic)
+		so.OutputTopics = append(slices.Clip(so.OutputTopics), rp.Topic)
+	}
+	// Before the session exists, so that what cannot work leaves no
+	// client behind.
+	p, err := pipeline.New(pr.chains[0], opts)
+	if err != nil {
+		return nil, fmt.Errorf("building the pipeline: %w", pipelineError(cfg, err))
+	}
+	sess, err := txn.New(so)
+	if err != nil {
+		return nil, fmt.Errorf("creating the transactional session: %w", err)
+	}
+	return &Instance{Pipeline: p, Metrics: m, sess: sess}, nil
+}
+
+// sessionOptions are the transactional session's options from cfg, on
+// brokers with sec's TLS and SASL, producing to outputs.
+func sessionOptions(cfg *config.Config, sec *security, brokers, outputs []string, promReg *prometheus.Registry, log *slog.Logger) txn.Options {
+	return txn.Options{
 		Brokers:            brokers,
 		Group:              cfg.Group,
 		Topics:             cfg.InputTopics,
@@ -160,82 +233,52 @@ func newPipeline(cfg *config.Config, sec *security, brokers []string, chains []*
 		TransactionTimeout: cfg.TransactionTimeout,
 		Guarantee:          txn.Guarantee(cfg.Guarantee),
 		MaxCrashAttempts:   cfg.MaxCrashAttempts,
-		OutputTopics:       opts.RequireTopics,
+		OutputTopics:       outputs,
 		Logger:             log,
-		Metrics:            m.Txn,
 		ClientOpts:         append([]kgo.Opt{kgo.WithHooks(newKafkaMetrics(promReg))}, groupClientOpts(cfg)...),
 		ConnOpts:           sec.connOpts(),
 		ClientID:           cfg.ClientID,
 		StartOffset:        startOffset(cfg, time.Now()),
 		MaxBatchBytes:      int32(cfg.ProduceBatchMaxBytes),
-		StopAt:             ov.StopAt,
 	}
-	opts.Replay = ov.Replay
-	if db != nil {
-		so.Destination, so.DestinationName = db.dest, db.name
-	}
-	if ov.State != nil {
-		// The changelogs' max.message.bytes bounds a state write
-		// (state.Journal).
-		so.OutputTopics = append(slices.Clip(so.OutputTopics), ov.State.Topics()...)
-		so.ClientOpts = append(so.ClientOpts, statePartitioner(ov.State, ov.Repartition))
-		opts.State = stateStores{ov.State}
-	}
-	if rp := ov.Repartition; rp != nil {
-		so.Topics = withHop(so.Topics, rp)
-		opts.InputTopics = withHop(opts.InputTopics, rp)
-		opts.Repartition = rp
-		// Required as the changelogs are: deleted while running, it stops
-		// the processor.
-		opts.RequireTopics = append(slices.Clip(opts.RequireTopics), rp.Topic)
-		so.OutputTopics = append(slices.Clip(so.OutputTopics), rp.Topic)
-	}
-	sess, err := txn.New(so)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating the transactional session: %w", err)
-	}
-	p, err := pipeline.New(sess, sess, chain, opts)
-	if err != nil {
-		sess.Close()
-		return nil, nil, fmt.Errorf("building the pipeline: %w", err)
-	}
-	return p, m, nil
 }
 
 // pipelineOptions are the loop's options from cfg, for the kafka sink,
-// with chains' first chain run first and the others by more workers:
-// what the processor runs, and what `processor try` runs on its samples.
-func pipelineOptions(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov Overrides) pipeline.Options {
+// with chains' first chain run first and the others by more workers, and
+// required the topics that must exist (requiredTopics): what the
+// processor runs, and what `processor try` runs on its samples.
+func pipelineOptions(cfg *config.Config, chains []*transform.Chain, required map[string]string, log *slog.Logger, ov Overrides) pipeline.Options {
 	inject := ov.InjectAbort
 	if inject == nil {
 		inject = injectAbort(cfg.TestAbortRate, log)
 	}
 	lineageOn, legacyLineage := cfg.Lineage()
 	return pipeline.Options{
-		OutputTopic:      cfg.OutputTopic,
-		CommitInterval:   cfg.CommitInterval,
-		MaxFutureSkew:    cfg.MaxFutureSkew,
-		LateTopic:        cfg.LateTopic,
-		MaxRecordsPerTxn: cfg.MaxRecordsPerTxn,
-		MaxTxnBytes:      int64(cfg.MaxTxnBytes),
-		InputTopics:      cfg.InputTopics,
-		StallTimeout:     cfg.TransactionTimeout,
-		ProgressInterval: cfg.ProgressInterval,
-		Lineage:          lineageOn,
-		LegacyLineage:    legacyLineage,
-		OnError:          pipeline.OnError(cfg.OnError),
-		DLQTopic:         cfg.DLQTopic,
-		MaxRetries:       cfg.MaxRetries,
-		TransformTimeout: cfg.TransformTimeout,
-		TxnBudget:        ov.TxnBudget,
-		FailingAfter:     ov.FailingAfter,
-		RequireTopics:    slices.Sorted(maps.Keys(requiredTopics(cfg, chains[0]))),
-		Logger:           log,
-		InjectAbort:      inject,
-		InjectCrash:      injectCrash(cfg.TestCrashOn, log),
-		Chains:           chains[1:],
-		Ordering:         pipeline.Ordering(cfg.Ordering),
-		SettingName:      pipelineSetting,
+		OutputTopic:        cfg.OutputTopic,
+		CommitInterval:     cfg.CommitInterval,
+		MaxFutureSkew:      cfg.MaxFutureSkew,
+		LateTopic:          cfg.LateTopic,
+		MaxRecordsPerTxn:   cfg.MaxRecordsPerTxn,
+		MaxTxnBytes:        int64(cfg.MaxTxnBytes),
+		InputTopics:        cfg.InputTopics,
+		TransactionTimeout: cfg.TransactionTimeout,
+		ProgressInterval:   cfg.ProgressInterval,
+		Lineage:            lineageOn,
+		LegacyLineage:      legacyLineage,
+		OnError:            pipeline.OnError(cfg.OnError),
+		DLQTopic:           cfg.DLQTopic,
+		MaxRetries:         cfg.MaxRetries,
+		TransformTimeout:   cfg.TransformTimeout,
+		TxnBudget:          ov.TxnBudget,
+		FailingAfter:       ov.FailingAfter,
+		RequireTopics:      slices.Sorted(maps.Keys(required)),
+		Logger:             log,
+		InjectAbort:        inject,
+		InjectCrash:        injectCrash(cfg.TestCrashOn, log),
+		Chains:             chains[1:],
+		Ordering:           pipeline.Ordering(cfg.Ordering),
+		SettingName:        pipelineSetting,
+		Replay:             ov.Replay,
 	}
 }
 

@@ -154,7 +154,7 @@ func startBackoff() backoff.Policy {
 	return backoff.Policy{Base: 500 * time.Millisecond, Cap: 10 * time.Second}
 }
 
-// openedPostgres is db, opened by a caller of NewPipeline, as the
+// openedPostgres is db, opened by a caller of Prepared.Build, as the
 // pipeline is built on it.
 func openedPostgres(db *pgsink.Sink) *opened {
 	if db == nil {

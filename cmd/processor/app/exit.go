@@ -70,15 +70,24 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 	return exitRuntime
 }
 
-// checkBudget fails, before anything connects, when one record's retries
-// cannot fit the transaction's time budget.
-func checkBudget(cfg *config.Config, chain *transform.Chain) error {
+// pipelineError is the error of the pipeline's check (pipeline.Check,
+// pipeline.New) as the configuration error it is, naming the variable to
+// change; other errors are returned as they are.
+func pipelineError(cfg *config.Config, err error) error {
 	var budget *pipeline.BudgetError
-	if err := pipeline.CheckBudget(pipeline.Options{StallTimeout: cfg.TransactionTimeout, MaxRetries: cfg.MaxRetries,
-		TransformTimeout: cfg.TransformTimeout}, chain); errors.As(err, &budget) {
+	var dest *pipeline.DestinationError
+	switch {
+	case errors.As(err, &budget):
 		return budgetError(cfg, budget)
+	case errors.As(err, &dest):
+		why := "a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)"
+		if dest.DeadLetters {
+			why = "a topic other than PROCESSOR_DLQ_TOPIC (outputs would be mixed into the dead letters)"
+		}
+		d := dest.Destination
+		return &config.Error{Var: PluginVar(d.Entry.Plugin(), d.Setting), Value: d.Topic, Want: why}
 	}
-	return nil
+	return err
 }
 
 // budgetError names the setting to change when one record's retries

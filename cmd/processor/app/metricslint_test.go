@@ -130,7 +130,7 @@ func TestMetricsLintRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := loadSecurity(cfg, nil)
+	pr, err := Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +145,14 @@ func TestMetricsLintRunning(t *testing.T) {
 	defer srv.Close()
 	lintMetrics(t, bin, scrape(t, ln, "/metrics"), "processor_ready 0", "processor_build_info{")
 
-	p, _, err := newPipeline(cfg, sec, cfg.Brokers, chains, nil, promReg, slog.New(slog.DiscardHandler), Overrides{})
+	in, err := pr.Build(cfg.Brokers, nil, promReg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep.run(p)
+	ep.run(in.Pipeline)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- p.Run(ctx) }()
+	go func() { ran <- in.Run(ctx) }()
 	defer func() {
 		cancel()
 		if err := <-ran; err != nil {

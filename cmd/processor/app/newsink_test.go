@@ -128,19 +128,20 @@ func runMemorySink(t *testing.T, reg *sink.Registry, cfg *config.Config, inject 
 	if err != nil {
 		t.Fatal(err)
 	}
-	sec, err := loadSecurity(cfg, nil)
+	pr, err := Prepare(cfg, chains, log, Overrides{InjectAbort: inject})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, m, err := newPipeline(cfg, sec, cfg.Brokers, chains, db, promReg, log, Overrides{InjectAbort: inject})
+	in, err := pr.build(cfg.Brokers, promReg, reached{db: db})
 	if err != nil {
 		t.Fatal(err)
 	}
+	p, m := in.Pipeline, in.Metrics
 	if got := p.Status().Sink; got != "memory" {
 		t.Errorf("the status page says sink %q, want memory", got)
 	}
 	ran := make(chan error, 1)
-	go func() { ran <- p.Run(ctx) }()
+	go func() { ran <- in.Run(ctx) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !done() {
 		if time.Now().After(deadline) {

@@ -24,7 +24,7 @@ func TestPipelineOptionsOrdering(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := pipeline.Ordering(ordering)
-		if got := pipelineOptions(cfg, chains, slog.New(slog.DiscardHandler), Overrides{}).Ordering; got != want {
+		if got := pipelineOptions(cfg, chains, nil, slog.New(slog.DiscardHandler), Overrides{}).Ordering; got != want {
 			t.Errorf("PROCESSOR_ORDERING=%q: Options.Ordering %q, want %q", ordering, got, want)
 		}
 		for _, c := range chains {

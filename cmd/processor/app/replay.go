@@ -171,8 +171,12 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 			Want: "a chain without state: a stateful chain keeps its state by input partition, which dead letters do not have"})
 	}
 	for _, check := range []func() error{
-		func() error { return checkBudget(&rc, s.chains[0]) },
-		func() error { s.sec, err = loadSecurity(&rc, s.log); return err },
+		func() error {
+			if s.prep, err = Prepare(&rc, s.chains, s.log, Overrides{Replay: true}); err == nil {
+				s.sec = s.prep.sec
+			}
+			return err
+		},
 		func() error { s.sch, err = loadSchemas(&rc); return err },
 	} {
 		if err := check(); err != nil {
@@ -222,16 +226,16 @@ func (s *startup) replay(ctx context.Context, f replayFlags, stdout io.Writer) i
 	for _, c := range s.chains { // first, before a schema decode
 		c.Frame([]transform.Stage{{Name: "replay", T: &replay.Restore{Filter: f.filter}}}, nil)
 	}
-	p, _, err := newPipeline(cfg, s.sec, brokers, s.chains, nil, prometheus.NewRegistry(), log,
-		Overrides{StopAt: b.StopAt(), Replay: true})
+	in, err := s.prep.build(brokers, prometheus.NewRegistry(), reached{stopAt: b.StopAt()})
 	if err != nil {
 		log.Error("building the replay", "err", err.Error())
 		return exitRuntime
 	}
+	p := in.Pipeline
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- p.Run(rctx) }()
+	go func() { done <- in.Run(rctx) }()
 	reached, err := waitReached(rctx, adm, cfg.Group, b, done, log)
 	cancel()
 	if reached {
@@ -246,7 +250,7 @@ func (s *startup) replay(ctx context.Context, f replayFlags, stdout io.Writer) i
 		fmt.Fprintf(stdout, "stopped before the end: %d records read, %d outputs written; run again to resume\n", st.Consumed, st.Produced)
 		return exitRuntime
 	}
-	return exitCode(err, cfg, requiredTopics(cfg, s.chains[0]), p, log)
+	return exitCode(err, cfg, s.prep.required, p, log)
 }
 
 // waitReached waits until the replay group has reached b's stops (true),

@@ -52,7 +52,8 @@ type startup struct {
 	cfg    *config.Config
 	log    *slog.Logger
 	chains []*transform.Chain
-	sec    *security
+	prep   *Prepared    // the configuration and chains checked
+	sec    *security    // prep's TLS and SASL material
 	dest   *destination // the sink of PROCESSOR_SINK; nil for kafka
 	sch    *schemas     // the key and value formats; nil when all are raw
 	ln     net.Listener
@@ -81,17 +82,11 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 			Want: "false: this build has no embedded Schema Registry (built with -tags noembedded); set " + config.EnvName("SCHEMA_REGISTRY_URL") + " instead"})
 	}
 	s.chains, err = buildChains(reg, cfg, workers(cfg))
-	if err == nil {
-		err = checkBudget(cfg, s.chains[0])
+	if err == nil { // the chain, its options, the TLS and SASL files
+		s.prep, err = Prepare(cfg, s.chains, log, Overrides{})
 	}
 	if err == nil {
-		err = checkDestinations(cfg, s.chains[0])
-	}
-	if err == nil {
-		err = checkStateful(cfg, s.chains[0])
-	}
-	if err == nil { // the TLS and SASL files, before anything connects
-		s.sec, err = loadSecurity(cfg, log)
+		s.sec = s.prep.sec
 	}
 	if err == nil { // the status page's bearer token
 		s.token, err = loadHTTPToken(cfg.HTTPTokenFile)
@@ -187,7 +182,6 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 		}
 		defer stop()
 	}
-	required := requiredTopics(cfg, chain)
 	if len(chain.Stores()) > 0 {
 		ep.starting("opening the state store")
 	}
@@ -202,25 +196,25 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 			}
 		}()
 	}
-	rp, closeHop, err := s.openHop(ctx, st != nil, brokers, required)
+	rp, closeHop, err := s.openHop(ctx, st != nil, brokers)
 	if err != nil {
 		return stateExit(err, log), false
 	}
 	defer closeHop()
-	p, _, err := newPipeline(cfg, sec, brokers, chains, db, promReg, log, Overrides{State: st, Repartition: rp})
+	in, err := s.prep.build(brokers, promReg, reached{db: db, state: st, hop: rp})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime, false
 	}
-	ep.run(p)
+	ep.run(in.Pipeline)
 
 	s.logStart(brokers)
 
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	go func() { done <- in.Run(ctx) }()
 	select {
 	case err = <-done:
-		return exitCode(err, cfg, required, p, log), false
+		return exitCode(err, cfg, s.prep.required, in.Pipeline, log), false
 	case <-again:
 		log.Error("second signal: exiting without finishing the open transaction (it will be aborted)")
 		return exitRuntime, true
@@ -239,8 +233,9 @@ func (s *startup) logStart(brokers []string) {
 }
 
 // openHop opens the repartition hop of a stateful chain that needs one
-// (nil without), adding its topic to required; close releases it.
-func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string, required map[string]string) (rp *pipeline.Repartition, close func(), err error) {
+// (nil without), adding its topic to the required topics; close releases
+// it.
+func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) (rp *pipeline.Repartition, close func(), err error) {
 	if !stateful {
 		return nil, func() {}, nil
 	}
@@ -249,7 +244,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string, 
 		return nil, nil, err
 	}
 	if rp != nil {
-		required[rp.Topic] = config.EnvName("GROUP") // its name's part the user sets
+		s.prep.required[rp.Topic] = config.EnvName("GROUP") // its name's part the user sets
 	}
 	return rp, close, nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -162,15 +164,20 @@ func TestLoadSecurity(t *testing.T) {
 	}
 }
 
-// NewPipeline refuses unreadable TLS and SASL files with the *config.Error,
-// before it creates a client.
-func TestNewPipelineReadsSecurityFiles(t *testing.T) {
+// Prepare refuses unreadable TLS and SASL files with the *config.Error,
+// before anything connects.
+func TestPrepareReadsSecurityFiles(t *testing.T) {
 	cfg := validConfig(t)
 	cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPasswordFile = "PLAIN", "u", filepath.Join(t.TempDir(), "missing")
-	_, _, err := NewPipeline(cfg, cfg.Brokers, nil, nil, nil, nil, Overrides{})
+	chains, err := buildChains(transform.Default, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chains[0].Close()
+	_, err = Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{})
 	var cerr *config.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SASL_PASSWORD_FILE" {
-		t.Fatalf("NewPipeline = %v, want the *config.Error of PROCESSOR_SASL_PASSWORD_FILE", err)
+		t.Fatalf("Prepare = %v, want the *config.Error of PROCESSOR_SASL_PASSWORD_FILE", err)
 	}
 }
 

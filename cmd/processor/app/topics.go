@@ -1,8 +1,6 @@
 package app
 
 import (
-	"slices"
-
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/transform"
 )
@@ -25,25 +23,4 @@ func requiredTopics(cfg *config.Config, chain *transform.Chain) map[string]strin
 		}
 	}
 	return topics
-}
-
-// checkDestinations refuses, before anything connects, a fixed destination
-// of the chain (such as PROCESSOR_ROUTE_DEFAULT) that is an input topic,
-// which would feed the processor its own output, or the dead-letter topic,
-// which would mix outputs into the dead letters. Records routed there at
-// run time fail under the policy; a fixed destination would fail them all.
-func checkDestinations(cfg *config.Config, chain *transform.Chain) error {
-	for _, d := range chain.Destinations() {
-		why := ""
-		switch {
-		case slices.Contains(cfg.InputTopics, d.Topic):
-			why = "a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)"
-		case cfg.Sink == "kafka" && cfg.DLQTopic != "" && d.Topic == cfg.DLQTopic:
-			why = "a topic other than PROCESSOR_DLQ_TOPIC (outputs would be mixed into the dead letters)"
-		default:
-			continue
-		}
-		return &config.Error{Var: PluginVar(d.Entry.Plugin(), d.Setting), Value: d.Topic, Want: why}
-	}
-	return nil
 }

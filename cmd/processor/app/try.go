@@ -147,28 +147,19 @@ func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, t
 			}
 		}
 	}()
-	if err == nil {
-		err = checkBudget(cfg, chains[0])
-	}
-	if err == nil {
-		err = checkDestinations(cfg, chains[0])
-	}
 	if err != nil {
 		return nil, tryConfigError(stderr, err)
 	}
-	res, runErr, err := runTryLoop(cfg, chains[0], recs, topics, log)
+	required := requiredTopics(cfg, chains[0])
+	res, runErr, err := runTryLoop(cfg, chains[0], required, recs, topics, log)
 	if err != nil {
-		var budget *pipeline.BudgetError
-		if errors.As(err, &budget) {
-			err = budgetError(cfg, budget)
-		}
-		return nil, tryConfigError(stderr, err)
+		return nil, tryConfigError(stderr, pipelineError(cfg, err))
 	}
 	var recErr *pipeline.RecordError
 	var missing *pipeline.MissingTopicsError
 	if errors.As(runErr, &missing) {
 		value := missing.Topics[0]
-		return nil, tryConfigError(stderr, &config.Error{Var: requiredTopics(cfg, chains[0])[value], Value: value,
+		return nil, tryConfigError(stderr, &config.Error{Var: required[value], Value: value,
 			Want: "a topic in -topics (it is not there)"})
 	}
 	if runErr != nil && !errors.As(runErr, &recErr) {
@@ -182,12 +173,12 @@ func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, t
 // transaction so that each input's outputs are told apart, and returns
 // what each input's transaction committed and the error Run returned;
 // err is set when the loop could not be built. With topics, only those
-// exist, and the output, dead-letter and fixed destinations must be
-// among them, as they must exist in the cluster.
-func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, topics []string,
+// exist, and the output, dead-letter and fixed destinations (required)
+// must be among them, as they must exist in the cluster.
+func runTryLoop(cfg *config.Config, chain *transform.Chain, required map[string]string, recs []*kgo.Record, topics []string,
 	log *slog.Logger) (res []tryResult, runErr, err error) {
 	promReg := prometheus.NewRegistry()
-	opts := pipelineOptions(cfg, []*transform.Chain{chain}, log, Overrides{InjectAbort: func(uint64) bool { return false }})
+	opts := pipelineOptions(cfg, []*transform.Chain{chain}, required, log, Overrides{InjectAbort: func(uint64) bool { return false }})
 	opts.MaxRecordsPerTxn, opts.MaxTxnBytes, opts.ProgressInterval = 1, 0, 0
 	if topics == nil {
 		opts.RequireTopics = nil
@@ -195,6 +186,10 @@ func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, 
 	opts.Metrics = pipeline.NewMetrics(promReg)
 	if len(chain.Stores()) > 0 {
 		opts.State = newTryState()
+	}
+	p, err := pipeline.New(chain, opts)
+	if err != nil {
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -207,11 +202,7 @@ func runTryLoop(cfg *config.Config, chain *transform.Chain, recs []*kgo.Record, 
 			s.topics[strings.TrimSpace(t)] = true
 		}
 	}
-	p, err := pipeline.New(s, s, chain, opts)
-	if err != nil {
-		return nil, nil, err
-	}
-	runErr = p.Run(ctx)
+	runErr = p.Run(ctx, s, s)
 	s.settle()
 	return s.results, runErr, nil
 }

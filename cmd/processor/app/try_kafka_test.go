@@ -13,7 +13,6 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/kafkatest"
-	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
@@ -33,7 +32,7 @@ const trySamples = `{"key":"a","value":"{\"n\":1}","headers":{"trace":"t1"}}
 
 // try's output for a file equals what the processor writes through Kafka
 // for the same records: the samples are produced to a kfake topic, the
-// processor (NewPipeline, as Main builds it) runs the same configuration
+// processor (Prepare and Build, as Main builds it) runs the same configuration
 // on it, and its committed outputs and dead letters, by the input their
 // lineage names, equal try's lines: topic, key, value and headers.
 func TestTryEqualsTheProcessor(t *testing.T) {
@@ -100,20 +99,24 @@ func runProcessorUntil(t *testing.T, cfg *config.Config, done func() bool) {
 	}
 	defer chains[0].Close()
 	log := slog.New(slog.DiscardHandler)
-	p, _, err := NewPipeline(cfg, cfg.Brokers, chains, nil, prometheus.NewRegistry(), log, Overrides{})
+	pr, err := Prepare(cfg, chains, log, Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntil(t, p, done)
+	in, err := pr.Build(cfg.Brokers, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	runUntil(t, in, done)
 }
 
-// runUntil runs p until done, and stops it.
-func runUntil(t *testing.T, p *pipeline.Pipeline, done func() bool) {
+// runUntil runs the instance in until done, and stops it.
+func runUntil(t *testing.T, in *Instance, done func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)
-	go func() { ran <- p.Run(ctx) }()
+	go func() { ran <- in.Run(ctx) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for !done() {
 		select {

@@ -19,7 +19,7 @@ import (
 // try's closed windows and late records equal what the processor writes
 // through Kafka for the same records: an aggregate count by key in 10s
 // tumbling windows with 2s of grace and EMIT=close, late records to a
-// late topic. The processor (NewPipeline with its state store on kfake,
+// late topic. The processor (Prepare and build with its state store on kfake,
 // as Main opens it) drains the samples, which it polls in batches of its
 // own; its committed outputs and late records, as a set, equal the
 // closed records and outputs try printed, one input per transaction.
@@ -85,19 +85,19 @@ func runStatefulUntil(t *testing.T, cfg *config.Config, done func() bool) {
 	}
 	defer chains[0].Close()
 	log := slog.New(slog.DiscardHandler)
-	sec, err := loadSecurity(cfg, log)
+	pr, err := Prepare(cfg, chains, log, Overrides{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	promReg := prometheus.NewRegistry()
-	st, err := openState(context.Background(), cfg, sec, cfg.Brokers, chains[0], promReg, log)
+	st, err := openState(context.Background(), cfg, pr.sec, cfg.Brokers, chains[0], promReg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	p, _, err := newPipeline(cfg, sec, cfg.Brokers, chains, nil, promReg, log, Overrides{State: st})
+	in, err := pr.build(cfg.Brokers, promReg, reached{state: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runUntil(t, p, done)
+	runUntil(t, in, done)
 }
