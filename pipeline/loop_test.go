@@ -223,6 +223,7 @@ func (w loopWriter) Write(b []byte) (int, error) {
 // loopRun is one Run of a pipeline on its own session and metrics.
 type loopRun struct {
 	p      *Pipeline
+	s      Session // what p runs on
 	tm     *txn.Metrics
 	pm     *Metrics
 	cancel context.CancelFunc
@@ -294,7 +295,7 @@ func (e *loopEnv) startWith(group, txnID string, chain *transform.Chain, o Optio
 		e.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &loopRun{p: p, tm: tm, pm: o.Metrics, cancel: cancel, done: make(chan struct{})}
+	r := &loopRun{p: p, s: s, tm: tm, pm: o.Metrics, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(r.done)
 		r.err = p.Run(ctx, s, obs)

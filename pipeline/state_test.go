@@ -300,7 +300,7 @@ func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
 	st := newMemState()
 	e.produce(200, 5)
 	run := e.start("g", "t1", countChain(t), Options{State: st, MaxRecordsPerTxn: 20, Chains: []*transform.Chain{countChain(t)}})
-	ms := run.p.s.(*memSession)
+	ms := run.s.(*memSession)
 	restores := func() int {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -330,7 +330,7 @@ func TestStatefulPartitionRevokedAfterPoll(t *testing.T) {
 	st := newMemState()
 	e.produce(60, 6)
 	run := e.start("g", "t1", countChain(t), Options{State: st, MaxRecordsPerTxn: 20, Chains: []*transform.Chain{countChain(t)}})
-	ms := run.p.s.(*memSession)
+	ms := run.s.(*memSession)
 	eventually(t, 10*time.Second, "the first input committed", run, func() bool { return e.caughtUp("g") })
 	revoked := int32(0) // the first a poll takes records of
 	ms.revokeAfter.Store(&revoked)
