@@ -103,8 +103,10 @@ func Prepare(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov
 	}
 	pr := &Prepared{cfg: cfg, chains: chains, log: log, required: requiredTopics(cfg, chains[0])}
 	pr.opts = pipelineOptions(cfg, chains, pr.required, log, ov)
-	if cfg.Sink != "kafka" { // the destination's names are known once it is open
-		pr.opts.DLQTopic, pr.opts.RequireTopics = "", nil
+	if cfg.Sink != "kafka" {
+		// The destination names its outputs and dead letters once it is
+		// open (build); until then the sink's name stands in.
+		pr.opts.OutputTopic, pr.opts.DLQTopic, pr.opts.RequireTopics = cfg.Sink, "", nil
 	}
 	if err := pipeline.Check(chains[0], pr.opts); err != nil {
 		return nil, pipelineError(cfg, err)

@@ -137,9 +137,6 @@ func runMemorySink(t *testing.T, reg *sink.Registry, cfg *config.Config, inject 
 		t.Fatal(err)
 	}
 	p, m := in.Pipeline, in.Metrics
-	if got := p.Status().Sink; got != "memory" {
-		t.Errorf("the status page says sink %q, want memory", got)
-	}
 	ran := make(chan error, 1)
 	go func() { ran <- in.Run(ctx) }()
 	deadline := time.Now().Add(30 * time.Second)
@@ -148,6 +145,9 @@ func runMemorySink(t *testing.T, reg *sink.Registry, cfg *config.Config, inject 
 			t.Fatal("not done after 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if got := p.Status().Sink; got != "memory" {
+		t.Errorf("the status page says sink %q, want memory", got)
 	}
 	cancel()
 	if err := <-ran; err != nil {
