@@ -53,7 +53,7 @@ func budgetTestChain(t *testing.T, timeouts map[string]time.Duration, entries ..
 	return c
 }
 
-// backoffSum is the backoff between retries that checkBudget adds: 10ms
+// backoffSum is the backoff between retries that CheckBudget adds: 10ms
 // doubling up to 1s, once per retry.
 func backoffSum(retries int) time.Duration {
 	var sum time.Duration
