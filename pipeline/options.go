@@ -192,9 +192,12 @@ func newSettingNames(name func(Setting) string) settingNames {
 }
 
 // New returns a pipeline that runs chain with o; Run runs it on a
-// session. New needs no broker: it checks everything about the chain
-// and o that can be checked without one (Check), so that a processor
-// refuses what cannot work before it connects anything.
+// session. New needs no broker: it refuses what Check refuses (o's
+// required fields and values, one record's retries past the budget, a
+// fixed destination that is an input or the dead-letter topic), and
+// stores (Options.State) or a hop (Options.Repartition) that chain and
+// o's input topics cannot work with, so that a processor refuses what
+// cannot work before it connects anything.
 func New(chain *transform.Chain, o Options) (*Pipeline, error) {
 	o, err := o.withDefaults()
 	if err != nil {
