@@ -2,6 +2,7 @@ package pgsink
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,6 +16,15 @@ import (
 func init() {
 	spec := sink.Typed("rows and offsets in one PostgreSQL transaction per batch", openSettings, names)
 	spec.Title = "PostgreSQL"
+	spec.Metrics = func(register func(any) error) (err error) {
+		defer func() {
+			if r := recover(); r != nil { // NewMetrics's MustRegister
+				err = fmt.Errorf("pgsink: registering its metrics: %v", r)
+			}
+		}()
+		NewMetrics(registerer(register))
+		return nil
+	}
 	sink.Register("postgres", spec)
 }
 

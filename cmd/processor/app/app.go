@@ -21,7 +21,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/transform"
@@ -83,7 +82,9 @@ type Overrides struct {
 // producer cfg.TransactionalID) on brokers, which stand in for cfg.Brokers
 // so that an embedded broker's addresses can be passed, and the pipeline
 // that runs chains on it: one chain per worker, each built alike and used
-// by no one else (the first runs alone on polls of one partition). It registers the processor's metrics, and the
+// by no one else (the first runs alone on polls of one partition); db is
+// the destination of cfg.Sink, opened by the caller (ignored for the
+// kafka sink). It registers the processor's metrics, and the
 // Kafka client's (kprom, processor_kafka_*), with promReg, and returns
 // their handles; promReg must not hold them already (registering twice
 // panics), so every instance needs a registry of its own.
@@ -107,7 +108,7 @@ type Overrides struct {
 // The session's clients reach the brokers as cfg's PROCESSOR_TLS_* and
 // PROCESSOR_SASL_* say; brokers that refuse them, or that they do not
 // trust, make Run return a *txn.AccessError at once.
-func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain, db *pgsink.Sink, promReg *prometheus.Registry,
+func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain, db OpenSink, promReg *prometheus.Registry,
 	log *slog.Logger, ov Overrides) (*pipeline.Pipeline, *Metrics, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
@@ -121,7 +122,7 @@ func NewPipeline(cfg *config.Config, brokers []string, chains []*transform.Chain
 	if err != nil {
 		return nil, nil, fmt.Errorf("building the processor: %w", err)
 	}
-	return newPipeline(cfg, sec, brokers, chains, openedPostgres(db), promReg, log, ov)
+	return newPipeline(cfg, sec, brokers, chains, openedBy(cfg, db), promReg, log, ov)
 }
 
 // newPipeline is NewPipeline for a cfg that has validated, with its TLS
