@@ -14,7 +14,7 @@ import (
 // processor opens it from them.
 
 func init() {
-	spec := sink.Typed("rows and offsets in one PostgreSQL transaction per batch", openSettings, names)
+	spec := sink.Typed("rows and offsets in one PostgreSQL transaction per batch (see docs/postgres.md)", openSettings, names)
 	spec.Title = "PostgreSQL"
 	spec.Metrics = func(register func(any) error) (err error) {
 		defer func() {

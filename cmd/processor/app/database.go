@@ -67,8 +67,7 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 	}
 	spec, ok := reg.Lookup(cfg.Sink)
 	if !ok {
-		return nil, &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: strings.Join(append([]string{"kafka"}, reg.Names()...), " or ")}
+		return nil, &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink, Want: sinkChoices(reg)}
 	}
 	d := &destination{name: cfg.Sink, spec: spec}
 	if spec.Settings == nil {
@@ -80,6 +79,24 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 		return v, ok && v != ""
 	})
 	return d, d.settingError(err)
+}
+
+// sinkChoices are the values of PROCESSOR_SINK: kafka or a sink of reg,
+// e.g. "kafka or postgres".
+func sinkChoices(reg *sink.Registry) string {
+	return strings.Join(append([]string{"kafka"}, reg.Names()...), " or ")
+}
+
+// sinkSetting is PROCESSOR_SINK's entry of the configuration reference,
+// s, with its values and what each does from reg: config describes kafka
+// and sinks in general, the registry names them.
+func sinkSetting(reg *sink.Registry, s setting) setting {
+	s.Form = sinkChoices(reg)
+	for _, name := range reg.Names() {
+		spec, _ := reg.Lookup(name)
+		s.Doc += "; " + name + ": " + spec.Doc
+	}
+	return s
 }
 
 // settingError turns a *settings.Error of the sink's into the
