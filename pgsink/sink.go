@@ -114,8 +114,10 @@ type Sink struct {
 
 // Open checks the options, connects, creates the tables that are missing
 // and, in statement mode, has PostgreSQL check the statement. A setting
-// that cannot work is a *settings.Error. A server that cannot be reached, or
-// refuses the user or password, is a wrapped error naming where it tried.
+// that cannot work is a *settings.Error (a server certificate that does
+// not verify included: the URL's sslmode and sslrootcert); a server that
+// refuses the user, the password or the database, a *sink.RefusedError;
+// one that cannot be reached, a wrapped error naming where it tried.
 func Open(ctx context.Context, o Options) (*Sink, error) {
 	if o.Group == "" {
 		return nil, errors.New("pgsink: Options.Group is empty")
