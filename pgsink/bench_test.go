@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"
 )

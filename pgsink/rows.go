@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/streamproc/processor/sink"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
