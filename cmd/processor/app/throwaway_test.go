@@ -2,9 +2,12 @@ package app
 
 import (
 	"context"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -196,3 +199,55 @@ func TestSelected(t *testing.T) {
 	}
 }
 `
+
+// The wiring names a sink package in sinks.go alone, with a blank import
+// (registration is all it needs): every other file reaches sinks through
+// the registry. A sink package is one of the module whose code calls
+// sink.Register.
+func TestOnlySinksGoImportsSinks(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	sinks := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || strings.HasPrefix(d.Name(), "_") || d.Name() == "testdata") {
+			return filepath.SkipDir // what the go command leaves out
+		}
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(src), "sink.Register(") && filepath.Dir(path) != filepath.Join(root, "sink") {
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			sinks["github.com/streamproc/processor/"+filepath.ToSlash(rel)] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sinks["github.com/streamproc/processor/pgsink"] {
+		t.Fatalf("found the sink packages %v, without pgsink", sinks)
+	}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if !sinks[path] {
+				continue
+			}
+			if name != "sinks.go" || imp.Name == nil || imp.Name.Name != "_" {
+				t.Errorf("%s imports the sink package %s; only sinks.go may, with a blank import", name, path)
+			}
+		}
+	}
+}
