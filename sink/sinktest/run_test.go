@@ -114,6 +114,7 @@ type flaw int
 const (
 	forgetsOffsets flaw = iota
 	ignoresAskedParts
+	dropsDeadLetters
 	fencesNothing
 	writesRowsWhenFenced
 	movesOtherOffsetsWhenFenced
@@ -133,6 +134,7 @@ var mutants = []struct {
 }{
 	{"forgets its offsets", forgetsOffsets, "OffsetsRoundTrip"},
 	{"returns every partition's offsets when asked for some", ignoresAskedParts, "OffsetsRoundTrip"},
+	{"drops the dead letters", dropsDeadLetters, "OffsetsRoundTrip"},
 	{"fences nothing", fencesNothing, "StaleExpectationIsFenced"},
 	{"writes a fenced batch's rows", writesRowsWhenFenced, "StaleExpectationIsFenced"},
 	{"moves a fenced batch's other offsets", movesOtherOffsetsWhenFenced, "StaleExpectationIsFenced"},
@@ -177,6 +179,10 @@ func (m *mutant) Commit(ctx context.Context, b *sink.Batch) error {
 		return m.Memory.Commit(ctx, m.fromStored(ctx, b))
 	case checksThenWritesUnlocked:
 		return m.unlocked(ctx, b)
+	case dropsDeadLetters:
+		c := *b
+		c.DeadLetters = nil
+		return m.Memory.Commit(ctx, &c)
 	}
 	err := m.Memory.Commit(ctx, b)
 	var fe *sink.FencedError
