@@ -77,9 +77,12 @@ type Config struct {
 	StartOffset          string        `envconfig:"START_OFFSET" default:"earliest" desc:"earliest, latest, a negative Go duration such as -1h, or an RFC 3339 time such as 2026-01-02T15:04:05Z" doc:"where the group starts reading a partition it has no committed offset for: earliest (the log start), latest (only records produced after the start), a duration back from the start (-1h), or a time, from the first record stamped at or after it; a partition with a committed offset (with PROCESSOR_SINK=postgres, one stored in the database) always resumes from it"`
 
 	// Sink is where outputs go: kafka (PROCESSOR_OUTPUT_TOPIC, in Kafka
-	// transactions) or postgres (rows and offsets in one database
-	// transaction per batch).
-	Sink string `envconfig:"SINK" default:"kafka" desc:"kafka or postgres" doc:"kafka produces outputs to PROCESSOR_OUTPUT_TOPIC, with the consumed offsets, in one Kafka transaction per batch; postgres writes them, with the consumed offsets, to PostgreSQL in one database transaction per batch (see docs/postgres.md)"`
+	// transactions) or the name of a registered sink (package sink), which
+	// keeps rows and offsets in one transaction of its own per batch. The
+	// names come from the sink registry, which config does not know: the
+	// processor lists them (processor config, docs/configuration.md) and
+	// refuses a name that is not registered.
+	Sink string `envconfig:"SINK" default:"kafka" desc:"kafka or the name of a sink the processor has (processor config lists them)" doc:"kafka produces outputs to PROCESSOR_OUTPUT_TOPIC, with the consumed offsets, in one Kafka transaction per batch; the name of a sink writes them, with the consumed offsets, to that sink in one transaction of its own per batch (its settings are under Sink settings)"`
 
 	Group           string   `envconfig:"GROUP" desc:"the consumer group id, e.g. orders-enricher" doc:"the consumer group that the instances of one processor share; required"`
 	InputTopics     []string `envconfig:"INPUT_TOPICS" desc:"comma-separated topic names, e.g. orders,refunds" doc:"the topics the processor consumes; required"`

@@ -467,7 +467,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "crash attempts not a number", set: map[string]string{"MAX_CRASH_ATTEMPTS": "three"}, wantVar: "MAX_CRASH_ATTEMPTS",
 			wantValue: "three", wantForm: "from 0 to 1000"},
 		{name: "sink that is no name", set: map[string]string{"SINK": "My SQL"}, wantVar: "SINK",
-			wantValue: "My SQL", wantForm: "kafka or postgres"},
+			wantValue: "My SQL", wantForm: "kafka or the name of a sink"},
 		{name: "postgres sink at least once", set: map[string]string{"SINK": "postgres", "POSTGRES_URL": "postgres://db/x", "GUARANTEE": "at_least_once"},
 			wantVar: "GUARANTEE", wantValue: "at_least_once", wantForm: "exactly_once with PROCESSOR_SINK=postgres"},
 		{name: "negative workers", set: map[string]string{"WORKERS": "-1"}, wantVar: "WORKERS",

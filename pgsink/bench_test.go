@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/sink"
 )
 
 // benchBatch is the rows per Commit of BenchmarkCommit, the processor's
@@ -13,8 +16,8 @@ import (
 const benchBatch = 10000
 
 // benchRows are benchBatch rows of partition 0 with 100-byte JSON values.
-func benchRows() []Row {
-	rs := make([]Row, benchBatch)
+func benchRows() []sink.Row {
+	rs := make([]sink.Row, benchBatch)
 	ts := time.Now()
 	for i := range rs {
 		v := fmt.Sprintf(`{"order_id":%d,"customer":"c-%05d","amount":%.2f,"items":[1,2,3],"note":"`, 10000000+i, i%10000, float64(i%100000)/100)
@@ -22,7 +25,7 @@ func benchRows() []Row {
 			v += "x"
 		}
 		v = v[:98] + `"}`
-		rs[i] = Row{Key: fmt.Appendf(nil, "order-%08d", i), Value: []byte(v), Timestamp: ts, Topic: "bench", Offset: int64(i)}
+		rs[i] = sink.Row{Key: fmt.Appendf(nil, "order-%08d", i), Value: []byte(v), Timestamp: ts, Topic: "bench", Offset: int64(i)}
 	}
 	return rs
 }
@@ -42,11 +45,11 @@ func BenchmarkCommit(b *testing.B) {
 	}
 	commit := func(b *testing.B, s *Sink) {
 		ctx := testCtx(b)
-		p := TopicPartition{Topic: "bench", Partition: 0}
+		p := record.TopicPartition{Topic: "bench", Partition: 0}
 		next := int64(-1)
 		for b.Loop() {
 			from := max(next, 0)
-			if err := s.Commit(ctx, &Batch{Rows: rs, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: next, Next: from + benchBatch}}}); err != nil {
+			if err := s.Commit(ctx, &sink.Batch{Rows: rs, Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: next, Next: from + benchBatch}}}); err != nil {
 				b.Fatal(err)
 			}
 			next = from + benchBatch

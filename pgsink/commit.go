@@ -14,20 +14,6 @@ import (
 	"github.com/streamproc/processor/sink"
 )
 
-// The batch a Commit writes, as the sink contract has it.
-type (
-	// Row is one output record with the coordinates of the input
-	// record it came from.
-	Row = sink.Row
-	// DeadLetter is an input record that failed for good, with why.
-	DeadLetter = sink.DeadLetter
-	// OffsetUpdate moves one partition's stored next offset from
-	// Expected (-1: no row stored yet) to Next.
-	OffsetUpdate = sink.OffsetUpdate
-	// Batch is what one Commit writes: all of it or nothing.
-	Batch = sink.Batch
-)
-
 // errNotJSON is the RowError.Err of a value that is not JSON when the
 // statement uses @value.
 var errNotJSON = errors.New("the value is not valid JSON, and the statement takes it as JSON (@value); use @value_text or @value_bytes for other values")
@@ -42,9 +28,9 @@ const rollbackTimeout = 5 * time.Second
 // per row); then COMMIT. Nothing of b is visible unless all of it is.
 //
 // An offset update whose Expected is not what is stored (for Expected -1:
-// a row exists already) rolls everything back and returns a *FencedError
+// a row exists already) rolls everything back and returns a *sink.FencedError
 // naming every such partition. A row or dead letter the database refuses
-// returns a *RowError with its index (a value that is not JSON when the
+// returns a *sink.RowError with its index (a value that is not JSON when the
 // statement uses @value is refused before the transaction begins). Any
 // other failure rolls back and returns the wrapped error, for which
 // Retriable tells whether the same batch may be committed again later.
@@ -53,9 +39,9 @@ const rollbackTimeout = 5 * time.Second
 // last used) is replaced at once, so the first Commit after a restart
 // succeeds. If the connection is lost during COMMIT itself, the outcome is
 // unknown: the error is Retriable, and committing the same batch again
-// returns a *FencedError if it had in fact committed (Stored then shows
+// returns a *sink.FencedError if it had in fact committed (Stored then shows
 // its Next offsets).
-func (s *Sink) Commit(ctx context.Context, b *Batch) error {
+func (s *Sink) Commit(ctx context.Context, b *sink.Batch) error {
 	if b == nil || len(b.Rows)+len(b.DeadLetters)+len(b.Offsets) == 0 {
 		return nil
 	}
@@ -95,11 +81,11 @@ func (s *Sink) Commit(ctx context.Context, b *Batch) error {
 	}
 	lost := c.Conn().IsClosed()
 	c.Release()
-	var rowErr *RowError
+	var rowErr *sink.RowError
 	switch {
 	case len(fenced) > 0 && (err == nil || errors.As(err, &rowErr)):
 		s.count(RollbackFenced, time.Since(start))
-		fe := &FencedError{From: "pgsink", Partitions: fenced}
+		fe := &sink.FencedError{From: "pgsink", Partitions: fenced}
 		// What is stored now, for the caller's log and for telling an
 		// earlier attempt of this batch from another instance's commit.
 		fe.Stored, _ = s.Offsets(ctx, fenced)
@@ -175,11 +161,11 @@ func (r *repeats) reset() {
 
 // repeated counts err, a failure of Commit that is neither fenced nor a
 // row's content, and returns what it has become when it is the
-// MaxIdentical-th identical one in a row: a *RowError for the row it is
-// tied to, when no rule knows its SQLSTATE; a *PersistentError otherwise.
+// MaxIdentical-th identical one in a row: a *sink.RowError for the row it is
+// tied to, when no rule knows its SQLSTATE; a *sink.PersistentError otherwise.
 // It returns nil for a transient failure (which is neither counted nor
 // resets the count) and for one still to be retried.
-func (s *Sink) repeated(ctx context.Context, b *Batch, err error) error {
+func (s *Sink) repeated(ctx context.Context, b *sink.Batch, err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || Retriable(err) {
 		return nil
@@ -191,7 +177,7 @@ func (s *Sink) repeated(ctx context.Context, b *Batch, err error) error {
 		at = fs
 	}
 	key := pe.Code + "\x00" + pe.Message + "\x00" + at.what
-	var src *Row
+	var src *sink.Row
 	if at.row >= 0 {
 		if at.dead && at.row < len(b.DeadLetters) {
 			src = &b.DeadLetters[at.row].Row
@@ -210,7 +196,7 @@ func (s *Sink) repeated(ctx context.Context, b *Batch, err error) error {
 	}
 	s.repeats.reset()
 	if src != nil && kind == unknown {
-		return &RowError{Index: at.row, DeadLetter: at.dead, From: "pgsink", Input: (src).Source(),
+		return &sink.RowError{Index: at.row, DeadLetter: at.dead, From: "pgsink", Input: (src).Source(),
 			Err: fmt.Errorf("%w (the same failure %d times in a row: taken as this row's)", at.err, n)}
 	}
 	what := at.what
@@ -218,7 +204,7 @@ func (s *Sink) repeated(ctx context.Context, b *Batch, err error) error {
 		what = s.diagnose(ctx, pe.Code, what)
 	}
 	setting, check := s.toCheck(pe.Code, what)
-	return &PersistentError{From: "pgsink", Destination: "PostgreSQL", Setting: setting, Check: check, Attempts: n, Detail: pgMessage(err), Err: err}
+	return &sink.PersistentError{From: "pgsink", Destination: "PostgreSQL", Setting: setting, Check: check, Attempts: n, Detail: pgMessage(err), Err: err}
 }
 
 // diagnose finds which of the sink's statements fails with SQLSTATE code

@@ -11,15 +11,17 @@
 // with a conditional UPDATE (or an INSERT for a partition without a row)
 // in the same transaction as the rows. If another instance moved it in
 // between, the update finds no row, the whole transaction is rolled back,
-// and Commit returns a *FencedError: the caller reloads the stored offsets
+// and Commit returns a *sink.FencedError: the caller reloads the stored offsets
 // with Offsets and resumes from there. Two instances writing the same
 // partition at once serialise on its offsets row; exactly one commits.
 //
 // Outputs go to a table of the sink's own (Options.Table, written with
 // COPY) or through the user's SQL statement (Options.Statement, run once
-// per row, e.g. an upsert). Failures are typed: *ConfigError for settings
-// that cannot work (exit code 2), *FencedError, *RowError for one row that
+// per row, e.g. an upsert). Failures are the sink contract's types (package
+// sink): a *settings.Error for a setting that cannot work (exit code 2), a
+// *sink.RefusedError for a server that refuses the user, the password or
+// the database, a *sink.FencedError, a *sink.RowError for one row that
 // the database refused (the caller applies its error policy to that
-// input), and any other error, for which Retriable tells whether trying the
-// same batch again later can help.
+// input), a *sink.PersistentError; for any other error, Retriable tells
+// whether trying the same batch again later can help.
 package pgsink

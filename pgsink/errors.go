@@ -3,17 +3,17 @@ package pgsink
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 )
 
-// The settings a ConfigError or a PersistentError names, as Settings
+// The settings a *settings.Error or a *sink.PersistentError names, as Settings
 // declares them; the processor reads each from a variable of its own.
 const (
 	SettingURL             = "URL"
@@ -24,50 +24,17 @@ const (
 	SettingPasswordFile    = "PASSWORD_FILE"
 )
 
-// ConfigError is a setting that cannot work: a malformed URL, a table name
-// that is not one (or whose schema does not exist, or that exists without
-// the sink's columns), a statement with an unknown @parameter or one that
-// PostgreSQL refuses. Retrying does not help; the processor exits with
-// code 2 and prints Error's one line.
-type ConfigError struct {
-	// Setting is which one: SettingURL, SettingTable, SettingStatement,
-	// SettingDeadLetterTable, SettingOffsetsTable.
-	Setting string
-	// Value is the value given, with any password replaced by xxxxx.
-	Value string
-	// Want says what would work, and what PostgreSQL said when it was the
-	// one that refused.
-	Want string
+// settingError is a setting that cannot work: a malformed URL, a table
+// name that is not one (or whose schema does not exist, or that exists
+// without the sink's columns), a statement with an unknown @parameter or
+// one that PostgreSQL refuses. Retrying does not help; the processor
+// exits with code 2 and prints its one line, naming the setting's
+// variable. value is the value given, with any password replaced by
+// xxxxx; want says what would work, and what PostgreSQL said when it was
+// the one that refused.
+func settingError(setting, value, want string) *settings.Error {
+	return &settings.Error{Field: setting, Value: value, Want: settings.Say(want)}
 }
-
-// Error names the setting, its value and what it should be, in the form
-// of settings.Error; the processor shows the setting's variable instead.
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("setting %s=%q is invalid: want %s", e.Setting, e.Value, e.Want)
-}
-
-// The failures of Commit, as the sink contract has them.
-type (
-	// FencedError is returned by Commit when the stored next offset of at
-	// least one partition was not the batch's OffsetUpdate.Expected:
-	// another instance (or an earlier attempt of this one whose COMMIT
-	// was acknowledged too late, see Commit) committed past it. Nothing
-	// of the batch was written.
-	FencedError = sink.FencedError
-	// RowError is one row of a batch that the database refused (a
-	// constraint violation, a bad cast, a value that is not JSON where
-	// the statement wants JSON); its Err is usually a *pgconn.PgError.
-	RowError = sink.RowError
-	// PersistentError is a failure of Commit that repeated MaxIdentical
-	// times in a row, that no retry is expected to fix and that is no
-	// row's fault: a table or column of the statement that is gone, a
-	// privilege revoked, a read-only server, a deferred constraint
-	// failing at COMMIT, an unknown error of the database. Its Setting
-	// is SettingURL (the user's rights and the server),
-	// SettingStatement, SettingTable, SettingDeadLetterTable, or "" when
-	// no setting is to blame (the offsets table, an unknown error).
-	PersistentError = sink.PersistentError
-)
 
 // connLostError marks an error after which the connection it happened on
 // was closed: the server went away or restarted, the network failed.
@@ -88,18 +55,21 @@ func (s *Sink) Retriable(err error) bool { return Retriable(err) }
 // (40P01), insufficient resources (class 53: too many connections, disk
 // full, out of memory), a lock not available (55P03), a query canceled or
 // a statement timeout (57014), a connection the server closed for idling
-// (57P05, 25P03), and a context deadline. False for nil, *FencedError,
-// *RowError, *ConfigError, *PersistentError, a cancelled context, a wrong
+// (57P05, 25P03), and a context deadline. False for nil, the contract's
+// typed errors (*sink.FencedError, *sink.RowError, *sink.PersistentError,
+// *sink.RefusedError, *settings.Error), a cancelled context, a wrong
 // password and any other error of the database.
 func Retriable(err error) bool {
 	if err == nil {
 		return false
 	}
-	var fe *FencedError
-	var re *RowError
-	var ce *ConfigError
-	var pe *PersistentError
-	if errors.As(err, &fe) || errors.As(err, &re) || errors.As(err, &ce) || errors.As(err, &pe) || errors.Is(err, context.Canceled) {
+	var fe *sink.FencedError
+	var re *sink.RowError
+	var ce *settings.Error
+	var pe *sink.PersistentError
+	var refused *sink.RefusedError
+	if errors.As(err, &fe) || errors.As(err, &re) || errors.As(err, &ce) || errors.As(err, &pe) || errors.As(err, &refused) ||
+		errors.Is(err, context.Canceled) {
 		return false
 	}
 	var pge *pgconn.PgError
@@ -198,8 +168,8 @@ func rowFailure(err error) bool {
 // MaxIdentical is how many times in a row Commit may fail with the same
 // error (SQLSTATE and message, on the same row or the same statement)
 // that no rule calls transient before it stops trying: the last time, a
-// failure tied to a row becomes a *RowError for that row, and one tied to
-// none a *PersistentError.
+// failure tied to a row becomes a *sink.RowError for that row, and one tied to
+// none a *sink.PersistentError.
 const MaxIdentical = 3
 
 // pgMessage is PostgreSQL's message of err with its detail and hint, or

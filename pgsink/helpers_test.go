@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/sink"
 )
 
 // The tests run against a real PostgreSQL (internal/pgtest): the one whose
@@ -58,11 +59,11 @@ func (d *testDB) exec(t testing.TB, sql string, args ...any) {
 
 // rows makes n rows of partition p from offset from on, one output each,
 // with JSON values.
-func rows(topic string, p int32, from int64, n int) []Row {
-	out := make([]Row, n)
+func rows(topic string, p int32, from int64, n int) []sink.Row {
+	out := make([]sink.Row, n)
 	for i := range out {
 		off := from + int64(i)
-		out[i] = Row{
+		out[i] = sink.Row{
 			Key:       []byte("k" + itoa(off)),
 			Value:     []byte(`{"n":` + itoa(off) + `}`),
 			Timestamp: time.Unix(1700000000+off, 0),

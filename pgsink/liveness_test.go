@@ -16,13 +16,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 )
 
 // A server certificate that does not verify, at start: an unknown
 // authority, a host name the certificate does not hold, an expired
-// certificate. Each is a *RefusedError naming the URL (a configuration
+// certificate. Each is a *settings.Error naming the URL (a configuration
 // error through the sink's settings, exit 2, with one line naming sslmode,
 // sslrootcert and where), never a server that is down. After a start that
 // verified, a certificate that stops verifying (rotated on the server)
@@ -48,12 +49,12 @@ func TestCertificateThatDoesNotVerify(t *testing.T) {
 		cert, key := c.cert()
 		srv.UseCertificate(t, cert, key)
 		_, err := Open(ctx, Options{URL: verifying, Group: "tls"})
-		var refused *RefusedError
-		if !errors.As(err, &refused) || refused.Setting != SettingURL || !strings.Contains(err.Error(), c.want) ||
+		var refused *settings.Error
+		if !errors.As(err, &refused) || refused.Field != SettingURL || !refused.Secret || !strings.Contains(err.Error(), c.want) ||
 			!strings.Contains(err.Error(), "sslrootcert") || !strings.Contains(err.Error(), "127.0.0.1") {
-			t.Errorf("%s: Open: %v, want a *RefusedError of the URL saying %q, naming sslrootcert and the host", c.name, err, c.want)
+			t.Errorf("%s: Open: %v, want a *settings.Error of the URL saying %q, naming sslrootcert and the host", c.name, err, c.want)
 		}
-		_, _, err = openSettings(ctx, &Settings{URL: Secret(verifying), Table: DefaultTable, DeadLetterTable: DefaultDeadLetterTable}, sink.Host{Group: "tls"})
+		_, _, err = openSettings(ctx, &Settings{URL: settings.Secret(verifying), Table: DefaultTable, DeadLetterTable: DefaultDeadLetterTable}, sink.Host{Group: "tls"})
 		var se *settings.Error
 		if !errors.As(err, &se) || se.Field != SettingURL || !strings.Contains(err.Error(), "sslmode") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: opened as the processor does: %v, want a one-line *settings.Error of %s naming sslmode", c.name, err, SettingURL)
@@ -66,13 +67,13 @@ func TestCertificateThatDoesNotVerify(t *testing.T) {
 		t.Fatalf("Open with the certificate verifying: %v", err)
 	}
 	defer s.Close()
-	p := TopicPartition{Topic: "in", Partition: 0}
+	p := record.TopicPartition{Topic: "in", Partition: 0}
 	commit := func(from, to int64) error {
 		exp := from
 		if from == 0 {
 			exp = -1
 		}
-		return s.Commit(ctx, &Batch{Rows: rows("in", 0, from, int(to-from)), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: exp, Next: to}}})
+		return s.Commit(ctx, &sink.Batch{Rows: rows("in", 0, from, int(to-from)), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: exp, Next: to}}})
 	}
 	if err := commit(0, 10); err != nil {
 		t.Fatal(err)
@@ -112,9 +113,9 @@ func TestPasswordFileRotated(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p := TopicPartition{Topic: "in", Partition: 0}
+	p := record.TopicPartition{Topic: "in", Partition: 0}
 	commit := func(exp, from, to int64) error {
-		return s.Commit(ctx, &Batch{Rows: rows("in", 0, from, int(to-from)), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: exp, Next: to}}})
+		return s.Commit(ctx, &sink.Batch{Rows: rows("in", 0, from, int(to-from)), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: exp, Next: to}}})
 	}
 	if err := commit(-1, 0, 10); err != nil {
 		t.Fatal(err)
@@ -146,21 +147,21 @@ func TestCommitRanOutOfTime(t *testing.T) {
 	proxy := pgtest.NewProxy(t, d.URL)
 	s := d.open(t, Options{URL: proxy.URL(d.URL)})
 	ctx := testCtx(t)
-	p := TopicPartition{Topic: "in", Partition: 0}
-	if err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 5), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 5}}}); err != nil {
+	p := record.TopicPartition{Topic: "in", Partition: 0}
+	if err := s.Commit(ctx, &sink.Batch{Rows: rows("in", 0, 0, 5), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 5}}}); err != nil {
 		t.Fatal(err)
 	}
 	proxy.Cut()
 	s.pool.Reset()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	err := s.Commit(cctx, &Batch{Rows: rows("in", 0, 5, 5), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: 5, Next: 10}}})
+	err := s.Commit(cctx, &sink.Batch{Rows: rows("in", 0, 5, 5), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: 5, Next: 10}}})
 	cancel()
 	if err == nil || !strings.Contains(err.Error(), "ran out of time after 2") || strings.Contains(err.Error(), "cannot connect") ||
 		!errors.Is(err, context.DeadlineExceeded) || !Retriable(err) {
 		t.Fatalf("Commit past its deadline with the network cut: %v, want a retriable error saying it ran out of time after 2s", err)
 	}
 	proxy.Heal()
-	if err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 5, 5), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: 5, Next: 10}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Rows: rows("in", 0, 5, 5), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: 5, Next: 10}}}); err != nil {
 		t.Fatalf("Commit after the network healed: %v", err)
 	}
 }
@@ -192,9 +193,9 @@ func TestSessionBounds(t *testing.T) {
 		t.Errorf("with the URL's idle_in_transaction_session_timeout=30s: %q", got)
 	}
 	_, err := Open(testCtx(t), Options{URL: pgtest.WithParam(t, d.URL, "keepalives_idle", "soon"), Group: "g"})
-	var ce *ConfigError
-	if !errors.As(err, &ce) || ce.Setting != SettingURL || !strings.Contains(err.Error(), "keepalives_idle") {
-		t.Errorf("keepalives_idle=soon: %v, want a *ConfigError of the URL naming keepalives_idle", err)
+	var ce *settings.Error
+	if !errors.As(err, &ce) || ce.Field != SettingURL || !strings.Contains(err.Error(), "keepalives_idle") {
+		t.Errorf("keepalives_idle=soon: %v, want a *settings.Error of the URL naming keepalives_idle", err)
 	}
 }
 
@@ -250,8 +251,8 @@ func TestDiskFull(t *testing.T) {
 			break
 		}
 	}
-	p := TopicPartition{Topic: "in", Partition: 0}
-	batch := &Batch{Rows: rows("in", 0, 0, 200), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 200}}}
+	p := record.TopicPartition{Topic: "in", Partition: 0}
+	batch := &sink.Batch{Rows: rows("in", 0, 0, 200), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 200}}}
 	for i := range batch.Rows {
 		batch.Rows[i].Value = []byte(strings.Repeat(strconv.Itoa(i), 2000))
 	}

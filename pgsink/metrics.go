@@ -9,9 +9,9 @@ import (
 // The reasons of processor_postgres_rollbacks_total.
 const (
 	// RollbackFenced: an offset update found another instance's offset
-	// (*FencedError).
+	// (*sink.FencedError).
 	RollbackFenced = "fenced"
-	// RollbackRow: the database refused one row (*RowError).
+	// RollbackRow: the database refused one row (*sink.RowError).
 	RollbackRow = "row"
 	// RollbackError: any other failure, the connection's included.
 	RollbackError = "error"

@@ -9,19 +9,21 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/sink"
 )
 
 // TestTwoInstancesRace has two Sinks of one group (two processor
 // instances that both believe they own a partition) commit the same
 // offset range at once, round after round: exactly one wins each round,
-// the other gets a *FencedError, and no input's outputs are written twice.
+// the other gets a *sink.FencedError, and no input's outputs are written twice.
 func TestTwoInstancesRace(t *testing.T) {
 	d := newTestDB(t)
 	app := pgtest.Name(t, "app")
 	u := pgtest.WithParam(t, d.URL, "application_name", app)
 	a, b := d.open(t, Options{URL: u}), d.open(t, Options{URL: u})
 	ctx := testCtx(t)
-	p := TopicPartition{Topic: "in", Partition: 0}
+	p := record.TopicPartition{Topic: "in", Partition: 0}
 	const rounds, per = 20, 5
 	commitBoth := func(expected, next int64, before func()) [2]error {
 		var errs [2]error
@@ -36,7 +38,7 @@ func TestTwoInstancesRace(t *testing.T) {
 					rs[j].Key = []byte(fmt.Sprintf("instance-%d", i))
 				}
 				<-start
-				errs[i] = s.Commit(ctx, &Batch{Rows: rs, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: expected, Next: next}}})
+				errs[i] = s.Commit(ctx, &sink.Batch{Rows: rs, Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: expected, Next: next}}})
 			}()
 		}
 		if before != nil {
@@ -50,7 +52,7 @@ func TestTwoInstancesRace(t *testing.T) {
 		t.Helper()
 		wins := 0
 		for i, err := range errs {
-			var fe *FencedError
+			var fe *sink.FencedError
 			switch {
 			case err == nil:
 				wins++

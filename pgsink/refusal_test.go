@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/sink"
 )
 
 // What PostgreSQL refuses where Go's JSON parser does not, and errors the
@@ -42,10 +44,10 @@ func storedValues(t *testing.T, d *testDB, table string) map[int64][2]string {
 }
 
 // valueRows are rows of "in"/0 from offset 0 on, one per value.
-func valueRows(values ...string) []Row {
-	out := make([]Row, len(values))
+func valueRows(values ...string) []sink.Row {
+	out := make([]sink.Row, len(values))
 	for i, v := range values {
-		out[i] = Row{Value: []byte(v), Topic: "in", Partition: 0, Offset: int64(i)}
+		out[i] = sink.Row{Value: []byte(v), Topic: "in", Partition: 0, Offset: int64(i)}
 	}
 	return out
 }
@@ -58,7 +60,7 @@ const anyJSON = "\x00any JSON"
 // want is "", in value_bytes as it came.
 func checkValues(t *testing.T, d *testDB, s *Sink, values []string, want []string) {
 	t.Helper()
-	err := s.Commit(testCtx(t), &Batch{Rows: valueRows(values...), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: int64(len(values))}}})
+	err := s.Commit(testCtx(t), &sink.Batch{Rows: valueRows(values...), Offsets: []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: int64(len(values))}}})
 	if err != nil {
 		t.Fatalf("Commit = %v, want every row written, in value_bytes where jsonb refuses the value", err)
 	}
@@ -137,7 +139,7 @@ func TestCommitJSONBRefusedInLatin1(t *testing.T) {
 
 // Statement mode: a row refused for its content with an SQLSTATE of a
 // class beyond constraints and bad values (21000: an upsert touching one
-// row twice; 54000: an index entry too large) is a *RowError at once,
+// row twice; 54000: an index entry too large) is a *sink.RowError at once,
 // carrying the SQLSTATE and PostgreSQL's message.
 func TestStatementRowContentClasses(t *testing.T) {
 	d := newTestDB(t)
@@ -156,17 +158,17 @@ func TestStatementRowContentClasses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows := valueRows(`[{"id":10,"name":"x"}]`, tc.value, `[{"id":11,"name":"y"}]`)
-			err := s.Commit(ctx, &Batch{Rows: rows, Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 3}}})
-			var re *RowError
+			err := s.Commit(ctx, &sink.Batch{Rows: rows, Offsets: []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 3}}})
+			var re *sink.RowError
 			if !errors.As(err, &re) || re.Index != 1 || !strings.Contains(err.Error(), tc.code) || Retriable(err) {
-				t.Fatalf("Commit = %v, want a *RowError for row 1 with SQLSTATE %s", err, tc.code)
+				t.Fatalf("Commit = %v, want a *sink.RowError for row 1 with SQLSTATE %s", err, tc.code)
 			}
 		})
 	}
 }
 
 // An SQLSTATE no rule knows, on the same row, MaxIdentical times in a row:
-// retried until then, and then that row's *RowError, which names the
+// retried until then, and then that row's *sink.RowError, which names the
 // SQLSTATE and the message.
 func TestStatementUnknownErrorBlamesRowAfterRepeats(t *testing.T) {
 	d := newTestDB(t)
@@ -178,21 +180,21 @@ func TestStatementUnknownErrorBlamesRowAfterRepeats(t *testing.T) {
 		END $$`)
 	s := d.open(t, Options{Statement: `INSERT INTO t VALUES (check_v(@value::jsonb))`})
 	ctx := testCtx(t)
-	batch := func() *Batch {
-		return &Batch{Rows: valueRows(`{"a":1}`, `{"odd":1}`), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 2}}}
+	batch := func() *sink.Batch {
+		return &sink.Batch{Rows: valueRows(`{"a":1}`, `{"odd":1}`), Offsets: []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 2}}}
 	}
 	for i := 1; i < MaxIdentical; i++ {
 		err := s.Commit(ctx, batch())
-		var re *RowError
-		var pe *PersistentError
+		var re *sink.RowError
+		var pe *sink.PersistentError
 		if err == nil || errors.As(err, &re) || errors.As(err, &pe) || Retriable(err) {
 			t.Fatalf("Commit %d = %v, want a plain error to retry, not yet the row's", i, err)
 		}
 	}
 	err := s.Commit(ctx, batch())
-	var re *RowError
+	var re *sink.RowError
 	if !errors.As(err, &re) || re.Index != 1 || !strings.Contains(err.Error(), "55000") || !strings.Contains(err.Error(), "odd value") {
-		t.Fatalf("Commit %d = %v, want a *RowError for row 1 naming SQLSTATE 55000 and the message", MaxIdentical, err)
+		t.Fatalf("Commit %d = %v, want a *sink.RowError for row 1 naming SQLSTATE 55000 and the message", MaxIdentical, err)
 	}
 	// The count starts again after a row was blamed.
 	if err := s.Commit(ctx, batch()); errors.As(err, &re) {
@@ -201,7 +203,7 @@ func TestStatementUnknownErrorBlamesRowAfterRepeats(t *testing.T) {
 }
 
 // Failures no row causes and no retry fixes end, after MaxIdentical
-// identical ones, in a *PersistentError whose one line names the setting
+// identical ones, in a *sink.PersistentError whose one line names the setting
 // to check.
 func TestCommitPersistentErrors(t *testing.T) {
 	ctx := testCtx(t)
@@ -236,9 +238,9 @@ func TestCommitPersistentErrors(t *testing.T) {
 			s := d.open(t, o)
 			tc.setup(t, d)
 			for i := 1; i <= MaxIdentical; i++ {
-				err := s.Commit(ctx, &Batch{Rows: valueRows(`{"a":1}`), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 1}}})
-				var pe *PersistentError
-				var re *RowError
+				err := s.Commit(ctx, &sink.Batch{Rows: valueRows(`{"a":1}`), Offsets: []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 1}}})
+				var pe *sink.PersistentError
+				var re *sink.RowError
 				switch {
 				case err == nil || errors.As(err, &re) || Retriable(err):
 					t.Fatalf("Commit %d = %v, want an error that is neither a row's nor transient", i, err)
@@ -255,7 +257,7 @@ func TestCommitPersistentErrors(t *testing.T) {
 					}
 					if !errors.As(err, &pe) || pe.Setting != tc.setting || !strings.Contains(line, want) ||
 						!strings.Contains(err.Error(), "SQLSTATE") || strings.Contains(err.Error(), "\n") {
-						t.Fatalf("Commit %d = %v, want a one-line *PersistentError saying %q", i, err, want)
+						t.Fatalf("Commit %d = %v, want a one-line *sink.PersistentError saying %q", i, err, want)
 					}
 					t.Logf("%s", err)
 				}

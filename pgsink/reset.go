@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/streamproc/processor/record"
 )
 
 // SetOffsets stores next offsets for the sink's group (`processor offsets
@@ -14,7 +16,7 @@ import (
 // commits at the same time waits on the rows' locks and then finds them
 // moved: its conditional update fences it, and it resumes from the new
 // offsets.
-func (s *Sink) SetOffsets(ctx context.Context, to map[TopicPartition]int64, check func(context.Context) error) error {
+func (s *Sink) SetOffsets(ctx context.Context, to map[record.TopicPartition]int64, check func(context.Context) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pgsink: resetting the offsets of group %q at %s: %w", s.group, s.target, err)

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/sink"
 )
 
 // testLog writes a logger's lines to the test's log.
@@ -36,9 +38,9 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	p := TopicPartition{Topic: "in", Partition: 0}
+	p := record.TopicPartition{Topic: "in", Partition: 0}
 	commit := func(expected, next int64) error {
-		return s.Commit(ctx, &Batch{Rows: rows("in", 0, max(expected, 0), int(next-max(expected, 0))), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: expected, Next: next}}})
+		return s.Commit(ctx, &sink.Batch{Rows: rows("in", 0, max(expected, 0), int(next-max(expected, 0))), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: expected, Next: next}}})
 	}
 	if err := commit(-1, 10); err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestServerRestart(t *testing.T) {
 	}
 	srv.Must("stop", "immediate")
 	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = s.Commit(octx, &Batch{Rows: rows("in", 0, 30, 10), Offsets: []OffsetUpdate{{TopicPartition: p, Expected: 30, Next: 40}}})
+	err = s.Commit(octx, &sink.Batch{Rows: rows("in", 0, 30, 10), Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: 30, Next: 40}}})
 	cancel()
 	if err == nil || !Retriable(err) {
 		t.Fatalf("Commit while the server is down = %v (Retriable %v), want a retriable error", err, Retriable(err))

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/streamproc/processor/sink"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -207,7 +209,7 @@ func maybeJSON(v []byte) bool {
 // pgx encodes without allocating (the JSON columns excepted), and pgx
 // encodes a row's values before it asks for the next row.
 type rowSource struct {
-	rows []Row
+	rows []sink.Row
 	i    int
 	vals []any // recordColumns' values, pointing at the fields below
 	// asBytes, when not nil, tells per row whether its value goes to
@@ -228,7 +230,7 @@ type bytesValue struct{ b []byte }
 // BytesValue returns the bytes, for pgx.
 func (v *bytesValue) BytesValue() ([]byte, error) { return v.b, nil }
 
-func newRowSource(rows []Row) *rowSource {
+func newRowSource(rows []sink.Row) *rowSource {
 	s := &rowSource{rows: rows, i: -1}
 	s.topic.Valid, s.partition.Valid, s.seq.Valid, s.offset.Valid = true, true, true, true
 	s.vals = []any{&s.topic, &s.partition, &s.offset, &s.seq, &s.key, nil, &s.rawValue, nil, &s.ts}

@@ -23,15 +23,15 @@ const tableWant = "a table name, or schema.table, each of letters, digits, _ and
 func parseTable(setting, name string) (pgx.Identifier, error) {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
-		return nil, &ConfigError{Setting: setting, Value: name, Want: tableWant}
+		return nil, settingError(setting, name, tableWant)
 	}
 	for _, p := range parts {
 		if p == "" || len(p) > maxIdentifier || !identStart(p[0]) {
-			return nil, &ConfigError{Setting: setting, Value: name, Want: tableWant}
+			return nil, settingError(setting, name, tableWant)
 		}
 		for i := 1; i < len(p); i++ {
 			if !paramChar(p[i]) && p[i] != '$' {
-				return nil, &ConfigError{Setting: setting, Value: name, Want: tableWant}
+				return nil, settingError(setting, name, tableWant)
 			}
 		}
 	}
@@ -117,7 +117,7 @@ const schemaLock = 0x70677369_6e6b0001
 
 // ensureTables creates the tables that are missing and checks that each
 // has the columns the sink writes, in one transaction. A schema that does
-// not exist, or a table without the sink's columns, is a *ConfigError
+// not exist, or a table without the sink's columns, is a *settings.Error
 // naming the table's setting.
 func ensureTables(ctx context.Context, tx pgx.Tx, tables []table) error {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLock)); err != nil {
@@ -147,16 +147,16 @@ func ensureTables(ctx context.Context, tx pgx.Tx, tables []table) error {
 	return nil
 }
 
-// tableError turns a failure on table t into a *ConfigError where the
+// tableError turns a failure on table t into a *settings.Error where the
 // setting is what is wrong, or else wraps it.
 func tableError(t table, doing string, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "3F000": // invalid_schema_name
-			return &ConfigError{Setting: t.setting, Value: t.name, Want: "a table in a schema that exists (create the schema first): " + pgMessage(err)}
+			return settingError(t.setting, t.name, "a table in a schema that exists (create the schema first): "+pgMessage(err))
 		case "42703", "42P01", "42809": // undefined_column, undefined_table, wrong_object_type (e.g. a view)
-			return &ConfigError{Setting: t.setting, Value: t.name, Want: "a table the sink creates, or an existing one with the columns " + t.columns + ": " + pgMessage(err)}
+			return settingError(t.setting, t.name, "a table the sink creates, or an existing one with the columns "+t.columns+": "+pgMessage(err))
 		case "42501": // insufficient_privilege
 			return fmt.Errorf("pgsink: %s table %s: %s; grant the user the right to create and write it, or create it beforehand", doing, t.id.Sanitize(), pgMessage(err))
 		}

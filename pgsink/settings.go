@@ -2,7 +2,7 @@ package pgsink
 
 import (
 	"context"
-	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -14,23 +14,28 @@ import (
 // processor opens it from them.
 
 func init() {
-	spec := sink.Typed("rows and offsets in one PostgreSQL transaction per batch", openSettings, names)
+	spec := sink.Typed("rows and offsets in one PostgreSQL transaction per batch (see docs/postgres.md)", openSettings, names)
 	spec.Title = "PostgreSQL"
+	spec.Metrics = func(register func(any) error) (err error) {
+		defer func() {
+			if r := recover(); r != nil { // NewMetrics's MustRegister
+				err = fmt.Errorf("pgsink: registering its metrics: %v", r)
+			}
+		}()
+		NewMetrics(registerer(register))
+		return nil
+	}
 	sink.Register("postgres", spec)
 }
 
 // Settings are the postgres sink's declared settings.
 type Settings struct {
-	URL             Secret `setting:"URL" required:"true" secret:"true" form:"a PostgreSQL URL, e.g. postgres://processor@db:5432/billing?sslmode=verify-full (never shown)" doc:"the database the postgres sink writes to; any libpq URL parameter works (sslmode, sslrootcert, connect_timeout); required with the postgres sink; never logged or shown"`
-	PasswordFile    string `setting:"PASSWORD_FILE" form:"a path to a file holding the database password, e.g. /var/run/secrets/db/password" doc:"a file holding the database user's password, read at start and again before each new connection (a rotated password is used from then on), replacing any password in the URL; a trailing newline is dropped"`
-	Table           string `setting:"TABLE" default:"processor_records" form:"a table name, optionally schema-qualified, e.g. billing.records" doc:"the table the postgres sink writes outputs to (created if missing, with the record's key, value, headers, timestamp and source coordinates); not used with a statement"`
-	Statement       string `setting:"STATEMENT" form:"one SQL statement with @parameters, e.g. INSERT INTO invoices (order_id, doc) VALUES ((@value::jsonb->>'order_id')::int, @value::jsonb) ON CONFLICT (order_id) DO NOTHING" doc:"instead of the table, the SQL the postgres sink runs once per output, e.g. an upsert into your own schema; parameters @key, @key_text, @value (JSON text), @value_text, @value_bytes, @topic, @partition, @offset, @seq, @timestamp and @header_<name>"`
-	DeadLetterTable string `setting:"DEAD_LETTER_TABLE" default:"processor_dead_letters" form:"a table name, optionally schema-qualified" doc:"the table the postgres sink writes dead letters to under the dlq error policy, in the same database transaction (created if missing)"`
+	URL             settings.Secret `setting:"URL" required:"true" secret:"true" form:"a PostgreSQL URL, e.g. postgres://processor@db:5432/billing?sslmode=verify-full (never shown)" doc:"the database the postgres sink writes to; any libpq URL parameter works (sslmode, sslrootcert, connect_timeout); required with the postgres sink; never logged or shown"`
+	PasswordFile    string          `setting:"PASSWORD_FILE" form:"a path to a file holding the database password, e.g. /var/run/secrets/db/password" doc:"a file holding the database user's password, read at start and again before each new connection (a rotated password is used from then on), replacing any password in the URL; a trailing newline is dropped"`
+	Table           string          `setting:"TABLE" default:"processor_records" form:"a table name, optionally schema-qualified, e.g. billing.records" doc:"the table the postgres sink writes outputs to (created if missing, with the record's key, value, headers, timestamp and source coordinates); not used with a statement"`
+	Statement       string          `setting:"STATEMENT" form:"one SQL statement with @parameters, e.g. INSERT INTO invoices (order_id, doc) VALUES ((@value::jsonb->>'order_id')::int, @value::jsonb) ON CONFLICT (order_id) DO NOTHING" doc:"instead of the table, the SQL the postgres sink runs once per output, e.g. an upsert into your own schema; parameters @key, @key_text, @value (JSON text), @value_text, @value_bytes, @topic, @partition, @offset, @seq, @timestamp and @header_<name>"`
+	DeadLetterTable string          `setting:"DEAD_LETTER_TABLE" default:"processor_dead_letters" form:"a table name, optionally schema-qualified" doc:"the table the postgres sink writes dead letters to under the dlq error policy, in the same database transaction (created if missing)"`
 }
-
-// Secret is a setting that must not be shown (settings.Secret): the URL,
-// which may hold the password.
-type Secret = settings.Secret
 
 // Options returns the Options of s for group, reading the password file.
 // A file that cannot be read, or is empty, is a *settings.Error.
@@ -47,7 +52,10 @@ func (s *Settings) Options(group string) (Options, error) {
 	return o, nil
 }
 
-// openSettings opens the sink as the processor does.
+// openSettings opens the sink as the processor does. Open's errors are
+// the contract's: a *settings.Error for a setting that cannot work, a
+// *sink.RefusedError for a server that refuses the user, the password or
+// the database.
 func openSettings(ctx context.Context, s *Settings, h sink.Host) (sink.Transactional, func(), error) {
 	o, err := s.Options(h.Group)
 	if err != nil {
@@ -58,17 +66,7 @@ func openSettings(ctx context.Context, s *Settings, h sink.Host) (sink.Transacti
 		o.Metrics = NewMetrics(registerer(h.Register))
 	}
 	db, err := Open(ctx, o)
-	var ce *ConfigError
-	var refused *RefusedError
-	switch {
-	case errors.As(err, &ce):
-		return nil, nil, &settings.Error{Field: ce.Setting, Value: ce.Value, Want: settings.Say(ce.Want)}
-	case errors.As(err, &refused) && refused.Setting != "":
-		return nil, nil, &settings.Error{Field: refused.Setting, Secret: true,
-			Want: settings.Say("a URL under which the server at " + refused.Target + " verifies: " + refused.Check + " (" + refused.Err.Error() + ")")}
-	case errors.As(err, &refused):
-		return nil, nil, &sink.RefusedError{Err: err}
-	case err != nil:
+	if err != nil {
 		return nil, nil, err
 	}
 	return db, db.Close, nil

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
+	"github.com/streamproc/processor/sink"
 )
 
 // The default table names.
@@ -85,9 +87,6 @@ type Options struct {
 	Metrics *Metrics
 }
 
-// TopicPartition is one input partition.
-type TopicPartition = record.TopicPartition
-
 // Sink writes batches to PostgreSQL. Its methods are safe for concurrent
 // use; a Commit holds one of the pool's two connections for its
 // transaction.
@@ -115,8 +114,10 @@ type Sink struct {
 
 // Open checks the options, connects, creates the tables that are missing
 // and, in statement mode, has PostgreSQL check the statement. A setting
-// that cannot work is a *ConfigError. A server that cannot be reached, or
-// refuses the user or password, is a wrapped error naming where it tried.
+// that cannot work is a *settings.Error (a server certificate that does
+// not verify included: the URL's sslmode and sslrootcert); a server that
+// refuses the user, the password or the database, a *sink.RefusedError;
+// one that cannot be reached, a wrapped error naming where it tried.
 func Open(ctx context.Context, o Options) (*Sink, error) {
 	if o.Group == "" {
 		return nil, errors.New("pgsink: Options.Group is empty")
@@ -219,7 +220,7 @@ func (s *Sink) setUp(ctx context.Context, tables []table) error {
 	if _, err := c.Conn().PgConn().Prepare(ctx, "", s.stmt.sql, nil); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) {
-			return &ConfigError{Setting: SettingStatement, Value: s.stmt.src, Want: "a statement PostgreSQL accepts; it says: " + pgMessage(err)}
+			return settingError(SettingStatement, s.stmt.src, "a statement PostgreSQL accepts; it says: "+pgMessage(err))
 		}
 		return fmt.Errorf("pgsink: checking the statement at %s: %w", s.target, err)
 	}
@@ -227,21 +228,27 @@ func (s *Sink) setUp(ctx context.Context, tables []table) error {
 }
 
 // connectError explains a failure to connect: where, as whom, and what
-// to check.
+// to check. A server certificate that does not verify is a
+// *settings.Error of the URL (its sslmode and sslrootcert); a server that
+// refuses the user, the password or the database, a *sink.RefusedError;
+// either way no retry fixes it.
 func (s *Sink) connectError(err error) error {
 	check := "check that the server runs and accepts TCP connections there (host and port of the URL), and the network in between"
 	if why := certificateFailure(err); why != "" {
-		return &RefusedError{Target: s.target, Err: err, Setting: SettingURL,
-			Check: why + "; check the URL's sslmode and sslrootcert (the file of the CA that signed the server's certificate), and that its host is a name the certificate holds"}
+		return &settings.Error{Field: SettingURL, Secret: true,
+			Want: settings.Say("a URL under which the server at " + s.target + " verifies: " + why +
+				"; check the URL's sslmode and sslrootcert (the file of the CA that signed the server's certificate), and that its host is a name the certificate holds (" + err.Error() + ")")}
+	}
+	refused := func(check string) error {
+		return &sink.RefusedError{Err: fmt.Errorf("cannot connect to PostgreSQL at %s: %w; %s", s.target, err, check)}
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch {
 		case strings.HasPrefix(pe.Code, "28"): // invalid_password, invalid_authorization_specification
-			return &RefusedError{Target: s.target, Err: err,
-				Check: "check the user and the password (the URL's, or the password file's), and pg_hba.conf on the server"}
+			return refused("check the user and the password (the URL's, or the password file's), and pg_hba.conf on the server")
 		case pe.Code == "3D000": // invalid_catalog_name
-			return &RefusedError{Target: s.target, Err: err, Check: "check the database name in the URL: it does not exist"}
+			return refused("check the database name in the URL: it does not exist")
 		case strings.HasPrefix(pe.Code, "57P") || pe.Code == "53300":
 			check = "the server is starting, stopping or full; try again"
 		}
@@ -272,27 +279,6 @@ func certificateFailure(err error) string {
 	return ""
 }
 
-// RefusedError is a server that refused the connection for a reason no
-// retry fixes: the user, the password, the database does not exist, or
-// the server's certificate does not verify.
-type RefusedError struct {
-	Target string // user@host:port/database, without the password
-	Err    error
-	Check  string // what to check
-	// Setting is the setting to fix when it is one of the URL's
-	// parameters rather than the server's account (SettingURL for a
-	// certificate that does not verify); "" otherwise.
-	Setting string
-}
-
-// Error says where, what the server said, and what to check.
-func (e *RefusedError) Error() string {
-	return fmt.Sprintf("cannot connect to PostgreSQL at %s: %v; %s", e.Target, e.Err, e.Check)
-}
-
-// Unwrap returns the server's error.
-func (e *RefusedError) Unwrap() error { return e.Err }
-
 // Close closes the connections; it waits for the ones in use to be
 // returned.
 func (s *Sink) Close() { s.pool.Close() }
@@ -300,8 +286,8 @@ func (s *Sink) Close() { s.pool.Close() }
 // Offsets returns the stored next offsets of the sink's group for parts
 // (for every partition of the group when parts is empty); partitions
 // without a row are absent from the map.
-func (s *Sink) Offsets(ctx context.Context, parts []TopicPartition) (map[TopicPartition]int64, error) {
-	var out map[TopicPartition]int64
+func (s *Sink) Offsets(ctx context.Context, parts []record.TopicPartition) (map[record.TopicPartition]int64, error) {
+	var out map[record.TopicPartition]int64
 	err := s.retryRead(ctx, func() error {
 		var rows pgx.Rows
 		var err error
@@ -318,8 +304,8 @@ func (s *Sink) Offsets(ctx context.Context, parts []TopicPartition) (map[TopicPa
 		if err != nil {
 			return err
 		}
-		out = make(map[TopicPartition]int64, len(parts))
-		var tp TopicPartition
+		out = make(map[record.TopicPartition]int64, len(parts))
+		var tp record.TopicPartition
 		var next int64
 		_, err = pgx.ForEachRow(rows, []any{&tp.Topic, &tp.Partition, &next}, func() error {
 			out[tp] = next

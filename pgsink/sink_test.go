@@ -17,6 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
+	"github.com/streamproc/processor/sink"
 )
 
 func TestOpenCreatesTables(t *testing.T) {
@@ -65,9 +68,9 @@ func TestOpenConfigErrors(t *testing.T) {
 	} {
 		tc.o.URL, tc.o.Group = d.URL, "g"
 		_, err := Open(ctx, tc.o)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Setting != tc.setting || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Open(%+v) = %v, want a %s *ConfigError mentioning %q", tc.o, err, tc.setting, tc.want)
+		var ce *settings.Error
+		if !errors.As(err, &ce) || ce.Field != tc.setting || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%+v) = %v, want a %s *settings.Error mentioning %q", tc.o, err, tc.setting, tc.want)
 		}
 		t.Logf("%v", err)
 	}
@@ -76,12 +79,13 @@ func TestOpenConfigErrors(t *testing.T) {
 func TestOpenConnectErrors(t *testing.T) {
 	base := pgtest.URL(t)
 	ctx := testCtx(t)
-	// A wrong password: a plain error that says where and what to check,
-	// without the password.
+	// A wrong password: a *sink.RefusedError that says where and what to
+	// check, without the password.
 	_, err := Open(ctx, Options{URL: base, Password: "not-the-password-42", Group: "g"})
-	var ce *ConfigError
-	if err == nil || errors.As(err, &ce) || Retriable(err) {
-		t.Fatalf("wrong password: %v (Retriable %v), want a plain, non-retriable error", err, Retriable(err))
+	var ce *settings.Error
+	var refused *sink.RefusedError
+	if err == nil || errors.As(err, &ce) || !errors.As(err, &refused) || Retriable(err) {
+		t.Fatalf("wrong password: %v (Retriable %v), want a non-retriable *sink.RefusedError", err, Retriable(err))
 	}
 	for _, want := range []string{"cannot connect to PostgreSQL at", "password"} {
 		if !strings.Contains(err.Error(), want) {
@@ -128,8 +132,8 @@ func TestCommitDefaultTable(t *testing.T) {
 	s := d.open(t, Options{Metrics: m})
 	ctx := testCtx(t)
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC)
-	b := &Batch{
-		Rows: []Row{
+	b := &sink.Batch{
+		Rows: []sink.Row{
 			{Key: []byte("k0"), Value: []byte(`{"order":1,"items":[1,2]}`), Timestamp: ts, Topic: "in", Partition: 0, Offset: 5,
 				Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("abc")}, {Key: "bin", Value: []byte{0xff, 0}}}},
 			{Key: nil, Value: []byte("not json"), Topic: "in", Partition: 0, Offset: 5, Seq: 1},
@@ -138,7 +142,7 @@ func TestCommitDefaultTable(t *testing.T) {
 			{Value: []byte("\"\xff\""), Topic: "in", Partition: 0, Offset: 8},       // not UTF-8
 			{Value: []byte(`42`), Topic: "in", Partition: 0, Offset: 9},
 		},
-		Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 10}},
+		Offsets: []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 10}},
 	}
 	if err := s.Commit(ctx, b); err != nil {
 		t.Fatal(err)
@@ -224,23 +228,23 @@ func TestOffsets(t *testing.T) {
 	d := newTestDB(t)
 	s := d.open(t, Options{})
 	ctx := testCtx(t)
-	p0, p1, q0 := TopicPartition{Topic: "a", Partition: 0}, TopicPartition{Topic: "a", Partition: 1}, TopicPartition{Topic: "b", Partition: 0}
-	got, err := s.Offsets(ctx, []TopicPartition{p0, p1})
+	p0, p1, q0 := record.TopicPartition{Topic: "a", Partition: 0}, record.TopicPartition{Topic: "a", Partition: 1}, record.TopicPartition{Topic: "b", Partition: 0}
+	got, err := s.Offsets(ctx, []record.TopicPartition{p0, p1})
 	if err != nil || len(got) != 0 {
 		t.Fatalf("Offsets before any commit = %v, %v; want empty", got, err)
 	}
 	// First commit of a partition: an INSERT.
-	if err := s.Commit(ctx, &Batch{Rows: rows("a", 0, 0, 3), Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: -1, Next: 3}, {TopicPartition: q0, Expected: -1, Next: 100}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Rows: rows("a", 0, 0, 3), Offsets: []sink.OffsetUpdate{{TopicPartition: p0, Expected: -1, Next: 3}, {TopicPartition: q0, Expected: -1, Next: 100}}}); err != nil {
 		t.Fatal(err)
 	}
 	// Then conditional UPDATEs; offsets may move without rows (all filtered).
-	if err := s.Commit(ctx, &Batch{Rows: rows("a", 0, 3, 2), Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: 3, Next: 5}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Rows: rows("a", 0, 3, 2), Offsets: []sink.OffsetUpdate{{TopicPartition: p0, Expected: 3, Next: 5}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Commit(ctx, &Batch{Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: 5, Next: 9}, {TopicPartition: p1, Expected: -1, Next: 1}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Offsets: []sink.OffsetUpdate{{TopicPartition: p0, Expected: 5, Next: 9}, {TopicPartition: p1, Expected: -1, Next: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = s.Offsets(ctx, []TopicPartition{p0, p1, {Topic: "a", Partition: 7}})
+	got, err = s.Offsets(ctx, []record.TopicPartition{p0, p1, {Topic: "a", Partition: 7}})
 	if err != nil || fmt.Sprint(got) != "map[a/0:9 a/1:1]" {
 		t.Errorf("Offsets(a/0, a/1, a/7) = %v, %v; want a/0:9 a/1:1", got, err)
 	}
@@ -257,7 +261,7 @@ func TestOffsets(t *testing.T) {
 		t.Errorf("%d rows, want 5", n)
 	}
 	// An empty batch does nothing.
-	if err := s.Commit(ctx, &Batch{}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{}); err != nil {
 		t.Error(err)
 	}
 }
@@ -267,20 +271,20 @@ func TestCommitFenced(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	s := d.open(t, Options{Metrics: m})
 	ctx := testCtx(t)
-	p0, p1, p2 := TopicPartition{Topic: "in", Partition: 0}, TopicPartition{Topic: "in", Partition: 1}, TopicPartition{Topic: "in", Partition: 2}
-	if err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 10), Offsets: []OffsetUpdate{{TopicPartition: p0, Expected: -1, Next: 10}, {TopicPartition: p1, Expected: -1, Next: 5}, {TopicPartition: p2, Expected: -1, Next: 3}}}); err != nil {
+	p0, p1, p2 := record.TopicPartition{Topic: "in", Partition: 0}, record.TopicPartition{Topic: "in", Partition: 1}, record.TopicPartition{Topic: "in", Partition: 2}
+	if err := s.Commit(ctx, &sink.Batch{Rows: rows("in", 0, 0, 10), Offsets: []sink.OffsetUpdate{{TopicPartition: p0, Expected: -1, Next: 10}, {TopicPartition: p1, Expected: -1, Next: 5}, {TopicPartition: p2, Expected: -1, Next: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	before := d.Count(t, "SELECT count(*) FROM processor_records")
 	// p0 matches; p1 expects another offset; p2 has a row already.
-	err := s.Commit(ctx, &Batch{
+	err := s.Commit(ctx, &sink.Batch{
 		Rows:        append(rows("in", 0, 10, 4), rows("in", 1, 7, 2)...),
-		DeadLetters: []DeadLetter{{Row: rows("in", 2, 3, 1)[0], Error: "boom", Stage: "jq", Attempts: 1}},
-		Offsets:     []OffsetUpdate{{TopicPartition: p2, Expected: -1, Next: 4}, {TopicPartition: p1, Expected: 7, Next: 9}, {TopicPartition: p0, Expected: 10, Next: 14}},
+		DeadLetters: []sink.DeadLetter{{Row: rows("in", 2, 3, 1)[0], Error: "boom", Stage: "jq", Attempts: 1}},
+		Offsets:     []sink.OffsetUpdate{{TopicPartition: p2, Expected: -1, Next: 4}, {TopicPartition: p1, Expected: 7, Next: 9}, {TopicPartition: p0, Expected: 10, Next: 14}},
 	})
-	var fe *FencedError
+	var fe *sink.FencedError
 	if !errors.As(err, &fe) {
-		t.Fatalf("Commit = %v, want a *FencedError", err)
+		t.Fatalf("Commit = %v, want a *sink.FencedError", err)
 	}
 	if fmt.Sprint(fe.Partitions) != "[in/1 in/2]" || fmt.Sprint(fe.Stored) != "map[in/1:5 in/2:3]" {
 		t.Errorf("FencedError{Partitions: %v, Stored: %v}, want [in/1 in/2] and in/1:5 in/2:3", fe.Partitions, fe.Stored)
@@ -304,7 +308,7 @@ func TestCommitFenced(t *testing.T) {
 			testutil.ToFloat64(m.Commits), roundTrips(t, m))
 	}
 	// Resuming from the stored offsets works.
-	if err := s.Commit(ctx, &Batch{Rows: rows("in", 1, 5, 2), Offsets: []OffsetUpdate{{TopicPartition: p1, Expected: 5, Next: 7}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Rows: rows("in", 1, 5, 2), Offsets: []sink.OffsetUpdate{{TopicPartition: p1, Expected: 5, Next: 7}}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -316,7 +320,7 @@ func TestCommitCanceled(t *testing.T) {
 	s := d.open(t, Options{})
 	ctx, cancel := context.WithCancel(testCtx(t))
 	cancel()
-	err := s.Commit(ctx, &Batch{Rows: rows("in", 0, 0, 3), Offsets: []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 3}}})
+	err := s.Commit(ctx, &sink.Batch{Rows: rows("in", 0, 0, 3), Offsets: []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 0}, Expected: -1, Next: 3}}})
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("Commit with a canceled context = %v, want context.Canceled", err)
 	}
@@ -331,14 +335,14 @@ func TestDeadLetters(t *testing.T) {
 	s := d.open(t, Options{Metrics: m})
 	ctx := testCtx(t)
 	ts := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
-	dl := DeadLetter{
-		Row:   Row{Key: []byte("k"), Value: []byte{0xff, 0x00, 'x'}, Timestamp: ts, Topic: "in", Partition: 2, Offset: 41, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}},
+	dl := sink.DeadLetter{
+		Row:   sink.Row{Key: []byte("k"), Value: []byte{0xff, 0x00, 'x'}, Timestamp: ts, Topic: "in", Partition: 2, Offset: 41, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("v")}}},
 		Error: "jq: bad input\x00 \xff", Stage: "jq", Attempts: 3,
 	}
-	err := s.Commit(ctx, &Batch{
+	err := s.Commit(ctx, &sink.Batch{
 		Rows:        rows("in", 2, 40, 1),
-		DeadLetters: []DeadLetter{dl},
-		Offsets:     []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 2}, Expected: -1, Next: 42}},
+		DeadLetters: []sink.DeadLetter{dl},
+		Offsets:     []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 2}, Expected: -1, Next: 42}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -360,19 +364,19 @@ func TestDeadLetters(t *testing.T) {
 		errText != "jq: bad input \uFFFD" || stage != "jq" || attempts != 3 || failedAt == nil || headers != `[{"key": "h", "value": "v"}]` {
 		t.Errorf("dead letter = %s %d %d %q %q %s %v %q %q %d %v", topic, part, off, key, value, headers, gotTS, errText, stage, attempts, failedAt)
 	}
-	// A dead letter the table refuses: a *RowError marked DeadLetter, and
+	// A dead letter the table refuses: a *sink.RowError marked DeadLetter, and
 	// nothing of the batch.
 	d.exec(t, "ALTER TABLE processor_dead_letters ADD CONSTRAINT few_attempts CHECK (attempts < 100)")
 	bad := dl
 	bad.Attempts = 1000
-	err = s.Commit(ctx, &Batch{
+	err = s.Commit(ctx, &sink.Batch{
 		Rows:        rows("in", 2, 42, 1),
-		DeadLetters: []DeadLetter{dl, bad},
-		Offsets:     []OffsetUpdate{{TopicPartition: TopicPartition{Topic: "in", Partition: 2}, Expected: 42, Next: 44}},
+		DeadLetters: []sink.DeadLetter{dl, bad},
+		Offsets:     []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "in", Partition: 2}, Expected: 42, Next: 44}},
 	})
-	var re *RowError
+	var re *sink.RowError
 	if !errors.As(err, &re) || !re.DeadLetter || re.Index != 1 || Retriable(err) || !strings.Contains(err.Error(), "in/2@41") {
-		t.Fatalf("Commit = %v, want a *RowError for dead letter 1", err)
+		t.Fatalf("Commit = %v, want a *sink.RowError for dead letter 1", err)
 	}
 	if n := d.Count(t, "SELECT count(*) FROM processor_dead_letters"); n != 1 {
 		t.Errorf("%d dead letters, want 1", n)
@@ -380,7 +384,7 @@ func TestDeadLetters(t *testing.T) {
 	if n := d.Count(t, "SELECT count(*) FROM processor_records"); n != 1 {
 		t.Errorf("%d rows, want 1", n)
 	}
-	if got, _ := s.Offsets(ctx, nil); got[TopicPartition{Topic: "in", Partition: 2}] != 42 {
+	if got, _ := s.Offsets(ctx, nil); got[record.TopicPartition{Topic: "in", Partition: 2}] != 42 {
 		t.Errorf("offset %v, want 42", got)
 	}
 	if testutil.ToFloat64(m.Rollbacks.WithLabelValues(RollbackRow)) != 1 {
@@ -397,11 +401,11 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	d.open(t, Options{}) // creates the tables as the test's superuser
 	_, writerURL := d.writer(t)
 	s := d.open(t, Options{URL: writerURL})
-	p := TopicPartition{Topic: "in", Partition: 0}
-	err := s.Commit(ctx, &Batch{
+	p := record.TopicPartition{Topic: "in", Partition: 0}
+	err := s.Commit(ctx, &sink.Batch{
 		Rows:        rows("in", 0, 0, 3),
-		DeadLetters: []DeadLetter{{Row: rows("in", 0, 3, 1)[0], Error: "e", Stage: "s", Attempts: 1}},
-		Offsets:     []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 4}},
+		DeadLetters: []sink.DeadLetter{{Row: rows("in", 0, 3, 1)[0], Error: "e", Stage: "s", Attempts: 1}},
+		Offsets:     []sink.OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 4}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -412,7 +416,7 @@ func TestOpenLeastPrivilege(t *testing.T) {
 	// Without the right to create, a missing table is a plain error that
 	// says what to grant.
 	_, err = Open(ctx, Options{URL: writerURL, Group: "g", Table: "not_created"})
-	var ce *ConfigError
+	var ce *settings.Error
 	if err == nil || errors.As(err, &ce) || !strings.Contains(err.Error(), "grant") {
 		t.Errorf("Open with a table it may not create = %v, want a plain error saying what to grant", err)
 	}

@@ -1,6 +1,7 @@
 package pgsink
 
 import (
+	"github.com/streamproc/processor/sink"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -76,10 +77,10 @@ type statement struct {
 // right after another @ belongs to an operator such as @@) and returns the
 // statement with positional ones in their place. An unknown name, a
 // positional parameter, an unterminated literal or comment, or a first word
-// that is not one of statementKinds is a *ConfigError.
+// that is not one of statementKinds is a *settings.Error.
 func parseStatement(src string) (*statement, error) {
 	bad := func(why string) error {
-		return &ConfigError{Setting: SettingStatement, Value: src, Want: paramsWant + "; " + why}
+		return settingError(SettingStatement, src, paramsWant+"; "+why)
 	}
 	first := firstWord(src)
 	ok := false
@@ -319,7 +320,7 @@ func firstWord(src string) string {
 // args returns the statement's arguments for row r, in a new slice (a
 // pgx.Batch keeps them until it is sent). A value that is not JSON when
 // the statement uses @value is an error.
-func (st *statement) args(r *Row) ([]any, error) {
+func (st *statement) args(r *sink.Row) ([]any, error) {
 	if st.wantsJSON && r.Value != nil && !validJSON(r.Value) {
 		return nil, errNotJSON
 	}

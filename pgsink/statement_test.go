@@ -7,6 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/sink"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -32,7 +35,7 @@ func invoices(t *testing.T, d *testDB) {
 }
 
 // order is an input row for invoicesStatement.
-func order(off int64, value string) Row {
+func order(off int64, value string) sink.Row {
 	r := rows("orders", 0, off, 1)[0]
 	r.Value = []byte(value)
 	r.Headers = []kgo.RecordHeader{{Key: "customer", Value: []byte("c-" + itoa(off))}}
@@ -44,17 +47,17 @@ func TestStatementUpsert(t *testing.T) {
 	invoices(t, d)
 	s := d.open(t, Options{Statement: invoicesStatement})
 	ctx := testCtx(t)
-	p := TopicPartition{Topic: "orders", Partition: 0}
-	batch := []Row{
+	p := record.TopicPartition{Topic: "orders", Partition: 0}
+	batch := []sink.Row{
 		order(0, `{"order_id": 1, "amount": 10.5}`),
 		order(1, `{"order_id": 2, "amount": 3}`),
 		order(2, `{"order_id": 1, "amount": 11}`), // the same order again, in the same batch
 	}
-	if err := s.Commit(ctx, &Batch{Rows: batch, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 3}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Rows: batch, Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 3}}}); err != nil {
 		t.Fatal(err)
 	}
 	// The same inputs once more (as after a reset of the offsets).
-	if err := s.Commit(ctx, &Batch{Rows: batch, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: 3, Next: 6}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Rows: batch, Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: 3, Next: 6}}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := d.Count(t, "SELECT count(*) FROM invoices"); n != 2 {
@@ -84,8 +87,8 @@ func TestStatementRowError(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
 	s := d.open(t, Options{Statement: invoicesStatement, Metrics: m})
 	ctx := testCtx(t)
-	p := TopicPartition{Topic: "orders", Partition: 0}
-	if err := s.Commit(ctx, &Batch{Rows: []Row{order(0, `{"order_id": 1, "amount": 1}`)}, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 1}}}); err != nil {
+	p := record.TopicPartition{Topic: "orders", Partition: 0}
+	if err := s.Commit(ctx, &sink.Batch{Rows: []sink.Row{order(0, `{"order_id": 1, "amount": 1}`)}, Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: -1, Next: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -100,20 +103,20 @@ func TestStatementRowError(t *testing.T) {
 		{"not JSON", `order 4, amount 5`, 1, "not valid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			batch := []Row{
+			batch := []sink.Row{
 				order(1, `{"order_id": 10, "amount": 1}`),
 				order(2, `{"order_id": 11, "amount": 1}`),
 				order(3, `{"order_id": 12, "amount": 1}`),
 			}
 			batch[tc.index] = order(int64(tc.index+1), tc.bad)
-			err := s.Commit(ctx, &Batch{
+			err := s.Commit(ctx, &sink.Batch{
 				Rows:        batch,
-				DeadLetters: []DeadLetter{{Row: order(9, "x"), Error: "e", Stage: "s"}},
-				Offsets:     []OffsetUpdate{{TopicPartition: p, Expected: 1, Next: 4}},
+				DeadLetters: []sink.DeadLetter{{Row: order(9, "x"), Error: "e", Stage: "s"}},
+				Offsets:     []sink.OffsetUpdate{{TopicPartition: p, Expected: 1, Next: 4}},
 			})
-			var re *RowError
+			var re *sink.RowError
 			if !errors.As(err, &re) || re.Index != tc.index || re.DeadLetter || !strings.Contains(err.Error(), tc.want) || Retriable(err) {
-				t.Fatalf("Commit = %v, want a *RowError for row %d saying %q", err, tc.index, tc.want)
+				t.Fatalf("Commit = %v, want a *sink.RowError for row %d saying %q", err, tc.index, tc.want)
 			}
 			if want := "orders/0@" + itoa(int64(tc.index+1)); !strings.Contains(err.Error(), want) {
 				t.Errorf("%v does not name the input %s", err, want)
@@ -134,7 +137,7 @@ func TestStatementRowError(t *testing.T) {
 		t.Errorf("rollbacks{row} = %v, want 4", got)
 	}
 	// The batch without the bad row commits.
-	if err := s.Commit(ctx, &Batch{Rows: []Row{order(1, `{"order_id": 10, "amount": 1}`)}, Offsets: []OffsetUpdate{{TopicPartition: p, Expected: 1, Next: 4}}}); err != nil {
+	if err := s.Commit(ctx, &sink.Batch{Rows: []sink.Row{order(1, `{"order_id": 10, "amount": 1}`)}, Offsets: []sink.OffsetUpdate{{TopicPartition: p, Expected: 1, Next: 4}}}); err != nil {
 		t.Fatal(err)
 	}
 }

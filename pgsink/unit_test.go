@@ -12,6 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
+	"github.com/streamproc/processor/sink"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -77,9 +81,9 @@ func TestParseStatementRefuses(t *testing.T) {
 		"DROP TABLE t; INSERT INTO t VALUES": `not "DROP"`,
 	} {
 		_, err := parseStatement(src)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Setting != SettingStatement || !strings.Contains(ce.Want, want) {
-			t.Errorf("parseStatement(%q) = %v, want a STATEMENT *ConfigError saying %q", src, err, want)
+		var ce *settings.Error
+		if !errors.As(err, &ce) || ce.Field != SettingStatement || !strings.Contains(ce.Want.String(), want) {
+			t.Errorf("parseStatement(%q) = %v, want a STATEMENT *settings.Error saying %q", src, err, want)
 		}
 	}
 }
@@ -90,7 +94,7 @@ func TestStatementArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := time.Unix(1, 0)
-	r := Row{Key: []byte("k"), Value: []byte(`{"a":1}`), Topic: "in", Partition: 3, Offset: 7, Seq: 2, Timestamp: ts,
+	r := sink.Row{Key: []byte("k"), Value: []byte(`{"a":1}`), Topic: "in", Partition: 3, Offset: 7, Seq: 2, Timestamp: ts,
 		Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("first")}, {Key: "a", Value: []byte("second")}, {Key: "nil"}}}
 	args, err := st.args(&r)
 	if err != nil {
@@ -101,13 +105,13 @@ func TestStatementArgs(t *testing.T) {
 		t.Errorf("args =\n%#v, want\n%#v", args, want)
 	}
 	// A nil key and value, and a zero timestamp, are NULL.
-	args, _ = st.args(&Row{Topic: "in"})
+	args, _ = st.args(&sink.Row{Topic: "in"})
 	for _, i := range []int{1, 2, 3, 9} {
 		if args[i] != nil {
 			t.Errorf("args[%d] = %#v, want nil", i, args[i])
 		}
 	}
-	if _, err := st.args(&Row{Value: []byte("not json")}); !errors.Is(err, errNotJSON) {
+	if _, err := st.args(&sink.Row{Value: []byte("not json")}); !errors.Is(err, errNotJSON) {
 		t.Errorf("a value that is not JSON: %v, want errNotJSON", err)
 	}
 }
@@ -178,9 +182,9 @@ func TestParseTable(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "a.b.c", "1abc", "a-b", `"quoted"`, "a.", ".b", "a b", strings.Repeat("x", 64), "tab;drop"} {
-		var ce *ConfigError
-		if _, err := parseTable(SettingDeadLetterTable, bad); !errors.As(err, &ce) || ce.Setting != SettingDeadLetterTable {
-			t.Errorf("parseTable(%q) = %v, want a DEAD_LETTER_TABLE *ConfigError", bad, err)
+		var ce *settings.Error
+		if _, err := parseTable(SettingDeadLetterTable, bad); !errors.As(err, &ce) || ce.Field != SettingDeadLetterTable {
+			t.Errorf("parseTable(%q) = %v, want a DEAD_LETTER_TABLE *settings.Error", bad, err)
 		}
 	}
 }
@@ -215,9 +219,9 @@ func TestOpenRefusesBadSettings(t *testing.T) {
 	} {
 		tc.o.Group = "g"
 		_, err := Open(ctx, tc.o)
-		var ce *ConfigError
-		if !errors.As(err, &ce) || ce.Setting != tc.setting {
-			t.Errorf("Open(%+v) = %v, want a %s *ConfigError", tc.o, err, tc.setting)
+		var ce *settings.Error
+		if !errors.As(err, &ce) || ce.Field != tc.setting {
+			t.Errorf("Open(%+v) = %v, want a %s *settings.Error", tc.o, err, tc.setting)
 			continue
 		}
 		if strings.Contains(err.Error(), "secret") {
@@ -252,9 +256,9 @@ func TestRetriable(t *testing.T) {
 		{fmt.Errorf("dial: %w", syscall.ECONNREFUSED), true},
 		{context.DeadlineExceeded, true},
 		{fmt.Errorf("x: %w", context.Canceled), false},
-		{&FencedError{}, false},
-		{&RowError{Err: pg("40001")}, false},
-		{&ConfigError{}, false},
+		{&sink.FencedError{}, false},
+		{&sink.RowError{Err: pg("40001")}, false},
+		{&settings.Error{}, false},
 		{errors.New("other"), false},
 	} {
 		if got := Retriable(tc.err); got != tc.want {
@@ -264,10 +268,10 @@ func TestRetriable(t *testing.T) {
 }
 
 func TestSortedOffsets(t *testing.T) {
-	us := []OffsetUpdate{
-		{TopicPartition: TopicPartition{Topic: "b", Partition: 0}, Expected: -1, Next: 1},
-		{TopicPartition: TopicPartition{Topic: "a", Partition: 2}, Expected: 5, Next: 6},
-		{TopicPartition: TopicPartition{Topic: "a", Partition: 1}, Expected: 5, Next: 6},
+	us := []sink.OffsetUpdate{
+		{TopicPartition: record.TopicPartition{Topic: "b", Partition: 0}, Expected: -1, Next: 1},
+		{TopicPartition: record.TopicPartition{Topic: "a", Partition: 2}, Expected: 5, Next: 6},
+		{TopicPartition: record.TopicPartition{Topic: "a", Partition: 1}, Expected: 5, Next: 6},
 	}
 	got, err := sortedOffsets(us)
 	if err != nil {
@@ -279,13 +283,13 @@ func TestSortedOffsets(t *testing.T) {
 	if us[0].Topic != "b" {
 		t.Error("sortedOffsets reordered the caller's slice")
 	}
-	if _, err := sortedOffsets([]OffsetUpdate{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: -1, Next: 0}}); err != nil {
+	if _, err := sortedOffsets([]sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: "a", Partition: 0}, Expected: -1, Next: 0}}); err != nil {
 		t.Errorf("sortedOffsets refused a first update to offset 0: %v", err)
 	}
-	for _, bad := range [][]OffsetUpdate{
-		{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: -2, Next: 1}},
-		{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: 0, Next: -1}},
-		{{TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: 0, Next: 1}, {TopicPartition: TopicPartition{Topic: "a", Partition: 0}, Expected: 1, Next: 2}},
+	for _, bad := range [][]sink.OffsetUpdate{
+		{{TopicPartition: record.TopicPartition{Topic: "a", Partition: 0}, Expected: -2, Next: 1}},
+		{{TopicPartition: record.TopicPartition{Topic: "a", Partition: 0}, Expected: 0, Next: -1}},
+		{{TopicPartition: record.TopicPartition{Topic: "a", Partition: 0}, Expected: 0, Next: 1}, {TopicPartition: record.TopicPartition{Topic: "a", Partition: 0}, Expected: 1, Next: 2}},
 	} {
 		if _, err := sortedOffsets(bad); err == nil {
 			t.Errorf("sortedOffsets(%v) accepted it", bad)

@@ -27,7 +27,7 @@ import (
 // settings.
 func poolConfig(o Options) (*pgxpool.Config, error) {
 	badURL := func(want string) error {
-		return &ConfigError{Setting: SettingURL, Value: redactURL(o.URL), Want: want}
+		return settingError(SettingURL, redactURL(o.URL), want)
 	}
 	const urlWant = "a URL such as postgres://user:password@host:5432/database?sslmode=verify-full"
 	if !strings.HasPrefix(o.URL, "postgres://") && !strings.HasPrefix(o.URL, "postgresql://") {

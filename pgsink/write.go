@@ -13,6 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/sink"
 )
 
 // What one Commit sends: the offset updates, dead letters and rows of a
@@ -21,7 +24,7 @@ import (
 // queue builds the statements Commit sends in one round trip: the offset
 // updates first (so that a fenced batch is known before its rows are
 // copied), then the dead letters, then, in statement mode, the rows.
-func (s *Sink) queue(b *Batch, offsets []OffsetUpdate) (*pgx.Batch, error) {
+func (s *Sink) queue(b *sink.Batch, offsets []sink.OffsetUpdate) (*pgx.Batch, error) {
 	batch := &pgx.Batch{}
 	for _, u := range offsets {
 		if u.Expected == -1 {
@@ -37,7 +40,7 @@ func (s *Sink) queue(b *Batch, offsets []OffsetUpdate) (*pgx.Batch, error) {
 		for i := range b.Rows {
 			args, err := s.stmt.args(&b.Rows[i])
 			if err != nil {
-				return nil, &RowError{Index: i, Err: err, From: "pgsink", Input: (&b.Rows[i]).Source()}
+				return nil, &sink.RowError{Index: i, Err: err, From: "pgsink", Input: (&b.Rows[i]).Source()}
 			}
 			batch.Queue(s.stmt.sql, args...)
 		}
@@ -79,8 +82,8 @@ func (s *Sink) begin(ctx context.Context) (*pgxpool.Conn, pgx.Tx, error) {
 // write sends the batch, reads its results, and copies the rows in the
 // default mode. It returns the partitions whose offset update found
 // another offset (and then copies nothing).
-func (s *Sink) write(ctx context.Context, tx pgx.Tx, b *Batch, batch *pgx.Batch, offsets []OffsetUpdate) ([]TopicPartition, error) {
-	var fenced []TopicPartition
+func (s *Sink) write(ctx context.Context, tx pgx.Tx, b *sink.Batch, batch *pgx.Batch, offsets []sink.OffsetUpdate) ([]record.TopicPartition, error) {
+	var fenced []record.TopicPartition
 	if batch.Len() > 0 {
 		br := tx.SendBatch(ctx, batch)
 		var err error
@@ -114,9 +117,9 @@ const (
 // rolls back to the savepoint, copies the rows up to that one again with
 // its value in value_bytes, moves the savepoint on and copies the rest.
 // Each refusal costs four round trips, and re-copies only the rows since
-// the last one. Any other failure tied to a row is a *RowError (its
+// the last one. Any other failure tied to a row is a *sink.RowError (its
 // content) or a *failedStatement naming the row.
-func (s *Sink) copyRows(ctx context.Context, tx pgx.Tx, rows []Row) error {
+func (s *Sink) copyRows(ctx context.Context, tx pgx.Tx, rows []sink.Row) error {
 	var asBytes []bool // per row: its value goes to value_bytes
 	start, end := 0, len(rows)
 	for {
@@ -156,15 +159,15 @@ func (s *Sink) copyRows(ctx context.Context, tx pgx.Tx, rows []Row) error {
 			continue
 		}
 		if rowFailure(err) {
-			return &RowError{Index: i, Err: err, From: "pgsink", Input: (&rows[i]).Source()}
+			return &sink.RowError{Index: i, Err: err, From: "pgsink", Input: (&rows[i]).Source()}
 		}
 		return fmt.Errorf("COPY into %s: %w", s.records.Sanitize(), &failedStatement{what: whatRows, row: i, err: err})
 	}
 }
 
 // results reads the batch's results in the order queue queued them.
-func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([]TopicPartition, error) {
-	var fenced []TopicPartition
+func (s *Sink) results(br pgx.BatchResults, b *sink.Batch, offsets []sink.OffsetUpdate) ([]record.TopicPartition, error) {
+	var fenced []record.TopicPartition
 	for _, u := range offsets {
 		ct, err := br.Exec()
 		if err != nil {
@@ -177,7 +180,7 @@ func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([
 	for i := range b.DeadLetters {
 		if _, err := br.Exec(); err != nil {
 			if rowFailure(err) {
-				return fenced, &RowError{Index: i, DeadLetter: true, Err: err, From: "pgsink", Input: (&b.DeadLetters[i].Row).Source()}
+				return fenced, &sink.RowError{Index: i, DeadLetter: true, Err: err, From: "pgsink", Input: (&b.DeadLetters[i].Row).Source()}
 			}
 			return fenced, fmt.Errorf("writing dead letter %d: %w", i, &failedStatement{what: whatDeadLetters, row: i, dead: true, err: err})
 		}
@@ -186,7 +189,7 @@ func (s *Sink) results(br pgx.BatchResults, b *Batch, offsets []OffsetUpdate) ([
 		for i := range b.Rows {
 			if _, err := br.Exec(); err != nil {
 				if rowFailure(err) {
-					return fenced, &RowError{Index: i, Err: err, From: "pgsink", Input: (&b.Rows[i]).Source()}
+					return fenced, &sink.RowError{Index: i, Err: err, From: "pgsink", Input: (&b.Rows[i]).Source()}
 				}
 				return fenced, fmt.Errorf("running the statement for row %d: %w", i, &failedStatement{what: whatRows, row: i, err: err})
 			}
@@ -229,9 +232,9 @@ func copyLine(err error) (int, string, bool) {
 
 // sortedOffsets returns the updates ordered by topic and partition,
 // checking that they are valid and one per partition.
-func sortedOffsets(us []OffsetUpdate) ([]OffsetUpdate, error) {
+func sortedOffsets(us []sink.OffsetUpdate) ([]sink.OffsetUpdate, error) {
 	out := slices.Clone(us)
-	slices.SortFunc(out, func(a, b OffsetUpdate) int {
+	slices.SortFunc(out, func(a, b sink.OffsetUpdate) int {
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	for i, u := range out {
@@ -246,7 +249,7 @@ func sortedOffsets(us []OffsetUpdate) ([]OffsetUpdate, error) {
 }
 
 // deadLetterArgs are the INSERT arguments of one dead letter.
-func deadLetterArgs(d *DeadLetter) []any {
+func deadLetterArgs(d *sink.DeadLetter) []any {
 	headers := emptyHeaders
 	if len(d.Headers) > 0 {
 		headers = appendHeaders(nil, d.Headers)
@@ -267,6 +270,6 @@ func cleanText(s string) string {
 }
 
 // source is the input coordinates of r, topic/partition@offset.
-func source(r *Row) string {
+func source(r *sink.Row) string {
 	return r.Topic + "/" + strconv.FormatInt(int64(r.Partition), 10) + "@" + strconv.FormatInt(r.Offset, 10)
 }

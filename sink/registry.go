@@ -35,6 +35,12 @@ type Spec struct {
 	// and dead letters where Kafka has topics (they label
 	// processor_records_produced_total), e.g. "postgres:processor_records".
 	Names func(settings any) (outputs, deadLetters string)
+	// Metrics registers the destination's metric collectors with
+	// register, as Open does with Host.Register, without opening it: the
+	// processor's metrics reference (`processor metrics`, the table in
+	// docs/operations.md) lists them from there. Nil for a destination
+	// without metrics of its own.
+	Metrics func(register func(collector any) error) error
 }
 
 // Host is what the processor gives a destination it opens.

@@ -8,8 +8,8 @@
 // A destination that stores the consumed offsets in its own transaction
 // (Transactional) gives the processor exactly once on its own: the offsets
 // it stores are the truth, and a batch either commits with its offsets or
-// leaves nothing behind. A destination without transactions (Writer)
-// could only give at least once; the session runs none yet.
+// leaves nothing behind. sink/sinktest.Run is what every destination must
+// do, as one suite of tests; a destination passes it before it registers.
 //
 // The package is a leaf: it imports the shared vocabulary (record), the
 // settings model (settings) and franz-go's record header, no driver, so
@@ -75,8 +75,7 @@ func (u OffsetUpdate) String() string {
 type Batch struct {
 	Rows        []Row
 	DeadLetters []DeadLetter
-	// Offsets holds at most one update per partition. A Writer ignores
-	// them.
+	// Offsets holds at most one update per partition.
 	Offsets []OffsetUpdate
 }
 
@@ -105,12 +104,13 @@ type Transactional interface {
 	Retriable(err error) bool
 }
 
-// Writer is a destination without transactions: Write stores a batch's
-// rows and dead letters, and its Offsets are not its business. With one,
-// a processor can promise at least once (a batch written again after a
-// failure between the write and the offset commit), never exactly once.
-// The session does not run one yet: this is the shape a destination
-// would take.
-type Writer interface {
-	Write(ctx context.Context, b *Batch) error
+// OffsetSetter is a Transactional that can also set its stored offsets
+// whatever they are (`processor offsets reset`): SetOffsets stores every
+// partition's next offset of to, inserting the missing ones, in one
+// transaction, and calls check just before it commits, rolling back when
+// check fails. `processor offsets` works with a destination that has it,
+// and refuses one that has not.
+type OffsetSetter interface {
+	Transactional
+	SetOffsets(ctx context.Context, to map[record.TopicPartition]int64, check func(context.Context) error) error
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -207,7 +208,7 @@ func TestDatabaseZombieFirstFencesNewOwner(t *testing.T) {
 // A failure no row causes and no retry fixes (here the records table
 // dropped under the running session) is retried MaxIdentical times, the
 // session saying meanwhile that commits fail for a reason retrying does
-// not fix; then End returns the *pgsink.PersistentError, which stops the
+// not fix; then End returns the *sink.PersistentError, which stops the
 // processor, instead of retrying forever.
 func TestDatabasePersistentFailureEnds(t *testing.T) {
 	t.Parallel()
@@ -230,7 +231,7 @@ func TestDatabasePersistentFailureEnds(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		committed, err := a.End(ctx, len(in), "")
 		cancel()
-		var pe *pgsink.PersistentError
+		var pe *sink.PersistentError
 		switch {
 		case committed:
 			t.Fatalf("End %d committed into a dropped table", i)
@@ -242,7 +243,7 @@ func TestDatabasePersistentFailureEnds(t *testing.T) {
 				t.Errorf("after End %d: CommitFailing() = %v, %v, %q; want failing, not transient, naming the table", i, since, transient, why)
 			}
 		case !errors.As(err, &pe) || pe.Setting != pgsink.SettingTable || !strings.Contains(pe.Line(postgresVar), "PROCESSOR_POSTGRES_TABLE"):
-			t.Fatalf("End %d = %v, want a *pgsink.PersistentError naming PROCESSOR_POSTGRES_TABLE", i, err)
+			t.Fatalf("End %d = %v, want a *sink.PersistentError naming PROCESSOR_POSTGRES_TABLE", i, err)
 		}
 	}
 }

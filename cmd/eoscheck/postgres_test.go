@@ -14,6 +14,8 @@ import (
 	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/sink"
 )
 
 // postgresRunSetup gives a database test its schema on the test server, a
@@ -62,19 +64,19 @@ func TestPostgresRun(t *testing.T) {
 				must(cl.ProduceSync(ctx, &kgo.Record{Topic: in, Partition: p, Value: []byte(`{"n":` + strconv.Itoa(i) + `}`)}).FirstErr())
 			}
 		}
-		sink, err := pgsink.Open(ctx, pgsink.Options{URL: base, Table: table, DeadLetterTable: dead, OffsetsTable: offsets, Group: group})
+		pg, err := pgsink.Open(ctx, pgsink.Options{URL: base, Table: table, DeadLetterTable: dead, OffsetsTable: offsets, Group: group})
 		must(err)
-		defer sink.Close()
-		batch := pgsink.Batch{}
+		defer pg.Close()
+		batch := sink.Batch{}
 		for p := int32(0); p < 3; p++ {
 			for o := range int64(8) {
 				if (src{p, o}) != drop {
-					batch.Rows = append(batch.Rows, pgsink.Row{Value: []byte(`{"n":1}`), Topic: in, Partition: p, Offset: o})
+					batch.Rows = append(batch.Rows, sink.Row{Value: []byte(`{"n":1}`), Topic: in, Partition: p, Offset: o})
 				}
 			}
-			batch.Offsets = append(batch.Offsets, pgsink.OffsetUpdate{TopicPartition: pgsink.TopicPartition{Topic: in, Partition: p}, Expected: -1, Next: stored[p]})
+			batch.Offsets = append(batch.Offsets, sink.OffsetUpdate{TopicPartition: record.TopicPartition{Topic: in, Partition: p}, Expected: -1, Next: stored[p]})
 		}
-		must(sink.Commit(ctx, &batch))
+		must(pg.Commit(ctx, &batch))
 		if dup != (src{-1, -1}) {
 			_, err := db.Admin.Exec(ctx, "INSERT INTO "+table+" (src_topic, src_partition, src_offset, seq) VALUES ($1, $2, $3, 0)", in, dup.p, dup.off)
 			must(err)
@@ -171,21 +173,21 @@ func TestPostgresPoisonRun(t *testing.T) {
 		for _, kv := range values {
 			must(cl.ProduceSync(ctx, &kgo.Record{Topic: in, Key: []byte(kv[0]), Value: []byte(kv[1])}).FirstErr())
 		}
-		sink, err := pgsink.Open(ctx, pgsink.Options{URL: db.URL, Table: table, DeadLetterTable: dead, OffsetsTable: offsets, Group: group})
+		pg, err := pgsink.Open(ctx, pgsink.Options{URL: db.URL, Table: table, DeadLetterTable: dead, OffsetsTable: offsets, Group: group})
 		must(err)
-		defer sink.Close()
-		row := func(o int64, v string) pgsink.Row {
-			return pgsink.Row{Key: []byte(values[o][0]), Value: []byte(v), Topic: in, Offset: o}
+		defer pg.Close()
+		row := func(o int64, v string) sink.Row {
+			return sink.Row{Key: []byte(values[o][0]), Value: []byte(v), Topic: in, Offset: o}
 		}
-		batch := pgsink.Batch{
-			Rows:        []pgsink.Row{row(0, values[0][1]), row(2, values[2][1]), row(3, nul)},
-			DeadLetters: []pgsink.DeadLetter{{Row: row(1, values[1][1]), Error: "transform jq: the value is not JSON", Stage: "jq"}},
-			Offsets:     []pgsink.OffsetUpdate{{TopicPartition: pgsink.TopicPartition{Topic: in}, Expected: -1, Next: 4}},
+		batch := sink.Batch{
+			Rows:        []sink.Row{row(0, values[0][1]), row(2, values[2][1]), row(3, nul)},
+			DeadLetters: []sink.DeadLetter{{Row: row(1, values[1][1]), Error: "transform jq: the value is not JSON", Stage: "jq"}},
+			Offsets:     []sink.OffsetUpdate{{TopicPartition: record.TopicPartition{Topic: in}, Expected: -1, Next: 4}},
 		}
 		if bad {
 			batch.Rows = batch.Rows[:1]
 		}
-		must(sink.Commit(ctx, &batch))
+		must(pg.Commit(ctx, &batch))
 		if bad {
 			_, err := db.Admin.Exec(ctx, "INSERT INTO "+table+" (src_topic, src_partition, src_offset, seq, value_bytes) VALUES ($1, 0, 2, 0, $2), ($1, 0, 3, 0, $3)",
 				in, []byte(values[2][1]), []byte(`{"poison":"something else"}`))

@@ -1,11 +1,14 @@
-// Package sinktest is a destination for tests: Memory keeps a batch's
-// rows, dead letters and next offsets in memory, all of a commit or none,
-// and checks each offset update against what it stores, as a database
-// would. It is what a new destination takes: one package implementing
-// sink.Transactional, and one registration (Spec).
+// Package sinktest is what every destination must do, as one suite of
+// tests (Run), and a destination for tests that passes it: Memory keeps a
+// batch's rows, dead letters and next offsets in memory, all of a commit
+// or none, and checks each offset update against what it stores, as a
+// database would. Memory is what a new destination takes: one package
+// implementing sink.Transactional, one registration (Spec), and one call
+// of Run in its tests.
 package sinktest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -30,7 +33,8 @@ type Memory struct {
 	dead    []sink.DeadLetter
 	next    map[record.TopicPartition]int64
 	commits int
-	fail    int // commits still to fail with ErrUnavailable
+	fail    int    // commits still to fail with ErrUnavailable
+	refuse  []byte // a value Commit refuses (RefuseValue); nil for none
 }
 
 // Offsets returns the stored next offsets of parts (of every partition
@@ -48,14 +52,18 @@ func (m *Memory) Offsets(_ context.Context, parts []record.TopicPartition) (map[
 }
 
 // Commit stores b, all or nothing: a *sink.FencedError when an offset
-// update does not start from what is stored, ErrUnavailable while
-// FailNext says so.
+// update does not start from what is stored, a *sink.RowError for the
+// first row or dead letter holding the value RefuseValue names,
+// ErrUnavailable while FailNext says so.
 func (m *Memory) Commit(_ context.Context, b *sink.Batch) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail > 0 {
 		m.fail--
 		return ErrUnavailable
+	}
+	if err := m.refused(b); err != nil {
+		return err
 	}
 	var fenced []record.TopicPartition
 	for _, u := range b.Offsets {
@@ -82,6 +90,52 @@ func (m *Memory) Commit(_ context.Context, b *sink.Batch) error {
 	m.rows = append(m.rows, b.Rows...)
 	m.dead = append(m.dead, b.DeadLetters...)
 	m.commits++
+	return nil
+}
+
+// refused returns the *sink.RowError of b's first row, then dead letter,
+// holding the refused value, or nil.
+func (m *Memory) refused(b *sink.Batch) error {
+	if m.refuse == nil {
+		return nil
+	}
+	for i := range b.Rows {
+		if bytes.Equal(b.Rows[i].Value, m.refuse) {
+			return &sink.RowError{From: "sinktest", Index: i, Input: b.Rows[i].Source(), Err: errRefused}
+		}
+	}
+	for i := range b.DeadLetters {
+		if bytes.Equal(b.DeadLetters[i].Value, m.refuse) {
+			return &sink.RowError{From: "sinktest", Index: i, DeadLetter: true, Input: b.DeadLetters[i].Source(), Err: errRefused}
+		}
+	}
+	return nil
+}
+
+// errRefused is the RowError.Err of a refused value.
+var errRefused = errors.New("the store refuses this value")
+
+// RefuseValue makes Commit refuse every row and dead letter whose value
+// is v, as a database refuses a row that breaks a constraint; nil
+// refuses none.
+func (m *Memory) RefuseValue(v []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refuse = bytes.Clone(v)
+}
+
+// SetOffsets stores the next offsets of to whatever is stored, unless
+// check fails (sink.OffsetSetter).
+func (m *Memory) SetOffsets(ctx context.Context, to map[record.TopicPartition]int64, check func(context.Context) error) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := check(ctx); err != nil {
+		return err
+	}
+	if m.next == nil {
+		m.next = map[record.TopicPartition]int64{}
+	}
+	maps.Copy(m.next, to)
 	return nil
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/transform"
@@ -140,7 +139,8 @@ func (in *Instance) Run(ctx context.Context) error {
 // cfg.Brokers so that an embedded broker's addresses can be passed: the
 // transactional session (consumer group cfg.Group on cfg.InputTopics,
 // producer cfg.TransactionalID) and the pipeline that runs pr's chains on
-// it, writing to db with PROCESSOR_SINK=postgres. It registers the
+// it, writing to db, the destination of cfg.Sink opened by the caller
+// (ignored for the kafka sink). It registers the
 // processor's metrics, and the Kafka client's (kprom, processor_kafka_*),
 // with promReg, and returns their handles; promReg must not hold them
 // already (registering twice panics), so every instance needs a registry
@@ -159,8 +159,8 @@ func (in *Instance) Run(ctx context.Context) error {
 // brokers as cfg's PROCESSOR_TLS_* and PROCESSOR_SASL_* say; brokers that
 // refuse them, or that they do not trust, make Run return a
 // *txn.AccessError at once.
-func (pr *Prepared) Build(brokers []string, db *pgsink.Sink, promReg *prometheus.Registry) (*Instance, error) {
-	return pr.build(brokers, promReg, reached{db: openedPostgres(db)})
+func (pr *Prepared) Build(brokers []string, db OpenSink, promReg *prometheus.Registry) (*Instance, error) {
+	return pr.build(brokers, promReg, reached{db: openedBy(pr.cfg, db)})
 }
 
 // reached is what Main opens once the brokers are reachable, for the

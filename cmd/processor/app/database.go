@@ -13,7 +13,6 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/backoff"
-	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 )
@@ -68,8 +67,7 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 	}
 	spec, ok := reg.Lookup(cfg.Sink)
 	if !ok {
-		return nil, &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: strings.Join(append([]string{"kafka"}, reg.Names()...), " or ")}
+		return nil, &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink, Want: sinkChoices(reg)}
 	}
 	d := &destination{name: cfg.Sink, spec: spec}
 	if spec.Settings == nil {
@@ -81,6 +79,24 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 		return v, ok && v != ""
 	})
 	return d, d.settingError(err)
+}
+
+// sinkChoices are the values of PROCESSOR_SINK: kafka or a sink of reg,
+// e.g. "kafka or postgres".
+func sinkChoices(reg *sink.Registry) string {
+	return strings.Join(append([]string{"kafka"}, reg.Names()...), " or ")
+}
+
+// sinkSetting is PROCESSOR_SINK's entry of the configuration reference,
+// s, with its values and what each does from reg: config describes kafka
+// and sinks in general, the registry names them.
+func sinkSetting(reg *sink.Registry, s setting) setting {
+	s.Form = sinkChoices(reg)
+	for _, name := range reg.Names() {
+		spec, _ := reg.Lookup(name)
+		s.Doc += "; " + name + ": " + spec.Doc
+	}
+	return s
 }
 
 // settingError turns a *settings.Error of the sink's into the
@@ -105,16 +121,13 @@ func (d *destination) settingError(err error) error {
 // refuses the user, the password or the database. One that cannot be
 // reached is retried with backoff, saying so, until ctx ends.
 func (d *destination) open(ctx context.Context, group string, promReg prometheus.Registerer, log *slog.Logger) (*opened, error) {
+	register := collectorRegister(promReg)
 	host := sink.Host{Group: group, Logger: log, Register: func(c any) error {
-		pc, ok := c.(prometheus.Collector)
-		if !ok {
-			return fmt.Errorf("a %T is no prometheus.Collector", c)
-		}
-		err := promReg.Register(pc)
+		err := register(c)
 		var dup prometheus.AlreadyRegisteredError
 		if errors.As(err, &dup) { // an earlier attempt's: the latest attempt's count
 			promReg.Unregister(dup.ExistingCollector)
-			err = promReg.Register(pc)
+			err = register(c)
 		}
 		return err
 	}}
@@ -146,6 +159,18 @@ func (d *destination) open(ctx context.Context, group string, promReg prometheus
 	}
 }
 
+// collectorRegister is sink.Host.Register (and the argument of
+// sink.Spec.Metrics) for reg: it registers a prometheus.Collector.
+func collectorRegister(reg prometheus.Registerer) func(collector any) error {
+	return func(c any) error {
+		pc, ok := c.(prometheus.Collector)
+		if !ok {
+			return fmt.Errorf("a %T is no prometheus.Collector", c)
+		}
+		return reg.Register(pc)
+	}
+}
+
 // startBackoff bounds the waits between attempts to reach a database or
 // the Schema Registry at start: below 500ms before the first retry, the
 // bound doubling to 10s, each wait drawn at random below it (full jitter:
@@ -154,14 +179,25 @@ func startBackoff() backoff.Policy {
 	return backoff.Policy{Base: 500 * time.Millisecond, Cap: 10 * time.Second}
 }
 
-// openedPostgres is db, opened by a caller of Prepared.Build, as the
-// pipeline is built on it.
-func openedPostgres(db *pgsink.Sink) *opened {
-	if db == nil {
+// OpenSink is a destination that a caller of Prepared.Build opened itself
+// (an integration test's PostgreSQL sink): the sink.Transactional, what the
+// pipeline calls its outputs and dead letters where Kafka has topics
+// (they label processor_records_produced_total), and how it closes.
+type OpenSink interface {
+	sink.Transactional
+	Names() (outputs, deadLetters string)
+	Close()
+}
+
+// openedBy is db, the destination of cfg.Sink that a caller of
+// Prepared.Build opened, as the pipeline is built on it; nil for the kafka
+// sink, whatever db is.
+func openedBy(cfg *config.Config, db OpenSink) *opened {
+	if db == nil || cfg.Sink == "kafka" {
 		return nil
 	}
 	out, dead := db.Names()
-	return &opened{dest: db, name: "postgres", outputs: out, deadLetters: dead, close: db.Close}
+	return &opened{dest: db, name: cfg.Sink, outputs: out, deadLetters: dead, close: db.Close}
 }
 
 // openSink opens dest (nil: the kafka sink, nothing to open), saying so on

@@ -9,6 +9,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/sink"
+	"github.com/streamproc/processor/sink/sinktest"
 )
 
 // clearPostgresEnv unsets every PROCESSOR_POSTGRES_* variable for the test.
@@ -80,13 +81,37 @@ func TestPostgresPasswordFileUnreadable(t *testing.T) {
 	}
 }
 
-// PROCESSOR_SINK names kafka or a registered sink.
+// PROCESSOR_SINK names kafka or a registered sink: the error lists them
+// from the registry.
 func TestUnknownSink(t *testing.T) {
 	clearPostgresEnv(t)
 	_, err := chooseSink(sink.Default, &config.Config{Sink: "mysql"})
+	want := "kafka or " + strings.Join(sink.Default.Names(), " or ")
 	var cerr *config.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SINK" || cerr.Value != "mysql" ||
-		err.Error() != `PROCESSOR_SINK="mysql" is invalid: want kafka or postgres` {
-		t.Fatalf("chooseSink = %v, want PROCESSOR_SINK=\"mysql\" refused, kafka or postgres wanted", err)
+		err.Error() != `PROCESSOR_SINK="mysql" is invalid: want `+want || len(sink.Default.Names()) == 0 {
+		t.Fatalf("chooseSink = %v, want PROCESSOR_SINK=\"mysql\" refused, %s wanted", err, want)
+	}
+}
+
+// PROCESSOR_SINK's values and what each does come from the registry: a
+// sink registered is listed with its doc, in the reference as in the
+// error for a name that is none.
+func TestSinkSettingFromRegistry(t *testing.T) {
+	reg := &sink.Registry{}
+	spec := sinktest.Spec(&sinktest.Stores{})
+	reg.Register("memory", spec)
+	reg.Register("other", spec)
+	s := sinkSetting(reg, setting{Name: "PROCESSOR_SINK", Doc: "where outputs go"})
+	if s.Form != "kafka or memory or other" || s.Doc != "where outputs go; memory: "+spec.Doc+"; other: "+spec.Doc {
+		t.Errorf("sinkSetting = %+v", s)
+	}
+	for _, v := range coreSettings() {
+		if v.Name == "PROCESSOR_SINK" && v.Form != sinkChoices(sink.Default) {
+			t.Errorf("the reference's PROCESSOR_SINK takes %q, want %q", v.Form, sinkChoices(sink.Default))
+		}
+	}
+	if _, err := chooseSink(reg, &config.Config{Sink: "postgres"}); err == nil || !strings.HasSuffix(err.Error(), "want kafka or memory or other") {
+		t.Errorf("chooseSink(postgres) of a registry without it = %v, want kafka or memory or other", err)
 	}
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/kafkatest"
-	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
@@ -75,16 +74,17 @@ func lintMetrics(t *testing.T, bin, body string, want ...string) {
 
 // What /metrics serves passes promtool check metrics without a word: the
 // registry Main builds (runtime, process, build info, readiness), the
-// transaction, pipeline and PostgreSQL metrics with a child in every
-// vector, and a Kafka client's kprom metrics after it has produced and
-// fetched, so that its per-broker and per-topic series exist.
+// transaction and pipeline metrics and every registered sink's, with a
+// child in every vector, and a Kafka client's kprom metrics after it has
+// produced and fetched, so that its per-broker and per-topic series
+// exist.
 func TestMetricsLint(t *testing.T) {
 	bin := promtool(t)
 	rec := &recorder{Registry: newRegistry()}
 	registerReady(rec, func() string { return "" })
 	txn.NewMetrics(rec)
 	pipeline.NewMetrics(rec)
-	pgsink.NewMetrics(rec)
+	registerSinkMetrics(rec)
 
 	c := kafkatest.NewFake(t, kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Brokers...), kgo.ConsumeTopics("t"), kgo.WithHooks(newKafkaMetrics(rec)))

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/txn"
 )
@@ -26,17 +26,32 @@ import (
 
 // exporters are what registers the processor's metrics, in the order of
 // the reference: each registers its collectors the way Main does (the
-// transaction and record metrics with the pipeline, the postgres sink's
-// with the database, the build info and readiness at start, franz-go's kprom metrics
-// with each Kafka client).
+// transaction and record metrics with the pipeline, each registered
+// sink's when it opens, the build info and readiness at start, franz-go's
+// kprom metrics with each Kafka client).
 var exporters = []func(rec *recorder){
 	func(rec *recorder) { txn.NewMetrics(rec) },
 	func(rec *recorder) { pipeline.NewMetrics(rec) },
-	func(rec *recorder) { pgsink.NewMetrics(rec) },
+	registerSinkMetrics,
 	func(rec *recorder) { registerBuildInfo(rec) },
 	func(rec *recorder) { registerReady(rec, func() string { return "starting" }) },
 	registerStateMetrics,
 	registerKafkaMetrics,
+}
+
+// registerSinkMetrics registers the metrics of every sink in
+// sink.Default that has some (Spec.Metrics), in name order, as each does
+// when it opens.
+func registerSinkMetrics(rec *recorder) {
+	for _, name := range sink.Default.Names() {
+		spec, _ := sink.Default.Lookup(name)
+		if spec.Metrics == nil {
+			continue
+		}
+		if err := spec.Metrics(collectorRegister(rec)); err != nil {
+			panic(fmt.Sprintf("metrics reference: sink %s: %v", name, err))
+		}
+	}
 }
 
 // registerStateMetrics registers the state store's metrics, which a

@@ -18,7 +18,6 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/offsets"
-	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/sink"
 )
 
@@ -207,17 +206,18 @@ type offsetsDatabase struct {
 }
 
 // openOffsetsDatabase opens the destination, which must keep offsets the
-// tool can read and set (the postgres sink does).
+// tool can read and set (a sink.OffsetSetter, as the postgres sink is).
 func openOffsetsDatabase(ctx context.Context, dest *destination, group string) (*offsetsDatabase, error) {
 	log := slog.New(slog.DiscardHandler)
 	db, err := dest.open(ctx, group, prometheus.NewRegistry(), log)
 	if err != nil {
 		return nil, err
 	}
-	stored, ok := db.dest.(*pgsink.Sink)
+	stored, ok := db.dest.(sink.OffsetSetter)
 	if !ok {
 		db.close()
-		return nil, &config.Error{Var: config.EnvName("SINK"), Value: dest.name, Want: "kafka or postgres: sink " + dest.name + " keeps no offsets processor offsets can read"}
+		return nil, &config.Error{Var: config.EnvName("SINK"), Value: dest.name,
+			Want: "kafka or a sink whose stored offsets processor offsets can set: sink " + dest.name + " keeps no offsets processor offsets can read"}
 	}
 	return &offsetsDatabase{stored: stored, close: db.close}, nil
 }

@@ -85,7 +85,11 @@ its own settings.
 func coreSettings() []setting {
 	var ss []setting
 	for _, v := range config.Reference() {
-		ss = append(ss, setting{Name: v.Name, Default: v.Default, Doc: v.Doc, Form: v.Form})
+		s := setting{Name: v.Name, Default: v.Default, Doc: v.Doc, Form: v.Form}
+		if v.Name == config.EnvName("SINK") {
+			s = sinkSetting(sink.Default, s)
+		}
+		ss = append(ss, s)
 	}
 	return ss
 }

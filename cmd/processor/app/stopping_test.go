@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -37,13 +37,13 @@ func TestStoppingFencedNamesTheVariable(t *testing.T) {
 func TestStoppingPersistentNamesTheVariable(t *testing.T) {
 	cfg := &config.Config{Sink: "postgres"}
 	for _, tc := range []struct {
-		pe   *pgsink.PersistentError
+		pe   *sink.PersistentError
 		want string
 	}{
-		{&pgsink.PersistentError{From: "pgsink", Destination: "PostgreSQL", Setting: pgsink.SettingTable, Check: "it is gone",
+		{&sink.PersistentError{From: "pgsink", Destination: "PostgreSQL", Setting: "TABLE", Check: "it is gone",
 			Attempts: 3, Err: errors.New(`relation "processor_records" does not exist`)},
 			`stopping: pgsink: committing to PostgreSQL failed 3 times in a row with the same error, which retrying does not fix: relation \"processor_records\" does not exist; check PROCESSOR_POSTGRES_TABLE: it is gone`},
-		{&pgsink.PersistentError{From: "pgsink", Destination: "PostgreSQL", Setting: pgsink.SettingURL, Attempts: 3, Err: errors.New("read-only")},
+		{&sink.PersistentError{From: "pgsink", Destination: "PostgreSQL", Setting: "URL", Attempts: 3, Err: errors.New("read-only")},
 			"; check PROCESSOR_POSTGRES_URL"},
 	} {
 		line, code := stoppingLine(t, cfg, tc.pe)
