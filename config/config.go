@@ -50,8 +50,8 @@ type Config struct {
 	SASLMechanism string `envconfig:"SASL_MECHANISM" desc:"PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER" doc:"authenticate to the brokers with this SASL mechanism: PLAIN and SCRAM as PROCESSOR_SASL_USERNAME, OAUTHBEARER with the tokens of PROCESSOR_SASL_OAUTH_TOKEN_URL; no SASL when unset; PLAIN sends the password as it is, and OAUTHBEARER the token, so use them over TLS"`
 	SASLUsername  string `envconfig:"SASL_USERNAME" desc:"a SASL user name, e.g. orders-enricher" doc:"the SASL user; required with PROCESSOR_SASL_MECHANISM PLAIN or SCRAM"`
 	// SASLPassword is a Secret: printing it shows a placeholder.
-	SASLPassword     Secret `envconfig:"SASL_PASSWORD" desc:"the SASL user's password (never shown)" doc:"the SASL user's password; set it or PROCESSOR_SASL_PASSWORD_FILE, not both; never logged or shown"`
-	SASLPasswordFile string `envconfig:"SASL_PASSWORD_FILE" desc:"a path to a file holding the SASL password, e.g. /var/run/secrets/kafka/password" doc:"a file holding the SASL user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
+	SASLPassword     settings.Secret `envconfig:"SASL_PASSWORD" desc:"the SASL user's password (never shown)" doc:"the SASL user's password; set it or PROCESSOR_SASL_PASSWORD_FILE, not both; never logged or shown"`
+	SASLPasswordFile string          `envconfig:"SASL_PASSWORD_FILE" desc:"a path to a file holding the SASL password, e.g. /var/run/secrets/kafka/password" doc:"a file holding the SASL user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
 	// SASL OAUTHBEARER: the processor fetches access tokens from an
 	// OAuth 2.0 token endpoint with the client credentials grant
 	// (config/oauth.go has their rules).
@@ -124,17 +124,17 @@ type Config struct {
 	ValueSubjectStrategy string `envconfig:"VALUE_SUBJECT_STRATEGY" default:"topic" desc:"topic, record or topic_record" doc:"how the subjects of values are named, as Confluent's serdes name them: topic is <topic>-value, record the value's record name (Avro full name, Protobuf message full name, JSON Schema title), topic_record <topic>-<record name>; inputs are decoded by the schema id they carry whatever the strategy, so a topic may carry several record types; with record or topic_record each output value is encoded under the subject of its record type (its input's, or the schema file's) on its topic (see docs/schemas.md)"`
 
 	// The Schema Registry the formats other than raw need.
-	SchemaRegistryURL           []string `envconfig:"SCHEMA_REGISTRY_URL" desc:"comma-separated http or https URLs of a Confluent-compatible Schema Registry, e.g. http://registry:8081" doc:"the Schema Registry that input schema ids are looked up in and output subjects read from, tried in turn; required when a format is not raw"`
-	SchemaRegistryUsername      string   `envconfig:"SCHEMA_REGISTRY_USERNAME" desc:"a user name, e.g. orders-enricher" doc:"HTTP basic authentication to the Schema Registry as this user, with PROCESSOR_SCHEMA_REGISTRY_PASSWORD or _PASSWORD_FILE"`
-	SchemaRegistryPassword      Secret   `envconfig:"SCHEMA_REGISTRY_PASSWORD" desc:"the Schema Registry user's password (never shown)" doc:"the Schema Registry user's password; set it or PROCESSOR_SCHEMA_REGISTRY_PASSWORD_FILE, not both; never logged or shown"`
-	SchemaRegistryPasswordFile  string   `envconfig:"SCHEMA_REGISTRY_PASSWORD_FILE" desc:"a path to a file holding the Schema Registry password, e.g. /var/run/secrets/registry/password" doc:"a file holding the Schema Registry user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
-	SchemaRegistryTLSCAFile     string   `envconfig:"SCHEMA_REGISTRY_TLS_CA_FILE" desc:"a path to a PEM file of CA certificates, e.g. /etc/registry/ca.pem" doc:"trust the registry's certificate if these CAs signed it, instead of the system's roots; needs https URLs"`
-	SchemaRegistryTLSCertFile   string   `envconfig:"SCHEMA_REGISTRY_TLS_CERT_FILE" desc:"a path to a PEM client certificate (chain), with PROCESSOR_SCHEMA_REGISTRY_TLS_KEY_FILE" doc:"the client certificate for mutual TLS with the registry (both or neither with its key); needs https URLs"`
-	SchemaRegistryTLSKeyFile    string   `envconfig:"SCHEMA_REGISTRY_TLS_KEY_FILE" desc:"a path to the PEM private key of PROCESSOR_SCHEMA_REGISTRY_TLS_CERT_FILE" doc:"the private key of PROCESSOR_SCHEMA_REGISTRY_TLS_CERT_FILE (both or neither); needs https URLs"`
-	SchemaRegistryTLSServerName string   `envconfig:"SCHEMA_REGISTRY_TLS_SERVER_NAME" desc:"a host name, e.g. registry.internal" doc:"the name the registry's certificate must be valid for, instead of each URL's host; needs https URLs"`
-	EmbeddedSchemaRegistry      bool     `envconfig:"EMBEDDED_SCHEMA_REGISTRY" default:"false" desc:"true or false" doc:"start an in-process Confluent-compatible Schema Registry to try the schema formats on one machine, and use it; it checks the compatibility of Avro schemas only; never for production"`
-	EmbeddedSchemaRegistryAddr  string   `envconfig:"EMBEDDED_SCHEMA_REGISTRY_ADDR" default:"127.0.0.1:8081" desc:"host:port to listen on, e.g. 127.0.0.1:8081" doc:"where the embedded Schema Registry listens"`
-	EmbeddedSchemaRegistryDir   string   `envconfig:"EMBEDDED_SCHEMA_REGISTRY_DIR" default:"./data/registry" desc:"a directory path" doc:"where the embedded Schema Registry keeps its schemas, so a restart keeps their ids"`
+	SchemaRegistryURL           []string        `envconfig:"SCHEMA_REGISTRY_URL" desc:"comma-separated http or https URLs of a Confluent-compatible Schema Registry, e.g. http://registry:8081" doc:"the Schema Registry that input schema ids are looked up in and output subjects read from, tried in turn; required when a format is not raw"`
+	SchemaRegistryUsername      string          `envconfig:"SCHEMA_REGISTRY_USERNAME" desc:"a user name, e.g. orders-enricher" doc:"HTTP basic authentication to the Schema Registry as this user, with PROCESSOR_SCHEMA_REGISTRY_PASSWORD or _PASSWORD_FILE"`
+	SchemaRegistryPassword      settings.Secret `envconfig:"SCHEMA_REGISTRY_PASSWORD" desc:"the Schema Registry user's password (never shown)" doc:"the Schema Registry user's password; set it or PROCESSOR_SCHEMA_REGISTRY_PASSWORD_FILE, not both; never logged or shown"`
+	SchemaRegistryPasswordFile  string          `envconfig:"SCHEMA_REGISTRY_PASSWORD_FILE" desc:"a path to a file holding the Schema Registry password, e.g. /var/run/secrets/registry/password" doc:"a file holding the Schema Registry user's password, such as a mounted Kubernetes Secret, read at start; a trailing newline is dropped"`
+	SchemaRegistryTLSCAFile     string          `envconfig:"SCHEMA_REGISTRY_TLS_CA_FILE" desc:"a path to a PEM file of CA certificates, e.g. /etc/registry/ca.pem" doc:"trust the registry's certificate if these CAs signed it, instead of the system's roots; needs https URLs"`
+	SchemaRegistryTLSCertFile   string          `envconfig:"SCHEMA_REGISTRY_TLS_CERT_FILE" desc:"a path to a PEM client certificate (chain), with PROCESSOR_SCHEMA_REGISTRY_TLS_KEY_FILE" doc:"the client certificate for mutual TLS with the registry (both or neither with its key); needs https URLs"`
+	SchemaRegistryTLSKeyFile    string          `envconfig:"SCHEMA_REGISTRY_TLS_KEY_FILE" desc:"a path to the PEM private key of PROCESSOR_SCHEMA_REGISTRY_TLS_CERT_FILE" doc:"the private key of PROCESSOR_SCHEMA_REGISTRY_TLS_CERT_FILE (both or neither); needs https URLs"`
+	SchemaRegistryTLSServerName string          `envconfig:"SCHEMA_REGISTRY_TLS_SERVER_NAME" desc:"a host name, e.g. registry.internal" doc:"the name the registry's certificate must be valid for, instead of each URL's host; needs https URLs"`
+	EmbeddedSchemaRegistry      bool            `envconfig:"EMBEDDED_SCHEMA_REGISTRY" default:"false" desc:"true or false" doc:"start an in-process Confluent-compatible Schema Registry to try the schema formats on one machine, and use it; it checks the compatibility of Avro schemas only; never for production"`
+	EmbeddedSchemaRegistryAddr  string          `envconfig:"EMBEDDED_SCHEMA_REGISTRY_ADDR" default:"127.0.0.1:8081" desc:"host:port to listen on, e.g. 127.0.0.1:8081" doc:"where the embedded Schema Registry listens"`
+	EmbeddedSchemaRegistryDir   string          `envconfig:"EMBEDDED_SCHEMA_REGISTRY_DIR" default:"./data/registry" desc:"a directory path" doc:"where the embedded Schema Registry keeps its schemas, so a restart keeps their ids"`
 
 	OnError    string `envconfig:"ON_ERROR" default:"fail" desc:"fail, dlq or skip" doc:"what happens to a record that fails for good: fail aborts and exits 1, dlq writes it to PROCESSOR_DLQ_TOPIC, skip drops it"`
 	DLQTopic   string `envconfig:"DLQ_TOPIC" desc:"a topic name for dead letters, e.g. orders-dlq" doc:"the dead-letter topic that PROCESSOR_ON_ERROR=dlq writes failed records to, in the same transaction; not an input topic"`
@@ -205,10 +205,6 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Want)
 }
-
-// Secret is a setting that must not be shown (settings.Secret, the one
-// type for every secret, core or plugin).
-type Secret = settings.Secret
 
 // Load reads the PROCESSOR_* environment into a Config, applies defaults
 // (the transactional ID defaults to <group>-<hostname>, the client ID to

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // password is a value no message may quote.
@@ -171,7 +172,7 @@ func TestSecretIsNeverShown(t *testing.T) {
 			t.Errorf("%s shows no placeholder: %s", name, s)
 		}
 	}
-	if s := config.Secret("").String(); s != "" {
+	if s := settings.Secret("").String(); s != "" {
 		t.Errorf("an empty secret shows %q, want nothing", s)
 	}
 }

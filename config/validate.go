@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamproc/processor/internal/registry"
 	"github.com/streamproc/processor/internal/topic"
+	"github.com/streamproc/processor/settings"
 )
 
 // Validate checks every setting and the relations between them, rule by
@@ -177,7 +178,7 @@ func (r rule) failure(c *Config) *Error {
 		e.Want = r.form(c, e.Want)
 	}
 	switch {
-	case f.Type == reflect.TypeFor[Secret]():
+	case f.Type == reflect.TypeFor[settings.Secret]():
 		e.Secret = !r.unset // never quoted
 	case !r.unset:
 		e.Value = show(reflect.ValueOf(c).Elem().FieldByIndex(f.Index).Interface())

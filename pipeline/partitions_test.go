@@ -9,11 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/streamproc/processor/transform"
-	"github.com/streamproc/processor/txn"
 )
 
 // gaugeOf reads one partition's gauge, and whether its series exists
@@ -196,7 +195,7 @@ func TestLagWhileBehindAndUnstable(t *testing.T) {
 	e.produce(n, 30)
 	release := make(chan struct{})
 	var seen int
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if seen++; seen == 101 {
 			<-release // hold the loop with the first transaction open
 		}

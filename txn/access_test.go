@@ -19,13 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-
-	"github.com/streamproc/processor/transform"
 )
 
 func TestAccessKind(t *testing.T) {
@@ -121,7 +120,7 @@ func TestConnOptsReachEveryClient(t *testing.T) {
 	commit := func() {
 		t.Helper()
 		f.begin(t)
-		f.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("x")}, transform.Source{})
+		f.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("x")}, record.Source{})
 		if !f.end(t, 1, "") {
 			t.Fatal("the transaction did not commit")
 		}

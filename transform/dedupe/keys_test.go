@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/memstore"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // By record key over the Long and Integer keys of 0..99,999 (the bytes
@@ -26,7 +25,7 @@ func TestDedupeJavaKeysApart(t *testing.T) {
 		passed := 0
 		for i := range 100_000 {
 			for _, key := range [][]byte{binary.BigEndian.AppendUint64(nil, uint64(i)), binary.BigEndian.AppendUint32(nil, uint32(i))} {
-				out, err := tr.Process(ctx, transform.Source{}, &kgo.Record{Key: key, Value: []byte("x"), Timestamp: at}, nil)
+				out, err := tr.Process(ctx, record.Source{}, &kgo.Record{Key: key, Value: []byte("x"), Timestamp: at}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -67,7 +66,7 @@ func TestDedupeReadsOldStoreKeys(t *testing.T) {
 		{"a", time.Hour, true}, // the old sighting's window is over
 		{"a", time.Hour + time.Minute, false},
 	} {
-		out, err := tr.Process(ctx, transform.Source{}, &kgo.Record{Key: []byte(c.key), Timestamp: base.Add(c.at)}, nil)
+		out, err := tr.Process(ctx, record.Source{}, &kgo.Record{Key: []byte(c.key), Timestamp: base.Add(c.at)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

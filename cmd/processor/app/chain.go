@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -22,7 +23,7 @@ func buildChain(reg *transform.Registry, names []string, opts ...transform.Build
 		return envLookup(e.Plugin())(setting)
 	}, opts...)
 	if err != nil {
-		var se *transform.SettingError
+		var se *settings.Error
 		if errors.As(err, &se) {
 			return nil, settingError(se)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/oauthtoken"
+	"github.com/streamproc/processor/settings"
 )
 
 // SASL OAUTHBEARER: PROCESSOR_SASL_OAUTH_CLIENT_SECRET_FILE is read at
@@ -36,7 +37,7 @@ func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error)
 	src, err := oauthtoken.New(oauthtoken.Options{
 		TokenURL:        cfg.SASLOAuthTokenURL,
 		ClientID:        cfg.SASLOAuthClientID,
-		ClientSecret:    config.Secret(secret),
+		ClientSecret:    settings.Secret(secret),
 		Scope:           cfg.SASLOAuthScope,
 		Audience:        cfg.SASLOAuthAudience,
 		PostCredentials: cfg.SASLOAuthClientAuth == "post",

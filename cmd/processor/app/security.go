@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/oauthtoken"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -33,7 +34,7 @@ type security struct {
 	tls       *tls.Config // nil: plaintext
 	mechanism string      // "": no SASL
 	user      string
-	password  config.Secret
+	password  settings.Secret
 	// oauth hands out the tokens of OAUTHBEARER; nil for other mechanisms.
 	oauth      *oauthtoken.Source
 	extensions map[string]string // OAUTHBEARER's SASL extensions
@@ -73,7 +74,7 @@ func loadSecurity(cfg *config.Config, log *slog.Logger) (*security, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.password = config.Secret(pw)
+		s.password = settings.Secret(pw)
 	}
 	return s, nil
 }

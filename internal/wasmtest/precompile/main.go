@@ -14,10 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform/wasm"
+	"github.com/tetratelabs/wazero"
 )
 
 // durations is a repeatable duration flag.
@@ -68,7 +67,7 @@ func precompile(dir string, timeouts []time.Duration, modules []string) error {
 		for j, d := range timeouts {
 			wg.Go(func() {
 				tr, err := wasm.NewWithCache(&wasm.Settings{Module: m, MaxMemory: 64 << 20, Timeout: d}, cache)
-				var se *transform.SettingError
+				var se *settings.Error
 				switch {
 				case err == nil:
 					err = tr.Close()
