@@ -15,7 +15,7 @@ func TestEveryFieldIsDocumented(t *testing.T) {
 	typ := reflect.TypeFor[config.Config]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		for _, key := range []string{"envconfig", "desc", "doc"} {
+		for _, key := range []string{"setting", "form", "doc"} {
 			if strings.TrimSpace(f.Tag.Get(key)) == "" {
 				t.Errorf("Config.%s has no %s tag", f.Name, key)
 			}
@@ -36,7 +36,7 @@ func TestReferenceMatchesConfigAndVars(t *testing.T) {
 	}
 	for i, v := range ref {
 		tag := typ.Field(i).Tag
-		want := config.Var{Name: config.EnvName(tag.Get("envconfig")), Default: tag.Get("default"), Form: tag.Get("desc"), Doc: tag.Get("doc")}
+		want := config.Var{Name: config.EnvName(tag.Get("setting")), Default: tag.Get("default"), Form: tag.Get("form"), Doc: tag.Get("doc")}
 		if v != want {
 			t.Errorf("Reference()[%d] = %+v, want %+v", i, v, want)
 		}

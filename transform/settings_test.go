@@ -158,7 +158,7 @@ func TestRegisterRefusesBadSettings(t *testing.T) {
 		A string `setting:"A" doc:"d"`
 	}
 	type badType struct {
-		A []string `setting:"A" doc:"d" form:"f"`
+		A []int `setting:"A" doc:"d" form:"f"`
 	}
 	type badDefault struct {
 		A time.Duration `setting:"A" default:"forever" doc:"d" form:"f"`
@@ -172,7 +172,7 @@ func TestRegisterRefusesBadSettings(t *testing.T) {
 		{transform.Typed("", func(*twice) (transform.Transform, error) { return nil, nil }), "twice.B: setting A is declared twice"},
 		{transform.Typed("", func(*noDoc) (transform.Transform, error) { return nil, nil }), "noDoc.A: needs doc and form tags"},
 		{transform.Typed("", func(*noForm) (transform.Transform, error) { return nil, nil }), "noForm.A: needs doc and form tags"},
-		{transform.Typed("", func(*badType) (transform.Transform, error) { return nil, nil }), "badType.A: type []string cannot be parsed"},
+		{transform.Typed("", func(*badType) (transform.Transform, error) { return nil, nil }), "badType.A: type []int cannot be parsed"},
 		{transform.Typed("", func(*badDefault) (transform.Transform, error) { return nil, nil }), `badDefault.A: default "forever"`},
 		{transform.Spec{Settings: func() any { return noName{} }, New: func(any) (transform.Transform, error) { return nil, nil }}, "are not a pointer to a struct"},
 	} {

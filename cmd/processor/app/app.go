@@ -100,7 +100,7 @@ type Overrides struct {
 // closes the session when it returns. The caller keeps the chains and
 // closes them after Run has returned. NewPipeline fails, leaving nothing open, when cfg
 // does not validate or the files of its TLS and SASL settings cannot be
-// read or parsed (a *config.Error), when one record's retries cannot fit
+// read or parsed (a *settings.Error), when one record's retries cannot fit
 // the transaction's budget (a *pipeline.BudgetError), or when the Kafka
 // client cannot be created.
 //

@@ -22,7 +22,7 @@ import (
 // about 80% of a token's lifetime.
 
 // loadOAuth reads the client secret's file and makes the token source of
-// cfg's OAUTHBEARER settings. Every error it returns is a *config.Error.
+// cfg's OAUTHBEARER settings. Every error it returns is a *settings.Error.
 func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error) {
 	secret, err := readPassword("SASL_OAUTH_CLIENT_SECRET_FILE", cfg.SASLOAuthClientSecretFile, "the OAuth client secret")
 	if err != nil {
@@ -45,8 +45,8 @@ func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error)
 		Log:             log,
 	})
 	if err != nil { // Validate has checked the settings; this is a backstop
-		return nil, &config.Error{Var: config.EnvName("SASL_OAUTH_TOKEN_URL"), Value: redactURL(cfg.SASLOAuthTokenURL),
-			Want: "an http or https URL of an OAuth 2.0 token endpoint (" + err.Error() + ")"}
+		return nil, &settings.Error{Var: config.EnvName("SASL_OAUTH_TOKEN_URL"), Value: redactURL(cfg.SASLOAuthTokenURL),
+			Want: settings.Say("an http or https URL of an OAuth 2.0 token endpoint (" + err.Error() + ")")}
 	}
 	return src, nil
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -43,7 +44,7 @@ func checkDestinations(cfg *config.Config, chain *transform.Chain) error {
 		default:
 			continue
 		}
-		return &config.Error{Var: PluginVar(d.Entry.Plugin(), d.Setting), Value: d.Topic, Want: why}
+		return &settings.Error{Var: PluginVar(d.Entry.Plugin(), d.Setting), Value: d.Topic, Want: settings.Say(why)}
 	}
 	return nil
 }
