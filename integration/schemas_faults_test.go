@@ -15,9 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // waitExit waits for p to exit by itself and returns its exit code.

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // At least once, the same loop without transactions: with batches aborted

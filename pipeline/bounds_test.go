@@ -18,9 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // histogramOf returns h's sample count and sum, and the cumulative count

@@ -9,9 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // suspectSession is a session in memory that counts crash attempts the

@@ -3,8 +3,9 @@ package pipeline
 import (
 	"testing"
 
-	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // Lineage reads back exactly what stamp wrote, in either form, for any

@@ -3,9 +3,10 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"time"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
-	"time"
 )
 
 // openTxn is the transaction being built: its counts, what identifies

@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/record"
-	"github.com/streamproc/processor/txn"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/txn"
 )
 
 var (

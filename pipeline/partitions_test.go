@@ -9,10 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/streamproc/processor/record"
-	"github.com/streamproc/processor/txn"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/txn"
 )
 
 // gaugeOf reads one partition's gauge, and whether its series exists

@@ -7,9 +7,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // unproducible reports whether a produce error is about the record itself,

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // OnError is what happens to an input record that fails for good: its

@@ -3,8 +3,9 @@ package pipeline
 import (
 	"unsafe"
 
-	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // sentLog is what the open transaction keeps of each output it handed to

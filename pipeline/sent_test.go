@@ -5,8 +5,9 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // The log finds each failed output's input by the record's address, a dead

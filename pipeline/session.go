@@ -4,9 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Session is what the loop needs of the session it runs on: its consumer

@@ -15,9 +15,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // healthWatch polls a run's Healthy every 5ms and keeps the first error.

@@ -19,12 +19,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/streamproc/processor/record"
 )
 
 func TestAccessKind(t *testing.T) {

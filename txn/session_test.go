@@ -20,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamproc/processor/record"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // logBuf collects a session's log lines.

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/streamproc/processor/record"
 )
 
 // A transaction timeout longer than the brokers' transaction.max.timeout.ms

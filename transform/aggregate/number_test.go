@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/groupkey"
 	"github.com/streamproc/processor/transform/internal/memstore"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // digits returns n random decimal digits, the first not zero when lead.

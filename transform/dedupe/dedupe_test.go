@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/memstore"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestFiltersDuplicatesWithinTheWindow(t *testing.T) {

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/memstore"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // By record key over the Long and Integer keys of 0..99,999 (the bytes

@@ -4,8 +4,9 @@ import (
 	"context"
 	"testing"
 
-	"github.com/streamproc/processor/record"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // FuzzHeaders sets and removes headers on records with random headers: the

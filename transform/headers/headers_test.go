@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform/transformtest"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func newHeaders(t testing.TB, s Settings) *Transform {

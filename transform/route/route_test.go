@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform/transformtest"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 var src = record.Source{Topic: "orders", Partition: 0, Offset: 1}

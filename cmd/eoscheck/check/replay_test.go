@@ -1,8 +1,9 @@
 package check
 
 import (
-	"github.com/streamproc/processor/record"
 	"testing"
+
+	"github.com/streamproc/processor/record"
 )
 
 // TestReplayed: with the replay group's offsets (Run.Replayed), a dead

@@ -2,11 +2,12 @@ package app
 
 import (
 	"errors"
+	"strings"
+	"testing"
+
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/all"
-	"strings"
-	"testing"
 )
 
 // The wiring reads each entry's settings from PROCESSOR_<NAME>_<SETTING>,

@@ -2,8 +2,9 @@ package app
 
 import (
 	"errors"
-	"github.com/streamproc/processor/settings"
 	"testing"
+
+	"github.com/streamproc/processor/settings"
 )
 
 // A plugin's settings are PROCESSOR_<NAME>_<SETTING>, with the alias of a

@@ -14,9 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tetratelabs/wazero"
+
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform/wasm"
-	"github.com/tetratelabs/wazero"
 )
 
 // durations is a repeatable duration flag.
