@@ -1,10 +1,12 @@
 // Package config holds the processor's core settings: its own PROCESSOR_*
-// environment variables, their defaults, the validation that runs before
-// anything connects to Kafka, and the variable reference. A plugin's
-// settings are not here: each plugin declares its own (package settings),
-// and the processor's wiring (cmd/processor/app) binds them to variables.
-// Packages below cmd/ never read the environment: they receive a validated
-// Config, or a plugin its filled settings.
+// environment variables, declared as a plugin's are (package settings),
+// their defaults, the validation that runs before anything connects to
+// Kafka, and the variable reference. A plugin's settings are not here:
+// each plugin declares its own, and the processor's wiring
+// (cmd/processor/app) binds them to variables. Env is the one reader of
+// the environment, which the wiring reads the core's settings and the
+// plugins' with; other packages below cmd/ never read it: they receive a
+// validated Config, or a plugin its filled settings.
 package config
 
 import (
