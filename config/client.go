@@ -11,8 +11,9 @@ import (
 // _PRODUCE_BATCH_MAX_BYTES, _FETCH_MAX_BYTES, _RACK and _START_OFFSET.
 // cmd/processor/app turns them into the clients' options.
 
-// Compressions are the values of PROCESSOR_COMPRESSION.
-var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+// Compressions are the values of PROCESSOR_COMPRESSION, as it declares
+// them.
+var Compressions = choices("COMPRESSION")
 
 // The bounds of the client's sizes. A produce request holds at least one
 // batch and the client refuses to write a request over 100MiB (the
@@ -83,7 +84,6 @@ func parseStart(s string, now time.Time) (StartPosition, bool) {
 // after rules (which have checked the group they default from).
 var clientRules = []rule{
 	{field: "ClientID", when: func(c *Config) bool { return c.ClientID != "" }, ok: func(c *Config) bool { return printable(c.ClientID, 256) }},
-	{field: "Compression", ok: func(c *Config) bool { return oneOf(c.Compression, Compressions...) }},
 	{field: "Linger", ok: func(c *Config) bool { return within(c.Linger, 0, time.Minute) }},
 	// Unset (0): each topic's limit.
 	{field: "ProduceBatchMaxBytes", when: func(c *Config) bool { return c.ProduceBatchMaxBytes != 0 },

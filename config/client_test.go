@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // The Kafka client's settings at each documented bound, and each of
@@ -105,9 +106,9 @@ func TestClientSettingErrors(t *testing.T) {
 			}
 			setEnv(t, set)
 			c, err := config.Load("h")
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) {
-				t.Fatalf("Load = %+v, %v; want a *config.Error", c, err)
+				t.Fatalf("Load = %+v, %v; want a *settings.Error", c, err)
 			}
 			msg, name := err.Error(), config.EnvName(tt.tag)
 			if cerr.Var != name || !strings.Contains(msg, name+"="+strconv.Quote(tt.value)) || !strings.Contains(msg, tt.form) ||

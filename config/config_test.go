@@ -2,7 +2,6 @@ package config_test
 
 import (
 	"errors"
-	"net"
 	"os"
 	"reflect"
 	"slices"
@@ -11,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // clearEnv removes every PROCESSOR_* variable for the duration of the test,
@@ -285,7 +283,7 @@ func TestLoadReadsOnlyPrefixedVariables(t *testing.T) {
 	unsetenv(t, config.EnvName("GROUP"))
 	t.Setenv("GROUP", "other-group")
 	_, err = config.Load("h")
-	var cerr *config.Error
+	var cerr *settings.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_GROUP" || !cerr.Unset {
 		t.Errorf("Load with only GROUP set: err = %v, want PROCESSOR_GROUP unset", err)
 	}
@@ -351,7 +349,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "output topic equals an input topic", set: map[string]string{"OUTPUT_TOPIC": "refunds"}, wantVar: "OUTPUT_TOPIC",
 			wantValue: "refunds", wantForm: "not also in PROCESSOR_INPUT_TOPICS"},
 
-		// Values envconfig cannot parse (ParseError path).
+		// Values that do not parse.
 		{name: "unparsable commit interval", set: map[string]string{"COMMIT_INTERVAL": "fast"}, wantVar: "COMMIT_INTERVAL",
 			wantValue: "fast", wantForm: "a Go duration such as 100ms or 1s"},
 		{name: "duration without unit", set: map[string]string{"PROGRESS_INTERVAL": "5"}, wantVar: "PROGRESS_INTERVAL",
@@ -507,12 +505,12 @@ func TestLoadErrors(t *testing.T) {
 			if c != nil {
 				t.Errorf("Load returned a config along with the error: %+v", c)
 			}
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) {
-				t.Fatalf("error %v (%T) is not a *config.Error", err, err)
+				t.Fatalf("error %v (%T) is not a *settings.Error", err, err)
 			}
 			if err != error(cerr) {
-				t.Errorf("error is wrapped (%T), want the *config.Error itself", err)
+				t.Errorf("error is wrapped (%T), want the *settings.Error itself", err)
 			}
 			wantVar := config.EnvName(tt.wantVar)
 			if cerr.Var != wantVar {
@@ -524,7 +522,7 @@ func TestLoadErrors(t *testing.T) {
 			if !tt.unsetErr && cerr.Value != tt.wantValue {
 				t.Errorf("Value = %q, want %q", cerr.Value, tt.wantValue)
 			}
-			if cerr.Want == "" {
+			if cerr.Want.String() == "" {
 				t.Errorf("Want is empty")
 			}
 			msg := err.Error()
@@ -544,8 +542,8 @@ func TestLoadErrors(t *testing.T) {
 			if !strings.Contains(msg, tt.wantForm) {
 				t.Errorf("message %q does not contain the expected form %q", msg, tt.wantForm)
 			}
-			if !strings.Contains(msg, cerr.Want) {
-				t.Errorf("message %q does not contain Want %q", msg, cerr.Want)
+			if !strings.Contains(msg, cerr.Want.String()) {
+				t.Errorf("message %q does not contain Want %q", msg, cerr.Want.String())
 			}
 		})
 	}
@@ -560,23 +558,6 @@ func TestValidateEmbeddedSettingsIgnoredWhenOff(t *testing.T) {
 	}
 }
 
-func TestErrorMessage(t *testing.T) {
-	tests := []struct {
-		err  config.Error
-		want string
-	}{
-		{config.Error{Var: "PROCESSOR_GROUP", Unset: true, Want: "a group"}, "PROCESSOR_GROUP is not set: want a group"},
-		{config.Error{Var: "PROCESSOR_LOG_LEVEL", Value: "loud", Want: "one of debug, info"}, `PROCESSOR_LOG_LEVEL="loud" is invalid: want one of debug, info`},
-		{config.Error{Var: "PROCESSOR_X", Value: "a\nb", Want: "w"}, `PROCESSOR_X="a\nb" is invalid: want w`},
-		{config.Error{Var: "PROCESSOR_X", Value: "", Want: "w"}, `PROCESSOR_X="" is invalid: want w`},
-	}
-	for _, tt := range tests {
-		if got := tt.err.Error(); got != tt.want {
-			t.Errorf("Error() = %q, want %q", got, tt.want)
-		}
-	}
-}
-
 func TestEnvName(t *testing.T) {
 	if got := config.EnvName("GROUP"); got != "PROCESSOR_GROUP" {
 		t.Errorf("EnvName(GROUP) = %q", got)
@@ -587,281 +568,6 @@ func TestHostname(t *testing.T) {
 	if h := config.Hostname(); h == "" {
 		t.Error("Hostname is empty")
 	}
-}
-
-// jqSettings is a transform's settings struct, read the way the processor
-// reads them: Process(prefix, settings) with the prefix PROCESSOR_JQ or
-// PROCESSOR_JQ_SECOND.
-type jqSettings struct {
-	Filter  string        `envconfig:"FILTER" default:"." desc:"a jq filter, e.g. .payload | {id}"`
-	Timeout time.Duration `envconfig:"TIMEOUT" default:"1s" desc:"a Go duration such as 100ms, per record"`
-	Workers int           `envconfig:"WORKERS" default:"2" desc:"a number of workers from 1 to 64"`
-	Fields  []string      `envconfig:"FIELDS" desc:"comma-separated field names"`
-	// Without desc: the error describes the type.
-	Strict bool          `envconfig:"STRICT"`
-	Limit  int           `envconfig:"LIMIT"`
-	Wait   time.Duration `envconfig:"WAIT"`
-	Ratio  float64       `envconfig:"RATIO"`
-	// Preset is set by the Settings constructor and has no default tag.
-	Preset string `envconfig:"PRESET"`
-
-	unexported int //nolint:unused // envconfig must skip it
-}
-
-func newJQSettings() *jqSettings { return &jqSettings{Preset: "from-go"} }
-
-func TestProcessSettings(t *testing.T) {
-	tests := []struct {
-		name   string
-		prefix string
-		env    map[string]string // full names
-		want   jqSettings
-	}{
-		{
-			name:   "defaults",
-			prefix: "PROCESSOR_JQ",
-			want:   jqSettings{Filter: ".", Timeout: time.Second, Workers: 2, Preset: "from-go"},
-		},
-		{
-			name:   "every field set",
-			prefix: "PROCESSOR_JQ",
-			env: map[string]string{
-				"PROCESSOR_JQ_FILTER": ".a", "PROCESSOR_JQ_TIMEOUT": "250ms", "PROCESSOR_JQ_WORKERS": "8",
-				"PROCESSOR_JQ_FIELDS": "id,name", "PROCESSOR_JQ_STRICT": "true", "PROCESSOR_JQ_LIMIT": "-1",
-				"PROCESSOR_JQ_WAIT": "2m", "PROCESSOR_JQ_RATIO": "0.5", "PROCESSOR_JQ_PRESET": "from-env",
-			},
-			want: jqSettings{Filter: ".a", Timeout: 250 * time.Millisecond, Workers: 8, Fields: []string{"id", "name"},
-				Strict: true, Limit: -1, Wait: 2 * time.Minute, Ratio: 0.5, Preset: "from-env"},
-		},
-		{
-			name:   "an aliased entry reads only its own variables",
-			prefix: "PROCESSOR_JQ_SECOND",
-			env: map[string]string{
-				"PROCESSOR_JQ_FILTER": ".first", "PROCESSOR_JQ_WORKERS": "9",
-				"PROCESSOR_JQ_SECOND_FILTER": ".second",
-			},
-			want: jqSettings{Filter: ".second", Timeout: time.Second, Workers: 2, Preset: "from-go"},
-		},
-		{
-			name:   "the unaliased entry does not read the aliased variables",
-			prefix: "PROCESSOR_JQ",
-			env:    map[string]string{"PROCESSOR_JQ_SECOND_FILTER": ".second"},
-			want:   jqSettings{Filter: ".", Timeout: time.Second, Workers: 2, Preset: "from-go"},
-		},
-		{
-			name:   "unprefixed names are not read",
-			prefix: "PROCESSOR_JQ_SECOND",
-			env:    map[string]string{"FILTER": ".bare", "WORKERS": "7", "STRICT": "true", "PRESET": "bare", "TIMEOUT": "never"},
-			want:   jqSettings{Filter: ".", Timeout: time.Second, Workers: 2, Preset: "from-go"},
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clearEnv(t)
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			s := newJQSettings()
-			if err := config.Process(tt.prefix, s); err != nil {
-				t.Fatalf("Process: %v", err)
-			}
-			if !reflect.DeepEqual(*s, tt.want) {
-				t.Errorf("settings:\n got %+v\nwant %+v", *s, tt.want)
-			}
-		})
-	}
-}
-
-func TestProcessSettingsErrors(t *testing.T) {
-	tests := []struct {
-		name     string
-		prefix   string
-		key      string // full variable name
-		value    string
-		wantWant string // the exact expected form
-	}{
-		{"desc of a duration is quoted", "PROCESSOR_JQ", "PROCESSOR_JQ_TIMEOUT", "soon", "a Go duration such as 100ms, per record"},
-		{"desc of an int is quoted", "PROCESSOR_JQ_SECOND", "PROCESSOR_JQ_SECOND_WORKERS", "many", "a number of workers from 1 to 64"},
-		{"bool without desc", "PROCESSOR_JQ", "PROCESSOR_JQ_STRICT", "yes please", "true or false"},
-		{"duration without desc", "PROCESSOR_JQ", "PROCESSOR_JQ_WAIT", "10", "a Go duration such as 250ms or 6s"},
-		{"int without desc", "PROCESSOR_JQ", "PROCESSOR_JQ_LIMIT", "ten", "a value of type int"},
-		{"float without desc", "PROCESSOR_JQ", "PROCESSOR_JQ_RATIO", "half", "a value of type float64"},
-		{"empty value", "PROCESSOR_JQ", "PROCESSOR_JQ_TIMEOUT", "", "a Go duration such as 100ms, per record"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clearEnv(t)
-			t.Setenv(tt.key, tt.value)
-			err := config.Process(tt.prefix, newJQSettings())
-			var cerr *config.Error
-			if !errors.As(err, &cerr) {
-				t.Fatalf("Process error %v (%T) is not a *config.Error", err, err)
-			}
-			want := config.Error{Var: tt.key, Value: tt.value, Want: tt.wantWant}
-			if *cerr != want {
-				t.Errorf("error = %+v, want %+v", *cerr, want)
-			}
-			msg := err.Error()
-			wantMsg := tt.key + "=" + strconv.Quote(tt.value) + " is invalid: want " + tt.wantWant
-			if msg != wantMsg {
-				t.Errorf("message = %q, want %q", msg, wantMsg)
-			}
-			if strings.ContainsAny(msg, "\r\n") {
-				t.Errorf("message is not one line: %q", msg)
-			}
-		})
-	}
-}
-
-func TestProcessInvalidSpec(t *testing.T) {
-	clearEnv(t)
-	err := config.Process("PROCESSOR_JQ", jqSettings{})
-	if err == nil {
-		t.Fatal("Process of a non-pointer succeeded")
-	}
-	if !errors.Is(err, envconfig.ErrInvalidSpecification) {
-		t.Errorf("error %v does not wrap envconfig.ErrInvalidSpecification", err)
-	}
-	if !strings.Contains(err.Error(), "PROCESSOR_JQ_*") {
-		t.Errorf("error %q does not name the prefix", err)
-	}
-}
-
-func TestProcessNoSettings(t *testing.T) {
-	clearEnv(t)
-	var empty struct{}
-	if err := config.Process("PROCESSOR_IDENTITY", &empty); err != nil {
-		t.Fatalf("Process of an empty struct: %v", err)
-	}
-}
-
-// The types below exercise every shape of settings struct envconfig
-// supports, to check that Process reads them as envconfig.Process does
-// (apart from never falling back to unprefixed names).
-
-type endpoint struct {
-	Host string `envconfig:"HOST" default:"localhost"`
-	Port int    `envconfig:"PORT"`
-}
-
-type Shared struct {
-	Shared string `envconfig:"SHARED"`
-}
-
-// level parses itself with envconfig's Setter interface.
-type level int
-
-func (l *level) Set(s string) error {
-	switch s {
-	case "low":
-		*l = 1
-	case "high":
-		*l = 2
-	default:
-		return errors.New("want low or high")
-	}
-	return nil
-}
-
-type shapes struct {
-	Shared                      // embedded: PREFIX_SHARED
-	Name     string             // untagged: PREFIX_NAME
-	MaxItems int                `split_words:"true"` // PREFIX_MAX_ITEMS
-	Target   endpoint           `envconfig:"TARGET"` // PREFIX_TARGET_HOST
-	Backup   *endpoint          // PREFIX_BACKUP_HOST
-	Plain    endpoint           // PREFIX_PLAIN_HOST
-	Labels   map[string]int     `envconfig:"LABELS"`
-	Addr     net.IP             `envconfig:"ADDR"` // TextUnmarshaler
-	Since    time.Time          `envconfig:"SINCE"`
-	Level    level              `envconfig:"LEVEL"`
-	Count    *int               `envconfig:"COUNT"`
-	Skip     string             `envconfig:"SKIP" ignored:"true"`
-	Must     string             `envconfig:"MUST" required:"true"`
-	Weights  map[string]float64 `envconfig:"WEIGHTS" default:"a:0.5"`
-}
-
-func TestProcessMatchesEnvconfig(t *testing.T) {
-	full := map[string]string{
-		"PROCESSOR_P_SHARED": "s", "PROCESSOR_P_NAME": "n", "PROCESSOR_P_MAX_ITEMS": "7",
-		"PROCESSOR_P_TARGET_HOST": "t", "PROCESSOR_P_TARGET_PORT": "1", "PROCESSOR_P_BACKUP_HOST": "b",
-		"PROCESSOR_P_PLAIN_PORT": "3", "PROCESSOR_P_LABELS": "x:1,y:2", "PROCESSOR_P_ADDR": "10.0.0.1",
-		"PROCESSOR_P_SINCE": "2024-01-02T03:04:05Z", "PROCESSOR_P_LEVEL": "high", "PROCESSOR_P_COUNT": "4",
-		"PROCESSOR_P_SKIP": "no", "PROCESSOR_P_MUST": "m", "PROCESSOR_P_WEIGHTS": "b:2",
-	}
-	tests := []struct {
-		name string
-		env  map[string]string
-	}{
-		{"every variable set", full},
-		{"only the required one", map[string]string{"PROCESSOR_P_MUST": "m"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clearEnv(t)
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			var got, want shapes
-			got.Skip, want.Skip = "kept", "kept"
-			if err := envconfig.Process("PROCESSOR_P", &want); err != nil {
-				t.Fatalf("envconfig.Process: %v", err)
-			}
-			if err := config.Process("PROCESSOR_P", &got); err != nil {
-				t.Fatalf("Process: %v", err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("Process and envconfig.Process differ:\n got %+v\nwant %+v", got, want)
-			}
-		})
-	}
-}
-
-func TestProcessShapesErrors(t *testing.T) {
-	tests := []struct {
-		name     string
-		env      map[string]string
-		wantVar  string
-		wantWant string
-	}{
-		{"nested field", map[string]string{"PROCESSOR_P_TARGET_PORT": "x"}, "PROCESSOR_P_TARGET_PORT", "a value of type int"},
-		{"pointer to nested struct", map[string]string{"PROCESSOR_P_BACKUP_PORT": "x"}, "PROCESSOR_P_BACKUP_PORT", "a value of type int"},
-		{"setter", map[string]string{"PROCESSOR_P_LEVEL": "medium"}, "PROCESSOR_P_LEVEL", "a value of type config_test.level"},
-		{"text unmarshaler", map[string]string{"PROCESSOR_P_ADDR": "not-an-ip"}, "PROCESSOR_P_ADDR", "a value of type net.IP"},
-		{"split words", map[string]string{"PROCESSOR_P_MAX_ITEMS": "x"}, "PROCESSOR_P_MAX_ITEMS", "a value of type int"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clearEnv(t)
-			t.Setenv("PROCESSOR_P_MUST", "m")
-			for k, v := range tt.env {
-				t.Setenv(k, v)
-			}
-			var s shapes
-			err := config.Process("PROCESSOR_P", &s)
-			var cerr *config.Error
-			if !errors.As(err, &cerr) {
-				t.Fatalf("error %v (%T) is not a *config.Error", err, err)
-			}
-			if cerr.Var != tt.wantVar || cerr.Want != tt.wantWant || cerr.Value != tt.env[tt.wantVar] {
-				t.Errorf("error = %+v, want Var %s, Value %q, Want %q", *cerr, tt.wantVar, tt.env[tt.wantVar], tt.wantWant)
-			}
-		})
-	}
-
-	t.Run("required unset", func(t *testing.T) {
-		clearEnv(t)
-		t.Setenv("MUST", "bare names do not count")
-		var s shapes
-		err := config.Process("PROCESSOR_P", &s)
-		if err == nil || !strings.Contains(err.Error(), "PROCESSOR_P_MUST") {
-			t.Errorf("error = %v, want one naming PROCESSOR_P_MUST", err)
-		}
-	})
-	t.Run("nil pointer", func(t *testing.T) {
-		if err := config.Process("PROCESSOR_P", (*shapes)(nil)); !errors.Is(err, envconfig.ErrInvalidSpecification) {
-			t.Errorf("error = %v, want ErrInvalidSpecification", err)
-		}
-	})
 }
 
 func TestVarsNamesEveryVariable(t *testing.T) {

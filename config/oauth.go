@@ -39,7 +39,6 @@ var oauthRules = []rule{
 	{field: "SASLOAuthClientID", when: oauthSASL, ok: func(c *Config) bool { return printable(c.SASLOAuthClientID, 1024) }},
 	{field: "SASLOAuthClientSecretFile", when: oauthSASL, unset: true, ok: func(c *Config) bool { return c.SASLOAuthClientSecretFile != "" },
 		form: oauthNeeds},
-	{field: "SASLOAuthClientAuth", ok: func(c *Config) bool { return oneOf(c.SASLOAuthClientAuth, "basic", "post") }},
 	{field: "SASLOAuthCAFile", when: func(c *Config) bool { return oauthSASL(c) && c.SASLOAuthCAFile != "" },
 		ok:   func(c *Config) bool { return strings.HasPrefix(c.SASLOAuthTokenURL, "https://") },
 		form: fixed("unset with an http PROCESSOR_SASL_OAUTH_TOKEN_URL (a CA is for https), or an https token URL")},

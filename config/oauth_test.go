@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // oauthEnv is a complete OAUTHBEARER setting, by tag, with kv over it.
@@ -87,9 +88,9 @@ func TestLoadOAuthErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			setEnv(t, tt.set, tt.unset...)
 			c, err := config.Load("h")
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) {
-				t.Fatalf("Load = %+v, %v: want a *config.Error", c, err)
+				t.Fatalf("Load = %+v, %v: want a *settings.Error", c, err)
 			}
 			msg, wantVar := err.Error(), config.EnvName(tt.wantVar)
 			if cerr.Var != wantVar || strings.ContainsAny(msg, "\r\n") {

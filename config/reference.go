@@ -1,10 +1,9 @@
 package config
 
-import "reflect"
-
 // Var is one environment variable of the core settings in the configuration
 // reference (what `processor config` prints and docs/configuration.md is
-// generated from). Every field comes from the tags of a Config field.
+// generated from). Every field comes from the declaration of a Config
+// field.
 type Var struct {
 	// Name is the full variable name, e.g. PROCESSOR_COMMIT_INTERVAL.
 	Name string
@@ -20,16 +19,14 @@ type Var struct {
 }
 
 // Reference lists every variable Config reads, in the order of Config's
-// fields. It is built from their tags (envconfig, default, desc, doc), so
-// it cannot drift from what Load reads. Each call returns a new slice.
+// fields. It is built from their declarations (Fields: setting, default,
+// form, doc), so it cannot drift from what Load reads. Each call returns a
+// new slice.
 func Reference() []Var {
-	t := reflect.TypeFor[Config]()
-	vars := make([]Var, 0, t.NumField())
-	for i := range t.NumField() {
-		tag := t.Field(i).Tag
-		if name := tag.Get("envconfig"); name != "" {
-			vars = append(vars, Var{Name: EnvName(name), Default: tag.Get("default"), Form: tag.Get("desc"), Doc: tag.Get("doc")})
-		}
+	fields := Fields()
+	vars := make([]Var, len(fields))
+	for i, f := range fields {
+		vars[i] = Var{Name: EnvName(f.Name), Default: f.Default, Form: f.Form, Doc: f.Doc}
 	}
 	return vars
 }

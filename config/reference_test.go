@@ -1,12 +1,15 @@
 package config_test
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/schema"
+	"github.com/streamproc/processor/settings"
 )
 
 // Every Config field is documented: a variable name, a form that error
@@ -15,7 +18,7 @@ func TestEveryFieldIsDocumented(t *testing.T) {
 	typ := reflect.TypeFor[config.Config]()
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		for _, key := range []string{"envconfig", "desc", "doc"} {
+		for _, key := range []string{"setting", "form", "doc"} {
 			if strings.TrimSpace(f.Tag.Get(key)) == "" {
 				t.Errorf("Config.%s has no %s tag", f.Name, key)
 			}
@@ -36,7 +39,7 @@ func TestReferenceMatchesConfigAndVars(t *testing.T) {
 	}
 	for i, v := range ref {
 		tag := typ.Field(i).Tag
-		want := config.Var{Name: config.EnvName(tag.Get("envconfig")), Default: tag.Get("default"), Form: tag.Get("desc"), Doc: tag.Get("doc")}
+		want := config.Var{Name: config.EnvName(tag.Get("setting")), Default: tag.Get("default"), Form: tag.Get("form"), Doc: tag.Get("doc")}
 		if v != want {
 			t.Errorf("Reference()[%d] = %+v, want %+v", i, v, want)
 		}
@@ -86,5 +89,55 @@ func TestReferenceDefaultsAreTheDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(setLoaded, unsetLoaded) {
 		t.Errorf("defaults set explicitly:\n got %+v\nwant %+v", setLoaded, unsetLoaded)
+	}
+}
+
+// A setting of declared choices takes only those, and its form, which the
+// reference and the errors show, names every one of them; the formats are
+// those package schema knows, not a list of config's own.
+func TestChoicesAreDeclaredAndShown(t *testing.T) {
+	declared := map[string][]string{}
+	for _, f := range config.Fields() {
+		if f.Choices == nil {
+			continue
+		}
+		declared[f.Name] = f.Choices
+		for _, c := range f.Choices {
+			if !strings.Contains(f.Form, c) {
+				t.Errorf("%s: form %q does not name the choice %q", config.EnvName(f.Name), f.Form, c)
+			}
+		}
+	}
+	for _, name := range []string{"LOG_LEVEL", "LOG_FORMAT", "ON_ERROR", "GUARANTEE", "ORDERING", "COMPRESSION", "SASL_MECHANISM",
+		"SASL_OAUTH_CLIENT_AUTH", "KEY_SUBJECT_STRATEGY", "VALUE_SUBJECT_STRATEGY"} {
+		if declared[name] == nil {
+			t.Errorf("%s declares no choices", config.EnvName(name))
+		}
+	}
+	for _, name := range []string{"KEY_FORMAT", "VALUE_FORMAT", "OUTPUT_KEY_FORMAT", "OUTPUT_VALUE_FORMAT"} {
+		if !slices.Equal(declared[name], schema.Raw.Choices()) {
+			t.Errorf("%s takes %q, want schema's formats %q", config.EnvName(name), declared[name], schema.Raw.Choices())
+		}
+	}
+	if !slices.Equal(config.Compressions, declared["COMPRESSION"]) || !slices.Equal(config.SASLMechanisms, declared["SASL_MECHANISM"]) {
+		t.Errorf("Compressions %q, SASLMechanisms %q: want the declared choices", config.Compressions, config.SASLMechanisms)
+	}
+}
+
+// A value outside the choices is refused, naming the variable and quoting
+// the form; an optional setting without a default takes the empty value as
+// unset.
+func TestChoicesRefuseOtherValues(t *testing.T) {
+	for name, value := range map[string]string{"KEY_FORMAT": "json", "OUTPUT_VALUE_FORMAT": "Avro", "LOG_LEVEL": "", "SASL_MECHANISM": "plain"} {
+		setEnv(t, map[string]string{name: value})
+		_, err := config.Load("h")
+		var se *settings.Error
+		if !errors.As(err, &se) || se.Var != config.EnvName(name) || se.Value != value {
+			t.Errorf("%s=%q: %v, want the error of %s", name, value, err, config.EnvName(name))
+		}
+	}
+	setEnv(t, map[string]string{"SASL_MECHANISM": "", "OUTPUT_KEY_FORMAT": ""})
+	if c, err := config.Load("h"); err != nil || c.SASLMechanism != "" || c.OutputKeyFormatOrDefault() != schema.Raw {
+		t.Errorf("empty optional choices: %+v, %v", c, err)
 	}
 }

@@ -15,8 +15,8 @@ func TestRulesNameConfigFields(t *testing.T) {
 			t.Errorf("rules[%d] names no Config field: %q", i, r.field)
 			continue
 		}
-		if f.Tag.Get("envconfig") == "" || f.Tag.Get("desc") == "" {
-			t.Errorf("rules[%d]: Config.%s lacks an envconfig or desc tag", i, r.field)
+		if f.Tag.Get("setting") == "" || f.Tag.Get("form") == "" {
+			t.Errorf("rules[%d]: Config.%s lacks a setting or form tag", i, r.field)
 		}
 		if r.ok == nil {
 			t.Errorf("rules[%d] (%s) has no check", i, r.field)

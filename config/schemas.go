@@ -4,20 +4,20 @@ import (
 	"net/url"
 	"slices"
 	"time"
+
+	"github.com/streamproc/processor/schema"
 )
 
-// Formats are the values of the PROCESSOR_*_FORMAT settings: raw bytes,
-// or the Schema Registry wire format of each schema type.
-var Formats = []string{"raw", "avro", "protobuf", "json_schema"}
-
-// SubjectStrategies are the values of PROCESSOR_KEY_SUBJECT_STRATEGY and
-// PROCESSOR_VALUE_SUBJECT_STRATEGY, Confluent's subject name strategies:
-// TopicNameStrategy, RecordNameStrategy, TopicRecordNameStrategy.
-var SubjectStrategies = []string{"topic", "record", "topic_record"}
+// The values of the PROCESSOR_*_FORMAT settings are the formats package
+// schema knows (schema.Format declares them): raw bytes, or the Schema
+// Registry wire format of each schema type. The values of
+// PROCESSOR_KEY_SUBJECT_STRATEGY and PROCESSOR_VALUE_SUBJECT_STRATEGY are
+// Confluent's subject name strategies: TopicNameStrategy,
+// RecordNameStrategy, TopicRecordNameStrategy.
 
 // OutputKeyFormatOrDefault is PROCESSOR_OUTPUT_KEY_FORMAT, or the input
 // keys' format when it is unset.
-func (c *Config) OutputKeyFormatOrDefault() string {
+func (c *Config) OutputKeyFormatOrDefault() schema.Format {
 	if c.OutputKeyFormat == "" {
 		return c.KeyFormat
 	}
@@ -26,7 +26,7 @@ func (c *Config) OutputKeyFormatOrDefault() string {
 
 // OutputValueFormatOrDefault is PROCESSOR_OUTPUT_VALUE_FORMAT, or the
 // input values' format when it is unset.
-func (c *Config) OutputValueFormatOrDefault() string {
+func (c *Config) OutputValueFormatOrDefault() schema.Format {
 	if c.OutputValueFormat == "" {
 		return c.ValueFormat
 	}
@@ -36,8 +36,8 @@ func (c *Config) OutputValueFormatOrDefault() string {
 // UsesSchemaRegistry reports whether a key or value format, of the input
 // or the output, is one the Schema Registry serves.
 func (c *Config) UsesSchemaRegistry() bool {
-	for _, f := range []string{c.KeyFormat, c.ValueFormat, c.OutputKeyFormatOrDefault(), c.OutputValueFormatOrDefault()} {
-		if f != "raw" {
+	for _, f := range []schema.Format{c.KeyFormat, c.ValueFormat, c.OutputKeyFormatOrDefault(), c.OutputValueFormatOrDefault()} {
+		if f != schema.Raw {
 			return true
 		}
 	}
@@ -60,12 +60,6 @@ func (c *Config) DropSchemas() {
 // schemaRules are Validate's checks of the formats and the Schema
 // Registry, made after rules.
 var schemaRules = []rule{
-	{field: "KeyFormat", ok: func(c *Config) bool { return oneOf(c.KeyFormat, Formats...) }},
-	{field: "ValueFormat", ok: func(c *Config) bool { return oneOf(c.ValueFormat, Formats...) }},
-	{field: "OutputKeyFormat", when: func(c *Config) bool { return c.OutputKeyFormat != "" },
-		ok: func(c *Config) bool { return oneOf(c.OutputKeyFormat, Formats...) }},
-	{field: "OutputValueFormat", when: func(c *Config) bool { return c.OutputValueFormat != "" },
-		ok: func(c *Config) bool { return oneOf(c.OutputValueFormat, Formats...) }},
 	// Rows in a database are JSON: a sink other than kafka takes the
 	// chain's JSON as it is.
 	{field: "OutputValueFormat", when: otherSink, ok: func(c *Config) bool { return c.OutputValueFormatOrDefault() == "raw" },
@@ -84,8 +78,6 @@ var schemaRules = []rule{
 	{field: "OutputValueSchemaFile", when: rawOutputValue, ok: func(c *Config) bool { return c.OutputValueSchemaFile == "" }, form: needsOutputValueFormat},
 	{field: "OutputValueMessage", when: func(c *Config) bool { return c.OutputValueFormatOrDefault() != "protobuf" },
 		ok: func(c *Config) bool { return c.OutputValueMessage == "" }, form: fixed("unset unless the output values are protobuf")},
-	{field: "KeySubjectStrategy", ok: func(c *Config) bool { return oneOf(c.KeySubjectStrategy, SubjectStrategies...) }},
-	{field: "ValueSubjectStrategy", ok: func(c *Config) bool { return oneOf(c.ValueSubjectStrategy, SubjectStrategies...) }},
 	{field: "KeySubjectStrategy", when: func(c *Config) bool { return byRecord(c.KeySubjectStrategy) && rawOutputKey(c) },
 		ok: func(*Config) bool { return false }, form: strategyNeedsFormat("keys", "KEY")},
 	{field: "ValueSubjectStrategy", when: func(c *Config) bool { return byRecord(c.ValueSubjectStrategy) && rawOutputValue(c) },
@@ -183,7 +175,7 @@ func strategyNeedsType(part, tag string) func(*Config, string) string {
 		if tag == "KEY" {
 			in, out = c.KeyFormat, c.OutputKeyFormatOrDefault()
 		}
-		return "topic, or PROCESSOR_OUTPUT_" + tag + "_SCHEMA_FILE set, while the output " + part + " (" + out + ") are not of the input's format (" + in +
+		return "topic, or PROCESSOR_OUTPUT_" + tag + "_SCHEMA_FILE set, while the output " + part + " (" + string(out) + ") are not of the input's format (" + string(in) +
 			"): without a schema file an output's record type is its input's, which only an input of the output's format has"
 	}
 }

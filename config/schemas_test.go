@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // The format and Schema Registry settings: each mistake is one *Error
@@ -61,9 +62,9 @@ func TestSchemaSettings(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			setEnv(t, tt.set)
 			_, err := config.Load("h")
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) {
-				t.Fatalf("Load() = %v, want a *config.Error", err)
+				t.Fatalf("Load() = %v, want a *settings.Error", err)
 			}
 			msg := err.Error()
 			if cerr.Var != config.EnvName(tt.wantVar) || cerr.Unset != tt.unset || !strings.Contains(msg, tt.wantForm) || strings.Contains(msg, "\n") {
@@ -101,7 +102,7 @@ func TestSchemaSettings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load() = %v", err)
 			}
-			if k, v := c.OutputKeyFormatOrDefault(), c.OutputValueFormatOrDefault(); k != tt.key || v != tt.value || c.UsesSchemaRegistry() != tt.usesRegistry {
+			if k, v := c.OutputKeyFormatOrDefault(), c.OutputValueFormatOrDefault(); string(k) != tt.key || string(v) != tt.value || c.UsesSchemaRegistry() != tt.usesRegistry {
 				t.Errorf("output formats %s, %s, registry %v; want %s, %s, %v", k, v, c.UsesSchemaRegistry(), tt.key, tt.value, tt.usesRegistry)
 			}
 		})

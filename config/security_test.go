@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // password is a value no message may quote.
@@ -104,9 +105,9 @@ func TestLoadSecurityErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Load succeeded with %+v, want an error naming %s", c, config.EnvName(tt.wantVar))
 			}
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) || err != error(cerr) {
-				t.Fatalf("error %v (%T) is not a *config.Error", err, err)
+				t.Fatalf("error %v (%T) is not a *settings.Error", err, err)
 			}
 			msg := err.Error()
 			wantVar := config.EnvName(tt.wantVar)
@@ -171,13 +172,13 @@ func TestSecretIsNeverShown(t *testing.T) {
 			t.Errorf("%s shows no placeholder: %s", name, s)
 		}
 	}
-	if s := config.Secret("").String(); s != "" {
+	if s := settings.Secret("").String(); s != "" {
 		t.Errorf("an empty secret shows %q, want nothing", s)
 	}
 }
 
 func TestSecretErrorMessage(t *testing.T) {
-	e := &config.Error{Var: "PROCESSOR_SASL_PASSWORD", Value: password, Secret: true, Want: "w"}
+	e := &settings.Error{Var: "PROCESSOR_SASL_PASSWORD", Value: password, Secret: true, Want: settings.Say("w")}
 	if got, want := e.Error(), "PROCESSOR_SASL_PASSWORD is invalid (its value is not shown): want w"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}

@@ -13,10 +13,13 @@ import (
 
 	"github.com/streamproc/processor/internal/registry"
 	"github.com/streamproc/processor/internal/topic"
+	"github.com/streamproc/processor/settings"
 )
 
 // Validate checks every setting and the relations between them, rule by
-// rule in the order of rules. It returns the first problem as an *Error.
+// rule in the order of rules. It returns the first problem as a
+// *settings.Error naming the variable. (A value that is not one of a
+// setting's declared choices Read has refused already.)
 func (c *Config) Validate() error {
 	for _, rs := range [][]rule{rules, oauthRules, schemaRules, clientRules} {
 		for _, r := range rs {
@@ -32,8 +35,8 @@ func (c *Config) Validate() error {
 // others. Its error names the variable of field, quotes that field's value
 // (unless unset) and gives the expected form.
 type rule struct {
-	// field is the Config field the rule is about: its envconfig tag is the
-	// variable the error names, its desc tag the expected form.
+	// field is the Config field the rule is about: its setting tag names
+	// the variable the error names, its form tag the expected form.
 	field string
 	// when limits the rule to the configurations it applies to; nil: all.
 	when func(c *Config) bool
@@ -41,7 +44,7 @@ type rule struct {
 	ok func(c *Config) bool
 	// unset makes a failure mean that the variable is required but not set.
 	unset bool
-	// form gives the expected form from the field's desc tag; nil: desc.
+	// form gives the expected form from the field's form tag; nil: form.
 	form func(c *Config, desc string) string
 }
 
@@ -69,7 +72,6 @@ var rules = []rule{
 		ok: func(c *Config) bool { return c.TLSKeyFile != "" }, form: note(" (PROCESSOR_TLS_CERT_FILE needs its key)")},
 	{field: "TLSCertFile", when: func(c *Config) bool { return c.TLSKeyFile != "" }, unset: true,
 		ok: func(c *Config) bool { return c.TLSCertFile != "" }, form: note(" (PROCESSOR_TLS_KEY_FILE is the key of a certificate)")},
-	{field: "SASLMechanism", when: hasSASL, ok: func(c *Config) bool { return oneOf(c.SASLMechanism, SASLMechanisms...) }},
 	{field: "SASLUsername", when: passwordSASL, unset: true, ok: func(c *Config) bool { return c.SASLUsername != "" },
 		form: note(" (PROCESSOR_SASL_MECHANISM needs one)")},
 	{field: "SASLPassword", when: passwordSASL, unset: true, ok: func(c *Config) bool { return c.SASLPassword != "" || c.SASLPasswordFile != "" },
@@ -116,13 +118,9 @@ var rules = []rule{
 
 	// Serving and logging.
 	{field: "HTTPAddr", ok: func(c *Config) bool { return checkHostPort(c.HTTPAddr, true) == nil }},
-	{field: "LogLevel", ok: func(c *Config) bool { return oneOf(c.LogLevel, "debug", "info", "warn", "error") }},
 	{field: "StatusHistory", ok: func(c *Config) bool { return within(c.StatusHistory, time.Minute, 24*time.Hour) }},
-	{field: "LogFormat", ok: func(c *Config) bool { return oneOf(c.LogFormat, "json", "text") }},
 
 	// Records that fail.
-	{field: "OnError", ok: func(c *Config) bool { return oneOf(c.OnError, "fail", "dlq", "skip") }},
-	{field: "Guarantee", ok: func(c *Config) bool { return oneOf(c.Guarantee, "exactly_once", "at_least_once") }},
 	{field: "DLQTopic", when: func(c *Config) bool { return c.OnError == "dlq" && kafkaSink(c) }, unset: true,
 		ok: func(c *Config) bool { return c.DLQTopic != "" }, form: note(" (PROCESSOR_ON_ERROR=dlq needs one)")},
 	{field: "DLQTopic", when: hasDLQ, ok: func(c *Config) bool { return topic.Valid(c.DLQTopic) }, form: note(topicNote)},
@@ -143,7 +141,6 @@ var rules = []rule{
 	{field: "MaxFutureSkew", ok: func(c *Config) bool { return c.MaxFutureSkew >= time.Second && c.MaxFutureSkew <= 8760*time.Hour }},
 	{field: "MaxCrashAttempts", ok: func(c *Config) bool { return within(c.MaxCrashAttempts, 0, 1000) }},
 	{field: "Workers", ok: func(c *Config) bool { return within(c.Workers, 0, 256) }},
-	{field: "Ordering", ok: func(c *Config) bool { return oneOf(c.Ordering, "partition", "key") }},
 	// The transaction timeout is positive by now, so 0 (no deadline) passes.
 	{field: "TransformTimeout", ok: func(c *Config) bool { return c.TransformTimeout >= 0 && c.TransformTimeout < c.TransactionTimeout },
 		form: note(", below PROCESSOR_TRANSACTION_TIMEOUT")},
@@ -152,8 +149,19 @@ var rules = []rule{
 	{field: "ProgressInterval", ok: func(c *Config) bool { return c.ProgressInterval >= 0 }},
 }
 
-// SASLMechanisms are the values PROCESSOR_SASL_MECHANISM takes.
-var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", OAuthBearer}
+// SASLMechanisms are the values PROCESSOR_SASL_MECHANISM takes, as it
+// declares them.
+var SASLMechanisms = choices("SASL_MECHANISM")
+
+// choices returns the declared choices of setting.
+func choices(setting string) []string {
+	for _, f := range Fields() {
+		if f.Name == setting {
+			return f.Choices
+		}
+	}
+	panic("config: no setting " + setting)
+}
 
 // needsTLS is the form of a TLS setting made while TLS is off.
 func needsTLS(*Config, string) string {
@@ -169,15 +177,16 @@ func needsSASL(*Config, string) string {
 // refuses.
 const topicNote = " (topic names use only a-z A-Z 0-9 . _ -, at most 249 characters)"
 
-// failure is the *Error that reports r failing on c.
-func (r rule) failure(c *Config) *Error {
+// failure is the *settings.Error that reports r failing on c.
+func (r rule) failure(c *Config) *settings.Error {
 	f, _ := reflect.TypeFor[Config]().FieldByName(r.field)
-	e := &Error{Var: EnvName(f.Tag.Get("envconfig")), Unset: r.unset, Want: f.Tag.Get("desc")}
+	name, want := f.Tag.Get("setting"), f.Tag.Get("form")
 	if r.form != nil {
-		e.Want = r.form(c, e.Want)
+		want = r.form(c, want)
 	}
+	e := &settings.Error{Field: name, Var: EnvName(name), Unset: r.unset, Want: settings.Say(want)}
 	switch {
-	case f.Type == reflect.TypeFor[Secret]():
+	case f.Type == reflect.TypeFor[settings.Secret]():
 		e.Secret = !r.unset // never quoted
 	case !r.unset:
 		e.Value = show(reflect.ValueOf(c).Elem().FieldByIndex(f.Index).Interface())
@@ -220,9 +229,6 @@ func noSASL(c *Config) bool    { return c.SASLMechanism == "" }
 
 // within reports whether v is not outside lo..hi. A NaN is not outside.
 func within[T cmp.Ordered](v, lo, hi T) bool { return !(v < lo || v > hi) }
-
-// oneOf reports whether v is one of the choices.
-func oneOf(v string, choices ...string) bool { return slices.Contains(choices, v) }
 
 // all reports whether ok holds for every element of list.
 func all(list []string, ok func(string) bool) bool {

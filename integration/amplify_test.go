@@ -11,6 +11,7 @@ import (
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/jq"
 )
@@ -75,10 +76,10 @@ func TestAmplifyingRecordDeadLettered(t *testing.T) {
 		if string(d.Value) != big.String() {
 			t.Errorf("the dead letter's value is %d bytes, want the order as it arrived (%d bytes)", len(d.Value), big.Len())
 		}
-		if msg := headerValue(d, pipeline.HeaderError); !strings.Contains(msg, "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=4MiB") {
+		if msg := headerValue(d, record.HeaderError); !strings.Contains(msg, "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=4MiB") {
 			t.Errorf("the dead letter's error %q does not name the byte limit", msg)
 		}
-		if got := headerValue(d, pipeline.HeaderErrorTransform); got != "jq" {
+		if got := headerValue(d, record.HeaderErrorTransform); got != "jq" {
 			t.Errorf("the dead letter's stage is %q, want jq", got)
 		}
 		outs := tg.readAll(t, out, true)

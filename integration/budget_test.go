@@ -24,6 +24,7 @@ import (
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -237,7 +238,7 @@ func TestWatchdogShortensTransactions(t *testing.T) {
 				if load {
 					defer budgetBusy(1)()
 				}
-				chain := budgetChain(t, "slow", func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+				chain := budgetChain(t, "slow", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 					time.Sleep(perRecord)
 					r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
 					return append(out, r), nil
@@ -295,7 +296,7 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 		tg.createTopics(t, 2, in.topic, out, dlq)
 		tg.produce(t, in, 0, in.n)
 		var slowCalls atomic.Int32
-		chain := budgetChain(t, "slow", func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := budgetChain(t, "slow", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if src.Partition == 0 && src.Offset == 5 {
 				slowCalls.Add(1)
 				tm := time.NewTimer(300 * time.Millisecond)
@@ -331,11 +332,11 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 		if src, ok := check.Lineage(d); !ok || src != (check.Input{Topic: in.topic, Partition: 0, Offset: 5}) {
 			t.Errorf("the dead letter is of %+v (lineage headers found: %v), want %s partition 0 offset 5", src, ok, in.topic)
 		}
-		if msg := headerValue(d, pipeline.HeaderError); !strings.Contains(msg, "did not finish within") || !strings.Contains(msg, "PROCESSOR_TRANSFORM_TIMEOUT") {
-			t.Errorf("the dead letter's %s is %q, want it to say the record did not finish within its limit, naming the setting", pipeline.HeaderError, msg)
+		if msg := headerValue(d, record.HeaderError); !strings.Contains(msg, "did not finish within") || !strings.Contains(msg, "PROCESSOR_TRANSFORM_TIMEOUT") {
+			t.Errorf("the dead letter's %s is %q, want it to say the record did not finish within its limit, naming the setting", record.HeaderError, msg)
 		}
-		if got := headerValue(d, pipeline.HeaderErrorTransform); got != "slow" {
-			t.Errorf("the dead letter's %s is %q, want slow", pipeline.HeaderErrorTransform, got)
+		if got := headerValue(d, record.HeaderErrorTransform); got != "slow" {
+			t.Errorf("the dead letter's %s is %q, want slow", record.HeaderErrorTransform, got)
 		}
 		if got := testutil.ToFloat64(a.pm.DLQ); got != 1 {
 			t.Errorf("records_dlq_total = %v, want 1", got)
@@ -389,7 +390,7 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 		tg.produce(t, in, 0, in.n)
 		var attempts atomic.Int32
 		var slowed [5]atomic.Bool
-		chain := budgetChain(t, "flaky", func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := budgetChain(t, "flaky", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if src.Offset < 5 && !slowed[src.Offset].Swap(true) {
 				time.Sleep(budget / 7) // the first time: together they use most of the budget
 			}
@@ -420,7 +421,7 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 		t.Logf("%s: the flaky record was tried %d times; retries %v; aborts: %s", tg.Name, attempts.Load(),
 			testutil.ToFloat64(a.pm.Retries), budgetAborts(a.tm))
 		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
-			t.Errorf("%d dead letters, want none; the first says %q", len(dead), headerValue(dead[0], pipeline.HeaderError))
+			t.Errorf("%d dead letters, want none; the first says %q", len(dead), headerValue(dead[0], record.HeaderError))
 		}
 		if got := testutil.ToFloat64(a.pm.DLQ); got != 0 {
 			t.Errorf("records_dlq_total = %v, want 0", got)
@@ -491,7 +492,7 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 		var mu sync.Mutex
 		visits := map[int64]int{}
 		var waits []string
-		chain := budgetChain(t, "block", func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := budgetChain(t, "block", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			mu.Lock()
 			visits[src.Offset]++
 			block := (src.Offset == 5 && visits[5] == 1) || (src.Offset == 50 && visits[5] >= 2 && len(waits) == 1)
@@ -572,7 +573,7 @@ func TestMaxTxnBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chain := budgetChain(t, "tag", func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := budgetChain(t, "tag", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
 			return append(out, r), nil
 		})
@@ -620,7 +621,7 @@ func TestShutdownBlockedProduce(t *testing.T) {
 	var enteredOnce sync.Once
 	var released atomic.Bool
 	var after atomic.Int64
-	chain := budgetChain(t, "gate", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := budgetChain(t, "gate", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if !released.Load() {
 			enteredOnce.Do(func() { close(entered) })
 			<-gate

@@ -15,6 +15,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 )
 
 // The Kafka client's settings (PROCESSOR_CLIENT_ID, _COMPRESSION, _RACK,
@@ -235,7 +236,7 @@ func TestProduceBatchMaxBytes(t *testing.T) {
 			t.Errorf("the record over the limit is in the output %d times", got["big"])
 		}
 		dead := tg.readAll(t, dlq, true)
-		if len(dead) != 1 || string(dead[0].Key) != "big" || len(dead[0].Value) != 0 || headerValue(dead[0], pipeline.HeaderErrorValueDropped) == "" {
+		if len(dead) != 1 || string(dead[0].Key) != "big" || len(dead[0].Value) != 0 || headerValue(dead[0], record.HeaderErrorValueDropped) == "" {
 			t.Fatalf("dead letters %d, want the big record's without its value", len(dead))
 		}
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/identity"
 	"github.com/streamproc/processor/txn"
@@ -40,7 +41,7 @@ func sizeLimitChain(t testing.TB, limit int) *transform.Chain {
 	reg := &transform.Registry{}
 	reg.Register("identity", transform.Plain("", func() (transform.Transform, error) { return identity.Transform{}, nil }))
 	reg.Register("sizecheck", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if len(r.Value) > limit {
 				return out, fmt.Errorf("%s: %d bytes, more than %d", dlLimitErr, len(r.Value), limit)
 			}
@@ -167,17 +168,17 @@ func TestDeadLetterValueDropped(t *testing.T) {
 			if len(r.Value) != 0 {
 				t.Errorf("dead letter %s has a %d-byte value, want it dropped", src, len(r.Value))
 			}
-			if !strings.Contains(headerValue(r, pipeline.HeaderErrorValueDropped), strconv.Itoa(dlMaxMessageBytes)+" bytes the dead-letter topic takes") {
-				t.Errorf("dead letter %s lacks %s: %v", src, pipeline.HeaderErrorValueDropped, headerKeys(r))
+			if !strings.Contains(headerValue(r, record.HeaderErrorValueDropped), strconv.Itoa(dlMaxMessageBytes)+" bytes the dead-letter topic takes") {
+				t.Errorf("dead letter %s lacks %s: %v", src, record.HeaderErrorValueDropped, headerKeys(r))
 			}
-			if e := headerValue(r, pipeline.HeaderError); !strings.Contains(e, dlLimitErr) || strings.Contains(strings.ToUpper(e), "TOO_LARGE") {
-				t.Errorf("dead letter %s: %s = %q, want the original transform error %q", src, pipeline.HeaderError, e, dlLimitErr)
+			if e := headerValue(r, record.HeaderError); !strings.Contains(e, dlLimitErr) || strings.Contains(strings.ToUpper(e), "TOO_LARGE") {
+				t.Errorf("dead letter %s: %s = %q, want the original transform error %q", src, record.HeaderError, e, dlLimitErr)
 			}
-			if st := headerValue(r, pipeline.HeaderErrorTransform); st != "sizecheck@big" {
-				t.Errorf("dead letter %s: %s = %q, want the failed chain entry sizecheck@big", src, pipeline.HeaderErrorTransform, st)
+			if st := headerValue(r, record.HeaderErrorTransform); st != "sizecheck@big" {
+				t.Errorf("dead letter %s: %s = %q, want the failed chain entry sizecheck@big", src, record.HeaderErrorTransform, st)
 			}
-			if at := headerValue(r, pipeline.HeaderErrorAttempts); at != "1" {
-				t.Errorf("dead letter %s: %s = %q, want 1 (a permanent error is not retried)", src, pipeline.HeaderErrorAttempts, at)
+			if at := headerValue(r, record.HeaderErrorAttempts); at != "1" {
+				t.Errorf("dead letter %s: %s = %q, want 1 (a permanent error is not retried)", src, record.HeaderErrorAttempts, at)
 			}
 			if string(r.Key) != string(orig.Key) || headerValue(r, "trace") != headerValue(orig, "trace") {
 				t.Errorf("dead letter %s: key %q trace %q, want the original's %q and %q", src, r.Key, headerValue(r, "trace"), orig.Key, headerValue(orig, "trace"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/route"
 	"github.com/streamproc/processor/txn"
@@ -59,24 +60,24 @@ func checkDeadLetters(t testing.TB, dead []*kgo.Record, want []*kgo.Record, errH
 		seen[src]++
 		orig, ok := byKey[src]
 		if !ok {
-			t.Errorf("dead letter for %s, which should not have failed: %s=%q", src, pipeline.HeaderError, headerValue(r, pipeline.HeaderError))
+			t.Errorf("dead letter for %s, which should not have failed: %s=%q", src, record.HeaderError, headerValue(r, record.HeaderError))
 			continue
 		}
-		if st := headerValue(r, pipeline.HeaderErrorTransform); st != "produce" {
-			t.Errorf("dead letter %s: %s = %q, want produce", src, pipeline.HeaderErrorTransform, st)
+		if st := headerValue(r, record.HeaderErrorTransform); st != "produce" {
+			t.Errorf("dead letter %s: %s = %q, want produce", src, record.HeaderErrorTransform, st)
 		}
-		msg := headerValue(r, pipeline.HeaderError)
+		msg := headerValue(r, record.HeaderError)
 		for _, s := range errHas(orig) {
 			if !strings.Contains(msg, s) {
-				t.Errorf("dead letter %s: %s = %q, want it to contain %q", src, pipeline.HeaderError, msg, s)
+				t.Errorf("dead letter %s: %s = %q, want it to contain %q", src, record.HeaderError, msg, s)
 			}
 		}
 		if string(r.Value) != string(orig.Value) || string(r.Key) != string(orig.Key) ||
 			headerValue(r, "trace") != headerValue(orig, "trace") || headerValue(r, "dest") != headerValue(orig, "dest") {
 			t.Errorf("dead letter %s is not the original record: key %q value %q headers %v", src, r.Key, r.Value, headerKeys(r))
 		}
-		if v := headerValue(r, pipeline.HeaderErrorValueDropped); v != "" {
-			t.Errorf("dead letter %s has %s = %q; its value fits", src, pipeline.HeaderErrorValueDropped, v)
+		if v := headerValue(r, record.HeaderErrorValueDropped); v != "" {
+			t.Errorf("dead letter %s has %s = %q; its value fits", src, record.HeaderErrorValueDropped, v)
 		}
 	}
 	for k := range byKey {

@@ -260,19 +260,11 @@ func identityChain(t testing.TB) *transform.Chain {
 	return c
 }
 
-// defaultsPrefix is an environment prefix no variable is set under, so
-// that config.Process fills a Config with the defaults of its tags alone.
-const defaultsPrefix = "PROCESSOR_INTEGRATION_DEFAULTS_UNSET"
-
 // defaultConfig returns the processor's configuration with every default
-// as the binary applies it (config's tags), read from no variable.
+// as the binary applies it (config's declarations), read from no variable.
 func defaultConfig(t testing.TB) *config.Config {
 	t.Helper()
-	var cfg config.Config
-	if err := config.Process(defaultsPrefix, &cfg); err != nil {
-		t.Fatalf("reading the configuration's defaults: %v", err)
-	}
-	return &cfg
+	return config.Defaults()
 }
 
 // instanceConfig returns the configuration of an instance with o's

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -303,7 +304,7 @@ func (g *lagGate) chain(t testing.TB) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("laggate", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			g.mu.Lock()
 			g.seen[src.Partition]++
 			hold := !g.held && len(g.seen) == g.parts

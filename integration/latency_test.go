@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/pgtest"
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // Into PostgreSQL, end-to-end latency runs to the database commit: input
@@ -40,7 +40,7 @@ func TestEndToEndLatencyPostgres(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	chain := budgetChain(t, "pass", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := budgetChain(t, "pass", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, r), nil
 	})
 	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, chain: chain, maxRecords: 50,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -46,7 +47,7 @@ func jsonChain(t testing.TB) *transform.Chain {
 	flakes := map[int64]int{}
 	reg := &transform.Registry{}
 	reg.Register("parse", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(_ context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			var v struct {
 				Seq   int  `json:"seq"`
 				Panic bool `json:"panic"`
@@ -186,7 +187,7 @@ func TestErrorPolicies(t *testing.T) {
 						t.Fatalf("dead letter without lineage headers: %v", r.Headers)
 					}
 					seen[src]++
-					if headerValue(r, pipeline.HeaderError) == "" || headerValue(r, pipeline.HeaderErrorAttempts) == "" {
+					if headerValue(r, record.HeaderError) == "" || headerValue(r, record.HeaderErrorAttempts) == "" {
 						t.Errorf("dead letter %s lacks error headers: %v", src, r.Headers)
 					}
 					if headerValue(r, "trace") == "" || len(r.Value) == 0 || len(r.Value) > 100 {
@@ -223,7 +224,7 @@ func TestErrorPolicies(t *testing.T) {
 				}
 				var reasons []string
 				for _, r := range dead {
-					reasons = append(reasons, headerValue(r, pipeline.HeaderErrorTransform))
+					reasons = append(reasons, headerValue(r, record.HeaderErrorTransform))
 				}
 				if policy == pipeline.DeadLetter && !strings.Contains(strings.Join(reasons, ","), "produce") {
 					t.Errorf("no dead letter for an unproducible output (transforms: %v)", reasons)
@@ -273,7 +274,7 @@ func TestWatchdogShrinksBatches(t *testing.T) {
 		tg.produce(t, in, 0, in.n)
 		reg := &transform.Registry{}
 		reg.Register("slow", transform.Plain("", func() (transform.Transform, error) {
-			return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				time.Sleep(2 * time.Millisecond)
 				return append(out, r), nil
 			}), nil

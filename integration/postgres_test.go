@@ -17,6 +17,7 @@ import (
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -59,7 +60,7 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 		tg.createTopics(t, 6, in.topic)
 		bad := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%25 == 7 }
 		chain := func() *transform.Chain {
-			return budgetChain(t, "check", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			return budgetChain(t, "check", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				if bad(string(r.Value)) {
 					return out, errors.New("bad record")
 				}
@@ -190,7 +191,7 @@ func TestPostgresStatementRowRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%10 == 3 }
-	chain := budgetChain(t, "invoice", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := budgetChain(t, "invoice", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		amount := 100
 		if refused(string(r.Value)) {
 			amount = -1

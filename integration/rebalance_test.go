@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -34,7 +35,7 @@ func (g *rebalanceGate) chain(t testing.TB, d time.Duration) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("gate", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			g.once.Do(func() {
 				close(g.entered)
 				select { // bounded: a test that fails to open the gate does not hang

@@ -17,7 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
 )
 
@@ -174,21 +174,21 @@ func TestSchemaRecordFaults(t *testing.T) {
 			src, _ := sourceOf(d)
 			f, ok := wantDead[src]
 			if !ok {
-				t.Errorf("a dead letter from %q, which is not a faulty record (%s)", src, headerValue(d, pipeline.HeaderError))
+				t.Errorf("a dead letter from %q, which is not a faulty record (%s)", src, headerValue(d, record.HeaderError))
 				continue
 			}
 			delete(wantDead, src)
 			if string(d.Value) != string(f.value) {
 				t.Errorf("dead letter from %s: value %x, want the original %x", src, d.Value, f.value)
 			}
-			if e := headerValue(d, pipeline.HeaderError); !strings.Contains(e, f.want) {
-				t.Errorf("dead letter from %s: %s = %q, want it to say %q", src, pipeline.HeaderError, e, f.want)
+			if e := headerValue(d, record.HeaderError); !strings.Contains(e, f.want) {
+				t.Errorf("dead letter from %s: %s = %q, want it to say %q", src, record.HeaderError, e, f.want)
 			}
-			if st := headerValue(d, pipeline.HeaderErrorTransform); st != f.stage {
-				t.Errorf("dead letter from %s: %s = %q, want %q", src, pipeline.HeaderErrorTransform, st, f.stage)
+			if st := headerValue(d, record.HeaderErrorTransform); st != f.stage {
+				t.Errorf("dead letter from %s: %s = %q, want %q", src, record.HeaderErrorTransform, st, f.stage)
 			}
-			if id := headerValue(d, pipeline.HeaderErrorSchemaID); id != f.id {
-				t.Errorf("dead letter from %s: %s = %q, want %q", src, pipeline.HeaderErrorSchemaID, id, f.id)
+			if id := headerValue(d, record.HeaderErrorSchemaID); id != f.id {
+				t.Errorf("dead letter from %s: %s = %q, want %q", src, record.HeaderErrorSchemaID, id, f.id)
 			}
 		}
 		for src, f := range wantDead {
@@ -247,7 +247,7 @@ func TestSchemaRegistryOutage(t *testing.T) {
 			t.Errorf("/readyz = 200 %q during the outage, want not ready", b)
 		}
 		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
-			t.Errorf("%d dead letters during the outage, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+			t.Errorf("%d dead letters during the outage, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
 		}
 		t.Logf("during the outage /healthz said: %s", body)
 		if n := strings.Count(body, "transform decode:"); n != 1 {
@@ -266,7 +266,7 @@ func TestSchemaRegistryOutage(t *testing.T) {
 		})
 		p.terminate(t)
 		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
-			t.Errorf("%d dead letters, want none; the first: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+			t.Errorf("%d dead letters, want none; the first: %s", len(dead), headerValue(dead[0], record.HeaderError))
 		}
 		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1)
 		checkAmounts(t, got, 100, "amount_cents")
@@ -400,7 +400,7 @@ func TestSchemaCredentialsRefusedWhileRunning(t *testing.T) {
 			t.Error("the log shows the password")
 		}
 		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
-			t.Errorf("%d dead letters for refused credentials, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+			t.Errorf("%d dead letters for refused credentials, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
 		}
 
 		refuse.Store(false)
@@ -588,14 +588,14 @@ func TestSchemaRegistryHangs(t *testing.T) {
 		})
 		t.Logf("while the registry hangs /healthz says: %s", body)
 		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
-			t.Errorf("%d dead letters while the registry hangs, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+			t.Errorf("%d dead letters while the registry hangs, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
 		}
 		hang.Store(false)
 		close(release)
 		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
 		p.terminate(t)
 		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
-			t.Errorf("%d dead letters, want none: %s", len(dead), headerValue(dead[0], pipeline.HeaderError))
+			t.Errorf("%d dead letters, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
 		}
 		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1), 40, "amount_cents")
 	})

@@ -18,7 +18,7 @@ import (
 	"github.com/streamproc/processor/internal/interop"
 	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/srserver"
-	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
 )
 
@@ -520,15 +520,15 @@ func TestSchemaRoutedSubjects(t *testing.T) {
 		in, out, dlq, group := prefix+"-in", prefix+"-out", prefix+"-dlq", prefix+"-group"
 		regions := []string{"eu", "us", "ap"} // ap's topic has no subject
 		tg.createTopics(t, 2, in, out, dlq, prefix+"-eu", prefix+"-us", prefix+"-ap")
-		record := func(name string) string {
+		recordSchema := func(name string) string {
 			return `{"type":"record","name":"` + name + `","namespace":"e2e","fields":[{"name":"id","type":"string"},` +
 				`{"name":"amount_cents","type":"long"},{"name":"region","type":"string"}]}`
 		}
-		inSubj := r.register(t, in+"-value", schema.Avro, record("Regional"))
-		r.register(t, out+"-value", schema.Avro, record("Unrouted"))
+		inSubj := r.register(t, in+"-value", schema.Avro, recordSchema("Regional"))
+		r.register(t, out+"-value", schema.Avro, recordSchema("Unrouted"))
 		ids := map[string]int{}
 		for _, reg := range regions[:2] {
-			ids[prefix+"-"+reg] = r.register(t, prefix+"-"+reg+"-value", schema.Avro, record("Region_"+reg)).ID
+			ids[prefix+"-"+reg] = r.register(t, prefix+"-"+reg+"-value", schema.Avro, recordSchema("Region_"+reg)).ID
 		}
 		enc := r.encoder(t, inSubj)
 		var recs []*kgo.Record
@@ -577,8 +577,8 @@ func TestSchemaRoutedSubjects(t *testing.T) {
 			t.Errorf("%d dead letters, want %d (the ap records)", len(dead), n/3)
 		}
 		for _, d := range dead {
-			if st, e := headerValue(d, pipeline.HeaderErrorTransform), headerValue(d, pipeline.HeaderError); st != "encode" || !strings.Contains(e, prefix+"-ap-value") {
-				t.Errorf("dead letter: %s = %q, %s = %q; want encode, naming subject %s-ap-value", pipeline.HeaderErrorTransform, st, pipeline.HeaderError, e, prefix)
+			if st, e := headerValue(d, record.HeaderErrorTransform), headerValue(d, record.HeaderError); st != "encode" || !strings.Contains(e, prefix+"-ap-value") {
+				t.Errorf("dead letter: %s = %q, %s = %q; want encode, naming subject %s-ap-value", record.HeaderErrorTransform, st, record.HeaderError, e, prefix)
 			}
 		}
 	})
@@ -641,7 +641,7 @@ func TestSchemaRawBoundaries(t *testing.T) {
 			}
 		}
 		dead := tg.readAll(t, dlq, true)
-		if len(dead) != 1 || !bytes.Equal(dead[0].Value, bad) || headerValue(dead[0], pipeline.HeaderErrorTransform) != "encode" {
+		if len(dead) != 1 || !bytes.Equal(dead[0].Value, bad) || headerValue(dead[0], record.HeaderErrorTransform) != "encode" {
 			t.Errorf("%d dead letters, want one holding %q from the encode stage", len(dead), bad)
 		}
 	})
@@ -708,7 +708,7 @@ func TestSchemaReferences(t *testing.T) {
 					}
 				}
 				dead := tg.readAll(t, dlq, true)
-				if len(dead) != 1 || !bytes.Equal(dead[0].Value, recs[3].Value) || headerValue(dead[0], pipeline.HeaderErrorTransform) != "encode" {
+				if len(dead) != 1 || !bytes.Equal(dead[0].Value, recs[3].Value) || headerValue(dead[0], record.HeaderErrorTransform) != "encode" {
 					t.Errorf("%d dead letters, want one, p-3's, from the encode stage", len(dead))
 				}
 			})

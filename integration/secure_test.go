@@ -39,6 +39,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/settings"
 )
 
 // access is how a client reaches a secured cluster: the processor's TLS
@@ -84,7 +85,7 @@ func (a access) apply(cfg *config.Config) {
 	if a.passwordFile != "" {
 		cfg.SASLPasswordFile = a.passwordFile
 	} else {
-		cfg.SASLPassword = config.Secret(a.password)
+		cfg.SASLPassword = settings.Secret(a.password)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/identity"
 	"github.com/streamproc/processor/txn"
@@ -69,7 +70,7 @@ func TestRecordsNearSizeLimit(t *testing.T) {
 			}
 		}
 		for _, r := range tg.readAll(t, dlq, true) {
-			t.Errorf("dead letter of %d bytes: %s", len(r.Value), headerValue(r, pipeline.HeaderError))
+			t.Errorf("dead letter of %d bytes: %s", len(r.Value), headerValue(r, record.HeaderError))
 		}
 	})
 }
@@ -82,7 +83,7 @@ func growChain(t testing.TB) *transform.Chain {
 	reg := &transform.Registry{}
 	reg.Register("identity", transform.Plain("", func() (transform.Transform, error) { return identity.Transform{}, nil }))
 	reg.Register("grow", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if len(r.Value) > 1000 {
 				r.Value = append(append([]byte(nil), r.Value...), make([]byte, 64<<10)...)
 			}
@@ -135,15 +136,15 @@ func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
 			}
 			if string(r.Value) != string(orig.Value) {
 				t.Errorf("dead letter of the %d-byte input: value of %d bytes, want the input's value intact (%s=%q)",
-					len(orig.Value), len(r.Value), pipeline.HeaderErrorValueDropped, headerValue(r, pipeline.HeaderErrorValueDropped))
+					len(orig.Value), len(r.Value), record.HeaderErrorValueDropped, headerValue(r, record.HeaderErrorValueDropped))
 			}
-			msg := headerValue(r, pipeline.HeaderError)
-			if !strings.Contains(msg, "output to "+out) || headerValue(r, pipeline.HeaderErrorTransform) != "produce" {
+			msg := headerValue(r, record.HeaderError)
+			if !strings.Contains(msg, "output to "+out) || headerValue(r, record.HeaderErrorTransform) != "produce" {
 				t.Errorf("dead letter of the %d-byte input: %s=%q %s=%q, want the produce failure to %s", len(orig.Value),
-					pipeline.HeaderError, msg, pipeline.HeaderErrorTransform, headerValue(r, pipeline.HeaderErrorTransform), out)
+					record.HeaderError, msg, record.HeaderErrorTransform, headerValue(r, record.HeaderErrorTransform), out)
 			}
 			if len(orig.Value) == 1_048_300 && !strings.HasSuffix(msg, " bytes)") {
-				t.Errorf("dead letter of the %d-byte input: %s=%q, want it clipped to fit", len(orig.Value), pipeline.HeaderError, msg)
+				t.Errorf("dead letter of the %d-byte input: %s=%q, want it clipped to fit", len(orig.Value), record.HeaderError, msg)
 			}
 		}
 	})

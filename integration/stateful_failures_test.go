@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/launch"
-	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/state"
 )
 
@@ -105,7 +105,7 @@ func TestStatefulWriteTooLargeForChangelog(t *testing.T) {
 			t.Errorf("the key too large for the changelog was counted %d times", got[big])
 		}
 		dead := tg.readAll(t, dlq, true)
-		if len(dead) != 1 || string(dead[0].Key) != big || !strings.Contains(headerValue(dead[0], pipeline.HeaderError), changelog) {
+		if len(dead) != 1 || string(dead[0].Key) != big || !strings.Contains(headerValue(dead[0], record.HeaderError), changelog) {
 			t.Fatalf("dead letters %d, want the one too large for %s", len(dead), changelog)
 		}
 	})

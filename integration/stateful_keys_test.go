@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
-	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/state"
 )
@@ -176,7 +175,7 @@ func TestStatefulSumBound(t *testing.T) {
 		}
 		dead := tg.readAll(t, dlq, true)
 		for _, d := range dead {
-			if e := headerValue(d, pipeline.HeaderError); !strings.Contains(e, "FIELD .amount") || !strings.Contains(e, "1e308") {
+			if e := headerValue(d, record.HeaderError); !strings.Contains(e, "FIELD .amount") || !strings.Contains(e, "1e308") {
 				t.Errorf("dead letter %s: error %q names neither FIELD nor the bound", d.Value, e)
 			}
 		}

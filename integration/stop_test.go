@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -22,7 +23,7 @@ type processed struct {
 	max map[int32]int64
 }
 
-func (p *processed) note(src transform.Source) {
+func (p *processed) note(src record.Source) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if o, ok := p.max[src.Partition]; !ok || src.Offset > o {
@@ -37,7 +38,7 @@ func ctxChain(t testing.TB, d time.Duration, seen ...*processed) *transform.Chai
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("wait", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			tm := time.NewTimer(d)
 			defer tm.Stop()
 			select {
@@ -134,7 +135,7 @@ func TestStopNeverFailsRecords(t *testing.T) {
 					}
 				}
 				if dl := tg.readAll(t, dlq, false); len(dl) != 0 {
-					t.Errorf("%d dead letters written (even if aborted); first: %s", len(dl), headerValue(dl[0], pipeline.HeaderError))
+					t.Errorf("%d dead letters written (even if aborted); first: %s", len(dl), headerValue(dl[0], record.HeaderError))
 				}
 				checkExactlyOnce(t, in, tg.readAll(t, out, true))
 				if !t.Failed() {
@@ -158,7 +159,7 @@ func TestRecordErrorsAreClipped(t *testing.T) {
 	huge := strings.Repeat("x", 1<<20)
 	reg := &transform.Registry{}
 	reg.Register("quote", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			return out, &quotingError{value: huge}
 		}), nil
 	}))
@@ -177,7 +178,7 @@ func TestRecordErrorsAreClipped(t *testing.T) {
 	if len(letters) != in.n {
 		t.Fatalf("%d dead letters, want %d", len(letters), in.n)
 	}
-	if h := headerValue(letters[0], pipeline.HeaderError); len(h) > 400 || !strings.Contains(h, "bytes)") {
+	if h := headerValue(letters[0], record.HeaderError); len(h) > 400 || !strings.Contains(h, "bytes)") {
 		t.Errorf("dead-letter error header is %d bytes: %.80q...", len(h), h)
 	}
 

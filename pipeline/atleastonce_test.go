@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -23,7 +23,7 @@ func TestLoopAtLeastOnceLosesNothing(t *testing.T) {
 	const n, keys = 2000, 20
 	e.produce(n, keys)
 	var calls atomic.Int64
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls.Add(1)
 		return append(out, r), nil
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/backoff"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -62,7 +63,7 @@ func retryPolicy() backoff.Policy {
 // transaction's budget runs out first (a deadline the processor set, not
 // the record's doing) the error is errWatchdog, and no retry starts that
 // could not end within the budget.
-func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
+func (p *Pipeline) runChain(w *worker, src record.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	chain := w.chain
 	if w.after != nil && p.fromHop(src.Topic) {
 		chain = w.after
@@ -141,7 +142,7 @@ func (p *Pipeline) runChain(w *worker, src transform.Source, r *kgo.Record, dst 
 // processor_transform_errors_total) and the error to report: a timed-out
 // one names the setting that bounded it. A panic's stack is logged at
 // debug level.
-func (p *Pipeline) classify(src transform.Source, stage string, err error, timedOut bool) (string, error) {
+func (p *Pipeline) classify(src record.Source, stage string, err error, timedOut bool) (string, error) {
 	var pe *transform.PanicError
 	switch {
 	case errors.As(err, &pe):

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -184,7 +185,7 @@ func TestNewValidatesOptions(t *testing.T) {
 // configured logger; a pipeline without a logger logs nowhere and does not
 // crash.
 func TestFailedFollowsThePolicy(t *testing.T) {
-	src := transform.Source{Topic: "in", Partition: 2, Offset: 41}
+	src := record.Source{Topic: "in", Partition: 2, Offset: 41}
 	cause := errors.New("boom")
 	for _, policy := range []OnError{"", Fail} {
 		p := unitPipeline(t, nil, Options{OnError: policy})
@@ -282,12 +283,12 @@ func (e idError) SchemaID() int { return e.id }
 func TestDeadLetterHeaders(t *testing.T) {
 	orig := []kgo.RecordHeader{
 		{Key: "trace", Value: []byte("t1")},
-		{Key: HeaderError, Value: []byte("old error")},
-		{Key: HeaderErrorTransform, Value: []byte("old")},
+		{Key: record.HeaderError, Value: []byte("old error")},
+		{Key: record.HeaderErrorTransform, Value: []byte("old")},
 		{Key: "user", Value: []byte("u")},
-		{Key: HeaderErrorAttempts, Value: []byte("9")},
-		{Key: HeaderErrorValueDropped, Value: []byte("old reason")},
-		{Key: HeaderErrorSchemaID, Value: []byte("3")},
+		{Key: record.HeaderErrorAttempts, Value: []byte("9")},
+		{Key: record.HeaderErrorValueDropped, Value: []byte("old reason")},
+		{Key: record.HeaderErrorSchemaID, Value: []byte("3")},
 	}
 	check := func(hs []kgo.RecordHeader, want []string) {
 		t.Helper()
@@ -300,14 +301,14 @@ func TestDeadLetterHeaders(t *testing.T) {
 		}
 	}
 	check(deadLetterHeaders(orig, "jq", 12, errors.New("bad json"), ""),
-		[]string{"trace=t1", "user=u", HeaderError + "=bad json", HeaderErrorTransform + "=jq", HeaderErrorAttempts + "=12"})
+		[]string{"trace=t1", "user=u", record.HeaderError + "=bad json", record.HeaderErrorTransform + "=jq", record.HeaderErrorAttempts + "=12"})
 	check(deadLetterHeaders(orig, stageProduce, 1, errors.New("too large"), "it is too large"),
-		[]string{"trace=t1", "user=u", HeaderError + "=too large", HeaderErrorTransform + "=produce", HeaderErrorAttempts + "=1",
-			HeaderErrorValueDropped + "=it is too large"})
+		[]string{"trace=t1", "user=u", record.HeaderError + "=too large", record.HeaderErrorTransform + "=produce", record.HeaderErrorAttempts + "=1",
+			record.HeaderErrorValueDropped + "=it is too large"})
 	check(deadLetterHeaders(orig, "decode", 1, fmt.Errorf("value: %w", idError{2147483647}), ""),
-		[]string{"trace=t1", "user=u", HeaderError + "=value: schema id 2147483647 not found", HeaderErrorTransform + "=decode",
-			HeaderErrorAttempts + "=1", HeaderErrorSchemaID + "=2147483647"})
-	if orig[1].Key != HeaderError || len(orig) != 7 {
+		[]string{"trace=t1", "user=u", record.HeaderError + "=value: schema id 2147483647 not found", record.HeaderErrorTransform + "=decode",
+			record.HeaderErrorAttempts + "=1", record.HeaderErrorSchemaID + "=2147483647"})
+	if orig[1].Key != record.HeaderError || len(orig) != 7 {
 		t.Error("deadLetterHeaders changed the original headers")
 	}
 }
@@ -712,7 +713,7 @@ func TestRunChainOnce(t *testing.T) {
 	var deadline time.Time
 	mode := "pass"
 	var calls int
-	chain := chainOf(t, "step", func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := chainOf(t, "step", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls++
 		deadline, sawDeadline = ctx.Deadline()
 		if ctx.Err() != nil {
@@ -737,7 +738,7 @@ func TestRunChainOnce(t *testing.T) {
 		return &kgo.Record{Key: []byte("k"), Value: []byte("v"), Timestamp: time.Unix(1, 0),
 			Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("1")}}}
 	}
-	src := transform.Source{Topic: "in", Partition: 1, Offset: 5}
+	src := record.Source{Topic: "in", Partition: 1, Offset: 5}
 
 	p := unitPipeline(t, chain, Options{MaxRetries: 3})
 	r := fresh()
@@ -809,7 +810,7 @@ func TestRunChainOnce(t *testing.T) {
 
 	// An output routed where it must not go fails its record at stage
 	// produce, restored.
-	routed := chainOf(t, "step", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	routed := chainOf(t, "step", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		r.Value = []byte("changed")
 		r.Topic = "in"
 		return append(out, r), nil
@@ -834,7 +835,7 @@ func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
 	recs := make([]*kgo.Record, n+1)
 	for i := range recs {
 		recs[i] = &kgo.Record{Headers: []kgo.RecordHeader{{Key: "own", Value: []byte("x")}}}
-		l.stamp(recs[i], transform.Source{Topic: "in", Offset: int64(1000 + i)})
+		l.stamp(recs[i], record.Source{Topic: "in", Offset: int64(1000 + i)})
 		if i == n-1 && (len(l.hdrs) != hdrChunk || cap(l.hdrs) != hdrChunk) {
 			t.Fatalf("after %d records of 4 headers the chunk holds %d of %d, want it full", n, len(l.hdrs), cap(l.hdrs))
 		}
@@ -842,10 +843,10 @@ func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
 	if len(l.hdrs) != 4 || cap(l.hdrs) != hdrChunk {
 		t.Errorf("the record after a full chunk: chunk holds %d of %d, want a new chunk of %d holding 4", len(l.hdrs), cap(l.hdrs), hdrChunk)
 	}
-	if got, _ := header(recs[0], HeaderSourceOffset); got != "1000" {
+	if got, _ := header(recs[0], record.HeaderSourceOffset); got != "1000" {
 		t.Errorf("the first record's offset header is %q after the chunk was replaced", got)
 	}
-	if got, _ := header(recs[n-1], HeaderSourceOffset); got != strconv.Itoa(1000+n-1) {
+	if got, _ := header(recs[n-1], record.HeaderSourceOffset); got != strconv.Itoa(1000+n-1) {
 		t.Errorf("the last record of the full chunk has offset header %q", got)
 	}
 
@@ -853,7 +854,7 @@ func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
 	l = newLineage(true)
 	fit := (digitChunk - 20) / 4 // the last offset appended when len+20 == cap
 	for i := 0; i <= fit; i++ {
-		l.stamp(&kgo.Record{}, transform.Source{Topic: "in", Offset: int64(1000 + i%9000)})
+		l.stamp(&kgo.Record{}, record.Source{Topic: "in", Offset: int64(1000 + i%9000)})
 		if cap(l.digits) != digitChunk {
 			t.Fatalf("after %d offsets the digit chunk has capacity %d, want %d", i+1, cap(l.digits), digitChunk)
 		}
@@ -861,17 +862,17 @@ func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
 	if len(l.digits) != 4*(fit+1) {
 		t.Errorf("after %d 4-digit offsets the digit chunk holds %d bytes, want %d", fit+1, len(l.digits), 4*(fit+1))
 	}
-	l.stamp(&kgo.Record{}, transform.Source{Topic: "in", Offset: 1234})
+	l.stamp(&kgo.Record{}, record.Source{Topic: "in", Offset: 1234})
 	if len(l.digits) != 4 || cap(l.digits) != digitChunk {
 		t.Errorf("the offset after a full digit chunk: %d of %d bytes, want a new chunk holding 4", len(l.digits), cap(l.digits))
 	}
 
 	l = newLineage(true)
 	r := &kgo.Record{}
-	l.stamp(r, transform.Source{Topic: "in", Partition: 0, Offset: 1})
+	l.stamp(r, record.Source{Topic: "in", Partition: 0, Offset: 1})
 	allocs := testing.AllocsPerRun(200, func() {
 		r.Headers = nil
-		l.stamp(r, transform.Source{Topic: "in", Partition: 0, Offset: 123})
+		l.stamp(r, record.Source{Topic: "in", Partition: 0, Offset: 123})
 		if len(l.hdrs) > hdrChunk-8 {
 			l.reset()
 		}
@@ -879,7 +880,7 @@ func TestLineageChunksFillUpAndAreReplaced(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("stamping partition 0 allocates %.1f times per record, want 0", allocs)
 	}
-	if got, _ := header(r, HeaderSourcePartition); got != "0" {
+	if got, _ := header(r, record.HeaderSourcePartition); got != "0" {
 		t.Errorf("partition header %q, want 0", got)
 	}
 }

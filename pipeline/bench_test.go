@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/sample"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/jq"
 	"github.com/streamproc/processor/txn"
@@ -38,7 +39,7 @@ func (s *benchSession) Poll(context.Context, int) kgo.Fetches {
 	return s.fs
 }
 
-func (s *benchSession) Produce(context.Context, *kgo.Record, transform.Source) {}
+func (s *benchSession) Produce(context.Context, *kgo.Record, record.Source) {}
 func (s *benchSession) End(context.Context, int, txn.Reason) (bool, error) {
 	s.inTxn = false
 	return true, nil
@@ -101,7 +102,7 @@ func BenchmarkLoopStep(b *testing.B) {
 // worker counts: what sharing one partition gains on the machine's cores.
 func BenchmarkWorkersOnePartition(b *testing.B) {
 	burn := make([]byte, 16<<10)
-	fn := func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	fn := func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		sum := sha256.Sum256(burn)
 		r.Value = sum[:1]
 		return append(out, r), nil

@@ -20,7 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -192,7 +192,7 @@ func TestLoopBudgetOverBeforeTheFirstRecord(t *testing.T) {
 	e := newMemEnv(t)
 	e.produce(30, 3)
 	var calls sync.Map
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls.Store(string(r.Value), true)
 		return append(out, r), nil
 	})
@@ -237,7 +237,7 @@ func TestLoopByteBoundCountsDeadLetters(t *testing.T) {
 	e.noLineage = true
 	const n, keys, size, maxBytes = 100, 10, 100, 1000
 	e.produceSized(n, keys, size)
-	fail := func(context.Context, transform.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
+	fail := func(context.Context, record.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
 		return nil, errors.New("bad record")
 	}
 	run := e.start("g", "g-a", loopChain(t, fail), Options{CommitInterval: 5 * time.Second, MaxRecordsPerTxn: 500,

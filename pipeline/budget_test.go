@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -17,7 +18,7 @@ import (
 // deadline, as the wasm transform does with PROCESSOR_WASM_TIMEOUT.
 type timedTransform time.Duration
 
-func (timedTransform) Process(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (timedTransform) Process(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return append(out, r), nil
 }
 
@@ -41,7 +42,7 @@ func budgetTestChain(t *testing.T, timeouts map[string]time.Duration, entries ..
 			if strings.HasPrefix(e.Name, "timed") {
 				return timedTransform(d), nil
 			}
-			return transform.Func(func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				return append(out, r), nil
 			}), nil
 		}))

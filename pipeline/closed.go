@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -43,7 +44,7 @@ func (p *Pipeline) expireStore(ctx context.Context, store, topic string, partiti
 		return bytes, room, err
 	}
 	if w.stores != nil {
-		w.stores.partition, w.stores.stream, w.stores.origin = partition, now, transform.Source{}
+		w.stores.partition, w.stores.stream, w.stores.origin = partition, now, record.Source{}
 	}
 	limit = max(room/4, 1)
 	_, bytes, err = p.st.txn.ExpireEach(ctx, store, partition, time.UnixMilli(now), 0, limit,

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -66,7 +66,7 @@ func (p *Pipeline) attempt(ctx context.Context, fs kgo.Fetches) {
 	}
 	cw.Attempt(ctx, fs)
 	for _, c := range cw.TakeCulprits() {
-		src := transform.Source{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset}
+		src := record.Source{Topic: c.Topic, Partition: c.Partition, Offset: c.Offset}
 		p.book.poison[src] = poison{failure: failure{stage: stageCrash, attempts: c.Crashes,
 			err: &CrashError{Crashes: c.Crashes, setting: p.names.maxCrashAttempts}}}
 		p.log.Error("a record killed the process every time it ran; it goes where "+p.names.onError+" says without running again",

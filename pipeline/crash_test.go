@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -61,7 +61,7 @@ func TestLoopCrashCulprit(t *testing.T) {
 	s := &suspectSession{memSession: newMemSession(e.mem, "g", "g-a", e.in, txn.NewMetrics(prometheus.NewRegistry())),
 		culprit: txn.Culprit{Topic: bad.Topic, Partition: bad.Partition, Offset: bad.Offset, Crashes: 4}}
 	var ranBad atomic.Bool
-	chain := loopChain(t, func(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if string(r.Value) == string(bad.Value) {
 			ranBad.Store(true)
 		}
@@ -91,8 +91,8 @@ func TestLoopCrashCulprit(t *testing.T) {
 	for _, x := range dead[0].Headers {
 		h[x.Key] = string(x.Value)
 	}
-	if h[HeaderErrorTransform] != "crash" || h[HeaderErrorAttempts] != "4" ||
-		!strings.Contains(h[HeaderError], "died 4 times") || !strings.Contains(h[HeaderError], "PROCESSOR_MAX_CRASH_ATTEMPTS") {
+	if h[record.HeaderErrorTransform] != "crash" || h[record.HeaderErrorAttempts] != "4" ||
+		!strings.Contains(h[record.HeaderError], "died 4 times") || !strings.Contains(h[record.HeaderError], "PROCESSOR_MAX_CRASH_ATTEMPTS") {
 		t.Errorf("dead letter headers %q, want transform crash, 4 attempts, and an error naming the setting", h)
 	}
 	if ranBad.Load() {

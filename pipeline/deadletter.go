@@ -13,20 +13,10 @@ import (
 	"github.com/streamproc/processor/txn"
 )
 
-// Dead-letter header keys, added to the original record's headers (with
-// the lineage headers).
-const (
-	HeaderError             = record.HeaderError             // the error message
-	HeaderErrorTransform    = record.HeaderErrorTransform    // the chain entry that failed; "produce" when the output could not be written
-	HeaderErrorAttempts     = record.HeaderErrorAttempts     // how many times the chain ran on the record, ASCII decimal
-	HeaderErrorValueDropped = record.HeaderErrorValueDropped // set when the value was dropped because the dead letter itself could not be written; says why
-	HeaderErrorSchemaID     = record.HeaderErrorSchemaID     // the schema id of a key or value that failed to decode, ASCII decimal
-)
-
 // deadLetter writes the input record as it arrived, with the error headers
 // and lineage, to the dead-letter topic in the open transaction.
 // dropValue, when set, drops the value and says why.
-func (p *Pipeline) deadLetter(src transform.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) {
+func (p *Pipeline) deadLetter(src record.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) {
 	lin := src
 	replays := 0
 	switch {
@@ -75,7 +65,7 @@ func (p *Pipeline) fitDeadLetter(r *kgo.Record) {
 	}
 	for i := range r.Headers {
 		h := &r.Headers[i]
-		if h.Key != HeaderError {
+		if h.Key != record.HeaderError {
 			continue
 		}
 		if keep := len(h.Value) - over; keep >= minErrorQuote {
@@ -86,7 +76,7 @@ func (p *Pipeline) fitDeadLetter(r *kgo.Record) {
 	}
 	size := wireBytes(r)
 	r.Value = nil
-	r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(fmt.Sprintf(
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderErrorValueDropped, Value: []byte(fmt.Sprintf(
 		"the dead letter with its value (%d bytes encoded) is larger than the %d bytes the dead-letter topic takes (max.message.bytes)", size, limit))})
 }
 
@@ -123,23 +113,23 @@ func deadLetterHeaders(orig []kgo.RecordHeader, stage string, attempts int, err 
 		}
 	}
 	hdrs = append(hdrs,
-		kgo.RecordHeader{Key: HeaderError, Value: []byte(err.Error())},
-		kgo.RecordHeader{Key: HeaderErrorTransform, Value: []byte(stage)},
-		kgo.RecordHeader{Key: HeaderErrorAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
+		kgo.RecordHeader{Key: record.HeaderError, Value: []byte(err.Error())},
+		kgo.RecordHeader{Key: record.HeaderErrorTransform, Value: []byte(stage)},
+		kgo.RecordHeader{Key: record.HeaderErrorAttempts, Value: strconv.AppendInt(nil, int64(attempts), 10)},
 	)
 	var idErr record.SchemaIDError
 	if errors.As(err, &idErr) {
-		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderErrorSchemaID, Value: strconv.AppendInt(nil, int64(idErr.SchemaID()), 10)})
+		hdrs = append(hdrs, kgo.RecordHeader{Key: record.HeaderErrorSchemaID, Value: strconv.AppendInt(nil, int64(idErr.SchemaID()), 10)})
 	}
 	if dropValue != "" {
-		hdrs = append(hdrs, kgo.RecordHeader{Key: HeaderErrorValueDropped, Value: []byte(dropValue)})
+		hdrs = append(hdrs, kgo.RecordHeader{Key: record.HeaderErrorValueDropped, Value: []byte(dropValue)})
 	}
 	return hdrs
 }
 
 // replayOrigin returns the input a replayed dead letter r was made from,
 // by its lineage headers (either form), or src when it has none.
-func replayOrigin(src transform.Source, r *kgo.Record) transform.Source {
+func replayOrigin(src record.Source, r *kgo.Record) record.Source {
 	if o, ok := record.Lineage(r.Headers); ok {
 		return o
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -15,8 +15,8 @@ import (
 type openTxn struct {
 	counts  txnCounts
 	sent    sentLog
-	applied []transform.Source // poison entries this transaction applied
-	stamps  []int64            // its input records' timestamps, Unix ms (latency.go)
+	applied []record.Source // poison entries this transaction applied
+	stamps  []int64         // its input records' timestamps, Unix ms (latency.go)
 	// blamed are the records this transaction failed as the ones that
 	// held it up; an abort makes them poison, so that their retry does
 	// not run them.

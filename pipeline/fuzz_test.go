@@ -52,7 +52,7 @@ func FuzzRecordPath(f *testing.F) {
 		}
 		in := headersFrom(rawHeaders)
 		r := &kgo.Record{Key: key, Value: value, Headers: in}
-		src := transform.Source{Topic: topic, Partition: partition, Offset: offset}
+		src := record.Source{Topic: topic, Partition: partition, Offset: offset}
 		out, err := chain.Process(context.Background(), src, r, nil)
 		if err != nil || len(out) != 1 || out[0] != r {
 			t.Fatalf("identity chain: %v, %d outputs", err, len(out))
@@ -76,8 +76,8 @@ func FuzzRecordPath(f *testing.F) {
 			}
 		}
 		want := topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
-		if h := r.Headers[len(kept)]; h.Key != HeaderSource || string(h.Value) != want {
-			t.Fatalf("lineage %s = %q, want %s = %q", h.Key, h.Value, HeaderSource, want)
+		if h := r.Headers[len(kept)]; h.Key != record.HeaderSource || string(h.Value) != want {
+			t.Fatalf("lineage %s = %q, want %s = %q", h.Key, h.Value, record.HeaderSource, want)
 		}
 
 		dl := deadLetterHeaders(r.Headers, "identity@again", 3, errors.New(string(value)), "")
@@ -85,7 +85,7 @@ func FuzzRecordPath(f *testing.F) {
 		for _, h := range dl {
 			counts[h.Key]++
 		}
-		for _, k := range []string{HeaderError, HeaderErrorTransform, HeaderErrorAttempts} {
+		for _, k := range []string{record.HeaderError, record.HeaderErrorTransform, record.HeaderErrorAttempts} {
 			if counts[k] != 1 {
 				t.Fatalf("dead letter has %s %d times", k, counts[k])
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/metric"
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // latencyBuckets returns h's sample count, sum, and cumulative count per
@@ -105,7 +105,7 @@ func TestLatencyOfOldRecords(t *testing.T) {
 func TestLatencyAddsTransformSleep(t *testing.T) {
 	e := newLoopEnv(t)
 	const n, sleep = 6, 300 * time.Millisecond
-	chain := chainOf(t, "sleep", func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := chainOf(t, "sleep", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		time.Sleep(sleep)
 		return append(out, r), nil
 	})
@@ -129,7 +129,7 @@ func TestLatencyObservesCommittedOnce(t *testing.T) {
 	e := newMemEnv(t)
 	const n = 200
 	e.produce(n, 10)
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if loopSeq(string(r.Value))%2 == 1 {
 			return out, nil // filtered: still a committed input
 		}

@@ -6,17 +6,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/record"
-	"github.com/streamproc/processor/transform"
-)
-
-// Lineage header keys: where an output record's input came from. They let
-// anyone audit output against input (cmd/eoscheck does). The names and the
-// encoding live in record, the vocabulary the auditor shares.
-const (
-	HeaderSource          = record.HeaderSource          // the compact form, topic/partition/offset
-	HeaderSourceTopic     = record.HeaderSourceTopic     // legacy form
-	HeaderSourcePartition = record.HeaderSourcePartition // legacy form, ASCII decimal
-	HeaderSourceOffset    = record.HeaderSourceOffset    // legacy form, ASCII decimal
 )
 
 // lineage stamps lineage headers without allocating per record: header
@@ -55,7 +44,7 @@ func newLineage(legacy bool) *lineage {
 
 // stamp sets r's lineage headers to src, replacing lineage headers that an
 // upstream processor left on it and keeping every other header.
-func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
+func (l *lineage) stamp(r *kgo.Record, src record.Source) {
 	need := len(r.Headers) + 1
 	if l.legacy {
 		need += 2
@@ -73,12 +62,12 @@ func (l *lineage) stamp(r *kgo.Record, src transform.Source) {
 	}
 	if l.legacy {
 		l.hdrs = append(l.hdrs,
-			kgo.RecordHeader{Key: HeaderSourceTopic, Value: l.topic(src.Topic)},
-			kgo.RecordHeader{Key: HeaderSourcePartition, Value: l.partition(src.Partition)},
-			kgo.RecordHeader{Key: HeaderSourceOffset, Value: l.offset(src.Offset)},
+			kgo.RecordHeader{Key: record.HeaderSourceTopic, Value: l.topic(src.Topic)},
+			kgo.RecordHeader{Key: record.HeaderSourcePartition, Value: l.partition(src.Partition)},
+			kgo.RecordHeader{Key: record.HeaderSourceOffset, Value: l.offset(src.Offset)},
 		)
 	} else {
-		l.hdrs = append(l.hdrs, kgo.RecordHeader{Key: HeaderSource, Value: l.compact(src)})
+		l.hdrs = append(l.hdrs, kgo.RecordHeader{Key: record.HeaderSource, Value: l.compact(src)})
 	}
 	r.Headers = l.hdrs[start:len(l.hdrs):len(l.hdrs)]
 }
@@ -107,7 +96,7 @@ func (l *lineage) partition(p int32) []byte {
 }
 
 // compact is src's HeaderSource value, carved from the byte chunk.
-func (l *lineage) compact(src transform.Source) []byte {
+func (l *lineage) compact(src record.Source) []byte {
 	need := len(src.Topic) + 33 // two '/', an int32's 11 characters and an int64's 20 at most
 	if len(l.digits)+need > cap(l.digits) {
 		l.fullDigits = append(l.fullDigits, l.digits)
@@ -157,6 +146,6 @@ func (l *lineage) reset() {
 // the input it was made from, and whether they were present and valid.
 // Audits of the output (cmd/eoscheck, the tests) read them with
 // record.Lineage, which this is.
-func Lineage(r *kgo.Record) (transform.Source, bool) {
+func Lineage(r *kgo.Record) (record.Source, bool) {
 	return record.Lineage(r.Headers)
 }

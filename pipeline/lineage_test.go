@@ -6,7 +6,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/record"
-	"github.com/streamproc/processor/transform"
 )
 
 func header(r *kgo.Record, key string) (string, int) {
@@ -26,17 +25,17 @@ func header(r *kgo.Record, key string) (string, int) {
 func upstream() *kgo.Record {
 	return &kgo.Record{Headers: []kgo.RecordHeader{
 		{Key: "trace", Value: []byte("abc")},
-		{Key: HeaderSourceTopic, Value: []byte("upstream")},
-		{Key: HeaderSource, Value: []byte("upstream/0/1")},
-		{Key: HeaderSourceOffset, Value: []byte("7")},
+		{Key: record.HeaderSourceTopic, Value: []byte("upstream")},
+		{Key: record.HeaderSource, Value: []byte("upstream/0/1")},
+		{Key: record.HeaderSourceOffset, Value: []byte("7")},
 	}}
 }
 
 func TestLineageStampsAndReplacesUpstreamLineage(t *testing.T) {
-	src := transform.Source{Topic: "orders", Partition: 12, Offset: 9_876_543_210}
+	src := record.Source{Topic: "orders", Partition: 12, Offset: 9_876_543_210}
 	for legacy, want := range map[bool]map[string]string{
-		false: {"trace": "abc", HeaderSource: "orders/12/9876543210"},
-		true:  {"trace": "abc", HeaderSourceTopic: "orders", HeaderSourcePartition: "12", HeaderSourceOffset: "9876543210"},
+		false: {"trace": "abc", record.HeaderSource: "orders/12/9876543210"},
+		true:  {"trace": "abc", record.HeaderSourceTopic: "orders", record.HeaderSourcePartition: "12", record.HeaderSourceOffset: "9876543210"},
 	} {
 		r := upstream()
 		newLineage(legacy).stamp(r, src)
@@ -62,10 +61,10 @@ func TestLineageChunksKeepEarlierRecordsAndDoNotAllocate(t *testing.T) {
 		recs := make([]*kgo.Record, 3*hdrChunk)
 		for i := range recs {
 			recs[i] = &kgo.Record{}
-			l.stamp(recs[i], transform.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)})
+			l.stamp(recs[i], record.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)})
 		}
 		for i, r := range recs {
-			if got, ok := Lineage(r); !ok || got != (transform.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)}) {
+			if got, ok := Lineage(r); !ok || got != (record.Source{Topic: "in", Partition: int32(i % 6), Offset: int64(i)}) {
 				t.Fatalf("legacy %v: record %d has lineage %v, %v", legacy, i, got, ok)
 			}
 		}
@@ -73,7 +72,7 @@ func TestLineageChunksKeepEarlierRecordsAndDoNotAllocate(t *testing.T) {
 		r := &kgo.Record{}
 		allocs := testing.AllocsPerRun(1000, func() {
 			r.Headers = nil
-			l.stamp(r, transform.Source{Topic: "in", Partition: 3, Offset: 123456})
+			l.stamp(r, record.Source{Topic: "in", Partition: 3, Offset: 123456})
 			if len(l.hdrs) > hdrChunk-8 {
 				l.reset()
 			}
@@ -89,23 +88,23 @@ func TestLineageChunksKeepEarlierRecordsAndDoNotAllocate(t *testing.T) {
 func TestLineageCompactChunkIsReplaced(t *testing.T) {
 	l := newLineage(false)
 	first := &kgo.Record{}
-	l.stamp(first, transform.Source{Topic: "in", Partition: 1, Offset: 5})
+	l.stamp(first, record.Source{Topic: "in", Partition: 1, Offset: 5})
 	for len(l.digits)+len("in")+33 <= cap(l.digits) {
-		l.stamp(&kgo.Record{}, transform.Source{Topic: "in", Partition: 1, Offset: 1_000_000})
+		l.stamp(&kgo.Record{}, record.Source{Topic: "in", Partition: 1, Offset: 1_000_000})
 	}
 	old := cap(l.digits)
-	l.stamp(&kgo.Record{}, transform.Source{Topic: "in", Partition: 1, Offset: 7})
+	l.stamp(&kgo.Record{}, record.Source{Topic: "in", Partition: 1, Offset: 7})
 	if old != digitChunk || cap(l.digits) != digitChunk || len(l.digits) != len("in/1/7") {
 		t.Errorf("the value after a full chunk: %d of %d bytes (was cap %d), want a new chunk holding %d", len(l.digits), cap(l.digits), old, len("in/1/7"))
 	}
-	if got, _ := header(first, HeaderSource); got != "in/1/5" {
+	if got, _ := header(first, record.HeaderSource); got != "in/1/5" {
 		t.Errorf("the first record's lineage is %q after the chunk was replaced", got)
 	}
 }
 
 // typical is a 100-byte record as the issue sizes it: no key, no other
 // header, read from orders partition 3 at an offset about 10^7.
-var typical = transform.Source{Topic: "orders", Partition: 3, Offset: 10_000_000}
+var typical = record.Source{Topic: "orders", Partition: 3, Offset: 10_000_000}
 
 // lineageBytes is what lineage of the given form adds to a 100-byte
 // record on the wire (Kafka's record format v2, as wireBytes counts).
@@ -148,7 +147,7 @@ func BenchmarkLineageStamp(b *testing.B) {
 			b.ReportAllocs()
 			for i := range b.N {
 				r.Headers = nil
-				l.stamp(r, transform.Source{Topic: typical.Topic, Partition: int32(i % 6), Offset: typical.Offset + int64(i)})
+				l.stamp(r, record.Source{Topic: typical.Topic, Partition: int32(i % 6), Offset: typical.Offset + int64(i)})
 				if i%benchTxn == benchTxn-1 {
 					l.reset()
 				}
@@ -188,7 +187,7 @@ func BenchmarkLineageTransaction(b *testing.B) {
 	for range b.N {
 		for i := range recs {
 			recs[i].Headers = nil
-			l.stamp(&recs[i], transform.Source{Topic: "orders", Partition: int32(i % 6), Offset: int64(i)})
+			l.stamp(&recs[i], record.Source{Topic: "orders", Partition: int32(i % 6), Offset: int64(i)})
 		}
 		l.reset()
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -157,7 +158,7 @@ func (g *gate) hold() {
 // chain is a pass-through chain (loopChain) whose first record waits at g.
 func (g *gate) chain(t *testing.T) *transform.Chain {
 	t.Helper()
-	return loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	return loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		g.hold()
 		return append(out, r), nil
 	})
@@ -189,7 +190,7 @@ var loopOrdering Ordering
 // orderedFunc is a transform.Func that must see records in order.
 type orderedFunc transform.Func
 
-func (f orderedFunc) Process(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (f orderedFunc) Process(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return f(ctx, src, r, out)
 }
 
@@ -199,7 +200,7 @@ func (orderedFunc) Ordered() bool { return true }
 var loopFns = map[*transform.Chain]transform.Func{}
 
 // passThrough is the identity transform.
-func passThrough(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func passThrough(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return append(out, r), nil
 }
 
@@ -472,10 +473,10 @@ func (e *loopEnv) checkTopic(topic string, recs []*kgo.Record, want func(in *kgo
 		}
 		last[k] = seq
 		wantLineage := map[string]string{
-			HeaderSource:          in.Topic + "/" + strconv.Itoa(int(in.Partition)) + "/" + strconv.FormatInt(in.Offset, 10),
-			HeaderSourceTopic:     "",
-			HeaderSourcePartition: "",
-			HeaderSourceOffset:    "",
+			record.HeaderSource:          in.Topic + "/" + strconv.Itoa(int(in.Partition)) + "/" + strconv.FormatInt(in.Offset, 10),
+			record.HeaderSourceTopic:     "",
+			record.HeaderSourcePartition: "",
+			record.HeaderSourceOffset:    "",
 		}
 		for key, wv := range wantLineage {
 			if e.noLineage {
@@ -549,7 +550,7 @@ func TestLoopExactlyOnce(t *testing.T) {
 	filtered := func(r *kgo.Record) bool { return loopSeq(string(r.Value))%17 == 3 && !bad(r) }
 	good := func(r *kgo.Record) bool { return !bad(r) && !filtered(r) }
 	var calls atomic.Int64
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls.Add(1)
 		switch {
 		case bad(r):
@@ -567,7 +568,7 @@ func TestLoopExactlyOnce(t *testing.T) {
 	dead := e.read(e.dlq, true)
 	e.checkTopic(e.dlq, dead, bad)
 	for _, d := range dead {
-		if msg, _ := header(d, HeaderError); !strings.Contains(msg, "bad record") {
+		if msg, _ := header(d, record.HeaderError); !strings.Contains(msg, "bad record") {
 			t.Errorf("dead letter %q has error header %q", d.Value, msg)
 			break
 		}
@@ -620,7 +621,7 @@ func TestLoopInjectedAbortInvisibleAndReprocessed(t *testing.T) {
 	for i, in := range e.inputs {
 		idx[string(in.Value)] = i
 	}
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls.Add(1)
 		seen[idx[string(r.Value)]].Add(1)
 		return append(out, r), nil
@@ -678,7 +679,7 @@ func TestLoopWatchdogAborts(t *testing.T) {
 	const budget = 250 * time.Millisecond
 	var late atomic.Int64
 	var lateBy atomic.Int64
-	chain := loopChain(t, func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		// A transform that does not watch its context: only the loop
 		// can stop the transaction at its budget.
 		if d, ok := ctx.Deadline(); ok {
@@ -725,7 +726,7 @@ func TestLoopStopCommitsOpenTransaction(t *testing.T) {
 	var calls atomic.Int64
 	block := e.inputs[n/4]
 	g := newGate(10 * time.Second)
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls.Add(1)
 		if string(r.Value) == string(block.Value) {
 			g.hold()

@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -244,7 +244,7 @@ func (s *memSession) Begun() time.Time { return s.begun }
 // Produce stores r in the open transaction, or fails it as a producer
 // would: its topic does not exist, it is larger than the topic's limit, or
 // ctx has ended.
-func (s *memSession) Produce(ctx context.Context, r *kgo.Record, _ transform.Source) {
+func (s *memSession) Produce(ctx context.Context, r *kgo.Record, _ record.Source) {
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
 	t := s.c.topics[r.Topic]
@@ -269,7 +269,7 @@ func (s *memSession) Produce(ctx context.Context, r *kgo.Record, _ transform.Sou
 	s.sent = append(s.sent, r)
 }
 
-func (s *memSession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, _ txn.DeadLetter) {
+func (s *memSession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src record.Source, _ txn.DeadLetter) {
 	s.Produce(ctx, r, src)
 }
 

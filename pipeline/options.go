@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/backoff"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -215,7 +216,7 @@ func New(chain *transform.Chain, o Options) (*Pipeline, error) {
 		pool:    newPool(chain, o.Chains, o.Ordering),
 		open:    newOpenTxn(o.Lineage, o.LegacyLineage),
 		pace:    pace{max: o.MaxRecordsPerTxn},
-		book:    poisonBook{poison: make(map[transform.Source]poison), missing: make(map[string]time.Time)},
+		book:    poisonBook{poison: make(map[record.Source]poison), missing: make(map[string]time.Time)},
 		mon:     newMonitor(recordLimit(o, chain), len(o.Chains)+1),
 		work:    context.Background(),
 		parts:   newPartitions(o.Metrics),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -19,10 +20,10 @@ import (
 // group (a key, or a partition), the input offsets in the order they ran
 // and the instances that ran them, and how many records ran at once.
 type orderLog struct {
-	group func(transform.Source, *kgo.Record) string
+	group func(record.Source, *kgo.Record) string
 	delay time.Duration
 	// fail, when set, fails a record's attempt with its error.
-	fail func(transform.Source) error
+	fail func(record.Source) error
 
 	mu      sync.Mutex
 	seen    map[string][]int64
@@ -33,12 +34,12 @@ type orderLog struct {
 	inside, most atomic.Int64
 }
 
-func newOrderLog(group func(transform.Source, *kgo.Record) string) *orderLog {
+func newOrderLog(group func(record.Source, *kgo.Record) string) *orderLog {
 	return &orderLog{group: group, seen: map[string][]int64{}, by: map[string]map[int]bool{}, running: map[string]int{}}
 }
 
 // byKey groups records by key, the null key as one group of its own.
-func byKey(_ transform.Source, r *kgo.Record) string {
+func byKey(_ record.Source, r *kgo.Record) string {
 	if r.Key == nil {
 		return "<null>"
 	}
@@ -46,7 +47,7 @@ func byKey(_ transform.Source, r *kgo.Record) string {
 }
 
 // byPartition groups records by input partition.
-func byPartition(src transform.Source, _ *kgo.Record) string {
+func byPartition(src record.Source, _ *kgo.Record) string {
 	return "p=" + strconv.Itoa(int(src.Partition))
 }
 
@@ -54,7 +55,7 @@ func byPartition(src transform.Source, _ *kgo.Record) string {
 func (l *orderLog) chains(t *testing.T, n int) (*transform.Chain, []*transform.Chain) {
 	var cs []*transform.Chain
 	for id := range n {
-		fn := func(_ context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		fn := func(_ context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			g := l.group(src, r)
 			l.mu.Lock()
 			if l.running[g]++; l.running[g] > 1 {
@@ -106,7 +107,7 @@ func (l *orderLog) check(t *testing.T, inputs []*kgo.Record) {
 	defer l.mu.Unlock()
 	want := map[string][]int64{}
 	for _, r := range inputs {
-		g := l.group(transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, r)
+		g := l.group(record.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}, r)
 		want[g] = append(want[g], r.Offset)
 	}
 	if l.overlap > 0 {
@@ -231,7 +232,7 @@ func TestOrderKeyRetriesAndAborts(t *testing.T) {
 			l := newOrderLog(byKey)
 			var mu sync.Mutex
 			tried := map[int64]bool{}
-			l.fail = func(src transform.Source) error {
+			l.fail = func(src record.Source) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if src.Offset%37 == 0 && !tried[src.Offset] {
@@ -264,7 +265,7 @@ func TestOrderKeyStatelessChainShared(t *testing.T) {
 	singlePartitionInput(e, 1000, 10, 0)
 	var inside, most atomic.Int64
 	mk := func() *transform.Chain {
-		return chainOf(t, "plain", func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return chainOf(t, "plain", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			now := inside.Add(1)
 			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
 			}

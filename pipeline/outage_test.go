@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -28,7 +29,7 @@ func TestLoopOutageFailsNoRecord(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	var calls atomic.Int64
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		calls.Add(1)
 		if down.Load() {
 			return out, transform.Unavailable(errors.New("schema registry at PROCESSOR_SCHEMA_REGISTRY_URL=http://127.0.0.1:1 is unreachable"))
@@ -82,7 +83,7 @@ func TestLoopOutageFailsNoRecord(t *testing.T) {
 func TestLoopFatalStopsWithoutFailingRecords(t *testing.T) {
 	e := newMemEnv(t)
 	e.produce(50, 3)
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if string(r.Value) == "k1:10" {
 			return out, transform.Fatal(errors.New("the schema registry refused the credentials (401)"))
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -71,7 +71,7 @@ func (p *Pipeline) notePoison(ctx context.Context, failures []txn.Failure) error
 	}
 	find := p.open.sent.finder()
 	byPart := map[topicPartition]*blame{}
-	alone := map[transform.Source]struct{}{}
+	alone := map[record.Source]struct{}{}
 	var order []topicPartition
 	for _, f := range failures {
 		if !unproducible(f.Err) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // OnError is what happens to an input record that fails for good: its
@@ -47,12 +47,12 @@ type poison struct {
 // (their next attempt goes where the policy says), and destination topics
 // the cluster confirmed missing (records routed there fail at once).
 type poisonBook struct {
-	poison  map[transform.Source]poison
+	poison  map[record.Source]poison
 	missing map[string]time.Time // and when it was confirmed
 	// alone is the input last found alone in a transaction that ran out
 	// of its budget (with aloneSet), until a transaction commits: found so
 	// twice in a row, it is blamed (process.go).
-	alone    transform.Source
+	alone    record.Source
 	aloneSet bool
 }
 
@@ -67,7 +67,7 @@ func (b *poisonBook) blame(blamed []blamed) {
 // forget drops the entries a committed transaction applied: they are
 // handled. A rebalance may hand leftovers to another instance, which
 // finds them itself.
-func (b *poisonBook) forget(applied []transform.Source) {
+func (b *poisonBook) forget(applied []record.Source) {
 	for _, src := range applied {
 		delete(b.poison, src)
 	}
@@ -77,7 +77,7 @@ func (b *poisonBook) forget(applied []transform.Source) {
 // its chain entry stage failed after attempts runs, or (stage "produce") its
 // output could not be produced. dropValue, when set, says why its dead
 // letter goes without the value. Only Fail returns an error.
-func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) error {
+func (p *Pipeline) failed(src record.Source, r *kgo.Record, stage string, attempts int, err error, dropValue string) error {
 	switch p.o.OnError {
 	case DeadLetter:
 		p.deadLetter(src, r, stage, attempts, err, dropValue)
@@ -95,7 +95,7 @@ func (p *Pipeline) failed(src transform.Source, r *kgo.Record, stage string, att
 // transaction holding it was aborted, nothing from it on was committed, and
 // a restart meets the same record again.
 type RecordError struct {
-	Source transform.Source
+	Source record.Source
 	Err    error
 }
 

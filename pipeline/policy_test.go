@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -77,7 +78,7 @@ func (e *loopEnv) checkStoppedAt(run *loopRun, topic string, rec *kgo.Record) {
 // only it, with the error "poison record".
 func poisonChain(t *testing.T, poison *kgo.Record) *transform.Chain {
 	t.Helper()
-	return loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	return loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if string(r.Value) == string(poison.Value) {
 			return out, errors.New("poison record")
 		}
@@ -107,7 +108,7 @@ func TestLoopRetriesWithBackoff(t *testing.T) {
 		return "good"
 	}
 	var log callLog
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		call := log.add(string(r.Value))
 		switch kind(r) {
 		case "flaky":
@@ -181,9 +182,9 @@ func TestLoopRetriesWithBackoff(t *testing.T) {
 		if in == nil {
 			continue
 		}
-		msg, _ := header(d, HeaderError)
-		stage, _ := header(d, HeaderErrorTransform)
-		attempts, _ := header(d, HeaderErrorAttempts)
+		msg, _ := header(d, record.HeaderError)
+		stage, _ := header(d, record.HeaderErrorTransform)
+		attempts, _ := header(d, record.HeaderErrorAttempts)
 		want := [3]string{"lookup timed out", "loop", "5"}
 		if kind(in) == "broken" {
 			want = [3]string{"broken record", "loop", "1"}
@@ -204,7 +205,7 @@ func TestLoopSkipPolicy(t *testing.T) {
 	const n, keys = 300, 10
 	e.produce(n, keys)
 	bad := func(r *kgo.Record) bool { return loopSeq(string(r.Value))%7 == 3 }
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if bad(r) {
 			return out, errors.New("bad record")
 		}
@@ -251,7 +252,7 @@ func TestLoopFailPolicyStops(t *testing.T) {
 	err := waitDone(t, run, 20*time.Second, "the fail policy must stop at the poison record")
 
 	var re *RecordError
-	want := transform.Source{Topic: e.in, Partition: poison.Partition, Offset: poison.Offset}
+	want := record.Source{Topic: e.in, Partition: poison.Partition, Offset: poison.Offset}
 	if !errors.As(err, &re) || re.Source != want || !strings.Contains(err.Error(), "poison record") {
 		t.Fatalf("Run returned %v, want a *RecordError for %+v", err, want)
 	}
@@ -278,7 +279,7 @@ func TestLoopRoutedOutputs(t *testing.T) {
 	side := e.createTopic("side", loopPartitions, nil)
 	const n, keys = 200, 10
 	e.produce(n, keys)
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		r.Topic = side
 		return append(out, r), nil
 	})
@@ -314,7 +315,7 @@ func TestLoopRecordWithinItsOwnDeadlinesIsNotCut(t *testing.T) {
 	slow := e.inputs[n/2]
 	const budget, timeout, retries = 600 * time.Millisecond, 100 * time.Millisecond, 3 // worst case 470ms
 	var log callLog
-	chain := loopChain(t, func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if string(r.Value) == string(slow.Value) && log.add(string(r.Value)) <= retries {
 			<-ctx.Done()
 			return out, ctx.Err()

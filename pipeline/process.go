@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -54,7 +55,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 			if r.Attrs.IsControl() {
 				continue // a transaction marker: kept so that committed offsets step over it
 			}
-			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
+			src := record.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
 			if !parallel {
 				r.Topic = "" // a worker did it already: the chain may have routed r since
 			}
@@ -97,7 +98,7 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 
 // runSolo runs r, record i of the poll, on the one worker, in the loop's
 // goroutine.
-func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res result) {
+func (p *Pipeline) runSolo(src record.Source, r *kgo.Record, i int) (res result) {
 	w := &p.pool.workers[p.pool.solo]
 	if w.stores != nil {
 		w.stores.stream = p.streamAt(i)
@@ -120,7 +121,7 @@ func (p *Pipeline) runSolo(src transform.Source, r *kgo.Record, i int) (res resu
 // produceOutputs applies the outcome of r's chain run: the watchdog, the
 // error policy, or producing the outputs. It writes nothing into res.out,
 // which may be a worker's buffer.
-func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res result) error {
+func (p *Pipeline) produceOutputs(src record.Source, r *kgo.Record, res result) error {
 	if errors.Is(res.err, errWatchdog) {
 		if p.blameSlow(src, res) {
 			return res.err
@@ -170,7 +171,7 @@ func (p *Pipeline) produceOutputs(src transform.Source, r *kgo.Record, res resul
 // produceOutput produces o, an output of src, into the open transaction:
 // to the output topic unless routed, with the lineage lin (src, or the
 // input a repartitioned record came from) unless it goes to a hop.
-func (p *Pipeline) produceOutput(o *kgo.Record, src, lin transform.Source) {
+func (p *Pipeline) produceOutput(o *kgo.Record, src, lin record.Source) {
 	if o.Topic == "" {
 		o.Topic = p.o.OutputTopic
 		p.open.counts.out++
@@ -189,7 +190,7 @@ func (p *Pipeline) produceOutput(o *kgo.Record, src, lin transform.Source) {
 
 // blamed is a record this transaction failed as the one that held it up.
 type blamed struct {
-	src transform.Source
+	src record.Source
 	failure
 }
 
@@ -197,7 +198,7 @@ type blamed struct {
 // monitor saw it run for at least half the budget: it held up the
 // transaction, and the records queued behind it did not. Its retry then
 // fails it under the policy instead of the transaction shrinking.
-func (p *Pipeline) blameSlow(src transform.Source, res result) bool {
+func (p *Pipeline) blameSlow(src record.Source, res result) bool {
 	ran := p.ranFor(src)
 	if ran < p.o.TxnBudget/2 {
 		return false
@@ -222,7 +223,7 @@ func (p *Pipeline) blameRest(from int) {
 				continue
 			}
 			res := p.pool.results[i]
-			src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
+			src := record.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
 			switch le, ok := res.err.(*limitError); {
 			case ok:
 				p.open.counts.limited++

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -87,7 +88,7 @@ func (e *loopEnv) startBatched(group, txnID string, chain *transform.Chain, o Op
 // bigOutputs is a transform that passes records, except that the outputs
 // of the inputs in big get a value too large for a tinyLimit topic.
 func bigOutputs(big ...*kgo.Record) transform.Func {
-	return func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	return func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		for i, b := range big {
 			if string(r.Value) == string(b.Value) {
 				r.Value = incompressible(bigSize, uint64(i))
@@ -121,13 +122,13 @@ func TestLoopOutputTooLargeDeadLettered(t *testing.T) {
 	dead := e.read(e.dlq, true)
 	e.checkTopic(e.dlq, dead, isBig)
 	for _, d := range dead {
-		msg, _ := header(d, HeaderError)
-		stage, _ := header(d, HeaderErrorTransform)
-		attempts, _ := header(d, HeaderErrorAttempts)
+		msg, _ := header(d, record.HeaderError)
+		stage, _ := header(d, record.HeaderErrorTransform)
+		attempts, _ := header(d, record.HeaderErrorAttempts)
 		if !strings.Contains(msg, "cannot be produced") || !strings.Contains(msg, "MESSAGE_TOO_LARGE") || stage != stageProduce || attempts != "1" {
 			t.Errorf("dead letter %q: error %q, transform %q, attempts %q; want MESSAGE_TOO_LARGE, produce, 1", d.Value, msg, stage, attempts)
 		}
-		if _, dropped := header(d, HeaderErrorValueDropped); dropped != 0 {
+		if _, dropped := header(d, record.HeaderErrorValueDropped); dropped != 0 {
 			t.Errorf("dead letter %q has its value dropped", d.Value)
 		}
 	}
@@ -166,7 +167,7 @@ func TestLoopOutputTooLargeFails(t *testing.T) {
 	err := waitDone(t, run, 30*time.Second, "the fail policy must stop at the input whose output is too large")
 
 	var re *RecordError
-	want := transform.Source{Topic: e.in, Partition: big.Partition, Offset: big.Offset}
+	want := record.Source{Topic: e.in, Partition: big.Partition, Offset: big.Offset}
 	if !errors.As(err, &re) || re.Source != want || !errors.Is(err, kerr.MessageTooLarge) ||
 		!strings.Contains(err.Error(), "its output cannot be produced to tiny") {
 		t.Fatalf("Run returned %v, want a *RecordError for %+v wrapping MESSAGE_TOO_LARGE", err, want)
@@ -193,7 +194,7 @@ func TestLoopDeadLetterTooLarge(t *testing.T) {
 	bigB := &kgo.Record{Key: []byte("bigB"), Value: incompressible(bigSize, 2)}
 	e.produceRecords(bigB)
 	isBig := func(in *kgo.Record) bool { return in == bigA || in == bigB }
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if len(r.Value) > 1000 || len(r.Key) > 1000 {
 			return out, errors.New("record too big to transform")
 		}
@@ -207,9 +208,9 @@ func TestLoopDeadLetterTooLarge(t *testing.T) {
 	got := map[string]bool{}
 	for _, d := range dead {
 		got[string(d.Key)] = true
-		msg, _ := header(d, HeaderError)
-		stage, _ := header(d, HeaderErrorTransform)
-		dropped, _ := header(d, HeaderErrorValueDropped)
+		msg, _ := header(d, record.HeaderError)
+		stage, _ := header(d, record.HeaderErrorTransform)
+		dropped, _ := header(d, record.HeaderErrorValueDropped)
 		if len(d.Value) != 0 || msg != "transform loop: record too big to transform" || stage != "loop" ||
 			!strings.Contains(dropped, "could not be written") {
 			t.Errorf("dead letter %q: %d-byte value, error %q, transform %q, dropped %q; want no value, the transform error, the reason it was dropped",
@@ -233,7 +234,7 @@ func TestLoopDeadLetterTooLarge(t *testing.T) {
 	e.produceRecords(bigKey)
 	err := waitDone(t, run, 30*time.Second, "a dead letter too large even without its value must stop the processor")
 	var re *RecordError
-	want := transform.Source{Topic: e.in, Partition: bigKey.Partition, Offset: bigKey.Offset}
+	want := record.Source{Topic: e.in, Partition: bigKey.Partition, Offset: bigKey.Offset}
 	if !errors.As(err, &re) || re.Source != want || !strings.Contains(err.Error(), "even without its value") ||
 		!strings.Contains(err.Error(), "record too big to transform") || !errors.Is(err, kerr.MessageTooLarge) {
 		t.Fatalf("Run returned %v, want a *RecordError for %+v: its dead letter cannot be written even without its value", err, want)
@@ -250,7 +251,7 @@ func TestLoopRoutedToMissingTopic(t *testing.T) {
 	const n, keys = 60, 3
 	e.produce(n, keys)
 	ghost := func(r *kgo.Record) bool { return loopSeq(string(r.Value))%10 == 4 }
-	chain := loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if ghost(r) {
 			r.Topic = "ghost"
 		}
@@ -267,8 +268,8 @@ func TestLoopRoutedToMissingTopic(t *testing.T) {
 	dead := e.read(e.dlq, true)
 	e.checkTopic(e.dlq, dead, ghost)
 	for _, d := range dead {
-		msg, _ := header(d, HeaderError)
-		stage, _ := header(d, HeaderErrorTransform)
+		msg, _ := header(d, record.HeaderError)
+		stage, _ := header(d, record.HeaderErrorTransform)
 		if !strings.Contains(msg, `routed to topic "ghost", which does not exist`) || stage != stageProduce {
 			t.Errorf("dead letter %q: error %q, transform %q; want the missing topic named, produce", d.Value, msg, stage)
 		}

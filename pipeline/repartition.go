@@ -106,7 +106,7 @@ type hopOut struct {
 }
 
 // Process implements transform.Transform.
-func (h *hopOut) Process(ctx context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (h *hopOut) Process(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	gk, err := h.gk.GroupKey(ctx, r)
 	if err != nil {
 		return out, err
@@ -139,7 +139,7 @@ func (h *hopOut) Touches() transform.Parts { return transform.PartKey }
 type hopIn struct{}
 
 // Process implements transform.Transform.
-func (hopIn) Process(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (hopIn) Process(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	key, topic, n := restoreHop(r.Headers)
 	r.Headers, r.Key, r.Topic = r.Headers[:n:n], key, topic
 	return append(out, r), nil
@@ -169,7 +169,7 @@ func restoreHop(hs []kgo.RecordHeader) (key []byte, topic string, n int) {
 
 // origin returns the input a repartition record was made from, by its
 // lineage header, or src when it has none.
-func (p *Pipeline) origin(src transform.Source, r *kgo.Record) transform.Source {
+func (p *Pipeline) origin(src record.Source, r *kgo.Record) record.Source {
 	for i := len(r.Headers) - 1; i >= 0; i-- {
 		if r.Headers[i].Key == record.HeaderSource {
 			if o, ok := record.Lineage(r.Headers[i : i+1]); ok {
@@ -184,7 +184,7 @@ func (p *Pipeline) origin(src transform.Source, r *kgo.Record) transform.Source 
 // unhop makes a repartition record that failed look as it was before the
 // hop, for its dead letter: its key and headers back (the value stays as
 // the first segment made it), and returns the input it came from.
-func (p *Pipeline) unhop(src transform.Source, r *kgo.Record) transform.Source {
+func (p *Pipeline) unhop(src record.Source, r *kgo.Record) record.Source {
 	o := p.origin(src, r)
 	key, _, n := restoreHop(r.Headers)
 	r.Headers, r.Key = r.Headers[:n:n], key

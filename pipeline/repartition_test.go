@@ -9,7 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/record"
-	"github.com/streamproc/processor/transform"
 )
 
 // murmur2 is Kafka's: the values of Kafka's own UtilsTest.testMurmur2.
@@ -53,7 +52,7 @@ func (groupKeyer) GroupKey(_ context.Context, r *kgo.Record) ([]byte, error) { r
 // in that key's partition, and names its input; unhop makes a failed one
 // what it was before the hop and returns its input.
 func TestHopRoundTrip(t *testing.T) {
-	src := transform.Source{Topic: "orders", Partition: 3, Offset: 41}
+	src := record.Source{Topic: "orders", Partition: 3, Offset: 41}
 	for _, c := range []struct {
 		key   []byte
 		topic string
@@ -72,18 +71,18 @@ func TestHopRoundTrip(t *testing.T) {
 			t.Fatalf("hop record names input %v %v", o, ok)
 		}
 		p := &Pipeline{}
-		if o := p.origin(transform.Source{Topic: "hop"}, h); o != src {
+		if o := p.origin(record.Source{Topic: "hop"}, h); o != src {
 			t.Fatalf("origin %v, want %v", o, src)
 		}
 		fetched := &kgo.Record{Key: h.Key, Value: h.Value, Headers: h.Headers}
-		back, _ := hopIn{}.Process(t.Context(), transform.Source{Topic: "hop"}, fetched, nil)
+		back, _ := hopIn{}.Process(t.Context(), record.Source{Topic: "hop"}, fetched, nil)
 		b := back[0]
 		if !bytes.Equal(b.Key, c.key) || (b.Key == nil) != (c.key == nil) || b.Topic != c.topic ||
 			len(b.Headers) != 1 || b.Headers[0].Key != "a" {
 			t.Fatalf("back: key %q (nil %v) topic %q headers %v; want key %q topic %q and header a", b.Key, b.Key == nil, b.Topic, b.Headers, c.key, c.topic)
 		}
 		failed := &kgo.Record{Key: h.Key, Value: h.Value, Headers: h.Headers}
-		if o := p.unhop(transform.Source{Topic: "hop"}, failed); o != src || !bytes.Equal(failed.Key, c.key) || len(failed.Headers) != 1 {
+		if o := p.unhop(record.Source{Topic: "hop"}, failed); o != src || !bytes.Equal(failed.Key, c.key) || len(failed.Headers) != 1 {
 			t.Fatalf("unhop: input %v key %q headers %v", o, failed.Key, failed.Headers)
 		}
 	}

@@ -41,8 +41,8 @@ func TestReplayLineage(t *testing.T) {
 	e.produceInputs(recs)
 	stop := e.c.EndOffsets(t, e.in)
 	var mu sync.Mutex
-	seen := map[string]transform.Source{}
-	chain := chainOf(t, "loop", func(_ context.Context, src transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	seen := map[string]record.Source{}
+	chain := chainOf(t, "loop", func(_ context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		mu.Lock()
 		seen[string(r.Value)] = src
 		mu.Unlock()
@@ -76,7 +76,7 @@ func TestReplayLineage(t *testing.T) {
 	for v, src := range seen {
 		var i int
 		fmt.Sscanf(v[strings.IndexByte(v, ':')+1:], "%d", &i)
-		if want := (transform.Source{Topic: "orders", Partition: 2, Offset: int64(100 + i)}); src != want {
+		if want := (record.Source{Topic: "orders", Partition: 2, Offset: int64(100 + i)}); src != want {
 			t.Errorf("the chain saw %s from %+v, want %+v", v, src, want)
 		}
 	}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // sentLog is what the open transaction keeps of each output it handed to
@@ -58,13 +58,13 @@ func newSentLog() sentLog { return sentLog{topicIdx: make(map[string]uint32)} }
 func addr(r *kgo.Record) uintptr { return uintptr(unsafe.Pointer(r)) }
 
 // note records that r, an output of src, was handed to the session.
-func (l *sentLog) note(r *kgo.Record, src transform.Source) {
+func (l *sentLog) note(r *kgo.Record, src record.Source) {
 	l.entries = append(l.entries, sent{at: addr(r), offset: src.Offset, part: src.Partition, topic: l.topicIndex(src.Topic)})
 }
 
 // noteDead records that r, the dead letter of src, which failed with
 // why, was handed to the session.
-func (l *sentLog) noteDead(r *kgo.Record, src transform.Source, why failure) {
+func (l *sentLog) noteDead(r *kgo.Record, src record.Source, why failure) {
 	l.dead = append(l.dead, deadSent{i: len(l.entries), why: why})
 	l.entries = append(l.entries, sent{at: addr(r), offset: src.Offset, part: src.Partition, topic: l.topicIndex(src.Topic) | deadFlag})
 }
@@ -88,7 +88,7 @@ func (l *sentLog) topicIndex(t string) uint32 {
 // inflight is an output found in the log: its input, and on a dead
 // letter why that input failed.
 type inflight struct {
-	src  transform.Source
+	src  record.Source
 	dead *failure
 }
 
@@ -114,7 +114,7 @@ func (l *sentLog) finder() func(r *kgo.Record) (inflight, bool) {
 // entry decodes entries[i].
 func (l *sentLog) entry(i int) inflight {
 	e := l.entries[i]
-	in := inflight{src: transform.Source{Topic: l.topics[e.topic&^deadFlag], Partition: e.part, Offset: e.offset}}
+	in := inflight{src: record.Source{Topic: l.topics[e.topic&^deadFlag], Partition: e.part, Offset: e.offset}}
 	if e.topic&deadFlag != 0 {
 		for j := range l.dead {
 			if l.dead[j].i == i {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // The log finds each failed output's input by the record's address, a dead
@@ -16,10 +16,10 @@ import (
 func TestSentLogFindsInputs(t *testing.T) {
 	l := newSentLog()
 	recs := make([]*kgo.Record, 6)
-	srcs := make([]transform.Source, len(recs))
+	srcs := make([]record.Source, len(recs))
 	for i := range recs {
 		recs[i] = &kgo.Record{Value: []byte{byte(i)}}
-		srcs[i] = transform.Source{Topic: []string{"a", "b"}[i%2], Partition: int32(i), Offset: int64(100 + i)}
+		srcs[i] = record.Source{Topic: []string{"a", "b"}[i%2], Partition: int32(i), Offset: int64(100 + i)}
 	}
 	why := failure{stage: "t", attempts: 3, err: errors.New("bad")}
 	for i, r := range recs {
@@ -57,10 +57,10 @@ func TestSentLogFindsInputs(t *testing.T) {
 func TestSentLogLastEntryAtAnAddressWins(t *testing.T) {
 	l := newSentLog()
 	r := &kgo.Record{}
-	first := transform.Source{Topic: "in", Partition: 0, Offset: 1}
-	second := transform.Source{Topic: "in", Partition: 3, Offset: 9}
+	first := record.Source{Topic: "in", Partition: 0, Offset: 1}
+	second := record.Source{Topic: "in", Partition: 3, Offset: 9}
 	l.note(r, first)
-	l.note(&kgo.Record{}, transform.Source{Topic: "other", Offset: 5})
+	l.note(&kgo.Record{}, record.Source{Topic: "other", Offset: 5})
 	l.note(r, second)
 	if in, ok := l.finder()(r); !ok || in.src != second {
 		t.Errorf("found %+v, %v; want %+v", in.src, ok, second)

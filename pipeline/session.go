@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -33,8 +33,8 @@ type Session interface {
 	// Produce and ProduceDeadLetter buffer an output, or the dead letter
 	// of input src, in the open transaction; one that fails makes End
 	// abort, and TakeFailures names it.
-	Produce(ctx context.Context, r *kgo.Record, src transform.Source)
-	ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why txn.DeadLetter)
+	Produce(ctx context.Context, r *kgo.Record, src record.Source)
+	ProduceDeadLetter(ctx context.Context, r *kgo.Record, src record.Source, why txn.DeadLetter)
 	// TakeFailures returns the outputs that failed to produce since the
 	// last call, and forgets them.
 	TakeFailures() []txn.Failure

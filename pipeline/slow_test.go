@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -98,7 +98,7 @@ func TestLoopSlowRecordIsolatedDirectly(t *testing.T) {
 			e.produce(n, keys)
 			slow := e.inputs[n/2]
 			var log callLog
-			fn := func(ctx context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			fn := func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				if string(r.Value) != string(slow.Value) {
 					return append(out, r), nil
 				}
@@ -150,13 +150,13 @@ func TestLoopSlowRecordIsolatedDirectly(t *testing.T) {
 			if c.policy == DeadLetter {
 				e.checkTopic(e.dlq, dead, isSlow)
 				if len(dead) == 1 {
-					msg, _ := header(dead[0], HeaderError)
+					msg, _ := header(dead[0], record.HeaderError)
 					for _, want := range []string{"did not finish within", "PROCESSOR_TRANSFORM_TIMEOUT", "PROCESSOR_TRANSACTION_TIMEOUT"} {
 						if !strings.Contains(msg, want) {
 							t.Errorf("dead letter error %q does not say %q", msg, want)
 						}
 					}
-					if stage, _ := header(dead[0], HeaderErrorTransform); stage != "slowpoke" {
+					if stage, _ := header(dead[0], record.HeaderErrorTransform); stage != "slowpoke" {
 						t.Errorf("dead letter transform %q, want slowpoke", stage)
 					}
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -141,15 +142,15 @@ type storeHolder struct {
 	st        *stateLoop
 	partition int32
 	j         StateJournal
-	bytes     int64            // what the last record that succeeded added to the changelogs
-	stream    int64            // the stream time of the record it runs (streamtime.go)
-	lateTopic string           // Options.LateTopic (late.go)
-	lates     []string         // the stores that found the record it runs late (late.go)
-	origin    transform.Source // the input a repartition record was made from; Topic "" for others
+	bytes     int64         // what the last record that succeeded added to the changelogs
+	stream    int64         // the stream time of the record it runs (streamtime.go)
+	lateTopic string        // Options.LateTopic (late.go)
+	lates     []string      // the stores that found the record it runs late (late.go)
+	origin    record.Source // the input a repartition record was made from; Topic "" for others
 }
 
 // Origin implements transform.Originer for the record the worker runs.
-func (h *storeHolder) Origin() (transform.Source, bool) { return h.origin, h.origin.Topic != "" }
+func (h *storeHolder) Origin() (record.Source, bool) { return h.origin, h.origin.Topic != "" }
 
 // Store implements transform.Stores.
 func (h *storeHolder) Store(name string) (transform.Store, error) {
@@ -326,7 +327,7 @@ func (p *Pipeline) produceState(abort txn.Reason) {
 		return
 	}
 	for _, r := range p.st.txn.Records() {
-		p.s.Produce(p.work, r, transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: -1})
+		p.s.Produce(p.work, r, record.Source{Topic: r.Topic, Partition: r.Partition, Offset: -1})
 	}
 }
 

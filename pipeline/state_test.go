@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/aggregate"
 	"github.com/streamproc/processor/txn"
@@ -362,7 +363,7 @@ func TestStatefulPartitionRevokedAfterPoll(t *testing.T) {
 // it fails every input whose offset is 4 mod 13 for good.
 type flakyAfterState struct{ tried sync.Map }
 
-func (f *flakyAfterState) Process(_ context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (f *flakyAfterState) Process(_ context.Context, src record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	switch {
 	case src.Offset%13 == 4:
 		return out, fmt.Errorf("offset %d is refused", src.Offset)
@@ -376,7 +377,7 @@ func (f *flakyAfterState) Process(_ context.Context, src transform.Source, rec *
 
 func init() {
 	transform.Register("statetestdrop", transform.Plain("drops every record", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, _ transform.Source, _ *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(_ context.Context, _ record.Source, _ *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			return out, nil
 		}), nil
 	}))

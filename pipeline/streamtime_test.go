@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -25,7 +26,7 @@ type timeProbe struct{}
 func (timeProbe) Ordered() bool    { return true }
 func (timeProbe) Stores() []string { return []string{"probe"} }
 func (timeProbe) KeyScoped() bool  { return true }
-func (timeProbe) Process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (timeProbe) Process(ctx context.Context, src record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	ms, ok := transform.StreamMillisOf(ctx)
 	if !ok {
 		ms = -1

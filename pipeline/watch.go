@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -102,7 +103,7 @@ func limitCause(ctx context.Context) *limitError {
 
 // stuckError is the health of an instance whose transform does not return.
 type stuckError struct {
-	src   transform.Source
+	src   record.Source
 	entry transform.Entry
 	ran   time.Duration
 	since time.Duration
@@ -213,7 +214,7 @@ func (p *Pipeline) look() {
 			*sn = sighting{seq: seq, topic: topic, part: part, off: off, since: now}
 		}
 		sn.last = now
-		src := transform.Source{Topic: *sn.topic, Partition: sn.part, Offset: off - 1}
+		src := record.Source{Topic: *sn.topic, Partition: sn.part, Offset: off - 1}
 		if v > 0 && now.Sub(sn.since) >= p.mon.limit {
 			if c := s.cancel.Load(); c != nil && s.off.CompareAndSwap(v, -v) {
 				(*c)(&limitError{ran: now.Sub(sn.since), limit: p.mon.limit, budget: p.o.TxnBudget, names: p.names})
@@ -254,7 +255,7 @@ func (p *Pipeline) unstick(s *slot) {
 
 // ranFor returns how long the monitor saw src run in this transaction, at
 // least; 0 when it did not see it.
-func (p *Pipeline) ranFor(src transform.Source) time.Duration {
+func (p *Pipeline) ranFor(src record.Source) time.Duration {
 	m := &p.mon
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -268,12 +269,12 @@ func (p *Pipeline) ranFor(src transform.Source) time.Duration {
 
 // run runs r through w's chain (runChain), with r published in w's slot
 // for the monitor; a record the monitor cut leaves w a fresh context.
-func (p *Pipeline) run(w *worker, src transform.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
+func (p *Pipeline) run(w *worker, src record.Source, r *kgo.Record, dst []*kgo.Record) (out []*kgo.Record, stage string, attempts int, err error) {
 	s, v := &w.slot, src.Offset+1
 	if w.stores != nil {
 		w.stores.partition = src.Partition
 		w.stores.lates = w.stores.lates[:0]
-		w.stores.origin = transform.Source{}
+		w.stores.origin = record.Source{}
 		if p.fromHop(src.Topic) {
 			w.stores.origin = p.origin(src, r)
 		}

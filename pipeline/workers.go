@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -78,7 +79,7 @@ type result struct {
 	late []string
 	// origin is, for a record of the repartition topic, the input it was
 	// made from: its outputs' lineage.
-	origin transform.Source
+	origin record.Source
 }
 
 // worker runs records through its own chain: a Chain, and the transforms
@@ -262,7 +263,7 @@ func (p *Pipeline) runRecord(w *worker, b *batch, j int) {
 	if r.Attrs.IsControl() {
 		return
 	}
-	src := transform.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
+	src := record.Source{Topic: *b.topic, Partition: b.partition, Offset: r.Offset}
 	r.Topic = ""
 	if len(p.book.poison) > 0 {
 		if _, ok := p.book.poison[src]; ok {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -75,7 +76,7 @@ func TestLoopWorkersRunConcurrently(t *testing.T) {
 			busy := &atomic.Int64{} // this instance's calls in progress
 			calls := &atomic.Int64{}
 			var c *transform.Chain
-			c = loopChain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			c = loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				if busy.Add(1) != 1 {
 					t.Error("a chain instance ran two records at once")
 				}

@@ -91,7 +91,7 @@ type Restore struct {
 }
 
 // Process implements transform.Transform.
-func (s *Restore) Process(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (s *Restore) Process(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	if !s.Filter.Match(r) || !Replayable(r) {
 		return out, nil
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/replay"
-	"github.com/streamproc/processor/transform"
 )
 
 var t0 = time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC)
@@ -68,7 +67,7 @@ func TestFilter(t *testing.T) {
 // one whose value was dropped leave nothing.
 func TestRestore(t *testing.T) {
 	s := &replay.Restore{Filter: replay.All()}
-	out, err := s.Process(context.Background(), transform.Source{}, deadLetter(0, 1, "boom"), nil)
+	out, err := s.Process(context.Background(), record.Source{}, deadLetter(0, 1, "boom"), nil)
 	if err != nil || len(out) != 1 {
 		t.Fatalf("Process = %v, %v", out, err)
 	}
@@ -91,7 +90,7 @@ func TestRestore(t *testing.T) {
 		{"value dropped", replay.All(), dropped},
 	} {
 		s := &replay.Restore{Filter: tc.f}
-		if out, err := s.Process(context.Background(), transform.Source{}, tc.r, nil); err != nil || len(out) != 0 {
+		if out, err := s.Process(context.Background(), record.Source{}, tc.r, nil); err != nil || len(out) != 0 {
 			t.Errorf("%s: Process = %v, %v; want nothing", tc.name, out, err)
 		}
 	}

@@ -32,6 +32,18 @@ const (
 // error names them.
 func formats() []Format { return []Format{Raw, Avro, Protobuf, JSONSchema} }
 
+// Choices returns the names of the formats, in ParseFormat's order: the
+// only values a setting of type Format takes (package settings reads them,
+// so the processor's format settings accept what this package knows).
+func (Format) Choices() []string {
+	all := formats()
+	names := make([]string, len(all))
+	for i, f := range all {
+		names[i] = string(f)
+	}
+	return names
+}
+
 // ParseFormat reads a format's name as settings spell it; the error lists
 // the accepted values so that a typo is fixed at once.
 func ParseFormat(s string) (Format, error) {
@@ -41,11 +53,7 @@ func ParseFormat(s string) (Format, error) {
 			return f, nil
 		}
 	}
-	names := make([]string, len(all))
-	for i, f := range all {
-		names[i] = string(f)
-	}
-	return "", fmt.Errorf("unknown format %q: accepted values are %s", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("unknown format %q: accepted values are %s", s, strings.Join(Raw.Choices(), ", "))
 }
 
 // RegistryType is the registry's schema type for f, for registering a

@@ -93,15 +93,20 @@ func (t Text) String() string { return t.Format(declared) }
 func declared(setting string) string { return setting }
 
 // Error is a bad value of one setting: a value that does not parse, a
-// required setting that is missing, or a value the plugin refuses. It is
-// the one error type for every plugin's settings. Fill returns one for a
-// value that does not parse or a missing required setting; a plugin
-// returns one to refuse a value, and its host fills in Plugin, and Want
-// from the field's form when the plugin leaves it empty. The host shows it
-// with Message, naming its own variables.
+// required setting that is missing, or a value refused. It is the one
+// error type of settings, every plugin's and the processor's own. Fill
+// returns one for a value that does not parse or a missing required
+// setting; a plugin returns one to refuse a value, and its host fills in
+// Plugin, and Want from the field's form when the plugin leaves it empty.
+// The host shows it as the user set it with Bind, naming its variables.
 type Error struct {
 	Plugin Plugin // whose setting; the zero Plugin when Fill alone is used
 	Field  string // the setting, e.g. "EXPR"
+	// Var is the variable the setting was read from, e.g.
+	// PROCESSOR_JQ_EXPR, set by Bind (or by the host that builds the
+	// error): the message then names it, in place of the plugin and the
+	// setting.
+	Var    string
 	Value  string // the value given; empty when Unset or Secret
 	Unset  bool   // the setting is required but was not given
 	Secret bool   // the setting is a secret: the message does not show its value
@@ -113,8 +118,13 @@ type Error struct {
 }
 
 // Error returns the message with settings named as they are declared,
-// e.g. `transform jq: setting EXPR=".a |" is invalid: want a jq program`.
+// e.g. `transform jq: setting EXPR=".a |" is invalid: want a jq program`,
+// or, once bound to a variable, as the user set it:
+// `PROCESSOR_JQ_EXPR=".a |" is invalid: want a jq program`.
 func (e *Error) Error() string {
+	if e.Var != "" {
+		return e.bound()
+	}
 	prefix := ""
 	if e.Plugin != (Plugin{}) {
 		prefix = e.Plugin.String() + ": "
@@ -126,6 +136,27 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%ssetting %s is invalid (its value is not shown): want %s", prefix, e.Field, e.Expected(declared))
 	}
 	return fmt.Sprintf("%ssetting %s=%q is invalid: want %s", prefix, e.Field, e.Value, e.Expected(declared))
+}
+
+// bound is the message of an error bound to its variable.
+func (e *Error) bound() string {
+	switch {
+	case e.Unset:
+		return fmt.Sprintf("%s is not set: want %s", e.Var, e.Expected(declared))
+	case e.Secret:
+		return fmt.Sprintf("%s is invalid (its value is not shown): want %s", e.Var, e.Expected(declared))
+	}
+	return fmt.Sprintf("%s=%q is invalid: want %s", e.Var, e.Value, e.Expected(declared))
+}
+
+// Bind returns a copy of e that names the variables the host reads
+// settings from, as name returns them: Var is name(Field), and every
+// setting that Want and Detail name is shown as its variable.
+func (e *Error) Bind(name func(setting string) string) *Error {
+	b := *e
+	b.Var = name(e.Field)
+	b.Want, b.Detail = Say(e.Expected(name)), nil
+	return &b
 }
 
 // Expected returns what was expected, Want and then Detail, with each

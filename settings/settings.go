@@ -12,18 +12,24 @@
 // required makes a missing setting an error; doc says in one line what the
 // setting does, and form the values it takes (quoted when a value is
 // wrong); secret:"true" marks a password or the like, whose value no error
-// shows. A plugin never sees where the values come from: the processor
+// shows; choices declares the only values a string setting takes,
+// comma-separated (choices:"update,close"), so that Fill refuses any
+// other. A plugin never sees where the values come from: the processor
 // binds each setting to a variable of its own, and tests pass values
 // directly.
 //
 // Field types: string, bool, int (any size), uint (any size), float64,
-// time.Duration, and any type implementing encoding.TextUnmarshaler.
+// time.Duration, []string (a comma-separated list), and any type
+// implementing encoding.TextUnmarshaler. A string type with a method
+// Choices() []string declares its choices itself (a list kept where the
+// values are implemented, such as the formats a codec knows).
 package settings
 
 import (
 	"encoding"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +44,11 @@ type Field struct {
 	Doc      string // what the setting does, one line
 	Form     string // the values it takes, quoted when a value is wrong
 	Secret   bool   // a password or the like: errors never show its value
+	// Choices are the only values a string setting takes, from its
+	// choices tag or its type's Choices method; nil: any. The empty value
+	// of a setting without a default that is not required means unset,
+	// and is taken too.
+	Choices []string
 
 	index int // of the struct field
 }
@@ -47,6 +58,9 @@ type Field struct {
 type Lookup func(setting string) (string, bool)
 
 var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// chooser is a string type that declares its own choices.
+type chooser interface{ Choices() []string }
 
 // Fields returns the fields that settings, a pointer to a struct,
 // declares. Tags that cannot work (a missing or malformed setting name, a
@@ -84,14 +98,55 @@ func Fields(settings any) []Field {
 			bad("type " + sf.Type.String() + " cannot be parsed from text")
 		}
 		f.Type = typ
+		if why := declareChoices(&f, sf); why != "" {
+			bad(why)
+		}
 		if f.Default != "" {
-			if err := parseInto(reflect.New(sf.Type).Elem(), f.Default); err != nil {
+			if err := f.parse(reflect.New(sf.Type).Elem(), f.Default); err != nil {
 				bad(fmt.Sprintf("default %q: %v", f.Default, err))
 			}
 		}
 		fields = append(fields, f)
 	}
 	return fields
+}
+
+// declareChoices sets f's choices from sf's choices tag or its type's
+// Choices method, or says why they cannot work.
+func declareChoices(f *Field, sf reflect.StructField) string {
+	tag := sf.Tag.Get("choices")
+	c, typed := reflect.Zero(sf.Type).Interface().(chooser)
+	switch {
+	case tag != "" && typed:
+		return "declares choices in a tag and in its type"
+	case tag != "":
+		f.Choices = strings.Split(tag, ",")
+	case typed:
+		f.Choices = c.Choices()
+	default:
+		return ""
+	}
+	if sf.Type.Kind() != reflect.String || f.Type != "string" {
+		return "choices are for string settings"
+	}
+	for _, c := range f.Choices {
+		if c == "" {
+			return "declares an empty choice"
+		}
+	}
+	return ""
+}
+
+// parse parses s into v, the struct field of f, and checks it against
+// f's choices.
+func (f Field) parse(v reflect.Value, s string) error {
+	if err := parseInto(v, s); err != nil {
+		return err
+	}
+	if f.Choices == nil || s == "" && f.Default == "" && !f.Required || slices.Contains(f.Choices, s) {
+		return nil
+	}
+	return fmt.Errorf("not one of %s", strings.Join(f.Choices, ", "))
 }
 
 func settingName(s string) bool {
@@ -114,6 +169,8 @@ func typeName(t reflect.Type) (string, bool) {
 		return t.Name(), true
 	case t == reflect.TypeFor[time.Duration]():
 		return "duration", true
+	case t == reflect.TypeFor[[]string]():
+		return "list", true
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -134,6 +191,10 @@ func typeName(t reflect.Type) (string, bool) {
 func parseInto(v reflect.Value, s string) error {
 	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
 		return u.UnmarshalText([]byte(s))
+	}
+	if v.Type() == reflect.TypeFor[[]string]() {
+		v.Set(reflect.ValueOf(list(s)))
+		return nil
 	}
 	if v.Type() == reflect.TypeFor[time.Duration]() {
 		d, err := time.ParseDuration(strings.TrimSpace(s))
@@ -176,6 +237,15 @@ func parseInto(v reflect.Value, s string) error {
 	return nil
 }
 
+// list splits a comma-separated list as envconfig does: no element for an
+// empty or blank value, the elements as they are written otherwise.
+func list(s string) []string {
+	if strings.TrimSpace(s) == "" {
+		return []string{}
+	}
+	return strings.Split(s, ",")
+}
+
 // Fill sets every declared field of settings (a pointer to the struct
 // fields came from) to its value from lookup, or to its default. A value
 // that does not parse, or a required setting that is missing, is an
@@ -196,7 +266,7 @@ func Fill(fields []Field, settings any, lookup Lookup) error {
 			}
 			raw = f.Default
 		}
-		if err := parseInto(s.Field(f.index), raw); err != nil {
+		if err := f.parse(s.Field(f.index), raw); err != nil {
 			if f.Secret {
 				return &Error{Field: f.Name, Secret: true, Want: Say(f.Form)}
 			}

@@ -157,7 +157,7 @@ func TestFieldsPanics(t *testing.T) {
 		A string `setting:"A" form:"f"`
 	}
 	type badType struct {
-		A []string `setting:"A" doc:"d" form:"f"`
+		A []int `setting:"A" doc:"d" form:"f"`
 	}
 	type badDefault struct {
 		A int `setting:"A" default:"x" doc:"d" form:"f"`

@@ -97,7 +97,7 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 			return fail(&UnknownError{Name: e.Name, Known: r.Names()})
 		}
 		var filled any
-		var fields []Field
+		var fields []settings.Field
 		if spec.Settings != nil {
 			filled, fields = spec.Settings(), spec.Fields()
 			if err := fill(e, fields, filled, lookup); err != nil {
@@ -106,7 +106,7 @@ func (r *Registry) Build(entries []Entry, lookup Lookup, opts ...BuildOption) (*
 		}
 		t, err := spec.New(filled)
 		if err != nil {
-			var se *SettingError
+			var se *settings.Error
 			if errors.As(err, &se) {
 				return fail(refused(e, fields, se))
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
@@ -24,12 +25,12 @@ func fn(f transform.Func) transform.Spec {
 }
 
 // filter drops every record.
-func filter(_ context.Context, _ transform.Source, _ *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func filter(_ context.Context, _ record.Source, _ *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return out, nil
 }
 
 // fanOut3 replaces a record by three new ones, values <v>.0 to <v>.2.
-func fanOut3(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func fanOut3(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	for i := range 3 {
 		out = append(out, &kgo.Record{Key: rec.Key, Value: fmt.Appendf(nil, "%s.%d", rec.Value, i)})
 	}
@@ -37,28 +38,28 @@ func fanOut3(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.
 }
 
 // tag appends "!" to the value in place and passes the record on.
-func tag(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func tag(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	rec.Value = append(rec.Value, '!')
 	return append(out, rec), nil
 }
 
-func failing(_ context.Context, _ transform.Source, _ *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func failing(_ context.Context, _ record.Source, _ *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return out, errBoom
 }
 
 // failingNil returns a nil slice with its error, as much Go code does.
-func failingNil(context.Context, transform.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
+func failingNil(context.Context, record.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
 	return nil, errBoom
 }
 
 // failingAfterAppend appends the record and fails anyway.
-func failingAfterAppend(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func failingAfterAppend(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return append(out, rec, rec), errBoom
 }
 
 // failingOnSecond passes records on until it sees one whose value ends in
 // ".1" (the second output of fanOut3).
-func failingOnSecond(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func failingOnSecond(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	if strings.HasSuffix(string(rec.Value), ".1") {
 		return out, errBoom
 	}
@@ -66,7 +67,7 @@ func failingOnSecond(_ context.Context, _ transform.Source, rec *kgo.Record, out
 }
 
 // panicking panics on records whose value is "bad".
-func panicking(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func panicking(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	if string(rec.Value) == "bad" {
 		panic("bad record")
 	}
@@ -77,12 +78,12 @@ func panicking(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kg
 type seen struct {
 	recs []*kgo.Record
 	vals []string
-	srcs []transform.Source
+	srcs []record.Source
 	ctxs []context.Context
 }
 
 func (s *seen) spec() transform.Spec {
-	return fn(func(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	return fn(func(ctx context.Context, src record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		s.recs = append(s.recs, rec)
 		s.vals = append(s.vals, string(rec.Value))
 		s.srcs = append(s.srcs, src)
@@ -98,7 +99,7 @@ type closer struct {
 	err  error
 }
 
-func (c *closer) Process(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (c *closer) Process(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return append(out, rec), nil
 }
 
@@ -129,7 +130,7 @@ func closerLookup(e transform.Entry, setting string) (string, bool) {
 // testRegistry returns a registry with the stages above.
 func testRegistry() *transform.Registry {
 	r := &transform.Registry{}
-	r.Register("identity", fn(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	r.Register("identity", fn(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, rec), nil
 	}))
 	r.Register("filter", fn(filter))
@@ -235,7 +236,7 @@ func TestBuildAliasesGetTheirOwnSettings(t *testing.T) {
 	var built []*suffixSettings
 	r.Register("suffix", transform.Typed("appends SUFFIX", func(s *suffixSettings) (transform.Transform, error) {
 		built = append(built, s)
-		return transform.Func(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			rec.Value = append(rec.Value, s.Suffix...)
 			return append(out, rec), nil
 		}), nil
@@ -268,7 +269,7 @@ func TestBuildAliasesGetTheirOwnSettings(t *testing.T) {
 			}
 		}
 	}
-	out, err := c.Process(context.Background(), transform.Source{}, rec("v"), nil)
+	out, err := c.Process(context.Background(), record.Source{}, rec("v"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,10 +295,10 @@ func TestBuildSettingErrorNamesTheEntry(t *testing.T) {
 		}
 		return closerLookup(e, setting)
 	})
-	var se *transform.SettingError
+	var se *settings.Error
 	if !errors.As(err, &se) || se.Plugin != (settings.Plugin{Kind: "transform", Name: "num", Alias: "b"}) || se.Field != "N" || se.Value != "three" ||
 		se.Want.String() != "a whole number such as 3" || se.Unset {
-		t.Fatalf("error = %#v, want a *SettingError for num@b's N", err)
+		t.Fatalf("error = %#v, want a *settings.Error for num@b's N", err)
 	}
 	if want := `transform num@b: setting N="three" is invalid: want a whole number such as 3`; err.Error() != want {
 		t.Errorf("error = %q, want %q", err, want)
@@ -378,7 +379,7 @@ func TestProcessIdentitySamePointer(t *testing.T) {
 			c := build(t, transform.Default, names...)
 			pre := []*kgo.Record{rec("p0"), rec("p1")}
 			in := rec("v")
-			out, err := c.Process(context.Background(), transform.Source{}, in, append([]*kgo.Record(nil), pre...))
+			out, err := c.Process(context.Background(), record.Source{}, in, append([]*kgo.Record(nil), pre...))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -407,7 +408,7 @@ func TestProcessFilter(t *testing.T) {
 			c := build(t, r, tt.names...)
 			pre := rec("pre")
 			for i := range 3 { // and again, with the buffers reused
-				out, err := c.Process(context.Background(), transform.Source{}, rec("v"), []*kgo.Record{pre})
+				out, err := c.Process(context.Background(), record.Source{}, rec("v"), []*kgo.Record{pre})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -428,7 +429,7 @@ func TestProcessFlatMap(t *testing.T) {
 	r.Register("second", second.spec())
 	r.Register("third", third.spec())
 	c := build(t, r, "fanout", "second", "tag", "third")
-	out, err := c.Process(context.Background(), transform.Source{}, rec("v"), nil)
+	out, err := c.Process(context.Background(), record.Source{}, rec("v"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +449,7 @@ func TestProcessFlatMap(t *testing.T) {
 
 	// Two fan-outs in a row: 9 records.
 	c2 := build(t, r, "fanout", "fanout@again")
-	out, err = c2.Process(context.Background(), transform.Source{}, rec("w"), nil)
+	out, err = c2.Process(context.Background(), record.Source{}, rec("w"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestProcessFlatMap(t *testing.T) {
 func TestProcessManyRecords(t *testing.T) {
 	r := &transform.Registry{}
 	// explode emits n copies of a record whose value is n, with values n.i.
-	explode := func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	explode := func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		n := int(rec.Value[0] - '0')
 		for i := range n {
 			out = append(out, &kgo.Record{Value: fmt.Appendf(nil, "%d%s.%d", i%4, rec.Value[1:], i)})
@@ -470,7 +471,7 @@ func TestProcessManyRecords(t *testing.T) {
 		return out, nil
 	}
 	// dropEven drops records whose last digit is even.
-	dropEven := func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	dropEven := func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if (rec.Value[len(rec.Value)-1]-'0')%2 == 0 {
 			return out, nil
 		}
@@ -488,7 +489,7 @@ func TestProcessManyRecords(t *testing.T) {
 			name, _, _ := strings.Cut(n, "@")
 			var next []*kgo.Record
 			for _, r := range recs {
-				next, _ = stages[name](context.Background(), transform.Source{}, r, next)
+				next, _ = stages[name](context.Background(), record.Source{}, r, next)
 			}
 			recs = next
 		}
@@ -507,7 +508,7 @@ func TestProcessManyRecords(t *testing.T) {
 				v := fmt.Sprintf("%d-%d", i%6, i)
 				pre := len(out)
 				var err error
-				out, err = c.Process(context.Background(), transform.Source{Offset: int64(i)}, rec(v), out)
+				out, err = c.Process(context.Background(), record.Source{Offset: int64(i)}, rec(v), out)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -553,7 +554,7 @@ func TestProcessErrors(t *testing.T) {
 					}
 					orig := append([]*kgo.Record(nil), out...)
 					for round := range 2 { // the chain keeps working after a failure
-						res, err := c.Process(context.Background(), transform.Source{}, rec("v"), out)
+						res, err := c.Process(context.Background(), record.Source{}, rec("v"), out)
 						var te *transform.Error
 						if !errors.As(err, &te) {
 							t.Fatalf("round %d: error %v (%T) is not a *transform.Error", round, err, err)
@@ -603,7 +604,7 @@ func TestProcessPanic(t *testing.T) {
 				}
 				orig := append([]*kgo.Record(nil), out...)
 
-				res, err := c.Process(context.Background(), transform.Source{}, rec("bad"), out)
+				res, err := c.Process(context.Background(), record.Source{}, rec("bad"), out)
 				var te *transform.Error
 				if !errors.As(err, &te) {
 					t.Fatalf("error %v (%T) is not a *transform.Error", err, err)
@@ -631,7 +632,7 @@ func TestProcessPanic(t *testing.T) {
 				}
 
 				// The next record goes through.
-				res, err = c.Process(context.Background(), transform.Source{}, rec("good"), res)
+				res, err = c.Process(context.Background(), record.Source{}, rec("good"), res)
 				if err != nil {
 					t.Fatalf("after the panic: %v", err)
 				}
@@ -645,11 +646,11 @@ func TestProcessPanic(t *testing.T) {
 
 func TestProcessPanicWithError(t *testing.T) {
 	r := &transform.Registry{}
-	r.Register("p", fn(func(context.Context, transform.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
+	r.Register("p", fn(func(context.Context, record.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
 		panic(errBoom)
 	}))
 	c := build(t, r, "p")
-	_, err := c.Process(context.Background(), transform.Source{}, rec("v"), nil)
+	_, err := c.Process(context.Background(), record.Source{}, rec("v"), nil)
 	var pe *transform.PanicError
 	if !errors.As(err, &pe) || pe.Value != errBoom {
 		t.Errorf("error = %v, want a PanicError holding errBoom", err)
@@ -666,7 +667,7 @@ func TestProcessSourceAndContextPassedToEveryStage(t *testing.T) {
 	r.Register("c", c.spec())
 	chain := build(t, r, "a", "fanout", "b", "tag", "c")
 	ctx := context.WithValue(context.Background(), ctxKey{}, "v")
-	srcs := []transform.Source{{Topic: "orders", Partition: 3, Offset: 42}, {Topic: "refunds", Partition: 0, Offset: 7}}
+	srcs := []record.Source{{Topic: "orders", Partition: 3, Offset: 42}, {Topic: "refunds", Partition: 0, Offset: 7}}
 	for _, src := range srcs {
 		a, b, c = seen{}, seen{}, seen{}
 		if _, err := chain.Process(ctx, src, rec("v"), nil); err != nil {
@@ -765,7 +766,7 @@ func TestProcessAllocs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := build(t, allocRegistry(t), tt.names...)
 			ctx := context.Background()
-			src := transform.Source{Topic: "orders", Partition: 1, Offset: 2}
+			src := record.Source{Topic: "orders", Partition: 1, Offset: 2}
 			in := rec("v")
 			out := make([]*kgo.Record, 0, 16)
 			var err error
@@ -788,7 +789,7 @@ func TestProcessAllocs(t *testing.T) {
 func benchmarkChain(b *testing.B, names ...string) {
 	c := build(b, transform.Default, names...)
 	ctx := context.Background()
-	src := transform.Source{Topic: "orders", Partition: 1, Offset: 2}
+	src := record.Source{Topic: "orders", Partition: 1, Offset: 2}
 	in := rec("v")
 	out := make([]*kgo.Record, 0, 16)
 	var err error
@@ -814,7 +815,7 @@ func BenchmarkChainThreeStages(b *testing.B) {
 func TestStageMessageNamesSettings(t *testing.T) {
 	r := &transform.Registry{}
 	r.Register("slow", transform.Plain("fails naming its TIMEOUT", func() (transform.Transform, error) {
-		return transform.Func(func(context.Context, transform.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Func(func(context.Context, record.Source, *kgo.Record, []*kgo.Record) ([]*kgo.Record, error) {
 			return nil, &settings.Message{Err: errBoom, Text: settings.Say("stopped after ", settings.Ref("TIMEOUT"), "=1s")}
 		}), nil
 	}))
@@ -832,7 +833,7 @@ func TestStageMessageNamesSettings(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = ch.Process(context.Background(), transform.Source{}, &kgo.Record{}, nil)
+		_, err = ch.Process(context.Background(), record.Source{}, &kgo.Record{}, nil)
 		if err == nil || err.Error() != c.want || !errors.Is(err, errBoom) {
 			t.Errorf("got %v, want %q wrapping errBoom", err, c.want)
 		}
@@ -862,7 +863,7 @@ func TestFrameAndTouches(t *testing.T) {
 	}
 	var order []string
 	step := func(name string, fail bool) transform.Stage {
-		return transform.Stage{Name: name, T: transform.Func(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return transform.Stage{Name: name, T: transform.Func(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			order = append(order, name+":"+string(rec.Value))
 			if fail {
 				return out, errBoom
@@ -871,7 +872,7 @@ func TestFrameAndTouches(t *testing.T) {
 		})}
 	}
 	c.Frame([]transform.Stage{step("decode", false)}, []transform.Stage{step("encode", false)})
-	out, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: []byte("v")}, nil)
+	out, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: []byte("v")}, nil)
 	if err != nil || len(out) != 1 || string(out[0].Value) != "v!" {
 		t.Fatalf("Process = %v, %v", out, err)
 	}
@@ -886,7 +887,7 @@ func TestFrameAndTouches(t *testing.T) {
 	}
 	c2, _ := r.Build([]transform.Entry{{Name: "tag"}}, nil)
 	c2.Frame(nil, []transform.Stage{step("encode", true)})
-	_, err = c2.Process(context.Background(), transform.Source{}, &kgo.Record{Value: []byte("w")}, nil)
+	_, err = c2.Process(context.Background(), record.Source{}, &kgo.Record{Value: []byte("w")}, nil)
 	var te *transform.Error
 	if !errors.As(err, &te) || te.Stage != "encode" || !errors.Is(err, errBoom) {
 		t.Errorf("a failing host stage: %v, want a *transform.Error of stage encode", err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/aggregate"
 	_ "github.com/streamproc/processor/transform/dedupe"
@@ -35,11 +36,11 @@ func TestChainClosed(t *testing.T) {
 	}
 	key := append([]byte{0x01, 'k'}, 0, 0, 0, 0, 0, 0, 0xea, 0x60) // record key k, window at 60000 ms
 	out, from, err := c.Closed(context.Background(), transform.Closing{Store: "aggregate", Topic: "in", Partition: 1, Key: key, Value: []byte("7 42")}, nil)
-	if err != nil || len(out) != 1 || string(out[0].Value) != "7" || from != (transform.Source{Topic: "in", Partition: 1, Offset: 42}) {
+	if err != nil || len(out) != 1 || string(out[0].Value) != "7" || from != (record.Source{Topic: "in", Partition: 1, Offset: 42}) {
 		t.Fatalf("Closed: %d outputs, lineage %v, %v", len(out), from, err)
 	}
 	out, from, err = c.Closed(context.Background(), transform.Closing{Store: "aggregate", Topic: "hop", Partition: 1, Key: key, Value: []byte("7 42 3 orders")}, nil)
-	if err != nil || len(out) != 1 || from != (transform.Source{Topic: "orders", Partition: 3, Offset: 42}) {
+	if err != nil || len(out) != 1 || from != (record.Source{Topic: "orders", Partition: 3, Offset: 42}) {
 		t.Fatalf("Closed behind a hop: %d outputs, lineage %v, %v", len(out), from, err)
 	}
 	if string(out[0].Key) != "k@60000" || out[0].Timestamp.UnixMilli() != 119999 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -20,13 +21,13 @@ import (
 // its calls.
 func fanRegistry(calls *int) *transform.Registry {
 	r := &transform.Registry{}
-	r.Register("split", fn(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	r.Register("split", fn(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		for range 100 {
 			out = append(out, &kgo.Record{Key: rec.Key, Value: bytes.Repeat([]byte("s"), 10<<10)})
 		}
 		return out, nil
 	}))
-	r.Register("copy", fn(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	r.Register("copy", fn(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		*calls++
 		for range 10 {
 			out = append(out, &kgo.Record{Key: rec.Key, Value: bytes.Clone(rec.Value), Headers: rec.Headers})
@@ -50,7 +51,7 @@ func TestChainFanOutStopsAtTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := make([]*kgo.Record, 1, 8) // the caller's record before ours stays
-	res, err := c.Process(context.Background(), transform.Source{}, rec("order"), out)
+	res, err := c.Process(context.Background(), record.Source{}, rec("order"), out)
 	var te *transform.Error
 	var le *transform.OutputLimitError
 	if !errors.As(err, &te) || te.Stage != "copy" || !errors.As(err, &le) || transform.IsRetriable(err) {
@@ -77,7 +78,7 @@ func TestChainFanOutStopsAtTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := c.Process(context.Background(), transform.Source{}, rec("order"), nil); err != nil || len(res) != 1000 {
+	if res, err := c.Process(context.Background(), record.Source{}, rec("order"), nil); err != nil || len(res) != 1000 {
 		t.Fatalf("10MiB of outputs under 16MiB: %d outputs, %v", len(res), err)
 	}
 	// The last stage's outputs count too, and without the option the
@@ -86,7 +87,7 @@ func TestChainFanOutStopsAtTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Process(context.Background(), transform.Source{}, rec("order"), nil); !errors.As(err, &le) || le.Limit != transform.DefaultMaxOutputBytes || !strings.Contains(err.Error(), "transform copy@again:") {
+	if _, err := c.Process(context.Background(), record.Source{}, rec("order"), nil); !errors.As(err, &le) || le.Limit != transform.DefaultMaxOutputBytes || !strings.Contains(err.Error(), "transform copy@again:") {
 		t.Fatalf("100MiB at the last stage under the default limit: %v", err)
 	}
 }
@@ -95,7 +96,7 @@ func TestChainFanOutStopsAtTheLimit(t *testing.T) {
 // Size counts keys, values, headers and the records' own memory.
 func TestChainOneStageLimit(t *testing.T) {
 	r := &transform.Registry{}
-	r.Register("three", fn(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	r.Register("three", fn(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		for range 3 {
 			out = append(out, &kgo.Record{Key: []byte("kk"), Value: rec.Value, Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("vv")}}})
 		}
@@ -113,7 +114,7 @@ func TestChainOneStageLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := ch.Process(context.Background(), transform.Source{}, &kgo.Record{Value: make([]byte, 1<<20)}, nil)
+		out, err := ch.Process(context.Background(), record.Source{}, &kgo.Record{Value: make([]byte, 1<<20)}, nil)
 		var le *transform.OutputLimitError
 		switch {
 		case c.ok && (err != nil || len(out) != 3):
@@ -128,7 +129,7 @@ func TestChainOneStageLimit(t *testing.T) {
 type limited struct{ n int64 }
 
 func (l *limited) LimitOutputBytes(n int64) { l.n = n }
-func (l *limited) Process(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (l *limited) Process(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	return append(out, rec), nil
 }
 
@@ -159,7 +160,7 @@ func TestBuildTellsStagesTheLimit(t *testing.T) {
 func TestChainLetsGoOfIntermediates(t *testing.T) {
 	var seen []weak.Pointer[kgo.Record]
 	r := &transform.Registry{}
-	r.Register("split", fn(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	r.Register("split", fn(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		for range 4 {
 			o := &kgo.Record{Value: make([]byte, 1<<20)}
 			seen = append(seen, weak.Make(o))
@@ -172,7 +173,7 @@ func TestChainLetsGoOfIntermediates(t *testing.T) {
 	for _, names := range [][]string{{"split", "drop"}, {"split", "fail"}, {"split", "split@b", "drop"}} {
 		seen = nil
 		c := build(t, r, names...)
-		_, _ = c.Process(context.Background(), transform.Source{}, rec("in"), nil)
+		_, _ = c.Process(context.Background(), record.Source{}, rec("in"), nil)
 		runtime.GC()
 		for i, w := range seen {
 			if w.Value() != nil {

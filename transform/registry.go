@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/streamproc/processor/internal/registry"
+	"github.com/streamproc/processor/settings"
 )
 
 // Spec describes one kind of transform: its documentation, its settings and
@@ -26,7 +27,7 @@ type Spec struct {
 }
 
 // Fields returns the settings the spec declares, in struct order.
-func (s Spec) Fields() []Field {
+func (s Spec) Fields() []settings.Field {
 	if s.Settings == nil {
 		return nil
 	}

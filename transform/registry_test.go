@@ -11,12 +11,13 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/identity"
 )
 
 func passThrough() (transform.Transform, error) {
-	return transform.Func(func(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	return transform.Func(func(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, rec), nil
 	}), nil
 }

@@ -103,27 +103,27 @@ func TestBuildSettingErrors(t *testing.T) {
 	r := registerAll(&got)
 	for _, c := range []struct {
 		given map[string]string
-		want  transform.SettingError
+		want  settings.Error
 		msg   string
 	}{
-		{map[string]string{}, transform.SettingError{Field: "STR", Unset: true, Want: settings.Say("any string")},
+		{map[string]string{}, settings.Error{Field: "STR", Unset: true, Want: settings.Say("any string")},
 			"transform all: setting STR is not set: want any string"},
-		{map[string]string{"all.STR": "missing"}, transform.SettingError{Field: "STR", Unset: true, Want: settings.Say("any string")},
+		{map[string]string{"all.STR": "missing"}, settings.Error{Field: "STR", Unset: true, Want: settings.Say("any string")},
 			"transform all: setting STR is not set: want any string"},
-		{map[string]string{"all.STR": "s", "all.N": "1.5"}, transform.SettingError{Field: "N", Value: "1.5", Want: settings.Say("a whole number")},
+		{map[string]string{"all.STR": "s", "all.N": "1.5"}, settings.Error{Field: "N", Value: "1.5", Want: settings.Say("a whole number")},
 			`transform all: setting N="1.5" is invalid: want a whole number`},
-		{map[string]string{"all.STR": "s", "all.U": "65536"}, transform.SettingError{Field: "U", Value: "65536", Want: settings.Say("0 to 65535")}, ""},
-		{map[string]string{"all.STR": "s", "all.ON": "yes please"}, transform.SettingError{Field: "ON", Value: "yes please", Want: settings.Say("true or false")}, ""},
-		{map[string]string{"all.STR": "s", "all.F": "half"}, transform.SettingError{Field: "F", Value: "half", Want: settings.Say("a number such as 0.5")}, ""},
-		{map[string]string{"all.STR": "s", "all.D": "soon"}, transform.SettingError{Field: "D", Value: "soon", Want: settings.Say("a Go duration such as 250ms")}, ""},
-		{map[string]string{"all.STR": "s", "all.SIZE": "64MB"}, transform.SettingError{Field: "SIZE", Value: "64MB", Want: settings.Say("a size such as 2MiB")}, ""},
-		{map[string]string{"all.STR": "s", "all.N": "13"}, transform.SettingError{Field: "N", Value: "13", Want: settings.Say("a whole number"), Detail: settings.Say(", and not 13 (unlucky; see ON)")},
+		{map[string]string{"all.STR": "s", "all.U": "65536"}, settings.Error{Field: "U", Value: "65536", Want: settings.Say("0 to 65535")}, ""},
+		{map[string]string{"all.STR": "s", "all.ON": "yes please"}, settings.Error{Field: "ON", Value: "yes please", Want: settings.Say("true or false")}, ""},
+		{map[string]string{"all.STR": "s", "all.F": "half"}, settings.Error{Field: "F", Value: "half", Want: settings.Say("a number such as 0.5")}, ""},
+		{map[string]string{"all.STR": "s", "all.D": "soon"}, settings.Error{Field: "D", Value: "soon", Want: settings.Say("a Go duration such as 250ms")}, ""},
+		{map[string]string{"all.STR": "s", "all.SIZE": "64MB"}, settings.Error{Field: "SIZE", Value: "64MB", Want: settings.Say("a size such as 2MiB")}, ""},
+		{map[string]string{"all.STR": "s", "all.N": "13"}, settings.Error{Field: "N", Value: "13", Want: settings.Say("a whole number"), Detail: settings.Say(", and not 13 (unlucky; see ON)")},
 			`transform all: setting N="13" is invalid: want a whole number, and not 13 (unlucky; see ON)`},
 	} {
 		_, err := r.Build([]transform.Entry{{Name: "all"}}, lookupMap(c.given))
-		var se *transform.SettingError
+		var se *settings.Error
 		if !errors.As(err, &se) {
-			t.Errorf("%v: error %v (%T), want a *SettingError", c.given, err, err)
+			t.Errorf("%v: error %v (%T), want a *settings.Error", c.given, err, err)
 			continue
 		}
 		c.want.Plugin = transform.Entry{Name: "all"}.Plugin()
@@ -158,7 +158,7 @@ func TestRegisterRefusesBadSettings(t *testing.T) {
 		A string `setting:"A" doc:"d"`
 	}
 	type badType struct {
-		A []string `setting:"A" doc:"d" form:"f"`
+		A []int `setting:"A" doc:"d" form:"f"`
 	}
 	type badDefault struct {
 		A time.Duration `setting:"A" default:"forever" doc:"d" form:"f"`
@@ -172,7 +172,7 @@ func TestRegisterRefusesBadSettings(t *testing.T) {
 		{transform.Typed("", func(*twice) (transform.Transform, error) { return nil, nil }), "twice.B: setting A is declared twice"},
 		{transform.Typed("", func(*noDoc) (transform.Transform, error) { return nil, nil }), "noDoc.A: needs doc and form tags"},
 		{transform.Typed("", func(*noForm) (transform.Transform, error) { return nil, nil }), "noForm.A: needs doc and form tags"},
-		{transform.Typed("", func(*badType) (transform.Transform, error) { return nil, nil }), "badType.A: type []string cannot be parsed"},
+		{transform.Typed("", func(*badType) (transform.Transform, error) { return nil, nil }), "badType.A: type []int cannot be parsed"},
 		{transform.Typed("", func(*badDefault) (transform.Transform, error) { return nil, nil }), `badDefault.A: default "forever"`},
 		{transform.Spec{Settings: func() any { return noName{} }, New: func(any) (transform.Transform, error) { return nil, nil }}, "are not a pointer to a struct"},
 	} {

@@ -25,7 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 func TestAccessKind(t *testing.T) {
@@ -121,7 +121,7 @@ func TestConnOptsReachEveryClient(t *testing.T) {
 	commit := func() {
 		t.Helper()
 		f.begin(t)
-		f.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("x")}, transform.Source{})
+		f.Produce(ctx, &kgo.Record{Topic: "out", Value: []byte("x")}, record.Source{})
 		if !f.end(t, 1, "") {
 			t.Fatal("the transaction did not commit")
 		}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/streamproc/processor/internal/pgtest"
 	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"
-	"github.com/streamproc/processor/transform"
 )
 
 // The database mode's sessions against kfake and the real PostgreSQL of
@@ -49,7 +49,7 @@ func postgresVar(setting string) string { return "PROCESSOR_POSTGRES_" + setting
 func (f *fixture) writeRows(in []*kgo.Record) {
 	for _, r := range in {
 		f.Produce(context.Background(), &kgo.Record{Key: r.Key, Value: []byte(`{"v":"` + string(r.Value) + `"}`)},
-			transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+			record.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
 	}
 }
 

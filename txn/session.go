@@ -26,7 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/backoff"
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // Reason says why a transaction was aborted; it is the reason label of
@@ -386,7 +386,7 @@ func (s *Session) Begun() time.Time { return s.begun }
 // for buffer space (the client holds at most 50,000 unacknowledged
 // records, franz-go's default): when it ends first, r fails with ctx's
 // error, which aborts the transaction.
-func (s *Session) Produce(ctx context.Context, r *kgo.Record, src transform.Source) {
+func (s *Session) Produce(ctx context.Context, r *kgo.Record, src record.Source) {
 	s.c.produce(ctx, r, src, nil)
 }
 
@@ -401,7 +401,7 @@ type DeadLetter struct {
 // ProduceDeadLetter buffers r, the dead letter of input src, in the open
 // transaction, as Produce does: to r's topic (the dead-letter topic), or
 // with a Destination to its dead letters, with why's columns.
-func (s *Session) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why DeadLetter) {
+func (s *Session) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src record.Source, why DeadLetter) {
 	s.c.produce(ctx, r, src, &why)
 }
 

@@ -20,10 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // logBuf collects a session's log lines.
@@ -197,7 +196,7 @@ func (f *fixture) end(t *testing.T, records int, abort Reason) bool {
 // copyTo produces one output record per input record to topic.
 func (f *fixture) copyTo(topic string, in []*kgo.Record) {
 	for _, r := range in {
-		f.Produce(context.Background(), &kgo.Record{Topic: topic, Key: r.Key, Value: append([]byte("out-"), r.Value...)}, transform.Source{})
+		f.Produce(context.Background(), &kgo.Record{Topic: topic, Key: r.Key, Value: append([]byte("out-"), r.Value...)}, record.Source{})
 	}
 }
 
@@ -442,7 +441,7 @@ func TestProduceFailure(t *testing.T) {
 	f.begin(t)
 	f.copyTo("out", in[:1])
 	big := &kgo.Record{Topic: "out", Key: []byte("big"), Value: tooLarge}
-	f.Produce(context.Background(), big, transform.Source{})
+	f.Produce(context.Background(), big, record.Source{})
 	if f.end(t, len(in), "") {
 		t.Fatal("a transaction with a failed record committed")
 	}
@@ -480,7 +479,7 @@ func TestProduceFailure(t *testing.T) {
 	// At most 1000 failures are kept.
 	f.begin(t)
 	for range maxFailures + 1 {
-		f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: tooLarge}, transform.Source{})
+		f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: tooLarge}, record.Source{})
 	}
 	if f.end(t, 0, "") {
 		t.Fatal("a transaction with failed records committed")
@@ -507,7 +506,7 @@ func TestTransactionTimeout(t *testing.T) {
 
 	f.begin(t)
 	time.Sleep(1100 * time.Millisecond)
-	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: tooLarge}, transform.Source{})
+	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: tooLarge}, record.Source{})
 	if f.end(t, 1, "") {
 		t.Fatal("committed")
 	}
@@ -525,7 +524,7 @@ func TestTransactionTimeout(t *testing.T) {
 	g.init(t)
 	f.begin(t)
 	time.Sleep(1100 * time.Millisecond)
-	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("late")}, transform.Source{})
+	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("late")}, record.Source{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	committed, err := f.End(ctx, 1, "")
@@ -729,7 +728,7 @@ func TestEndErrorWithCanceledContext(t *testing.T) {
 	old := f.cl
 	c.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.InvalidTxnState, TopLevel: true})
 	f.begin(t)
-	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("x")}, transform.Source{})
+	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("x")}, record.Source{})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	committed, err := f.End(ctx, 1, "")
@@ -762,7 +761,7 @@ func TestBeginFailureRebuilds(t *testing.T) {
 		t.Errorf("aborted{end_error} = %v, want 1", n)
 	}
 	f.begin(t)
-	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("x")}, transform.Source{})
+	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte("x")}, record.Source{})
 	if !f.end(t, 0, "") {
 		t.Fatal("did not commit after the rebuild")
 	}
@@ -784,7 +783,7 @@ func TestFencedTwice(t *testing.T) {
 	txn := func(f *fixture, v string) error {
 		t.Helper()
 		f.begin(t)
-		f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte(v)}, transform.Source{})
+		f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: []byte(v)}, record.Source{})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		committed, err := f.End(ctx, 1, "")
@@ -1004,7 +1003,7 @@ func TestNilLogger(t *testing.T) {
 	f := c.session(t, "g", "tx-nolog", []string{"in"}, func(o *Options) { o.Logger = nil })
 	f.init(t)
 	f.begin(t)
-	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: tooLarge}, transform.Source{})
+	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: tooLarge}, record.Source{})
 	if f.end(t, 1, "") { // logs a warning
 		t.Fatal("committed a failed record")
 	}

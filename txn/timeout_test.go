@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // A transaction timeout longer than the brokers' transaction.max.timeout.ms
@@ -101,7 +101,7 @@ func TestMaxBatchBytes(t *testing.T) {
 	in := f.pollN(t, 1)
 	f.begin(t)
 	big := &kgo.Record{Topic: "out", Value: make([]byte, 8192)}
-	f.Produce(context.Background(), big, transform.Source{})
+	f.Produce(context.Background(), big, record.Source{})
 	if f.end(t, len(in), "") {
 		t.Fatal("a transaction with a record over the batch limit committed")
 	}
@@ -110,7 +110,7 @@ func TestMaxBatchBytes(t *testing.T) {
 	}
 	in = f.pollN(t, 1)
 	f.begin(t)
-	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: make([]byte, 8000)}, transform.Source{})
+	f.Produce(context.Background(), &kgo.Record{Topic: "out", Value: make([]byte, 8000)}, record.Source{})
 	if !f.end(t, len(in), "") {
 		t.Fatalf("a record under the cap did not commit: %+v", f.TakeFailures())
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/record"
 )
 
 func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -109,9 +110,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 	out := func(topic string, p int32, src check.Input) *kgo.Record {
 		return &kgo.Record{Topic: topic, Partition: p, Value: []byte("x"), Headers: []kgo.RecordHeader{
-			{Key: check.HeaderSourceTopic, Value: []byte(src.Topic)},
-			{Key: check.HeaderSourcePartition, Value: []byte(strconv.Itoa(int(src.Partition)))},
-			{Key: check.HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
+			{Key: record.HeaderSourceTopic, Value: []byte(src.Topic)},
+			{Key: record.HeaderSourcePartition, Value: []byte(strconv.Itoa(int(src.Partition)))},
+			{Key: record.HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
 		}}
 	}
 

@@ -6,8 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
-	"github.com/streamproc/processor/transform"
 )
 
 // BenchmarkStrategyChain is one Avro record through the decode and encode
@@ -23,7 +23,7 @@ func BenchmarkStrategyChain(b *testing.B) {
 				// every input is of it.
 				fx.wire[0] = fx.wire[1]
 			}
-			c := fx.chain(b, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			c := fx.chain(b, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				return append(out, r), nil
 			})
 			ctx := context.Background()
@@ -32,7 +32,7 @@ func BenchmarkStrategyChain(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				var err error
-				if out, err = c.Process(ctx, transform.Source{}, &kgo.Record{Value: fx.wire[i%2]}, out[:0]); err != nil {
+				if out, err = c.Process(ctx, record.Source{}, &kgo.Record{Value: fx.wire[i%2]}, out[:0]); err != nil {
 					b.Fatal(err)
 				}
 			}

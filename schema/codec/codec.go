@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
 	"github.com/streamproc/processor/transform"
 )
@@ -116,7 +117,7 @@ type decoder struct {
 // Process replaces rec's key and value by their JSON, and notes their
 // record types when the encoders need them. A null key or value (a
 // tombstone) stays null.
-func (d *decoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (d *decoder) Process(ctx context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	d.types = types{}
 	if d.key != nil && rec.Key != nil {
 		js, name, err := d.decode(ctx, d.key, d.namedKey, rec.Key)
@@ -158,7 +159,7 @@ type encoder struct {
 // Process encodes rec's key and value with the schemas of their subjects:
 // of rec's topic and, under a record strategy, of the record type of the
 // input rec came from. A null key or value stays null.
-func (e *encoder) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (e *encoder) Process(ctx context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	if e.key != nil && rec.Key != nil {
 		b, err := e.key.Encode(ctx, rec.Topic, e.types.key, rec.Key)
 		if err != nil {

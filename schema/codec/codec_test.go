@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
 	"github.com/streamproc/processor/schema/codec"
 	"github.com/streamproc/processor/schema/schematest"
@@ -98,13 +99,13 @@ func (fx *fixture) decodeOut(t *testing.T, b []byte) (map[string]any, int) {
 func TestDecodeTransformEncode(t *testing.T) {
 	fx := newFixture(t)
 	var seen string
-	c := fx.chain(t, transform.PartValue, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	c := fx.chain(t, transform.PartValue, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		seen = string(r.Value)
 		r.Value = []byte(strings.Replace(string(r.Value), "250", "500", 1))
 		return append(out, r), nil
 	})
 	in := &kgo.Record{Key: []byte("k"), Value: fx.wire}
-	out, err := c.Process(context.Background(), transform.Source{}, in, nil)
+	out, err := c.Process(context.Background(), record.Source{}, in, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,13 +127,13 @@ func TestDecodeTransformEncode(t *testing.T) {
 func TestPassThroughWhenValueUntouched(t *testing.T) {
 	fx := newFixture(t)
 	calls := fx.reg.Calls("SchemaByID")
-	c := fx.chain(t, 0, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	c := fx.chain(t, 0, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, r), nil
 	})
 	if c.Len() != 1 {
 		t.Fatalf("chain has %d stages, want only the entry", c.Len())
 	}
-	out, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fx.wire}, nil)
+	out, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: fx.wire}, nil)
 	if err != nil || string(out[0].Value) != string(fx.wire) {
 		t.Fatalf("Process = %q, %v; want the input bytes", out[0].Value, err)
 	}
@@ -150,10 +151,10 @@ func TestPassThroughWhenValueUntouched(t *testing.T) {
 // encoded.
 func TestTombstonesPassThrough(t *testing.T) {
 	fx := newFixture(t)
-	c := fx.chain(t, transform.PartValue, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	c := fx.chain(t, transform.PartValue, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, r), nil
 	})
-	out, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Key: []byte("k"), Value: nil}, nil)
+	out, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Key: []byte("k"), Value: nil}, nil)
 	if err != nil || out[0].Value != nil {
 		t.Fatalf("Process(tombstone) = %q, %v; want a null value", out[0].Value, err)
 	}
@@ -164,12 +165,12 @@ func TestTombstonesPassThrough(t *testing.T) {
 // refused credentials transform.Fatal.
 func TestFailuresByFault(t *testing.T) {
 	fx := newFixture(t)
-	id := func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	id := func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, r), nil
 	}
 	c := fx.chain(t, transform.PartValue, id)
 	run := func(v []byte) error {
-		_, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: v}, nil)
+		_, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: v}, nil)
 		return err
 	}
 	for name, v := range map[string][]byte{"no magic byte": []byte(`{"id":"x"}`), "unknown schema id": {0, 0, 0, 0x30, 0x39, 2}, "truncated": fx.wire[:7]} {
@@ -180,11 +181,11 @@ func TestFailuresByFault(t *testing.T) {
 		}
 	}
 	// An output that does not fit the output schema is the record's too.
-	bad := fx.chain(t, transform.PartValue, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	bad := fx.chain(t, transform.PartValue, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		r.Value = []byte(`{"id":"o-1","amount_cents":2.5}`)
 		return append(out, r), nil
 	})
-	_, err := bad.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fx.wire}, nil)
+	_, err := bad.Process(context.Background(), record.Source{}, &kgo.Record{Value: fx.wire}, nil)
 	var te *transform.Error
 	if !errors.As(err, &te) || te.Stage != codec.EncodeStage || transform.IsUnavailable(err) || !strings.Contains(err.Error(), "amount_cents") {
 		t.Errorf("an output that does not fit: %v; want the record's failure in stage encode naming the field", err)
@@ -193,12 +194,12 @@ func TestFailuresByFault(t *testing.T) {
 	fresh := newFixture(t) // nothing cached: every record asks the registry
 	c = fresh.chain(t, transform.PartValue, id)
 	fresh.reg.Fail(schema.FaultRegistry)
-	if _, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fresh.wire}, nil); !transform.IsUnavailable(err) ||
+	if _, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: fresh.wire}, nil); !transform.IsUnavailable(err) ||
 		!strings.Contains(err.Error(), "PROCESSOR_SCHEMA_REGISTRY_URL") {
 		t.Errorf("registry down: %v; want transform.Unavailable naming PROCESSOR_SCHEMA_REGISTRY_URL", err)
 	}
 	fresh.reg.Fail(schema.FaultCredentials)
-	if _, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fresh.wire}, nil); !transform.IsFatal(err) ||
+	if _, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: fresh.wire}, nil); !transform.IsFatal(err) ||
 		!strings.Contains(err.Error(), "PROCESSOR_SCHEMA_REGISTRY_USERNAME") {
 		t.Errorf("credentials refused: %v; want transform.Fatal naming the credentials' settings", err)
 	}
@@ -270,11 +271,11 @@ func TestEncodersSchemaFile(t *testing.T) {
 // registry's failure.
 func TestDecodeSchemaFaultIsTheRegistrys(t *testing.T) {
 	fx := newFixture(t)
-	c := fx.chain(t, transform.PartValue, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	c := fx.chain(t, transform.PartValue, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, r), nil
 	})
 	fx.reg.Fail(schema.FaultSchema)
-	_, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fx.wire}, nil)
+	_, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: fx.wire}, nil)
 	if !transform.IsUnavailable(err) {
 		t.Errorf("a FaultSchema while decoding: %v; want transform.Unavailable", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
 	"github.com/streamproc/processor/schema/codec"
 	"github.com/streamproc/processor/schema/schematest"
@@ -171,12 +172,12 @@ func TestRecordStrategiesTwoTypes(t *testing.T) {
 				fx := newStrategyFixture(t, tt, strategy)
 				// Each input goes to the default topic as it is and, as a
 				// new record, to the routed topic.
-				c := fx.chain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+				c := fx.chain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 					return append(out, r, &kgo.Record{Topic: "routed", Value: r.Value}), nil
 				})
 				for n, i := range []int{0, 1, 1, 0, 1} {
 					in := &kgo.Record{Value: fx.wire[i]}
-					out, err := c.Process(context.Background(), transform.Source{Offset: int64(n)}, in, nil)
+					out, err := c.Process(context.Background(), record.Source{Offset: int64(n)}, in, nil)
 					if err != nil {
 						t.Fatalf("input %d (%s): %v", n, tt.names[i], err)
 					}
@@ -207,12 +208,12 @@ func TestRecordStrategyMissingSubject(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := fx.chain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			c := fx.chain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				return append(out, r), nil
 			})
 			want := `"out-` + tt.missingName + `"`
 			for range 2 {
-				_, err = c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: wire}, nil)
+				_, err = c.Process(context.Background(), record.Source{}, &kgo.Record{Value: wire}, nil)
 				if err == nil || !strings.Contains(err.Error(), want) || transform.IsUnavailable(err) {
 					t.Fatalf("Process = %v, want a record failure naming subject %s", err, want)
 				}
@@ -220,7 +221,7 @@ func TestRecordStrategyMissingSubject(t *testing.T) {
 			if n := fx.reg.Calls("Latest"); n != 1 {
 				t.Errorf("the registry was asked %d times for the missing subject's latest, want once", n)
 			}
-			out, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fx.wire[1]}, nil)
+			out, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: fx.wire[1]}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,10 +244,10 @@ func TestRecordStrategyUnnamedInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fx.chain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	c := fx.chain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, r), nil
 	})
-	_, err = c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: wire}, nil)
+	_, err = c.Process(context.Background(), record.Source{}, &kgo.Record{Value: wire}, nil)
 	if err == nil || !strings.Contains(err.Error(), "PROCESSOR_VALUE_SUBJECT_STRATEGY=record") || !strings.Contains(err.Error(), "no record name") {
 		t.Fatalf("Process = %v, want a record failure saying the input has no record name for the strategy", err)
 	}
@@ -313,7 +314,7 @@ func TestRecordStrategyConcurrentChains(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for w := range workers {
-		c := fx.chain(t, func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		c := fx.chain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			return append(out, r), nil
 		})
 		wg.Add(1)
@@ -321,7 +322,7 @@ func TestRecordStrategyConcurrentChains(t *testing.T) {
 			defer wg.Done()
 			for n := range each {
 				i := (n + w) % 2
-				out, err := c.Process(context.Background(), transform.Source{}, &kgo.Record{Value: fx.wire[i]}, nil)
+				out, err := c.Process(context.Background(), record.Source{}, &kgo.Record{Value: fx.wire[i]}, nil)
 				if err != nil {
 					errs <- err
 					return
@@ -380,7 +381,7 @@ func TestRecordStrategyKeys(t *testing.T) {
 	}
 	r := &transform.Registry{}
 	r.Register("t", transform.Plain("test", func() (transform.Transform, error) {
-		return touching{func(_ context.Context, _ transform.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		return touching{func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			return append(out, r), nil
 		}, transform.PartAll}, nil
 	}))
@@ -390,7 +391,7 @@ func TestRecordStrategyKeys(t *testing.T) {
 	}
 	first, last := codec.Plan(c.Touches(), codec.Side{In: schema.Avro, Out: schema.Avro, Decoder: fx.side.Decoder, Encoders: keys}, fx.side, names)
 	c.Frame(first, last)
-	out, err := c.Process(ctx, transform.Source{}, &kgo.Record{Key: fx.wire[1], Value: fx.wire[0]}, nil)
+	out, err := c.Process(ctx, record.Source{}, &kgo.Record{Key: fx.wire[1], Value: fx.wire[0]}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/groupkey"
 	"github.com/streamproc/processor/transform/jq"
@@ -91,7 +92,7 @@ type Transform struct {
 // (WINDOW / WINDOW_ADVANCE).
 const maxWindowsPerRecord = 1000
 
-// New checks the settings. Errors are *transform.SettingError.
+// New checks the settings. Errors are *settings.Error.
 func New(s *Settings) (transform.Transform, error) {
 	t := &Transform{fn: s.Function, window: s.Window.Milliseconds(), grace: s.Grace.Milliseconds(), store: s.Store, byKey: s.PartitionedByKey}
 	switch s.Function {
@@ -166,7 +167,7 @@ func (t *Transform) GroupKey(ctx context.Context, rec *kgo.Record) ([]byte, erro
 func (t *Transform) PartitionedByKey() bool { return t.byKey }
 
 // Process updates the record's group aggregate and emits it in rec.
-func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) Process(ctx context.Context, src record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	st, err := transform.StoreOf(ctx, t.store)
 	if err != nil {
 		return out, fmt.Errorf("aggregate: %w", err)
@@ -182,7 +183,7 @@ func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.
 		return out, err
 	}
 	if t.window == 0 {
-		agg, err := t.update(ctx, st, k, v, time.Time{}, transform.Source{Offset: -1})
+		agg, err := t.update(ctx, st, k, v, time.Time{}, record.Source{Offset: -1})
 		if err != nil {
 			return out, err
 		}
@@ -199,7 +200,7 @@ func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.
 
 // windows folds rec into each open window it falls in, oldest first, and
 // emits each one's update; a record whose windows have all closed is late.
-func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.Key, v any, from transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) windows(ctx context.Context, st transform.Store, k groupkey.Key, v any, from record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	ts := rec.Timestamp.UnixMilli()
 	stream, known := transform.StreamMillisOf(ctx)
 	if known && (ts > stream || ts < 0) {
@@ -259,7 +260,7 @@ func windowKey(key []byte, start int64) []byte {
 
 // update reads the aggregate of k, folds the record in and writes it,
 // with EMIT=close followed by the input's (stored).
-func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time, from transform.Source) (string, error) {
+func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time, from record.Source) (string, error) {
 	x, err := t.input(ctx, v)
 	if err != nil {
 		return "", err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/memstore"
 )
@@ -23,7 +24,7 @@ func run(t *testing.T, s *Settings, recs ...*kgo.Record) []string {
 	ctx := memstore.Stores{}.Context(context.Background())
 	var got []string
 	for _, r := range recs {
-		out, err := tr.Process(ctx, transform.Source{}, r, nil)
+		out, err := tr.Process(ctx, record.Source{}, r, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func runTimed(t *testing.T, s *Settings, recs ...*kgo.Record) ([]string, []trans
 	var got []string
 	for _, r := range recs {
 		st.ms = max(st.ms, r.Timestamp.UnixMilli())
-		out, err := tr.Process(ctx, transform.Source{}, r, nil)
+		out, err := tr.Process(ctx, record.Source{}, r, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ func TestRefusesBadSettings(t *testing.T) {
 
 func TestWithoutStoresFails(t *testing.T) {
 	tr, _ := New(&Settings{Function: "count", Store: "s"})
-	if _, err := tr.Process(context.Background(), transform.Source{}, rec("a", "{}", time.Now()), nil); err == nil {
+	if _, err := tr.Process(context.Background(), record.Source{}, rec("a", "{}", time.Now()), nil); err == nil {
 		t.Error("ran without stores")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/groupkey"
 )
@@ -36,8 +37,8 @@ func (t *Transform) EmitsOnClose(store string) bool { return t.close && store ==
 
 // Closed implements transform.WindowEmitter: the final output of the
 // window whose entry closed.
-func (t *Transform) Closed(_ context.Context, c transform.Closing, out []*kgo.Record) ([]*kgo.Record, transform.Source, error) {
-	from := transform.Source{Topic: c.Topic, Partition: c.Partition, Offset: -1}
+func (t *Transform) Closed(_ context.Context, c transform.Closing, out []*kgo.Record) ([]*kgo.Record, record.Source, error) {
+	from := record.Source{Topic: c.Topic, Partition: c.Partition, Offset: -1}
 	k, start, err := groupkey.ParseWindow(c.Key)
 	if err != nil {
 		return out, from, fmt.Errorf("aggregate: a closed window: %w", err)
@@ -58,7 +59,7 @@ func (t *Transform) Closed(_ context.Context, c transform.Closing, out []*kgo.Re
 // input counted into it last; an entry without one keeps entry's Topic
 // and Partition and an Offset of -1, one with only an offset entry's
 // Topic and Partition.
-func lastInput(v []byte, entry transform.Source) ([]byte, transform.Source, error) {
+func lastInput(v []byte, entry record.Source) ([]byte, record.Source, error) {
 	agg, rest, ok := bytes.Cut(v, []byte{' '})
 	if !ok {
 		return agg, entry, nil
@@ -85,7 +86,7 @@ func lastInput(v []byte, entry transform.Source) ([]byte, transform.Source, erro
 // known input the input's offset and, unless from.Topic is empty (the
 // input is of the entry's own topic and partition, as without a
 // repartition hop), its partition and topic, each after a space.
-func (t *Transform) stored(agg string, from transform.Source) []byte {
+func (t *Transform) stored(agg string, from record.Source) []byte {
 	if !t.close || from.Offset < 0 {
 		return []byte(agg)
 	}

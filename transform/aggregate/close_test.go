@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/memstore"
 )
@@ -43,7 +44,7 @@ func TestCloseEmitsTheLastUpdate(t *testing.T) {
 			}
 			ctx := transform.WithStores(context.Background(), memstore.Stores{})
 			for i, r := range recs {
-				out, err := tu.Process(ctx, transform.Source{Offset: int64(i)}, &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
+				out, err := tu.Process(ctx, record.Source{Offset: int64(i)}, &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -60,7 +61,7 @@ func TestCloseEmitsTheLastUpdate(t *testing.T) {
 			st := memstore.Stores{}
 			ctx = transform.WithStores(context.Background(), st)
 			for i, r := range recs {
-				out, err := tc2.Process(ctx, transform.Source{Topic: "in", Partition: 2, Offset: int64(i)}, r, nil)
+				out, err := tc2.Process(ctx, record.Source{Topic: "in", Partition: 2, Offset: int64(i)}, r, nil)
 				if err != nil || len(out) != 0 {
 					t.Fatalf("EMIT=close: %d outputs, %v; want none", len(out), err)
 				}
@@ -77,7 +78,7 @@ func TestCloseEmitsTheLastUpdate(t *testing.T) {
 				}
 				o := out[0]
 				got[string(o.Key)] = string(o.Value)
-				if want := (transform.Source{Topic: "in", Partition: 2, Offset: lastOff[string(o.Key)]}); from != want {
+				if want := (record.Source{Topic: "in", Partition: 2, Offset: lastOff[string(o.Key)]}); from != want {
 					t.Errorf("%s: lineage %v, want %v", o.Key, from, want)
 				}
 				if _, ok := last[string(o.Key)]; ok && !o.Timestamp.Before(base.Add(time.Hour)) {
@@ -98,10 +99,10 @@ func TestCloseEmitsTheLastUpdate(t *testing.T) {
 // (transform.Originer), as the processor does behind a repartition hop.
 type originStores struct {
 	memstore.Stores
-	origin transform.Source
+	origin record.Source
 }
 
-func (s *originStores) Origin() (transform.Source, bool) { return s.origin, true }
+func (s *originStores) Origin() (record.Source, bool) { return s.origin, true }
 
 // Behind a repartition hop the window keeps the original input the
 // processor names (transform.OriginOf), not the repartition record's
@@ -117,9 +118,9 @@ func TestCloseKeepsTheOrigin(t *testing.T) {
 	st := &originStores{Stores: memstore.Stores{}}
 	ctx := transform.WithStores(context.Background(), st)
 	for i, c := range []string{"a", "a", "b"} {
-		st.origin = transform.Source{Topic: "orders", Partition: int32(i), Offset: int64(100 + i)}
+		st.origin = record.Source{Topic: "orders", Partition: int32(i), Offset: int64(100 + i)}
 		rec := &kgo.Record{Value: fmt.Appendf(nil, `{"c":%q}`, c), Timestamp: time.UnixMilli(1000)}
-		if _, err := tr.Process(ctx, transform.Source{Topic: "g-aggregate-repartition", Partition: 3, Offset: int64(i)}, rec, nil); err != nil {
+		if _, err := tr.Process(ctx, record.Source{Topic: "g-aggregate-repartition", Partition: 3, Offset: int64(i)}, rec, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

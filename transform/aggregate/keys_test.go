@@ -12,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/record"
-	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/memstore"
 )
 
@@ -37,7 +36,7 @@ func TestCountJavaKeysApart(t *testing.T) {
 	keys := javaKeys(100_000)
 	for round := 1; round <= 2; round++ {
 		for _, key := range keys {
-			out, err := tr.Process(ctx, transform.Source{}, &kgo.Record{Key: key, Value: []byte("{}")}, nil)
+			out, err := tr.Process(ctx, record.Source{}, &kgo.Record{Key: key, Value: []byte("{}")}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -86,7 +85,7 @@ func TestCountReadsOldStoreKeys(t *testing.T) {
 		key  string
 		want int
 	}{{"a", 6}, {"a", 7}, {"\xff", 1}, {"\xfe", 1}, {"\ufffd", 1}, {"x\uFFFD", 1}, {"b", 1}} {
-		out, err := tr.Process(ctx, transform.Source{}, rec(c.key, "{}", time.Unix(1000, 0)), nil)
+		out, err := tr.Process(ctx, record.Source{}, rec(c.key, "{}", time.Unix(1000, 0)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +115,7 @@ func TestWindowReadsOldStoreKeys(t *testing.T) {
 		at   time.Duration
 		want string
 	}{{10 * time.Second, `"value":4`}, {20 * time.Second, `"value":5`}, {70 * time.Second, `"value":1`}} {
-		out, err := tr.Process(ctx, transform.Source{}, rec("a", "{}", base.Add(c.at)), nil)
+		out, err := tr.Process(ctx, record.Source{}, rec("a", "{}", base.Add(c.at)), nil)
 		if err != nil || !bytes.Contains(out[0].Value, []byte(c.want)) {
 			t.Errorf("at %v: %s %v, want %s", c.at, out[0].Value, err, c.want)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/groupkey"
 	"github.com/streamproc/processor/transform/internal/memstore"
 )
@@ -117,7 +117,7 @@ func TestNumbersStayJSON(t *testing.T) {
 				ok = false
 				byResult++
 			}
-			out, err := tr.Process(ctx, transform.Source{}, rec, nil)
+			out, err := tr.Process(ctx, record.Source{}, rec, nil)
 			if !ok {
 				if err == nil || !strings.Contains(err.Error(), "FIELD .amount") || !strings.Contains(err.Error(), groupkey.Bound) {
 					t.Fatalf("%s %s after %v: error %v, want one naming FIELD .amount and the bound", fn, text, want[key], err)
@@ -194,7 +194,7 @@ func TestNumbersBeyondTheBound(t *testing.T) {
 		{`-0`, `{"key":"k","value":1.500000000000000000000000000001}`, ""},
 		{`0e999999999999`, `{"key":"k","value":1.500000000000000000000000000001}`, ""},
 	} {
-		out, err := tr.Process(ctx, transform.Source{}, rec("k", `{"amount":`+c.in+`}`, now), nil)
+		out, err := tr.Process(ctx, record.Source{}, rec("k", `{"amount":`+c.in+`}`, now), nil)
 		switch {
 		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
 			t.Errorf("%s: error %v, want %q", c.in, err, c.err)
@@ -219,7 +219,7 @@ func TestStoredValueBeyondTheBound(t *testing.T) {
 		if err := st.Put(k.Store, []byte(v), time.Time{}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := tr.Process(ctx, transform.Source{}, rec("k", `{"amount":1}`, time.Unix(1000, 0)), nil)
+		_, err := tr.Process(ctx, record.Source{}, rec("k", `{"amount":1}`, time.Unix(1000, 0)), nil)
 		if err == nil || !strings.Contains(err.Error(), "the store's sum of this key") {
 			t.Errorf("stored %.20s...: %v", v, err)
 		}

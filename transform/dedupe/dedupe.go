@@ -26,6 +26,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/groupkey"
 	"github.com/streamproc/processor/transform/jq"
@@ -60,7 +61,7 @@ type Transform struct {
 	byKey  bool // PartitionedByKey
 }
 
-// New checks the settings. Errors are *transform.SettingError.
+// New checks the settings. Errors are *settings.Error.
 func New(s *Settings) (transform.Transform, error) {
 	if s.Window <= 0 {
 		return nil, transform.Invalid("WINDOW", s.Window.String(), "")
@@ -99,7 +100,7 @@ func (t *Transform) PartitionedByKey() bool { return t.byKey }
 func (t *Transform) KeyScoped() bool { return !t.by.NeedsValue() }
 
 // Process passes rec on unless its id was seen within the window.
-func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) Process(ctx context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	st, err := transform.StoreOf(ctx, t.store)
 	if err != nil {
 		return out, fmt.Errorf("dedupe: %w", err)

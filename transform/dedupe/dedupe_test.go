@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/memstore"
 )
 
@@ -31,7 +31,7 @@ func TestFiltersDuplicatesWithinTheWindow(t *testing.T) {
 		{`{"id":"1"}`, time.Hour + time.Minute, true}, // a string is another id
 	}
 	for i, c := range cases {
-		out, err := tr.Process(ctx, transform.Source{}, &kgo.Record{Value: []byte(c.value), Timestamp: base.Add(c.at)}, nil)
+		out, err := tr.Process(ctx, record.Source{}, &kgo.Record{Value: []byte(c.value), Timestamp: base.Add(c.at)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/memstore"
 )
 
@@ -26,7 +26,7 @@ func TestDedupeJavaKeysApart(t *testing.T) {
 		passed := 0
 		for i := range 100_000 {
 			for _, key := range [][]byte{binary.BigEndian.AppendUint64(nil, uint64(i)), binary.BigEndian.AppendUint32(nil, uint32(i))} {
-				out, err := tr.Process(ctx, transform.Source{}, &kgo.Record{Key: key, Value: []byte("x"), Timestamp: at}, nil)
+				out, err := tr.Process(ctx, record.Source{}, &kgo.Record{Key: key, Value: []byte("x"), Timestamp: at}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -67,7 +67,7 @@ func TestDedupeReadsOldStoreKeys(t *testing.T) {
 		{"a", time.Hour, true}, // the old sighting's window is over
 		{"a", time.Hour + time.Minute, false},
 	} {
-		out, err := tr.Process(ctx, transform.Source{}, &kgo.Record{Key: []byte(c.key), Timestamp: base.Add(c.at)}, nil)
+		out, err := tr.Process(ctx, record.Source{}, &kgo.Record{Key: []byte(c.key), Timestamp: base.Add(c.at)}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

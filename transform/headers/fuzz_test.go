@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 )
 
 // FuzzHeaders sets and removes headers on records with random headers: the
@@ -34,7 +34,7 @@ func FuzzHeaders(f *testing.F) {
 			in = append(in, kgo.RecordHeader{Key: string(parts[i]), Value: parts[i+1]})
 		}
 		r := &kgo.Record{Headers: append([]kgo.RecordHeader(nil), in...)}
-		out, err := tr.Process(context.Background(), transform.Source{}, r, nil)
+		out, err := tr.Process(context.Background(), record.Source{}, r, nil)
 		if err != nil || len(out) != 1 {
 			t.Fatalf("%v, %d outputs", err, len(out))
 		}

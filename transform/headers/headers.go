@@ -20,6 +20,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
@@ -48,7 +49,7 @@ type Transform struct {
 const chunkSize = 1024
 
 // New parses the settings; at least one must be set. Errors are
-// *transform.SettingError.
+// *settings.Error.
 func New(s *Settings) (transform.Transform, error) {
 	t := &Transform{drop: map[string]bool{}}
 	if strings.TrimSpace(s.Set) != "" {
@@ -84,7 +85,7 @@ func New(s *Settings) (transform.Transform, error) {
 }
 
 // Process rewrites rec's headers and appends rec.
-func (t *Transform) Process(_ context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) Process(_ context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	keep := 0
 	for _, h := range rec.Headers {
 		if !t.drop[h.Key] {

@@ -8,7 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform/transformtest"
 )
 
@@ -40,7 +41,7 @@ func str(hs []kgo.RecordHeader) string {
 func apply(t *testing.T, tr *Transform, in []kgo.RecordHeader) []kgo.RecordHeader {
 	t.Helper()
 	r := &kgo.Record{Headers: in}
-	out, err := tr.Process(context.Background(), transform.Source{}, r, nil)
+	out, err := tr.Process(context.Background(), record.Source{}, r, nil)
 	if err != nil || len(out) != 1 || out[0] != r {
 		t.Fatalf("%v, %v", out, err)
 	}
@@ -83,14 +84,14 @@ func TestNoAllocations(t *testing.T) {
 	out := make([]*kgo.Record, 0, 1)
 	n := testing.AllocsPerRun(10_000, func() {
 		r.Headers = in
-		_, _ = tr.Process(context.Background(), transform.Source{}, r, out[:0])
+		_, _ = tr.Process(context.Background(), record.Source{}, r, out[:0])
 	})
 	if n > 0.01 {
 		t.Errorf("%.3f allocations per record, want amortized none", n)
 	}
 }
 
-// Every bad setting is a one-line *transform.SettingError naming the
+// Every bad setting is a one-line *settings.Error naming the
 // setting, its value and the expected form.
 func TestSettingErrors(t *testing.T) {
 	for _, c := range []struct {
@@ -106,9 +107,9 @@ func TestSettingErrors(t *testing.T) {
 		{map[string]string{"SET": "a=1", "REMOVE": "a"}, `setting REMOVE="a" is invalid: want comma-separated header keys, e.g. debug,trace-id, and none also in SET ("a" is in both)`},
 	} {
 		_, err := transformtest.Build("headers", c.s)
-		var se *transform.SettingError
+		var se *settings.Error
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%v: got %v, want a one-line *transform.SettingError containing %q", c.s, err, c.want)
+			t.Errorf("%v: got %v, want a one-line *settings.Error containing %q", c.s, err, c.want)
 		}
 	}
 }
@@ -121,6 +122,6 @@ func BenchmarkHeaders(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Headers = in
-		_, _ = tr.Process(context.Background(), transform.Source{}, r, out[:0])
+		_, _ = tr.Process(context.Background(), record.Source{}, r, out[:0])
 	}
 }

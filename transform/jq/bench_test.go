@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/sample"
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/identity"
 	"github.com/streamproc/processor/transform/transformtest"
 )
@@ -54,7 +54,7 @@ func BenchmarkJQChain(b *testing.B) {
 			in := sample.Order(12345, 100, c.size)
 			rec := &kgo.Record{}
 			out := make([]*kgo.Record, 0, 4)
-			src := transform.Source{Topic: "orders"}
+			src := record.Source{Topic: "orders"}
 			b.SetBytes(int64(len(in.Value)))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -81,7 +81,7 @@ func BenchmarkJQIdentityEscaped(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		*rec = kgo.Record{Key: []byte("cust-98765"), Value: v}
-		if res, err := tr.Process(context.Background(), transform.Source{Topic: "orders"}, rec, nil); err != nil || len(res) != 1 {
+		if res, err := tr.Process(context.Background(), record.Source{Topic: "orders"}, rec, nil); err != nil || len(res) != 1 {
 			b.Fatal(res, err)
 		}
 	}
@@ -119,7 +119,7 @@ func BenchmarkJQGojqOnly(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				*rec = kgo.Record{Key: in.Key, Value: in.Value}
-				if res, err := tr.Process(context.Background(), transform.Source{Topic: "orders"}, rec, out[:0]); err != nil || len(res) != 1 {
+				if res, err := tr.Process(context.Background(), record.Source{Topic: "orders"}, rec, out[:0]); err != nil || len(res) != 1 {
 					b.Fatal(res, err)
 				}
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -255,7 +256,7 @@ func transformed(tr transform.Transform, value string) (s string) {
 		}
 	}()
 	rec := &kgo.Record{Value: []byte(value)}
-	outs, err := tr.Process(context.Background(), transform.Source{Topic: "t"}, rec, nil)
+	outs, err := tr.Process(context.Background(), record.Source{Topic: "t"}, rec, nil)
 	if err != nil {
 		return "error: " + err.Error()
 	}

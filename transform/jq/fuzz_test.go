@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -29,7 +30,7 @@ func FuzzJQ(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value, header []byte) {
 		for _, tr := range ts {
 			r := &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{{Key: "h", Value: header}}}
-			out, err := tr.Process(context.Background(), transform.Source{Topic: "in"}, r, nil)
+			out, err := tr.Process(context.Background(), record.Source{Topic: "in"}, r, nil)
 			if err != nil {
 				if len(out) != 0 {
 					t.Fatalf("error %v with %d outputs", err, len(out))

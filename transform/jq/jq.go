@@ -52,6 +52,8 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -92,7 +94,7 @@ var _ transform.OutputLimiter = (*Transform)(nil)
 func (t *Transform) LimitOutputBytes(n int64) { t.maxBytes = n }
 
 // New compiles s.Expr. A program that is empty or does not compile is a
-// *transform.SettingError naming EXPR.
+// *settings.Error naming EXPR.
 func New(s *Settings) (transform.Transform, error) {
 	p, err := Compile(s.Expr)
 	if err != nil {
@@ -108,7 +110,7 @@ func New(s *Settings) (transform.Transform, error) {
 // ExprError is the setting error for a jq program in setting field that is
 // empty or does not compile with err (transforms that take a jq program
 // share it).
-func ExprError(field, expr string, err error) *transform.SettingError {
+func ExprError(field, expr string, err error) *settings.Error {
 	if expr == "" {
 		return transform.Missing(field, "")
 	}
@@ -119,7 +121,7 @@ func ExprError(field, expr string, err error) *transform.SettingError {
 // result: the first is rec itself, the others new records with rec's key,
 // a copy of its headers, its timestamp and topic. No result filters rec
 // out. On error rec is left as it was.
-func (t *Transform) Process(ctx context.Context, _ transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) Process(ctx context.Context, _ record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	// Every output holds rec's key and headers besides its value.
 	each := transform.Size(rec) - int64(len(rec.Value))
 	if t.slow {

@@ -11,6 +11,8 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/transformtest"
 )
@@ -32,7 +34,7 @@ func rec(v string) *kgo.Record {
 	}
 }
 
-var src = transform.Source{Topic: "orders", Partition: 1, Offset: 7}
+var src = record.Source{Topic: "orders", Partition: 1, Offset: 7}
 
 func run(t *testing.T, tr *Transform, r *kgo.Record) []string {
 	t.Helper()
@@ -148,7 +150,7 @@ func TestNoEnvironment(t *testing.T) {
 	}
 }
 
-// A missing or broken program is a one-line *transform.SettingError
+// A missing or broken program is a one-line *settings.Error
 // naming EXPR, with the compiler's complaint.
 func TestSettingErrors(t *testing.T) {
 	cases := map[string]string{
@@ -161,9 +163,9 @@ func TestSettingErrors(t *testing.T) {
 	}
 	for expr, want := range cases {
 		_, err := transformtest.Build("jq", map[string]string{"EXPR": expr})
-		var se *transform.SettingError
+		var se *settings.Error
 		if !errors.As(err, &se) || se.Field != "EXPR" || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%q: got %v, want a one-line *transform.SettingError containing %q", expr, err, want)
+			t.Errorf("%q: got %v, want a one-line *settings.Error containing %q", expr, err, want)
 		}
 	}
 	// Not given at all: EXPR is required.

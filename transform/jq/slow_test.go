@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -117,7 +118,7 @@ func slices2(a [][]byte, b []string) [][]byte {
 // per line, or its error.
 func processBytes(tr transform.Transform, in []byte) string {
 	rec := &kgo.Record{Value: in}
-	outs, err := tr.Process(context.Background(), transform.Source{Topic: "t"}, rec, nil)
+	outs, err := tr.Process(context.Background(), record.Source{Topic: "t"}, rec, nil)
 	if err != nil {
 		return "error: " + err.Error()
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -226,7 +227,7 @@ func TestStepsInPlaceAsGojq(t *testing.T) {
 func processed(t *testing.T, tr transform.Transform, in string) string {
 	t.Helper()
 	rec := &kgo.Record{Value: []byte(in)}
-	outs, err := tr.Process(context.Background(), transform.Source{Topic: "t"}, rec, nil)
+	outs, err := tr.Process(context.Background(), record.Source{Topic: "t"}, rec, nil)
 	if err != nil {
 		return "error: " + err.Error()
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -42,7 +43,7 @@ func FuzzRoute(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value, header []byte) {
 		for _, tr := range ts {
 			r := &kgo.Record{Value: value, Headers: []kgo.RecordHeader{{Key: "destination", Value: header}}}
-			out, err := tr.Process(context.Background(), transform.Source{Topic: "in"}, r, nil)
+			out, err := tr.Process(context.Background(), record.Source{Topic: "in"}, r, nil)
 			if err != nil {
 				continue
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/topic"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
@@ -56,13 +57,13 @@ type Transform struct {
 }
 
 // New checks the settings: exactly one of Expr and Header, a program that
-// compiles, a valid default topic. Errors are *transform.SettingError.
+// compiles, a valid default topic. Errors are *settings.Error.
 func New(s *Settings) (transform.Transform, error) {
 	switch {
 	case s.Expr == "" && s.Header == "":
 		return nil, transform.Missing("EXPR", "; or set ", settings.Ref("HEADER"), " to route by a header")
 	case s.Expr != "" && s.Header != "":
-		return nil, &transform.SettingError{Field: "HEADER", Value: s.Header,
+		return nil, &settings.Error{Field: "HEADER", Value: s.Header,
 			Want: settings.Say("unset while ", settings.Ref("EXPR"), " is set: exactly one of the two chooses the topic")}
 	}
 	if s.Default != "" && !topic.Valid(s.Default) {
@@ -95,7 +96,7 @@ var _ transform.Destinations = (*Transform)(nil)
 var errUnplaced = errors.New("no topic for the record")
 
 // Process sets rec.Topic and appends rec.
-func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) Process(ctx context.Context, src record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	topic, err := t.topic(ctx, rec)
 	if errors.Is(err, errUnplaced) && t.def != "" {
 		topic, err = t.def, nil

@@ -8,11 +8,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform/transformtest"
 )
 
-var src = transform.Source{Topic: "orders", Partition: 0, Offset: 1}
+var src = record.Source{Topic: "orders", Partition: 0, Offset: 1}
 
 func newRoute(t *testing.T, s Settings) *Transform {
 	t.Helper()
@@ -112,7 +113,7 @@ func TestNoLoopBack(t *testing.T) {
 	}
 }
 
-// Every bad setting is a one-line *transform.SettingError naming the
+// Every bad setting is a one-line *settings.Error naming the
 // setting; one naming another setting names it too.
 func TestSettingErrors(t *testing.T) {
 	for _, c := range []struct {
@@ -125,9 +126,9 @@ func TestSettingErrors(t *testing.T) {
 		{map[string]string{"HEADER": "h", "DEFAULT": "no good"}, `setting DEFAULT="no good" is invalid: want a topic name`},
 	} {
 		_, err := transformtest.Build("route", c.s)
-		var se *transform.SettingError
+		var se *settings.Error
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("%+v: got %v, want a one-line *transform.SettingError containing %q", c.s, err, c.want)
+			t.Errorf("%+v: got %v, want a one-line *settings.Error containing %q", c.s, err, c.want)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/memstore"
 )
@@ -41,7 +42,7 @@ func bench(b *testing.B, ctx context.Context, tr transform.Transform, wantOutput
 	if len(Order256) != 256 {
 		b.Fatalf("the benchmark record is %d bytes, want 256", len(Order256))
 	}
-	src := transform.Source{Topic: "orders", Partition: 3, Offset: 12345}
+	src := record.Source{Topic: "orders", Partition: 3, Offset: 12345}
 	key, value := []byte("cust-98765"), []byte(Order256)
 	rec := &kgo.Record{}
 	out := make([]*kgo.Record, 0, 4)
@@ -64,7 +65,7 @@ func bench(b *testing.B, ctx context.Context, tr transform.Transform, wantOutput
 // Build builds a chain of the one transform registered as name in
 // transform.Default, with opts, and with settings given by their declared
 // names (EXPR); the others take their defaults. Setting errors are
-// *transform.SettingError.
+// *settings.Error.
 func Build(name string, settings map[string]string, opts ...transform.BuildOption) (*transform.Chain, error) {
 	return transform.Default.Build([]transform.Entry{{Name: name}}, func(_ transform.Entry, setting string) (string, bool) {
 		v, ok := settings[setting]

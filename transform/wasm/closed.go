@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -88,8 +89,8 @@ func (t *Transform) EmitsOnClose(store string) bool { return slices.Contains(t.e
 // output fail the close as they fail a record (the processor's policy
 // for transform errors then applies to the entry), and discard the
 // instance as they do for a record.
-func (t *Transform) Closed(ctx context.Context, c transform.Closing, out []*kgo.Record) ([]*kgo.Record, transform.Source, error) {
-	from := transform.Source{Topic: c.Topic, Partition: c.Partition, Offset: -1}
+func (t *Transform) Closed(ctx context.Context, c transform.Closing, out []*kgo.Record) ([]*kgo.Record, record.Source, error) {
+	from := record.Source{Topic: c.Topic, Partition: c.Partition, Offset: -1}
 	if !t.EmitsOnClose(c.Store) {
 		return out, from, fmt.Errorf("wasm: store %q does not emit when its entries close (the EMIT_STORES setting is %q)", c.Store, strings.Join(t.emit, ","))
 	}
@@ -219,7 +220,7 @@ func (d *decoder) decodeClosed(at uint32, c transform.Closing, out []*kgo.Record
 	if err := d.readTable(table, count); err != nil {
 		return out, -1, err
 	}
-	if err := checkTopics(d.recs, transform.Source{Topic: c.Topic}); err != nil {
+	if err := checkTopics(d.recs, record.Source{Topic: c.Topic}); err != nil {
 		return out, -1, err
 	}
 	first := len(out)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/aggregate"
 )
@@ -38,7 +39,7 @@ func closeRun(t *testing.T, tr transform.Transform, store string, recs []*kgo.Re
 	for i, r := range recs {
 		st.ms = max(st.ms, r.Timestamp.UnixMilli())
 		in := &kgo.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-		out, err := tr.Process(ctx, transform.Source{Topic: "in", Offset: int64(i)}, in, nil)
+		out, err := tr.Process(ctx, record.Source{Topic: "in", Offset: int64(i)}, in, nil)
 		if err != nil || len(out) != 0 {
 			t.Fatalf("record %d: %d outputs, %v; want none", i, len(out), err)
 		}

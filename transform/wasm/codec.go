@@ -14,6 +14,7 @@ import (
 
 	"github.com/streamproc/processor/internal/bytesize"
 	"github.com/streamproc/processor/internal/topic"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/internal/topics"
 )
@@ -44,7 +45,7 @@ const (
 )
 
 // inputSize returns the size of rec's input buffer.
-func inputSize(src transform.Source, rec *kgo.Record) (uint32, error) {
+func inputSize(src record.Source, rec *kgo.Record) (uint32, error) {
 	n := uint64(inputHeadSize + len(src.Topic) + len(rec.Key) + len(rec.Value) + 3 + inHeaderSize*len(rec.Headers))
 	for _, h := range rec.Headers {
 		n += uint64(len(h.Key) + len(h.Value))
@@ -57,7 +58,7 @@ func inputSize(src transform.Source, rec *kgo.Record) (uint32, error) {
 
 // encodeInput writes rec's input into b, which is exactly inputSize bytes:
 // a view of guest memory, so each byte is copied once.
-func encodeInput(b []byte, src transform.Source, rec *kgo.Record) {
+func encodeInput(b []byte, src record.Source, rec *kgo.Record) {
 	le := binary.LittleEndian
 	off := uint32(inputHeadSize)
 	put := func(at int, v []byte) {
@@ -156,7 +157,7 @@ func (d *decoder) view(ptr uint32, n int32, what string) []byte {
 // the first reuses rec. Output that breaks the ABI wraps ErrBadOutput, a
 // guest-reported error ErrGuest. Nothing is appended, and rec is left as
 // it was, unless the whole output is valid.
-func (d *decoder) decode(at uint32, src transform.Source, rec *kgo.Record, out []*kgo.Record, a *arena) ([]*kgo.Record, error) {
+func (d *decoder) decode(at uint32, src record.Source, rec *kgo.Record, out []*kgo.Record, a *arena) ([]*kgo.Record, error) {
 	d.err = nil
 	count, ptr, err := d.result(at)
 	if err != nil {
@@ -289,7 +290,7 @@ func (d *decoder) readRecord(r []byte) (nbytes uint64, size int64) {
 
 // checkTopics refuses an output topic that is not a valid name, or that
 // is the input's own topic.
-func checkTopics(recs []rawRecord, src transform.Source) error {
+func checkTopics(recs []rawRecord, src record.Source) error {
 	for i, rr := range recs {
 		if len(rr.topic) > 0 {
 			if !topic.Valid(rr.topic) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -22,7 +23,7 @@ func FuzzWasmUppercase(f *testing.F) {
 	tr := newTest(f, uppercase)
 	f.Fuzz(func(t *testing.T, key, value []byte, hk string, hv []byte) {
 		r := &kgo.Record{Key: key, Value: value, Headers: []kgo.RecordHeader{{Key: hk, Value: hv}}}
-		out, err := tr.Process(context.Background(), transform.Source{Topic: "in", Partition: 1, Offset: 2}, r, nil)
+		out, err := tr.Process(context.Background(), record.Source{Topic: "in", Partition: 1, Offset: 2}, r, nil)
 		if err != nil || len(out) != 1 {
 			t.Fatalf("%v, %d outputs", err, len(out))
 		}

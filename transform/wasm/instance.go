@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
@@ -196,7 +197,7 @@ func (inst *instance) inputView(n uint32) ([]byte, error) {
 // record whatever the guest made of it; the record's writes reach the
 // stores only when it succeeds (the decoder's commit, once its output is
 // known to be good).
-func (inst *instance) process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (inst *instance) process(ctx context.Context, src record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	n, err := inputSize(src, rec)
 	if err != nil {
 		return out, err
@@ -225,7 +226,7 @@ func (inst *instance) process(ctx context.Context, src transform.Source, rec *kg
 
 // run writes the input of n bytes into the guest and calls
 // processor_process, which leaves the result's address in stack[0].
-func (inst *instance) run(src transform.Source, rec *kgo.Record, n uint32) error {
+func (inst *instance) run(src record.Source, rec *kgo.Record, n uint32) error {
 	buf, err := inst.inputView(n)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -414,9 +415,9 @@ func TestHostileModules(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			_, err := New(&Settings{Module: path, MaxMemory: 64 << 20, Timeout: time.Second})
 			runtime.ReadMemStats(&after)
-			var se *transform.SettingError
+			var se *settings.Error
 			if !errors.As(err, &se) || se.Field != "MODULE" || se.Value != path {
-				t.Fatalf("got %v (%T), want a *transform.SettingError naming MODULE", err, err)
+				t.Fatalf("got %v (%T), want a *settings.Error naming MODULE", err, err)
 			}
 			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("got %q, want one line containing %q", err, c.want)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/transformtest"
 )
@@ -175,7 +177,7 @@ func TestWasmStateSettings(t *testing.T) {
 	}
 	for _, bad := range []string{"a,a", "a,,b", "bad name", "a/b", "ok,x:y", strings.Repeat("x", 201)} {
 		_, err := build(map[string]string{"STORES": bad})
-		var se *transform.SettingError
+		var se *settings.Error
 		if !errors.As(err, &se) || se.Field != "STORES" {
 			t.Errorf("STORES=%q: %v, want a setting error", bad, err)
 		}
@@ -424,7 +426,7 @@ func TestWasmStateConcurrent(t *testing.T) {
 // calls, the guest's loop included) on an in-memory store, with a
 // deadline and, for store_get, without.
 func BenchmarkWasmState(b *testing.B) {
-	src := transform.Source{Topic: "orders", Partition: 3, Offset: 12345}
+	src := record.Source{Topic: "orders", Partition: 3, Offset: 12345}
 	b.Run("count", func(b *testing.B) {
 		tr := newTest(b, count, withStores("counts"))
 		ctx := newStores("counts").ctx()

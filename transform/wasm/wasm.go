@@ -62,6 +62,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/bytesize"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
@@ -188,7 +189,7 @@ const coreFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 
 // bad is the error refusing value for setting name, wanting want.
 func bad(name, value, want string) error {
-	return &transform.SettingError{Field: name, Value: value, Want: settings.Say(want)}
+	return &settings.Error{Field: name, Value: value, Want: settings.Say(want)}
 }
 
 // readModule checks the settings' bounds and reads the module's bytes.
@@ -425,7 +426,7 @@ func (t *Transform) CallTimeout() time.Duration { return t.timeout }
 // calls reach the record's stores through ctx (transform.StoreOf); its
 // writes reach them only when the record succeeds, so a record that
 // fails, in the guest or the host, changes no state.
-func (t *Transform) Process(ctx context.Context, src transform.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+func (t *Transform) Process(ctx context.Context, src record.Source, rec *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 	inst, err := t.get()
 	if err != nil {
 		return out, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/transformtest"
@@ -28,7 +29,7 @@ const (
 	enrich    = "../../examples/wasm/enrich"
 )
 
-var testSrc = transform.Source{Topic: "orders", Partition: 2, Offset: 42}
+var testSrc = record.Source{Topic: "orders", Partition: 2, Offset: 42}
 
 // newTest builds a transform on guest pkg with test settings, adjusted by
 // opts.
@@ -417,9 +418,9 @@ func TestConfigErrors(t *testing.T) {
 			c.set(s)
 			_, err := transformtest.Build("wasm", map[string]string{"MODULE": s.Module, "MAX_MEMORY": s.MaxMemory.String(),
 				"TIMEOUT": s.Timeout.String(), "ALLOW_CLOCK": strconv.FormatBool(s.AllowClock)})
-			var se *transform.SettingError
+			var se *settings.Error
 			if !errors.As(err, &se) {
-				t.Fatalf("got %v (%T), want a *transform.SettingError", err, err)
+				t.Fatalf("got %v (%T), want a *settings.Error", err, err)
 			}
 			if !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("got %q, want one line containing %q", err, c.want)
@@ -442,7 +443,7 @@ func TestSettingsDeclared(t *testing.T) {
 		t.Errorf("defaults %v, want %v", defaults, want)
 	}
 	_, err := transformtest.Build("wasm", map[string]string{"MODULE": "x.wasm", "MAX_MEMORY": "lots"})
-	var se *transform.SettingError
+	var se *settings.Error
 	if !errors.As(err, &se) || se.Field != "MAX_MEMORY" || se.Value != "lots" || !strings.Contains(err.Error(), "want a size from 1MiB to 4GiB") {
 		t.Errorf("got %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+
+	"github.com/streamproc/processor/record"
 )
 
 // audit is one run of Check: the run and its options, the report it fills,
@@ -15,14 +17,14 @@ type audit struct {
 	rep  *Report
 	rp   reporter
 
-	inputs  []Input                    // sorted, without repeats
-	exists  map[Input]bool             // the set of inputs
-	byTP    map[TopicPartition][]int64 // sorted offsets per input partition
-	outputs []Output                   // sorted by position
-	visible map[Input][]Output         // existing input -> its visible outputs
-	dead    map[Input][]Output         // existing input -> its visible dead letters
-	pending map[Input]bool             // inputs with an output or dead letter not visible yet
-	skipped map[Input]bool             // inputs skipped by policy (Options.Skipping)
+	inputs  []Input                           // sorted, without repeats
+	exists  map[Input]bool                    // the set of inputs
+	byTP    map[record.TopicPartition][]int64 // sorted offsets per input partition
+	outputs []Output                          // sorted by position
+	visible map[Input][]Output                // existing input -> its visible outputs
+	dead    map[Input][]Output                // existing input -> its visible dead letters
+	pending map[Input]bool                    // inputs with an output or dead letter not visible yet
+	skipped map[Input]bool                    // inputs skipped by policy (Options.Skipping)
 	// replayed are the inputs with a dead letter a replay ran again
 	// (Run.Replayed): their outputs come after later inputs', out of
 	// input order by design, and the order checks pass them over.
@@ -43,7 +45,7 @@ func Check(run Run, opts Options) Report {
 	}
 	rep, rp := newReport(kinds, opts.MaxExamples)
 	a := &audit{run: run, opts: opts, rep: rep, rp: rp,
-		byTP: map[TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{},
+		byTP: map[record.TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{},
 		skipped: map[Input]bool{}, replayed: map[Input]bool{}}
 	a.inputs, a.exists = uniqueInputs(run.Inputs)
 	rep.Inputs = len(a.inputs)
@@ -146,11 +148,11 @@ func (a *audit) checkDeadLetters() {
 		case a.exists[d.Source] && a.run.Marks[d.Source].Class.Fails():
 			// The dead letter its class must become.
 		case d.Source.Topic == "":
-			a.rp.add(DeadLetter, "%s is a dead letter without valid %s headers, %s %s", d.Output, lineageHeaders, HeaderError, msg)
+			a.rp.add(DeadLetter, "%s is a dead letter without valid %s headers, %s %s", d.Output, lineageHeaders, record.HeaderError, msg)
 		case !a.exists[d.Source]:
-			a.rp.add(DeadLetter, "%s is a dead letter claiming source %s, which is not an input record, %s %s", d.Output, d.Source, HeaderError, msg)
+			a.rp.add(DeadLetter, "%s is a dead letter claiming source %s, which is not an input record, %s %s", d.Output, d.Source, record.HeaderError, msg)
 		default:
-			a.rp.add(DeadLetter, "%s is a dead letter of %s, %s %s", d.Output, d.Source, HeaderError, msg)
+			a.rp.add(DeadLetter, "%s is a dead letter of %s, %s %s", d.Output, d.Source, record.HeaderError, msg)
 		}
 		if d.Aborted {
 			a.rp.add(AbortedRead, "%s (dead letter of %s) is visible to read_committed but its transaction aborted (marker at %d)", d.Output, d.Source, d.TxnEnd)
@@ -192,7 +194,7 @@ func (a *audit) checkDuplicates() {
 // transaction, so one partition holding outputs of in from two
 // transactions means it was committed twice.
 func (a *audit) checkFlatMapDuplicate(in Input, outs []Output) {
-	txns := map[TopicPartition]int64{}
+	txns := map[record.TopicPartition]int64{}
 	for _, o := range outs {
 		if o.TxnEnd < 0 {
 			continue
@@ -257,7 +259,7 @@ func (a *audit) checkProgress() {
 // Options.Windows only in the late topic: final rows come as windows close,
 // each with the lineage of its last input.
 func (a *audit) checkOrder() {
-	type key struct{ src, out TopicPartition }
+	type key struct{ src, out record.TopicPartition }
 	last := map[key]int64{}
 	seen := map[key]map[int64]bool{}
 	for _, o := range a.outputs {
@@ -291,11 +293,11 @@ func (a *audit) checkOrder() {
 func (a *audit) checkKeyOrder() {
 	type group struct {
 		key      string
-		src, out TopicPartition
+		src, out record.TopicPartition
 	}
 	type topicKey struct {
 		topic, key string
-		src        TopicPartition
+		src        record.TopicPartition
 	}
 	last := map[group]int64{}
 	seen := map[group]map[int64]bool{}

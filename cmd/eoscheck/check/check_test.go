@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/record"
 )
 
 // fixture builds runs of an identity processor: input topic "in" with
@@ -15,18 +17,20 @@ import (
 type fixture struct {
 	inputs    []Input
 	outputs   []Output
-	committed map[TopicPartition]int64
-	ends      map[TopicPartition]int64
-	next      map[TopicPartition]int64 // next output offset per output partition
+	committed map[record.TopicPartition]int64
+	ends      map[record.TopicPartition]int64
+	next      map[record.TopicPartition]int64 // next output offset per output partition
 }
 
-func tp(t string, p int32) TopicPartition { return TopicPartition{Topic: t, Partition: p} }
+func tp(t string, p int32) record.TopicPartition {
+	return record.TopicPartition{Topic: t, Partition: p}
+}
 
 func newFixture(n int64) *fixture {
 	f := &fixture{
-		committed: map[TopicPartition]int64{},
-		ends:      map[TopicPartition]int64{},
-		next:      map[TopicPartition]int64{},
+		committed: map[record.TopicPartition]int64{},
+		ends:      map[record.TopicPartition]int64{},
+		next:      map[record.TopicPartition]int64{},
 	}
 	for p := int32(0); p < 2; p++ {
 		for o := int64(0); o < n; o++ {
@@ -284,7 +288,7 @@ func TestUncommitted(t *testing.T) {
 
 func TestNoCommittedOffsets(t *testing.T) {
 	f := newFixture(3)
-	f.committed = map[TopicPartition]int64{}
+	f.committed = map[record.TopicPartition]int64{}
 	expect(t, Check(f.run(), strict), map[Anomaly]int{Uncommitted: 6})
 }
 
@@ -309,8 +313,8 @@ func TestTransactionalInputCaughtUp(t *testing.T) {
 	for i := range 10 {
 		r.Samples = append(r.Samples, Sample{
 			At:        t0.Add(time.Duration(i) * time.Second),
-			Stable:    map[TopicPartition]int64{tp("in", 0): 10, tp("in", 1): 9},
-			High:      map[TopicPartition]int64{tp("in", 0): 10, tp("in", 1): 9},
+			Stable:    map[record.TopicPartition]int64{tp("in", 0): 10, tp("in", 1): 9},
+			High:      map[record.TopicPartition]int64{tp("in", 0): 10, tp("in", 1): 9},
 			Committed: maps.Clone(f.committed),
 		})
 	}
@@ -391,9 +395,9 @@ func samples(t0 time.Time, n int, every time.Duration, fn func(i int, s *Sample)
 	for i := range n {
 		s := Sample{
 			At:        t0.Add(time.Duration(i) * every),
-			Stable:    map[TopicPartition]int64{},
-			High:      map[TopicPartition]int64{},
-			Committed: map[TopicPartition]int64{},
+			Stable:    map[record.TopicPartition]int64{},
+			High:      map[record.TopicPartition]int64{},
+			Committed: map[record.TopicPartition]int64{},
 		}
 		fn(i, &s)
 		out = append(out, s)

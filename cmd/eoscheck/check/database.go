@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"slices"
 	"strconv"
+
+	"github.com/streamproc/processor/record"
 )
 
 // A run into PostgreSQL (PROCESSOR_SINK=postgres) has no output topics: each
@@ -51,10 +53,10 @@ type DatabaseRun struct {
 	Inputs []Input
 	// InputEnds is the log-end offset (high watermark) of every input
 	// partition, including empty ones, taken after the snapshot.
-	InputEnds map[TopicPartition]int64
+	InputEnds map[record.TopicPartition]int64
 	// Stored is the next offset the offsets table holds for the group,
 	// per input partition that has a row.
-	Stored map[TopicPartition]int64
+	Stored map[record.TopicPartition]int64
 	// Rows are all rows of the records table.
 	Rows []Row
 	// DeadLetters are all rows of the dead-letter table; nil when it was

@@ -3,13 +3,15 @@ package check
 import (
 	"strings"
 	"testing"
+
+	"github.com/streamproc/processor/record"
 )
 
 // dbRun is a run into PostgreSQL of an identity processor: input "in" with
 // partitions 0 and 1 of n records each, one row of seq 0 per input, and
 // both stored offsets at the end.
 func dbRun(n int64) DatabaseRun {
-	run := DatabaseRun{InputEnds: map[TopicPartition]int64{}, Stored: map[TopicPartition]int64{},
+	run := DatabaseRun{InputEnds: map[record.TopicPartition]int64{}, Stored: map[record.TopicPartition]int64{},
 		Table: "recs", DeadLetterTable: "dead", DeadLetters: []DeadLetterRow{}}
 	for p := int32(0); p < 2; p++ {
 		for o := int64(0); o < n; o++ {

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/streamproc/processor/record"
 )
 
 // A run of the dedupe transform (BY a member of the value, WINDOW,
@@ -72,7 +74,7 @@ const (
 func (a *audit) dedupeModel(d Dedupe) (map[Input]dedupeVerdict, int) {
 	window, grace := d.Window.Milliseconds(), d.Grace.Milliseconds()
 	verdicts := map[Input]dedupeVerdict{}
-	stream := map[TopicPartition]int64{}
+	stream := map[record.TopicPartition]int64{}
 	seen := map[string]int64{} // id -> the timestamp it was last remembered at
 	ids := map[string]bool{}
 	for _, in := range a.inputs { // sorted: offset order per partition

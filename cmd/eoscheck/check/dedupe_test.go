@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/record"
 )
 
 // dedupeRun is a dedupe (WINDOW 10 s, GRACE 5 s, late topic "late") over
@@ -17,8 +19,8 @@ import (
 //
 // The outputs are a correct run's.
 func dedupeRun() Run {
-	p0, p1 := TopicPartition{Topic: "in", Partition: 0}, TopicPartition{Topic: "in", Partition: 1}
-	r := Run{Committed: map[TopicPartition]int64{p0: 7, p1: 1}, InputEnds: map[TopicPartition]int64{p0: 7, p1: 1},
+	p0, p1 := record.TopicPartition{Topic: "in", Partition: 0}, record.TopicPartition{Topic: "in", Partition: 1}
+	r := Run{Committed: map[record.TopicPartition]int64{p0: 7, p1: 1}, InputEnds: map[record.TopicPartition]int64{p0: 7, p1: 1},
 		InputKeys: map[Input]string{}, InputTimes: map[Input]int64{}}
 	for i, x := range []struct {
 		id string

@@ -3,6 +3,8 @@ package check
 import (
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/record"
 )
 
 // hopWindowRun is a windowed count by group (10 s tumbling, no grace,
@@ -16,8 +18,8 @@ import (
 // counts 1 and must have closed; a@10000 may have (some stream time
 // reached 25s), b@20000 cannot have.
 func hopWindowRun() Run {
-	p0, p1 := TopicPartition{Topic: "in", Partition: 0}, TopicPartition{Topic: "in", Partition: 1}
-	r := Run{Committed: map[TopicPartition]int64{p0: 3, p1: 3}, InputEnds: map[TopicPartition]int64{p0: 3, p1: 3},
+	p0, p1 := record.TopicPartition{Topic: "in", Partition: 0}, record.TopicPartition{Topic: "in", Partition: 1}
+	r := Run{Committed: map[record.TopicPartition]int64{p0: 3, p1: 3}, InputEnds: map[record.TopicPartition]int64{p0: 3, p1: 3},
 		InputKeys: map[Input]string{}, InputTimes: map[Input]int64{}}
 	for _, x := range []struct {
 		in  Input

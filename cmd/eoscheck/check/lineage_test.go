@@ -17,7 +17,7 @@ func TestLineageCompact(t *testing.T) {
 		t.Errorf("Lineage = %v %v", got, ok)
 	}
 	for _, v := range []string{"", "in/3", "in/3/x", "in/-1/42", "/3/42", "in/3/42/1"} {
-		r := &kgo.Record{Headers: []kgo.RecordHeader{{Key: HeaderSource, Value: []byte(v)}}}
+		r := &kgo.Record{Headers: []kgo.RecordHeader{{Key: record.HeaderSource, Value: []byte(v)}}}
 		if got, ok := Lineage(r); ok || got != (Input{}) {
 			t.Errorf("%q: Lineage = %v %v", v, got, ok)
 		}
@@ -58,7 +58,7 @@ func TestReadEachLineageForm(t *testing.T) {
 	}
 	src := e.scenario("lf-bad-", func(all []*kgo.Record) []*kgo.Record {
 		all = restamp("compact")(all)
-		all[0].Headers = []kgo.RecordHeader{{Key: HeaderSource, Value: []byte("lf-bad-in/0/01")}}
+		all[0].Headers = []kgo.RecordHeader{{Key: record.HeaderSource, Value: []byte("lf-bad-in/0/01")}}
 		return all
 	})
 	expect(t, Check(e.read(src), strict), map[Anomaly]int{Phantom: 1, Lost: 1})

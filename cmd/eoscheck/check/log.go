@@ -80,9 +80,9 @@ func classify(recs []rec) ([]outcome, []int64) {
 // readLog reads every partition in until from its log start (start) up to,
 // not including, until[tp], with the given isolation level and control
 // records kept, so positions reach offsets that hold transaction markers.
-func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, until map[TopicPartition]int64) (map[TopicPartition][]rec, error) {
+func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, until map[record.TopicPartition]int64) (map[record.TopicPartition][]rec, error) {
 	parts := map[string]map[int32]kgo.Offset{}
-	pos := map[TopicPartition]int64{}
+	pos := map[record.TopicPartition]int64{}
 	for tp, end := range until {
 		if end <= start[tp] {
 			continue
@@ -93,7 +93,7 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 		parts[tp.Topic][tp.Partition] = kgo.NewOffset().At(start[tp])
 		pos[tp] = start[tp]
 	}
-	out := map[TopicPartition][]rec{}
+	out := map[record.TopicPartition][]rec{}
 	if len(pos) == 0 {
 		return out, nil
 	}
@@ -140,7 +140,7 @@ func (r *Reader) readLog(ctx context.Context, iso kgo.IsolationLevel, start, unt
 			return nil, ferr
 		}
 		fs.EachRecord(func(kr *kgo.Record) {
-			tp := TopicPartition{Topic: kr.Topic, Partition: kr.Partition}
+			tp := record.TopicPartition{Topic: kr.Topic, Partition: kr.Partition}
 			if kr.Offset >= until[tp] || kr.Offset < pos[tp] {
 				return
 			}
@@ -185,7 +185,7 @@ func toRec(kr *kgo.Record) rec {
 	rc.key, rc.keyed = string(kr.Key), kr.Key != nil
 	rc.ts = kr.Timestamp.UnixMilli()
 	for _, h := range kr.Headers {
-		if h.Key == HeaderError {
+		if h.Key == record.HeaderError {
 			rc.err = TruncateError(string(h.Value))
 		}
 	}

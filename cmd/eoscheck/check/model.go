@@ -19,10 +19,6 @@ import (
 	"github.com/streamproc/processor/record"
 )
 
-// TopicPartition names one partition of one topic; String returns
-// "topic/partition".
-type TopicPartition = record.TopicPartition
-
 // Input is an input record that exists: a data record a read_committed
 // reader of the input topic receives.
 type Input struct {
@@ -32,7 +28,9 @@ type Input struct {
 }
 
 // TP returns the input's partition.
-func (in Input) TP() TopicPartition { return TopicPartition{Topic: in.Topic, Partition: in.Partition} }
+func (in Input) TP() record.TopicPartition {
+	return record.TopicPartition{Topic: in.Topic, Partition: in.Partition}
+}
 
 // String returns "topic/partition@offset".
 func (in Input) String() string {
@@ -84,7 +82,9 @@ type Output struct {
 }
 
 // TP returns the output's partition.
-func (o Output) TP() TopicPartition { return TopicPartition{Topic: o.Topic, Partition: o.Partition} }
+func (o Output) TP() record.TopicPartition {
+	return record.TopicPartition{Topic: o.Topic, Partition: o.Partition}
+}
 
 // String returns "topic/partition@offset".
 func (o Output) String() string {
@@ -111,13 +111,13 @@ type Sample struct {
 	At time.Time
 	// Stable is the last stable offset (the read_committed end) of every
 	// sampled partition, input and output.
-	Stable map[TopicPartition]int64
+	Stable map[record.TopicPartition]int64
 	// High is the high watermark (the read_uncommitted end) of the same
 	// partitions.
-	High map[TopicPartition]int64
+	High map[record.TopicPartition]int64
 	// Committed is the group's committed offset of each input partition
 	// that has one.
-	Committed map[TopicPartition]int64
+	Committed map[record.TopicPartition]int64
 }
 
 // Run is everything known about one processor run.
@@ -129,15 +129,15 @@ type Run struct {
 	// Committed is the group's committed offset (the next offset to read)
 	// per input partition, read after the outputs' ends were taken. A
 	// partition without a committed offset counts as committed at 0.
-	Committed map[TopicPartition]int64
+	Committed map[record.TopicPartition]int64
 	// CommittedEarlier is the group's committed offsets read before the
 	// outputs' ends were taken; nil means Committed. Against a live
 	// processor the outputs are judged against the group progress that
 	// brackets them: "lost" uses these, everything else Committed.
-	CommittedEarlier map[TopicPartition]int64
+	CommittedEarlier map[record.TopicPartition]int64
 	// InputEnds is the log-end offset (high watermark) of every input
 	// partition, including empty ones.
-	InputEnds map[TopicPartition]int64
+	InputEnds map[record.TopicPartition]int64
 	// Samples are observations over time, for hanging and stuck.
 	Samples []Sample
 	// DeadLetters are all data records of the dead-letter topics, visible
@@ -149,7 +149,7 @@ type Run struct {
 	// a dead letter below it was run again, and accounts for nothing (its
 	// input's outputs, if the replay had any, are judged like the others;
 	// a dead letter of it that failed again is above).
-	Replayed map[TopicPartition]int64
+	Replayed map[record.TopicPartition]int64
 	// Marks are the fault drill's marks of the inputs that have one
 	// (Source.Poison); nil or missing: Ordinary.
 	Marks map[Input]Mark
@@ -240,7 +240,7 @@ func uniqueInputs(inputs []Input) ([]Input, map[Input]bool) {
 }
 
 // committedAt returns the committed offset of tp, 0 when there is none.
-func committedAt(m map[TopicPartition]int64, tp TopicPartition) int64 {
+func committedAt(m map[record.TopicPartition]int64, tp record.TopicPartition) int64 {
 	if c, ok := m[tp]; ok && c > 0 {
 		return c
 	}
@@ -251,12 +251,12 @@ func cmpInput(a, b Input) int {
 	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 }
 
-func cmpTP(a, b TopicPartition) int {
+func cmpTP(a, b record.TopicPartition) int {
 	return cmp.Or(cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 }
 
-func sortedKeys[V any](m map[TopicPartition]V) []TopicPartition {
-	ks := make([]TopicPartition, 0, len(m))
+func sortedKeys[V any](m map[record.TopicPartition]V) []record.TopicPartition {
+	ks := make([]record.TopicPartition, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
 	}
@@ -265,7 +265,7 @@ func sortedKeys[V any](m map[TopicPartition]V) []TopicPartition {
 }
 
 // lineageHeaders names the lineage headers of both forms in examples.
-var lineageHeaders = HeaderSource + " or " + strings.TrimSuffix(HeaderSourceTopic, "topic") + "*"
+var lineageHeaders = record.HeaderSource + " or " + strings.TrimSuffix(record.HeaderSourceTopic, "topic") + "*"
 
 // TruncateError cuts a processor.error text to about MaxErrorLen bytes, at
 // a UTF-8 boundary (record.Cut), marking the cut with "...".

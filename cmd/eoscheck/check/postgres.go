@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/streamproc/processor/record"
 )
 
 // The PostgreSQL sink's default table names: of the records table
@@ -64,7 +66,7 @@ func tableID(name string) (string, error) {
 // returned run. Read the input ends after it, so that stored offsets
 // beyond the log end are real.
 func ReadTables(ctx context.Context, t Tables) (DatabaseRun, error) {
-	run := DatabaseRun{Table: t.Records, DeadLetterTable: t.DeadLetters, Stored: map[TopicPartition]int64{}}
+	run := DatabaseRun{Table: t.Records, DeadLetterTable: t.DeadLetters, Stored: map[record.TopicPartition]int64{}}
 	if t.Offsets == "" {
 		t.Offsets = DefaultOffsetsTable
 	}
@@ -124,7 +126,7 @@ func ReadTables(ctx context.Context, t Tables) (DatabaseRun, error) {
 			return run, err
 		}
 	}
-	var tp TopicPartition
+	var tp record.TopicPartition
 	var next int64
 	err = readTable(ctx, tx, where, t.Offsets, `SELECT topic, "partition", next_offset FROM `+offsets+` WHERE "group" = $1`,
 		[]any{&tp.Topic, &tp.Partition, &next}, func() {

@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/record"
 )
 
 // Read reads the run: the group's committed offsets, then the ends of the
@@ -70,7 +72,7 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 // their log-end offsets (high watermarks), then every record a
 // read_committed reader receives up to them, and with Source.Poison the
 // marks of the marked ones (nil without).
-func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[TopicPartition]int64, marks map[Input]Mark, err error) {
+func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[record.TopicPartition]int64, marks map[Input]Mark, err error) {
 	start, stable, high, err := r.ends(ctx, r.src.Inputs)
 	if err != nil {
 		return nil, nil, nil, err
@@ -87,7 +89,7 @@ func (r *Reader) ReadInputs(ctx context.Context) (inputs []Input, ends map[Topic
 // the marks of the marked ones; with Source.Aggregate or Source.Windows
 // the keys of those that have one (with Source.GroupBy their group keys);
 // with Source.Windows their timestamps.
-func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Input, map[Input]Mark, map[Input]string, map[Input]int64, error) {
+func (r *Reader) readInputs(ctx context.Context, start, stable, high map[record.TopicPartition]int64) ([]Input, map[Input]Mark, map[Input]string, map[Input]int64, error) {
 	in, _, mks, groups, err := r.readTopics(ctx, start, stable, high)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("reading input: %w", err)
@@ -136,7 +138,7 @@ func (r *Reader) readInputs(ctx context.Context, start, stable, high map[TopicPa
 // same index, each one's processor.error header (truncated; empty when
 // absent), with Source.Poison its mark, and with Source.GroupBy its
 // value's group key.
-func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPartition]int64) ([]Output, []string, []Mark, []groupOf, error) {
+func (r *Reader) readTopics(ctx context.Context, start, stable, high map[record.TopicPartition]int64) ([]Output, []string, []Mark, []groupOf, error) {
 	raw, err := r.readLog(ctx, kgo.ReadUncommitted(), start, high)
 	if err != nil {
 		return nil, nil, nil, nil, err
@@ -145,9 +147,9 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[TopicPa
 	// is given below the stable offset (a control record, or a data
 	// record not aborted); aborted records at the end of that range are
 	// skipped without moving a position we can see.
-	outcomes := map[TopicPartition][]outcome{}
-	ends := map[TopicPartition][]int64{}
-	targets := map[TopicPartition]int64{}
+	outcomes := map[record.TopicPartition][]outcome{}
+	ends := map[record.TopicPartition][]int64{}
+	targets := map[record.TopicPartition]int64{}
 	for tp, recs := range raw {
 		outcomes[tp], ends[tp] = classify(recs)
 		for i, rc := range recs {

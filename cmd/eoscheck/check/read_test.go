@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/record"
 )
 
 // env is one kfake cluster over real TCP, with helpers that play both the
@@ -72,9 +73,9 @@ func inputRec(topic string, p int32, i int) *kgo.Record {
 // outputRec is what an identity processor writes for src, with lineage.
 func outputRec(topic string, p int32, src Input) *kgo.Record {
 	return &kgo.Record{Topic: topic, Partition: p, Key: []byte("k" + strconv.FormatInt(src.Offset, 10)), Headers: []kgo.RecordHeader{
-		{Key: HeaderSourceTopic, Value: []byte(src.Topic)},
-		{Key: HeaderSourcePartition, Value: []byte(strconv.Itoa(int(src.Partition)))},
-		{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
+		{Key: record.HeaderSourceTopic, Value: []byte(src.Topic)},
+		{Key: record.HeaderSourcePartition, Value: []byte(strconv.Itoa(int(src.Partition)))},
+		{Key: record.HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
 	}}
 }
 
@@ -156,7 +157,7 @@ func TestReadCleanRun(t *testing.T) {
 	e := newEnv(t)
 	src := e.scenario("a-", nil)
 	run := e.read(src)
-	if got := run.InputEnds[TopicPartition{Topic: "a-in-tx", Partition: 0}]; got != 6 {
+	if got := run.InputEnds[record.TopicPartition{Topic: "a-in-tx", Partition: 0}]; got != 6 {
 		t.Errorf("transactional input end = %d, want 6", got)
 	}
 	rep := Check(run, strict)
@@ -192,7 +193,7 @@ func TestReadDeadLetters(t *testing.T) {
 	long := strings.Repeat("x", 1000)
 	dl := func(src Input, msg string) *kgo.Record {
 		r := outputRec("d-dlq", src.Partition, src)
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: HeaderError, Value: []byte(msg)})
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: record.HeaderError, Value: []byte(msg)})
 		return r
 	}
 	// An attempt that dead-lettered d-in/0@1 aborts: invisible, fine.
@@ -310,8 +311,8 @@ func TestLineage(t *testing.T) {
 	for name, hs := range map[string][]kgo.RecordHeader{
 		"none":          nil,
 		"no offset":     good.Headers[:2],
-		"bad partition": {good.Headers[0], {Key: HeaderSourcePartition, Value: []byte("x")}, good.Headers[2]},
-		"negative":      {good.Headers[0], good.Headers[1], {Key: HeaderSourceOffset, Value: []byte("-1")}},
+		"bad partition": {good.Headers[0], {Key: record.HeaderSourcePartition, Value: []byte("x")}, good.Headers[2]},
+		"negative":      {good.Headers[0], good.Headers[1], {Key: record.HeaderSourceOffset, Value: []byte("-1")}},
 	} {
 		if got, ok := Lineage(&kgo.Record{Headers: hs}); ok || got != (Input{}) {
 			t.Errorf("%s: Lineage = %v %v", name, got, ok)
@@ -334,7 +335,7 @@ func TestReadMarks(t *testing.T) {
 	)
 	out := e.client(kgo.TransactionalID("m-proc"))
 	dl := outputRec("m-dlq", 0, Input{"m-in", 0, 1})
-	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderError, Value: []byte("transform jq: the value is not JSON")})
+	dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: record.HeaderError, Value: []byte("transform jq: the value is not JSON")})
 	e.txn(out, true, outputRec("m-out", 0, Input{"m-in", 0, 0}), dl, outputRec("m-out", 0, Input{"m-in", 0, 2}))
 	if err := e.adm.CommitAllOffsets(ctxT(t), "m-group", kadm.OffsetsFromRecords(kgo.Record{Topic: "m-in", Partition: 0, Offset: 2})); err != nil {
 		t.Fatal(err)

@@ -15,18 +15,6 @@ import (
 	"github.com/streamproc/processor/record"
 )
 
-// The lineage headers the processor writes on every output record
-// (record's names): the compact HeaderSource, or the legacy three.
-const (
-	HeaderSource          = record.HeaderSource
-	HeaderSourceTopic     = record.HeaderSourceTopic
-	HeaderSourcePartition = record.HeaderSourcePartition
-	HeaderSourceOffset    = record.HeaderSourceOffset
-)
-
-// HeaderError is the header holding a dead letter's error message.
-const HeaderError = record.HeaderError
-
 // Source says which cluster, topics and group a Reader audits.
 type Source struct {
 	Brokers []string // seed brokers, host:port
@@ -173,23 +161,23 @@ func (r *Reader) Watch(ctx context.Context, d, every time.Duration) ([]Sample, e
 	return out, nil
 }
 
-func listed(l kadm.ListedOffsets) map[TopicPartition]int64 {
-	m := map[TopicPartition]int64{}
+func listed(l kadm.ListedOffsets) map[record.TopicPartition]int64 {
+	m := map[record.TopicPartition]int64{}
 	l.Each(func(o kadm.ListedOffset) {
 		if o.Err == nil && o.Partition >= 0 {
-			m[TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+			m[record.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.Offset
 		}
 	})
 	return m
 }
 
 // committed returns the group's committed offsets on the input topics.
-func (r *Reader) committed(ctx context.Context) (map[TopicPartition]int64, error) {
+func (r *Reader) committed(ctx context.Context) (map[record.TopicPartition]int64, error) {
 	return r.groupOffsets(ctx, r.src.Group, r.src.Inputs)
 }
 
 // groupOffsets returns group's committed offsets on topics.
-func (r *Reader) groupOffsets(ctx context.Context, group string, topics []string) (map[TopicPartition]int64, error) {
+func (r *Reader) groupOffsets(ctx context.Context, group string, topics []string) (map[record.TopicPartition]int64, error) {
 	resp, err := r.adm.FetchOffsets(ctx, group)
 	if err != nil {
 		return nil, fmt.Errorf("fetching offsets of group %q: %w", group, err)
@@ -197,10 +185,10 @@ func (r *Reader) groupOffsets(ctx context.Context, group string, topics []string
 	if err := resp.Error(); err != nil {
 		return nil, fmt.Errorf("fetching offsets of group %q: %w", group, err)
 	}
-	m := map[TopicPartition]int64{}
+	m := map[record.TopicPartition]int64{}
 	resp.Each(func(o kadm.OffsetResponse) {
 		if o.At >= 0 && slices.Contains(topics, o.Topic) {
-			m[TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.At
+			m[record.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = o.At
 		}
 	})
 	return m, nil
@@ -208,8 +196,8 @@ func (r *Reader) groupOffsets(ctx context.Context, group string, topics []string
 
 // ends lists the log start, last stable and high watermark offsets of
 // every partition of topics; any partition error fails.
-func (r *Reader) ends(ctx context.Context, topics []string) (start, stable, high map[TopicPartition]int64, err error) {
-	get := func(what string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[TopicPartition]int64, error) {
+func (r *Reader) ends(ctx context.Context, topics []string) (start, stable, high map[record.TopicPartition]int64, err error) {
+	get := func(what string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) (map[record.TopicPartition]int64, error) {
 		l, err := list(ctx, topics...)
 		if err == nil {
 			err = l.Error()

@@ -1,6 +1,10 @@
 package check
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/streamproc/processor/record"
+)
 
 // TestReplayed: with the replay group's offsets (Run.Replayed), a dead
 // letter below them counts for nothing: its input is judged by its
@@ -15,20 +19,20 @@ func TestReplayed(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name     string
-		replayed map[TopicPartition]int64
+		replayed map[record.TopicPartition]int64
 		extra    []Input // more outputs, committed, to partition 0 after the others
 		skip     bool    // in/0@1 has no output before extra
 		want     map[Anomaly]int
 	}{
-		{name: "replayed once each", replayed: map[TopicPartition]int64{tp("dlq", 0): 2}, want: map[Anomaly]int{DeadLetter: 1}},
-		{name: "a replay's output twice", replayed: map[TopicPartition]int64{tp("dlq", 0): 2}, extra: []Input{in(0, 1)},
+		{name: "replayed once each", replayed: map[record.TopicPartition]int64{tp("dlq", 0): 2}, want: map[Anomaly]int{DeadLetter: 1}},
+		{name: "a replay's output twice", replayed: map[record.TopicPartition]int64{tp("dlq", 0): 2}, extra: []Input{in(0, 1)},
 			want: map[Anomaly]int{DeadLetter: 1, Duplicate: 1}},
-		{name: "a replay's output after later inputs' is in order", replayed: map[TopicPartition]int64{tp("dlq", 0): 1},
+		{name: "a replay's output after later inputs' is in order", replayed: map[record.TopicPartition]int64{tp("dlq", 0): 1},
 			skip: true, extra: []Input{in(0, 1)}, want: map[Anomaly]int{DeadLetter: 2, Duplicate: 1}},
 		{name: "out of order without a replay", skip: true, extra: []Input{in(0, 1)},
 			want: map[Anomaly]int{DeadLetter: 3, Duplicate: 2, Order: 1}},
 		{name: "without the replay group", want: map[Anomaly]int{DeadLetter: 3, Duplicate: 2}},
-		{name: "a replayed input without output", replayed: map[TopicPartition]int64{tp("dlq", 0): 3},
+		{name: "a replayed input without output", replayed: map[record.TopicPartition]int64{tp("dlq", 0): 3},
 			want: map[Anomaly]int{Lost: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

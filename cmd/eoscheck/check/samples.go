@@ -3,6 +3,8 @@ package check
 import (
 	"slices"
 	"time"
+
+	"github.com/streamproc/processor/record"
 )
 
 // checkHanging flags partitions whose last stable offset stayed at one
@@ -12,7 +14,7 @@ func checkHanging(rp reporter, samples []Sample, timeout time.Duration) {
 	if timeout <= 0 || len(samples) < 2 {
 		return
 	}
-	tps := map[TopicPartition]bool{}
+	tps := map[record.TopicPartition]bool{}
 	for _, s := range samples {
 		for tp := range s.Stable {
 			tps[tp] = true
@@ -35,7 +37,7 @@ func checkHanging(rp reporter, samples []Sample, timeout time.Duration) {
 // committed offset while the committed offset did not move for longer than
 // after. Offsets holding only transaction markers or aborted records are not
 // lag: a caught-up group on a transactional input sits below the end.
-func checkStuck(rp reporter, samples []Sample, tps []TopicPartition, inputs map[TopicPartition][]int64, after time.Duration) {
+func checkStuck(rp reporter, samples []Sample, tps []record.TopicPartition, inputs map[record.TopicPartition][]int64, after time.Duration) {
 	if after <= 0 || len(samples) < 2 {
 		return
 	}
@@ -87,8 +89,8 @@ func longestStay(samples []Sample, of func(Sample) (value, other int64, holds bo
 }
 
 // inputPartitions returns every input partition the run knows of, sorted.
-func inputPartitions(run Run) []TopicPartition {
-	tps := map[TopicPartition]bool{}
+func inputPartitions(run Run) []record.TopicPartition {
+	tps := map[record.TopicPartition]bool{}
 	for tp := range run.InputEnds {
 		tps[tp] = true
 	}

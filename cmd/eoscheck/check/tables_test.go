@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/streamproc/processor/pgsink"
-	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/record"
 )
 
 // The auditor spells the sink's default table names and the processor's
@@ -14,11 +14,11 @@ func TestNamesMatchTheProcessor(t *testing.T) {
 	for _, c := range []struct{ name, got, want string }{
 		{"DefaultTable", DefaultTable, pgsink.DefaultTable},
 		{"DefaultOffsetsTable", DefaultOffsetsTable, pgsink.DefaultOffsetsTable},
-		{"HeaderSource", HeaderSource, pipeline.HeaderSource},
-		{"HeaderSourceTopic", HeaderSourceTopic, pipeline.HeaderSourceTopic},
-		{"HeaderSourcePartition", HeaderSourcePartition, pipeline.HeaderSourcePartition},
-		{"HeaderSourceOffset", HeaderSourceOffset, pipeline.HeaderSourceOffset},
-		{"HeaderError", HeaderError, pipeline.HeaderError},
+		{"HeaderSource", record.HeaderSource, record.HeaderSource},
+		{"HeaderSourceTopic", record.HeaderSourceTopic, record.HeaderSourceTopic},
+		{"HeaderSourcePartition", record.HeaderSourcePartition, record.HeaderSourcePartition},
+		{"HeaderSourceOffset", record.HeaderSourceOffset, record.HeaderSourceOffset},
+		{"HeaderError", record.HeaderError, record.HeaderError},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %q, the processor's is %q", c.name, c.got, c.want)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/streamproc/processor/record"
 )
 
 // A run of the aggregate transform counting by record key in windows
@@ -103,7 +105,7 @@ func (a *audit) windowModel(w Windows) (closed map[string]int64, late map[Input]
 	closed, late = map[string]int64{}, map[Input]bool{}
 	counts := map[string]int64{}
 	ends := map[string]int64{} // window -> its end plus grace
-	stream := map[TopicPartition]int64{}
+	stream := map[record.TopicPartition]int64{}
 	for _, in := range a.inputs { // sorted: offset order per partition
 		ts, ok := a.run.InputTimes[in]
 		if !ok || in.Offset >= committedAt(a.run.Committed, in.TP()) {

@@ -3,6 +3,8 @@ package check
 import (
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/record"
 )
 
 // windowRun is a windowed count (10 s tumbling, no grace, late topic
@@ -15,8 +17,8 @@ import (
 // The outputs are a correct run's: final rows of a@0 and b@10000, and @3
 // in the late topic.
 func windowRun() Run {
-	tp := TopicPartition{Topic: "in", Partition: 0}
-	r := Run{Committed: map[TopicPartition]int64{tp: 6}, InputEnds: map[TopicPartition]int64{tp: 6},
+	tp := record.TopicPartition{Topic: "in", Partition: 0}
+	r := Run{Committed: map[record.TopicPartition]int64{tp: 6}, InputEnds: map[record.TopicPartition]int64{tp: 6},
 		InputKeys: map[Input]string{}, InputTimes: map[Input]int64{}}
 	for i, x := range []struct {
 		key string

@@ -94,7 +94,7 @@ type Prepared struct {
 // stateful chain must be one the processor can keep state for
 // (checkStateful), and the files of the TLS and SASL settings must be
 // readable. Every refusal is an error naming the variable to change (a
-// *config.Error). The caller keeps the chains and closes them after the
+// *settings.Error). The caller keeps the chains and closes them after the
 // instance has run.
 func Prepare(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov Overrides) (*Prepared, error) {
 	if len(chains) == 0 {

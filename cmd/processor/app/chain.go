@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -22,14 +23,14 @@ func buildChain(reg *transform.Registry, names []string, opts ...transform.Build
 		return envLookup(e.Plugin())(setting)
 	}, opts...)
 	if err != nil {
-		var se *transform.SettingError
+		var se *settings.Error
 		if errors.As(err, &se) {
 			return nil, settingError(se)
 		}
 		var unknown *transform.UnknownError
 		if errors.As(err, &unknown) {
-			return nil, &config.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
-				Want: "registered transform names; " + unknown.Error()}
+			return nil, &settings.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
+				Want: settings.Say("registered transform names; " + unknown.Error())}
 		}
 		return nil, fmt.Errorf("PROCESSOR_TRANSFORMS=%q: %w", strings.Join(names, ","), err)
 	}
@@ -67,8 +68,8 @@ func parseEntries(names []string) ([]transform.Entry, error) {
 	for _, n := range names {
 		e, err := transform.ParseEntry(n)
 		if err != nil {
-			return nil, &config.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
-				Want: "comma-separated transform names, name@alias to use one twice: " + err.Error()}
+			return nil, &settings.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(names, ","),
+				Want: settings.Say("comma-separated transform names, name@alias to use one twice: " + err.Error())}
 		}
 		entries = append(entries, e)
 	}

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/all"
 )
 
 // The wiring reads each entry's settings from PROCESSOR_<NAME>_<SETTING>,
 // or PROCESSOR_<NAME>_<ALIAS>_<SETTING> for an aliased entry, and turns a
-// transform's setting error into a one-line *config.Error naming the
+// transform's setting error into a one-line *settings.Error naming the
 // variable, with the other settings its message names shown as variables
 // of the same entry.
 func TestBuildChainNamesVariables(t *testing.T) {
@@ -40,9 +40,9 @@ func TestBuildChainNamesVariables(t *testing.T) {
 				t.Setenv(k, v) // restored when the subtest ends
 			}
 			_, err := buildChain(transform.Default, c.chain)
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) || cerr.Var != c.wantVar || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
-				t.Errorf("%v %v: got %v, want a one-line *config.Error for %s containing %q", c.chain, c.env, err, c.wantVar, c.want)
+				t.Errorf("%v %v: got %v, want a one-line *settings.Error for %s containing %q", c.chain, c.env, err, c.wantVar, c.want)
 			}
 		})
 	}

@@ -10,15 +10,10 @@ import (
 	"github.com/streamproc/processor/config"
 )
 
-// defaultsConfig is the configuration of the tags' defaults alone, read
-// from a prefix no variable is set under.
+// defaultsConfig is the configuration of the declared defaults alone.
 func defaultsConfig(t *testing.T) *config.Config {
 	t.Helper()
-	var c config.Config
-	if err := config.Process("PROCESSOR_APP_CLIENT_TEST_UNSET", &c); err != nil {
-		t.Fatal(err)
-	}
-	return &c
+	return config.Defaults()
 }
 
 // clientOf creates (and closes at the end of t) a client of opts that

@@ -47,7 +47,7 @@ func sinkPlugin(name string) settings.Plugin { return settings.Plugin{Kind: "sin
 
 // chooseSink returns the sink of PROCESSOR_SINK with its settings filled
 // from the environment, or nil for kafka. A setting that cannot work is a
-// *config.Error naming its variable, and so is a required setting of a
+// *settings.Error naming its variable, and so is a required setting of a
 // sink that is not the one chosen (a leftover that would be ignored).
 func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 	for _, name := range reg.Names() {
@@ -57,8 +57,8 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 		spec, _ := reg.Lookup(name)
 		for _, f := range spec.Fields() {
 			if v := sinkVar(name, f.Name); f.Required && os.Getenv(v) != "" {
-				return nil, &config.Error{Var: v, Value: os.Getenv(v), Secret: f.Secret,
-					Want: "unset unless " + config.EnvName("SINK") + "=" + name}
+				return nil, &settings.Error{Var: v, Value: os.Getenv(v), Secret: f.Secret,
+					Want: settings.Say("unset unless " + config.EnvName("SINK") + "=" + name)}
 			}
 		}
 	}
@@ -67,7 +67,7 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 	}
 	spec, ok := reg.Lookup(cfg.Sink)
 	if !ok {
-		return nil, &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink, Want: sinkChoices(reg)}
+		return nil, &settings.Error{Var: config.EnvName("SINK"), Value: cfg.Sink, Want: settings.Say(sinkChoices(reg))}
 	}
 	d := &destination{name: cfg.Sink, spec: spec}
 	if spec.Settings == nil {
@@ -110,14 +110,14 @@ func (d *destination) settingError(err error) error {
 	se.Plugin = sinkPlugin(d.name)
 	ce := varError(se)
 	if se.Unset {
-		ce.Want += " (" + config.EnvName("SINK") + "=" + d.name + " needs one)"
+		ce.Want = append(ce.Want, settings.Say(" ("+config.EnvName("SINK")+"="+d.name+" needs one)")...)
 	}
 	return ce
 }
 
 // open opens the destination (creating its tables, for the postgres
 // sink) and registers its metrics with promReg. A setting that cannot
-// work is a *config.Error, returned at once, and so is a destination that
+// work is a *settings.Error, returned at once, and so is a destination that
 // refuses the user, the password or the database. One that cannot be
 // reached is retried with backoff, saying so, until ctx ends.
 func (d *destination) open(ctx context.Context, group string, promReg prometheus.Registerer, log *slog.Logger) (*opened, error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pgsink"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/sink/sinktest"
 )
@@ -48,7 +49,7 @@ func TestPostgresSettingsDefaults(t *testing.T) {
 func TestPostgresSinkWithoutURL(t *testing.T) {
 	clearPostgresEnv(t)
 	_, err := chooseSink(sink.Default, &config.Config{Sink: "postgres"})
-	var cerr *config.Error
+	var cerr *settings.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_POSTGRES_URL" || !cerr.Unset || !strings.Contains(err.Error(), "is not set") ||
 		!strings.Contains(err.Error(), "PROCESSOR_SINK=postgres needs one") || strings.ContainsAny(err.Error(), "\r\n") {
 		t.Fatalf("chooseSink = %v, want an unset PROCESSOR_POSTGRES_URL that PROCESSOR_SINK=postgres needs", err)
@@ -60,7 +61,7 @@ func TestPostgresURLNeverShown(t *testing.T) {
 	clearPostgresEnv(t)
 	t.Setenv("PROCESSOR_POSTGRES_URL", "postgres://u:hunter2@db/x")
 	_, err := chooseSink(sink.Default, &config.Config{Sink: "kafka"})
-	var cerr *config.Error
+	var cerr *settings.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_POSTGRES_URL" || !strings.Contains(err.Error(), "unset unless PROCESSOR_SINK=postgres") {
 		t.Fatalf("chooseSink = %v, want an error about PROCESSOR_POSTGRES_URL without PROCESSOR_SINK=postgres", err)
 	}
@@ -87,7 +88,7 @@ func TestUnknownSink(t *testing.T) {
 	clearPostgresEnv(t)
 	_, err := chooseSink(sink.Default, &config.Config{Sink: "mysql"})
 	want := "kafka or " + strings.Join(sink.Default.Names(), " or ")
-	var cerr *config.Error
+	var cerr *settings.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SINK" || cerr.Value != "mysql" ||
 		err.Error() != `PROCESSOR_SINK="mysql" is invalid: want `+want || len(sink.Default.Names()) == 0 {
 		t.Fatalf("chooseSink = %v, want PROCESSOR_SINK=\"mysql\" refused, %s wanted", err, want)

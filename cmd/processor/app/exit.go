@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
@@ -43,8 +44,8 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 		log.Error("stopping: " + what)
 	case errors.As(err, &missing):
 		value := missing.Topics[0]
-		return configError(&config.Error{Var: required[value], Value: value,
-			Want: "a topic that exists in the cluster (it does not; create it first, e.g. kafka-topics.sh --create --topic " + value + ")"})
+		return configError(&settings.Error{Var: required[value], Value: value,
+			Want: settings.Say("a topic that exists in the cluster (it does not; create it first, e.g. kafka-topics.sh --create --topic " + value + ")")})
 	case errors.As(err, &fenced):
 		log.Error("stopping: " + fenced.Hint("give every instance its own "+config.EnvName("TRANSACTIONAL_ID")))
 	case errors.As(err, &persistent):
@@ -58,12 +59,12 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 		}
 		log.Error(msg, "topic", recErr.Source.Topic, "partition", recErr.Source.Partition, "offset", recErr.Source.Offset, "err", recErr.Err.Error())
 	case errors.As(err, &timeout):
-		return configError(&config.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
-			Want: fmt.Sprintf("a duration of at most the brokers' transaction.max.timeout.ms (%s), below %s; or a higher transaction.max.timeout.ms on every broker",
-				timeout.Max, config.EnvName("SESSION_TIMEOUT"))})
+		return configError(&settings.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
+			Want: settings.Say(fmt.Sprintf("a duration of at most the brokers' transaction.max.timeout.ms (%s), below %s; or a higher transaction.max.timeout.ms on every broker",
+				timeout.Max, config.EnvName("SESSION_TIMEOUT")))})
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
-		return configError(&config.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
-			Want: "a duration the broker accepts: at most its transaction.max.timeout.ms (15m by default)"})
+		return configError(&settings.Error{Var: config.EnvName("TRANSACTION_TIMEOUT"), Value: cfg.TransactionTimeout.String(),
+			Want: settings.Say("a duration the broker accepts: at most its transaction.max.timeout.ms (15m by default)")})
 	default:
 		log.Error("stopping: " + err.Error())
 	}
@@ -85,7 +86,7 @@ func pipelineError(cfg *config.Config, err error) error {
 			why = "a topic other than PROCESSOR_DLQ_TOPIC (outputs would be mixed into the dead letters)"
 		}
 		d := dest.Destination
-		return &config.Error{Var: PluginVar(d.Entry.Plugin(), d.Setting), Value: d.Topic, Want: why}
+		return &settings.Error{Var: PluginVar(d.Entry.Plugin(), d.Setting), Value: d.Topic, Want: settings.Say(why)}
 	}
 	return err
 }
@@ -97,11 +98,11 @@ func budgetError(cfg *config.Config, e *pipeline.BudgetError) error {
 		e.Attempts, e.Budget, e.Error())
 	switch {
 	case e.Entry != (transform.Entry{}):
-		return &config.Error{Var: PluginVar(e.Entry.Plugin(), "TIMEOUT"), Value: e.PerAttempt.String(), Want: fits}
+		return &settings.Error{Var: PluginVar(e.Entry.Plugin(), "TIMEOUT"), Value: e.PerAttempt.String(), Want: settings.Say(fits)}
 	case e.PerAttempt > 0:
-		return &config.Error{Var: config.EnvName("TRANSFORM_TIMEOUT"), Value: cfg.TransformTimeout.String(), Want: fits}
+		return &settings.Error{Var: config.EnvName("TRANSFORM_TIMEOUT"), Value: cfg.TransformTimeout.String(), Want: settings.Say(fits)}
 	}
-	return &config.Error{Var: config.EnvName("MAX_RETRIES"), Value: strconv.Itoa(cfg.MaxRetries), Want: fits}
+	return &settings.Error{Var: config.EnvName("MAX_RETRIES"), Value: strconv.Itoa(cfg.MaxRetries), Want: settings.Say(fits)}
 }
 
 // configError prints one line for a configuration mistake and returns 2.

@@ -34,7 +34,7 @@ type httpToken struct {
 }
 
 // loadHTTPToken reads the token file at start: nil without one, a
-// *config.Error naming PROCESSOR_HTTP_TOKEN_FILE when it cannot be read or
+// *settings.Error naming PROCESSOR_HTTP_TOKEN_FILE when it cannot be read or
 // is empty.
 func loadHTTPToken(path string) (*httpToken, error) {
 	if path == "" {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // writeToken writes tok to path as a Kubernetes Secret volume updates a
@@ -120,9 +121,9 @@ func TestHTTPTokenFileErrors(t *testing.T) {
 	}
 	for _, path := range []string{filepath.Join(dir, "missing"), empty, dir} {
 		_, err := loadHTTPToken(path)
-		var ce *config.Error
+		var ce *settings.Error
 		if !errors.As(err, &ce) || ce.Var != config.EnvName("HTTP_TOKEN_FILE") || !strings.Contains(err.Error(), path) {
-			t.Errorf("loadHTTPToken(%s): %v, want a *config.Error naming PROCESSOR_HTTP_TOKEN_FILE and the path", path, err)
+			t.Errorf("loadHTTPToken(%s): %v, want a *settings.Error naming PROCESSOR_HTTP_TOKEN_FILE and the path", path, err)
 		}
 		if code := configError(err); code != exitConfig {
 			t.Errorf("loadHTTPToken(%s): exit %d, want %d", path, code, exitConfig)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/oauthtoken"
+	"github.com/streamproc/processor/settings"
 )
 
 // SASL OAUTHBEARER: PROCESSOR_SASL_OAUTH_CLIENT_SECRET_FILE is read at
@@ -21,7 +22,7 @@ import (
 // about 80% of a token's lifetime.
 
 // loadOAuth reads the client secret's file and makes the token source of
-// cfg's OAUTHBEARER settings. Every error it returns is a *config.Error.
+// cfg's OAUTHBEARER settings. Every error it returns is a *settings.Error.
 func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error) {
 	secret, err := readPassword("SASL_OAUTH_CLIENT_SECRET_FILE", cfg.SASLOAuthClientSecretFile, "the OAuth client secret")
 	if err != nil {
@@ -36,7 +37,7 @@ func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error)
 	src, err := oauthtoken.New(oauthtoken.Options{
 		TokenURL:        cfg.SASLOAuthTokenURL,
 		ClientID:        cfg.SASLOAuthClientID,
-		ClientSecret:    config.Secret(secret),
+		ClientSecret:    settings.Secret(secret),
 		Scope:           cfg.SASLOAuthScope,
 		Audience:        cfg.SASLOAuthAudience,
 		PostCredentials: cfg.SASLOAuthClientAuth == "post",
@@ -44,8 +45,8 @@ func loadOAuth(cfg *config.Config, log *slog.Logger) (*oauthtoken.Source, error)
 		Log:             log,
 	})
 	if err != nil { // Validate has checked the settings; this is a backstop
-		return nil, &config.Error{Var: config.EnvName("SASL_OAUTH_TOKEN_URL"), Value: redactURL(cfg.SASLOAuthTokenURL),
-			Want: "an http or https URL of an OAuth 2.0 token endpoint (" + err.Error() + ")"}
+		return nil, &settings.Error{Var: config.EnvName("SASL_OAUTH_TOKEN_URL"), Value: redactURL(cfg.SASLOAuthTokenURL),
+			Want: settings.Say("an http or https URL of an OAuth 2.0 token endpoint (" + err.Error() + ")")}
 	}
 	return src, nil
 }

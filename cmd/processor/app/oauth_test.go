@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -82,7 +83,7 @@ func TestLoadSecurityOAuth(t *testing.T) {
 	for name, file := range map[string]string{"missing": filepath.Join(t.TempDir(), "missing"), "empty": writeFile(t, t.TempDir(), "e", "\n")} {
 		cfg.SASLOAuthClientSecretFile = file
 		_, err := loadSecurity(cfg, nil)
-		var cerr *config.Error
+		var cerr *settings.Error
 		if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SASL_OAUTH_CLIENT_SECRET_FILE" || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s secret file: %v, want one line about PROCESSOR_SASL_OAUTH_CLIENT_SECRET_FILE", name, err)
 		}
@@ -192,8 +193,8 @@ func TestOAuthCAFile(t *testing.T) {
 	}
 	cfg.SASLOAuthCAFile = writeFile(t, dir, "not.pem", "not a certificate")
 	_, err := loadSecurity(cfg, nil)
-	var cerr *config.Error
+	var cerr *settings.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SASL_OAUTH_CA_FILE" {
-		t.Errorf("a CA file without a certificate: %v, want the *config.Error of PROCESSOR_SASL_OAUTH_CA_FILE", err)
+		t.Errorf("a CA file without a certificate: %v, want the *settings.Error of PROCESSOR_SASL_OAUTH_CA_FILE", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/offsets"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 )
 
@@ -99,7 +100,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	tool, closeTool, err := openOffsetsTool(ctx, f.replay)
 	if err != nil {
-		var ce *config.Error
+		var ce *settings.Error
 		if errors.As(err, &ce) {
 			fmt.Fprintln(stderr, "processor offsets: configuration error: "+oneLine(err.Error()))
 			return exitConfig
@@ -155,7 +156,7 @@ func resetOffsets(ctx context.Context, tool *offsets.Tool, f offsetsFlags, targe
 // openOffsetsTool reads the configuration and connects: the admin client
 // and, with a database sink, the database; with replay, the tool is on
 // the replay's group and the dead-letter topic, in Kafka. A bad setting
-// is a *config.Error.
+// is a *settings.Error.
 func openOffsetsTool(ctx context.Context, replay bool) (*offsets.Tool, func(), error) {
 	cfg, err := config.Load(config.Hostname())
 	if err != nil {
@@ -182,7 +183,7 @@ func openOffsetsTool(ctx context.Context, replay bool) (*offsets.Tool, func(), e
 	if replay {
 		if cfg.DLQTopic == "" {
 			cl.Close()
-			return nil, nil, &config.Error{Var: config.EnvName("DLQ_TOPIC"), Want: "the dead-letter topic processor replay reads (-replay)"}
+			return nil, nil, &settings.Error{Var: config.EnvName("DLQ_TOPIC"), Want: settings.Say("the dead-letter topic processor replay reads (-replay)")}
 		}
 		tool.Group, tool.Topics = cfg.Group+"-replay", []string{cfg.DLQTopic}
 		return tool, cl.Close, nil
@@ -216,8 +217,8 @@ func openOffsetsDatabase(ctx context.Context, dest *destination, group string) (
 	stored, ok := db.dest.(sink.OffsetSetter)
 	if !ok {
 		db.close()
-		return nil, &config.Error{Var: config.EnvName("SINK"), Value: dest.name,
-			Want: "kafka or a sink whose stored offsets processor offsets can set: sink " + dest.name + " keeps no offsets processor offsets can read"}
+		return nil, &settings.Error{Var: config.EnvName("SINK"), Value: dest.name,
+			Want: settings.Say("kafka or a sink whose stored offsets processor offsets can set: sink " + dest.name + " keeps no offsets processor offsets can read")}
 	}
 	return &offsetsDatabase{stored: stored, close: db.close}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -49,9 +50,9 @@ func TestPrepareRefusesWhatThePipelineRefuses(t *testing.T) {
 			}
 			defer chains[0].Close()
 			_, err = Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{})
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) || cerr.Var != config.EnvName(c.wantVar) || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("Prepare = %v, want a *config.Error of %s saying %q", err, config.EnvName(c.wantVar), c.want)
+				t.Errorf("Prepare = %v, want a *settings.Error of %s saying %q", err, config.EnvName(c.wantVar), c.want)
 			}
 			_, stderr, code := tryRun(t, transform.Default, nil, "k\tv\n")
 			if code != exitConfig || !strings.Contains(stderr, config.EnvName(c.wantVar)+"=") || !strings.Contains(stderr, c.want) ||

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 )
 
 // probeTimeout bounds one probe: connecting, the request and the answer.
@@ -77,12 +78,8 @@ func runProbe(args []string, stderr io.Writer) int {
 // loopback address when the processor listens on every address, the
 // host it names otherwise.
 func readyzURL() (string, error) {
-	var s struct {
-		HTTPAddr string `envconfig:"HTTP_ADDR"`
-	}
-	if err := config.Process(config.Prefix, &s); err != nil {
-		return "", err
-	}
+	var s struct{ HTTPAddr string }
+	s.HTTPAddr, _ = config.Env(config.EnvName)("HTTP_ADDR")
 	name := config.EnvName("HTTP_ADDR")
 	if s.HTTPAddr == "" {
 		for _, v := range config.Reference() {
@@ -93,7 +90,7 @@ func readyzURL() (string, error) {
 	}
 	host, port, err := net.SplitHostPort(s.HTTPAddr)
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 1 || n > 65535 {
-		return "", &config.Error{Var: name, Value: s.HTTPAddr, Want: "host:port or :port with a port from 1 to 65535 (the processor's HTTP address, probed on this host)"}
+		return "", &settings.Error{Var: name, Value: s.HTTPAddr, Want: settings.Say("host:port or :port with a port from 1 to 65535 (the processor's HTTP address, probed on this host)")}
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"

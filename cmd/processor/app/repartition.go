@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/transform"
 )
@@ -39,19 +40,19 @@ func checkHop(cfg *config.Config, chain *transform.Chain) error {
 		// A plugin's closed entry names its input by offset only: behind
 		// the hop, a repartition record's, not the original input's.
 		if name, value, own := chain.CloseSettingFrom(at); own {
-			return &config.Error{Var: PluginVar(em.Plugin(), name), Value: value,
-				Want: "unset for " + em.String() + ", which runs after " + e.String() + " repartitions the records: emitting on close needs no hop in this release"}
+			return &settings.Error{Var: PluginVar(em.Plugin(), name), Value: value,
+				Want: settings.Say("unset for " + em.String() + ", which runs after " + e.String() + " repartitions the records: emitting on close needs no hop in this release")}
 		}
 	}
 	later, ok := chain.AfterHop(at)
 	if !ok {
 		return nil
 	}
-	return &config.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(cfg.Transforms, ","),
-		Want: "at most one repartition hop: " + later.String() + " keeps state after " + e.String() +
+	return &settings.Error{Var: config.EnvName("TRANSFORMS"), Value: strings.Join(cfg.Transforms, ","),
+		Want: settings.Say("at most one repartition hop: " + later.String() + " keeps state after " + e.String() +
 			", which repartitions the records by its own group key; run " + later.String() +
 			" in a second processor that reads this one's output, or set " + PluginVar(later.Plugin(), "PARTITIONED_BY_KEY") +
-			"=true if its records of one group key all share one of " + e.String() + "'s"}
+			"=true if its records of one group key all share one of " + e.String() + "'s")}
 }
 
 // openRepartition ensures the repartition topic of a chain that needs a

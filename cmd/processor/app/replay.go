@@ -19,6 +19,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/offsets"
 	"github.com/streamproc/processor/replay"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
@@ -148,10 +149,10 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 	case err != nil:
 		return fail(err)
 	case dest != nil:
-		return fail(&config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: "kafka: with a database sink dead letters are rows of its dead-letter table, not records of a topic to replay"})
+		return fail(&settings.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
+			Want: settings.Say("kafka: with a database sink dead letters are rows of its dead-letter table, not records of a topic to replay")})
 	case cfg.DLQTopic == "":
-		return fail(&config.Error{Var: config.EnvName("DLQ_TOPIC"), Want: "the dead-letter topic to replay"})
+		return fail(&settings.Error{Var: config.EnvName("DLQ_TOPIC"), Want: settings.Say("the dead-letter topic to replay")})
 	}
 	rc := *cfg
 	rc.Group = f.group
@@ -167,8 +168,8 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 	}
 	if len(s.chains[0].Stores()) > 0 {
 		s.closeChains()
-		return fail(&config.Error{Var: config.EnvName("TRANSFORMS"), Value: s.chains[0].Entries()[0].String(),
-			Want: "a chain without state: a stateful chain keeps its state by input partition, which dead letters do not have"})
+		return fail(&settings.Error{Var: config.EnvName("TRANSFORMS"), Value: s.chains[0].Entries()[0].String(),
+			Want: settings.Say("a chain without state: a stateful chain keeps its state by input partition, which dead letters do not have")})
 	}
 	for _, check := range []func() error{
 		func() error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
 	"github.com/streamproc/processor/transform"
 )
@@ -74,12 +75,12 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	}
 	s := &startup{cfg: cfg, log: log}
 	if cfg.EmbeddedBroker && !embeddedBuilt {
-		return nil, configError(&config.Error{Var: config.EnvName("EMBEDDED_BROKER"), Value: "true",
-			Want: "false: this build has no embedded broker (built with -tags noembedded); set " + config.EnvName("BROKERS") + " instead"})
+		return nil, configError(&settings.Error{Var: config.EnvName("EMBEDDED_BROKER"), Value: "true",
+			Want: settings.Say("false: this build has no embedded broker (built with -tags noembedded); set " + config.EnvName("BROKERS") + " instead")})
 	}
 	if cfg.EmbeddedSchemaRegistry && !embeddedBuilt {
-		return nil, configError(&config.Error{Var: config.EnvName("EMBEDDED_SCHEMA_REGISTRY"), Value: "true",
-			Want: "false: this build has no embedded Schema Registry (built with -tags noembedded); set " + config.EnvName("SCHEMA_REGISTRY_URL") + " instead"})
+		return nil, configError(&settings.Error{Var: config.EnvName("EMBEDDED_SCHEMA_REGISTRY"), Value: "true",
+			Want: settings.Say("false: this build has no embedded Schema Registry (built with -tags noembedded); set " + config.EnvName("SCHEMA_REGISTRY_URL") + " instead")})
 	}
 	s.chains, err = buildChains(reg, cfg, workers(cfg))
 	if err == nil { // the chain, its options, the TLS and SASL files
@@ -122,8 +123,8 @@ func setUp(ctx context.Context, reg *transform.Registry) (*startup, int) {
 	// configuration error, found before a client joins the group.
 	s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
-		return fail(&config.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
-			Want: "a free host:port (" + err.Error() + ")"})
+		return fail(&settings.Error{Var: config.EnvName("HTTP_ADDR"), Value: cfg.HTTPAddr,
+			Want: settings.Say("a free host:port (" + err.Error() + ")")})
 	}
 	return s, exitOK
 }

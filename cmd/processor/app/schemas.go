@@ -13,6 +13,7 @@ import (
 	"github.com/streamproc/processor/internal/backoff"
 	"github.com/streamproc/processor/schema"
 	"github.com/streamproc/processor/schema/codec"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -36,7 +37,7 @@ type side struct {
 
 // loadSchemas reads what the formats need without the network: the
 // registry's TLS files, password file and the schema files. Every error
-// is a *config.Error naming the variable; nil, nil when every format is
+// is a *settings.Error naming the variable; nil, nil when every format is
 // raw.
 func loadSchemas(cfg *config.Config) (*schemas, error) {
 	if !cfg.UsesSchemaRegistry() {
@@ -67,8 +68,8 @@ func loadSchemas(cfg *config.Config) (*schemas, error) {
 		}
 	}
 	if s.client, err = schema.NewClient(opts); err != nil {
-		return nil, &config.Error{Var: config.EnvName("SCHEMA_REGISTRY_URL"), Value: strings.Join(urls, ","),
-			Want: "URLs of a Confluent-compatible Schema Registry (" + err.Error() + ")"}
+		return nil, &settings.Error{Var: config.EnvName("SCHEMA_REGISTRY_URL"), Value: strings.Join(urls, ","),
+			Want: settings.Say("URLs of a Confluent-compatible Schema Registry (" + err.Error() + ")")}
 	}
 	s.names = codec.Names{Registry: config.EnvName("SCHEMA_REGISTRY_URL") + "=" + strings.Join(urls, ","),
 		Credentials: config.EnvName("SCHEMA_REGISTRY_USERNAME") + " and _PASSWORD"}
@@ -79,8 +80,8 @@ func loadSchemas(cfg *config.Config) (*schemas, error) {
 }
 
 // loadSide parses one part's formats and reads its schema file.
-func loadSide(in, out, fileTag, file string) (side, error) {
-	sd := side{in: schema.Format(in), out: schema.Format(out)}
+func loadSide(in, out schema.Format, fileTag, file string) (side, error) {
+	sd := side{in: in, out: out}
 	if file == "" {
 		return sd, nil
 	}
@@ -311,13 +312,13 @@ func (s *startup) openSchemas(ctx context.Context, ep *endpoints) (stop func(), 
 // and the status page; nil when all are raw.
 func formats(cfg *config.Config) map[string]string {
 	var m map[string]string
-	for k, v := range map[string]string{"key": cfg.KeyFormat, "value": cfg.ValueFormat,
+	for k, v := range map[string]schema.Format{"key": cfg.KeyFormat, "value": cfg.ValueFormat,
 		"output_key": cfg.OutputKeyFormatOrDefault(), "output_value": cfg.OutputValueFormatOrDefault()} {
 		if v != "raw" {
 			if m == nil {
 				m = map[string]string{}
 			}
-			m[k] = v
+			m[k] = string(v)
 		}
 	}
 	return m

@@ -14,6 +14,7 @@ import (
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/srserver"
 	"github.com/streamproc/processor/schema"
+	"github.com/streamproc/processor/settings"
 )
 
 // schemaEnv sets the smallest valid environment with Avro values and the
@@ -84,7 +85,7 @@ func TestSchemaRegistryTLSAndPassword(t *testing.T) {
 }
 
 // Files the registry settings name are read at start: a missing CA file,
-// password file or schema file is a *config.Error naming its variable,
+// password file or schema file is a *settings.Error naming its variable,
 // and never shows a password.
 func TestLoadSchemasFileErrors(t *testing.T) {
 	dir := t.TempDir()
@@ -103,7 +104,7 @@ func TestLoadSchemasFileErrors(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := loadSchemas(schemaEnv(t, tc.vars))
-			var ce *config.Error
+			var ce *settings.Error
 			if !errors.As(err, &ce) || ce.Var != config.EnvName(tc.wantVar) || strings.Contains(err.Error(), "\n") {
 				t.Errorf("loadSchemas = %v; want one line naming %s", err, config.EnvName(tc.wantVar))
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/oauthtoken"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -33,7 +34,7 @@ type security struct {
 	tls       *tls.Config // nil: plaintext
 	mechanism string      // "": no SASL
 	user      string
-	password  config.Secret
+	password  settings.Secret
 	// oauth hands out the tokens of OAUTHBEARER; nil for other mechanisms.
 	oauth      *oauthtoken.Source
 	extensions map[string]string // OAUTHBEARER's SASL extensions
@@ -49,7 +50,7 @@ func (s *security) String() string { return fmt.Sprint(s.logAttrs()...) }
 func (s *security) GoString() string { return s.String() }
 
 // loadSecurity reads and checks the files that cfg's TLS and SASL settings
-// name. Every error it returns is a *config.Error naming the variable, and
+// name. Every error it returns is a *settings.Error naming the variable, and
 // none shows the password or the client secret. log, when not nil,
 // receives the OAUTHBEARER token source's lines.
 func loadSecurity(cfg *config.Config, log *slog.Logger) (*security, error) {
@@ -73,7 +74,7 @@ func loadSecurity(cfg *config.Config, log *slog.Logger) (*security, error) {
 		if err != nil {
 			return nil, err
 		}
-		s.password = config.Secret(pw)
+		s.password = settings.Secret(pw)
 	}
 	return s, nil
 }
@@ -161,11 +162,11 @@ func readPassword(tag, path, what string) (string, error) {
 	return pw, nil
 }
 
-// fileError is the *config.Error of a file setting: the variable, its
+// fileError is the *settings.Error of a file setting: the variable, its
 // path, what was wanted and what went wrong (which never quotes the
 // file's contents).
-func fileError(tag, path, want string, err error) *config.Error {
-	return &config.Error{Var: config.EnvName(tag), Value: path, Want: want + " (" + err.Error() + ")"}
+func fileError(tag, path, want string, err error) *settings.Error {
+	return &settings.Error{Var: config.EnvName(tag), Value: path, Want: settings.Say(want + " (" + err.Error() + ")")}
 }
 
 // saslMechanism is franz-go's SASL mechanism for the settings, or nil for

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -149,9 +150,9 @@ func TestLoadSecurity(t *testing.T) {
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadSecurity(&tc.cfg, nil)
-			var cerr *config.Error
+			var cerr *settings.Error
 			if !errors.As(err, &cerr) {
-				t.Fatalf("loadSecurity = %v, want a *config.Error", err)
+				t.Fatalf("loadSecurity = %v, want a *settings.Error", err)
 			}
 			msg := err.Error()
 			if cerr.Var != config.EnvName(tc.wantVar) || !strings.Contains(msg, tc.want) || strings.ContainsAny(msg, "\n") {
@@ -164,7 +165,7 @@ func TestLoadSecurity(t *testing.T) {
 	}
 }
 
-// Prepare refuses unreadable TLS and SASL files with the *config.Error,
+// Prepare refuses unreadable TLS and SASL files with the *settings.Error,
 // before anything connects.
 func TestPrepareReadsSecurityFiles(t *testing.T) {
 	cfg := validConfig(t)
@@ -175,24 +176,21 @@ func TestPrepareReadsSecurityFiles(t *testing.T) {
 	}
 	defer chains[0].Close()
 	_, err = Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{})
-	var cerr *config.Error
+	var cerr *settings.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_SASL_PASSWORD_FILE" {
-		t.Fatalf("Prepare = %v, want the *config.Error of PROCESSOR_SASL_PASSWORD_FILE", err)
+		t.Fatalf("Prepare = %v, want the *settings.Error of PROCESSOR_SASL_PASSWORD_FILE", err)
 	}
 }
 
 // validConfig is a configuration that validates, with the defaults.
 func validConfig(t *testing.T) *config.Config {
 	t.Helper()
-	var cfg config.Config
-	if err := config.Process("PROCESSOR_APP_TEST_UNSET", &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := config.Defaults()
 	cfg.Brokers, cfg.Group, cfg.InputTopics, cfg.OutputTopic, cfg.TransactionalID = []string{"127.0.0.1:1"}, "g", []string{"in"}, "out", "tx"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return &cfg
+	return cfg
 }
 
 // Each refusal is one line that names the settings to check, and never the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/transform"
 )
@@ -29,27 +30,27 @@ func checkStateful(cfg *config.Config, chain *transform.Chain) error {
 	what := "with a stateful transform (stores " + strings.Join(stores, ", ") + ")"
 	_, _, storesBefore, hop := hopTopic(cfg.Group, chain)
 	if hop && cfg.Sink != "kafka" {
-		return &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: "kafka " + what + ": the chain repartitions its records through a Kafka topic in the transaction that commits their input, which a database sink's commit does not include"}
+		return &settings.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
+			Want: settings.Say("kafka " + what + ": the chain repartitions its records through a Kafka topic in the transaction that commits their input, which a database sink's commit does not include")}
 	}
 	switch {
 	case cfg.Guarantee != "exactly_once":
-		return &config.Error{Var: config.EnvName("GUARANTEE"), Value: cfg.Guarantee,
-			Want: "exactly_once " + what + ": at least once, the state would count replayed inputs twice"}
+		return &settings.Error{Var: config.EnvName("GUARANTEE"), Value: cfg.Guarantee,
+			Want: settings.Say("exactly_once " + what + ": at least once, the state would count replayed inputs twice")}
 	case cfg.Sink != "kafka":
-		return &config.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: "kafka " + what + ": the stores' changelogs are written in the Kafka transaction, which a database sink's commit does not include"}
+		return &settings.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
+			Want: settings.Say("kafka " + what + ": the stores' changelogs are written in the Kafka transaction, which a database sink's commit does not include")}
 	case len(cfg.InputTopics) != 1 && (!hop || storesBefore):
-		return &config.Error{Var: config.EnvName("INPUT_TOPICS"), Value: strings.Join(cfg.InputTopics, ","),
-			Want: "one topic " + what + ": partition p of each store is partition p of the input"}
+		return &settings.Error{Var: config.EnvName("INPUT_TOPICS"), Value: strings.Join(cfg.InputTopics, ","),
+			Want: settings.Say("one topic " + what + ": partition p of each store is partition p of the input")}
 	}
 	if err := checkHop(cfg, chain); err != nil {
 		return err
 	}
 	if cfg.Ordering == "key" {
 		if e, why, ok := chain.KeyOrderConflict(); !ok {
-			return &config.Error{Var: config.EnvName("ORDERING"), Value: cfg.Ordering,
-				Want: "partition for this chain: " + e.String() + " " + why + ", and key ordering runs records of different keys at once"}
+			return &settings.Error{Var: config.EnvName("ORDERING"), Value: cfg.Ordering,
+				Want: settings.Say("partition for this chain: " + e.String() + " " + why + ", and key ordering runs records of different keys at once")}
 		}
 	}
 	return nil
@@ -106,9 +107,9 @@ func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, inp
 func stateExit(err error, log *slog.Logger) int {
 	var dirErr *state.DirError
 	if errors.As(err, &dirErr) {
-		return configError(&config.Error{Var: config.EnvName("STATE_DIR"), Value: dirErr.Dir,
-			Want: "a directory the processor can create, read and write, on a writable filesystem with room (" +
-				oneLine(dirErr.Err.Error()) + ")"})
+		return configError(&settings.Error{Var: config.EnvName("STATE_DIR"), Value: dirErr.Dir,
+			Want: settings.Say("a directory the processor can create, read and write, on a writable filesystem with room (" +
+				oneLine(dirErr.Err.Error()) + ")")})
 	}
 	var hopMismatch *state.RepartitionMismatchError
 	if errors.As(err, &hopMismatch) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -104,8 +105,8 @@ func tryConfigError(stderr io.Writer, err error) int {
 // with the settings try does not need (brokers, group, input and output
 // topics) defaulted when unset, and validates it.
 func loadTryConfig() (*config.Config, error) {
-	var c config.Config
-	if err := config.Process(config.Prefix, &c); err != nil {
+	c, err := config.Read(config.Env(config.EnvName))
+	if err != nil {
 		return nil, err
 	}
 	if len(c.Brokers) == 0 {
@@ -131,7 +132,7 @@ func loadTryConfig() (*config.Config, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &c, nil
+	return c, nil
 }
 
 // tryChain builds the chain of cfg and runs the loop over recs. It returns
@@ -159,8 +160,8 @@ func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, t
 	var missing *pipeline.MissingTopicsError
 	if errors.As(runErr, &missing) {
 		value := missing.Topics[0]
-		return nil, tryConfigError(stderr, &config.Error{Var: required[value], Value: value,
-			Want: "a topic in -topics (it is not there)"})
+		return nil, tryConfigError(stderr, &settings.Error{Var: required[value], Value: value,
+			Want: settings.Say("a topic in -topics (it is not there)")})
 	}
 	if runErr != nil && !errors.As(runErr, &recErr) {
 		fmt.Fprintln(stderr, "processor: stopping: "+oneLine(runErr.Error()))

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/pipeline"
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -23,8 +23,8 @@ import (
 // which ends the loop. Every method but the Observer's runs on the loop's
 // goroutine, as the loop promises.
 type trySession struct {
-	recs  []*kgo.Record            // the inputs, in order
-	index map[transform.Source]int // an input's place in recs
+	recs  []*kgo.Record         // the inputs, in order
+	index map[record.Source]int // an input's place in recs
 	m     *txn.Metrics
 	done  func() // called once every input has committed
 	// skipped reads processor_records_skipped_total: the loop counts a
@@ -78,10 +78,10 @@ var (
 // newTrySession returns a session over recs, whose topics, partitions and
 // offsets must be set and unique.
 func newTrySession(recs []*kgo.Record, m *txn.Metrics, done func()) *trySession {
-	s := &trySession{recs: recs, index: map[transform.Source]int{}, m: m, done: done, results: make([]tryResult, len(recs)),
+	s := &trySession{recs: recs, index: map[record.Source]int{}, m: m, done: done, results: make([]tryResult, len(recs)),
 		skipped: func() float64 { return 0 }, late: func() float64 { return 0 }, last: -1}
 	for i, r := range recs {
-		s.index[transform.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = i
+		s.index[record.Source{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}] = i
 	}
 	return s
 }
@@ -115,7 +115,7 @@ func (s *trySession) Begin(context.Context) error {
 func (s *trySession) InTxn() bool      { return s.inTxn }
 func (s *trySession) Begun() time.Time { return s.begun }
 
-func (s *trySession) Produce(_ context.Context, r *kgo.Record, src transform.Source) {
+func (s *trySession) Produce(_ context.Context, r *kgo.Record, src record.Source) {
 	if s.topics != nil && !s.topics[r.Topic] {
 		s.failures = append(s.failures, txn.Failure{Record: r, Err: kerr.UnknownTopicOrPartition})
 		return
@@ -128,7 +128,7 @@ func (s *trySession) Produce(_ context.Context, r *kgo.Record, src transform.Sou
 // src: that input, or for the records of a window that closed (whose
 // lineage names an earlier input, already committed), the input being
 // processed, with closed set.
-func (s *trySession) inputOf(src transform.Source) (input int, closed bool) {
+func (s *trySession) inputOf(src record.Source) (input int, closed bool) {
 	input, ok := s.index[src]
 	if !ok || input < s.committed {
 		return s.next - 1, true
@@ -136,7 +136,7 @@ func (s *trySession) inputOf(src transform.Source) (input int, closed bool) {
 	return input, false
 }
 
-func (s *trySession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src transform.Source, why txn.DeadLetter) {
+func (s *trySession) ProduceDeadLetter(ctx context.Context, r *kgo.Record, src record.Source, why txn.DeadLetter) {
 	if s.topics != nil && !s.topics[r.Topic] {
 		s.Produce(ctx, r, src)
 		return

@@ -114,11 +114,12 @@ func findUnknownVars(reg *transform.Registry, chain []string) (unknown, idle []s
 // PROCESSOR_GROUP missing): the settings could not be loaded, so the
 // chain and PROCESSOR_ALLOW_UNKNOWN_VARIABLES are read as they are.
 func withUnknownVars(reg *transform.Registry, err error) error {
-	if allow, _ := strconv.ParseBool(os.Getenv(config.EnvName("ALLOW_UNKNOWN_VARIABLES"))); allow {
+	env := config.Env(config.EnvName)
+	if v, _ := env("ALLOW_UNKNOWN_VARIABLES"); isTrue(v) {
 		return err
 	}
 	chain := []string{"identity"}
-	if v := os.Getenv(config.EnvName("TRANSFORMS")); v != "" {
+	if v, _ := env("TRANSFORMS"); v != "" {
 		chain = strings.Split(v, ",")
 		for i := range chain {
 			chain[i] = strings.TrimSpace(chain[i])
@@ -175,4 +176,10 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// isTrue reports whether s is a true boolean as strconv.ParseBool reads it.
+func isTrue(s string) bool {
+	b, _ := strconv.ParseBool(s)
+	return b
 }

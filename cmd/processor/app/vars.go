@@ -3,7 +3,6 @@ package app
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/streamproc/processor/config"
@@ -42,19 +41,19 @@ func SettingNames() transform.Names {
 }
 
 // envLookup returns the lookup that reads p's settings from the
-// environment.
+// environment (config.Env, the one reader of it).
 func envLookup(p settings.Plugin) settings.Lookup {
-	return func(setting string) (string, bool) { return os.LookupEnv(PluginVar(p, setting)) }
+	return config.Env(func(setting string) string { return PluginVar(p, setting) })
 }
 
 // settingError turns a plugin's setting error into the configuration
 // error naming the variable (varError), prefixed by the plugin as the
 // messages of a chain entry are ("transform jq@second:
-// PROCESSOR_JQ_SECOND_EXPR=... is invalid: ..."). Other errors are
-// returned as they are.
+// PROCESSOR_JQ_SECOND_EXPR=... is invalid: ..."). Other errors, and a
+// setting error already naming its variable, are returned as they are.
 func settingError(err error) error {
 	var se *settings.Error
-	if !errors.As(err, &se) {
+	if !errors.As(err, &se) || se.Var != "" {
 		return err
 	}
 	return fmt.Errorf("%s: %w", se.Plugin, varError(se))
@@ -62,8 +61,10 @@ func settingError(err error) error {
 
 // varError is the configuration error of a plugin's setting error: it
 // names the variable, and shows every other setting its message names as
-// a variable of the same plugin, from the error's fields.
-func varError(se *settings.Error) *config.Error {
-	name := func(setting string) string { return PluginVar(se.Plugin, setting) }
-	return &config.Error{Var: name(se.Field), Value: se.Value, Unset: se.Unset, Secret: se.Secret, Want: se.Expected(name)}
+// a variable of the same plugin (settings.Error.Bind).
+func varError(se *settings.Error) *settings.Error {
+	if se.Var != "" {
+		return se
+	}
+	return se.Bind(func(setting string) string { return PluginVar(se.Plugin, setting) })
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/settings"
 )
 
@@ -34,9 +33,9 @@ func TestSettingError(t *testing.T) {
 	se := &settings.Error{Plugin: settings.Plugin{Kind: "transform", Name: "headers", Alias: "h"}, Field: "REMOVE", Value: "a",
 		Want: settings.Say("header keys"), Detail: settings.Say(", and none also in ", settings.Ref("SET"))}
 	err := settingError(se)
-	var cerr *config.Error
+	var cerr *settings.Error
 	if !errors.As(err, &cerr) || cerr.Var != "PROCESSOR_HEADERS_H_REMOVE" {
-		t.Fatalf("got %v, want a *config.Error for PROCESSOR_HEADERS_H_REMOVE", err)
+		t.Fatalf("got %v, want a *settings.Error for PROCESSOR_HEADERS_H_REMOVE", err)
 	}
 	if got, want := err.Error(), `transform headers@h: PROCESSOR_HEADERS_H_REMOVE="a" is invalid: want header keys, and none also in PROCESSOR_HEADERS_H_SET`; got != want {
 		t.Errorf("message %q, want %q", got, want)

@@ -44,7 +44,7 @@ type Transform struct {
 	mask   json.RawMessage
 }
 
-// New validates the settings. Returning a *transform.SettingError makes
+// New validates the settings. Returning a *settings.Error makes
 // the processor print one line naming the variable and exit 2.
 func New(s *Settings) (transform.Transform, error) {
 	t := &Transform{}

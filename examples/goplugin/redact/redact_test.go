@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/transformtest"
 )
@@ -43,7 +44,7 @@ func TestSettingsThroughRegistry(t *testing.T) {
 	}
 	for _, given := range []map[string]string{nil, {"FIELDS": ""}, {"FIELDS": " , "}} {
 		_, err = transformtest.Build("redact", given)
-		var se *transform.SettingError
+		var se *settings.Error
 		if !errors.As(err, &se) || se.Field != "FIELDS" || !strings.Contains(err.Error(), "want comma-separated top-level JSON fields") {
 			t.Errorf("%v: %v", given, err)
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform/wasm"
 )
 
@@ -68,7 +68,7 @@ func precompile(dir string, timeouts []time.Duration, modules []string) error {
 		for j, d := range timeouts {
 			wg.Go(func() {
 				tr, err := wasm.NewWithCache(&wasm.Settings{Module: m, MaxMemory: 64 << 20, Timeout: d}, cache)
-				var se *transform.SettingError
+				var se *settings.Error
 				switch {
 				case err == nil:
 					err = tr.Close()
