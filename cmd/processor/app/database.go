@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
@@ -55,9 +54,10 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 			continue
 		}
 		spec, _ := reg.Lookup(name)
+		env := config.Env(func(setting string) string { return sinkVar(name, setting) })
 		for _, f := range spec.Fields() {
-			if v := sinkVar(name, f.Name); f.Required && os.Getenv(v) != "" {
-				return nil, &settings.Error{Var: v, Value: os.Getenv(v), Secret: f.Secret,
+			if v, _ := env(f.Name); f.Required && v != "" {
+				return nil, &settings.Error{Var: sinkVar(name, f.Name), Value: v, Secret: f.Secret,
 					Want: settings.Say("unset unless " + config.EnvName("SINK") + "=" + name)}
 			}
 		}
@@ -74,8 +74,9 @@ func chooseSink(reg *sink.Registry, cfg *config.Config) (*destination, error) {
 		return d, nil
 	}
 	d.settings = spec.Settings()
+	env := config.Env(func(setting string) string { return sinkVar(cfg.Sink, setting) })
 	err := settings.Fill(spec.Fields(), d.settings, func(setting string) (string, bool) {
-		v, ok := os.LookupEnv(sinkVar(cfg.Sink, setting))
+		v, ok := env(setting)
 		return v, ok && v != ""
 	})
 	return d, d.settingError(err)
