@@ -57,8 +57,9 @@ type Option func(*settings)
 
 // WithOptions starts the loop from o rather than from the defaults (an
 // output topic "output", lineage headers, the fail policy). Whatever o
-// says, each input runs in a transaction of its own; Metrics, State
-// (for a chain with stores) and InputTopics are filled in when unset.
+// says, each input runs in a transaction of its own; OutputTopic,
+// Metrics, State (for a chain with stores) and InputTopics are filled in
+// when unset.
 func WithOptions(o pipeline.Options) Option {
 	return func(s *settings) { s.opts = o }
 }
@@ -106,6 +107,9 @@ func New(chain *transform.Chain, opts ...Option) (*Driver, error) {
 	}
 	o := st.opts
 	o.MaxRecordsPerTxn = 1
+	if o.OutputTopic == "" {
+		o.OutputTopic = DefaultOutput
+	}
 	if o.CommitInterval <= 0 {
 		o.CommitInterval = time.Second
 	}

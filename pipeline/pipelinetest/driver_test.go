@@ -185,6 +185,9 @@ func TestSendPartitionsAndOffsets(t *testing.T) {
 	if _, err := d.Send(&kgo.Record{Partition: 2, Value: []byte("d")}); err == nil {
 		t.Error("a record of partition 2 of a topic of 2 was accepted")
 	}
+	if _, err := d.Send(&kgo.Record{Topic: pipelinetest.DefaultOutput, Value: []byte("e")}); err == nil {
+		t.Error("a record of a topic that is not an input was accepted")
+	}
 }
 
 func header(r *kgo.Record, key string) string {

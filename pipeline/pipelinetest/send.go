@@ -2,6 +2,7 @@ package pipelinetest
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -63,6 +64,9 @@ func (d *Driver) Send(recs ...*kgo.Record) ([]Result, error) {
 		res[i].Input = in
 		if err := d.stopped(); err != nil {
 			return res, err
+		}
+		if !slices.Contains(d.inputs, in.Topic) {
+			return res, fmt.Errorf("pipelinetest: %q is not an input topic (declare inputs with WithInput)", in.Topic)
 		}
 		skipped, late := counter(d.m.Skipped), sum(d.m.Late)
 		if err := d.c.Append(in); err != nil {
