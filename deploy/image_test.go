@@ -702,7 +702,7 @@ func TestDockerignore(t *testing.T) {
 		}
 	}
 	// What go build needs, and the version rule's script and file.
-	needed := []string{"go.mod", "go.sum", "cmd/processor/main.go", "cmd/processor/app/status.html", "examples/wasm/enrich/main.go", "VERSION", "scripts/version.sh"}
+	needed := []string{"go.mod", "go.sum", "cmd/processor/main.go", "internal/statuspage/status.html", "examples/wasm/enrich/main.go", "VERSION", "scripts/version.sh"}
 	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err

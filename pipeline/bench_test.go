@@ -14,18 +14,20 @@ import (
 
 	"github.com/streamproc/processor/internal/sample"
 	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/pipeline/internal/memkafka"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/jq"
 	"github.com/streamproc/processor/txn"
 )
 
-// benchSession is a memSession whose polls return the same records again
-// and whose produce and end cost nothing: what the benchmarks measure is
-// the loop's own work per record, not a session's.
+// benchSession is a session in memory whose polls return the same records
+// again and whose produce and end cost nothing: what the benchmarks
+// measure is the loop's own work per record, not a session's.
 type benchSession struct {
-	*memSession
-	fs   kgo.Fetches
-	vals [][]byte // the records' values, restored at each poll; nil: not
+	*memkafka.Session
+	fs    kgo.Fetches
+	vals  [][]byte // the records' values, restored at each poll; nil: not
+	inTxn bool
 }
 
 // Poll returns the same records again, their values restored where a
@@ -38,6 +40,9 @@ func (s *benchSession) Poll(context.Context, int) kgo.Fetches {
 	}
 	return s.fs
 }
+
+func (s *benchSession) Begin(context.Context) error { s.inTxn = true; return nil }
+func (s *benchSession) InTxn() bool                 { return s.inTxn }
 
 func (s *benchSession) Produce(context.Context, *kgo.Record, record.Source) {}
 func (s *benchSession) End(context.Context, int, txn.Reason) (bool, error) {
@@ -55,8 +60,8 @@ const benchPerTxn = 1000
 // allocs/record (the per-transaction work, the end and its metrics
 // included, shared among the records).
 func BenchmarkLoopStep(b *testing.B) {
-	c := newMemCluster()
-	c.create("in", 1, 0)
+	c := memkafka.NewCluster(wireBytes)
+	c.Create("in", 1, 0)
 	recs := make([]*kgo.Record, benchPerTxn)
 	now := time.Now()
 	for i := range recs {
@@ -66,7 +71,7 @@ func BenchmarkLoopStep(b *testing.B) {
 		{Partition: 0, Records: recs, HighWatermark: benchPerTxn, LastStableOffset: benchPerTxn}}}}}}
 	reg := prometheus.NewRegistry()
 	ms := newMemSession(c, "bench", "bench", "in", txn.NewMetrics(reg))
-	s := &benchSession{memSession: ms, fs: fs}
+	s := &benchSession{Session: ms, fs: fs}
 	chain := chainOf(b, "identity", passThrough)
 	p, err := New(chain, Options{OutputTopic: "out", CommitInterval: time.Hour, MaxRecordsPerTxn: benchPerTxn,
 		Metrics: NewMetrics(reg), Lineage: true})
@@ -155,8 +160,8 @@ func benchSteps(b *testing.B, chain *transform.Chain, o Options, keys int) {
 // partition, through chain and reports ns/record. Their values are
 // restored before each transaction.
 func benchRecords(b *testing.B, chain *transform.Chain, o Options, recs []*kgo.Record) {
-	c := newMemCluster()
-	c.create("in", 1, 0)
+	c := memkafka.NewCluster(wireBytes)
+	c.Create("in", 1, 0)
 	now := time.Now()
 	vals := make([][]byte, len(recs))
 	for i, r := range recs {
@@ -167,7 +172,7 @@ func benchRecords(b *testing.B, chain *transform.Chain, o Options, recs []*kgo.R
 		{Partition: 0, Records: recs, HighWatermark: n, LastStableOffset: n}}}}}}
 	reg := prometheus.NewRegistry()
 	ms := newMemSession(c, "bench", "bench", "in", txn.NewMetrics(reg))
-	s := &benchSession{memSession: ms, fs: fs, vals: vals}
+	s := &benchSession{Session: ms, fs: fs, vals: vals}
 	o.OutputTopic, o.CommitInterval, o.MaxRecordsPerTxn, o.Metrics, o.Lineage = "out", time.Hour, len(recs), NewMetrics(reg), true
 	p, err := New(chain, o)
 	if err != nil {

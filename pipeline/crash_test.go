@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/pipeline/internal/memkafka"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -21,7 +22,7 @@ import (
 // suspect and, in its metadata, the culprit, it asks for one record per
 // transaction and hands the culprit over once.
 type suspectSession struct {
-	*memSession
+	*memkafka.Session
 	culprit   txn.Culprit
 	solo      atomic.Bool
 	taken     bool
@@ -32,7 +33,7 @@ func (s *suspectSession) Poll(ctx context.Context, max int) kgo.Fetches {
 	if s.solo.Load() && max > 1 {
 		s.oversized++
 	}
-	fs := s.memSession.Poll(ctx, max)
+	fs := s.Session.Poll(ctx, max)
 	s.solo.Store(true)
 	return fs
 }
@@ -58,7 +59,7 @@ func TestLoopCrashCulprit(t *testing.T) {
 	e := newMemEnv(t)
 	e.produce(30, 3)
 	bad := e.inputs[17]
-	s := &suspectSession{memSession: newMemSession(e.mem, "g", "g-a", e.in, txn.NewMetrics(prometheus.NewRegistry())),
+	s := &suspectSession{Session: newMemSession(e.mem, "g", "g-a", e.in, txn.NewMetrics(prometheus.NewRegistry())),
 		culprit: txn.Culprit{Topic: bad.Topic, Partition: bad.Partition, Offset: bad.Offset, Crashes: 4}}
 	var ranBad atomic.Bool
 	chain := loopChain(t, func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
@@ -101,13 +102,13 @@ func TestLoopCrashCulprit(t *testing.T) {
 	if s.oversized > 0 {
 		t.Errorf("%d polls asked for more than one record while solo", s.oversized)
 	}
-	if n := testutil.ToFloat64(s.m.Aborted.WithLabelValues(string(txn.ReasonRebalance))); n != 1 {
+	if n := testutil.ToFloat64(s.Metrics().Aborted.WithLabelValues(string(txn.ReasonRebalance))); n != 1 {
 		t.Errorf("%v rewinds of a poll that brought more than one record, want 1 (the first poll)", n)
 	}
 	if c, d := testutil.ToFloat64(pm.Crashed), testutil.ToFloat64(pm.DLQ); c != 1 || d != 1 {
 		t.Errorf("processor_records_crashed_total %v, processor_records_dlq_total %v, want 1 and 1", c, d)
 	}
-	if n := testutil.ToFloat64(s.m.Committed); n != 30 {
+	if n := testutil.ToFloat64(s.Metrics().Committed); n != 30 {
 		t.Errorf("%v transactions committed, want 30: one per record", n)
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/pipeline/internal/memkafka"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"
 )
@@ -52,7 +53,7 @@ type loopEnv struct {
 	noLineage bool
 	// mem, when set, is the cluster in memory the env runs on instead
 	// (newMemEnv); cluster, brokers and adm are then unset.
-	mem *memCluster
+	mem *memkafka.Cluster
 }
 
 const loopPartitions = 3
@@ -378,7 +379,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, run *loopRun, 
 func (e *loopEnv) committedOffsets(group string) map[int32]int64 {
 	e.t.Helper()
 	if e.mem != nil {
-		return e.mem.committed(group, e.in)
+		return e.mem.Committed(group, e.in)
 	}
 	return e.c.Committed(e.t, group, e.in)
 }
@@ -425,7 +426,7 @@ func (e *loopEnv) openTxnRecords(topics ...string) map[string]int64 {
 func (e *loopEnv) read(topic string, committed bool) []*kgo.Record {
 	e.t.Helper()
 	if e.mem != nil {
-		return e.mem.read(topic, committed)
+		return e.mem.Read(topic, committed)
 	}
 	return e.c.ReadAll(e.t, topic, committed)
 }

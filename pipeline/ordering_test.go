@@ -155,7 +155,7 @@ func abbrev(offs []int64) string {
 // singlePartitionInput makes e's input topic one partition of n records
 // of keys keys, every nullEvery-th with a null key (0: none).
 func singlePartitionInput(e *loopEnv, n, keys, nullEvery int) {
-	e.mem.create(e.in, 1, 0)
+	e.mem.Create(e.in, 1, 0)
 	recs := make([]*kgo.Record, n)
 	nulls := 0
 	for i := range recs {

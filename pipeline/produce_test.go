@@ -41,7 +41,7 @@ func (e *loopEnv) createTopic(topic string, partitions int32, configs map[string
 	e.t.Helper()
 	if e.mem != nil {
 		limit, _ := strconv.Atoi(configs["max.message.bytes"])
-		e.mem.create(topic, int(partitions), limit)
+		e.mem.Create(topic, int(partitions), limit)
 		return topic
 	}
 	e.c.CreateTopics(e.t, partitions, configs, topic)
@@ -79,7 +79,7 @@ func lingering(o *txn.Options) {
 func (e *loopEnv) startBatched(group, txnID string, chain *transform.Chain, o Options) *loopRun {
 	e.t.Helper()
 	if e.mem != nil {
-		e.mem.oneBatch = true
+		e.mem.OneBatch()
 		return e.start(group, txnID, chain, o)
 	}
 	return e.startWith(group, txnID, chain, o, lingering)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/pipeline/internal/memkafka"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/aggregate"
 	"github.com/streamproc/processor/txn"
@@ -266,7 +267,7 @@ func TestStatefulCountsExactUnderAbortsAndRestarts(t *testing.T) {
 	for _, ordering := range []Ordering{OrderPartition, OrderKey} {
 		t.Run(string(ordering), func(t *testing.T) {
 			e := newMemEnv(t)
-			e.mem.create("changelog", loopPartitions, 0)
+			e.mem.Create("changelog", loopPartitions, 0)
 			st := newMemState()
 			workers := []*transform.Chain{countChain(t)}
 			e.produce(300, 7)
@@ -297,11 +298,11 @@ func TestStatefulCountsExactUnderAbortsAndRestarts(t *testing.T) {
 // restored: the counts stay exact.
 func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
 	e := newMemEnv(t)
-	e.mem.create("changelog", loopPartitions, 0)
+	e.mem.Create("changelog", loopPartitions, 0)
 	st := newMemState()
 	e.produce(200, 5)
 	run := e.start("g", "t1", countChain(t), Options{State: st, MaxRecordsPerTxn: 20, Chains: []*transform.Chain{countChain(t)}})
-	ms := run.s.(*memSession)
+	ms := run.s.(*memkafka.Session)
 	restores := func() int {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -311,7 +312,7 @@ func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
 	base := restores()
 	for i := range 10 {
 		e.produce(50, 5)
-		ms.epoch.Add(1)
+		ms.Rebalance()
 		eventually(t, 10*time.Second, "a restore after rebalance "+fmt.Sprint(i+1), run, func() bool { return restores() > base+i })
 	}
 	eventually(t, 20*time.Second, "every input committed", run, func() bool { return e.caughtUp("g") })
@@ -327,21 +328,19 @@ func TestStatefulRestoresOnAssignmentChange(t *testing.T) {
 // stopped the processor. The other partitions go on, counted exactly.
 func TestStatefulPartitionRevokedAfterPoll(t *testing.T) {
 	e := newMemEnv(t)
-	e.mem.create("changelog", loopPartitions, 0)
+	e.mem.Create("changelog", loopPartitions, 0)
 	st := newMemState()
 	e.produce(60, 6)
 	run := e.start("g", "t1", countChain(t), Options{State: st, MaxRecordsPerTxn: 20, Chains: []*transform.Chain{countChain(t)}})
-	ms := run.s.(*memSession)
+	ms := run.s.(*memkafka.Session)
 	eventually(t, 10*time.Second, "the first input committed", run, func() bool { return e.caughtUp("g") })
 	revoked := int32(0) // the first a poll takes records of
-	ms.revokeAfter.Store(&revoked)
+	ms.RevokeAfterPoll(revoked)
 	e.produce(60, 6)
-	eventually(t, 10*time.Second, "the revoke", run, func() bool { return ms.revokeAfter.Load() == nil })
+	eventually(t, 10*time.Second, "the revoke", run, func() bool { return !ms.RevokePending() })
 	committed := func() map[int32]int64 { return e.committedOffsets("g") }
 	end := func(p int32) int64 {
-		e.mem.mu.Lock()
-		defer e.mem.mu.Unlock()
-		return int64(len(e.mem.topics[e.in].parts[p]))
+		return e.mem.End(e.in, p)
 	}
 	eventually(t, 10*time.Second, "the partitions left committed", run, func() bool {
 		c := committed()
@@ -353,7 +352,7 @@ func TestStatefulPartitionRevokedAfterPoll(t *testing.T) {
 		return true
 	})
 	run.stop(t, 10*time.Second)
-	if got := ms.m.Aborted.WithLabelValues(string(txn.ReasonRebalance)); testutil.ToFloat64(got) < 1 {
+	if got := ms.Metrics().Aborted.WithLabelValues(string(txn.ReasonRebalance)); testutil.ToFloat64(got) < 1 {
 		t.Errorf("no abort with reason rebalance: the poll holding the revoked partition's records was not rewound")
 	}
 }
@@ -395,7 +394,7 @@ func TestStatefulUndoesFailedRecords(t *testing.T) {
 	for _, ordering := range []Ordering{OrderPartition, OrderKey} {
 		t.Run(string(ordering), func(t *testing.T) {
 			e := newMemEnv(t)
-			e.mem.create("changelog", loopPartitions, 0)
+			e.mem.Create("changelog", loopPartitions, 0)
 			st := newMemState()
 			build := func() *transform.Chain { return builtinChain(t, "aggregate", "statetestflaky") }
 			e.produce(400, 7)
@@ -430,7 +429,7 @@ func TestStatefulUndoesFailedRecords(t *testing.T) {
 // transactions at the byte bound.
 func TestStateBytesBoundTransactions(t *testing.T) {
 	e := newMemEnv(t)
-	e.mem.create("changelog", loopPartitions, 0)
+	e.mem.Create("changelog", loopPartitions, 0)
 	c := builtinChain(t, "aggregate", "statetestdrop")
 	e.produce(300, 300)
 	// A count write is about 5 bytes of key (a prefix byte and k0 to
@@ -450,7 +449,7 @@ func TestStateBytesBoundTransactions(t *testing.T) {
 // transactions (the chain writes no state).
 func TestStateExpiryBoundedByTxnBytes(t *testing.T) {
 	e := newMemEnv(t)
-	e.mem.create("changelog", loopPartitions, 0)
+	e.mem.Create("changelog", loopPartitions, 0)
 	c := builtinChain(t, "statetestdrop", "aggregate")
 	e.produce(300, 300)
 	st := newMemState()
@@ -476,7 +475,7 @@ func TestStateExpiryBoundedByTxnBytes(t *testing.T) {
 // instead of aborting the same transaction over and over.
 func TestStateWriteRefusedStops(t *testing.T) {
 	e := newMemEnv(t)
-	e.mem.create("changelog", loopPartitions, 200)
+	e.mem.Create("changelog", loopPartitions, 200)
 	recs := []*kgo.Record{{Topic: e.in, Key: []byte(strings.Repeat("k", 300)), Value: []byte("v")}}
 	e.produceInputs(recs)
 	run := e.start("g", "t1", countChain(t), Options{State: newMemState()})

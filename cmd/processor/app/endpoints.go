@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/statuspage"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 )
@@ -27,9 +28,9 @@ type endpoints struct {
 	// not ready, healthy.
 	base pipeline.Status
 	// info is the rest of who it is, for /status and the page.
-	info statusInfo
-	// history is how far back the status history reaches; 0 for
-	// defaultHistory.
+	info statuspage.Info
+	// history is how far back the status history reaches; 0 for the
+	// status page's default.
 	history time.Duration
 	// token guards / and /status (PROCESSOR_HTTP_TOKEN_FILE); nil: open.
 	token *httpToken
@@ -41,7 +42,7 @@ func newEndpoints(cfg *config.Config, chain *transform.Chain, workers int) *endp
 		TransactionalID: cfg.TransactionalID, Group: cfg.Group, Guarantee: cfg.Guarantee, Sink: cfg.Sink,
 		Workers: workers, Health: "ok", Aborts: map[string]uint64{}, Generation: -1,
 	}}
-	ep.info = statusInfo{Version: version(), StartedAt: time.Now(), InputTopics: cfg.InputTopics, OutputTopic: cfg.OutputTopic,
+	ep.info = statuspage.Info{Version: version(), StartedAt: time.Now(), InputTopics: cfg.InputTopics, OutputTopic: cfg.OutputTopic,
 		Formats: formats(cfg)}
 	if cfg.OnError == "dlq" {
 		ep.info.DLQTopic = cfg.DLQTopic
@@ -125,10 +126,9 @@ func registerReady(reg prometheus.Registerer, ready func() string) {
 func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	hist := newHistory(ep.status, ep.history, sampleEvery)
-	status := &statusHandlers{snapshot: ep.status, hist: hist, info: ep.info}
-	mux.HandleFunc("/status", ep.token.guard(status.json))
-	mux.HandleFunc("/", ep.token.guard(status.page))
+	status := statuspage.New(ep.status, ep.history, ep.info)
+	mux.HandleFunc("/status", ep.token.guard(status.Status))
+	mux.HandleFunc("/", ep.token.guard(status.Page))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := ep.healthy(); err != nil {
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
@@ -150,7 +150,7 @@ func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.S
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ctx, stopSampling := context.WithCancel(context.Background())
 	srv.RegisterOnShutdown(stopSampling)
-	go hist.run(ctx)
+	go status.Sample(ctx)
 	go func() { _ = srv.Serve(ln) }()
 	return srv
 }

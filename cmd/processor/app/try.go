@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,20 +10,18 @@ import (
 	"os"
 	"strings"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/settings"
+	"github.com/streamproc/processor/pipeline/pipelinetest"
 	"github.com/streamproc/processor/transform"
-	"github.com/streamproc/processor/txn"
 )
 
 // `processor try [-file F] [-format auto|kv|json]` runs the configured
 // chain over sample records with no broker: the real loop
-// (pipeline.New and Run) on a trySession, under the same PROCESSOR_*
+// (pipeline.New and Run) on a pipelinetest.Driver, under the same PROCESSOR_*
 // settings, so the error policy, retries, timeouts and limits apply as
 // they do in the processor. It prints one JSON line per input
 // (tryLine) and exits 0 when the chain succeeded on every record, 1 when
@@ -170,63 +167,51 @@ func tryChain(reg *transform.Registry, cfg *config.Config, recs []*kgo.Record, t
 	return tryLines(recs, res, recErr)
 }
 
-// runTryLoop runs the loop over recs on a trySession, one input per
-// transaction so that each input's outputs are told apart, and returns
-// what each input's transaction committed and the error Run returned;
-// err is set when the loop could not be built. With topics, only those
-// exist, and the output, dead-letter and fixed destinations (required)
-// must be among them, as they must exist in the cluster.
+// runTryLoop runs the loop over recs on a pipelinetest.Driver, one input
+// per transaction so that each input's outputs are told apart, and
+// returns what each input's transaction committed and the error Run
+// returned; err is set when the loop could not be built. With topics,
+// only those exist, and the output, dead-letter and fixed destinations
+// (required) must be among them, as they must exist in the cluster.
 func runTryLoop(cfg *config.Config, chain *transform.Chain, required map[string]string, recs []*kgo.Record, topics []string,
-	log *slog.Logger) (res []tryResult, runErr, err error) {
-	promReg := prometheus.NewRegistry()
+	log *slog.Logger) (res []pipelinetest.Result, runErr, err error) {
 	opts := pipelineOptions(cfg, []*transform.Chain{chain}, required, log, Overrides{InjectAbort: func(uint64) bool { return false }})
-	opts.MaxRecordsPerTxn, opts.MaxTxnBytes, opts.ProgressInterval = 1, 0, 0
+	opts.MaxTxnBytes, opts.ProgressInterval = 0, 0
 	if topics == nil {
 		opts.RequireTopics = nil
 	}
-	opts.Metrics = pipeline.NewMetrics(promReg)
-	if len(chain.Stores()) > 0 {
-		opts.State = newTryState()
+	dopts := []pipelinetest.Option{pipelinetest.WithOptions(opts)}
+	for topic, n := range tryInputs(cfg, recs) {
+		dopts = append(dopts, pipelinetest.WithInput(topic, n))
 	}
-	p, err := pipeline.New(chain, opts)
+	if topics != nil {
+		exist := make([]string, len(topics))
+		for i, t := range topics {
+			exist[i] = strings.TrimSpace(t)
+		}
+		dopts = append(dopts, pipelinetest.WithTopics(exist...))
+	}
+	d, err := pipelinetest.New(chain, dopts...)
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s := newTrySession(recs, txn.NewMetrics(promReg), cancel)
-	s.skipped = func() float64 { return counterValue(opts.Metrics.Skipped) }
-	s.late = func() float64 { return vecSum(opts.Metrics.Late) }
-	if topics != nil {
-		s.topics = map[string]bool{}
-		for _, t := range topics {
-			s.topics[strings.TrimSpace(t)] = true
-		}
+	res, runErr = d.Send(recs...)
+	if cerr := d.Close(); runErr == nil {
+		runErr = cerr
 	}
-	runErr = p.Run(ctx, s, s)
-	s.settle()
-	return s.results, runErr, nil
+	return res, runErr, nil
 }
 
-// vecSum is the sum of v's counters.
-func vecSum(v *prometheus.CounterVec) float64 {
-	ch := make(chan prometheus.Metric, 16)
-	go func() { v.Collect(ch); close(ch) }()
-	var sum float64
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) == nil {
-			sum += d.GetCounter().GetValue()
-		}
+// tryInputs are the input topics and their partitions: the configured
+// input topics and those the samples name, each with as many partitions
+// as its samples need.
+func tryInputs(cfg *config.Config, recs []*kgo.Record) map[string]int {
+	in := map[string]int{}
+	for _, t := range cfg.InputTopics {
+		in[t] = 1
 	}
-	return sum
-}
-
-// counterValue reads c.
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		return 0
+	for _, r := range recs {
+		in[r.Topic] = max(in[r.Topic], int(r.Partition)+1)
 	}
-	return m.GetCounter().GetValue()
+	return in
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/pipeline/pipelinetest"
 )
 
 // The sample records of `processor try`, and the lines it prints.
@@ -109,7 +110,7 @@ func newTryRecord(r *kgo.Record) tryRecord {
 // tryLines describes what each input's transaction committed; recErr is
 // the failure Run stopped with, if any. The code is 1 when any input
 // failed, else 0.
-func tryLines(recs []*kgo.Record, res []tryResult, recErr *pipeline.RecordError) ([]tryLine, int) {
+func tryLines(recs []*kgo.Record, res []pipelinetest.Result, recErr *pipeline.RecordError) ([]tryLine, int) {
 	code := exitOK
 	lines := make([]tryLine, len(recs))
 	for i, r := range recs {
@@ -117,24 +118,24 @@ func tryLines(recs []*kgo.Record, res []tryResult, recErr *pipeline.RecordError)
 		switch res := res[i]; {
 		case recErr != nil && recErr.Source.Topic == r.Topic && recErr.Source.Partition == r.Partition && recErr.Source.Offset == r.Offset:
 			l.Failed, code = &tryFailure{Error: recErr.Err.Error()}, exitRuntime
-		case !res.committed:
+		case !res.Committed:
 			l.NotProcessed = true
-		case res.dead != nil:
-			d := &tryDead{Stage: res.dead.Stage, Attempts: res.dead.Attempts, Record: newTryRecord(res.deadRec)}
-			if res.dead.Err != nil {
-				d.Error = res.dead.Err.Error()
+		case res.DeadLetter != nil:
+			d := &tryDead{Stage: res.DeadLetter.Stage, Attempts: res.DeadLetter.Attempts, Record: newTryRecord(res.DeadLetterRecord)}
+			if res.DeadLetter.Err != nil {
+				d.Error = res.DeadLetter.Err.Error()
 			}
 			l.DeadLetter, code = d, exitRuntime
-		case res.skipped:
+		case res.Skipped:
 			l.Skipped, code = true, exitRuntime
-		case len(res.outputs) == 0 && !res.late:
+		case len(res.Outputs) == 0 && !res.Late:
 			l.Filtered = true
 		}
-		l.Late = res[i].late
-		for _, o := range res[i].outputs {
+		l.Late = res[i].Late
+		for _, o := range res[i].Outputs {
 			l.Outputs = append(l.Outputs, newTryRecord(o))
 		}
-		for _, o := range res[i].closed {
+		for _, o := range res[i].Closed {
 			l.Closed = append(l.Closed, newTryRecord(o))
 		}
 		lines[i] = l

@@ -1,4 +1,4 @@
-package app
+package statuspage
 
 import (
 	"context"
@@ -183,7 +183,7 @@ func TestStatusPageSize(t *testing.T) {
 	}
 	hist := newHistory(nil, defaultHistory, sampleEvery)
 	fill(hist, 2000, time.Now(), 12345, 12345, 10, 7)
-	h := &statusHandlers{snapshot: func() pipeline.Status { return s }, hist: hist, info: statusInfo{StartedAt: time.Now()}}
+	h := &statusHandlers{snapshot: func() pipeline.Status { return s }, hist: hist, info: Info{StartedAt: time.Now()}}
 	rec := httptest.NewRecorder()
 	h.page(rec, httptest.NewRequest("GET", "/", nil))
 	body := rec.Body.String()

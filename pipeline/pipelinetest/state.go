@@ -1,4 +1,4 @@
-package app
+package pipelinetest
 
 import (
 	"cmp"
@@ -15,84 +15,84 @@ import (
 	"github.com/streamproc/processor/transform"
 )
 
-// tryState is the state stores of `processor try` in memory: what each
-// sample's transaction committed is seen by the next samples, as in the
+// state is the state stores of the driver in memory: what each
+// input's transaction committed is seen by the next inputs, as in the
 // processor; nothing is written to a changelog or a disk. Entries expire
 // by stream time as in the state package: Expire moves a store
 // partition's time (never back, but for an abort), Get hides an entry
 // expired by it, and Expire and ExpireEach delete the expired entries in
 // the order of (expiry, key), so that windows with EMIT=close close and
-// a dedupe's TTL ends in try as in the processor.
-type tryState struct {
+// a dedupe's TTL ends here as in the processor.
+type state struct {
 	mu        sync.Mutex
-	committed map[string]tryEntry // store, partition and key
-	stream    map[string]int64    // store and partition -> its time, Unix ns
+	committed map[string]entry // store, partition and key
+	stream    map[string]int64 // store and partition -> its time, Unix ns
 }
 
-// tryEntry is a value and the expiry it was written with (Unix ns, 0:
+// entry is a value and the expiry it was written with (Unix ns, 0:
 // none).
-type tryEntry struct {
+type entry struct {
 	v   []byte
 	exp int64
 }
 
-func newTryState() *tryState {
-	return &tryState{committed: map[string]tryEntry{}, stream: map[string]int64{}}
+func newState() *state {
+	return &state{committed: map[string]entry{}, stream: map[string]int64{}}
 }
 
 // Begin implements pipeline.State.
-func (s *tryState) Begin() (pipeline.StateTxn, error) {
-	return &tryStateTxn{s: s, writes: map[string]*tryEntry{}, streams: map[string]int64{}}, nil
+func (s *state) Begin() (pipeline.StateTxn, error) {
+	return &stateTxn{s: s, writes: map[string]*entry{}, streams: map[string]int64{}}, nil
 }
 
 // Restore implements pipeline.State: every partition is always ready.
-func (s *tryState) Restore(context.Context, []int32) error { return nil }
+func (s *state) Restore(context.Context, []int32) error { return nil }
 
 // Revoke implements pipeline.State.
-func (s *tryState) Revoke([]int32) {}
+func (s *state) Revoke([]int32) {}
 
 // Status implements pipeline.State.
-func (s *tryState) Status() any { return nil }
+func (s *state) Status() any { return nil }
 
-// Topics implements pipeline.State: try writes no changelog.
-func (s *tryState) Topics() []string { return nil }
+// Topics implements pipeline.State: nothing is written to a changelog.
+func (s *state) Topics() []string { return nil }
 
 // Journal implements pipeline.State.
-func (s *tryState) Journal(func(string) int) pipeline.StateJournal { return &tryJournal{} }
+func (s *state) Journal(func(string) int) pipeline.StateJournal { return &journal{} }
 
-// tryJournal undoes the writes of a sample that failed, as the
+// journal undoes the writes of an input that failed, as the
 // processor's state.Journal does.
-type tryJournal struct{ undo []func() }
+type journal struct{ undo []func() }
 
 // Store implements pipeline.StateJournal.
-func (j *tryJournal) Store(t pipeline.StateTxn, name string, partition int32) (transform.Store, error) {
+func (j *journal) Store(t pipeline.StateTxn, name string, partition int32) (transform.Store, error) {
 	st, err := t.Store(name, partition)
 	if err != nil {
 		return nil, err
 	}
-	s := st.(tryStore)
+	s := st.(store)
 	s.j = j
 	return s, nil
 }
 
 // Mark implements pipeline.StateJournal.
-func (j *tryJournal) Mark() int64 { j.undo = j.undo[:0]; return 0 }
+func (j *journal) Mark() int64 { j.undo = j.undo[:0]; return 0 }
 
 // Undo implements pipeline.StateJournal.
-func (j *tryJournal) Undo() {
+func (j *journal) Undo() {
 	for i := len(j.undo) - 1; i >= 0; i-- {
 		j.undo[i]()
 	}
 	j.undo = j.undo[:0]
 }
 
-// tryStateTxn is one transaction's writes (a nil entry is a deletion)
+// stateTxn is one transaction's writes (a nil entry is a deletion)
 // and the store partitions' times as they were before its Expire calls
 // moved them, which an abort puts back.
-type tryStateTxn struct {
-	s       *tryState
+type stateTxn struct {
+	s       *state
 	mu      sync.Mutex
-	writes  map[string]*tryEntry
+	writes  map[string]*entry
 	streams map[string]int64
 }
 
@@ -102,19 +102,19 @@ func partPrefix(name string, partition int32) string {
 }
 
 // Store implements pipeline.StateTxn.
-func (t *tryStateTxn) Store(name string, partition int32) (transform.Store, error) {
-	return tryStore{t: t, prefix: partPrefix(name, partition)}, nil
+func (t *stateTxn) Store(name string, partition int32) (transform.Store, error) {
+	return store{t: t, prefix: partPrefix(name, partition)}, nil
 }
 
 // Expire implements pipeline.StateTxn.
-func (t *tryStateTxn) Expire(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int) (int, int, error) {
+func (t *stateTxn) Expire(ctx context.Context, store string, partition int32, now time.Time, limit, maxBytes int) (int, int, error) {
 	return t.ExpireEach(ctx, store, partition, now, limit, maxBytes, nil)
 }
 
 // ExpireEach implements pipeline.StateTxn: it moves the partition's time
 // to now and deletes the entries expired by it, oldest first, within
 // limit entries (0: no bound) and maxBytes of their keys.
-func (t *tryStateTxn) ExpireEach(_ context.Context, store string, partition int32, now time.Time, limit, maxBytes int,
+func (t *stateTxn) ExpireEach(_ context.Context, store string, partition int32, now time.Time, limit, maxBytes int,
 	fn func([]byte, []byte, time.Time) error) (int, int, error) {
 	prefix := partPrefix(store, partition)
 	at := now.UnixNano()
@@ -125,7 +125,7 @@ func (t *tryStateTxn) ExpireEach(_ context.Context, store string, partition int3
 	t.s.stream[prefix] = max(t.s.stream[prefix], at)
 	type expired struct {
 		key string
-		e   tryEntry
+		e   entry
 	}
 	var due []expired
 	t.mu.Lock()
@@ -164,11 +164,11 @@ func (t *tryStateTxn) ExpireEach(_ context.Context, store string, partition int3
 	return n, bytes, nil
 }
 
-// Records implements pipeline.StateTxn: try has no changelog.
-func (t *tryStateTxn) Records() []*kgo.Record { return nil }
+// Records implements pipeline.StateTxn: there is no changelog.
+func (t *stateTxn) Records() []*kgo.Record { return nil }
 
 // Commit implements pipeline.StateTxn.
-func (t *tryStateTxn) Commit() error {
+func (t *stateTxn) Commit() error {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
 	for k, e := range t.writes {
@@ -183,7 +183,7 @@ func (t *tryStateTxn) Commit() error {
 
 // Abort implements pipeline.StateTxn: the store partitions' times go
 // back to what they were, as the aborted records are processed again.
-func (t *tryStateTxn) Abort() {
+func (t *stateTxn) Abort() {
 	t.s.mu.Lock()
 	defer t.s.mu.Unlock()
 	for k, at := range t.streams {
@@ -191,15 +191,15 @@ func (t *tryStateTxn) Abort() {
 	}
 }
 
-// tryStore is one store's partition in a tryStateTxn.
-type tryStore struct {
-	t      *tryStateTxn
+// store is one store's partition in a stateTxn.
+type store struct {
+	t      *stateTxn
 	prefix string
-	j      *tryJournal // nil: not journaled
+	j      *journal // nil: not journaled
 }
 
 // set writes e (nil: a deletion) to k in the transaction, journaled.
-func (st tryStore) set(k string, e *tryEntry) {
+func (st store) set(k string, e *entry) {
 	st.t.mu.Lock()
 	defer st.t.mu.Unlock()
 	if st.j != nil {
@@ -219,7 +219,7 @@ func (st tryStore) set(k string, e *tryEntry) {
 
 // Get implements transform.Store: an entry expired by the partition's
 // time is not there.
-func (st tryStore) Get(key []byte) ([]byte, bool, error) {
+func (st store) Get(key []byte) ([]byte, bool, error) {
 	k := st.prefix + string(key)
 	st.t.mu.Lock()
 	w, written := st.t.writes[k]
@@ -240,8 +240,8 @@ func (st tryStore) Get(key []byte) ([]byte, bool, error) {
 }
 
 // Put implements transform.Store.
-func (st tryStore) Put(key, value []byte, expiresAt time.Time) error {
-	e := &tryEntry{v: append([]byte(nil), value...)}
+func (st store) Put(key, value []byte, expiresAt time.Time) error {
+	e := &entry{v: append([]byte(nil), value...)}
 	if !expiresAt.IsZero() {
 		e.exp = max(expiresAt.UnixNano(), 1)
 	}
@@ -250,7 +250,7 @@ func (st tryStore) Put(key, value []byte, expiresAt time.Time) error {
 }
 
 // Delete implements transform.Store.
-func (st tryStore) Delete(key []byte) error {
+func (st store) Delete(key []byte) error {
 	st.set(st.prefix+string(key), nil)
 	return nil
 }

@@ -1,4 +1,4 @@
-package app
+package statuspage
 
 import (
 	"encoding/json"
@@ -39,7 +39,7 @@ func TestStatusJSON(t *testing.T) {
 		hist.add(s, t0.Add(time.Duration(i)*time.Second))
 	}
 	started := time.Now().Add(-time.Hour)
-	h := &statusHandlers{snapshot: sampleStatus, hist: hist, info: statusInfo{Version: "1.2.3", StartedAt: started,
+	h := &statusHandlers{snapshot: sampleStatus, hist: hist, info: Info{Version: "1.2.3", StartedAt: started,
 		InputTopics: []string{"orders", "refunds"}, OutputTopic: "orders-out", DLQTopic: "orders-dlq"}}
 	rec := httptest.NewRecorder()
 	h.json(rec, httptest.NewRequest("GET", "/status", nil))
@@ -113,7 +113,7 @@ func TestStatusJSON(t *testing.T) {
 func TestStatusPage(t *testing.T) {
 	s := sampleStatus()
 	hist := newHistory(func() pipeline.Status { return s }, time.Minute, time.Second)
-	h := &statusHandlers{snapshot: func() pipeline.Status { return s }, hist: hist, info: statusInfo{Version: "1.2.3", StartedAt: time.Now()}}
+	h := &statusHandlers{snapshot: func() pipeline.Status { return s }, hist: hist, info: Info{Version: "1.2.3", StartedAt: time.Now()}}
 	get := func(path string) (*httptest.ResponseRecorder, string) {
 		rec := httptest.NewRecorder()
 		h.page(rec, httptest.NewRequest("GET", path, nil))

@@ -1,7 +1,12 @@
-package app
+// Package statuspage is the processor's status page at / and its data at
+// /status, with the charts drawn on the page and the history sampler they
+// read: what an operator looks at, kept apart from the wiring that starts
+// the processor. It reads only pipeline.Status snapshots.
+package statuspage
 
 import (
 	"cmp"
+	"context"
 	_ "embed"
 	"encoding/json"
 	"html/template"
@@ -42,9 +47,9 @@ const pageRows = 20
 // own inline style and inline SVG; no script, no request elsewhere.
 const pageCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// statusInfo is what /status says about the instance beyond the
+// Info is what /status says about the instance beyond the
 // pipeline's snapshot.
-type statusInfo struct {
+type Info struct {
 	Version     string    `json:"version"`
 	StartedAt   time.Time `json:"started_at"`
 	InputTopics []string  `json:"input_topics"`
@@ -60,20 +65,41 @@ type statusInfo struct {
 type statusHandlers struct {
 	snapshot func() pipeline.Status
 	hist     *history
-	info     statusInfo
+	info     Info
 }
 
 // statusDoc is /status: the snapshot, who the instance is, the current
 // rates (over the last rateWindow of the history) and the history.
 type statusDoc struct {
 	pipeline.Status
-	statusInfo
+	Info
 	InPerSec      float64  `json:"records_in_per_second"`
 	OutPerSec     float64  `json:"records_out_per_second"`
 	CommitsPerSec float64  `json:"commits_per_second"`
 	AbortsPerSec  float64  `json:"aborts_per_second"`
 	History       []Sample `json:"history"`
 }
+
+// Server serves the status page and /status from one snapshot function
+// and one history, which its sampler (Sample) fills.
+type Server struct{ h *statusHandlers }
+
+// New returns the server of snapshot's status, keeping window's worth of
+// history (0: 15 minutes), with info as who the instance is.
+func New(snapshot func() pipeline.Status, window time.Duration, info Info) *Server {
+	return &Server{h: &statusHandlers{snapshot: snapshot, hist: newHistory(snapshot, window, sampleEvery), info: info}}
+}
+
+// Status serves /status: the snapshot, who the instance is, the current
+// rates and the history (?since= cuts it), as JSON.
+func (s *Server) Status(w http.ResponseWriter, r *http.Request) { s.h.json(w, r) }
+
+// Page serves the status page at / (and 404 for any other path).
+func (s *Server) Page(w http.ResponseWriter, r *http.Request) { s.h.page(w, r) }
+
+// Sample runs the history's sampler until ctx ends, the first sample at
+// once.
+func (s *Server) Sample(ctx context.Context) { s.h.hist.run(ctx) }
 
 // sinceQuery parses ?since=: an RFC 3339 time, or a duration back from now; a
 // zero time (all) when absent.
@@ -98,7 +124,7 @@ func (h *statusHandlers) json(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "since: want an RFC 3339 time (2006-01-02T15:04:05Z) or a Go duration back from now (5m)", http.StatusBadRequest)
 		return
 	}
-	d := statusDoc{Status: h.snapshot(), statusInfo: h.info, History: []Sample{}}
+	d := statusDoc{Status: h.snapshot(), Info: h.info, History: []Sample{}}
 	d.UptimeSeconds = now.Sub(h.info.StartedAt).Seconds()
 	if h.hist != nil {
 		if cur, ok := h.hist.current(); ok {
@@ -118,7 +144,7 @@ func (h *statusHandlers) json(w http.ResponseWriter, r *http.Request) {
 // pageData is what the template renders.
 type pageData struct {
 	S                              pipeline.Status
-	Info                           statusInfo
+	Info                           Info
 	Refresh                        int
 	TxnPerSec, InPerSec, OutPerSec string
 	SinceCommit, Uptime            string
