@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/sample"
-	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/pipeline/internal/memkafka"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/jq"
 	"github.com/streamproc/processor/txn"

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/pipeline/internal/memkafka"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/txn"
 )
 

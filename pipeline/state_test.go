@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/pipeline/internal/memkafka"
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/aggregate"
 	"github.com/streamproc/processor/txn"

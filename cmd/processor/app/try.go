@@ -14,8 +14,8 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
-	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/pipeline/pipelinetest"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 )
 
