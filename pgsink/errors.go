@@ -45,6 +45,20 @@ func (e *connLostError) Error() string {
 }
 func (e *connLostError) Unwrap() error { return e.err }
 
+// runConnectError is a failure to connect during a run: connectError's
+// explanation, but the connection's error underneath rather than the
+// typed refusal that ends a start. A server whose certificate or
+// password changed under a running sink may be mended; Retriable judges
+// the connection's error as such (a refused connection or certificate
+// yes, a wrong password no).
+type runConnectError struct {
+	msg string
+	err error
+}
+
+func (e *runConnectError) Error() string { return e.msg }
+func (e *runConnectError) Unwrap() error { return e.err }
+
 // Retriable is the package's Retriable, for the sink contract.
 func (s *Sink) Retriable(err error) bool { return Retriable(err) }
 

@@ -63,7 +63,7 @@ func (s *Sink) begin(ctx context.Context) (*pgxpool.Conn, pgx.Tx, error) {
 			if ctx.Err() != nil { // the deadline, not the server: say so (commitError)
 				return nil, nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", s.target, err)
 			}
-			return nil, nil, s.connectError(err)
+			return nil, nil, &runConnectError{msg: s.connectError(err).Error(), err: err}
 		}
 		var tx pgx.Tx
 		if tx, err = c.Begin(ctx); err == nil {

@@ -104,8 +104,13 @@ func Prepare(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov
 	pr.opts = pipelineOptions(cfg, chains, pr.required, log, ov)
 	if cfg.Sink != "kafka" {
 		// The destination names its outputs and dead letters once it is
-		// open (build); until then the sink's name stands in.
+		// open (build); until then the sink's name stands in, and for the
+		// dead letters a name no topic can have (a space), which no fixed
+		// destination can be.
 		pr.opts.OutputTopic, pr.opts.DLQTopic, pr.opts.RequireTopics = cfg.Sink, "", nil
+		if cfg.OnError == "dlq" {
+			pr.opts.DLQTopic = cfg.Sink + " dead letters"
+		}
 	}
 	if err := pipeline.Check(chains[0], pr.opts); err != nil {
 		return nil, pipelineError(cfg, err)

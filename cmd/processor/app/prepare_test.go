@@ -62,3 +62,25 @@ func TestPrepareRefusesWhatThePipelineRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A database sink writes dead letters to a table its destination names
+// once it is open: Prepare, before anything connects, must take
+// PROCESSOR_ON_ERROR=dlq without PROCESSOR_DLQ_TOPIC.
+func TestPrepareDatabaseSinkDeadLetters(t *testing.T) {
+	for k, v := range map[string]string{"BROKERS": "127.0.0.1:1", "GROUP": "g", "INPUT_TOPICS": "in", "SINK": "postgres",
+		"POSTGRES_URL": "postgres://u@127.0.0.1:1/db", "TRANSACTIONAL_ID": "tx", "ON_ERROR": "dlq"} {
+		t.Setenv(config.EnvName(k), v)
+	}
+	cfg, err := config.Load("h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains, err := buildChains(transform.Default, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chains[0].Close()
+	if _, err := Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{}); err != nil {
+		t.Fatalf("Prepare with PROCESSOR_SINK=postgres and PROCESSOR_ON_ERROR=dlq: %v", err)
+	}
+}
