@@ -25,7 +25,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 )
 
 const (

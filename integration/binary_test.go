@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/transform"
+	_ "github.com/streamproc/processor/transform/all" // what the binary registers
 )
 
 var (
@@ -101,7 +103,7 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 	}{
 		{[]string{"PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out"}, "PROCESSOR_BROKERS is not set"},
 		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_COMMIT_INTERVAL=soon"}, `PROCESSOR_COMMIT_INTERVAL="soon" is invalid`},
-		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_TRANSFORMS=identity,nope"}, `unknown transform "nope" (known: aggregate, dedupe, headers, identity, jq, route, wasm)`},
+		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_TRANSFORMS=identity,nope"}, `unknown transform "nope" (known: ` + strings.Join(transform.Default.Names(), ", ") + ")"},
 		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out", "PROCESSOR_TRANSACTION_TIMEOUT=50s"}, "PROCESSOR_TRANSACTION_TIMEOUT"},
 		// A transform's own setting, through an alias: the message names the aliased variable.
 		{[]string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out",

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamproc/processor/internal/kafkatest"
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 )
 
 // The short chaos run into PostgreSQL (chaos -sink postgres): three

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/kafkatest"
-	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/wasmtest"
 )
 
 // drillVar, set to 1, runs the drills: the short chaos runs of

@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 )
 
 // A bad value of a Kafka client setting exits 2 at once with one line

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/record"
 )

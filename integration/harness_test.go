@@ -25,7 +25,7 @@ import (
 	"github.com/streamproc/processor/cmd/processor/app"
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/bytesize"
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"

@@ -8,7 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/record"
 )
 

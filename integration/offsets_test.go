@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/launch"
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/record"
 )
 

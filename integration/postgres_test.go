@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/launch"
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/record"

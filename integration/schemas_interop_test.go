@@ -14,7 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/interop"
+	"github.com/streamproc/processor/internal/testkit/interop"
 	"github.com/streamproc/processor/schema"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/interop"
+	"github.com/streamproc/processor/internal/testkit/interop"
 	"github.com/streamproc/processor/schema"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/interop"
+	"github.com/streamproc/processor/internal/testkit/interop"
 	"github.com/streamproc/processor/schema"
 )
 

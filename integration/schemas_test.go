@@ -15,9 +15,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/interop"
 	"github.com/streamproc/processor/internal/launch"
 	"github.com/streamproc/processor/internal/srserver"
+	"github.com/streamproc/processor/internal/testkit/interop"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/schema"
 )

@@ -37,8 +37,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/streamproc/processor/settings"
 )
 

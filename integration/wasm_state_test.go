@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/launch"
-	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/internal/testkit/wasmtest"
 	"github.com/streamproc/processor/state"
 )
 

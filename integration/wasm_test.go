@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
-	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/internal/testkit/wasmtest"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/wasm"
 )

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/internal/testkit/wasmtest"
 )
 
 // The windowcount example WebAssembly plugin, its store emitting on

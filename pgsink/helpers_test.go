@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/sink"
 )
 
-// The tests run against a real PostgreSQL (internal/pgtest): the one whose
+// The tests run against a real PostgreSQL (internal/testkit/pgtest): the one whose
 // URL is in PROCESSOR_TEST_POSTGRES_URL, each test in a schema of its own.
 
 // testCtx is a context for one test's database work, cancelled at its end.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"
 )

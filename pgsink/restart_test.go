@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"
 )

@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"

@@ -26,7 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/streamproc/processor/pipeline/internal/memkafka"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"

@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 )
 
 // restoreBound is how long a restore in these tests may take: far more

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 )
 
 const testTimeout = 60 * time.Second

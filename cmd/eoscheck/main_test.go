@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/streamproc/processor/record"
 )
 

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/streamproc/processor/internal/kafkatest"
-	"github.com/streamproc/processor/internal/pgtest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/pgtest"
 	"github.com/streamproc/processor/pgsink"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/sink"

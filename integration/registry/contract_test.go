@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/interop"
-	"github.com/streamproc/processor/internal/kafkatest"
 	"github.com/streamproc/processor/internal/srserver"
+	"github.com/streamproc/processor/internal/testkit/interop"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamproc/processor/internal/interop"
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/interop"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/interop"
+	"github.com/streamproc/processor/internal/testkit/interop"
 )
 
 // record is an Avro record R with the given fields.

@@ -1,7 +1,8 @@
 // Package all registers every built-in transform: a binary that imports it
-// for its side effect knows headers, identity, jq, route and wasm. It is
-// the one list of them; a new built-in transform is one package under
-// transform/ and one import here.
+// for its side effect knows each package under transform/ that registers
+// one (`processor config` lists them). It is the one list of them; a new
+// built-in transform is one package under transform/ and one import here,
+// and this package's tests fail until the import is added.
 //
 //	import _ "github.com/streamproc/processor/transform/all"
 package all

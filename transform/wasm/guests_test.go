@@ -12,7 +12,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 
-	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/internal/testkit/wasmtest"
 )
 
 // Guests are built from Go sources with the Go toolchain the tests run

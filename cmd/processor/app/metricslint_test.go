@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/txn"

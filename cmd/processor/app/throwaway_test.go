@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"go/parser"
 	"go/token"
 	"os"
@@ -24,33 +25,69 @@ import (
 // writing every input record once and storing the offsets at the inputs'
 // end. Nothing else of the module is touched.
 func TestThrowawaySinkIsOnePackageAndOneImport(t *testing.T) {
+	runThrowaway(t, throwaway{
+		files: map[string]string{
+			"throwaway/throwaway.go":      throwawaySink,
+			"processor/processor_test.go": throwawayTest,
+		},
+		want: []string{"--- PASS: TestConformance/AllOrNothing", "--- PASS: TestListed", "--- PASS: TestSelected"},
+	})
+}
+
+// throwaway is a package a test writes in a temporary directory of the
+// module, and how the go command tests it.
+type throwaway struct {
+	// under is the module's directory the temporary one goes in ("" for
+	// the module's root).
+	under string
+	// files are the package's files by their path in the temporary
+	// directory; IMPORT_PATH in them stands for the directory's import
+	// path. The go command tests the package in its processor
+	// subdirectory.
+	files map[string]string
+	// overlay, when set, returns a file of the module (by its path from
+	// the module's root) and the text the go command builds in its place,
+	// given the temporary directory's import path.
+	overlay func(pkg string) (file, text string, err error)
+	// want are lines the test's verbose output must hold.
+	want []string
+}
+
+// runThrowaway writes tw's package, tests it with the go command (none
+// of the processor's variables set) and checks the output holds tw.want.
+// A leading underscore keeps a leftover directory out of ./... .
+func runThrowaway(t *testing.T, tw throwaway) {
+	t.Helper()
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A leading underscore keeps a leftover directory out of ./... .
-	dir, err := os.MkdirTemp(root, "_throwaway-")
+	dir, err := os.MkdirTemp(filepath.Join(root, tw.under), "_throwaway-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	pkg := "github.com/streamproc/processor/" + filepath.Base(dir)
-	files := map[string]string{
-		"throwaway/throwaway.go":      throwawaySink,
-		"processor/processor_test.go": strings.ReplaceAll(throwawayTest, "IMPORT_PATH", pkg+"/throwaway"),
+	rel, err := filepath.Rel(root, dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for name, src := range files {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	pkg := "github.com/streamproc/processor/" + filepath.ToSlash(rel)
+	for name, src := range tw.files {
+		if err := writeThrowawayFile(filepath.Join(dir, name), strings.ReplaceAll(src, "IMPORT_PATH", pkg)); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+	}
+	args := []string{"test", "-count=1", "-v"}
+	if tw.overlay != nil {
+		file, text, err := tw.overlay(pkg)
+		if err != nil {
 			t.Fatal(err)
 		}
+		args = append(args, "-overlay="+overlayFile(t, filepath.Join(root, file), text))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-v", "./"+filepath.Base(dir)+"/processor")
+	cmd := exec.CommandContext(ctx, "go", append(args, "./"+filepath.ToSlash(rel)+"/processor")...)
 	cmd.Dir = root
 	for _, kv := range os.Environ() { // the processor's variables are the test's own
 		if !strings.HasPrefix(kv, "PROCESSOR_") {
@@ -59,13 +96,42 @@ func TestThrowawaySinkIsOnePackageAndOneImport(t *testing.T) {
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("go test of a throwaway sink package: %v\n%s", err, out)
+		t.Fatalf("go test of a throwaway package: %v\n%s", err, out)
 	}
-	for _, want := range []string{"--- PASS: TestConformance/AllOrNothing", "--- PASS: TestListed", "--- PASS: TestSelected"} {
+	for _, want := range tw.want {
 		if !strings.Contains(string(out), want) {
-			t.Errorf("go test of a throwaway sink package: no %q in\n%s", want, out)
+			t.Errorf("go test of a throwaway package: no %q in\n%s", want, out)
 		}
 	}
+}
+
+// writeThrowawayFile writes src at path, making its directory.
+func writeThrowawayFile(path, src string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(src), 0o644)
+}
+
+// overlayFile writes an overlay for the go command, building text in
+// place of file (an absolute path), outside the module, and returns the
+// overlay's path.
+func overlayFile(t *testing.T, file, text string) string {
+	t.Helper()
+	dir := t.TempDir()
+	replacement := filepath.Join(dir, filepath.Base(file))
+	if err := os.WriteFile(replacement, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]map[string]string{"Replace": {file: replacement}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlay, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return overlay
 }
 
 // throwawaySink is the sink package: one file, one registration.
@@ -104,7 +170,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/processor/app"
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
@@ -112,7 +178,7 @@ import (
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/identity"
 
-	"IMPORT_PATH" // the one import
+	"IMPORT_PATH/throwaway" // the one import
 )
 
 func TestConformance(t *testing.T) {

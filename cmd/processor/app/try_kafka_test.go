@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/internal/kafkatest"
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
 )

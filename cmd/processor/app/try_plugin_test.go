@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/internal/testkit/wasmtest"
 	"github.com/streamproc/processor/transform"
 	"github.com/streamproc/processor/transform/wasm"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/streamproc/processor/config"
-	"github.com/streamproc/processor/internal/wasmtest"
+	"github.com/streamproc/processor/internal/testkit/wasmtest"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/wasm"
 )

@@ -32,7 +32,7 @@ import (
 const buildTimeout = 5 * time.Minute
 
 // helperPkg is the import path of the precompiling helper.
-const helperPkg = "github.com/streamproc/processor/internal/wasmtest/precompile"
+const helperPkg = "github.com/streamproc/processor/internal/testkit/wasmtest/precompile"
 
 // versionVar is the variable wazero reads its version from before its
 // build information, and keys its cache directory and entries by.

@@ -36,7 +36,7 @@ func StartServer(t testing.TB) *Server {
 		unavailable = t.Fatalf
 	}
 	_, here, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(here), "..", "..", "integration", "postgres", "pg.sh")
+	script := filepath.Join(filepath.Dir(here), "..", "..", "..", "integration", "postgres", "pg.sh")
 	if _, err := os.Stat(script); err != nil {
 		unavailable("no pg.sh to start a server with: %v", err)
 	}

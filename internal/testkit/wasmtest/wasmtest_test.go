@@ -15,7 +15,7 @@ import (
 func TestPrecompileFillsThisProcesssCache(t *testing.T) {
 	dir := t.TempDir()
 	module := filepath.Join(dir, "uppercase.wasm")
-	if err := Build("../../examples/wasm/uppercase", module, "-buildmode=c-shared"); err != nil {
+	if err := Build("../../../examples/wasm/uppercase", module, "-buildmode=c-shared"); err != nil {
 		t.Fatal(err)
 	}
 	c, err := NewCache(filepath.Join(dir, "cache"))

@@ -137,7 +137,7 @@ func Scripts(t testing.TB) string {
 	if !ok {
 		t.Fatal("interop: cannot tell where the package's source is")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "integration", "registry", "interop")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "integration", "registry", "interop")
 }
 
 // args are the arguments the two scripts share.
