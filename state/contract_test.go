@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -318,9 +320,18 @@ func deleteBefore(t *testing.T, c *kafkatest.Cluster, topic string, cut int64) {
 	policy(t, c, topic, "compact,delete")
 	del := kadm.Offsets{}
 	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: cut})
-	resp, err := c.Admin(t).DeleteRecords(ctx(t), del)
-	if err == nil {
-		err = resp.Error()
+	// The broker applies a topic's new configuration a moment after it
+	// acknowledges it: until then the topic is compacted only, and
+	// DeleteRecords is refused with POLICY_VIOLATION.
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var resp kadm.DeleteRecordsResponses
+		if resp, err = c.Admin(t).DeleteRecords(ctx(t), del); err == nil {
+			err = resp.Error()
+		}
+		if !errors.Is(err, kerr.PolicyViolation) || time.Now().After(deadline) {
+			break
+		}
 	}
 	if err != nil {
 		t.Fatalf("deleting the records before %d: %v", cut, err)
