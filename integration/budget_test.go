@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/internal/launch"
@@ -602,49 +603,36 @@ func TestMaxTxnBytes(t *testing.T) {
 
 // A produce blocked on a full client buffer while the brokers are gone
 // does not hold up a stop for longer than its bound. A private kfake
-// cluster; the instance holds its first record in the transform until a
-// backlog of 80000 records is fetched and the cluster is closed, then lets
-// them through: the outputs fill the client's buffer (50000 records in
-// franz-go v1.22) and Produce blocks. Run must return within the budget,
-// the transaction timeout and 15s (leaving the group and closing the client
-// are bounded by 5s each) of the stop.
+// cluster that takes every Produce request and never answers it: the
+// outputs fill the client's buffer (50000 records in franz-go v1.22) and
+// Produce blocks, while the group's other requests (the attempt markers'
+// offset commits among them) are answered, so the records reach the
+// transform whatever the polls hold. Then the cluster is closed and the
+// instance stopped: Run must return within the budget, the transaction
+// timeout and 15s (leaving the group and closing the client are bounded
+// by 5s each) of the stop.
 func TestShutdownBlockedProduce(t *testing.T) {
-	// Serial: 50,000 records must pass the transform within 2.4s.
+	// Serial: 50,000 records must pass the transform within half the budget.
 	tg := newFake(t)
-	const txnTimeout = 6 * time.Second
+	const txnTimeout = 10 * time.Second
 	budget := txnTimeout * 4 / 5
 	in := input{topic: unique("blocked-in"), n: 80_000, keys: 100}
 	out, group := unique("blocked-out"), unique("blocked-group")
 	tg.createTopics(t, 6, in.topic, out)
 	tg.produce(t, in, 0, in.n)
-	gate, entered := make(chan struct{}), make(chan struct{})
-	var enteredOnce sync.Once
-	var released atomic.Bool
+	var held atomic.Int64
+	tg.Fake.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		tg.Fake.KeepControl()
+		held.Add(1)
+		return nil, nil, true // taken, never answered
+	})
 	var after atomic.Int64
-	chain := budgetChain(t, "gate", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-		if !released.Load() {
-			enteredOnce.Do(func() { close(entered) })
-			<-gate
-		}
+	chain := budgetChain(t, "count", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		after.Add(1)
 		return append(out, r), nil
 	})
 	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
 		txnTimeout: txnTimeout, maxRecords: 200_000, commitInterval: 5 * time.Second})
-	// A test that fails before it opens the gate opens it at cleanup (before
-	// a's stop), so the held transform does not block forever.
-	var gateOnce sync.Once
-	openGate := func() { gateOnce.Do(func() { close(gate) }) }
-	t.Cleanup(openGate)
-	select {
-	case <-entered:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no record reached the transform within 20s")
-	}
-	time.Sleep(700 * time.Millisecond) // the client fetches the backlog meanwhile
-	tg.Fake.Close()
-	released.Store(true)
-	openGate()
 	full := 50_001 // the output that cannot be buffered
 	deadline := time.Now().Add(budget / 2)
 	for after.Load() < int64(full) && time.Now().Before(deadline) {
@@ -652,10 +640,14 @@ func TestShutdownBlockedProduce(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	through := after.Load()
-	t.Logf("records through the transform after the brokers went: %d", through)
+	t.Logf("records through the transform with no Produce answered: %d (Produce requests held: %d)", through, held.Load())
 	if through < int64(full) {
-		t.Errorf("only %d records went through the transform after the brokers went: the client's buffer (50000) did not fill, so no Produce blocked", through)
+		t.Fatalf("only %d records went through the transform in %s: the client's buffer (50000) did not fill, so no Produce blocked", through, budget/2)
 	}
+	if held.Load() == 0 {
+		t.Fatal("no Produce request reached the cluster")
+	}
+	tg.Fake.Close()
 
 	stopped := time.Now()
 	a.stopped = true
