@@ -33,7 +33,7 @@ func randomText(r *rand.Rand) []byte {
 // a byte slice, the JSON string encoding/json writes.
 func TestAppendString(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 7))
-	for range 200_000 {
+	for range 50_000 {
 		s := randomText(r)
 		want, err := json.Marshal(string(s))
 		if err != nil {
@@ -54,7 +54,7 @@ func TestAppendString(t *testing.T) {
 func TestAppend(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 8))
 	seen := map[string]string{}
-	for range 100_000 {
+	for range 50_000 {
 		key := randomText(r)
 		js := Append(nil, key)
 		if prev, ok := seen[string(js)]; ok && prev != string(key) {
