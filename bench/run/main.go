@@ -52,6 +52,7 @@ type options struct {
 	settle      time.Duration
 	processorEx []string // extra PROCESSOR_* settings for every processor run
 	note        string
+	baseline    string // a processor binary of another build, for the systems named <key>@base
 }
 
 // modes are the defaults of -mode; flags given explicitly win.
@@ -89,6 +90,7 @@ func main() {
 		o.processorEx = append(o.processorEx, kv)
 		return nil
 	})
+	flag.StringVar(&o.baseline, "baseline", "", "a processor binary built from another commit, run by the systems named <key>@base beside this tree's (e.g. -systems processor,processor@base)")
 	flag.StringVar(&o.note, "note", os.Getenv("BENCH_NOTE"), "a line about the conditions for the results file, e.g. \"other test runs used the machine\" ($BENCH_NOTE)")
 	flag.Parse()
 
@@ -120,7 +122,10 @@ func main() {
 	}
 	for _, k := range strings.Split(systems, ",") {
 		if _, ok := systemByKey(k); !ok {
-			fatalf(2, "-systems: unknown system %q (known: %s)", k, strings.Join(systemKeys(), ", "))
+			fatalf(2, "-systems: unknown system %q (known: %s, and a processor system's key with %s for the -baseline build)", k, strings.Join(systemKeys(), ", "), baseSuffix)
+		}
+		if strings.HasSuffix(k, baseSuffix) && o.baseline == "" {
+			fatalf(2, "-systems: %s runs the -baseline build: give -baseline PATH (a processor binary built from another commit)", k)
 		}
 		o.systems = append(o.systems, k)
 	}
@@ -205,6 +210,15 @@ func prepare(ctx context.Context, o options, loadBefore string) (*environment, e
 	if err != nil {
 		return nil, err
 	}
+	baseline := ""
+	if o.baseline != "" {
+		if baseline, err = filepath.Abs(o.baseline); err != nil {
+			return nil, fmt.Errorf("-baseline: %w", err)
+		}
+		if _, err := os.Stat(baseline); err != nil {
+			return nil, fmt.Errorf("-baseline: %w", err)
+		}
+	}
 	if err := os.Chdir(root); err != nil {
 		return nil, err
 	}
@@ -219,7 +233,7 @@ func prepare(ctx context.Context, o options, loadBefore string) (*environment, e
 	say("make bench: mode %s, %d records per size, %s, sizes %v, commit intervals %v, %d cores, load average %s",
 		o.mode, o.records, plural(o.rounds, "round"), o.sizes, o.intervals, runtime.NumCPU(), loadBefore)
 
-	env := &environment{root: root, cache: cache, logs: logs}
+	env := &environment{root: root, cache: cache, logs: logs, baseline: baseline}
 	if !o.noBuild {
 		if err := env.build(ctx, o); err != nil {
 			return nil, err
