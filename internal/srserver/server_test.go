@@ -24,20 +24,28 @@ func post(t *testing.T, url, body string) (int, map[string]any) {
 	return resp.StatusCode, m
 }
 
+// startServer starts a server with o on a free port of the loopback and
+// returns it and its base URL; it closes when the test ends.
+func startServer(t *testing.T, o Options) (*Server, string) {
+	t.Helper()
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := s.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, base
+}
+
 // TestPersistence: with a folder, a new server on it keeps the ids,
 // versions and levels, and goes on numbering after them.
 func TestPersistence(t *testing.T) {
 	dir := t.TempDir()
 	start := func() (*Server, string) {
-		s, err := New(Options{Dir: dir})
-		if err != nil {
-			t.Fatal(err)
-		}
-		base, err := s.Start(context.Background(), "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
+		s, base := startServer(t, Options{Dir: dir})
 		return s, base + CcompatPrefix
 	}
 	s, base := start()
@@ -86,15 +94,7 @@ func TestPersistence(t *testing.T) {
 // TestForwardAndFull: FORWARD refuses what the old schema cannot read
 // (a field removed that it needs), FULL both ways; a bad level is 42203.
 func TestForwardAndFull(t *testing.T) {
-	s, err := New(Options{Compatibility: "FORWARD"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := s.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	_, base := startServer(t, Options{Compatibility: "FORWARD"})
 	two := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"x\",\"type\":\"int\"},{\"name\":\"y\",\"type\":\"int\"}]}"}`
 	one := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"x\",\"type\":\"int\"}]}"}`
 	if code, m := post(t, base+"/subjects/f/versions", two); code != 200 {
@@ -123,15 +123,7 @@ func TestForwardAndFull(t *testing.T) {
 // versions that use a schema, in subject order; an id that is not a
 // number, or names no schema, is 404 with error code 40403.
 func TestSchemaUsages(t *testing.T) {
-	s, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := s.Start(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
+	_, base := startServer(t, Options{})
 	base += CcompatPrefix
 	a := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"x\",\"type\":\"int\"}]}"}`
 	b := `{"schema":"{\"type\":\"record\",\"name\":\"A\",\"fields\":[{\"name\":\"x\",\"type\":\"int\"},{\"name\":\"y\",\"type\":\"int\",\"default\":0}]}"}`

@@ -9,22 +9,19 @@ import (
 	"unicode/utf8"
 )
 
-// randomText returns 0 to 24 bytes: random bytes, random runes, the
-// characters encoding/json escapes, or letters, mixed.
+// pieces are what a random text is made of: a letter, every kind of
+// byte and rune encoding/json escapes or writes as it is, and bytes that
+// are not UTF-8 (a lone continuation byte, a cut sequence, a surrogate).
+var pieces = []string{
+	"a", "Z0", `"`, `\`, "/", "<", ">", "&", "\x00", "\x1f", "\x7f", "\b", "\f", "\n", "\r", "\t",
+	"é", "世", "😀", "\u2028", "\u2029", "\ufffd", "\xff", "\x80", "\xe2\x80", "\xed\xa0\x80",
+}
+
+// randomText returns up to 12 random pieces.
 func randomText(r *rand.Rand) []byte {
-	n := r.IntN(25)
-	b := make([]byte, 0, n*4)
-	for len(b) < n {
-		switch r.IntN(4) {
-		case 0:
-			b = append(b, byte(r.IntN(256)))
-		case 1:
-			b = utf8.AppendRune(b, rune(r.IntN(0x11000)))
-		case 2:
-			b = append(b, []string{`"`, `\`, "<", ">", "&", "\x00", "\x1f", "\ufffd", "\n", "\r", "\t", "\b", "\f", "\u2028", "\u2029", "\x7f", "\xe2\x80", "\xed\xa0\x80"}[r.IntN(18)]...)
-		default:
-			b = append(b, byte('a'+r.IntN(26)))
-		}
+	var b []byte
+	for range r.IntN(13) {
+		b = append(b, pieces[r.IntN(len(pieces))]...)
 	}
 	return b
 }
