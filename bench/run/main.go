@@ -267,14 +267,14 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 					spec := &runSpec{
 						sys: s, name: name, group: name, round: round, interval: iv, in: in,
 						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
-						stateDir: filepath.Join(env.cache, "kstreams-state", name),
+						stateDir: filepath.Join(env.cache, "kstreams-state", name), table: inputs[size].table,
 					}
 					if s.ownInput {
 						// Pre-loaded by prepare, deleted with the run.
 						spec.in = &input{topic: name + "-in", size: in.size, records: in.records, format: in.format, gen: in.gen}
 						spec.live = spec.in.topic
 					}
-					if len(s.stores) > 0 {
+					if len(s.stores) > 0 || s.ownInput {
 						dir, err := os.MkdirTemp("", "bench-state-")
 						if err != nil {
 							return nil, fmt.Errorf("the state directory of %s: %w", name, err)
@@ -299,7 +299,7 @@ func runAndClean(ctx context.Context, o options, env *environment, b *broker, sp
 		// The outputs go as soon as they are counted: a full
 		// run would otherwise keep gigabytes of copies.
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		b.cleanup(cctx, runTopics(spec), []string{spec.group})
+		b.cleanup(cctx, b.withInternal(cctx, spec.group, runTopics(spec)), []string{spec.group})
 		cancel()
 	}
 	if r.unavailable != "" {
@@ -310,7 +310,10 @@ func runAndClean(ctx context.Context, o options, env *environment, b *broker, sp
 }
 
 // runTopics are the topics a run created: its output, its live topic (for
-// an ownInput row its own input), and the changelogs of its stores.
+// an ownInput row its own input), and the changelogs of its stores
+// (Kafka Streams names them the same way, <application.id>-<store>-changelog,
+// and its application ID is the run's group). Repartition topics, and any
+// other topic named after the group, are added by broker.withInternal.
 func runTopics(s *runSpec) []string {
 	topics := []string{s.out, s.live}
 	for _, st := range s.sys.stores {

@@ -349,7 +349,9 @@ func warnSuffix(ws []string) string {
 }
 
 // drained reports whether the group's committed offsets on the input topic
-// have reached the input's end offsets on every partition.
+// have reached the input's end offsets on every partition, and, for a row
+// with a repartition hop, whether the group has consumed the hop's
+// records as well (broker.repartitionCaughtUp).
 func drained(ctx context.Context, b *broker, s *runSpec) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -363,5 +365,8 @@ func drained(ctx context.Context, b *broker, s *runSpec) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
+	if !s.sys.ownInput { // a stateless row has no hop
+		return true, nil
+	}
+	return b.repartitionCaughtUp(ctx, s.group, offs)
 }

@@ -128,6 +128,7 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	if needsStateful(o) {
 		fmt.Fprintf(b, "- The stateful rows (%s) each drain a copy of the input pre-loaded for the run alone (a stateful chain takes one input topic, so their latency phase writes to that copy), with a fresh PROCESSOR_STATE_DIR in a temporary directory; the copy, the changelogs and the state directory are deleted after the run. Each emits one output per input (dedupe is by order id, which no two orders share) but window-close, which emits one final row per customer and 200 ms window once the window closes, stamped with its end: its outputs are not counted against the inputs, and its latency is from a window's end to its row on the output.\n", strings.Join(statefulKeys(o), ", "))
 	}
+	rp.writeStatefulPairs(b)
 	rounds := plural(o.rounds, "round")
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
 	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic (a stateful row: into its own input), each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
@@ -140,6 +141,23 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "- Took %s (builds %s, pre-load %s, runs %s).\n\n", rp.total.Round(time.Second),
 		rp.buildTime.Round(time.Second), rp.preloadTime.Round(time.Second), (rp.total - rp.buildTime - rp.preloadTime).Round(time.Second))
+}
+
+// writeStatefulPairs writes how the stateful Kafka Streams rows run and
+// what the join rows read, when they run.
+func (rp *report) writeStatefulPairs(b *strings.Builder) {
+	var ks []string
+	for _, k := range rp.o.systems {
+		if s, _ := systemByKey(k); s.topology != "" && s.topology != "identity" {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) > 0 {
+		fmt.Fprintf(b, "- The stateful Kafka Streams rows (%s) run bench/kstreams' topologies (Topologies.java) on their own input copy as the processor's stateful rows do: exactly_once_v2, the same commit.interval.ms, RocksDB stores with changelogs (the defaults), statestore.cache.max.bytes=0 so that every input emits its update as the processor's do, num.stream.threads=%d (one per core, as the processor's workers), values parsed with Jackson; state.dir is a fresh temporary directory, deleted after the run. A row that groups by a field (count, sum by .customer; dedupe by .order_id) repartitions through a topic in both systems, and has drained only when its group has consumed that topic's records too.\n", strings.Join(ks, ", "), runtime.NumCPU())
+	}
+	if needsTable(rp.o) {
+		fmt.Fprintf(b, "- The join rows read a customers table: %d rows (one per customer key of the orders), JSON, keyed by customer, pre-loaded once into a topic with the input's %d partitions, so that each order and its customer's row are in the same partition (co-partitioned: no repartition in either system).\n", customers+1, rp.o.partitions)
+	}
 }
 
 // writeTable writes the table, one row per system, input and commit
@@ -160,7 +178,7 @@ func (rp *report) writeTable(b *strings.Builder) {
 	}
 	for _, rw := range rows {
 		base := find(rows, rw.size, rw.interval, "copier")
-		ks := find(rows, rw.size, rw.interval, "kstreams")
+		ks := find(rows, rw.size, rw.interval, rw.sys.versus())
 		fmt.Fprintf(b, "| %s | %s | %s | ", sizeName(rw.size), rw.interval, rw.sys.label)
 		switch {
 		case rw.na != "":
