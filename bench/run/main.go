@@ -53,6 +53,7 @@ type options struct {
 	processorEx []string // extra PROCESSOR_* settings for every processor run
 	note        string
 	baseline    string // a processor binary of another build, for the systems named <key>@base
+	crash       bool   // after the latency phase, SIGKILL and restart each system (recoverPhase)
 }
 
 // modes are the defaults of -mode; flags given explicitly win.
@@ -91,6 +92,7 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&o.baseline, "baseline", "", "a processor binary built from another commit, run by the systems named <key>@base beside this tree's (e.g. -systems processor,processor@base)")
+	flag.BoolVar(&o.crash, "crash", false, "after each latency phase, kill the system (SIGKILL), restart it on the same state and measure the time until a new record shows on the output (\"ready after crash\")")
 	flag.StringVar(&o.note, "note", os.Getenv("BENCH_NOTE"), "a line about the conditions for the results file, e.g. \"other test runs used the machine\" ($BENCH_NOTE)")
 	flag.Parse()
 

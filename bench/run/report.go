@@ -34,6 +34,7 @@ type row struct {
 	rate, lo, hi      float64 // records/s: median, min, max
 	mbs, cpuM, rssMiB float64
 	p50, p99, first   time.Duration
+	ready             time.Duration // with -crash: median time to ready after a crash
 	na, failed        string
 	warnings          []string
 }
@@ -46,7 +47,7 @@ func (rp *report) rows() []*row {
 				s, _ := systemByKey(k)
 				in := rp.inputs[size].of(s.format)
 				rw := &row{sys: s, size: size, interval: iv, na: rp.env.avail[k]}
-				var rates, cpus, rss, p50s, p99s, firsts []float64
+				var rates, cpus, rss, p50s, p99s, firsts, readies []float64
 				for _, r := range rp.results {
 					if r.spec.sys.key != k || r.spec.in.size != size || r.spec.interval != iv {
 						continue
@@ -66,6 +67,9 @@ func (rp *report) rows() []*row {
 					p50s = append(p50s, float64(percentile(r.lat, 0.50)))
 					p99s = append(p99s, float64(percentile(r.lat, 0.99)))
 					firsts = append(firsts, float64(r.first))
+					if r.ready > 0 {
+						readies = append(readies, float64(r.ready))
+					}
 					for _, w := range r.warnings {
 						rw.warnings = append(rw.warnings, fmt.Sprintf("round %d: %s", r.spec.round, w))
 					}
@@ -76,6 +80,9 @@ func (rp *report) rows() []*row {
 					rw.cpuM, rw.rssMiB = median(cpus), median(rss)
 					rw.p50, rw.p99 = time.Duration(median(p50s)), time.Duration(median(p99s))
 					rw.first = time.Duration(median(firsts))
+					if len(readies) > 0 {
+						rw.ready = time.Duration(median(readies))
+					}
 				}
 				rows = append(rows, rw)
 			}
@@ -90,6 +97,7 @@ func (rp *report) markdown() string {
 	var b strings.Builder
 	rp.writeConditions(&b)
 	rp.writeTable(&b)
+	rp.writeCrashTable(&b)
 	b.WriteString("\nrecords/s: input records / wall time from the start of the process until the group's committed offsets reach the input's end offsets (startup and group join included). MB/s: the same for key and value bytes. First output: from the start of the process until the reader sees the first output record (startup, group join, first transaction). CPU: utime+stime of the process (children included) over that time, in 10 ms ticks. Peak RSS: VmHWM at the end of the drain. Ratios: records/s and CPU s / M records over the bare copier's and Kafka Streams' on the same input and commit interval.\n")
 	return b.String()
 }
@@ -215,6 +223,27 @@ func (rp *report) writeTable(b *strings.Builder) {
 	}
 }
 
+// writeCrashTable writes, with -crash, the time to ready after a crash of
+// each row that measured it, beside its Kafka Streams pair's.
+func (rp *report) writeCrashTable(b *strings.Builder) {
+	if !rp.o.crash {
+		return
+	}
+	rows := rp.rows()
+	fmt.Fprintf(b, "\nReady after a crash (-crash): after the latency phase the system is killed (SIGKILL) and started again with the same group, settings and state directory, a probe record written every %s; the time from the restart until the first probe is on the output (medians of the rounds).\n\n", probeEvery)
+	fmt.Fprintf(b, "| record | commit | system | ready after crash s | vs Kafka Streams |\n|---|---|---|---:|---:|\n")
+	for _, rw := range rows {
+		if rw.ready == 0 {
+			continue
+		}
+		vs := "–"
+		if ks := find(rows, rw.size, rw.interval, rw.sys.versus()); ks != nil && ks.ready > 0 {
+			vs = fmt.Sprintf("%.2f×", rw.ready.Seconds()/ks.ready.Seconds())
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.2f | %s |\n", sizeName(rw.size), rw.interval, rw.sys.label, rw.ready.Seconds(), vs)
+	}
+}
+
 func find(rows []*row, size int, iv time.Duration, key string) *row {
 	for _, r := range rows {
 		if r.size == size && r.interval == iv && r.sys.key == key {
@@ -327,6 +356,7 @@ type runJSON struct {
 	Records       int      `json:"records"`
 	WallSeconds   float64  `json:"wall_seconds,omitempty"`
 	FirstOutput   float64  `json:"first_output_seconds,omitempty"`
+	ReadyAfter    float64  `json:"ready_after_crash_seconds,omitempty"`
 	RecordsPerSec float64  `json:"records_per_second,omitempty"`
 	CPUSeconds    float64  `json:"cpu_seconds,omitempty"`
 	PeakRSSBytes  int64    `json:"peak_rss_bytes,omitempty"`
@@ -353,7 +383,7 @@ func (rp *report) json() ([]byte, error) {
 		j := runJSON{System: r.spec.sys.key, RecordBytes: r.spec.in.size, Commit: r.spec.interval.String(), Round: r.spec.round,
 			Records: r.spec.in.records, Outputs: r.outputs, Expected: r.expected, Warnings: r.warnings, Error: r.err, Unavailable: r.unavailable}
 		if r.err == "" && r.unavailable == "" {
-			j.WallSeconds, j.FirstOutput = r.wall.Seconds(), r.first.Seconds()
+			j.WallSeconds, j.FirstOutput, j.ReadyAfter = r.wall.Seconds(), r.first.Seconds(), r.ready.Seconds()
 			j.RecordsPerSec = float64(r.spec.in.records) / r.wall.Seconds()
 			j.CPUSeconds, j.PeakRSSBytes = r.cpu, r.hwm
 			j.LatencyMs = latJSON{Samples: len(r.lat), P50: msf(percentile(r.lat, 0.5)), P90: msf(percentile(r.lat, 0.9)),
