@@ -85,8 +85,8 @@ func (t *Table) Status() TableStatus {
 // processor_join_table_lag_records{table} and
 // processor_join_table_restore_remaining_records{table}.
 type TableMetrics struct {
-	mu     sync.Mutex
-	tables []*Table
+	mu                                  sync.Mutex
+	tables                              []*Table
 	misses, keys, bytes, lag, remaining *prometheus.Desc
 }
 
