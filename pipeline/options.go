@@ -94,6 +94,10 @@ type Options struct {
 	// records runs. It needs an ordered chain and one input topic, whose
 	// partitions are the stores'.
 	State State
+	// Tables are the tables the chain's join stages read (Table):
+	// restored with the stores, on assignment, before any record of the
+	// input partitions assigned runs.
+	Tables []Table
 	// Repartition, when set, is the hop of a chain whose stateful stage
 	// keeps its state by something other than the input's partitioning
 	// key (transform.Chain.Hop); its topic is one of InputTopics, and the
@@ -233,6 +237,7 @@ func New(chain *transform.Chain, o Options) (*Pipeline, error) {
 		p.initState(o.State, chain.Stores(), groups)
 		p.initClock()
 	}
+	p.st.tables = o.Tables
 	if o.Repartition != nil {
 		if o.State == nil {
 			return nil, errors.New("pipeline: Options.Repartition needs Options.State")

@@ -13,6 +13,7 @@ import (
 	_ "github.com/streamproc/processor/transform/dedupe"
 	_ "github.com/streamproc/processor/transform/headers"
 	_ "github.com/streamproc/processor/transform/identity"
+	_ "github.com/streamproc/processor/transform/join"
 	_ "github.com/streamproc/processor/transform/jq"
 	_ "github.com/streamproc/processor/transform/route"
 	_ "github.com/streamproc/processor/transform/wasm"
