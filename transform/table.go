@@ -27,3 +27,22 @@ type Joiner interface {
 	// BindTable hands the transform its table.
 	BindTable(Table)
 }
+
+// JoinStage is a stage of a chain that reads a table (Joiner).
+type JoinStage struct {
+	Entry Entry
+	// Index is the stage's place in the chain, as Chain.Hop counts.
+	Index  int
+	Joiner Joiner
+}
+
+// Joins returns the stages implementing Joiner, in chain order.
+func (c *Chain) Joins() []JoinStage {
+	var js []JoinStage
+	for i, s := range c.stages {
+		if j, ok := s.t.(Joiner); ok {
+			js = append(js, JoinStage{Entry: s.entry, Index: i, Joiner: j})
+		}
+	}
+	return js
+}

@@ -197,12 +197,25 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 			}
 		}()
 	}
+	if len(chain.Joins()) > 0 {
+		ep.starting("opening the join tables")
+	}
+	ts, err := openTables(ctx, cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, sec)...), chains,
+		s.sch.tableDecoder(ctx), promReg, log)
+	if err != nil {
+		return joinExit(err, log), false
+	}
+	defer func() {
+		if !abandoned { // the loop may still use them
+			ts.close()
+		}
+	}()
 	rp, closeHop, err := s.openHop(ctx, st != nil, brokers)
 	if err != nil {
 		return stateExit(err, log), false
 	}
 	defer closeHop()
-	in, err := s.prep.build(brokers, promReg, reached{db: db, state: st, hop: rp})
+	in, err := s.prep.build(brokers, promReg, reached{db: db, state: st, hop: rp, tables: ts})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime, false
