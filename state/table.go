@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +29,7 @@ import (
 // checkpoint to the end offset captured when Restore began (see fetcher:
 // restored means that the fetch position reached that end, so an empty
 // partition, a compacted tail and one that ends in a transaction marker
-// all finish), then a follower (a read_committed consumer of its own)
+// all finish), then a follower (the same fetches, without an end)
 // keeps the copy current while the stream runs, until the next Restore or
 // Close. A record therefore joins the table as this instance has read it
 // when the record is processed.
@@ -69,7 +69,7 @@ type TableOptions struct {
 	// given.
 	Global bool
 	// ClientOpts reach the brokers (seed brokers, TLS, SASL), for the
-	// restore's fetches and the follower's consumer.
+	// restore's and the follower's fetches.
 	ClientOpts []kgo.Opt
 	// Decode, when set, turns a row's value as written into the JSON
 	// kept (a Schema Registry format decoded as inputs are). A row that
@@ -259,30 +259,25 @@ func (t *Table) Close() error {
 	return nil
 }
 
-// follower keeps a table current: a read_committed consumer of the
-// partitions kept, from their checkpoints.
+// follower keeps a table current: the restore's fetcher, reading the
+// partitions kept from where the restore left them, without an end.
 type follower struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// follow starts the follower at the positions of the partitions kept.
-func (t *Table) follow() error {
-	offs := map[int32]kgo.Offset{}
-	t.mu.Lock()
-	for p, tp := range t.parts {
-		offs[p] = kgo.NewOffset().At(tp.st.cp.next)
-	}
-	t.mu.Unlock()
-	if len(offs) == 0 {
+// follow starts the follower at the positions plan's restore reached.
+func (t *Table) follow(plan []*restoring) error {
+	if len(plan) == 0 {
 		return nil
 	}
-	opts := append(slices.Clip(t.o.ClientOpts),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{t.o.Topic: offs}),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(250*time.Millisecond))
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(t.o.ClientOpts...)
 	if err != nil {
 		return fmt.Errorf("state: creating the follower of table %s: %w", t.o.Topic, err)
+	}
+	parts := make([]*restoring, 0, len(plan))
+	for _, r := range plan {
+		parts = append(parts, &restoring{p: r.p, id: r.id, leader: r.leader, pos: r.pos, end: math.MaxInt64})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &follower{cancel: cancel, done: make(chan struct{})}
@@ -290,38 +285,58 @@ func (t *Table) follow() error {
 	go func() {
 		defer close(f.done)
 		defer cl.Close()
-		t.run(ctx, cl)
+		t.run(ctx, cl, parts)
 	}()
 	return nil
 }
 
-// run applies what the follower's consumer fetches until ctx ends.
-func (t *Table) run(ctx context.Context, cl *kgo.Client) {
-	for {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return
+// run applies what the follower fetches until ctx ends. A failed fetch
+// (the brokers unreachable for long, a partition moved) starts it again
+// from where it was after a pause; a failure of the local store ends it,
+// and lookups fail from then on.
+func (t *Table) run(ctx context.Context, cl *kgo.Client, parts []*restoring) {
+	for ctx.Err() == nil {
+		out := make(chan fetched, 1)
+		f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: out, parts: parts, pos: map[*restoring]int64{}}
+		for _, r := range parts {
+			f.pos[r] = r.pos
 		}
-		fs.EachError(func(topic string, p int32, err error) {
-			t.log.Warn("reading the table topic", "table", topic, "partition", p, "err", err.Error())
-		})
-		var failed error
-		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 || failed != nil {
-				return
+		fctx, cancel := context.WithCancel(ctx)
+		go f.run(fctx)
+		var failed, fetchErr error
+		for x := range out {
+			switch {
+			case failed != nil || fetchErr != nil:
+				continue // draining: the fetcher stops at its next send
+			case x.err != nil:
+				fetchErr = x.err
+			case x.reset:
+				failed = t.reset(x.r, x.next)
+			default:
+				failed = t.apply(x.r.p.partition, t.rows(x.recs), x.next, false)
+				x.r.pos = x.next
+				t.mu.Lock()
+				if tp := t.parts[x.r.p.partition]; tp != nil {
+					tp.stable = x.stable
+				}
+				t.mu.Unlock()
 			}
-			next := fp.Records[len(fp.Records)-1].Offset + 1
-			failed = t.apply(fp.Partition, t.rows(fp.Records), next, false)
-			t.mu.Lock()
-			if tp := t.parts[fp.Partition]; tp != nil {
-				tp.stable = fp.LastStableOffset
+			if failed != nil || fetchErr != nil {
+				cancel()
 			}
-			t.mu.Unlock()
-		})
+		}
+		cancel()
 		if failed != nil {
 			t.log.Error("keeping the table current failed; lookups fail until the processor restarts", "table", t.o.Topic, "err", failed.Error())
 			t.failed.Store(&failed)
 			return
+		}
+		if fetchErr != nil && ctx.Err() == nil {
+			t.log.Warn("reading the table topic failed; reading again", "table", t.o.Topic, "err", fetchErr.Error())
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
 		}
 	}
 }

@@ -66,7 +66,7 @@ func (t *Table) Restore(ctx context.Context, partitions []int32) error {
 	if err := t.finish(plan, time.Since(begun)); err != nil {
 		return err
 	}
-	return t.follow()
+	return t.follow(plan)
 }
 
 // plan reads the checkpoints of plan's partitions, wipes those to
