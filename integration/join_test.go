@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/cmd/eoscheck/check"
 	"github.com/streamproc/processor/internal/launch"
 )
 
@@ -256,6 +257,12 @@ func TestJoinExactlyOnce(t *testing.T) {
 				}
 				p4.terminate(t)
 				r.check(t)
+				rep := tg.auditWith(t, check.Source{Inputs: []string{r.in}, Outputs: []string{r.out}, Group: r.group,
+					Join: true, JoinTable: r.table, JoinInto: check.GroupPath{"row"}},
+					check.Options{ExpectAll: true, OneToOne: c.typ == "left", Join: &check.Join{Left: c.typ == "left"}})
+				if rep.Join == nil || rep.Join.Joined == 0 || rep.Join.Misses == 0 {
+					t.Errorf("eoscheck -check join judged %+v, want joined inputs and misses", rep.Join)
+				}
 			})
 		})
 	}
