@@ -112,3 +112,15 @@ func TestJoinSettings(t *testing.T) {
 		t.Fatalf("unbound: %v", err)
 	}
 }
+
+// Numbers keep their text through the join, in the record and the row
+// (as the jq transform keeps them), and strings are not HTML-escaped.
+func TestJoinKeepsNumbers(t *testing.T) {
+	tb := &rows{parts: map[int32]map[string]string{0: {"c": `{"big":12345678901234567890123,"f":1.5,"e":1e400,"s":"<&>"}`}}}
+	tr := build(t, Settings{Table: "t", Into: ".r"})
+	tr.BindTable(tb)
+	got, _ := run(t, tr, 0, "c", `{"n":0.1,"m":-0}`)
+	if want := `{"m":-0,"n":0.1,"r":{"big":12345678901234567890123,"e":1e400,"f":1.5,"s":"<&>"}}`; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
