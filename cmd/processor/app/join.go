@@ -84,7 +84,7 @@ type joinPartitionsError struct {
 
 func (e *joinPartitionsError) Error() string {
 	return fmt.Sprintf("%s=co_partitioned: table %s has %d partitions and input topic %s has %d: a co-partitioned join needs the same partition count "+
-		"(and the same partitioner and key); use MODE=global, or a table with %d partitions", e.setting, e.table, e.tableParts, e.input, e.inputParts, e.inputParts)
+		"(and the same partitioner and key); use %s=global, or a table with %d partitions", e.setting, e.table, e.tableParts, e.input, e.inputParts, e.setting, e.inputParts)
 }
 
 // openTables opens the tables the chains' join stages read, one per
