@@ -205,6 +205,19 @@ func (c *Chain) Ordered() bool {
 	return false
 }
 
+// InFlight returns the most records of one partition the chain's stages
+// ask to run at once (Concurrent), and the entry that asks for the most;
+// 0 when no stage asks for more than one.
+func (c *Chain) InFlight() (int, Entry) {
+	n, at := 0, Entry{}
+	for _, s := range c.stages {
+		if m := InFlightOf(s.t); m > 1 && m > n {
+			n, at = m, s.entry
+		}
+	}
+	return n, at
+}
+
 // Stores returns the stores of the chain's Stateful stages, in stage
 // order; none for a chain without state.
 func (c *Chain) Stores() []string {

@@ -228,3 +228,26 @@ func OrderedOf(t Transform) bool {
 	o, ok := t.(Ordered)
 	return ok && o.Ordered()
 }
+
+// Concurrent is an optional interface of an ordered transform whose calls
+// mostly wait on another service (the http transform's requests), not on
+// a CPU: the processor may run more of a partition's records at once
+// than it has workers. Under PROCESSOR_ORDERING=key it runs up to InFlight
+// records of one partition at once, on as many instances of the chain,
+// whatever PROCESSOR_WORKERS says, each key's records one after another
+// in offset order; under PROCESSOR_ORDERING=partition, which runs a
+// partition's records one at a time, InFlight above 1 is refused at
+// start.
+type Concurrent interface {
+	// InFlight is the most records of one partition the transform may
+	// have running at once; 0 or 1 asks for no more than the workers.
+	InFlight() int
+}
+
+// InFlightOf returns t's InFlight, or 0 when t does not declare one.
+func InFlightOf(t Transform) int {
+	if c, ok := t.(Concurrent); ok {
+		return c.InFlight()
+	}
+	return 0
+}
