@@ -55,12 +55,13 @@ func (t *Transform) request(ctx context.Context, v any) (prepared, error) {
 		if err != nil {
 			return p, err
 		}
-		if s, ok := b.(string); ok {
+		if s, isText := b.(string); isText {
 			p.body = []byte(s)
 		} else if p.body, err = gojq.Marshal(b); err != nil {
 			return p, fmt.Errorf("encoding BODY's result as JSON: %w", err)
+		} else {
+			p.json = true
 		}
-		p.json = !ok
 	}
 	return p, nil
 }
