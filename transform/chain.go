@@ -205,13 +205,14 @@ func (c *Chain) Ordered() bool {
 	return false
 }
 
-// InFlight returns the most records of one partition the chain's stages
-// ask to run at once (Concurrent), and the entry that asks for the most;
-// 0 when no stage asks for more than one.
+// InFlight returns the most records of one partition the chain may run
+// at once by its stages' bounds (Concurrent): the smallest bound, which
+// every stage's holds to, and the entry that declares it; 0 when no stage
+// declares one.
 func (c *Chain) InFlight() (int, Entry) {
 	n, at := 0, Entry{}
 	for _, s := range c.stages {
-		if m := InFlightOf(s.t); m > 1 && m > n {
+		if m := InFlightOf(s.t); m > 0 && (n == 0 || m < n) {
 			n, at = m, s.entry
 		}
 	}

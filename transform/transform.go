@@ -231,16 +231,18 @@ func OrderedOf(t Transform) bool {
 
 // Concurrent is an optional interface of an ordered transform whose calls
 // mostly wait on another service (the http transform's requests), not on
-// a CPU: the processor may run more of a partition's records at once
-// than it has workers. Under PROCESSOR_ORDERING=key it runs up to InFlight
+// a CPU, and that bounds how many of a partition's records it runs at
+// once. Under PROCESSOR_ORDERING=key the processor runs up to InFlight
 // records of one partition at once, on as many instances of the chain,
-// whatever PROCESSOR_WORKERS says, each key's records one after another
-// in offset order; under PROCESSOR_ORDERING=partition, which runs a
-// partition's records one at a time, InFlight above 1 is refused at
-// start.
+// whatever PROCESSOR_WORKERS says (more than the workers when InFlight
+// is larger, never more than InFlight when it is smaller), each key's
+// records one after another in offset order; under
+// PROCESSOR_ORDERING=partition, which runs a partition's records one at a
+// time, InFlight above 1 is refused at start. A chain's bound is its
+// stages' smallest (Chain.InFlight).
 type Concurrent interface {
 	// InFlight is the most records of one partition the transform may
-	// have running at once; 0 or 1 asks for no more than the workers.
+	// have running at once, at least 1.
 	InFlight() int
 }
 
