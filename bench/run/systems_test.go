@@ -161,3 +161,31 @@ func TestBaselineSystems(t *testing.T) {
 		}
 	}
 }
+
+// The http rows run the http transform against the run's lookup service
+// at 1, 8 and 32 requests in flight under key ordering, each on its own
+// input of httpRecords records in one partition; without the service
+// they do not start.
+func TestHTTPCommands(t *testing.T) {
+	b := &broker{addrs: []string{"127.0.0.1:1"}}
+	s := &runSpec{group: "g", in: &input{topic: "g-in"}, live: "g-in", out: "g-out", interval: 100 * time.Millisecond}
+	for _, n := range []string{"1", "8", "32"} {
+		sys, ok := systemByKey("http-" + n)
+		if !ok || !sys.ownInput || !sys.onePartition || sys.records != httpRecords {
+			t.Fatalf("http-%s: not a row of its own single-partition input of %d records: %+v", n, httpRecords, sys)
+		}
+		if _, err := sys.cmd(&environment{processor: "/bin/processor"}, b, s, nil); err == nil {
+			t.Errorf("http-%s starts without the lookup service", n)
+		}
+		c, err := sys.cmd(&environment{processor: "/bin/processor", lookup: "http://127.0.0.1:3"}, b, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range []string{"PROCESSOR_TRANSFORMS=http", `PROCESSOR_HTTP_URL="http://127.0.0.1:3/customers/\(.customer)"`,
+			"PROCESSOR_HTTP_MAX_IN_FLIGHT=" + n, "PROCESSOR_ORDERING=key", "PROCESSOR_INPUT_TOPICS=g-in"} {
+			if !slices.Contains(c.Env, kv) {
+				t.Errorf("http-%s: the environment lacks %s: %v", n, kv, c.Env)
+			}
+		}
+	}
+}
