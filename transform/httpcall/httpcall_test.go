@@ -217,9 +217,9 @@ func TestRecordFaults(t *testing.T) {
 	srv := statusServer(t)
 	c := build(t, map[string]string{"URL": `.url`, "METHOD": ".m"})
 	for in, want := range map[string]string{
-		`not json`:                              "not JSON",
-		`{"m":"GET"}`:                           "URL yielded null",
-		`{"url":"ftp://x/y","m":"GET"}`:         "want an http or https URL",
+		`not json`:                               "not JSON",
+		`{"m":"GET"}`:                            "URL yielded null",
+		`{"url":"ftp://x/y","m":"GET"}`:          "want an http or https URL",
 		`{"url":"` + srv.URL + `","m":"get it"}`: "METHOD yielded",
 		`{"url":"` + srv.URL + `","m":7}`:        "METHOD yielded 7",
 	} {
