@@ -75,6 +75,7 @@ func TestHTTPTransformUnderCrash(t *testing.T) {
 				"PROCESSOR_HTTP_URL":           `"` + srv.URL + `/\(.k)/\(.seq)"`,
 				"PROCESSOR_HTTP_RESPONSE":      ".record + {double: .response.body.n}",
 				"PROCESSOR_HTTP_MAX_IN_FLIGHT": "8",
+				"PROCESSOR_HTTP_TIMEOUT":       "500ms",
 				"PROCESSOR_ORDERING":           "key",
 			}
 		}
