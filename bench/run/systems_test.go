@@ -190,3 +190,18 @@ func TestHTTPCommands(t *testing.T) {
 		}
 	}
 }
+
+// A row that drains an input of its own of another size (the http rows)
+// is rated by that input's count, not by -records.
+func TestRowsRateOwnInput(t *testing.T) {
+	sys, _ := systemByKey("http-8")
+	shared := &input{topic: "in", size: 100, records: 5000, bytes: 500_000}
+	own := &input{topic: "own", size: 100, records: sys.records}
+	rp := &report{o: options{sizes: []int{100}, intervals: []time.Duration{time.Second}, systems: []string{"http-8"}},
+		env: &environment{avail: map[string]string{}}, inputs: map[int]*input{100: shared},
+		results: []*result{{spec: &runSpec{sys: sys, in: own, interval: time.Second}, wall: 10 * time.Second, cpu: 4}}}
+	rows := rp.rows()
+	if len(rows) != 1 || rows[0].rate != float64(sys.records)/10 || rows[0].cpuM != 4/float64(sys.records)*1e6 {
+		t.Errorf("rows %+v, want the rate and CPU of %d records in 10s", rows[0], sys.records)
+	}
+}
