@@ -62,14 +62,22 @@ func init() {
 // None is named ADDR or TOKEN_FILE: PROCESSOR_HTTP_ADDR and
 // PROCESSOR_HTTP_TOKEN_FILE are the processor's own.
 type Settings struct {
-	URL         string        `setting:"URL" required:"true" doc:"a jq expression over the record's JSON value that yields the URL to call" form:"a jq expression yielding an http or https URL, e.g. \"http://users:8080/users/\\(.user_id)\""`
-	Method      string        `setting:"METHOD" default:"GET" doc:"the request's method: a method name, or a jq expression over the record's value that yields one" form:"GET, POST, PUT, PATCH, DELETE or HEAD, or a jq expression yielding one, e.g. if .id then \"PUT\" else \"POST\" end"`
-	Body        string        `setting:"BODY" doc:"a jq expression over the record's value that yields the request body: a string is sent as it is, any other value as JSON (Content-Type application/json unless HEADERS sets one); unset sends no body" form:"a jq expression, e.g. {id: .user_id}"`
-	Headers     []string      `setting:"HEADERS" doc:"headers of every request; secrets belong in HEADER_FILES" form:"comma-separated Name=value pairs, e.g. Accept=application/json,X-Source=orders (values cannot contain commas; no Authorization, Cookie or names with token, secret, key or password)"`
-	HeaderFiles []string      `setting:"HEADER_FILES" doc:"headers of every request whose values are read from files at start, such as mounted secrets (a trailing newline is dropped); the values are never logged" form:"comma-separated Name=path pairs, e.g. Authorization=/var/run/secrets/users-api/authorization"`
-	Timeout     time.Duration `setting:"TIMEOUT" default:"2s" doc:"how long one request may take, answer included; a request that takes longer counts as the service being unavailable" form:"a Go duration from 1ms to 1m, e.g. 500ms"`
-	Response    string        `setting:"RESPONSE" default:".record + {response: .response.body}" doc:"a jq expression over {record: <the value>, response: {status, headers, body}} (body parsed as JSON, or a string when it is not JSON; header names in lower case) whose results are the output values" form:"a jq expression, e.g. .record + {user: .response.body.name}"`
-	MaxInFlight int           `setting:"MAX_IN_FLIGHT" default:"1" doc:"the most requests of one partition at once; above 1 it needs PROCESSOR_ORDERING=key, which keeps each key's records in order, and it does not depend on PROCESSOR_WORKERS" form:"an integer from 1 to 256"`
+	// URL is the jq expression of the URL to call.
+	URL string `setting:"URL" required:"true" doc:"a jq expression over the record's JSON value that yields the URL to call" form:"a jq expression yielding an http or https URL, e.g. \"http://users:8080/users/\\(.user_id)\""`
+	// Method is a method name, or a jq expression yielding one.
+	Method string `setting:"METHOD" default:"GET" doc:"the request's method: a method name, or a jq expression over the record's value that yields one" form:"GET, POST, PUT, PATCH, DELETE or HEAD, or a jq expression yielding one, e.g. if .id then \"PUT\" else \"POST\" end"`
+	// Body is the jq expression of the request body; empty: none.
+	Body string `setting:"BODY" doc:"a jq expression over the record's value that yields the request body: a string is sent as it is, any other value as JSON (Content-Type application/json unless HEADERS sets one); unset sends no body" form:"a jq expression, e.g. {id: .user_id}"`
+	// Headers are Name=value pairs sent with every request.
+	Headers []string `setting:"HEADERS" doc:"headers of every request; secrets belong in HEADER_FILES" form:"comma-separated Name=value pairs, e.g. Accept=application/json,X-Source=orders (values cannot contain commas; no Authorization, Cookie or names with token, secret, key or password)"`
+	// HeaderFiles are Name=path pairs: each header's value read from a file.
+	HeaderFiles []string `setting:"HEADER_FILES" doc:"headers of every request whose values are read from files at start, such as mounted secrets (a trailing newline is dropped); the values are never logged" form:"comma-separated Name=path pairs, e.g. Authorization=/var/run/secrets/users-api/authorization"`
+	// Timeout bounds one request, answer included.
+	Timeout time.Duration `setting:"TIMEOUT" default:"2s" doc:"how long one request may take, answer included; a request that takes longer counts as the service being unavailable" form:"a Go duration from 1ms to 1m, e.g. 500ms"`
+	// Response is the jq expression making the output values.
+	Response string `setting:"RESPONSE" default:".record + {response: .response.body}" doc:"a jq expression over {record: <the value>, response: {status, headers, body}} (body parsed as JSON, or a string when it is not JSON; header names in lower case) whose results are the output values" form:"a jq expression, e.g. .record + {user: .response.body.name}"`
+	// MaxInFlight bounds the requests of one partition at once.
+	MaxInFlight int `setting:"MAX_IN_FLIGHT" default:"1" doc:"the most requests of one partition at once; above 1 it needs PROCESSOR_ORDERING=key, which keeps each key's records in order, and it does not depend on PROCESSOR_WORKERS" form:"an integer from 1 to 256"`
 }
 
 // MaxResponseBytes bounds the body of one response: a longer one fails
