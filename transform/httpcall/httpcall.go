@@ -171,7 +171,10 @@ func (t *Transform) readHeaders(s *Settings) error {
 		case !ok || !validHeaderName(name) || t.headers.Get(name) != "":
 			return transform.Invalid("HEADERS", joined, "")
 		case secretName.MatchString(name):
-			return transform.Invalid("HEADERS", joined, fmt.Sprintf(" (%s looks like a secret: put it in a file named in HEADER_FILES)", name))
+			// The value is likely the secret itself: not shown.
+			e := transform.Invalid("HEADERS", "", fmt.Sprintf(" (%s looks like a secret: put it in a file named in HEADER_FILES)", name))
+			e.Secret = true
+			return e
 		}
 		t.headers.Set(name, strings.TrimSpace(value))
 	}

@@ -128,7 +128,7 @@ func statusServer(t *testing.T) *httptest.Server {
 			code = 200
 		}
 		w.WriteHeader(code)
-		io.WriteString(w, "why "+r.URL.Path)
+		io.WriteString(w, "why\n  "+r.URL.Path+"\n")
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -152,8 +152,8 @@ func TestStatusClasses(t *testing.T) {
 		if transform.IsUnavailable(err) != tc.unavailable || transform.IsRetriable(err) || transform.IsFatal(err) {
 			t.Errorf("status %s: %v: unavailable %v, want %v, and not retriable nor fatal", tc.status, err, transform.IsUnavailable(err), tc.unavailable)
 		}
-		if !strings.Contains(err.Error(), tc.status) || tc.status != "304" && !strings.Contains(err.Error(), "why /"+tc.status) {
-			t.Errorf("status %s: %q does not say the status and the body", tc.status, err)
+		if !strings.Contains(err.Error(), tc.status) || tc.status != "304" && !strings.Contains(err.Error(), "why /"+tc.status) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("status %s: %q does not say the status and the body on one line", tc.status, err)
 		}
 		if strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("status %s: %q shows the secret header", tc.status, err)
@@ -253,7 +253,7 @@ func TestSettingErrors(t *testing.T) {
 		{map[string]string{"URL": `"http://x"`, "TIMEOUT": "2m"}, "TIMEOUT"},
 		{map[string]string{"URL": `"http://x"`, "MAX_IN_FLIGHT": "0"}, "MAX_IN_FLIGHT"},
 		{map[string]string{"URL": `"http://x"`, "MAX_IN_FLIGHT": "257"}, "MAX_IN_FLIGHT"},
-		{map[string]string{"URL": `"http://x"`, "HEADERS": "Authorization=Bearer x"}, "HEADERS"},
+		{map[string]string{"URL": `"http://x"`, "HEADERS": "Authorization=Bearer s3cr3t"}, "HEADERS"},
 		{map[string]string{"URL": `"http://x"`, "HEADERS": "X-Api-Key=x"}, "HEADERS"},
 		{map[string]string{"URL": `"http://x"`, "HEADERS": "noequals"}, "HEADERS"},
 		{map[string]string{"URL": `"http://x"`, "HEADERS": "Bad Name=x"}, "HEADERS"},

@@ -65,7 +65,7 @@ func TestDeadLetterOn4xx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res[0].Outputs) != 1 || string(res[0].Outputs[0].Value) != `{"response":"why /200","status":200}` {
+	if len(res[0].Outputs) != 1 || string(res[0].Outputs[0].Value) != `{"response":"why\n  /200\n","status":200}` {
 		t.Errorf("200: outputs %v, want the merged record", res[0].Outputs)
 	}
 	dl := res[1].DeadLetter

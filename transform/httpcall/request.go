@@ -169,7 +169,7 @@ func (t *Transform) unavailable(p prepared, err error) error {
 // statusError is an answer that is not 2xx: its status and the start of
 // its body, which says why.
 func statusError(resp *http.Response, b []byte) error {
-	msg := strings.TrimSpace(string(b))
+	msg := strings.Join(strings.Fields(string(b)), " ") // one line
 	if len(msg) > 200 {
 		msg = msg[:200] + "..."
 	}
