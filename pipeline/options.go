@@ -85,6 +85,10 @@ type Options struct {
 	// another, unless the chain is ordered (transform.Ordered, Ordering).
 	// Each chain must be built like the first and serve no one
 	// else; the caller keeps them and closes them after Run has returned.
+	// A chain whose stages wait on a service (transform.Concurrent) asks
+	// for InFlight records of a partition at once: under OrderKey each
+	// partition's records are dealt to InFlight of the workers only, so
+	// give it at least InFlight chains in all.
 	Chains []*transform.Chain
 	// State holds the stores of a chain with stateful transforms
 	// (Chain.Stores), nil for a chain without: the loop begins its

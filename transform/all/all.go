@@ -12,6 +12,7 @@ import (
 	_ "github.com/streamproc/processor/transform/aggregate"
 	_ "github.com/streamproc/processor/transform/dedupe"
 	_ "github.com/streamproc/processor/transform/headers"
+	_ "github.com/streamproc/processor/transform/httpcall"
 	_ "github.com/streamproc/processor/transform/identity"
 	_ "github.com/streamproc/processor/transform/join"
 	_ "github.com/streamproc/processor/transform/jq"
