@@ -264,7 +264,8 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 						continue
 					}
 					s, _ := systemByKey(k)
-					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
+					// A topic name has no '@': "aggregate@base" runs as aggregate.base.
+					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), strings.ReplaceAll(k, baseSuffix, ".base"), round)
 					in := inputs[size].of(s.format)
 					if s.onePartition {
 						in = inputs[size].single
