@@ -205,6 +205,20 @@ func (b *broker) createTopics(ctx context.Context, partitions int, topics ...str
 	}
 }
 
+// createCompacted creates topic with cleanup.policy=compact, as a table
+// topic is.
+func (b *broker) createCompacted(ctx context.Context, partitions int, topic string) error {
+	compact := "compact"
+	resp, err := b.adm.CreateTopics(ctx, int32(partitions), 1, map[string]*string{"cleanup.policy": &compact}, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating table topic %s: %w", topic, err)
+	}
+	return nil
+}
+
 // input is a pre-loaded input topic.
 type input struct {
 	topic   string

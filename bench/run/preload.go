@@ -35,6 +35,11 @@ func preloadInputs(ctx context.Context, o options, env *environment, b *broker, 
 		if needsTable(o) {
 			if table == nil {
 				table = customersTable(prefix)
+				// A table topic is compacted; created so before preloadOne
+				// finds it there.
+				if err := b.createCompacted(ctx, o.partitions, table.topic); err != nil {
+					return nil, err
+				}
 				if err := preloadOne(ctx, o.partitions, b, table, created); err != nil {
 					return nil, err
 				}
