@@ -76,7 +76,7 @@ type Settings struct {
 // Transform is one aggregate stage.
 type Transform struct {
 	fn        string
-	field     *jq.Program // nil for count
+	field     *groupkey.Expr // nil for count
 	fieldExpr string
 	by        *groupkey.By
 	window    int64 // milliseconds; 0: no windows
@@ -101,7 +101,7 @@ func New(s *Settings) (transform.Transform, error) {
 		if s.Field == "" {
 			return nil, transform.Missing("FIELD", " (FUNCTION="+s.Function+" reads a number)")
 		}
-		p, err := jq.Compile(s.Field)
+		p, err := groupkey.CompileExpr(s.Field)
 		if err != nil {
 			return nil, jq.ExprError("FIELD", s.Field, err)
 		}
@@ -313,7 +313,7 @@ func (t *Transform) input(ctx context.Context, v any) (groupkey.Num, error) {
 	if t.field == nil {
 		return groupkey.IntNum(1), nil
 	}
-	r, err := groupkey.First(ctx, t.field, v)
+	r, err := t.field.First(ctx, v)
 	if err != nil {
 		return groupkey.Num{}, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
 	}

@@ -44,7 +44,7 @@ const (
 
 // By is a compiled BY setting.
 type By struct {
-	prog *jq.Program // nil: the record key
+	prog *Expr // nil: the record key
 }
 
 // Compile compiles expr; an empty expr means the record key.
@@ -52,7 +52,7 @@ func Compile(expr string) (*By, error) {
 	if expr == "" {
 		return &By{}, nil
 	}
-	p, err := jq.Compile(expr)
+	p, err := CompileExpr(expr)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 	if b.prog == nil {
 		return RecordKey(rec.Key)
 	}
-	r, err := First(ctx, b.prog, v)
+	r, err := b.prog.First(ctx, v)
 	if err != nil {
 		return Key{}, fmt.Errorf("BY: %w", err)
 	}
