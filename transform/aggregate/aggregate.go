@@ -84,8 +84,9 @@ type Transform struct {
 	grace     int64 // milliseconds
 	close     bool  // EMIT=close
 	store     string
-	byKey     bool   // PartitionedByKey
-	buf       []byte // update's scratch: the stored entry (Process runs on one goroutine at a time)
+	byKey     bool             // PartitionedByKey
+	values    *groupkey.Picker // parses values for FIELD and BY
+	buf       []byte           // update's scratch: the stored entry (Process runs on one goroutine at a time)
 }
 
 // maxWindowsPerRecord bounds the hopping windows a record counts in
@@ -139,7 +140,7 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, jq.ExprError("BY", s.By, err)
 	}
-	t.by = by
+	t.by, t.values = by, groupkey.NewPicker(t.field, by.Expr())
 	if s.Store == "" {
 		return nil, transform.Missing("STORE", "")
 	}
@@ -174,7 +175,7 @@ func (t *Transform) Process(ctx context.Context, src record.Source, rec *kgo.Rec
 	}
 	var v any
 	if t.field != nil || t.by.NeedsValue() {
-		if v, err = jq.ParseValue(rec.Value); err != nil {
+		if v, err = t.values.Parse(rec.Value); err != nil {
 			return out, err
 		}
 	}

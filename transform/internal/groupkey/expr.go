@@ -37,12 +37,27 @@ func CompileExpr(expr string) (*Expr, error) {
 }
 
 // First returns the expression's first result on v, a value from
-// jq.ParseValue; no result is an error.
+// jq.ParseValue or Picker.Parse; no result is an error.
 func (e *Expr) First(ctx context.Context, v any) (any, error) {
+	pk, picked := v.(*Picked)
 	if e.path != nil && ctx.Err() == nil {
-		if r, ok := get(v, e.path); ok {
+		var r any
+		var ok bool
+		if picked {
+			r, ok = pk.get(e.path)
+		} else {
+			r, ok = get(v, e.path)
+		}
+		if ok {
 			return r, nil
 		}
+	}
+	if picked { // gojq's answer, on the whole value
+		full, err := jq.ParseValue(pk.raw)
+		if err != nil {
+			return nil, err
+		}
+		v = full
 	}
 	return First(ctx, e.prog, v)
 }

@@ -59,6 +59,9 @@ func Compile(expr string) (*By, error) {
 	return &By{prog: p}, nil
 }
 
+// Expr is the BY expression; nil for the record key.
+func (b *By) Expr() *Expr { return b.prog }
+
 // NeedsValue reports whether Key reads the parsed value.
 func (b *By) NeedsValue() bool { return b.prog != nil }
 
@@ -96,7 +99,8 @@ func (k Key) Legacy() []byte {
 	return strconv.AppendInt(append(append(make([]byte, 0, len(k.legacy)+21), k.legacy...), 0), k.start, 10)
 }
 
-// Key returns rec's group key. v is rec's parsed value when NeedsValue.
+// Key returns rec's group key. v is rec's parsed value (jq.ParseValue or
+// Picker.Parse) when NeedsValue.
 func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 	if b.prog == nil {
 		return RecordKey(rec.Key)
