@@ -2,6 +2,7 @@ package groupkey
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -75,6 +76,28 @@ func TestExprAsGojq(t *testing.T) {
 			want, werr := First(ctx, p, v)
 			if (gerr == nil) != (werr == nil) || (gerr != nil && gerr.Error() != werr.Error()) || !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s on %s: %#v, %v; gojq: %#v, %v", c.expr, text, got, gerr, want, werr)
+			}
+		}
+	}
+}
+
+// keyJSON writes what json.Marshal writes, for strings of every byte
+// that matters to encoding/json and for the other kinds of BY result.
+func TestKeyJSONAsMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(44, 5))
+	alphabet := []string{"a", "Z", "0", " ", "\"", "\\", "<", ">", "&", "\x00", "\x1f", "\x7f", "é", "\u2028", "\xff", "/", "'"}
+	values := []any{json.Number("12"), json.Number("1e2"), nil, true, 1.5, map[string]any{"a": "<"}, []any{"x"}}
+	for range 5000 {
+		var b strings.Builder
+		for range r.IntN(8) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		values = append(values[:7], b.String())
+		for _, v := range values {
+			got, gerr := keyJSON(v)
+			want, werr := json.Marshal(v)
+			if string(got) != string(want) || (gerr == nil) != (werr == nil) {
+				t.Fatalf("keyJSON(%#v) = %q, %v; json.Marshal: %q, %v", v, got, gerr, want, werr)
 			}
 		}
 	}

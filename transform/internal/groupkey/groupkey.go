@@ -112,7 +112,7 @@ func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 	if r == nil {
 		return Key{}, errors.New("BY: the expression gave null for the record")
 	}
-	js, err := json.Marshal(r)
+	js, err := keyJSON(r)
 	if err != nil {
 		return Key{}, fmt.Errorf("BY: encoding the key: %w", err)
 	}
@@ -121,6 +121,28 @@ func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 		k.Out = []byte(s)
 	}
 	return k, nil
+}
+
+// keyJSON is json.Marshal of a BY result: a string of printable ASCII
+// that encoding/json writes as it is (no quote, backslash, or <, > and &,
+// which it escapes for HTML) is quoted here directly; the rest goes
+// through json.Marshal.
+func keyJSON(r any) ([]byte, error) {
+	if s, ok := r.(string); ok && plainKey(s) {
+		return append(append(append(make([]byte, 0, len(s)+2), '"'), s...), '"'), nil
+	}
+	return json.Marshal(r)
+}
+
+// plainKey reports whether json.Marshal writes s as '"' + s + '"'.
+func plainKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ' || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // Group returns the bytes rec's group is kept by, for a repartition hop

@@ -1,6 +1,7 @@
 package groupkey
 
 import (
+	"encoding/json"
 	"unicode/utf8"
 
 	"github.com/streamproc/processor/transform/jq"
@@ -79,13 +80,37 @@ func (p *Picker) Parse(value []byte) (any, error) {
 		if s.at[2*i+1] == 0 {
 			continue // missing: null
 		}
-		v, err := jq.ParseValue(value[s.at[2*i]:s.at[2*i+1]])
+		v, err := member(value[s.at[2*i]:s.at[2*i+1]])
 		if err != nil {
 			return jq.ParseValue(value) // not expected after the scan: the full parse decides
 		}
 		pk.vals[i] = v
 	}
 	return pk, nil
+}
+
+// member parses a member's text, which the scan found valid: a number
+// is its text as a json.Number and a string of printable ASCII without
+// escapes its bytes, as jq.ParseValue makes them; the rest goes through
+// jq.ParseValue.
+func member(b []byte) (any, error) {
+	switch c := b[0]; {
+	case c == '-' || '0' <= c && c <= '9':
+		return json.Number(b), nil
+	case c == '"' && plainASCII(b[1:len(b)-1]):
+		return string(b[1 : len(b)-1]), nil
+	}
+	return jq.ParseValue(b)
+}
+
+// plainASCII reports whether b is printable ASCII without a backslash.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < ' ' || c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // get is the value at path in p when its first key is picked.
