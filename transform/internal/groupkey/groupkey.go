@@ -44,7 +44,8 @@ const (
 
 // By is a compiled BY setting.
 type By struct {
-	prog *Expr // nil: the record key
+	prog   *Expr   // nil: the record key
+	values *Picker // parses values for prog (Group)
 }
 
 // Compile compiles expr; an empty expr means the record key.
@@ -56,7 +57,7 @@ func Compile(expr string) (*By, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &By{prog: p}, nil
+	return &By{prog: p, values: NewPicker(p)}, nil
 }
 
 // Expr is the BY expression; nil for the record key.
@@ -155,7 +156,7 @@ func (b *By) Group(ctx context.Context, rec *kgo.Record) ([]byte, error) {
 		}
 		return rec.Key, nil
 	}
-	v, err := jq.ParseValue(rec.Value)
+	v, err := b.values.Parse(rec.Value)
 	if err != nil {
 		return nil, err
 	}
