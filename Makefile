@@ -132,13 +132,20 @@ test: vet
 # exceeded" at the end of the window on a loaded machine, having found
 # nothing (go.dev/issue/75804). A count has no deadline to race. On this
 # project's 2-core machines they take about a minute and 20 s each.
+# The stateful built-ins' two differential targets run last for
+# STATEFUZZTIME each (about 25 s and 6 s on a loaded machine):
+# FuzzNumPath holds aggregate's int64 arithmetic to the math/big path,
+# FuzzPick the member scan of FIELD and BY to the full parse.
 FUZZTIME ?= 600000x
 AVROFUZZTIME ?= 50000x
+STATEFUZZTIME ?= 50000x
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzJQDiff$$' -fuzztime $(FUZZTIME) ./transform/jq/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroDifferential$$' -fuzztime $(AVROFUZZTIME) ./schema/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroDecode$$' -fuzztime $(AVROFUZZTIME) ./schema/
+	$(GO) test -run '^$$' -fuzz '^FuzzNumPath$$' -fuzztime $(STATEFUZZTIME) ./transform/aggregate/
+	$(GO) test -run '^$$' -fuzz '^FuzzPick$$' -fuzztime $(STATEFUZZTIME) ./transform/internal/groupkey/
 
 # Starts the local Apache Kafka broker (if needed) and runs the whole suite
 # against it as well as against kfake.
