@@ -225,3 +225,45 @@ func BenchmarkCommitNewIDs10k(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/write")
 }
+
+// BenchmarkGetLocalMiss is a Get of a key the store has never had (a new
+// id of a dedupe) in a store of 200,000 committed keys, flushed to its
+// tables: a read of the local store that finds nothing.
+func BenchmarkGetLocalMiss(b *testing.B) {
+	m := localManager(b)
+	const n, batches = 10_000, 20
+	for i := range batches {
+		tx, _ := m.Begin()
+		s, _ := tx.Store("s", 0)
+		for k := range n {
+			_ = s.Put(keyOf(i*n+k), make([]byte, 8), time.Time{})
+		}
+		for j, r := range tx.Records() {
+			r.Offset = int64(i*n + j)
+		}
+		if err := tx.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := m.db.db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	missing := make([][]byte, 1<<16)
+	for i := range missing {
+		missing[i] = keyOf(n*batches + 7 + 2*i)
+	}
+	tx, _ := m.Begin()
+	s, _ := tx.Store("s", 0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%len(missing) == 0 { // a fresh buffer, so that every Get reads the store
+			tx.Abort()
+			tx, _ = m.Begin()
+			s, _ = tx.Store("s", 0)
+		}
+		if _, ok, _ := s.Get(missing[i%len(missing)]); ok {
+			b.Fatal("found")
+		}
+	}
+	tx.Abort()
+}
