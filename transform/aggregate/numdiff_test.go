@@ -1,6 +1,7 @@
 package aggregate
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -8,8 +9,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform/internal/groupkey"
+	"github.com/streamproc/processor/transform/internal/memstore"
 )
 
 // The differential test of the int64 path: update folds with
@@ -210,4 +214,49 @@ func FuzzNumPath(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Differential, through Process: random integer amounts near int64's
+// edges, and now and then a decimal or an exponent, summed, counted,
+// min'd and max'd per key over records; every output's value and every
+// stored entry is the math/big path's text (bigStep's), and a record
+// fails where that path fails.
+func TestProcessMatchesBig(t *testing.T) {
+	r := rand.New(rand.NewPCG(44, 6))
+	for _, fn := range []string{"count", "sum", "min", "max"} {
+		s := Settings{Function: fn, Store: "s"}
+		if fn != "count" {
+			s.Field = ".amount"
+		}
+		tr, err := New(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores := memstore.Stores{}
+		ctx := stores.Context(context.Background())
+		st, _ := stores.Store("s")
+		stored := map[string]string{}
+		for i := range 3000 {
+			key := "k" + strconv.Itoa(i%3)
+			text := strconv.FormatInt(intEdge(r), 10)
+			if r.IntN(10) == 0 {
+				text = []string{"1e2", "-0", "0.5", "-2.25", "9223372036854775808", "-1e19"}[r.IntN(6)]
+			}
+			prev, ok := stored[key]
+			want, werr := bigStep(fn, prev, ok, json.Number(text))
+			out, err := tr.Process(ctx, record.Source{}, rec(key, `{"amount":`+text+`}`, time.Unix(1000, 0)), nil)
+			if (err == nil) != (werr == nil) {
+				t.Fatalf("%s of %s onto %q: %v, math/big path: %v", fn, text, prev, err, werr)
+			}
+			if werr != nil {
+				continue
+			}
+			k, _ := groupkey.RecordKey([]byte(key))
+			got, _, _ := st.Get(k.Store)
+			if v := string(out[0].Value); v != `{"key":"`+key+`","value":`+want+`}` || string(got) != want {
+				t.Fatalf("%s of %s onto %q: output %s, stored %q; math/big path %s", fn, text, prev, v, got, want)
+			}
+			stored[key] = want
+		}
+	}
 }

@@ -23,17 +23,6 @@ type Num struct {
 // IntNum returns i as a Num.
 func IntNum(i int64) Num { return Num{i: i} }
 
-// RatNum returns x as a Num; x must not be changed afterwards.
-func RatNum(x *big.Rat) Num { return Num{r: x} }
-
-// Rat returns n's value as a *big.Rat, which the caller may change.
-func (n Num) Rat() *big.Rat {
-	if n.r != nil {
-		return new(big.Rat).Set(n.r)
-	}
-	return new(big.Rat).SetInt64(n.i)
-}
-
 // NumOf is Number as a Num: a JSON integer literal that fits int64, an
 // int and a *big.Int that fits are read without math/big; the rest go
 // through Number, with its errors.
