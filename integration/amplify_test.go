@@ -24,9 +24,9 @@ import (
 // process neither runs out of memory nor stops.
 func TestAmplifyingRecordDeadLettered(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, dlq, group := unique("amp-in"), unique("amp-out"), unique("amp-dlq"), unique("amp-group")
-		tg.createTopics(t, 1, in, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, dlq, group := Unique("amp-in"), Unique("amp-out"), Unique("amp-dlq"), Unique("amp-group")
+		tg.NewTopics(t, 1, in, out, dlq)
 		chain, err := transform.Default.Build([]transform.Entry{{Name: "jq"}}, func(_ transform.Entry, s string) (string, bool) {
 			return `.items[] as $i | .item = $i`, s == "EXPR"
 		}, transform.MaxOutputBytes(4<<20), transform.WithNames(app.SettingNames()))
@@ -55,17 +55,17 @@ func TestAmplifyingRecordDeadLettered(t *testing.T) {
 			}
 			recs = append(recs, &kgo.Record{Topic: in, Value: []byte(v)})
 		}
-		tg.produceLarge(t, recs...)
+		tg.ProduceLarge(t, recs...)
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, chain: chain,
-			onError: pipeline.DeadLetter, dlqTopic: dlq})
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in, a)
-		if err := a.p.Healthy(); err != nil {
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out, Chain: chain,
+			OnError: pipeline.DeadLetter, DLQTopic: dlq})
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in, a)
+		if err := a.Pipeline.Healthy(); err != nil {
 			t.Errorf("unhealthy after the amplifying record: %v", err)
 		}
-		a.stop(t)
+		a.Stop(t)
 
-		dead := tg.readAll(t, dlq, true)
+		dead := tg.ReadAll(t, dlq, true)
 		if len(dead) != 1 {
 			t.Fatalf("%d dead letters, want 1", len(dead))
 		}
@@ -76,13 +76,13 @@ func TestAmplifyingRecordDeadLettered(t *testing.T) {
 		if string(d.Value) != big.String() {
 			t.Errorf("the dead letter's value is %d bytes, want the order as it arrived (%d bytes)", len(d.Value), big.Len())
 		}
-		if msg := headerValue(d, record.HeaderError); !strings.Contains(msg, "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=4MiB") {
+		if msg := HeaderValue(d, record.HeaderError); !strings.Contains(msg, "PROCESSOR_MAX_OUTPUT_BYTES_PER_RECORD=4MiB") {
 			t.Errorf("the dead letter's error %q does not name the byte limit", msg)
 		}
-		if got := headerValue(d, record.HeaderErrorTransform); got != "jq" {
+		if got := HeaderValue(d, record.HeaderErrorTransform); got != "jq" {
 			t.Errorf("the dead letter's stage is %q, want jq", got)
 		}
-		outs := tg.readAll(t, out, true)
+		outs := tg.ReadAll(t, out, true)
 		seen := map[string]int{}
 		for _, r := range outs {
 			seen[string(r.Value)]++

@@ -60,15 +60,15 @@ type avroOrder struct {
 //     order-enriched.avsc is accepted as version 2 of orders-value at
 //     BACKWARD, as the README says.
 func TestAvroExample(t *testing.T) {
-	binary(t)
+	Binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	env := exampleEnv(t, "avro.env", avroFile(t, "avro.env"))
-	group, in, out := envValue(t, env, "PROCESSOR_GROUP"), envValue(t, env, "PROCESSOR_INPUT_TOPICS"), envValue(t, env, "PROCESSOR_OUTPUT_TOPIC")
-	dlq := envValue(t, env, "PROCESSOR_DLQ_TOPIC")
+	env := EnvLines(t, "avro.env", avroFile(t, "avro.env"))
+	group, in, out := EnvValue(t, env, "PROCESSOR_GROUP"), EnvValue(t, env, "PROCESSOR_INPUT_TOPICS"), EnvValue(t, env, "PROCESSOR_OUTPUT_TOPIC")
+	dlq := EnvValue(t, env, "PROCESSOR_DLQ_TOPIC")
 
-	tg := newFake(t)
-	tg.createTopics(t, 3, in, out, dlq)
+	tg := NewFake(t)
+	tg.NewTopics(t, 3, in, out, dlq)
 	srv, err := srserver.New(srserver.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -80,13 +80,13 @@ func TestAvroExample(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 
 	brokers := tg.Brokers[0]
-	loadgen := billingCommand(t, "loadgen", "-brokers", brokers, "-topic", in, "-format", "avro",
+	loadgen := BillingCommand(t, "loadgen", "-brokers", brokers, "-topic", in, "-format", "avro",
 		"-schema-registry", url, "-records", strconv.Itoa(avroOrders), "-rate", "0", "-wait", "30s")
 	schemaFile, err := filepath.Abs(filepath.Join(avroDir, "order-enriched.avsc"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := runBinary(t, "processor", launch.Instance{
+	p := RunBinary(t, "processor", launch.Instance{
 		Brokers: tg.Brokers,
 		Settings: map[string]string{
 			"PROCESSOR_SCHEMA_REGISTRY_URL":      url,
@@ -100,32 +100,32 @@ func TestAvroExample(t *testing.T) {
 	})
 	tg.ProduceSync(t, []*kgo.Record{{Topic: in, Key: []byte("bad"), Value: []byte(`{"id":"not-avro"}`)}})
 	select {
-	case <-loadgen.done:
-		if loadgen.err != nil {
-			t.Fatalf("loadgen: %v\n%s", loadgen.err, loadgen.logs.String())
+	case <-loadgen.Done:
+		if loadgen.Err != nil {
+			t.Fatalf("loadgen: %v\n%s", loadgen.Err, loadgen.Logs.String())
 		}
-	case <-time.After(loadgenTimeout):
-		t.Fatalf("loadgen did not finish within %s", loadgenTimeout)
+	case <-time.After(LoadgenTimeout):
+		t.Fatalf("loadgen did not finish within %s", LoadgenTimeout)
 	}
-	waitFor(t, 60*time.Second, "the processor to consume every order", func() bool {
+	WaitFor(t, 60*time.Second, "the processor to consume every order", func() bool {
 		select {
-		case <-p.done:
-			t.Fatalf("the processor exited: %v", p.err)
+		case <-p.Done:
+			t.Fatalf("the processor exited: %v", p.Err)
 		default:
 		}
-		return tg.caughtUp(t, group, in)
+		return tg.IsCaughtUp(t, group, in)
 	})
-	p.terminate(t)
+	p.Terminate(t)
 
 	reg, err := schema.NewClient(schema.ClientOptions{URLs: []string{url}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	enriched := checkAvroSubject(ctx, t, reg, out+"-value", avroFile(t, "order-enriched.avsc"))
-	inputs := decodeAvro(ctx, t, reg, tg.readAll(t, in, true), -1)
-	outputs := decodeAvro(ctx, t, reg, tg.readAll(t, out, true), enriched.ID)
+	inputs := decodeAvro(ctx, t, reg, tg.ReadAll(t, in, true), -1)
+	outputs := decodeAvro(ctx, t, reg, tg.ReadAll(t, out, true), enriched.ID)
 	checkEnriched(t, inputs, outputs)
-	if dead := tg.readAll(t, dlq, true); len(dead) != 1 || string(dead[0].Key) != "bad" {
+	if dead := tg.ReadAll(t, dlq, true); len(dead) != 1 || string(dead[0].Key) != "bad" {
 		t.Errorf("%d dead letters, want the one value that is not Avro", len(dead))
 	}
 

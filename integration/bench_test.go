@@ -22,15 +22,15 @@ import (
 func BenchmarkCopy(b *testing.B) {
 	for _, kind := range []string{"bare", "processor", "processor-nolineage"} {
 		b.Run(kind, func(b *testing.B) {
-			var tg *target
+			var tg *Target
 			if c := kafkatest.FromEnv(b); c != nil {
-				tg = &target{c}
+				tg = &Target{c}
 			} else {
-				tg = newFake(b)
+				tg = NewFake(b)
 			}
-			topic, out, group := unique("bench-in"), unique("bench-out"), unique("bench-group")
-			tg.createTopics(b, 6, topic, out)
-			tg.produceBacklog(b, topic, b.N, 100)
+			topic, out, group := Unique("bench-in"), Unique("bench-out"), Unique("bench-group")
+			tg.NewTopics(b, 6, topic, out)
+			tg.ProduceBacklog(b, topic, b.N, 100)
 			b.ResetTimer()
 			start := time.Now()
 			switch kind {
@@ -44,14 +44,14 @@ func BenchmarkCopy(b *testing.B) {
 	}
 }
 
-// benchTimeout bounds each step of a benchmark of n records (writing the
+// BenchTimeout bounds each step of a benchmark of n records (writing the
 // backlog, copying it): two minutes, and a millisecond a record.
-func benchTimeout(n int) time.Duration {
+func BenchTimeout(n int) time.Duration {
 	return 2*time.Minute + time.Duration(n)*time.Millisecond
 }
 
 // bareCopy is the baseline: the least code that copies exactly once.
-func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
+func bareCopy(b *testing.B, tg *Target, group, in, out string, n int) {
 	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(tg.Brokers...), kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(in), kgo.TransactionalID(group+"-bare"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.MetadataMinAge(250*time.Millisecond))
@@ -59,8 +59,8 @@ func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
 		b.Fatal(err)
 	}
 	defer s.Close()
-	d := benchTimeout(n)
-	ctx := testContext(b, d)
+	d := BenchTimeout(n)
+	ctx := Context(b, d)
 	for done := 0; done < n; {
 		fs := s.PollRecords(ctx, 10_000)
 		if ctx.Err() != nil {
@@ -86,35 +86,35 @@ func bareCopy(b *testing.B, tg *target, group, in, out string, n int) {
 	}
 }
 
-func processorCopy(b *testing.B, tg *target, group, in, out string, n int, lineage bool) {
-	p := tg.start(b, instanceOpts{group: group, txnID: group + "-p", topics: []string{in}, out: out, maxRecords: 10_000, noLineage: !lineage})
-	d := benchTimeout(n)
+func processorCopy(b *testing.B, tg *Target, group, in, out string, n int, lineage bool) {
+	p := tg.Start(b, InstanceOpts{Group: group, TxnID: group + "-p", Topics: []string{in}, Out: out, MaxRecords: 10_000, NoLineage: !lineage})
+	d := BenchTimeout(n)
 	deadline := time.Now().Add(d)
-	for p.p.Stats().Consumed < uint64(n) {
+	for p.Pipeline.Stats().Consumed < uint64(n) {
 		select {
-		case <-p.done:
-			p.stopped = true
-			b.Fatalf("processor copy: the instance stopped with %d of %d records committed: %v", p.p.Stats().Consumed, n, p.err)
+		case <-p.Done:
+			p.Stopped = true
+			b.Fatalf("processor copy: the instance stopped with %d of %d records committed: %v", p.Pipeline.Stats().Consumed, n, p.Err)
 		default:
 		}
 		if time.Now().After(deadline) {
-			b.Fatalf("processor copy: %d of %d records committed within %s", p.p.Stats().Consumed, n, d)
+			b.Fatalf("processor copy: %d of %d records committed within %s", p.Pipeline.Stats().Consumed, n, d)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	p.stop(b)
+	p.Stop(b)
 }
 
-// produceBacklog writes n keyed records of size bytes each.
-func (tg *target) produceBacklog(b *testing.B, topic string, n, size int) {
+// ProduceBacklog writes n keyed records of size bytes each.
+func (tg *Target) ProduceBacklog(b *testing.B, topic string, n, size int) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cl.Close()
 	value := []byte(strings.Repeat("v", size))
-	d := benchTimeout(n)
-	ctx := testContext(b, d)
+	d := BenchTimeout(n)
+	ctx := Context(b, d)
 	for i := range n {
 		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(strconv.Itoa(i % 10_000)), Value: value}, nil)
 	}

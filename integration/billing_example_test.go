@@ -50,12 +50,12 @@ const (
 //     would show as a second run.
 func TestBillingExample(t *testing.T) {
 	db := pgtest.New(t)
-	binary(t) // builds every command into binDir
+	Binary(t) // builds every command into BinDir
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
 	env := billingEnv(t)
-	group, topic := envValue(t, env, "PROCESSOR_GROUP"), envValue(t, env, "PROCESSOR_INPUT_TOPICS")
+	group, topic := EnvValue(t, env, "PROCESSOR_GROUP"), EnvValue(t, env, "PROCESSOR_INPUT_TOPICS")
 	if _, err := db.Admin.Exec(ctx, billingFile(t, "schema.sql")); err != nil {
 		t.Fatalf("schema.sql: %v", err)
 	}
@@ -71,9 +71,9 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 		t.Fatalf("the trigger counting the statement's runs: %v", err)
 	}
 
-	broker := freeAddr(t)
-	billingCommand(t, "devbroker", "-addr", broker, "-dir", t.TempDir())
-	loadgen := billingCommand(t, "loadgen", "-brokers", broker, "-topic", topic,
+	broker := FreeAddr(t)
+	BillingCommand(t, "devbroker", "-addr", broker, "-dir", t.TempDir())
+	loadgen := BillingCommand(t, "loadgen", "-brokers", broker, "-topic", topic,
 		"-records", strconv.Itoa(billingOrders), "-rate", strconv.Itoa(billingRate), "-wait", "30s")
 	// What the test adds to billing.env's settings (Extra): none of it is
 	// a variable billing.env sets, which would win.
@@ -92,14 +92,14 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 	}
 	invoices := func() int { return db.Count(t, "SELECT count(*)::int FROM invoices") }
 
-	p1 := runBinary(t, "processor-1", inst)
+	p1 := RunBinary(t, "processor-1", inst)
 	started := time.Now()
-	waitFor(t, 30*time.Second, "the first processor's first commit", func() bool { return !p1.committedAt().IsZero() })
+	WaitFor(t, 30*time.Second, "the first processor's first commit", func() bool { return !p1.CommittedAt().IsZero() })
 
 	// Two bad orders among loadgen's: the jq program fails them.
-	tg := newTarget(t, "devbroker", []string{broker})
+	tg := NewTarget(t, "devbroker", []string{broker})
 	badOrders := []string{`{"order_id":"bad-1","customer":"c","amount_cents":-5}`, `{"order_id":`}
-	cl, err := kgo.NewClient(tg.clientOpts(kgo.DefaultProduceTopic(topic))...)
+	cl, err := kgo.NewClient(tg.ClientOpts(kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,22 +112,22 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 	cl.Close()
 
 	time.Sleep(time.Until(started.Add(billingKillAt)))
-	p1.kill(t)
+	p1.Kill(t)
 	atKill := invoices()
 	t.Logf("SIGKILL %s after start, with %d of %d orders invoiced", time.Since(started).Round(10*time.Millisecond), atKill, billingOrders)
 	if atKill == 0 || atKill >= billingOrders {
 		t.Fatalf("%d of %d orders invoiced at the SIGKILL; the drill needs it midway", atKill, billingOrders)
 	}
 
-	p2 := runBinary(t, "processor-2", inst)
+	p2 := RunBinary(t, "processor-2", inst)
 	restarted := time.Now()
 	select {
-	case <-loadgen.done:
-		if loadgen.err != nil {
-			t.Fatalf("loadgen: %v\n%s", loadgen.err, loadgen.logs.String())
+	case <-loadgen.Done:
+		if loadgen.Err != nil {
+			t.Fatalf("loadgen: %v\n%s", loadgen.Err, loadgen.Logs.String())
 		}
-	case <-time.After(loadgenTimeout):
-		t.Fatalf("loadgen did not finish within %s", loadgenTimeout)
+	case <-time.After(LoadgenTimeout):
+		t.Fatalf("loadgen did not finish within %s", LoadgenTimeout)
 	}
 	want := billingOrders + len(badOrders)
 	consumed := func() int {
@@ -136,8 +136,8 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 	deadline := time.Now().Add(30 * time.Second)
 	for consumed() < want {
 		select {
-		case <-p2.done:
-			t.Fatalf("the restarted processor exited: %v", p2.err)
+		case <-p2.Done:
+			t.Fatalf("the restarted processor exited: %v", p2.Err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -146,10 +146,10 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("all %d input records consumed %s after the restart", want, time.Since(restarted).Round(10*time.Millisecond))
-	p2.terminate(t)
+	p2.Terminate(t)
 
 	// The stored offsets are the input's end, partition by partition.
-	ends, err := tg.admin(t).ListEndOffsets(ctx, topic)
+	ends, err := tg.Admin(t).ListEndOffsets(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ CREATE TRIGGER note_statement_run BEFORE INSERT ON invoices
 	if len(got) != billingOrders {
 		t.Errorf("%d invoices, want %d", len(got), billingOrders)
 	}
-	input := tg.readAll(t, topic, true)
+	input := tg.ReadAll(t, topic, true)
 	if len(input) != want {
 		t.Fatalf("the input holds %d records, want %d", len(input), want)
 	}
@@ -313,13 +313,13 @@ func billingFile(t *testing.T, name string) string {
 // billingEnv returns the VAR=value lines of the example's billing.env.
 func billingEnv(t *testing.T) []string {
 	t.Helper()
-	return exampleEnv(t, "billing.env", billingFile(t, "billing.env"))
+	return EnvLines(t, "billing.env", billingFile(t, "billing.env"))
 }
 
-// exampleEnv returns the VAR=value lines of an example's settings file
+// EnvLines returns the VAR=value lines of an example's settings file
 // name, whose content is text: every line not blank and not a comment
 // must be one PROCESSOR_*=value.
-func exampleEnv(t *testing.T, name, text string) []string {
+func EnvLines(t *testing.T, name, text string) []string {
 	t.Helper()
 	var env []string
 	sc := bufio.NewScanner(strings.NewReader(text))
@@ -336,8 +336,8 @@ func exampleEnv(t *testing.T, name, text string) []string {
 	return env
 }
 
-// envValue returns the value of k in env.
-func envValue(t *testing.T, env []string, k string) string {
+// EnvValue returns the value of k in env.
+func EnvValue(t *testing.T, env []string, k string) string {
 	t.Helper()
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, k+"="); ok {
@@ -348,39 +348,39 @@ func envValue(t *testing.T, env []string, k string) string {
 	return ""
 }
 
-// billingCmd is a command of binDir other than the processor, running
+// billingCmd is a command of BinDir other than the processor, running
 // until it exits or the test ends.
 type billingCmd struct {
-	logs *syncBuffer
-	done chan struct{}
-	err  error
+	Logs *SyncBuffer
+	Done chan struct{}
+	Err  error
 }
 
-// billingCommand starts the command name of binDir with args; when the
+// BillingCommand starts the command name of BinDir with args; when the
 // test ends it gets SIGTERM (a clean stop), then SIGKILL. Its output is
 // shown if the test fails.
-func billingCommand(t *testing.T, name string, args ...string) *billingCmd {
+func BillingCommand(t *testing.T, name string, args ...string) *billingCmd {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	c := &billingCmd{logs: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = c.logs, c.logs
+	cmd := exec.Command(filepath.Join(BinDir, name), args...)
+	c := &billingCmd{Logs: &SyncBuffer{}, Done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = c.Logs, c.Logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		c.err = cmd.Wait()
-		close(c.done)
+		c.Err = cmd.Wait()
+		close(c.Done)
 	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-c.done:
+		case <-c.Done:
 		case <-time.After(10 * time.Second):
 			_ = cmd.Process.Kill()
-			<-c.done
+			<-c.Done
 		}
 		if t.Failed() {
-			t.Logf("output of %s:\n%s", name, c.logs.String())
+			t.Logf("output of %s:\n%s", name, c.Logs.String())
 		}
 	})
 	return c

@@ -23,7 +23,7 @@ import (
 
 var (
 	buildOnce sync.Once
-	binDir    string
+	BinDir    string
 	buildErr  error
 )
 
@@ -31,19 +31,19 @@ var (
 // a message instead of hanging until go test's global timeout.
 const (
 	buildTimeout      = 5 * time.Minute  // building every command once
-	exitTimeout       = 20 * time.Second // a binary that must exit by itself (bad configuration)
-	binaryRunTimeout  = 5 * time.Minute  // a processor binary's whole run (runBinary); killed then
-	binaryKillTimeout = 30 * time.Second // a binary to exit after SIGKILL
-	loadgenTimeout    = 30 * time.Second // loadgen writing its records
+	ExitTimeout       = 20 * time.Second // a binary that must exit by itself (bad configuration)
+	binaryRunTimeout  = 5 * time.Minute  // a processor binary's whole run (RunBinary); killed then
+	BinaryKillTimeout = 30 * time.Second // a binary to exit after SIGKILL
+	LoadgenTimeout    = 30 * time.Second // loadgen writing its records
 )
 
-// binaryHTTP bounds every request to a running binary's HTTP server: a
+// BinaryHTTP bounds every request to a running binary's HTTP server: a
 // server that accepts and never answers fails the wait it is polled from.
-var binaryHTTP = &http.Client{Timeout: 5 * time.Second}
+var BinaryHTTP = &http.Client{Timeout: 5 * time.Second}
 
-// httpGet returns the status and body of a GET, or 0 and the error.
-func httpGet(addr, path string) (int, string) {
-	resp, err := binaryHTTP.Get("http://" + addr + path)
+// HTTPGet returns the status and body of a GET, or 0 and the error.
+func HTTPGet(addr, path string) (int, string) {
+	resp, err := BinaryHTTP.Get("http://" + addr + path)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -52,18 +52,18 @@ func httpGet(addr, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// binary builds every command (processor, loadgen, devbroker, eoscheck,
+// Binary builds every command (processor, loadgen, devbroker, eoscheck,
 // chaos) once per test run and returns the processor's path.
-func binary(t *testing.T) string {
+func Binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "processor-bin")
+		BinDir, buildErr = os.MkdirTemp("", "processor-bin")
 		if buildErr != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", binDir, "../cmd/...").CombinedOutput()
+		out, err := exec.CommandContext(ctx, "go", "build", "-o", BinDir, "../cmd/...").CombinedOutput()
 		switch {
 		case ctx.Err() != nil:
 			buildErr = fmt.Errorf("go build did not finish within %s\n%s", buildTimeout, out)
@@ -74,10 +74,10 @@ func binary(t *testing.T) string {
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return filepath.Join(binDir, "processor")
+	return filepath.Join(BinDir, "processor")
 }
 
-func freeAddr(t *testing.T) string {
+func FreeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,7 +91,7 @@ func freeAddr(t *testing.T) string {
 // stack trace.
 func TestBinaryBadConfigExits2(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
+	bin := Binary(t)
 	busy, err := net.Listen("tcp", "127.0.0.1:0") // a port in use
 	if err != nil {
 		t.Fatal(err)
@@ -131,18 +131,18 @@ func TestBinaryBadConfigExits2(t *testing.T) {
 			"PROCESSOR_POSTGRES_URL=postgres://u@127.0.0.1:1/x", "PROCESSOR_POSTGRES_PASSWORD_FILE=/nonexistent/pw"}, `PROCESSOR_POSTGRES_PASSWORD_FILE="/nonexistent/pw" is invalid`},
 	}
 	for _, c := range cases {
-		if msg := runBadConfig(t, bin, c.env...); !strings.Contains(msg, c.want) || strings.Contains(msg, "goroutine") || strings.Contains(msg, "s3cret") {
+		if msg := RunBadConfig(t, bin, c.env...); !strings.Contains(msg, c.want) || strings.Contains(msg, "goroutine") || strings.Contains(msg, "s3cret") {
 			t.Errorf("%v: stderr %q, want one line containing %q", c.env, msg, c.want)
 		}
 	}
 }
 
-// runBadConfig runs bin with PATH and env alone, a bad configuration: it
+// RunBadConfig runs bin with PATH and env alone, a bad configuration: it
 // must exit 2 at once with one line on stderr. It reports a failure
 // otherwise, and returns stderr, trimmed, for the caller to check.
-func runBadConfig(t *testing.T, bin string, env ...string) string {
+func RunBadConfig(t *testing.T, bin string, env ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ExitTimeout)
 	defer cancel()
 	var stderr bytes.Buffer
 	p, err := launch.Start(ctx, launch.Command{ // killed at the deadline
@@ -158,7 +158,7 @@ func runBadConfig(t *testing.T, bin string, env ...string) string {
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Errorf("%v: still running %s after start, killed; bad configuration must exit 2 at once (stderr %q)", env, exitTimeout, msg)
+		t.Errorf("%v: still running %s after start, killed; bad configuration must exit 2 at once (stderr %q)", env, ExitTimeout, msg)
 	case !errors.As(err, &ee) || ee.ExitCode() != 2:
 		t.Errorf("%v: exit %v, want code 2 (stderr %q)", env, err, msg)
 	case strings.Contains(msg, "\n"):
@@ -172,8 +172,8 @@ func runBadConfig(t *testing.T, bin string, env ...string) string {
 // exits 0 on SIGTERM.
 func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	t.Parallel()
-	broker, httpAddr := freeAddr(t), freeAddr(t)
-	p := runBinary(t, "processor", launch.Instance{
+	broker, httpAddr := FreeAddr(t), FreeAddr(t)
+	p := RunBinary(t, "processor", launch.Instance{
 		EmbeddedBroker:    broker,
 		EmbeddedBrokerDir: t.TempDir(),
 		Group:             "bin-demo",
@@ -183,16 +183,16 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 		ProgressInterval:  200 * time.Millisecond,
 		Workers:           3,
 	})
-	logs := p.logs
+	logs := p.Logs
 
-	get := func(path string) (int, string) { return httpGet(httpAddr, path) }
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := get("/readyz"); return code == 200 })
+	get := func(path string) (int, string) { return HTTPGet(httpAddr, path) }
+	WaitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := get("/readyz"); return code == 200 })
 	if code, body := get("/healthz"); code != 200 {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 
 	runLoadgen(t, broker, "-records", "2000", "-rate", "0")
-	waitFor(t, 30*time.Second, "2000 records to commit", func() bool {
+	WaitFor(t, 30*time.Second, "2000 records to commit", func() bool {
 		_, body := get("/metrics")
 		return strings.Contains(body, "processor_records_consumed_total 2000")
 	})
@@ -210,29 +210,29 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	if !strings.Contains(logs.String(), `"workers":3,`) {
 		t.Error(`the "processor starting" line does not say 3 workers`)
 	}
-	waitFor(t, 10*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"progress"`) })
+	WaitFor(t, 10*time.Second, "a progress line", func() bool { return strings.Contains(logs.String(), `"msg":"progress"`) })
 
 	start := time.Now()
-	p.terminate(t)
+	p.Terminate(t)
 	t.Logf("exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 	if !strings.Contains(logs.String(), "processor stopped cleanly") {
 		t.Error("the log lacks the clean-stop line")
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -243,24 +243,24 @@ func (s *syncBuffer) String() string {
 // 200, and still stops cleanly on SIGTERM.
 func TestBinaryUnreachableBroker(t *testing.T) {
 	t.Parallel()
-	httpAddr := freeAddr(t)
-	p := runBinary(t, "processor", launch.Instance{
-		Brokers:     []string{freeAddr(t)}, // nothing listens there
+	httpAddr := FreeAddr(t)
+	p := RunBinary(t, "processor", launch.Instance{
+		Brokers:     []string{FreeAddr(t)}, // nothing listens there
 		Group:       "unreachable",
 		InputTopics: []string{"in"},
 		OutputTopic: "out",
 		HTTPAddr:    httpAddr,
 	})
-	logs := p.logs
+	logs := p.Logs
 	status := func(path string) int {
-		resp, err := binaryHTTP.Get("http://" + httpAddr + path)
+		resp, err := BinaryHTTP.Get("http://" + httpAddr + path)
 		if err != nil {
 			return 0
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	waitFor(t, 30*time.Second, "a plain retry message", func() bool {
+	WaitFor(t, 30*time.Second, "a plain retry message", func() bool {
 		return strings.Contains(logs.String(), "cannot initialise the transactional producer; retrying")
 	})
 	if code := status("/readyz"); code != http.StatusServiceUnavailable {
@@ -270,23 +270,23 @@ func TestBinaryUnreachableBroker(t *testing.T) {
 		t.Errorf("/healthz = %d, want 200 while waiting for the brokers", code)
 	}
 	select {
-	case <-p.done:
-		t.Fatalf("exited while the broker was unreachable: %v", p.err)
+	case <-p.Done:
+		t.Fatalf("exited while the broker was unreachable: %v", p.Err)
 	default:
 	}
 	if strings.Contains(logs.String(), "goroutine ") {
 		t.Error("the log has a stack trace")
 	}
-	p.terminate(t)
+	p.Terminate(t)
 }
 
 // A missing output or dead-letter topic is a configuration error found at
 // start (exit 2, naming the variable), not a loop of aborted transactions.
 func TestBinaryMissingTopicExits2(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, dlq, group := unique("missing-in"), unique("missing-out"), unique("missing-dlq"), unique("missing-group")
-		tg.createTopics(t, 1, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, dlq, group := Unique("missing-in"), Unique("missing-out"), Unique("missing-dlq"), Unique("missing-group")
+		tg.NewTopics(t, 1, in, out)
 		for _, c := range []struct {
 			name, want string
 			set        func(*launch.Instance)
@@ -296,17 +296,17 @@ func TestBinaryMissingTopicExits2(t *testing.T) {
 		} {
 			target := out
 			if c.name == "output" {
-				target = unique("never-created")
+				target = Unique("never-created")
 			}
-			p := tg.startBinary(t, group, group+"-"+c.name, in, target, c.set)
+			p := tg.StartBinary(t, group, group+"-"+c.name, in, target, c.set)
 			select {
-			case <-p.done:
+			case <-p.Done:
 			case <-time.After(60 * time.Second):
 				t.Fatalf("%s: still running with a missing topic", c.name)
 			}
 			var ee *exec.ExitError
-			if !errors.As(p.err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.logs.String(), c.want) {
-				t.Errorf("%s: exit %v, log %q; want exit 2 naming %s", c.name, p.err, p.logs.String(), c.want)
+			if !errors.As(p.Err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.Logs.String(), c.want) {
+				t.Errorf("%s: exit %v, log %q; want exit 2 naming %s", c.name, p.Err, p.Logs.String(), c.want)
 			}
 		}
 	})

@@ -33,8 +33,8 @@ import (
 // The tests of the transaction's time budget, the broker's transaction
 // timeout and PROCESSOR_MAX_TXN_BYTES.
 
-// budgetChain is a chain with the one transform fn, named name.
-func budgetChain(t testing.TB, name string, fn transform.Func) *transform.Chain {
+// BudgetChain is a chain with the one transform fn, named name.
+func BudgetChain(t testing.TB, name string, fn transform.Func) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register(name, transform.Plain("", func() (transform.Transform, error) { return fn, nil }))
@@ -64,7 +64,7 @@ func budgetTxnTag(ctx context.Context) []byte {
 func budgetPerTxn(outs []*kgo.Record) (sizes []int, largest int) {
 	m := map[string]int{}
 	for _, r := range outs {
-		m[headerValue(r, budgetHeaderTxn)]++
+		m[HeaderValue(r, budgetHeaderTxn)]++
 	}
 	tags := make([]string, 0, len(m))
 	for tag := range m {
@@ -147,7 +147,7 @@ func budgetBusy(n int) (stop func()) {
 // half the time).
 func TestBudgetBinaryExits2(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
+	bin := Binary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -230,35 +230,35 @@ func TestWatchdogShortensTransactions(t *testing.T) {
 			name = "cpu-load"
 		}
 		t.Run(name, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
 				const budget, perRecord = 150 * time.Millisecond, 2 * time.Millisecond
-				in := input{topic: unique("wdtxn-in"), n: 400, keys: 20}
-				out, group := unique("wdtxn-out"), unique("wdtxn-group")
-				tg.createTopics(t, 2, in.topic, out)
-				tg.produce(t, in, 0, in.n)
+				in := Input{Topic: Unique("wdtxn-in"), N: 400, Keys: 20}
+				out, group := Unique("wdtxn-out"), Unique("wdtxn-group")
+				tg.NewTopics(t, 2, in.Topic, out)
+				tg.Produce(t, in, 0, in.N)
 				if load {
 					defer budgetBusy(1)()
 				}
-				chain := budgetChain(t, "slow", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+				chain := BudgetChain(t, "slow", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 					time.Sleep(perRecord)
 					r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
 					return append(out, r), nil
 				})
 				began := time.Now()
-				a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
-					maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
-				tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
-				a.stop(t)
-				t.Logf("%s: caught up in %s; aborts: %s", tg.Name, time.Since(began).Round(time.Millisecond), budgetAborts(a.tm))
+				a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, Chain: chain,
+					MaxRecords: 1000, CommitInterval: time.Second, TxnBudget: budget})
+				tg.WaitCaughtUpWithin(t, 30*time.Second, group, in.Topic, a)
+				a.Stop(t)
+				t.Logf("%s: caught up in %s; aborts: %s", tg.Name, time.Since(began).Round(time.Millisecond), budgetAborts(a.TxnMetrics))
 
-				if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog))); got < 1 {
+				if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonWatchdog))); got < 1 {
 					t.Errorf("aborted{reason=watchdog} = %v, want at least 1", got)
 				}
-				if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonProduce))); got != 0 {
+				if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonProduce))); got != 0 {
 					t.Errorf("aborted{reason=produce_error} = %v, want 0: a produce failed by an aborted transaction reached the next one", got)
 				}
-				outs := tg.readAll(t, out, true)
-				checkExactlyOnce(t, in, outs)
+				outs := tg.ReadAll(t, out, true)
+				CheckExactlyOnce(t, in, outs)
 
 				// A record starts only while the budget lasts, and each takes
 				// at least 2ms: at most 150/2+1 records per transaction.
@@ -268,10 +268,10 @@ func TestWatchdogShortensTransactions(t *testing.T) {
 				if largest > maxPer {
 					t.Errorf("a committed transaction holds %v input records, want at most %d (what fits the %s budget)", sizes, maxPer, budget)
 				}
-				count, sum, le := budgetHistogram(t, a.tm.Records)
-				commits := testutil.ToFloat64(a.tm.Committed)
-				if float64(count) != commits || int(sum) != in.n {
-					t.Errorf("transaction_records: %d transactions with %v records, want %v with %d", count, sum, commits, in.n)
+				count, sum, le := budgetHistogram(t, a.TxnMetrics.Records)
+				commits := testutil.ToFloat64(a.TxnMetrics.Committed)
+				if float64(count) != commits || int(sum) != in.N {
+					t.Errorf("transaction_records: %d transactions with %v records, want %v with %d", count, sum, commits, in.N)
 				}
 				if le[256] != count {
 					t.Errorf("transaction_records: %d of %d committed transactions hold more than 256 records", count-le[256], count)
@@ -291,13 +291,13 @@ func TestWatchdogShortensTransactions(t *testing.T) {
 // dead-lettered with an error saying why, with at most one abort; every
 // other record is in the output exactly once, in order per key.
 func TestBudgetRecordAloneDeadLettered(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("alone-in"), n: 300, keys: 10}
-		out, dlq, group := unique("alone-out"), unique("alone-dlq"), unique("alone-group")
-		tg.createTopics(t, 2, in.topic, out, dlq)
-		tg.produce(t, in, 0, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("alone-in"), N: 300, Keys: 10}
+		out, dlq, group := Unique("alone-out"), Unique("alone-dlq"), Unique("alone-group")
+		tg.NewTopics(t, 2, in.Topic, out, dlq)
+		tg.Produce(t, in, 0, in.N)
 		var slowCalls atomic.Int32
-		chain := budgetChain(t, "slow", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := BudgetChain(t, "slow", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if src.Partition == 0 && src.Offset == 5 {
 				slowCalls.Add(1)
 				tm := time.NewTimer(300 * time.Millisecond)
@@ -311,13 +311,13 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 			return append(out, r), nil
 		})
 		began := time.Now()
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
-			onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 1000, commitInterval: 500 * time.Millisecond, txnBudget: 150 * time.Millisecond})
-		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
-		a.stop(t)
-		watchdog := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog)))
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, Chain: chain,
+			OnError: pipeline.DeadLetter, DLQTopic: dlq, MaxRecords: 1000, CommitInterval: 500 * time.Millisecond, TxnBudget: 150 * time.Millisecond})
+		tg.WaitCaughtUpWithin(t, 30*time.Second, group, in.Topic, a)
+		a.Stop(t)
+		watchdog := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonWatchdog)))
 		t.Logf("%s: caught up in %s; the slow record was tried %d times; aborts: %s", tg.Name, time.Since(began).Round(time.Millisecond),
-			slowCalls.Load(), budgetAborts(a.tm))
+			slowCalls.Load(), budgetAborts(a.TxnMetrics))
 		if watchdog > 1 {
 			t.Errorf("aborted{reason=watchdog} = %v, want at most 1", watchdog)
 		}
@@ -325,27 +325,27 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 			t.Errorf("the slow record was run %d times, want once", n)
 		}
 
-		dead := tg.readAll(t, dlq, true)
+		dead := tg.ReadAll(t, dlq, true)
 		if len(dead) != 1 {
 			t.Fatalf("%d dead letters, want 1", len(dead))
 		}
 		d := dead[0]
-		if src, ok := check.Lineage(d); !ok || src != (check.Input{Topic: in.topic, Partition: 0, Offset: 5}) {
-			t.Errorf("the dead letter is of %+v (lineage headers found: %v), want %s partition 0 offset 5", src, ok, in.topic)
+		if src, ok := check.Lineage(d); !ok || src != (check.Input{Topic: in.Topic, Partition: 0, Offset: 5}) {
+			t.Errorf("the dead letter is of %+v (lineage headers found: %v), want %s partition 0 offset 5", src, ok, in.Topic)
 		}
-		if msg := headerValue(d, record.HeaderError); !strings.Contains(msg, "did not finish within") || !strings.Contains(msg, "PROCESSOR_TRANSFORM_TIMEOUT") {
+		if msg := HeaderValue(d, record.HeaderError); !strings.Contains(msg, "did not finish within") || !strings.Contains(msg, "PROCESSOR_TRANSFORM_TIMEOUT") {
 			t.Errorf("the dead letter's %s is %q, want it to say the record did not finish within its limit, naming the setting", record.HeaderError, msg)
 		}
-		if got := headerValue(d, record.HeaderErrorTransform); got != "slow" {
+		if got := HeaderValue(d, record.HeaderErrorTransform); got != "slow" {
 			t.Errorf("the dead letter's %s is %q, want slow", record.HeaderErrorTransform, got)
 		}
-		if got := testutil.ToFloat64(a.pm.DLQ); got != 1 {
+		if got := testutil.ToFloat64(a.PipelineMetrics.DLQ); got != 1 {
 			t.Errorf("records_dlq_total = %v, want 1", got)
 		}
 
 		// Every other input exactly once, in order per key.
 		deadValue := string(d.Value)
-		outs := tg.readAll(t, out, true)
+		outs := tg.ReadAll(t, out, true)
 		seen := map[string]int{}
 		last := map[string]int{}
 		for _, r := range outs {
@@ -361,14 +361,14 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 		if seen[deadValue] != 0 {
 			t.Errorf("the dead-lettered record %q is in the output too", deadValue)
 		}
-		for i := range in.n {
-			v := string(in.record(i).Value)
+		for i := range in.N {
+			v := string(in.Record(i).Value)
 			if v != deadValue && seen[v] != 1 {
 				t.Errorf("input %q is in the output %d times", v, seen[v])
 			}
 		}
-		if len(outs) != in.n-1 {
-			t.Errorf("%d outputs, want %d", len(outs), in.n-1)
+		if len(outs) != in.N-1 {
+			t.Errorf("%d outputs, want %d", len(outs), in.N-1)
 		}
 	})
 }
@@ -380,18 +380,18 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 // before it used up, each well within its own limit) and then passes,
 // reaches the output. Nothing is dead-lettered; exactly once.
 func TestBudgetRetriesNotPastBudget(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		// The retries' backoffs (10 and 20ms) must stay well inside the
 		// record's limit, half the budget, on a loaded machine under the
 		// race detector: at 150ms a stall of 45ms failed the record.
 		const budget = 300 * time.Millisecond
-		in := input{topic: unique("retry-in"), n: 60, keys: 6}
-		out, dlq, group := unique("retry-out"), unique("retry-dlq"), unique("retry-group")
-		tg.createTopics(t, 1, in.topic, out, dlq)
-		tg.produce(t, in, 0, in.n)
+		in := Input{Topic: Unique("retry-in"), N: 60, Keys: 6}
+		out, dlq, group := Unique("retry-out"), Unique("retry-dlq"), Unique("retry-group")
+		tg.NewTopics(t, 1, in.Topic, out, dlq)
+		tg.Produce(t, in, 0, in.N)
 		var attempts atomic.Int32
 		var slowed [5]atomic.Bool
-		chain := budgetChain(t, "flaky", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := BudgetChain(t, "flaky", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if src.Offset < 5 && !slowed[src.Offset].Swap(true) {
 				time.Sleep(budget / 7) // the first time: together they use most of the budget
 			}
@@ -415,25 +415,25 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 			}
 			return append(out, r), nil
 		})
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
-			onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 1000, commitInterval: time.Second, txnBudget: budget})
-		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
-		a.stop(t)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, Chain: chain,
+			OnError: pipeline.DeadLetter, DLQTopic: dlq, MaxRecords: 1000, CommitInterval: time.Second, TxnBudget: budget})
+		tg.WaitCaughtUpWithin(t, 30*time.Second, group, in.Topic, a)
+		a.Stop(t)
 		t.Logf("%s: the flaky record was tried %d times; retries %v; aborts: %s", tg.Name, attempts.Load(),
-			testutil.ToFloat64(a.pm.Retries), budgetAborts(a.tm))
-		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
-			t.Errorf("%d dead letters, want none; the first says %q", len(dead), headerValue(dead[0], record.HeaderError))
+			testutil.ToFloat64(a.PipelineMetrics.Retries), budgetAborts(a.TxnMetrics))
+		if dead := tg.ReadAll(t, dlq, true); len(dead) != 0 {
+			t.Errorf("%d dead letters, want none; the first says %q", len(dead), HeaderValue(dead[0], record.HeaderError))
 		}
-		if got := testutil.ToFloat64(a.pm.DLQ); got != 0 {
+		if got := testutil.ToFloat64(a.PipelineMetrics.DLQ); got != 0 {
 			t.Errorf("records_dlq_total = %v, want 0", got)
 		}
-		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonWatchdog))); got < 1 {
+		if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonWatchdog))); got < 1 {
 			t.Errorf("aborted{reason=watchdog} = %v, want at least 1 (the retry that would cross the budget)", got)
 		}
 		if got := attempts.Load(); got < 4 {
 			t.Errorf("the flaky record was tried %d times, want at least 4 (three failures, then a pass)", got)
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	})
 }
 
@@ -470,7 +470,7 @@ func budgetWaitBrokerAbort(ctx context.Context, adm *kadm.Client, txnID string, 
 // output is exactly once.
 func TestTxnTimeoutIsNotFencing(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		// The shortest transaction timeout the harness can have: its
 		// session timeout (2s more) must be at least 6s
 		// (group.min.session.timeout.ms, in kfake too).
@@ -480,12 +480,12 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 			// (transaction.abort.timed.out.transaction.cleanup.interval.ms).
 			waitAbort, bound = 16*time.Second, 50*time.Second
 		}
-		in := input{topic: unique("tmo-in"), n: 100, keys: 10}
-		out, group := unique("tmo-out"), unique("tmo-group")
+		in := Input{Topic: Unique("tmo-in"), N: 100, Keys: 10}
+		out, group := Unique("tmo-out"), Unique("tmo-group")
 		txnID := group + "-a"
-		tg.createTopics(t, 1, in.topic, out)
-		tg.produce(t, in, 0, in.n)
-		adm := tg.admin(t)
+		tg.NewTopics(t, 1, in.Topic, out)
+		tg.Produce(t, in, 0, in.N)
+		adm := tg.Admin(t)
 		// Offset 5 blocks on its first attempt. The transaction stays open
 		// after that (its producer has failed, but the records of the poll
 		// go on), so offset 50 blocks only once offset 5 came round again:
@@ -493,7 +493,7 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 		var mu sync.Mutex
 		visits := map[int64]int{}
 		var waits []string
-		chain := budgetChain(t, "block", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := BudgetChain(t, "block", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			mu.Lock()
 			visits[src.Offset]++
 			block := (src.Offset == 5 && visits[5] == 1) || (src.Offset == 50 && visits[5] >= 2 && len(waits) == 1)
@@ -511,24 +511,24 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 			return append(out, r), nil
 		})
 		began := time.Now()
-		a := tg.start(t, instanceOpts{group: group, txnID: txnID, topics: []string{in.topic}, out: out, chain: chain,
-			txnTimeout: txnTimeout, txnBudget: 2 * waitAbort})
-		tg.waitCaughtUpWithin(t, bound, group, in.topic, a)
-		a.stop(t)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: txnID, Topics: []string{in.Topic}, Out: out, Chain: chain,
+			TxnTimeout: txnTimeout, TxnBudget: 2 * waitAbort})
+		tg.WaitCaughtUpWithin(t, bound, group, in.Topic, a)
+		a.Stop(t)
 		mu.Lock()
 		t.Logf("%s: caught up in %s; blocked: %s; aborts: %s; fenced %v", tg.Name, time.Since(began).Round(10*time.Millisecond),
-			strings.Join(waits, ", "), budgetAborts(a.tm), testutil.ToFloat64(a.tm.Fenced))
+			strings.Join(waits, ", "), budgetAborts(a.TxnMetrics), testutil.ToFloat64(a.TxnMetrics.Fenced))
 		if len(waits) != 2 {
 			t.Errorf("the transform blocked %d times, want 2", len(waits))
 		}
 		mu.Unlock()
 		var fe *txn.FencedError
-		if errors.As(a.err, &fe) {
-			t.Errorf("the instance stopped as fenced: %v", a.err)
+		if errors.As(a.Err, &fe) {
+			t.Errorf("the instance stopped as fenced: %v", a.Err)
 		}
-		timeouts := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonTimeout)))
-		produce := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonProduce)))
-		if fenced := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonFenced))); fenced != 0 {
+		timeouts := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonTimeout)))
+		produce := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonProduce)))
+		if fenced := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonFenced))); fenced != 0 {
 			t.Errorf("aborted{reason=fenced} = %v, want 0: the broker's transaction timeout counted as fencing", fenced)
 		}
 		// One abort per block, counted as the broker's timeout: on kfake
@@ -537,12 +537,12 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 		// produces after the timeout fail with INVALID_PRODUCER_EPOCH.
 		if timeouts < 2 || produce != 0 {
 			t.Errorf("aborted{reason=timeout} = %v, aborted{reason=produce_error} = %v; want at least 2 and 0, one timeout per blocked record (aborts: %s)",
-				timeouts, produce, budgetAborts(a.tm))
+				timeouts, produce, budgetAborts(a.TxnMetrics))
 		}
-		if got := testutil.ToFloat64(a.tm.Fenced); got != 0 {
+		if got := testutil.ToFloat64(a.TxnMetrics.Fenced); got != 0 {
 			t.Errorf("producer_fenced_total = %v, want 0: the broker's transaction timeout counted as fencing", got)
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	})
 }
 
@@ -551,19 +551,19 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 // transaction holds more than 1MiB/8KiB records and a few; exactly once.
 func TestMaxTxnBytes(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		const maxBytes, size = 1 << 20, 8 << 10
-		in := input{topic: unique("bytes-in"), n: 2000, keys: 20}
-		out, group := unique("bytes-out"), unique("bytes-group")
-		tg.createTopics(t, 3, in.topic, out)
+		in := Input{Topic: Unique("bytes-in"), N: 2000, Keys: 20}
+		out, group := Unique("bytes-out"), Unique("bytes-group")
+		tg.NewTopics(t, 3, in.Topic, out)
 		pad := "|" + strings.Repeat("x", size)
 		cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.ProducerLinger(2*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
 		var recs []*kgo.Record
-		for i := range in.n {
-			r := in.record(i)
+		for i := range in.N {
+			r := in.Record(i)
 			r.Value = append(r.Value, pad...)
 			recs = append(recs, r)
 		}
@@ -574,21 +574,21 @@ func TestMaxTxnBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chain := budgetChain(t, "tag", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := BudgetChain(t, "tag", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
 			return append(out, r), nil
 		})
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
-			maxRecords: 10000, commitInterval: 5 * time.Second, maxTxnBytes: maxBytes})
-		tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
-		a.stop(t)
-		outs := tg.readAll(t, out, true)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, Chain: chain,
+			MaxRecords: 10000, CommitInterval: 5 * time.Second, MaxTxnBytes: maxBytes})
+		tg.WaitCaughtUpWithin(t, 30*time.Second, group, in.Topic, a)
+		a.Stop(t)
+		outs := tg.ReadAll(t, out, true)
 		sizes, largest := budgetPerTxn(outs)
-		t.Logf("%s: input records per committed transaction, in order: %v; aborts: %s", tg.Name, sizes, budgetAborts(a.tm))
+		t.Logf("%s: input records per committed transaction, in order: %v; aborts: %s", tg.Name, sizes, budgetAborts(a.TxnMetrics))
 		if limit := maxBytes/size + 8; largest > limit {
 			t.Errorf("committed transactions hold %v records of %d bytes, in order; want at most %d each (PROCESSOR_MAX_TXN_BYTES=1MiB)", sizes, size, limit)
 		}
-		if count, _, le := budgetHistogram(t, a.tm.Records); le[256] != count {
+		if count, _, le := budgetHistogram(t, a.TxnMetrics.Records); le[256] != count {
 			t.Errorf("transaction_records: %d of %d committed transactions hold more than 256 records", count-le[256], count)
 		}
 		for _, r := range outs {
@@ -597,7 +597,7 @@ func TestMaxTxnBytes(t *testing.T) {
 			}
 			r.Value = r.Value[:bytes.IndexByte(r.Value, '|')]
 		}
-		checkExactlyOnce(t, in, outs)
+		CheckExactlyOnce(t, in, outs)
 	})
 }
 
@@ -613,13 +613,13 @@ func TestMaxTxnBytes(t *testing.T) {
 // by 5s each) of the stop.
 func TestShutdownBlockedProduce(t *testing.T) {
 	// Serial: 50,000 records must pass the transform within half the budget.
-	tg := newFake(t)
+	tg := NewFake(t)
 	const txnTimeout = 10 * time.Second
 	budget := txnTimeout * 4 / 5
-	in := input{topic: unique("blocked-in"), n: 80_000, keys: 100}
-	out, group := unique("blocked-out"), unique("blocked-group")
-	tg.createTopics(t, 6, in.topic, out)
-	tg.produce(t, in, 0, in.n)
+	in := Input{Topic: Unique("blocked-in"), N: 80_000, Keys: 100}
+	out, group := Unique("blocked-out"), Unique("blocked-group")
+	tg.NewTopics(t, 6, in.Topic, out)
+	tg.Produce(t, in, 0, in.N)
 	var held atomic.Int64
 	tg.Fake.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
 		tg.Fake.KeepControl()
@@ -627,12 +627,12 @@ func TestShutdownBlockedProduce(t *testing.T) {
 		return nil, nil, true // taken, never answered
 	})
 	var after atomic.Int64
-	chain := budgetChain(t, "count", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := BudgetChain(t, "count", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		after.Add(1)
 		return append(out, r), nil
 	})
-	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
-		txnTimeout: txnTimeout, maxRecords: 200_000, commitInterval: 5 * time.Second})
+	a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, Chain: chain,
+		TxnTimeout: txnTimeout, MaxRecords: 200_000, CommitInterval: 5 * time.Second})
 	full := 50_001 // the output that cannot be buffered
 	deadline := time.Now().Add(budget / 2)
 	for after.Load() < int64(full) && time.Now().Before(deadline) {
@@ -650,12 +650,12 @@ func TestShutdownBlockedProduce(t *testing.T) {
 	tg.Fake.Close()
 
 	stopped := time.Now()
-	a.stopped = true
-	a.cancel()
+	a.Stopped = true
+	a.Cancel()
 	bound := budget + txnTimeout + 15*time.Second
 	select {
-	case <-a.done:
-		t.Logf("Run returned %s after the stop (bound %s): %v", time.Since(stopped).Round(10*time.Millisecond), bound, a.err)
+	case <-a.Done:
+		t.Logf("Run returned %s after the stop (bound %s): %v", time.Since(stopped).Round(10*time.Millisecond), bound, a.Err)
 	case <-time.After(bound):
 		t.Fatalf("Run did not return within %s of the stop (budget %s + transaction timeout %s + 15s): a Produce blocked on the full buffer holds up the shutdown",
 			bound, budget, txnTimeout)

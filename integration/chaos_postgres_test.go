@@ -34,7 +34,7 @@ import (
 func TestChaosPostgres(t *testing.T) {
 	drill(t)
 	srv := pgtest.StartServer(t)
-	binary(t)
+	Binary(t)
 	script, pgURL, pgEnv := srv.Script, srv.URL, srv.Env
 	run := func(t *testing.T, faults string, args ...string) {
 		// The input lasts 30 s, as long as the faults, so that each

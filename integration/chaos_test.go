@@ -90,7 +90,7 @@ func killTree(p *os.Process) error {
 // make chaos-kafka). A drill: it runs under make drill, not make test.
 func TestChaosShort(t *testing.T) {
 	drill(t)
-	binary(t)
+	Binary(t)
 	run := func(t *testing.T, args ...string) string {
 		return runChaos(t, nil, append([]string{"-records", "15000", "-rate", "3000", "-iterations", "5", "-pause", "1s"}, args...)...)
 	}
@@ -133,7 +133,7 @@ func TestChaosShort(t *testing.T) {
 // PROCESSOR_TEST_BROKERS the same without the broker fault.
 func TestChaosShortAvro(t *testing.T) {
 	drill(t)
-	binary(t)
+	Binary(t)
 	run := func(t *testing.T, args ...string) string {
 		return runChaos(t, nil, append([]string{"-value-format", "avro", "-records", "6000", "-rate", "1500", "-iterations", "5",
 			"-pause", "1s", "-poison-every", "200"}, args...)...)
@@ -167,7 +167,7 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), chaosTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "chaos"), append([]string{"-bin", binDir, "-logs", logs}, args...)...)
+	cmd := exec.CommandContext(ctx, filepath.Join(BinDir, "chaos"), append([]string{"-bin", BinDir, "-logs", logs}, args...)...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -216,7 +216,7 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 //	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortStateful/kfake/grouped' ./integration/
 func TestChaosShortStateful(t *testing.T) {
 	drill(t)
-	binary(t)
+	Binary(t)
 	run := func(t *testing.T, args ...string) string {
 		out := runChaos(t, nil, append([]string{"-records", "12000", "-rate", "1000", "-iterations", "5", "-pause", "1s",
 			"-faults", "kill,wipe,scale,term,scale,abort"}, args...)...)

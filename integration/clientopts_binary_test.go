@@ -20,7 +20,7 @@ import (
 // naming the variable and the expected form.
 func TestBinaryBadClientSettingExits2(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
+	bin := Binary(t)
 	base := []string{"PROCESSOR_BROKERS=k:9092", "PROCESSOR_GROUP=g", "PROCESSOR_INPUT_TOPICS=in", "PROCESSOR_OUTPUT_TOPIC=out"}
 	for _, c := range []struct{ set, want string }{
 		{"PROCESSOR_COMPRESSION=brotli", `PROCESSOR_COMPRESSION="brotli" is invalid: want none, gzip, snappy, lz4 or zstd`},
@@ -33,7 +33,7 @@ func TestBinaryBadClientSettingExits2(t *testing.T) {
 		{"PROCESSOR_START_OFFSET=yesterday", `PROCESSOR_START_OFFSET="yesterday" is invalid: want earliest, latest, a negative Go duration such as -1h, or an RFC 3339 time`},
 		{"PROCESSOR_START_OFFSET=+1h", `PROCESSOR_START_OFFSET="+1h" is invalid`},
 	} {
-		if msg := runBadConfig(t, bin, append(slices.Clone(base), c.set)...); !strings.Contains(msg, c.want) || strings.Contains(msg, "goroutine") {
+		if msg := RunBadConfig(t, bin, append(slices.Clone(base), c.set)...); !strings.Contains(msg, c.want) || strings.Contains(msg, "goroutine") {
 			t.Errorf("%s: stderr %q, want one line containing %q", c.set, msg, c.want)
 		}
 	}
@@ -44,21 +44,21 @@ func TestBinaryBadClientSettingExits2(t *testing.T) {
 // static membership.
 func TestBinaryDefaultClientID(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, group := unique("cid-in"), unique("cid-out"), unique("cid-group")
-		tg.createTopics(t, 2, in, out)
-		a := tg.startBinary(t, group, group+"-a", in, out, func(i *launch.Instance) { i.InstanceID = "member-a" })
-		b := tg.startBinary(t, group, group+"-b", in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, group := Unique("cid-in"), Unique("cid-out"), Unique("cid-group")
+		tg.NewTopics(t, 2, in, out)
+		a := tg.StartBinary(t, group, group+"-a", in, out, func(i *launch.Instance) { i.InstanceID = "member-a" })
+		b := tg.StartBinary(t, group, group+"-b", in, out)
 		want := []string{"processor-" + group + "-" + config.Hostname(), "processor-" + group + "-member-a"}
 		slices.Sort(want)
 		var ids []string
-		waitFor(t, 60*time.Second, "both instances in the group", func() bool {
-			ids = tg.groupClientIDs(t, group)
+		WaitFor(t, 60*time.Second, "both instances in the group", func() bool {
+			ids = tg.GroupClientIDs(t, group)
 			slices.Sort(ids)
 			return slices.Equal(ids, want)
 		})
-		a.terminate(t)
-		b.terminate(t)
+		a.Terminate(t)
+		b.Terminate(t)
 	})
 }
 
@@ -70,21 +70,21 @@ func TestBinaryDefaultClientID(t *testing.T) {
 // group.max.session.timeout.ms, 30m by default).
 func TestBinaryTransactionTimeoutAboveBrokerLimit(t *testing.T) {
 	t.Parallel()
-	run := func(t *testing.T, tg *target, txnTimeout, sessionTimeout time.Duration, want string) {
-		in, out, group := unique("txnmax-in"), unique("txnmax-out"), unique("txnmax-group")
-		tg.createTopics(t, 1, in, out)
-		p := tg.startBinary(t, group, group+"-a", in, out, func(i *launch.Instance) {
+	run := func(t *testing.T, tg *Target, txnTimeout, sessionTimeout time.Duration, want string) {
+		in, out, group := Unique("txnmax-in"), Unique("txnmax-out"), Unique("txnmax-group")
+		tg.NewTopics(t, 1, in, out)
+		p := tg.StartBinary(t, group, group+"-a", in, out, func(i *launch.Instance) {
 			i.TransactionTimeout, i.SessionTimeout = txnTimeout, sessionTimeout
 		})
 		select {
-		case <-p.done:
+		case <-p.Done:
 		case <-time.After(60 * time.Second):
 			t.Fatal("still running with a transaction timeout above the brokers' limit")
 		}
 		var ee *exec.ExitError
-		logs := p.logs.String()
-		if !errors.As(p.err, &ee) || ee.ExitCode() != 2 {
-			t.Errorf("exit %v, want code 2", p.err)
+		logs := p.Logs.String()
+		if !errors.As(p.Err, &ee) || ee.ExitCode() != 2 {
+			t.Errorf("exit %v, want code 2", p.Err)
 		}
 		var lines []string
 		for l := range strings.Lines(logs) {
@@ -100,13 +100,13 @@ func TestBinaryTransactionTimeoutAboveBrokerLimit(t *testing.T) {
 		}
 	}
 	t.Run("kfake", func(t *testing.T) {
-		fake := &target{kafkatest.NewFake(t, append(slices.Clone(fakeOpts), kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "5000"}))...)}
+		fake := &Target{kafkatest.NewFake(t, append(slices.Clone(FakeOpts), kfake.BrokerConfigs(map[string]string{"transaction.max.timeout.ms": "5000"}))...)}
 		run(t, fake, 8*time.Second, 10*time.Second,
 			`PROCESSOR_TRANSACTION_TIMEOUT="8s" is invalid: want a duration of at most the brokers' transaction.max.timeout.ms (5s)`)
 	})
 	if os.Getenv(kafkatest.BrokersVar) != "" {
 		t.Run("kafka", func(t *testing.T) {
-			run(t, &target{kafkatest.FromEnv(t)}, 16*time.Minute, 20*time.Minute,
+			run(t, &Target{kafkatest.FromEnv(t)}, 16*time.Minute, 20*time.Minute,
 				`PROCESSOR_TRANSACTION_TIMEOUT="16m0s" is invalid: want a duration of at most the brokers' transaction.max.timeout.ms (15m0s)`)
 		})
 	}

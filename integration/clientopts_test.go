@@ -26,11 +26,11 @@ import (
 // bits 0-2) by PROCESSOR_COMPRESSION.
 var codecs = map[string]uint8{"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
-// groupClientIDs returns the client ID of each member of group, as the
+// GroupClientIDs returns the client ID of each member of group, as the
 // group's coordinator describes it.
-func (tg *target) groupClientIDs(t testing.TB, group string) []string {
+func (tg *Target) GroupClientIDs(t testing.TB, group string) []string {
 	t.Helper()
-	described, err := tg.admin(t).DescribeGroups(testContext(t, 30*time.Second), group)
+	described, err := tg.Admin(t).DescribeGroups(Context(t, 30*time.Second), group)
 	if err != nil {
 		t.Fatalf("describing group %s: %v", group, err)
 	}
@@ -48,17 +48,17 @@ func (tg *target) groupClientIDs(t testing.TB, group string) []string {
 // another rack to serve from).
 func TestClientSettingsOnTheWire(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		for _, name := range config.Compressions {
 			t.Run(name, func(t *testing.T) {
-				in, out, group := unique("wire-in"), unique("wire-out"), unique("wire-"+name)
-				tg.createTopics(t, 1, in, out)
+				in, out, group := Unique("wire-in"), Unique("wire-out"), Unique("wire-"+name)
+				tg.NewTopics(t, 1, in, out)
 				recs := make([]*kgo.Record, 20)
 				for i := range recs { // compressible: each codec makes the batch smaller
 					recs[i] = &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i)), Value: bytes.Repeat([]byte("order "+strconv.Itoa(i)+" "), 100)}
 				}
 				tg.ProduceSync(t, recs)
-				clientID, rack := unique("orders-"+name), "zone-"+name
+				clientID, rack := Unique("orders-"+name), "zone-"+name
 				var fetches *kfake.FaultHandle
 				if tg.Fake != nil {
 					fetches = tg.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Observe: true, Count: -1, When: func(r kmsg.Request) bool {
@@ -66,15 +66,15 @@ func TestClientSettingsOnTheWire(t *testing.T) {
 						return ok && f.Rack == rack && f.MaxBytes == 2<<20
 					}})
 				}
-				a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, configure: func(c *config.Config) {
+				a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out, Configure: func(c *config.Config) {
 					c.ClientID, c.Compression, c.Rack, c.FetchMaxBytes = clientID, name, rack, 2<<20
 				}})
-				tg.waitCaughtUp(t, group, in, a)
-				if ids := tg.groupClientIDs(t, group); len(ids) != 1 || ids[0] != clientID {
+				tg.WaitCaughtUp(t, group, in, a)
+				if ids := tg.GroupClientIDs(t, group); len(ids) != 1 || ids[0] != clientID {
 					t.Errorf("the group's members have client IDs %q, want [%s]", ids, clientID)
 				}
-				a.stop(t)
-				got := tg.readAll(t, out, true)
+				a.Stop(t)
+				got := tg.ReadAll(t, out, true)
 				if len(got) != len(recs) {
 					t.Fatalf("%d outputs, want %d", len(got), len(recs))
 				}
@@ -105,7 +105,7 @@ type startCase struct {
 // to the millisecond), or a duration back from the start.
 func TestStartOffset(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		cases := []startCase{
 			{"earliest", func([]*kgo.Record) string { return "earliest" },
 				[]string{"old-0", "old-1", "old-2", "recent-0", "recent-1", "recent-2"}},
@@ -119,15 +119,15 @@ func TestStartOffset(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				t.Parallel()
-				in, out, group := unique("start-in"), unique("start-out"), unique("start-group")
-				tg.createTopics(t, 1, in, out)
+				in, out, group := Unique("start-in"), Unique("start-out"), Unique("start-group")
+				tg.NewTopics(t, 1, in, out)
 				recent := produceStamped(t, tg, in)
 				value := c.value(recent)
-				a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out,
-					configure: func(cfg *config.Config) { cfg.StartOffset = value }})
-				tg.waitCaughtUp(t, group, in, a)
-				a.stop(t)
-				if got := values(tg.readAll(t, out, true)); strings.Join(got, ",") != strings.Join(c.want, ",") {
+				a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out,
+					Configure: func(cfg *config.Config) { cfg.StartOffset = value }})
+				tg.WaitCaughtUp(t, group, in, a)
+				a.Stop(t)
+				if got := values(tg.ReadAll(t, out, true)); strings.Join(got, ",") != strings.Join(c.want, ",") {
 					t.Errorf("START_OFFSET=%s: outputs %q, want %q", value, got, c.want)
 				}
 			})
@@ -135,10 +135,10 @@ func TestStartOffset(t *testing.T) {
 	})
 }
 
-// produceStamped writes old-0..2, stamped three hours ago a second apart,
+// ProduceStamped writes old-0..2, stamped three hours ago a second apart,
 // then recent-0..2, half an hour ago, and returns the recent ones with
 // their timestamps.
-func produceStamped(t *testing.T, tg *target, topic string) []*kgo.Record {
+func produceStamped(t *testing.T, tg *Target, topic string) []*kgo.Record {
 	t.Helper()
 	now := time.Now().Truncate(time.Millisecond)
 	var recs []*kgo.Record
@@ -167,24 +167,24 @@ func values(recs []*kgo.Record) []string {
 // produced while it was down are processed, once.
 func TestStartOffsetLatestAndCommitted(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, group := unique("latest-in"), unique("latest-out"), unique("latest-group")
-		tg.createTopics(t, 1, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, group := Unique("latest-in"), Unique("latest-out"), Unique("latest-group")
+		tg.NewTopics(t, 1, in, out)
 		produceStamped(t, tg, in)
 		latest := func(cfg *config.Config) { cfg.StartOffset = "latest" }
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, configure: latest})
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out, Configure: latest})
 		// When the group has placed itself at the end is not observable
 		// from outside, so live records are written until one comes out.
 		live := 0
-		waitFor(t, 60*time.Second, "an output of a record produced after the start", func() bool {
+		WaitFor(t, 60*time.Second, "an output of a record produced after the start", func() bool {
 			tg.ProduceSync(t, []*kgo.Record{{Topic: in, Value: []byte("live-" + strconv.Itoa(live))}})
 			live++
 			time.Sleep(200 * time.Millisecond)
-			return len(tg.readAll(t, out, false)) > 0
+			return len(tg.ReadAll(t, out, false)) > 0
 		})
-		tg.waitCaughtUp(t, group, in, a)
-		a.stop(t)
-		first := values(tg.readAll(t, out, true))
+		tg.WaitCaughtUp(t, group, in, a)
+		a.Stop(t)
+		first := values(tg.ReadAll(t, out, true))
 		for _, v := range first {
 			if !strings.HasPrefix(v, "live-") {
 				t.Errorf("output %q was produced before the start", v)
@@ -193,10 +193,10 @@ func TestStartOffsetLatestAndCommitted(t *testing.T) {
 
 		// Down, then up again with latest: the committed offset wins.
 		tg.ProduceSync(t, []*kgo.Record{{Topic: in, Value: []byte("while-down-0")}, {Topic: in, Value: []byte("while-down-1")}})
-		b := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, configure: latest})
-		tg.waitCaughtUp(t, group, in, b)
-		b.stop(t)
-		all := values(tg.readAll(t, out, true))
+		b := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out, Configure: latest})
+		tg.WaitCaughtUp(t, group, in, b)
+		b.Stop(t)
+		all := values(tg.ReadAll(t, out, true))
 		want := append(append([]string{}, first...), "while-down-0", "while-down-1")
 		if strings.Join(all, ",") != strings.Join(want, ",") {
 			t.Errorf("after the restart with latest: outputs %q, want %q", all, want)
@@ -210,21 +210,21 @@ func TestStartOffsetLatestAndCommitted(t *testing.T) {
 // exactly once, with no loop of aborts.
 func TestProduceBatchMaxBytes(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, dlq, group := unique("batchcap-in"), unique("batchcap-out"), unique("batchcap-dlq"), unique("batchcap-group")
-		tg.createTopics(t, 1, in, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, dlq, group := Unique("batchcap-in"), Unique("batchcap-out"), Unique("batchcap-dlq"), Unique("batchcap-group")
+		tg.NewTopics(t, 1, in, out, dlq)
 		var recs []*kgo.Record
 		for i := range 10 {
 			recs = append(recs, &kgo.Record{Topic: in, Key: []byte("small" + strconv.Itoa(i)), Value: bytes.Repeat([]byte{'s'}, 200)})
 		}
-		recs = append(recs, &kgo.Record{Topic: in, Key: []byte("big"), Value: incompressible(6000, 6000)})
+		recs = append(recs, &kgo.Record{Topic: in, Key: []byte("big"), Value: Incompressible(6000, 6000)})
 		tg.ProduceSync(t, recs)
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out,
-			onError: pipeline.DeadLetter, dlqTopic: dlq, configure: func(c *config.Config) { c.ProduceBatchMaxBytes = 4 << 10 }})
-		tg.waitCaughtUp(t, group, in, a)
-		a.stop(t)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out,
+			OnError: pipeline.DeadLetter, DLQTopic: dlq, Configure: func(c *config.Config) { c.ProduceBatchMaxBytes = 4 << 10 }})
+		tg.WaitCaughtUp(t, group, in, a)
+		a.Stop(t)
 		got := map[string]int{}
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			got[string(r.Key)]++
 		}
 		for i := range 10 {
@@ -235,8 +235,8 @@ func TestProduceBatchMaxBytes(t *testing.T) {
 		if got["big"] != 0 {
 			t.Errorf("the record over the limit is in the output %d times", got["big"])
 		}
-		dead := tg.readAll(t, dlq, true)
-		if len(dead) != 1 || string(dead[0].Key) != "big" || len(dead[0].Value) != 0 || headerValue(dead[0], record.HeaderErrorValueDropped) == "" {
+		dead := tg.ReadAll(t, dlq, true)
+		if len(dead) != 1 || string(dead[0].Key) != "big" || len(dead[0].Value) != 0 || HeaderValue(dead[0], record.HeaderErrorValueDropped) == "" {
 			t.Fatalf("dead letters %d, want the big record's without its value", len(dead))
 		}
 	})
@@ -247,15 +247,15 @@ func TestProduceBatchMaxBytes(t *testing.T) {
 // an offset for it.
 func TestStartOffsetPostgres(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		db := pgtest.New(t)
-		in, group := unique("pgstart-in"), unique("pgstart-group")
-		tg.createTopics(t, 1, in)
+		in, group := Unique("pgstart-in"), Unique("pgstart-group")
+		tg.NewTopics(t, 1, in)
 		produceStamped(t, tg, in)
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, db: openSink(t, db, group),
-			configure: func(c *config.Config) { c.StartOffset = "-1h" }})
-		waitFor(t, 60*time.Second, "the group to store the input's end offset", func() bool { return storedTotal(t, db, group) == 6 })
-		a.stop(t)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, DB: OpenSink(t, db, group),
+			Configure: func(c *config.Config) { c.StartOffset = "-1h" }})
+		WaitFor(t, 60*time.Second, "the group to store the input's end offset", func() bool { return StoredTotal(t, db, group) == 6 })
+		a.Stop(t)
 		rows, err := db.Admin.Query(context.Background(), `SELECT convert_from(value_bytes, 'UTF8') FROM processor_records ORDER BY src_offset`)
 		if err != nil {
 			t.Fatal(err)

@@ -45,26 +45,26 @@ func TestClusterBrokerKillAndRestart(t *testing.T) {
 	if bootstrap == "" {
 		t.Skip("PROCESSOR_TEST_CLUSTER is not set: run make test-cluster")
 	}
-	tg := newTarget(t, "kafka-cluster", strings.Split(bootstrap, ","))
-	in := input{topic: unique("cluster-in"), n: 30_000, keys: 300}
-	out, group := unique("cluster-out"), unique("cluster-group")
-	tg.createTopics(t, 6, in.topic, out)
-	tg.produce(t, in, 0, in.n/3)
+	tg := NewTarget(t, "kafka-cluster", strings.Split(bootstrap, ","))
+	in := Input{Topic: Unique("cluster-in"), N: 30_000, Keys: 300}
+	out, group := Unique("cluster-out"), Unique("cluster-group")
+	tg.NewTopics(t, 6, in.Topic, out)
+	tg.Produce(t, in, 0, in.N/3)
 
-	o := instanceOpts{group: group, topics: []string{in.topic}, out: out, maxRecords: 1000}
-	o.txnID = group + "-a"
-	a := tg.start(t, o)
-	o.txnID = group + "-b"
-	b := tg.start(t, o)
-	waitFor(t, 60*time.Second, "both instances to commit", func() bool {
-		return a.p.Stats().Commits > 0 && b.p.Stats().Commits > 0
+	o := InstanceOpts{Group: group, Topics: []string{in.Topic}, Out: out, MaxRecords: 1000}
+	o.TxnID = group + "-a"
+	a := tg.Start(t, o)
+	o.TxnID = group + "-b"
+	b := tg.Start(t, o)
+	WaitFor(t, 60*time.Second, "both instances to commit", func() bool {
+		return a.Pipeline.Stats().Commits > 0 && b.Pipeline.Stats().Commits > 0
 	})
 
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
-		for i := in.n / 3; i < in.n; i += in.n / 60 {
-			if t.Context().Err() != nil || !tg.produce(t, in, i, min(i+in.n/60, in.n)) {
+		for i := in.N / 3; i < in.N; i += in.N / 60 {
+			if t.Context().Err() != nil || !tg.Produce(t, in, i, min(i+in.N/60, in.N)) {
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
@@ -76,29 +76,29 @@ func TestClusterBrokerKillAndRestart(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	kafkaScript(t, "start", "2")
 	t.Logf("broker 2 down for %s", time.Since(killed).Round(100*time.Millisecond))
-	waitClosed(t, fed, feedTimeout, "the input feeder to write the last two thirds of the input")
-	tg.waitCaughtUp(t, group, in.topic, a, b)
-	t.Logf("after the broker kill: %s", fmtStats(a, b))
-	a.stop(t)
-	b.stop(t)
+	WaitClosed(t, fed, FeedTimeout, "the input feeder to write the last two thirds of the input")
+	tg.WaitCaughtUp(t, group, in.Topic, a, b)
+	t.Logf("after the broker kill: %s", FmtStats(a, b))
+	a.Stop(t)
+	b.Stop(t)
 	// A transaction whose ending failed (end_error) has an unknown outcome
 	// and is counted as aborted. When the broker had committed it after
 	// all (the EndTxn landed, its response did not), its records are not
-	// consumed again, and the counters miss them: at most o.maxRecords for
+	// consumed again, and the counters miss them: at most o.MaxRecords for
 	// each such transaction. The output is exactly once either way.
 	unknown := uint64(endErrors(a, b))
-	if got, n := sumConsumed(a, b), uint64(in.n); got > n || got+unknown*uint64(o.maxRecords) < n || (unknown == 0 && got != n) {
+	if got, n := SumConsumed(a, b), uint64(in.N); got > n || got+unknown*uint64(o.MaxRecords) < n || (unknown == 0 && got != n) {
 		t.Errorf("committed input records summed over instances = %d, want %d (%d transactions ended with an unknown outcome)", got, n, unknown)
 	}
-	checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 }
 
 // endErrors is the transactions of ins whose ending failed with an unknown
 // outcome.
-func endErrors(ins ...*instance) float64 {
+func endErrors(ins ...*Instance) float64 {
 	var n float64
 	for _, in := range ins {
-		n += testutil.ToFloat64(in.tm.Aborted.WithLabelValues(string(txn.ReasonEndError)))
+		n += testutil.ToFloat64(in.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonEndError)))
 	}
 	return n
 }

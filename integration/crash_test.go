@@ -17,36 +17,36 @@ import (
 	"github.com/streamproc/processor/internal/launch"
 )
 
-// proc is a processor binary running against a target.
-type proc struct {
-	name     string
-	process  *launch.Process
-	logs     *syncBuffer
-	done     chan struct{}
-	err      error
+// Proc is a processor binary running against a target.
+type Proc struct {
+	Name     string
+	Process  *launch.Process
+	Logs     *SyncBuffer
+	Done     chan struct{}
+	Err      error
 	timedOut bool // killed at binaryRunTimeout; set before done is closed
 
 	mu          sync.Mutex
 	firstCommit time.Time // first progress line with committed > 0
 }
 
-// startBinary runs cmd/processor against tg as the test suite's standard
+// StartBinary runs cmd/processor against tg as the test suite's standard
 // instance with the given group, transactional ID and topics (see
-// binaryInstance), changed by set.
-func (tg *target) startBinary(t *testing.T, group, txnID, in, out string, set ...func(*launch.Instance)) *proc {
+// BinaryInstance), changed by set.
+func (tg *Target) StartBinary(t *testing.T, group, txnID, in, out string, set ...func(*launch.Instance)) *Proc {
 	t.Helper()
-	inst := tg.binaryInstance(group, txnID, in, out)
+	inst := tg.BinaryInstance(group, txnID, in, out)
 	for _, f := range set {
 		f(&inst)
 	}
-	return runBinary(t, txnID, inst)
+	return RunBinary(t, txnID, inst)
 }
 
-// binaryInstance is the processor instance the tests run against tg:
+// BinaryInstance is the processor instance the tests run against tg:
 // group, transactional ID and topics as given, a free HTTP port, text
 // logs, progress lines every 100ms, commits every 500ms and timeouts short
 // enough for a test.
-func (tg *target) binaryInstance(group, txnID, in, out string) launch.Instance {
+func (tg *Target) BinaryInstance(group, txnID, in, out string) launch.Instance {
 	return launch.Instance{
 		Brokers:            tg.Brokers,
 		Group:              group,
@@ -62,14 +62,14 @@ func (tg *target) binaryInstance(group, txnID, in, out string) launch.Instance {
 	}
 }
 
-// runBinary runs cmd/processor as inst, with inst's variables and PATH as
+// RunBinary runs cmd/processor as inst, with inst's variables and PATH as
 // its whole environment; its log is kept, and shown if the test fails. It
 // is killed when the test ends, or binaryRunTimeout after start, which
 // fails the test.
-func runBinary(t *testing.T, name string, inst launch.Instance) *proc {
+func RunBinary(t *testing.T, name string, inst launch.Instance) *Proc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), binaryRunTimeout)
-	c := inst.Command(binary(t), launch.PathOnly)
+	c := inst.Command(Binary(t), launch.PathOnly)
 	c.WaitDelay = 10 * time.Second // its end is seen even if something still holds its stderr
 	pr, pw := io.Pipe()
 	c.Output = pw
@@ -78,7 +78,7 @@ func runBinary(t *testing.T, name string, inst launch.Instance) *proc {
 		cancel()
 		t.Fatal(err)
 	}
-	p := &proc{name: name, process: lp, logs: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Name: name, Process: lp, Logs: &SyncBuffer{}, Done: make(chan struct{})}
 	scanned := make(chan struct{}) // every line is in p.logs
 	go func() {
 		defer close(scanned)
@@ -87,7 +87,7 @@ func runBinary(t *testing.T, name string, inst launch.Instance) *proc {
 		sc.Buffer(nil, 4<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			_, _ = p.logs.Write([]byte(line + "\n"))
+			_, _ = p.Logs.Write([]byte(line + "\n"))
 			if strings.Contains(line, "msg=progress") && !strings.Contains(line, " committed=0 ") {
 				p.mu.Lock()
 				if p.firstCommit.IsZero() {
@@ -98,59 +98,59 @@ func runBinary(t *testing.T, name string, inst launch.Instance) *proc {
 		}
 	}()
 	go func() {
-		p.err = lp.Wait()
+		p.Err = lp.Wait()
 		if ctx.Err() != nil {
 			p.timedOut = true
-			p.err = fmt.Errorf("killed %s after start, at the deadline of a test's binary: %w", binaryRunTimeout, p.err)
+			p.Err = fmt.Errorf("killed %s after start, at the deadline of a test's binary: %w", binaryRunTimeout, p.Err)
 		}
 		cancel()
 		pw.Close()
 		<-scanned // the last lines (a configuration error, say) are in the log before done
-		close(p.done)
+		close(p.Done)
 	}()
 	t.Cleanup(func() {
 		_ = lp.Kill()
 		select {
-		case <-p.done:
+		case <-p.Done:
 			if p.timedOut {
-				t.Errorf("%s was still running %s after start and was killed then: %v", name, binaryRunTimeout, p.err)
+				t.Errorf("%s was still running %s after start and was killed then: %v", name, binaryRunTimeout, p.Err)
 			}
-		case <-time.After(binaryKillTimeout):
-			t.Errorf("%s did not exit within %s of SIGKILL", name, binaryKillTimeout)
+		case <-time.After(BinaryKillTimeout):
+			t.Errorf("%s did not exit within %s of SIGKILL", name, BinaryKillTimeout)
 		}
 		if t.Failed() {
-			t.Logf("log of %s:\n%s", name, p.logs.String())
+			t.Logf("log of %s:\n%s", name, p.Logs.String())
 		}
 	})
 	return p
 }
 
-func (p *proc) committedAt() time.Time {
+func (p *Proc) CommittedAt() time.Time {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.firstCommit
 }
 
-func (p *proc) kill(t *testing.T) {
+func (p *Proc) Kill(t *testing.T) {
 	t.Helper()
-	_ = p.process.Kill()
+	_ = p.Process.Kill()
 	select {
-	case <-p.done:
-	case <-time.After(binaryKillTimeout):
-		t.Fatalf("%s did not exit within %s of SIGKILL", p.name, binaryKillTimeout)
+	case <-p.Done:
+	case <-time.After(BinaryKillTimeout):
+		t.Fatalf("%s did not exit within %s of SIGKILL", p.Name, BinaryKillTimeout)
 	}
 }
 
-func (p *proc) terminate(t *testing.T) {
+func (p *Proc) Terminate(t *testing.T) {
 	t.Helper()
-	_ = p.process.Signal(syscall.SIGTERM)
+	_ = p.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no exit within 30s of SIGTERM")
 	}
-	if p.err != nil {
-		t.Errorf("exit after SIGTERM: %v", p.err)
+	if p.Err != nil {
+		t.Errorf("exit after SIGTERM: %v", p.Err)
 	}
 }
 
@@ -169,45 +169,45 @@ func TestCrashRestart(t *testing.T) {
 			name = "new-transactional-id"
 		}
 		t.Run(name, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
-				in := input{topic: unique("crash-in"), n: 30_000, keys: 300}
-				out, group := unique("crash-out"), unique("crash-group")
-				tg.createTopics(t, 6, in.topic, out)
-				tg.produce(t, in, 0, in.n/3)
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
+				in := Input{Topic: Unique("crash-in"), N: 30_000, Keys: 300}
+				out, group := Unique("crash-out"), Unique("crash-group")
+				tg.NewTopics(t, 6, in.Topic, out)
+				tg.Produce(t, in, 0, in.N/3)
 
 				// A restarted instance keeps its transactional ID and, with
 				// it, its static member ID, so the group hands it back its
 				// partitions without waiting out the session timeout.
 				static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-				p1 := tg.startBinary(t, group, group+"-1", in.topic, out, static)
-				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+				p1 := tg.StartBinary(t, group, group+"-1", in.Topic, out, static)
+				WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
 				// Keep input arriving so the kill lands inside a transaction.
 				fed := make(chan struct{})
 				go func() {
 					defer close(fed)
-					for i := in.n / 3; i < in.n; i += in.n / 30 {
-						if t.Context().Err() != nil || !tg.produce(t, in, i, min(i+in.n/30, in.n)) {
+					for i := in.N / 3; i < in.N; i += in.N / 30 {
+						if t.Context().Err() != nil || !tg.Produce(t, in, i, min(i+in.N/30, in.N)) {
 							return
 						}
 						time.Sleep(30 * time.Millisecond)
 					}
 				}()
 				time.Sleep(300 * time.Millisecond)
-				p1.kill(t)
+				p1.Kill(t)
 
 				id := group + "-1"
 				if !sameID {
 					id = group + "-2"
 				}
 				restarted := time.Now()
-				p2 := tg.startBinary(t, group, id, in.topic, out, static)
-				waitClosed(t, fed, feedTimeout, "the input feeder to write the last two thirds of the input")
-				tg.waitCaughtUp(t, group, in.topic)
-				waitFor(t, 5*time.Second, "a progress line showing a commit", func() bool { return !p2.committedAt().IsZero() })
-				recovery := p2.committedAt().Sub(restarted)
+				p2 := tg.StartBinary(t, group, id, in.Topic, out, static)
+				WaitClosed(t, fed, FeedTimeout, "the input feeder to write the last two thirds of the input")
+				tg.WaitCaughtUp(t, group, in.Topic)
+				WaitFor(t, 5*time.Second, "a progress line showing a commit", func() bool { return !p2.CommittedAt().IsZero() })
+				recovery := p2.CommittedAt().Sub(restarted)
 				t.Logf("%s: restart to first commit: %s", tg.Name, recovery.Round(10*time.Millisecond))
-				p2.terminate(t)
-				checkExactlyOnce(t, in, tg.readAll(t, out, true))
+				p2.Terminate(t)
+				CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 				if sameID && recovery > 10*time.Second {
 					t.Errorf("recovery under the same transactional ID took %s, want under 10s", recovery)
 				}
@@ -223,12 +223,12 @@ func TestCrashRestart(t *testing.T) {
 // in the output or the dead-letter topic (eoscheck, one-to-one over both).
 func TestDeadLettersUnderCrash(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, dlq, group := unique("dlqcrash-in"), unique("dlqcrash-out"), unique("dlqcrash-dlq"), unique("dlqcrash-group")
-		tg.createTopics(t, 3, in, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, dlq, group := Unique("dlqcrash-in"), Unique("dlqcrash-out"), Unique("dlqcrash-dlq"), Unique("dlqcrash-group")
+		tg.NewTopics(t, 3, in, out, dlq)
 		const n = 20_000
 		// write reports whether records [from, to) were all acknowledged,
-		// within produceTimeout; it may be called from any goroutine.
+		// within ProduceTimeout; it may be called from any goroutine.
 		write := func(from, to int) bool {
 			cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.DefaultProduceTopic(in))
 			if err != nil {
@@ -244,11 +244,11 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 				}
 				recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i%40)), Value: []byte(v)})
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), produceTimeout)
+			ctx, cancel := context.WithTimeout(t.Context(), ProduceTimeout)
 			defer cancel()
 			if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				if t.Context().Err() == nil { // else the test has ended: nobody to tell
-					t.Errorf("writing records [%d, %d) to %s (deadline %s): %v", from, to, in, produceTimeout, err)
+					t.Errorf("writing records [%d, %d) to %s (deadline %s): %v", from, to, in, ProduceTimeout, err)
 				}
 				return false
 			}
@@ -260,8 +260,8 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 			inst.Transforms, inst.Settings = []string{"jq"}, map[string]string{"PROCESSOR_JQ_EXPR": "."}
 			inst.OnError, inst.DLQTopic = "dlq", dlq
 		}
-		p1 := tg.startBinary(t, group, group+"-1", in, out, env)
-		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+		p1 := tg.StartBinary(t, group, group+"-1", in, out, env)
+		WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
 		fed := make(chan struct{})
 		go func() {
 			defer close(fed)
@@ -273,13 +273,13 @@ func TestDeadLettersUnderCrash(t *testing.T) {
 			}
 		}()
 		time.Sleep(200 * time.Millisecond)
-		p1.kill(t)
-		p2 := tg.startBinary(t, group, group+"-1", in, out, env)
-		waitClosed(t, fed, feedTimeout, "the input feeder to write the second half of the input")
-		tg.waitCaughtUp(t, group, in)
-		p2.terminate(t)
-		tg.audit(t, group, []string{in}, []string{out, dlq})
-		if dead := tg.readAll(t, dlq, true); len(dead) != n/50 {
+		p1.Kill(t)
+		p2 := tg.StartBinary(t, group, group+"-1", in, out, env)
+		WaitClosed(t, fed, FeedTimeout, "the input feeder to write the second half of the input")
+		tg.WaitCaughtUp(t, group, in)
+		p2.Terminate(t)
+		tg.Audit(t, group, []string{in}, []string{out, dlq})
+		if dead := tg.ReadAll(t, dlq, true); len(dead) != n/50 {
 			t.Errorf("%d dead letters, want %d", len(dead), n/50)
 		}
 	})

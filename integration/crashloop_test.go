@@ -35,15 +35,15 @@ func TestCrashLoopDeadLettered(t *testing.T) {
 	t.Parallel()
 	for _, guarantee := range []string{"exactly_once", "at_least_once"} {
 		t.Run(guarantee, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) { crashLoop(t, tg, guarantee) })
+			ForEachTarget(t, func(t *testing.T, tg *Target) { crashLoop(t, tg, guarantee) })
 		})
 	}
 }
 
-func crashLoop(t *testing.T, tg *target, guarantee string) {
-	in := input{topic: unique("crashloop-in"), n: 660, keys: 30}
-	out, dlq, group := unique("crashloop-out"), unique("crashloop-dlq"), unique("crashloop-group")
-	tg.createTopics(t, 3, in.topic, out, dlq)
+func crashLoop(t *testing.T, tg *Target, guarantee string) {
+	in := Input{Topic: Unique("crashloop-in"), N: 660, Keys: 30}
+	out, dlq, group := Unique("crashloop-out"), Unique("crashloop-dlq"), Unique("crashloop-group")
+	tg.NewTopics(t, 3, in.Topic, out, dlq)
 	const marker = "KILL-THE-PROCESS"
 	const culprit = 630
 	env := func(inst *launch.Instance) {
@@ -54,67 +54,67 @@ func crashLoop(t *testing.T, tg *target, guarantee string) {
 
 	// Some committed progress first, so that the records the
 	// processes die on are the tail of the input.
-	tg.produce(t, in, 0, 600)
-	p := tg.startBinary(t, group, group+"-1", in.topic, out, env)
-	tg.waitCaughtUp(t, group, in.topic)
-	writeMarked(t, tg, in, 600, in.n, culprit, marker)
+	tg.Produce(t, in, 0, 600)
+	p := tg.StartBinary(t, group, group+"-1", in.Topic, out, env)
+	tg.WaitCaughtUp(t, group, in.Topic)
+	writeMarked(t, tg, in, 600, in.N, culprit, marker)
 
 	deaths, began := 0, time.Now()
 	for run := 1; ; run++ {
-		if died := waitDeathOrCaughtUp(t, tg, p, group, in.topic); !died {
+		if died := waitDeathOrCaughtUp(t, tg, p, group, in.Topic); !died {
 			break
 		}
 		deaths++
-		if !strings.Contains(p.logs.String(), "killing the process on a record") {
+		if !strings.Contains(p.Logs.String(), "killing the process on a record") {
 			t.Fatalf("process %d died, but not on the marked record", run)
 		}
-		if alone := strings.Contains(p.logs.String(), "running them one at a time"); alone != (deaths == 4) {
+		if alone := strings.Contains(p.Logs.String(), "running them one at a time"); alone != (deaths == 4) {
 			t.Errorf("process %d (death %d) ran records one at a time: %t", run, deaths, alone)
 		}
 		if deaths > 6 {
 			t.Fatalf("%d processes died on the marked record: a crash loop", deaths)
 		}
-		p = tg.startBinary(t, group, group+"-1", in.topic, out, env)
+		p = tg.StartBinary(t, group, group+"-1", in.Topic, out, env)
 	}
-	if !strings.Contains(p.logs.String(), "a record killed the process when it ran alone") {
+	if !strings.Contains(p.Logs.String(), "a record killed the process when it ran alone") {
 		t.Errorf("the process that went on did not say it found the culprit")
 	}
 	t.Logf("%s: %d deaths, from writing the marked record to caught up: %s", tg.Name, deaths, time.Since(began).Round(100*time.Millisecond))
-	p.terminate(t)
+	p.Terminate(t)
 	if deaths != 4 {
 		t.Errorf("%d processes died, want 4: one after commits, two on the record's batch, one on the record alone", deaths)
 	}
-	auditCrashLoop(t, tg, group, []string{in.topic}, []string{out, dlq}, guarantee == "at_least_once")
-	checkCrashDeadLetter(t, tg.readAll(t, dlq, true), marker)
+	auditCrashLoop(t, tg, group, []string{in.Topic}, []string{out, dlq}, guarantee == "at_least_once")
+	checkCrashDeadLetter(t, tg.ReadAll(t, dlq, true), marker)
 }
 
 // auditCrashLoop is tg.audit, allowing inputs written more than once when
 // atLeastOnce.
-func auditCrashLoop(t *testing.T, tg *target, group string, inputs, outputs []string, atLeastOnce bool) {
+func auditCrashLoop(t *testing.T, tg *Target, group string, inputs, outputs []string, atLeastOnce bool) {
 	t.Helper()
-	rep := tg.auditWith(t, check.Source{Inputs: inputs, Outputs: outputs, Group: group},
+	rep := tg.AuditWith(t, check.Source{Inputs: inputs, Outputs: outputs, Group: group},
 		check.Options{OneToOne: true, ExpectAll: true, AtLeastOnce: atLeastOnce})
 	t.Logf("%s: eoscheck: %d inputs written more than once", tg.Name, rep.Repeated)
 }
 
 // writeMarked writes in's records [from, to), record culprit's value
 // holding marker.
-func writeMarked(t *testing.T, tg *target, in input, from, to, culprit int, marker string) {
+func writeMarked(t *testing.T, tg *Target, in Input, from, to, culprit int, marker string) {
 	t.Helper()
 	var recs []*kgo.Record
 	for i := from; i < to; i++ {
-		r := in.record(i)
+		r := in.Record(i)
 		if i == culprit {
 			r.Value = append(r.Value, " "+marker...)
 		}
 		recs = append(recs, r)
 	}
-	cl, err := kgo.NewClient(tg.clientOpts()...)
+	cl, err := kgo.NewClient(tg.ClientOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), produceTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), ProduceTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatalf("writing records [%d, %d): %v", from, to, err)
@@ -123,25 +123,25 @@ func writeMarked(t *testing.T, tg *target, in input, from, to, culprit int, mark
 
 // waitDeathOrCaughtUp waits until p dies (true) or the group has
 // committed all of topic with p running (false).
-func waitDeathOrCaughtUp(t *testing.T, tg *target, p *proc, group, topic string) bool {
+func waitDeathOrCaughtUp(t *testing.T, tg *Target, p *Proc, group, topic string) bool {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		select {
-		case <-p.done:
+		case <-p.Done:
 			return true
 		case <-time.After(100 * time.Millisecond):
 		}
-		if tg.caughtUp(t, group, topic) {
+		if tg.IsCaughtUp(t, group, topic) {
 			select {
-			case <-p.done:
+			case <-p.Done:
 				return true
 			default:
 				return false
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s neither died nor caught up within 2 minutes", p.name)
+			t.Fatalf("%s neither died nor caught up within 2 minutes", p.Name)
 		}
 	}
 }

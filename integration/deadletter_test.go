@@ -55,29 +55,29 @@ func sizeLimitChain(t testing.TB, limit int) *transform.Chain {
 	return c
 }
 
-// produceSync writes recs, waits for every acknowledgement and returns them
+// SyncProduce writes recs, waits for every acknowledgement and returns them
 // with their partitions and offsets set.
-func (tg *target) produceSync(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
+func (tg *Target) SyncProduce(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
 	t.Helper()
 	return tg.ProduceSync(t, recs)
 }
 
 // waitStopped waits for in to stop on its own and returns Run's error; the
 // test fails if it still runs after timeout.
-func waitStopped(t testing.TB, in *instance, timeout time.Duration, what string) error {
+func waitStopped(t testing.TB, in *Instance, timeout time.Duration, what string) error {
 	t.Helper()
 	select {
-	case <-in.done:
+	case <-in.Done:
 	case <-time.After(timeout):
 		t.Fatalf("the instance still runs %s after %s", timeout, what)
 	}
-	in.stopped = true
-	return in.err
+	in.Stopped = true
+	return in.Err
 }
 
-// incompressible returns n random bytes: the producer compresses batches,
+// Incompressible returns n random bytes: the producer compresses batches,
 // and the broker measures the compressed batch against max.message.bytes.
-func incompressible(n int, seed uint64) []byte {
+func Incompressible(n int, seed uint64) []byte {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	b := make([]byte, n)
 	for i := range b {
@@ -86,8 +86,8 @@ func incompressible(n int, seed uint64) []byte {
 	return b
 }
 
-// srcKey names where r was read from the way lineage headers do.
-func srcKey(r *kgo.Record) string {
+// SrcKey names where r was read from the way lineage headers do.
+func SrcKey(r *kgo.Record) string {
 	return check.Input{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}.String()
 }
 
@@ -97,7 +97,7 @@ func dlBadRecord(topic string, i int, key []byte) *kgo.Record {
 	if key == nil {
 		key = []byte("bad" + strconv.Itoa(i))
 	}
-	return &kgo.Record{Topic: topic, Key: key, Value: incompressible(dlBigValue, uint64(i)),
+	return &kgo.Record{Topic: topic, Key: key, Value: Incompressible(dlBigValue, uint64(i)),
 		Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("bad-" + strconv.Itoa(i))}}}
 }
 
@@ -109,10 +109,10 @@ func dlBadRecord(topic string, i int, key []byte) *kgo.Record {
 // instance keeps running.
 func TestDeadLetterValueDropped(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("dlbig-in"), n: 1200, keys: 24}
-		out, dlq, group := unique("dlbig-out"), unique("dlbig-dlq"), unique("dlbig-group")
-		tg.createTopics(t, 3, in.topic, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("dlbig-in"), N: 1200, Keys: 24}
+		out, dlq, group := Unique("dlbig-out"), Unique("dlbig-dlq"), Unique("dlbig-group")
+		tg.NewTopics(t, 3, in.Topic, out)
 
 		// Good and bad records interleaved, the bad ones spread over the
 		// input partitions. Each bad record's key sends its dead letter to
@@ -120,41 +120,41 @@ func TestDeadLetterValueDropped(t *testing.T) {
 		// share a produce batch: the broker accepts or rejects a batch as
 		// a whole.
 		const nBad = 6
-		tg.createTopicWithConfigs(t, nBad, map[string]string{"max.message.bytes": strconv.Itoa(dlMaxMessageBytes)}, dlq)
+		tg.CreateTopicWithConfigs(t, nBad, map[string]string{"max.message.bytes": strconv.Itoa(dlMaxMessageBytes)}, dlq)
 		keys := keysForPartitions(dlq, nBad)
 		var bad []*kgo.Record
-		tg.produce(t, in, 0, in.n/2)
+		tg.Produce(t, in, 0, in.N/2)
 		for i := range nBad / 2 {
-			bad = append(bad, tg.produceSync(t, dlBadRecord(in.topic, i, keys[i]))...)
+			bad = append(bad, tg.SyncProduce(t, dlBadRecord(in.Topic, i, keys[i]))...)
 		}
-		tg.produce(t, in, in.n/2, in.n)
+		tg.Produce(t, in, in.N/2, in.N)
 		for i := nBad / 2; i < nBad; i++ {
-			bad = append(bad, tg.produceSync(t, dlBadRecord(in.topic, i, keys[i]))...)
+			bad = append(bad, tg.SyncProduce(t, dlBadRecord(in.Topic, i, keys[i]))...)
 		}
 		wantBad := map[string]*kgo.Record{}
 		for _, r := range bad {
-			wantBad[srcKey(r)] = r
+			wantBad[SrcKey(r)] = r
 		}
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-			chain: sizeLimitChain(t, dlValueLimit), onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 300})
-		tg.waitCaughtUpWithin(t, 45*time.Second, group, in.topic, a)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+			Chain: sizeLimitChain(t, dlValueLimit), OnError: pipeline.DeadLetter, DLQTopic: dlq, MaxRecords: 300})
+		tg.WaitCaughtUpWithin(t, 45*time.Second, group, in.Topic, a)
 		select {
-		case <-a.done:
-			t.Fatalf("the instance stopped: %v", a.err)
+		case <-a.Done:
+			t.Fatalf("the instance stopped: %v", a.Err)
 		default:
 		}
-		a.stop(t)
+		a.Stop(t)
 
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 
-		dead := tg.readAll(t, dlq, true)
+		dead := tg.ReadAll(t, dlq, true)
 		if len(dead) != nBad {
 			t.Errorf("%d dead letters, want %d (one per bad record)", len(dead), nBad)
 		}
 		seen := map[string]int{}
 		for _, r := range dead {
-			src, ok := sourceOf(r)
+			src, ok := SourceOf(r)
 			if !ok {
 				t.Errorf("dead letter without lineage headers: %v", headerKeys(r))
 				continue
@@ -168,20 +168,20 @@ func TestDeadLetterValueDropped(t *testing.T) {
 			if len(r.Value) != 0 {
 				t.Errorf("dead letter %s has a %d-byte value, want it dropped", src, len(r.Value))
 			}
-			if !strings.Contains(headerValue(r, record.HeaderErrorValueDropped), strconv.Itoa(dlMaxMessageBytes)+" bytes the dead-letter topic takes") {
+			if !strings.Contains(HeaderValue(r, record.HeaderErrorValueDropped), strconv.Itoa(dlMaxMessageBytes)+" bytes the dead-letter topic takes") {
 				t.Errorf("dead letter %s lacks %s: %v", src, record.HeaderErrorValueDropped, headerKeys(r))
 			}
-			if e := headerValue(r, record.HeaderError); !strings.Contains(e, dlLimitErr) || strings.Contains(strings.ToUpper(e), "TOO_LARGE") {
+			if e := HeaderValue(r, record.HeaderError); !strings.Contains(e, dlLimitErr) || strings.Contains(strings.ToUpper(e), "TOO_LARGE") {
 				t.Errorf("dead letter %s: %s = %q, want the original transform error %q", src, record.HeaderError, e, dlLimitErr)
 			}
-			if st := headerValue(r, record.HeaderErrorTransform); st != "sizecheck@big" {
+			if st := HeaderValue(r, record.HeaderErrorTransform); st != "sizecheck@big" {
 				t.Errorf("dead letter %s: %s = %q, want the failed chain entry sizecheck@big", src, record.HeaderErrorTransform, st)
 			}
-			if at := headerValue(r, record.HeaderErrorAttempts); at != "1" {
+			if at := HeaderValue(r, record.HeaderErrorAttempts); at != "1" {
 				t.Errorf("dead letter %s: %s = %q, want 1 (a permanent error is not retried)", src, record.HeaderErrorAttempts, at)
 			}
-			if string(r.Key) != string(orig.Key) || headerValue(r, "trace") != headerValue(orig, "trace") {
-				t.Errorf("dead letter %s: key %q trace %q, want the original's %q and %q", src, r.Key, headerValue(r, "trace"), orig.Key, headerValue(orig, "trace"))
+			if string(r.Key) != string(orig.Key) || HeaderValue(r, "trace") != HeaderValue(orig, "trace") {
+				t.Errorf("dead letter %s: key %q trace %q, want the original's %q and %q", src, r.Key, HeaderValue(r, "trace"), orig.Key, HeaderValue(orig, "trace"))
 			}
 		}
 		for src := range wantBad {
@@ -189,13 +189,13 @@ func TestDeadLetterValueDropped(t *testing.T) {
 				t.Errorf("bad record %s has %d dead letters, want 1", src, seen[src])
 			}
 		}
-		if got := testutil.ToFloat64(a.pm.DLQ); int(got) != nBad {
+		if got := testutil.ToFloat64(a.PipelineMetrics.DLQ); int(got) != nBad {
 			t.Errorf("records_dlq_total = %v, want %d", got, nBad)
 		}
 		// The processor knows the dead-letter topic's max.message.bytes,
 		// so it drops the values before producing: no transaction aborts
 		// for a dead letter the topic would reject.
-		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonProduce))); got != 0 {
+		if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonProduce))); got != 0 {
 			t.Errorf("aborted{reason=%s} = %v, want 0", txn.ReasonProduce, got)
 		}
 	})
@@ -208,18 +208,18 @@ func TestDeadLetterValueDropped(t *testing.T) {
 // nothing from that record on is committed.
 func TestDeadLetterTooLargeEvenWithoutValue(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("dlkey-in"), n: 400, keys: 8}
-		out, dlq, group := unique("dlkey-out"), unique("dlkey-dlq"), unique("dlkey-group")
-		tg.createTopics(t, 1, in.topic, out)
-		tg.createTopicWithConfigs(t, 1, map[string]string{"max.message.bytes": strconv.Itoa(dlMaxMessageBytes)}, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("dlkey-in"), N: 400, Keys: 8}
+		out, dlq, group := Unique("dlkey-out"), Unique("dlkey-dlq"), Unique("dlkey-group")
+		tg.NewTopics(t, 1, in.Topic, out)
+		tg.CreateTopicWithConfigs(t, 1, map[string]string{"max.message.bytes": strconv.Itoa(dlMaxMessageBytes)}, dlq)
 
-		tg.produce(t, in, 0, in.n/2)
-		bad := tg.produceSync(t, dlBadRecord(in.topic, 0, incompressible(dlBigKey, 99)))[0]
-		tg.produce(t, in, in.n/2, in.n)
+		tg.Produce(t, in, 0, in.N/2)
+		bad := tg.SyncProduce(t, dlBadRecord(in.Topic, 0, Incompressible(dlBigKey, 99)))[0]
+		tg.Produce(t, in, in.N/2, in.N)
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-			chain: sizeLimitChain(t, dlValueLimit), onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 100})
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+			Chain: sizeLimitChain(t, dlValueLimit), OnError: pipeline.DeadLetter, DLQTopic: dlq, MaxRecords: 100})
 		err := waitStopped(t, a, 30*time.Second, "its bad record's dead letter could not be written even without the value")
 		var re *pipeline.RecordError
 		if !errors.As(err, &re) {
@@ -232,15 +232,15 @@ func TestDeadLetterTooLargeEvenWithoutValue(t *testing.T) {
 		if !strings.Contains(err.Error(), dlLimitErr) {
 			t.Errorf("Run returned %q, want it to quote the record's original error %q", err, dlLimitErr)
 		}
-		if c, ok := tg.committedOffsets(t, group, in.topic)[bad.Partition]; ok && c > bad.Offset {
+		if c, ok := tg.CommittedOffsets(t, group, in.Topic)[bad.Partition]; ok && c > bad.Offset {
 			t.Errorf("partition %d committed to %d, past the failed record at %d", bad.Partition, c, bad.Offset)
 		}
 		// What was committed before the bad record is in the output once;
 		// nothing of the bad record is anywhere.
-		for _, r := range tg.readAll(t, dlq, true) {
+		for _, r := range tg.ReadAll(t, dlq, true) {
 			t.Errorf("a dead letter was committed: key of %d bytes, headers %v", len(r.Key), headerKeys(r))
 		}
-		outs := tg.readAll(t, out, true)
+		outs := tg.ReadAll(t, out, true)
 		if len(outs) > int(bad.Offset) {
 			t.Errorf("%d outputs committed, more than the %d records before the bad one", len(outs), bad.Offset)
 		}

@@ -18,12 +18,12 @@ import (
 	"github.com/streamproc/processor/txn"
 )
 
-// deleteTopic deletes topic, failing the test with the broker's answer.
-func (tg *target) deleteTopic(t testing.TB, topic string) {
+// DeleteTopic deletes topic, failing the test with the broker's answer.
+func (tg *Target) DeleteTopic(t testing.TB, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := tg.admin(t).DeleteTopics(ctx, topic)
+	resp, err := tg.Admin(t).DeleteTopics(ctx, topic)
 	if err == nil {
 		err = resp.Error()
 	}
@@ -39,7 +39,7 @@ func (tg *target) deleteTopic(t testing.TB, topic string) {
 // healthy. Nothing of the input after the deletion is committed.
 func TestRequiredTopicDeletedWhileRunning(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		for _, c := range []struct {
 			name  string
 			chain func(t testing.TB, def string) *transform.Chain
@@ -48,33 +48,33 @@ func TestRequiredTopicDeletedWhileRunning(t *testing.T) {
 			{"route-default", routeChain},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				in := input{topic: unique("del-in"), n: 400, keys: 4}
-				out, def, group := unique("del-out"), unique("del-def"), unique("del-group")
-				tg.createTopics(t, 1, in.topic, out, def)
-				o := instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out}
+				in := Input{Topic: Unique("del-in"), N: 400, Keys: 4}
+				out, def, group := Unique("del-out"), Unique("del-def"), Unique("del-group")
+				tg.NewTopics(t, 1, in.Topic, out, def)
+				o := InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out}
 				deleted := out
 				if c.chain != nil {
-					o.chain, deleted = c.chain(t, def), def
+					o.Chain, deleted = c.chain(t, def), def
 				}
-				tg.produce(t, in, 0, in.n/2)
-				a := tg.start(t, o)
-				tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
-				if err := a.p.Healthy(); err != nil {
+				tg.Produce(t, in, 0, in.N/2)
+				a := tg.Start(t, o)
+				tg.WaitCaughtUpWithin(t, 60*time.Second, group, in.Topic, a)
+				if err := a.Pipeline.Healthy(); err != nil {
 					t.Fatalf("unhealthy before the deletion: %v", err)
 				}
-				tg.deleteTopic(t, deleted)
-				tg.produce(t, in, in.n/2, in.n)
+				tg.DeleteTopic(t, deleted)
+				tg.Produce(t, in, in.N/2, in.N)
 
 				err := waitStopped(t, a, 60*time.Second, "its required topic "+deleted+" was deleted")
 				var missing *pipeline.MissingTopicsError
 				if !errors.As(err, &missing) || !missing.Deleted || !slices.Equal(missing.Topics, []string{deleted}) {
 					t.Fatalf("Run returned %v, want a *pipeline.MissingTopicsError naming %s as deleted", err, deleted)
 				}
-				if h := a.p.Healthy(); h == nil || !strings.Contains(h.Error(), deleted) {
+				if h := a.Pipeline.Healthy(); h == nil || !strings.Contains(h.Error(), deleted) {
 					t.Errorf("Healthy() = %v after the stop, want the error naming %s", h, deleted)
 				}
-				if c, ok := tg.committedOffsets(t, group, in.topic)[0]; !ok || c > int64(in.n/2) {
-					t.Errorf("committed offset %d (found %v), want %d: nothing after the deletion may commit", c, ok, in.n/2)
+				if c, ok := tg.CommittedOffsets(t, group, in.Topic)[0]; !ok || c > int64(in.N/2) {
+					t.Errorf("committed offset %d (found %v), want %d: nothing after the deletion may commit", c, ok, in.N/2)
 				}
 			})
 		}
@@ -85,26 +85,26 @@ func TestRequiredTopicDeletedWhileRunning(t *testing.T) {
 // line naming the topic and PROCESSOR_OUTPUT_TOPIC.
 func TestBinaryOutputTopicDeletedExits1(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("bindel-in"), n: 200, keys: 4}
-		out, group := unique("bindel-out"), unique("bindel-group")
-		tg.createTopics(t, 1, in.topic, out)
-		tg.produce(t, in, 0, in.n/2)
-		p := tg.startBinary(t, group, group+"-1", in.topic, out)
-		waitFor(t, 60*time.Second, "the first half to commit", func() bool { return tg.caughtUp(t, group, in.topic) })
-		tg.deleteTopic(t, out)
-		tg.produce(t, in, in.n/2, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("bindel-in"), N: 200, Keys: 4}
+		out, group := Unique("bindel-out"), Unique("bindel-group")
+		tg.NewTopics(t, 1, in.Topic, out)
+		tg.Produce(t, in, 0, in.N/2)
+		p := tg.StartBinary(t, group, group+"-1", in.Topic, out)
+		WaitFor(t, 60*time.Second, "the first half to commit", func() bool { return tg.IsCaughtUp(t, group, in.Topic) })
+		tg.DeleteTopic(t, out)
+		tg.Produce(t, in, in.N/2, in.N)
 		select {
-		case <-p.done:
+		case <-p.Done:
 		case <-time.After(90 * time.Second):
 			t.Fatal("still running 90s after its output topic was deleted")
 		}
 		var ee *exec.ExitError
-		if !errors.As(p.err, &ee) || ee.ExitCode() != 1 {
-			t.Fatalf("exit %v, want code 1", p.err)
+		if !errors.As(p.Err, &ee) || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want code 1", p.Err)
 		}
 		var line string
-		for _, l := range strings.Split(p.logs.String(), "\n") {
+		for _, l := range strings.Split(p.Logs.String(), "\n") {
 			if strings.Contains(l, "does not exist any more") {
 				if line != "" {
 					t.Errorf("more than one line says the topic is gone: %q and %q", line, l)
@@ -118,20 +118,20 @@ func TestBinaryOutputTopicDeletedExits1(t *testing.T) {
 	})
 }
 
-// denyProduce makes the fake brokers refuse every write to topic with
+// DenyProduce makes the fake brokers refuse every write to topic with
 // TOPIC_AUTHORIZATION_FAILED, as a broker does once its WRITE ACL is gone.
-func (tg *target) denyProduce(t testing.TB, topic string) {
+func (tg *Target) DenyProduce(t testing.TB, topic string) {
 	t.Helper()
-	tg.refuseProduce(t, topic, kerr.TopicAuthorizationFailed.Code)
+	tg.RefuseProduce(t, topic, kerr.TopicAuthorizationFailed.Code)
 }
 
-// refuseProduce makes the fake brokers answer every write to topic (by
+// RefuseProduce makes the fake brokers answer every write to topic (by
 // name or by topic ID) with the error code, until lift is called.
-func (tg *target) refuseProduce(t testing.TB, topic string, code int16) (lift func()) {
+func (tg *Target) RefuseProduce(t testing.TB, topic string, code int16) (lift func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	details, err := tg.admin(t).ListTopics(ctx, topic)
+	details, err := tg.Admin(t).ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,23 +173,23 @@ func (tg *target) refuseProduce(t testing.TB, topic string, code int16) (lift fu
 // refuse.
 func TestOutputWriteRefusedWhileRunning(t *testing.T) {
 	t.Parallel()
-	tg := newFake(t)
-	in := input{topic: unique("deny-in"), n: 200, keys: 4}
-	out, dlq, group := unique("deny-out"), unique("deny-dlq"), unique("deny-group")
-	tg.createTopics(t, 1, in.topic, out, dlq)
-	tg.produce(t, in, 0, in.n/2)
-	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-		onError: pipeline.DeadLetter, dlqTopic: dlq})
-	tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
-	tg.denyProduce(t, out)
-	tg.produce(t, in, in.n/2, in.n)
+	tg := NewFake(t)
+	in := Input{Topic: Unique("deny-in"), N: 200, Keys: 4}
+	out, dlq, group := Unique("deny-out"), Unique("deny-dlq"), Unique("deny-group")
+	tg.NewTopics(t, 1, in.Topic, out, dlq)
+	tg.Produce(t, in, 0, in.N/2)
+	a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+		OnError: pipeline.DeadLetter, DLQTopic: dlq})
+	tg.WaitCaughtUpWithin(t, 60*time.Second, group, in.Topic, a)
+	tg.DenyProduce(t, out)
+	tg.Produce(t, in, in.N/2, in.N)
 
 	err := waitStopped(t, a, 60*time.Second, "writing to its output topic was refused")
 	var access *txn.AccessError
 	if !errors.As(err, &access) || access.Kind != txn.AccessDenied || !strings.Contains(access.Resource, out) {
 		t.Fatalf("Run returned %v, want a *txn.AccessError refusing output topic %s", err, out)
 	}
-	if dead := tg.readAll(t, dlq, true); len(dead) > 0 {
+	if dead := tg.ReadAll(t, dlq, true); len(dead) > 0 {
 		t.Errorf("%d records dead-lettered; none failed", len(dead))
 	}
 }

@@ -27,7 +27,7 @@ func routeChain(t testing.TB, def string) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("route", transform.Typed("", route.New))
-	c, err := reg.Build([]transform.Entry{{Name: "route"}}, settingsLookup(map[string]string{"HEADER": "dest", "DEFAULT": def}))
+	c, err := reg.Build([]transform.Entry{{Name: "route"}}, SettingsLookup(map[string]string{"HEADER": "dest", "DEFAULT": def}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +48,11 @@ func checkDeadLetters(t testing.TB, dead []*kgo.Record, want []*kgo.Record, errH
 	t.Helper()
 	byKey := map[string]*kgo.Record{}
 	for _, r := range want {
-		byKey[srcKey(r)] = r
+		byKey[SrcKey(r)] = r
 	}
 	seen := map[string]int{}
 	for _, r := range dead {
-		src, ok := sourceOf(r)
+		src, ok := SourceOf(r)
 		if !ok {
 			t.Errorf("a record in the dead-letter topic without lineage headers (not a dead letter?): key %q headers %v", r.Key, headerKeys(r))
 			continue
@@ -60,23 +60,23 @@ func checkDeadLetters(t testing.TB, dead []*kgo.Record, want []*kgo.Record, errH
 		seen[src]++
 		orig, ok := byKey[src]
 		if !ok {
-			t.Errorf("dead letter for %s, which should not have failed: %s=%q", src, record.HeaderError, headerValue(r, record.HeaderError))
+			t.Errorf("dead letter for %s, which should not have failed: %s=%q", src, record.HeaderError, HeaderValue(r, record.HeaderError))
 			continue
 		}
-		if st := headerValue(r, record.HeaderErrorTransform); st != "produce" {
+		if st := HeaderValue(r, record.HeaderErrorTransform); st != "produce" {
 			t.Errorf("dead letter %s: %s = %q, want produce", src, record.HeaderErrorTransform, st)
 		}
-		msg := headerValue(r, record.HeaderError)
+		msg := HeaderValue(r, record.HeaderError)
 		for _, s := range errHas(orig) {
 			if !strings.Contains(msg, s) {
 				t.Errorf("dead letter %s: %s = %q, want it to contain %q", src, record.HeaderError, msg, s)
 			}
 		}
 		if string(r.Value) != string(orig.Value) || string(r.Key) != string(orig.Key) ||
-			headerValue(r, "trace") != headerValue(orig, "trace") || headerValue(r, "dest") != headerValue(orig, "dest") {
+			HeaderValue(r, "trace") != HeaderValue(orig, "trace") || HeaderValue(r, "dest") != HeaderValue(orig, "dest") {
 			t.Errorf("dead letter %s is not the original record: key %q value %q headers %v", src, r.Key, r.Value, headerKeys(r))
 		}
-		if v := headerValue(r, record.HeaderErrorValueDropped); v != "" {
+		if v := HeaderValue(r, record.HeaderErrorValueDropped); v != "" {
 			t.Errorf("dead letter %s has %s = %q; its value fits", src, record.HeaderErrorValueDropped, v)
 		}
 	}
@@ -98,36 +98,36 @@ func TestDestinationMissingTopic(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip, pipeline.Fail} {
 		t.Run(string(policy), func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
-				in := input{topic: unique("dest-in"), n: 1500, keys: 30}
-				out, dlq, group := unique("dest-out"), unique("dest-dlq"), unique("dest-group")
-				missing := unique("dest-never-created")
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
+				in := Input{Topic: Unique("dest-in"), N: 1500, Keys: 30}
+				out, dlq, group := Unique("dest-out"), Unique("dest-dlq"), Unique("dest-group")
+				missing := Unique("dest-never-created")
 				partitions := int32(3)
 				if policy == pipeline.Fail {
 					partitions = 1
 				}
-				tg.createTopics(t, partitions, in.topic, out, dlq)
+				tg.NewTopics(t, partitions, in.Topic, out, dlq)
 
 				// Routed records among the others: the first ones find out the
 				// topic is missing with a produce; later ones are failed at
 				// once (the processor remembers the topic is missing).
 				var routed []*kgo.Record
-				tg.produce(t, in, 0, in.n/3)
+				tg.Produce(t, in, 0, in.N/3)
 				for i := range 4 {
-					routed = append(routed, tg.produceSync(t, routedRecord(in.topic, missing, i))...)
+					routed = append(routed, tg.SyncProduce(t, routedRecord(in.Topic, missing, i))...)
 				}
-				tg.produce(t, in, in.n/3, 2*in.n/3)
+				tg.Produce(t, in, in.N/3, 2*in.N/3)
 				for i := 4; i < 8; i++ {
-					routed = append(routed, tg.produceSync(t, routedRecord(in.topic, missing, i))...)
+					routed = append(routed, tg.SyncProduce(t, routedRecord(in.Topic, missing, i))...)
 				}
-				tg.produce(t, in, 2*in.n/3, in.n)
+				tg.Produce(t, in, 2*in.N/3, in.N)
 
-				o := instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-					chain: routeChain(t, out), onError: policy, maxRecords: 300}
+				o := InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+					Chain: routeChain(t, out), OnError: policy, MaxRecords: 300}
 				if policy == pipeline.DeadLetter {
-					o.dlqTopic = dlq
+					o.DLQTopic = dlq
 				}
-				a := tg.start(t, o)
+				a := tg.Start(t, o)
 
 				if policy == pipeline.Fail {
 					err := waitStopped(t, a, 30*time.Second, "a record was routed to a missing topic under fail")
@@ -140,40 +140,40 @@ func TestDestinationMissingTopic(t *testing.T) {
 					}
 					first := routed[0]
 					if re.Source.Topic != first.Topic || re.Source.Partition != first.Partition || re.Source.Offset != first.Offset {
-						t.Errorf("the error names %s/%d/%d, want the first routed record %s", re.Source.Topic, re.Source.Partition, re.Source.Offset, srcKey(first))
+						t.Errorf("the error names %s/%d/%d, want the first routed record %s", re.Source.Topic, re.Source.Partition, re.Source.Offset, SrcKey(first))
 					}
-					if c, ok := tg.committedOffsets(t, group, in.topic)[first.Partition]; ok && c > first.Offset {
+					if c, ok := tg.CommittedOffsets(t, group, in.Topic)[first.Partition]; ok && c > first.Offset {
 						t.Errorf("partition %d committed to %d, past the failed record at %d", first.Partition, c, first.Offset)
 					}
 					return
 				}
 
-				tg.waitCaughtUpWithin(t, 30*time.Second, group, in.topic, a)
+				tg.WaitCaughtUpWithin(t, 30*time.Second, group, in.Topic, a)
 				select {
-				case <-a.done:
-					t.Fatalf("the instance stopped: %v", a.err)
+				case <-a.Done:
+					t.Fatalf("the instance stopped: %v", a.Err)
 				default:
 				}
-				a.stop(t)
+				a.Stop(t)
 
-				checkExactlyOnce(t, in, tg.readAll(t, out, true))
-				dead := tg.readAll(t, dlq, true)
+				CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
+				dead := tg.ReadAll(t, dlq, true)
 				switch policy {
 				case pipeline.DeadLetter:
 					checkDeadLetters(t, dead, routed, func(*kgo.Record) []string { return []string{missing} })
-					if got := testutil.ToFloat64(a.pm.DLQ); int(got) != len(routed) {
+					if got := testutil.ToFloat64(a.PipelineMetrics.DLQ); int(got) != len(routed) {
 						t.Errorf("records_dlq_total = %v, want %d", got, len(routed))
 					}
 				case pipeline.Skip:
 					if len(dead) != 0 {
 						t.Errorf("%d records in the dead-letter topic under skip", len(dead))
 					}
-					if got := testutil.ToFloat64(a.pm.Skipped); int(got) != len(routed) {
+					if got := testutil.ToFloat64(a.PipelineMetrics.Skipped); int(got) != len(routed) {
 						t.Errorf("records_skipped_total = %v, want %d", got, len(routed))
 					}
 				}
-				if got := testutil.ToFloat64(a.pm.Consumed); int(got) != in.n+len(routed) {
-					t.Errorf("records_consumed_total = %v, want %d", got, in.n+len(routed))
+				if got := testutil.ToFloat64(a.PipelineMetrics.Consumed); int(got) != in.N+len(routed) {
+					t.Errorf("records_consumed_total = %v, want %d", got, in.N+len(routed))
 				}
 			})
 		})
@@ -187,81 +187,81 @@ func TestDestinationMissingTopic(t *testing.T) {
 // routed, and neither topic receives the routed record.
 func TestDestinationForbidden(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in1 := input{topic: unique("forbid-in1"), n: 600, keys: 12}
-		in2 := input{topic: unique("forbid-in2"), n: 300, keys: 6}
-		out, dlq, group := unique("forbid-out"), unique("forbid-dlq"), unique("forbid-group")
-		tg.createTopics(t, 2, in1.topic, in2.topic, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in1 := Input{Topic: Unique("forbid-in1"), N: 600, Keys: 12}
+		in2 := Input{Topic: Unique("forbid-in2"), N: 300, Keys: 6}
+		out, dlq, group := Unique("forbid-out"), Unique("forbid-dlq"), Unique("forbid-group")
+		tg.NewTopics(t, 2, in1.Topic, in2.Topic, out, dlq)
 
 		var forbidden []*kgo.Record
-		tg.produce(t, in1, 0, in1.n/2)
-		tg.produce(t, in2, 0, in2.n/2)
+		tg.Produce(t, in1, 0, in1.N/2)
+		tg.Produce(t, in2, 0, in2.N/2)
 		for i := range 3 {
-			forbidden = append(forbidden, tg.produceSync(t,
-				routedRecord(in1.topic, in2.topic, i),    // in1 -> the other input
-				routedRecord(in2.topic, in1.topic, 10+i), // in2 -> the other input
-				routedRecord(in1.topic, dlq, 20+i),       // -> the dead-letter topic
-				routedRecord(in2.topic, dlq, 30+i),
+			forbidden = append(forbidden, tg.SyncProduce(t,
+				routedRecord(in1.Topic, in2.Topic, i),    // in1 -> the other input
+				routedRecord(in2.Topic, in1.Topic, 10+i), // in2 -> the other input
+				routedRecord(in1.Topic, dlq, 20+i),       // -> the dead-letter topic
+				routedRecord(in2.Topic, dlq, 30+i),
 			)...)
 		}
-		tg.produce(t, in1, in1.n/2, in1.n)
-		tg.produce(t, in2, in2.n/2, in2.n)
-		ends := func(topic string) int { return len(tg.readAll(t, topic, false)) }
-		in1Len, in2Len := ends(in1.topic), ends(in2.topic)
+		tg.Produce(t, in1, in1.N/2, in1.N)
+		tg.Produce(t, in2, in2.N/2, in2.N)
+		ends := func(topic string) int { return len(tg.ReadAll(t, topic, false)) }
+		in1Len, in2Len := ends(in1.Topic), ends(in2.Topic)
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in1.topic, in2.topic}, out: out,
-			chain: routeChain(t, out), onError: pipeline.DeadLetter, dlqTopic: dlq, maxRecords: 200})
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in1.Topic, in2.Topic}, Out: out,
+			Chain: routeChain(t, out), OnError: pipeline.DeadLetter, DLQTopic: dlq, MaxRecords: 200})
 		// Not fatal: when routed records were written back into an input
 		// the group may never catch up, and the checks below say why.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			ok1, behind1 := tg.CaughtUp(t, group, in1.topic)
-			ok2, behind2 := tg.CaughtUp(t, group, in2.topic)
+			ok1, behind1 := tg.CaughtUp(t, group, in1.Topic)
+			ok2, behind2 := tg.CaughtUp(t, group, in2.Topic)
 			if ok1 && ok2 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Errorf("the group did not catch up within 30s (behind: %s; %s)", in1.topic+": "+behind1+"; "+in2.topic+": "+behind2, fmtStats(a))
+				t.Errorf("the group did not catch up within 30s (behind: %s; %s)", in1.Topic+": "+behind1+"; "+in2.Topic+": "+behind2, FmtStats(a))
 				break
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		a.stop(t)
+		a.Stop(t)
 
 		// The good records of both inputs are in the output once.
-		outs := tg.readAll(t, out, true)
+		outs := tg.ReadAll(t, out, true)
 		var from1, from2 []*kgo.Record
 		for _, r := range outs {
-			src, _ := sourceOf(r)
-			if strings.HasPrefix(src, in1.topic+"/") {
+			src, _ := SourceOf(r)
+			if strings.HasPrefix(src, in1.Topic+"/") {
 				from1 = append(from1, r)
 			} else {
 				from2 = append(from2, r)
 			}
 		}
-		checkExactlyOnce(t, in1, from1)
-		checkExactlyOnce(t, in2, from2)
+		CheckExactlyOnce(t, in1, from1)
+		CheckExactlyOnce(t, in2, from2)
 
-		checkDeadLetters(t, tg.readAll(t, dlq, true), forbidden, func(orig *kgo.Record) []string {
-			dest := headerValue(orig, "dest")
+		checkDeadLetters(t, tg.ReadAll(t, dlq, true), forbidden, func(orig *kgo.Record) []string {
+			dest := HeaderValue(orig, "dest")
 			if dest == dlq {
 				return []string{"dead-letter topic", dest}
 			}
 			return []string{"input topic", dest}
 		})
-		if got := testutil.ToFloat64(a.pm.DLQ); int(got) != len(forbidden) {
+		if got := testutil.ToFloat64(a.PipelineMetrics.DLQ); int(got) != len(forbidden) {
 			t.Errorf("records_dlq_total = %v, want %d", got, len(forbidden))
 		}
 		// Nothing was written back into the inputs.
-		if n := ends(in1.topic); n != in1Len {
-			t.Errorf("%s has %d records, %d before the processor ran", in1.topic, n, in1Len)
+		if n := ends(in1.Topic); n != in1Len {
+			t.Errorf("%s has %d records, %d before the processor ran", in1.Topic, n, in1Len)
 		}
-		if n := ends(in2.topic); n != in2Len {
-			t.Errorf("%s has %d records, %d before the processor ran", in2.topic, n, in2Len)
+		if n := ends(in2.Topic); n != in2Len {
+			t.Errorf("%s has %d records, %d before the processor ran", in2.Topic, n, in2Len)
 		}
 		// No produce was attempted: no transaction aborted.
 		for _, reason := range []txn.Reason{txn.ReasonProduce, txn.ReasonTransform} {
-			if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(reason))); got != 0 {
+			if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(reason))); got != 0 {
 				t.Errorf("aborted{reason=%s} = %v, want 0", reason, got)
 			}
 		}
@@ -273,9 +273,9 @@ func TestDestinationForbidden(t *testing.T) {
 // (the aliased one for route@r2), not a loop of aborted transactions.
 func TestRouteDefaultMissingExits2(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, group := unique("routedef-in"), unique("routedef-out"), unique("routedef-group")
-		tg.createTopics(t, 1, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, group := Unique("routedef-in"), Unique("routedef-out"), Unique("routedef-group")
+		tg.NewTopics(t, 1, in, out)
 		for _, c := range []struct {
 			name, want string
 			transforms []string
@@ -289,23 +289,23 @@ func TestRouteDefaultMissingExits2(t *testing.T) {
 				map[string]string{"PROCESSOR_ROUTE_HEADER": "dest", "PROCESSOR_ROUTE_DEFAULT": out, "PROCESSOR_ROUTE_R2_HEADER": "dest"}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				missing := unique("routedef-never-created")
+				missing := Unique("routedef-never-created")
 				settings := maps.Clone(c.settings)
 				settings[c.want] = missing
-				p := tg.startBinary(t, group, group+"-"+c.name, in, out, func(inst *launch.Instance) {
+				p := tg.StartBinary(t, group, group+"-"+c.name, in, out, func(inst *launch.Instance) {
 					inst.Transforms, inst.Settings = c.transforms, settings
 				})
 				select {
-				case <-p.done:
+				case <-p.Done:
 				case <-time.After(30 * time.Second):
 					t.Fatalf("still running 30s after start with %s naming a missing topic", c.want)
 				}
 				var ee *exec.ExitError
-				if !errors.As(p.err, &ee) || ee.ExitCode() != 2 {
-					t.Errorf("exit %v, want code 2", p.err)
+				if !errors.As(p.Err, &ee) || ee.ExitCode() != 2 {
+					t.Errorf("exit %v, want code 2", p.Err)
 				}
 				var lines []string
-				for _, l := range strings.Split(p.logs.String(), "\n") {
+				for _, l := range strings.Split(p.Logs.String(), "\n") {
 					if strings.Contains(l, "configuration error") {
 						lines = append(lines, l)
 					}
@@ -315,7 +315,7 @@ func TestRouteDefaultMissingExits2(t *testing.T) {
 				} else {
 					t.Log(lines[0])
 				}
-				if strings.Contains(p.logs.String(), "goroutine ") {
+				if strings.Contains(p.Logs.String(), "goroutine ") {
 					t.Error("the log has a stack trace")
 				}
 			})

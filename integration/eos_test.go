@@ -20,17 +20,17 @@ import (
 // equal the input's end offsets.
 func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("eos-in"), n: 50_000, keys: 500}
-		out, group := unique("eos-out"), unique("eos-group")
-		tg.createTopics(t, 6, in.topic, out)
-		tg.produce(t, in, 0, in.n/2)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("eos-in"), N: 50_000, Keys: 500}
+		out, group := Unique("eos-out"), Unique("eos-group")
+		tg.NewTopics(t, 6, in.Topic, out)
+		tg.Produce(t, in, 0, in.N/2)
 
-		o := instanceOpts{group: group, topics: []string{in.topic}, out: out, maxRecords: 1000}
-		o.txnID = group + "-a"
-		a := tg.start(t, o)
-		o.txnID = group + "-b"
-		b := tg.start(t, o)
+		o := InstanceOpts{Group: group, Topics: []string{in.Topic}, Out: out, MaxRecords: 1000}
+		o.TxnID = group + "-a"
+		a := tg.Start(t, o)
+		o.TxnID = group + "-b"
+		b := tg.Start(t, o)
 
 		// Input keeps arriving in chunks while the instances run; the last
 		// quarter arrives only after a has stopped, so a stops mid-run.
@@ -47,30 +47,30 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 						return
 					}
 				}
-				lo, hi := in.n/2+i*(in.n/2)/chunks, in.n/2+(i+1)*(in.n/2)/chunks
-				if !tg.produce(t, in, lo, hi) {
+				lo, hi := in.N/2+i*(in.N/2)/chunks, in.N/2+(i+1)*(in.N/2)/chunks
+				if !tg.Produce(t, in, lo, hi) {
 					return
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
-		waitFor(t, 60*time.Second, "both instances to commit", func() bool {
-			return a.p.Stats().Commits > 0 && b.p.Stats().Commits > 0
+		WaitFor(t, 60*time.Second, "both instances to commit", func() bool {
+			return a.Pipeline.Stats().Commits > 0 && b.Pipeline.Stats().Commits > 0
 		})
-		waitFor(t, 60*time.Second, "a third of the input to commit", func() bool { return sumConsumed(a, b) >= uint64(in.n/3) })
-		a.stop(t)
+		WaitFor(t, 60*time.Second, "a third of the input to commit", func() bool { return SumConsumed(a, b) >= uint64(in.N/3) })
+		a.Stop(t)
 		close(aStopped)
-		waitClosed(t, produced, feedTimeout, "the input feeder to write the second half of the input")
-		tg.waitCaughtUp(t, group, in.topic, b)
-		b.stop(t)
+		WaitClosed(t, produced, FeedTimeout, "the input feeder to write the second half of the input")
+		tg.WaitCaughtUp(t, group, in.Topic, b)
+		b.Stop(t)
 
-		t.Logf("%s: %s", tg.Name, fmtStats(a, b))
-		if got := sumConsumed(a, b); got != uint64(in.n) {
-			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
+		t.Logf("%s: %s", tg.Name, FmtStats(a, b))
+		if got := SumConsumed(a, b); got != uint64(in.N) {
+			t.Errorf("committed input records summed over instances = %d, want %d", got, in.N)
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
-		tg.audit(t, group, []string{in.topic}, []string{out})
-		if !tg.caughtUp(t, group, in.topic) {
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
+		tg.Audit(t, group, []string{in.Topic}, []string{out})
+		if !tg.IsCaughtUp(t, group, in.Topic) {
 			t.Error("committed offsets differ from the input's end offsets after shutdown")
 		}
 	})
@@ -80,29 +80,29 @@ func TestExactlyOnceTwoInstancesOneStopped(t *testing.T) {
 // input is processed again.
 func TestAbortedTransactionInvisibleAndReprocessed(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("abort-in"), n: 3000, keys: 50}
-		out, group := unique("abort-out"), unique("abort-group")
-		tg.createTopics(t, 3, in.topic, out)
-		tg.produce(t, in, 0, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("abort-in"), N: 3000, Keys: 50}
+		out, group := Unique("abort-out"), Unique("abort-group")
+		tg.NewTopics(t, 3, in.Topic, out)
+		tg.Produce(t, in, 0, in.N)
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-			maxRecords: 500,
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+			MaxRecords: 500,
 			// Abort the first three transactions.
-			injectAbort: func(seq uint64) bool { return seq <= 3 },
+			InjectAbort: func(seq uint64) bool { return seq <= 3 },
 		})
-		tg.waitCaughtUp(t, group, in.topic, a)
-		a.stop(t)
+		tg.WaitCaughtUp(t, group, in.Topic, a)
+		a.Stop(t)
 
-		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonInjected))); got != 3 {
+		if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonInjected))); got != 3 {
 			t.Errorf("aborted{reason=injected} = %v, want 3", got)
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
-		tg.audit(t, group, []string{in.topic}, []string{out})
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
+		tg.Audit(t, group, []string{in.Topic}, []string{out})
 		// The aborted records were written: a read_uncommitted reader sees
 		// them, a read_committed one (above) does not.
-		if dirty := tg.readAll(t, out, false); len(dirty) <= in.n {
-			t.Errorf("read_uncommitted sees %d records, want more than the %d committed ones", len(dirty), in.n)
+		if dirty := tg.ReadAll(t, out, false); len(dirty) <= in.N {
+			t.Errorf("read_uncommitted sees %d records, want more than the %d committed ones", len(dirty), in.N)
 		}
 	})
 }
@@ -113,42 +113,42 @@ func TestAbortedTransactionInvisibleAndReprocessed(t *testing.T) {
 // and the output is still exactly once.
 func TestSameTransactionalIDFences(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("fence-in"), n: 20_000, keys: 100}
-		out, group := unique("fence-out"), unique("fence-group")
-		tg.createTopics(t, 3, in.topic, out)
-		tg.produce(t, in, 0, in.n/4)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("fence-in"), N: 20_000, Keys: 100}
+		out, group := Unique("fence-out"), Unique("fence-group")
+		tg.NewTopics(t, 3, in.Topic, out)
+		tg.Produce(t, in, 0, in.N/4)
 
-		o := instanceOpts{group: group, txnID: group + "-shared", topics: []string{in.topic}, out: out, maxRecords: 200}
-		a := tg.start(t, o)
-		waitFor(t, 30*time.Second, "the first instance to commit", func() bool { return a.p.Stats().Commits > 0 })
-		b := tg.start(t, o)
+		o := InstanceOpts{Group: group, TxnID: group + "-shared", Topics: []string{in.Topic}, Out: out, MaxRecords: 200}
+		a := tg.Start(t, o)
+		WaitFor(t, 30*time.Second, "the first instance to commit", func() bool { return a.Pipeline.Stats().Commits > 0 })
+		b := tg.Start(t, o)
 
 		// Keep input flowing so both keep producing and meet the fence.
 		stopFeed := make(chan struct{})
 		fed := make(chan struct{})
 		go func() {
 			defer close(fed)
-			step := (in.n * 3 / 4) / 200 // about 10 s of input, so both keep meeting the fence
-			for i := in.n / 4; i < in.n; i += step {
+			step := (in.N * 3 / 4) / 200 // about 10 s of input, so both keep meeting the fence
+			for i := in.N / 4; i < in.N; i += step {
 				select {
 				case <-stopFeed:
-					tg.produce(t, in, i, in.n)
+					tg.Produce(t, in, i, in.N)
 					return
 				case <-t.Context().Done(): // the test failed before an instance stopped fenced
 					return
 				case <-time.After(50 * time.Millisecond):
 				}
-				if !tg.produce(t, in, i, min(i+step, in.n)) {
+				if !tg.Produce(t, in, i, min(i+step, in.N)) {
 					return
 				}
 			}
 		}()
-		var loser, winner *instance
-		waitFor(t, 60*time.Second, "one instance to stop fenced", func() bool {
-			for _, c := range [][2]*instance{{a, b}, {b, a}} {
+		var loser, winner *Instance
+		WaitFor(t, 60*time.Second, "one instance to stop fenced", func() bool {
+			for _, c := range [][2]*Instance{{a, b}, {b, a}} {
 				select {
-				case <-c[0].done:
+				case <-c[0].Done:
 					loser, winner = c[0], c[1]
 					return true
 				default:
@@ -157,18 +157,18 @@ func TestSameTransactionalIDFences(t *testing.T) {
 			return false
 		})
 		close(stopFeed)
-		waitClosed(t, fed, feedTimeout, "the input feeder to write the rest of the input after the fencing")
+		WaitClosed(t, fed, FeedTimeout, "the input feeder to write the rest of the input after the fencing")
 		var fe *txn.FencedError
-		if !errors.As(loser.err, &fe) || fe.TransactionalID != o.txnID {
-			t.Fatalf("the stopped instance returned %v, want a FencedError for %q", loser.err, o.txnID)
+		if !errors.As(loser.Err, &fe) || fe.TransactionalID != o.TxnID {
+			t.Fatalf("the stopped instance returned %v, want a FencedError for %q", loser.Err, o.TxnID)
 		}
-		loser.stopped = true
-		if n := testutil.ToFloat64(loser.tm.Fenced); n < 2 {
+		loser.Stopped = true
+		if n := testutil.ToFloat64(loser.TxnMetrics.Fenced); n < 2 {
 			t.Errorf("loser's producer_fenced_total = %v, want at least 2", n)
 		}
-		tg.waitCaughtUp(t, group, in.topic, winner)
-		winner.stop(t)
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		tg.WaitCaughtUp(t, group, in.Topic, winner)
+		winner.Stop(t)
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	})
 }
 
@@ -201,26 +201,26 @@ func TestInjectedProtocolErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tg := newFake(t)
-			in := input{topic: unique("fault-in"), n: 4000, keys: 40}
-			out, group := unique("fault-out"), unique("fault-group")
-			tg.createTopics(t, 3, in.topic, out)
-			tg.produce(t, in, 0, in.n/2)
-			a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, maxRecords: 300})
-			waitFor(t, 30*time.Second, "a first commit", func() bool { return a.p.Stats().Commits > 0 })
+			tg := NewFake(t)
+			in := Input{Topic: Unique("fault-in"), N: 4000, Keys: 40}
+			out, group := Unique("fault-out"), Unique("fault-group")
+			tg.NewTopics(t, 3, in.Topic, out)
+			tg.Produce(t, in, 0, in.N/2)
+			a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, MaxRecords: 300})
+			WaitFor(t, 30*time.Second, "a first commit", func() bool { return a.Pipeline.Stats().Commits > 0 })
 			f := kfake.Fault{Keys: []kmsg.Key{c.key}, Err: c.err, TopLevel: c.topLevel}
 			if c.key == kmsg.Produce {
 				f.Topic = out // not the test's own input
 			}
 			h := tg.Fake.Fault(f)
-			tg.produce(t, in, in.n/2, in.n)
-			tg.waitCaughtUp(t, group, in.topic, a)
-			a.stop(t)
+			tg.Produce(t, in, in.N/2, in.N)
+			tg.WaitCaughtUp(t, group, in.Topic, a)
+			a.Stop(t)
 			if h.Hits() == 0 {
 				t.Errorf("the fault was never hit")
 			}
-			checkExactlyOnce(t, in, tg.readAll(t, out, true))
-			tg.audit(t, group, []string{in.topic}, []string{out})
+			CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
+			tg.Audit(t, group, []string{in.Topic}, []string{out})
 		})
 	}
 }

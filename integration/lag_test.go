@@ -50,7 +50,7 @@ const (
 // and once it has caught up, its gauges agree with Kafka.
 func TestLagAgreesWithKafkaPlainInput(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, false) })
+	ForEachTarget(t, func(t *testing.T, tg *Target) { lagAgreesWithKafka(t, tg, false) })
 }
 
 // The same on transactional input, whose commit markers take offsets: a
@@ -60,31 +60,31 @@ func TestLagAgreesWithKafkaPlainInput(t *testing.T) {
 // and last stable offset differ.
 func TestLagAgreesWithKafkaTransactionalInput(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) { lagAgreesWithKafka(t, tg, true) })
+	ForEachTarget(t, func(t *testing.T, tg *Target) { lagAgreesWithKafka(t, tg, true) })
 }
 
-func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
+func lagAgreesWithKafka(t *testing.T, tg *Target, transactional bool) {
 	kind := "plain"
 	if transactional {
 		kind = "txn"
 	}
 	// 30 keys over 3 partitions, record i to partition i%3: each key stays
 	// in one partition, so per-key order can be checked at the end.
-	in := input{topic: unique("lag-" + kind + "-in"), n: 600, keys: 30}
-	out, group := unique("lag-"+kind+"-out"), unique("lag-"+kind+"-group")
-	tg.createTopics(t, lagParts, in.topic, out)
+	in := Input{Topic: Unique("lag-" + kind + "-in"), N: 600, Keys: 30}
+	out, group := Unique("lag-"+kind+"-out"), Unique("lag-"+kind+"-group")
+	tg.NewTopics(t, lagParts, in.Topic, out)
 	perTxn := 0
 	if transactional {
 		perTxn = 15 // 40 transactions, each with a commit marker on every partition
 	}
-	tg.produceLagInput(t, in, lagParts, perTxn)
+	tg.ProduceLagInput(t, in, lagParts, perTxn)
 	// Upstream commit markers are written after EndTransaction returns:
 	// start from a settled input, whose end offsets no longer move.
-	waitKafka(t, tg, lagAgreeWait, "the input's transactions to settle (last stable = log end)", group, in.topic, nil, func(k map[int32]kafkaOffsets) []string {
+	waitKafka(t, tg, lagAgreeWait, "the input's transactions to settle (last stable = log end)", group, in.Topic, nil, func(k map[int32]KafkaOffsets) []string {
 		var diffs []string
 		for p, o := range k {
-			if o.lastStable != o.logEnd {
-				diffs = append(diffs, fmt.Sprintf("p%d last stable %d log end %d", p, o.lastStable, o.logEnd))
+			if o.LastStable != o.LogEnd {
+				diffs = append(diffs, fmt.Sprintf("p%d last stable %d log end %d", p, o.LastStable, o.LogEnd))
 			}
 		}
 		return diffs
@@ -95,42 +95,42 @@ func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
 	// some committed. The gate holds the record that completes that.
 	gate := newLagGate(lagParts, 50)
 	defer gate.open()
-	inst := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-		chain: gate.chain(t), maxRecords: 40, txnTimeout: lagTxnTimeout})
-	waitClosed(t, gate.entered, lagHoldWait, "the processor to reach the held record")
-	if c := inst.p.Stats().Commits; c == 0 {
-		t.Fatalf("held with no transaction committed before; the test needs committed offsets (stats: %s)", fmtStats(inst))
+	inst := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+		Chain: gate.chain(t), MaxRecords: 40, TxnTimeout: lagTxnTimeout})
+	WaitClosed(t, gate.entered, lagHoldWait, "the processor to reach the held record")
+	if c := inst.Pipeline.Stats().Commits; c == 0 {
+		t.Fatalf("held with no transaction committed before; the test needs committed offsets (stats: %s)", FmtStats(inst))
 	}
 
 	var up *kgo.Client
 	if transactional {
-		up = tg.openUpstreamTransaction(t, in.topic, 0, 5)
+		up = tg.OpenUpstreamTransaction(t, in.Topic, 0, 5)
 	}
 
 	// Behind: the gauges are Kafka's offsets, and the lag is last stable
 	// minus committed.
-	behind := waitGaugesAgree(t, tg, inst, group, in.topic, "the gauges to agree with kadm while behind")
+	behind := waitGaugesAgree(t, tg, inst, group, in.Topic, "the gauges to agree with kadm while behind")
 	var lag int64
 	for p, o := range behind {
-		if o.committed < 0 {
+		if o.Committed < 0 {
 			t.Errorf("p%d: the group has committed nothing while held; the gate should have waited for that", p)
 		}
-		lag += o.lastStable - max(o.committed, 0)
+		lag += o.LastStable - max(o.Committed, 0)
 	}
-	if lag <= 0 || lag >= int64(in.n) {
+	if lag <= 0 || lag >= int64(in.N) {
 		t.Fatalf("lag %d by kadm while held; the test needs a backlog (%v)", lag, behind)
 	}
-	if transactional && behind[0].logEnd != behind[0].lastStable+5 {
+	if transactional && behind[0].LogEnd != behind[0].LastStable+5 {
 		t.Fatalf("p0: log end %d, last stable %d while an upstream transaction of 5 records is open; want them 5 apart",
-			behind[0].logEnd, behind[0].lastStable)
+			behind[0].LogEnd, behind[0].LastStable)
 	}
-	checkStatus(t, inst, in.topic, behind)
+	checkStatus(t, inst, in.Topic, behind)
 	if tg.Fake == nil {
-		checkConsumerGroupsTool(t, tg, inst, group, in.topic)
+		checkConsumerGroupsTool(t, tg, inst, group, in.Topic)
 	}
 
 	if up != nil {
-		ctx := testContext(t, produceTimeout)
+		ctx := Context(t, ProduceTimeout)
 		if err := up.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			t.Fatalf("aborting the open upstream transaction: %v", err)
 		}
@@ -139,35 +139,35 @@ func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
 
 	// Caught up: the group committed up to the last stable offsets (past
 	// the last marker on transactional input), and every gauge says so.
-	waitKafka(t, tg, lagCatchUp, "the group to commit up to the last stable offsets", group, in.topic, inst, func(k map[int32]kafkaOffsets) []string {
+	waitKafka(t, tg, lagCatchUp, "the group to commit up to the last stable offsets", group, in.Topic, inst, func(k map[int32]KafkaOffsets) []string {
 		var diffs []string
 		for p, o := range k {
-			if o.committed != o.lastStable || o.lastStable != o.logEnd {
-				diffs = append(diffs, fmt.Sprintf("p%d committed %d last stable %d log end %d", p, o.committed, o.lastStable, o.logEnd))
+			if o.Committed != o.LastStable || o.LastStable != o.LogEnd {
+				diffs = append(diffs, fmt.Sprintf("p%d committed %d last stable %d log end %d", p, o.Committed, o.LastStable, o.LogEnd))
 			}
 		}
 		return diffs
 	})
-	caught := waitGaugesAgree(t, tg, inst, group, in.topic, "the gauges to agree with kadm once caught up")
+	caught := waitGaugesAgree(t, tg, inst, group, in.Topic, "the gauges to agree with kadm once caught up")
 	for p := range caught {
-		if v, ok := partitionGauges(inst.pm.ConsumerLag, in.topic)[p]; !ok || v != 0 {
+		if v, ok := partitionGauges(inst.PipelineMetrics.ConsumerLag, in.Topic)[p]; !ok || v != 0 {
 			t.Errorf("processor_consumer_lag_records{partition=%d} = %v (series exists: %v) once caught up, want 0", p, v, ok)
 		}
 	}
-	if s := inst.p.Status(); s.Lag != 0 {
+	if s := inst.Pipeline.Status(); s.Lag != 0 {
 		t.Errorf("Status().Lag = %d once caught up, want 0", s.Lag)
 	}
-	checkStatus(t, inst, in.topic, caught)
+	checkStatus(t, inst, in.Topic, caught)
 	if tg.Fake == nil {
-		rows := checkConsumerGroupsTool(t, tg, inst, group, in.topic)
+		rows := checkConsumerGroupsTool(t, tg, inst, group, in.Topic)
 		for p, r := range rows {
 			if r.lag != 0 {
 				t.Errorf("kafka-consumer-groups: p%d LAG %d once caught up (%s input), want 0", p, r.lag, kind)
 			}
 		}
 	}
-	inst.stop(t)
-	checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	inst.Stop(t)
+	CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 }
 
 // When a second instance joins the group, the partitions it takes are
@@ -176,22 +176,22 @@ func lagAgreesWithKafka(t *testing.T, tg *target, transactional bool) {
 // describes it, so each partition is reported by exactly one instance.
 func TestLagSeriesOfRevokedPartitionsVanish(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		const parts = 4
-		in := input{topic: unique("lagrev-in"), n: 400, keys: 40}
-		out, group := unique("lagrev-out"), unique("lagrev-group")
-		tg.createTopics(t, parts, in.topic, out)
-		tg.produceLagInput(t, in, parts, 0)
+		in := Input{Topic: Unique("lagrev-in"), N: 400, Keys: 40}
+		out, group := Unique("lagrev-out"), Unique("lagrev-group")
+		tg.NewTopics(t, parts, in.Topic, out)
+		tg.ProduceLagInput(t, in, parts, 0)
 		all := []int32{0, 1, 2, 3}
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out})
-		waitSeries(t, tg, group, in.topic, lagAgreeWait, "the first instance to report every partition", a)
-		if got := seriesPartitions(a.pm.ConsumerLag, in.topic); !slices.Equal(got, all) {
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out})
+		waitSeries(t, tg, group, in.Topic, lagAgreeWait, "the first instance to report every partition", a)
+		if got := seriesPartitions(a.PipelineMetrics.ConsumerLag, in.Topic); !slices.Equal(got, all) {
 			t.Fatalf("first instance alone reports %v, want %v", got, all)
 		}
 
-		b := tg.start(t, instanceOpts{group: group, txnID: group + "-b", topics: []string{in.topic}, out: out})
-		assigned := waitSeries(t, tg, group, in.topic, 45*time.Second, "each instance's series to be its share of the partitions", a, b)
+		b := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-b", Topics: []string{in.Topic}, Out: out})
+		assigned := waitSeries(t, tg, group, in.Topic, 45*time.Second, "each instance's series to be its share of the partitions", a, b)
 		pa, pb := assigned[0], assigned[1]
 		if len(pa) == 0 || len(pb) == 0 || len(pa) >= parts {
 			t.Errorf("after the second joined: first reports %v, second %v; want the first's series to shrink to its share", pa, pb)
@@ -205,64 +205,64 @@ func TestLagSeriesOfRevokedPartitionsVanish(t *testing.T) {
 				t.Errorf("partition %d reported by %d instances (first %v, second %v), want 1", p, seen[p], pa, pb)
 			}
 		}
-		tg.waitCaughtUpWithin(t, lagCatchUp, group, in.topic, a, b)
-		b.stop(t)
-		a.stop(t)
+		tg.WaitCaughtUpWithin(t, lagCatchUp, group, in.Topic, a, b)
+		b.Stop(t)
+		a.Stop(t)
 	})
 }
 
 // ---------------------------------------------------------------- input ----
 
-// produceLagInput writes in's records, record i to partition i%parts:
+// ProduceLagInput writes in's records, record i to partition i%parts:
 // idempotently when perTxn is 0, else in committed transactions of perTxn
 // records by one transactional producer.
-func (tg *target) produceLagInput(t testing.TB, in input, parts int32, perTxn int) {
+func (tg *Target) ProduceLagInput(t testing.TB, in Input, parts int32, perTxn int) {
 	t.Helper()
 	opts := []kgo.Opt{kgo.SeedBrokers(tg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(250 * time.Millisecond)} // see kafka/README.md: prompt retries of CONCURRENT_TRANSACTIONS
 	if perTxn > 0 {
-		opts = append(opts, kgo.TransactionalID(unique("lag-upstream")))
+		opts = append(opts, kgo.TransactionalID(Unique("lag-upstream")))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx := testContext(t, produceTimeout)
+	ctx := Context(t, ProduceTimeout)
 	batch := func(from, to int) []*kgo.Record {
 		rs := make([]*kgo.Record, 0, to-from)
 		for i := from; i < to; i++ {
-			r := in.record(i)
+			r := in.Record(i)
 			r.Partition = int32(i) % parts
 			rs = append(rs, r)
 		}
 		return rs
 	}
 	if perTxn == 0 {
-		if err := cl.ProduceSync(ctx, batch(0, in.n)...).FirstErr(); err != nil {
-			t.Fatalf("producing %s: %v", in.topic, err)
+		if err := cl.ProduceSync(ctx, batch(0, in.N)...).FirstErr(); err != nil {
+			t.Fatalf("producing %s: %v", in.Topic, err)
 		}
 		return
 	}
-	for from := 0; from < in.n; from += perTxn {
+	for from := 0; from < in.N; from += perTxn {
 		if err := cl.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
-		if err := cl.ProduceSync(ctx, batch(from, min(from+perTxn, in.n))...).FirstErr(); err != nil {
-			t.Fatalf("producing %s records [%d, %d) in a transaction: %v", in.topic, from, from+perTxn, err)
+		if err := cl.ProduceSync(ctx, batch(from, min(from+perTxn, in.N))...).FirstErr(); err != nil {
+			t.Fatalf("producing %s records [%d, %d) in a transaction: %v", in.Topic, from, from+perTxn, err)
 		}
 		if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
-			t.Fatalf("committing the transaction of %s records [%d, %d): %v", in.topic, from, from+perTxn, err)
+			t.Fatalf("committing the transaction of %s records [%d, %d): %v", in.Topic, from, from+perTxn, err)
 		}
 	}
 }
 
-// openUpstreamTransaction begins a transaction, writes n records to
+// OpenUpstreamTransaction begins a transaction, writes n records to
 // partition p of topic in it, and leaves it open; the caller ends it
 // (closing the client at the test's end aborts it otherwise).
-func (tg *target) openUpstreamTransaction(t testing.TB, topic string, p int32, n int) *kgo.Client {
+func (tg *Target) OpenUpstreamTransaction(t testing.TB, topic string, p int32, n int) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.TransactionalID(unique("lag-open")),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.TransactionalID(Unique("lag-open")),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func (tg *target) openUpstreamTransaction(t testing.TB, topic string, p int32, n
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	ctx := testContext(t, produceTimeout)
+	ctx := Context(t, ProduceTimeout)
 	for i := range n {
 		r := &kgo.Record{Topic: topic, Partition: p, Value: []byte("open-upstream-" + strconv.Itoa(i))}
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
@@ -333,19 +333,19 @@ func (g *lagGate) chain(t testing.TB) *transform.Chain {
 
 // ---------------------------------------------------------------- kafka ----
 
-// kafkaOffsets are one partition's offsets as Kafka reports them (kadm).
-type kafkaOffsets struct {
-	logEnd     int64 // high watermark: ListOffsets latest, read_uncommitted
-	lastStable int64 // ListOffsets latest, read_committed
-	committed  int64 // the group's committed offset (OffsetFetch); -1 if none
+// KafkaOffsets are one partition's offsets as Kafka reports them (kadm).
+type KafkaOffsets struct {
+	LogEnd     int64 // high watermark: ListOffsets latest, read_uncommitted
+	LastStable int64 // ListOffsets latest, read_committed
+	Committed  int64 // the group's committed offset (OffsetFetch); -1 if none
 }
 
-// kafkaView reads topic's offsets and group's committed offsets with kadm.
-func (tg *target) kafkaView(t testing.TB, group, topic string) (map[int32]kafkaOffsets, error) {
+// KafkaView reads topic's offsets and group's committed offsets with kadm.
+func (tg *Target) KafkaView(t testing.TB, group, topic string) (map[int32]KafkaOffsets, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	adm := tg.admin(t)
+	adm := tg.Admin(t)
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
@@ -370,14 +370,14 @@ func (tg *target) kafkaView(t testing.TB, group, topic string) (map[int32]kafkaO
 	if err != nil {
 		return nil, fmt.Errorf("fetching the group's offsets: %w", err)
 	}
-	out := map[int32]kafkaOffsets{}
+	out := map[int32]KafkaOffsets{}
 	ends.Each(func(o kadm.ListedOffset) {
-		k := kafkaOffsets{logEnd: o.Offset, lastStable: -1, committed: -1}
+		k := KafkaOffsets{LogEnd: o.Offset, LastStable: -1, Committed: -1}
 		if s, ok := stable.Lookup(topic, o.Partition); ok {
-			k.lastStable = s.Offset
+			k.LastStable = s.Offset
 		}
 		if c, ok := committed.Lookup(topic, o.Partition); ok && c.At >= 0 {
-			k.committed = c.At
+			k.Committed = c.At
 		}
 		out[o.Partition] = k
 	})
@@ -386,17 +386,17 @@ func (tg *target) kafkaView(t testing.TB, group, topic string) (map[int32]kafkaO
 
 // waitKafka polls kadm until check finds nothing amiss, failing the test
 // with check's last findings after d, or at once if running stops.
-func waitKafka(t testing.TB, tg *target, d time.Duration, what, group, topic string, running *instance,
-	check func(map[int32]kafkaOffsets) []string) map[int32]kafkaOffsets {
+func waitKafka(t testing.TB, tg *Target, d time.Duration, what, group, topic string, running *Instance,
+	check func(map[int32]KafkaOffsets) []string) map[int32]KafkaOffsets {
 	t.Helper()
-	var ins []*instance
+	var ins []*Instance
 	if running != nil {
 		ins = append(ins, running)
 	}
-	var k map[int32]kafkaOffsets
+	var k map[int32]KafkaOffsets
 	waitNothingAmiss(t, d, what, ins, func() []string {
 		var err error
-		if k, err = tg.kafkaView(t, group, topic); err != nil {
+		if k, err = tg.KafkaView(t, group, topic); err != nil {
 			return []string{err.Error()}
 		}
 		return check(k)
@@ -407,7 +407,7 @@ func waitKafka(t testing.TB, tg *target, d time.Duration, what, group, topic str
 // waitNothingAmiss polls check every 100ms until it finds nothing amiss,
 // failing the test with its last findings after d, or at once if one of
 // running stops.
-func waitNothingAmiss(t testing.TB, d time.Duration, what string, running []*instance, check func() []string) {
+func waitNothingAmiss(t testing.TB, d time.Duration, what string, running []*Instance, check func() []string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -418,9 +418,9 @@ func waitNothingAmiss(t testing.TB, d time.Duration, what string, running []*ins
 		last := strings.Join(diffs, "; ")
 		for _, in := range running {
 			select {
-			case <-in.done:
-				in.stopped = true
-				t.Fatalf("an instance stopped while waiting for %s: %v (%s)", what, in.err, last)
+			case <-in.Done:
+				in.Stopped = true
+				t.Fatalf("an instance stopped while waiting for %s: %v (%s)", what, in.Err, last)
 			default:
 			}
 		}
@@ -489,7 +489,7 @@ func partitionGaugeVecs(pm *pipeline.Metrics) []namedGauge {
 // stable minus committed (from the log start, 0 in these tests, before
 // the group's first commit); unstable is log end minus last stable; a
 // partition without a committed offset has no committed series.
-func gaugeMismatches(pm *pipeline.Metrics, topic string, k map[int32]kafkaOffsets) []string {
+func gaugeMismatches(pm *pipeline.Metrics, topic string, k map[int32]KafkaOffsets) []string {
 	var diffs []string
 	for _, ng := range partitionGaugeVecs(pm) {
 		vals := partitionGauges(ng.g, topic)
@@ -497,15 +497,15 @@ func gaugeMismatches(pm *pipeline.Metrics, topic string, k map[int32]kafkaOffset
 			want, wantSeries := float64(0), true
 			switch ng.g {
 			case pm.ConsumerLag:
-				want = float64(o.lastStable - max(o.committed, 0))
+				want = float64(o.LastStable - max(o.Committed, 0))
 			case pm.CommittedOffset:
-				want, wantSeries = float64(o.committed), o.committed >= 0
+				want, wantSeries = float64(o.Committed), o.Committed >= 0
 			case pm.LogEndOffset:
-				want = float64(o.logEnd)
+				want = float64(o.LogEnd)
 			case pm.LastStableOffset:
-				want = float64(o.lastStable)
+				want = float64(o.LastStable)
 			case pm.UnstableRecords:
-				want = float64(o.logEnd - o.lastStable)
+				want = float64(o.LogEnd - o.LastStable)
 			}
 			got, ok := vals[p]
 			switch {
@@ -530,14 +530,14 @@ func gaugeMismatches(pm *pipeline.Metrics, topic string, k map[int32]kafkaOffset
 // waitGaugesAgree waits until inst's gauges agree with Kafka's offsets
 // read just before and just after them (unchanged in between), and
 // returns those offsets.
-func waitGaugesAgree(t testing.TB, tg *target, inst *instance, group, topic, what string) map[int32]kafkaOffsets {
+func waitGaugesAgree(t testing.TB, tg *Target, inst *Instance, group, topic, what string) map[int32]KafkaOffsets {
 	t.Helper()
-	var agreed map[int32]kafkaOffsets
-	waitKafka(t, tg, lagAgreeWait, what, group, topic, inst, func(k map[int32]kafkaOffsets) []string {
-		if diffs := gaugeMismatches(inst.pm, topic, k); len(diffs) > 0 {
+	var agreed map[int32]KafkaOffsets
+	waitKafka(t, tg, lagAgreeWait, what, group, topic, inst, func(k map[int32]KafkaOffsets) []string {
+		if diffs := gaugeMismatches(inst.PipelineMetrics, topic, k); len(diffs) > 0 {
 			return diffs
 		}
-		again, err := tg.kafkaView(t, group, topic)
+		again, err := tg.KafkaView(t, group, topic)
 		if err != nil {
 			return []string{err.Error()}
 		}
@@ -551,9 +551,9 @@ func waitGaugesAgree(t testing.TB, tg *target, inst *instance, group, topic, wha
 }
 
 // checkStatus asserts that Status() reports the offsets k too.
-func checkStatus(t testing.TB, inst *instance, topic string, k map[int32]kafkaOffsets) {
+func checkStatus(t testing.TB, inst *Instance, topic string, k map[int32]KafkaOffsets) {
 	t.Helper()
-	s := inst.p.Status()
+	s := inst.Pipeline.Status()
 	var total int64
 	for _, ps := range s.Partitions {
 		o, ok := k[ps.Partition]
@@ -561,12 +561,12 @@ func checkStatus(t testing.TB, inst *instance, topic string, k map[int32]kafkaOf
 			t.Errorf("Status() reports %s/%d, not a partition of %s", ps.Topic, ps.Partition, topic)
 			continue
 		}
-		wantLag := o.lastStable - max(o.committed, 0)
+		wantLag := o.LastStable - max(o.Committed, 0)
 		total += wantLag
-		if ps.Committed != o.committed || ps.LogEnd != o.logEnd || ps.LastStable != o.lastStable || ps.Lag != wantLag ||
-			ps.Unstable != o.logEnd-o.lastStable {
+		if ps.Committed != o.Committed || ps.LogEnd != o.LogEnd || ps.LastStable != o.LastStable || ps.Lag != wantLag ||
+			ps.Unstable != o.LogEnd-o.LastStable {
 			t.Errorf("Status() p%d: committed %d log end %d last stable %d lag %d unstable %d; Kafka: committed %d log end %d last stable %d",
-				ps.Partition, ps.Committed, ps.LogEnd, ps.LastStable, ps.Lag, ps.Unstable, o.committed, o.logEnd, o.lastStable)
+				ps.Partition, ps.Committed, ps.LogEnd, ps.LastStable, ps.Lag, ps.Unstable, o.Committed, o.LogEnd, o.LastStable)
 		}
 	}
 	if len(s.Partitions) != len(k) || s.Lag != total {
@@ -578,24 +578,24 @@ func checkStatus(t testing.TB, inst *instance, topic string, k map[int32]kafkaOf
 // member per instance, and every partition gauge of each instance has
 // series for exactly the partitions of topic the broker assigned it. It
 // returns each instance's partitions.
-func waitSeries(t testing.TB, tg *target, group, topic string, d time.Duration, what string, ins ...*instance) [][]int32 {
+func waitSeries(t testing.TB, tg *Target, group, topic string, d time.Duration, what string, ins ...*Instance) [][]int32 {
 	t.Helper()
 	out := make([][]int32, len(ins))
 	waitNothingAmiss(t, d, what, ins, func() []string {
-		assigned, err := tg.assignment(t, group, topic)
+		assigned, err := tg.Assignment(t, group, topic)
 		var diffs []string
 		if err != nil {
 			diffs = append(diffs, err.Error())
 		}
 		for i, in := range ins {
-			member := in.p.Status().MemberID
+			member := in.Pipeline.Status().MemberID
 			want, ok := assigned[member]
 			if !ok {
 				diffs = append(diffs, fmt.Sprintf("instance %d (member %q) has no assignment in the group's description %v", i, member, assigned))
 				continue
 			}
 			out[i] = want
-			for _, ng := range partitionGaugeVecs(in.pm) {
+			for _, ng := range partitionGaugeVecs(in.PipelineMetrics) {
 				if got := seriesPartitions(ng.g, topic); !slices.Equal(got, want) {
 					diffs = append(diffs, fmt.Sprintf("instance %d: %s has series for %v, assigned %v", i, ng.name, got, want))
 				}
@@ -609,13 +609,13 @@ func waitSeries(t testing.TB, tg *target, group, topic string, d time.Duration, 
 	return out
 }
 
-// assignment returns the partitions of topic that the broker has assigned
+// Assignment returns the partitions of topic that the broker has assigned
 // each member of group, by member ID, once the group is stable.
-func (tg *target) assignment(t testing.TB, group, topic string) (map[string][]int32, error) {
+func (tg *Target) Assignment(t testing.TB, group, topic string) (map[string][]int32, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	described, err := tg.admin(t).DescribeGroups(ctx, group)
+	described, err := tg.Admin(t).DescribeGroups(ctx, group)
 	if err == nil {
 		err = described.Error()
 	}
@@ -655,7 +655,7 @@ type toolRow struct{ current, logEnd, lag int64 }
 // script fetches) and returns topic's rows by partition. It fails the test
 // when the tool cannot run: a real broker is configured, so this check is
 // due.
-func consumerGroupsTool(t testing.TB, tg *target, group, topic string) map[int32]toolRow {
+func consumerGroupsTool(t testing.TB, tg *Target, group, topic string) map[int32]toolRow {
 	t.Helper()
 	const script = "kafka/kafka.sh"
 	if _, err := os.Stat(script); err != nil {
@@ -765,15 +765,15 @@ func parseConsumerGroups(out, topic string) (map[int32]toolRow, error) {
 // LAG is our lag plus our unstable records (records of upstream
 // transactions not decided yet). Caught up, it is 0 on transactional input
 // too: the processor commits past the last transaction marker.
-func checkConsumerGroupsTool(t testing.TB, tg *target, inst *instance, group, topic string) map[int32]toolRow {
+func checkConsumerGroupsTool(t testing.TB, tg *Target, inst *Instance, group, topic string) map[int32]toolRow {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		before, err := tg.kafkaView(t, group, topic)
+		before, err := tg.KafkaView(t, group, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
 		rows := consumerGroupsTool(t, tg, group, topic)
-		after, err := tg.kafkaView(t, group, topic)
+		after, err := tg.KafkaView(t, group, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -783,10 +783,10 @@ func checkConsumerGroupsTool(t testing.TB, tg *target, inst *instance, group, to
 			}
 			t.Fatalf("Kafka's offsets moved during kafka-consumer-groups, %d times: %v, then %v", attempt, before, after)
 		}
-		lag := partitionGauges(inst.pm.ConsumerLag, topic)
-		committed := partitionGauges(inst.pm.CommittedOffset, topic)
-		logEnd := partitionGauges(inst.pm.LogEndOffset, topic)
-		unstable := partitionGauges(inst.pm.UnstableRecords, topic)
+		lag := partitionGauges(inst.PipelineMetrics.ConsumerLag, topic)
+		committed := partitionGauges(inst.PipelineMetrics.CommittedOffset, topic)
+		logEnd := partitionGauges(inst.PipelineMetrics.LogEndOffset, topic)
+		unstable := partitionGauges(inst.PipelineMetrics.UnstableRecords, topic)
 		if len(rows) != len(before) {
 			t.Errorf("kafka-consumer-groups lists %d partitions of %s, Kafka has %d", len(rows), topic, len(before))
 		}
@@ -797,12 +797,12 @@ func checkConsumerGroupsTool(t testing.TB, tg *target, inst *instance, group, to
 				continue
 			}
 			wantLag := int64(-1)
-			if k.committed >= 0 {
-				wantLag = k.logEnd - k.committed
+			if k.Committed >= 0 {
+				wantLag = k.LogEnd - k.Committed
 			}
-			if r.current != k.committed || r.logEnd != k.logEnd || r.lag != wantLag {
+			if r.current != k.Committed || r.logEnd != k.LogEnd || r.lag != wantLag {
 				t.Errorf("kafka-consumer-groups p%d: CURRENT-OFFSET %d LOG-END-OFFSET %d LAG %d; kadm: committed %d, high watermark %d, last stable %d (want LAG %d, high watermark minus committed)",
-					p, r.current, r.logEnd, r.lag, k.committed, k.logEnd, k.lastStable, wantLag)
+					p, r.current, r.logEnd, r.lag, k.Committed, k.LogEnd, k.LastStable, wantLag)
 			}
 			if c, ok := committed[p]; (ok || r.current >= 0) && (!ok || int64(c) != r.current) {
 				t.Errorf("p%d: processor_committed_offset %v (series: %v), kafka-consumer-groups CURRENT-OFFSET %d", p, c, ok, r.current)

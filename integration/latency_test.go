@@ -18,47 +18,47 @@ import (
 // (60 s, 120 s] bucket, and /status' quantiles read about 90 s.
 func TestEndToEndLatencyPostgres(t *testing.T) {
 	t.Parallel()
-	tg := newFake(t)
+	tg := NewFake(t)
 	db := pgtest.New(t)
-	in := input{topic: unique("latency-pg-in"), n: 300, keys: 10}
-	group := unique("latency-pg-group")
-	tg.createTopics(t, 3, in.topic)
-	cl, err := kgo.NewClient(tg.clientOpts()...)
+	in := Input{Topic: Unique("latency-pg-in"), N: 300, Keys: 10}
+	group := Unique("latency-pg-group")
+	tg.NewTopics(t, 3, in.Topic)
+	cl, err := kgo.NewClient(tg.ClientOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
 	const age = 90 * time.Second
 	written := time.Now().Add(-age)
-	recs := make([]*kgo.Record, in.n)
+	recs := make([]*kgo.Record, in.N)
 	for i := range recs {
-		recs[i] = in.record(i)
+		recs[i] = in.Record(i)
 		recs[i].Timestamp = written
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ProduceTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	chain := budgetChain(t, "pass", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := BudgetChain(t, "pass", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		return append(out, r), nil
 	})
-	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, chain: chain, maxRecords: 50,
-		db: openSink(t, db, group), injectAbort: func(seq uint64) bool { return seq <= 2 }})
-	waitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
-	st := a.p.Status()
-	a.stop(t)
+	a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Chain: chain, MaxRecords: 50,
+		DB: OpenSink(t, db, group), InjectAbort: func(seq uint64) bool { return seq <= 2 }})
+	WaitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return StoredTotal(t, db, group) == in.N })
+	st := a.Pipeline.Status()
+	a.Stop(t)
 
 	var m dto.Metric
-	if err := a.pm.EndToEndLatency.Metric().Write(&m); err != nil {
+	if err := a.PipelineMetrics.EndToEndLatency.Metric().Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	le := map[float64]uint64{}
 	for _, b := range m.Histogram.Bucket {
 		le[b.GetUpperBound()] = b.GetCumulativeCount()
 	}
-	if n := m.Histogram.GetSampleCount(); n != uint64(in.n) || le[60] != 0 || le[120] != uint64(in.n) {
-		t.Errorf("latency histogram: %d observations, %d up to 60 s, %d up to 120 s; want all %d in (60 s, 120 s]", n, le[60], le[120], in.n)
+	if n := m.Histogram.GetSampleCount(); n != uint64(in.N) || le[60] != 0 || le[120] != uint64(in.N) {
+		t.Errorf("latency histogram: %d observations, %d up to 60 s, %d up to 120 s; want all %d in (60 s, 120 s]", n, le[60], le[120], in.N)
 	}
 	if st.Aborts["injected"] != 2 {
 		t.Errorf("%d injected aborts, want 2", st.Aborts["injected"])

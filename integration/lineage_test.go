@@ -38,7 +38,7 @@ func checkLineageForm(t *testing.T, form string, out []*kgo.Record, topics ...st
 		}
 		if form == "compact" && ok {
 			v := src.Topic + "/" + strconv.Itoa(int(src.Partition)) + "/" + strconv.FormatInt(src.Offset, 10)
-			ok = headerValue(r, record.HeaderSource) == v
+			ok = HeaderValue(r, record.HeaderSource) == v
 		}
 		known := false
 		for _, tp := range topics {
@@ -62,28 +62,28 @@ func checkLineageForm(t *testing.T, form string, out []*kgo.Record, topics ...st
 // audits either as exactly once.
 func TestLineageFormsAudited(t *testing.T) {
 	t.Parallel()
-	tg := newFake(t)
+	tg := NewFake(t)
 	for _, form := range []string{"compact", "legacy"} {
 		t.Run(form, func(t *testing.T) {
-			a, b := input{topic: unique("lin-a"), n: 1500, keys: 30}, input{topic: unique("lin-b"), n: 500, keys: 10}
-			out, group := unique("lin-out"), unique("lin-group")
-			tg.createTopics(t, 3, a.topic, b.topic, out)
-			tg.produce(t, a, 0, a.n)
-			tg.produce(t, b, 0, b.n)
-			o := instanceOpts{group: group, txnID: group + "-a", topics: []string{a.topic, b.topic}, out: out, maxRecords: 400}
+			a, b := Input{Topic: Unique("lin-a"), N: 1500, Keys: 30}, Input{Topic: Unique("lin-b"), N: 500, Keys: 10}
+			out, group := Unique("lin-out"), Unique("lin-group")
+			tg.NewTopics(t, 3, a.Topic, b.Topic, out)
+			tg.Produce(t, a, 0, a.N)
+			tg.Produce(t, b, 0, b.N)
+			o := InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{a.Topic, b.Topic}, Out: out, MaxRecords: 400}
 			if form != "compact" {
-				o.configure = lineageForm(form)
+				o.Configure = lineageForm(form)
 			}
-			in := tg.start(t, o)
-			tg.waitCaughtUp(t, group, a.topic, in)
-			tg.waitCaughtUp(t, group, b.topic, in)
-			in.stop(t)
-			recs := tg.readAll(t, out, true)
-			if len(recs) != a.n+b.n {
-				t.Errorf("%d outputs, want %d", len(recs), a.n+b.n)
+			in := tg.Start(t, o)
+			tg.WaitCaughtUp(t, group, a.Topic, in)
+			tg.WaitCaughtUp(t, group, b.Topic, in)
+			in.Stop(t)
+			recs := tg.ReadAll(t, out, true)
+			if len(recs) != a.N+b.N {
+				t.Errorf("%d outputs, want %d", len(recs), a.N+b.N)
 			}
-			checkLineageForm(t, form, recs, a.topic, b.topic)
-			tg.audit(t, group, []string{a.topic, b.topic}, []string{out})
+			checkLineageForm(t, form, recs, a.Topic, b.Topic)
+			tg.Audit(t, group, []string{a.Topic, b.Topic}, []string{out})
 		})
 	}
 }
@@ -93,20 +93,20 @@ func TestLineageFormsAudited(t *testing.T) {
 // audits the second leg.
 func TestLineageRestampedByChainedProcessor(t *testing.T) {
 	t.Parallel()
-	tg := newFake(t)
-	in := input{topic: unique("chain-in"), n: 1000, keys: 20}
-	mid, out := unique("chain-mid"), unique("chain-out")
-	g1, g2 := unique("chain-g1"), unique("chain-g2")
-	tg.createTopics(t, 3, in.topic, mid, out)
-	tg.produce(t, in, 0, in.n)
-	first := tg.start(t, instanceOpts{group: g1, txnID: g1 + "-a", topics: []string{in.topic}, out: mid, configure: lineageForm("legacy")})
-	tg.waitCaughtUp(t, g1, in.topic, first)
-	first.stop(t)
-	second := tg.start(t, instanceOpts{group: g2, txnID: g2 + "-a", topics: []string{mid}, out: out})
-	tg.waitCaughtUp(t, g2, mid, second)
-	second.stop(t)
-	recs := tg.readAll(t, out, true)
-	checkExactlyOnce(t, in, recs)
+	tg := NewFake(t)
+	in := Input{Topic: Unique("chain-in"), N: 1000, Keys: 20}
+	mid, out := Unique("chain-mid"), Unique("chain-out")
+	g1, g2 := Unique("chain-g1"), Unique("chain-g2")
+	tg.NewTopics(t, 3, in.Topic, mid, out)
+	tg.Produce(t, in, 0, in.N)
+	first := tg.Start(t, InstanceOpts{Group: g1, TxnID: g1 + "-a", Topics: []string{in.Topic}, Out: mid, Configure: lineageForm("legacy")})
+	tg.WaitCaughtUp(t, g1, in.Topic, first)
+	first.Stop(t)
+	second := tg.Start(t, InstanceOpts{Group: g2, TxnID: g2 + "-a", Topics: []string{mid}, Out: out})
+	tg.WaitCaughtUp(t, g2, mid, second)
+	second.Stop(t)
+	recs := tg.ReadAll(t, out, true)
+	CheckExactlyOnce(t, in, recs)
 	checkLineageForm(t, "compact", recs, mid)
-	tg.audit(t, g2, []string{mid}, []string{out})
+	tg.Audit(t, g2, []string{mid}, []string{out})
 }

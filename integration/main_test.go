@@ -26,8 +26,8 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	// What the tests built once for all of them: the commands, and the
 	// WebAssembly plugin with its compilation cache.
-	if binDir != "" {
-		os.RemoveAll(binDir)
+	if BinDir != "" {
+		os.RemoveAll(BinDir)
 	}
 	if wasmPath != "" {
 		os.RemoveAll(filepath.Dir(wasmPath))

@@ -15,24 +15,24 @@ import (
 // once, and only data records count as consumed.
 func TestTransactionalInputMarkers(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("chain-in"), n: 10_000, keys: 100}
-		mid, out := unique("chain-mid"), unique("chain-out")
-		g1, g2 := unique("chain-g1"), unique("chain-g2")
-		tg.createTopics(t, 3, in.topic, mid, out)
-		tg.produce(t, in, 0, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("chain-in"), N: 10_000, Keys: 100}
+		mid, out := Unique("chain-mid"), Unique("chain-out")
+		g1, g2 := Unique("chain-g1"), Unique("chain-g2")
+		tg.NewTopics(t, 3, in.Topic, mid, out)
+		tg.Produce(t, in, 0, in.N)
 
-		a := tg.start(t, instanceOpts{group: g1, txnID: g1 + "-a", topics: []string{in.topic}, out: mid, maxRecords: 700})
-		b := tg.start(t, instanceOpts{group: g2, txnID: g2 + "-b", topics: []string{mid}, out: out, maxRecords: 700})
-		tg.waitCaughtUp(t, g1, in.topic, a, b)
-		a.stop(t) // its last commit writes the last markers
+		a := tg.Start(t, InstanceOpts{Group: g1, TxnID: g1 + "-a", Topics: []string{in.Topic}, Out: mid, MaxRecords: 700})
+		b := tg.Start(t, InstanceOpts{Group: g2, TxnID: g2 + "-b", Topics: []string{mid}, Out: out, MaxRecords: 700})
+		tg.WaitCaughtUp(t, g1, in.Topic, a, b)
+		a.Stop(t) // its last commit writes the last markers
 
-		// caughtUp wants the log-end offset itself: past the last markers.
-		tg.waitCaughtUpWithin(t, 60*time.Second, g2, mid, b)
-		b.stop(t)
-		if st := b.p.Stats(); st.Consumed != uint64(in.n) || st.Lag != 0 {
-			t.Errorf("the second processor: %+v, want %d consumed (markers are not records) and no lag", st, in.n)
+		// IsCaughtUp wants the log-end offset itself: past the last markers.
+		tg.WaitCaughtUpWithin(t, 60*time.Second, g2, mid, b)
+		b.Stop(t)
+		if st := b.Pipeline.Stats(); st.Consumed != uint64(in.N) || st.Lag != 0 {
+			t.Errorf("the second processor: %+v, want %d consumed (markers are not records) and no lag", st, in.N)
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	})
 }

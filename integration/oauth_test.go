@@ -129,10 +129,10 @@ func (l *oauthListener) tls(t *testing.T) *tls.Config {
 
 // target is the listener for the test's own clients, which sign a token
 // of an hour for each authentication themselves.
-func (l *oauthListener) target(t *testing.T, name string) *target {
+func (l *oauthListener) target(t *testing.T, name string) *Target {
 	t.Helper()
 	mech := oauth.Oauth(func(context.Context) (oauth.Auth, error) { return oauth.Auth{Token: l.issuer.sign(t, time.Hour)}, nil })
-	return newTarget(t, name, l.brokers, kgo.DialTLSConfig(l.tls(t)), kgo.SASL(mech))
+	return NewTarget(t, name, l.brokers, kgo.DialTLSConfig(l.tls(t)), kgo.SASL(mech))
 }
 
 // tokenEndpoint is an OAuth 2.0 token endpoint for one client, over real
@@ -226,25 +226,25 @@ func TestOAuthExactlyOnce(t *testing.T) {
 	e := newTokenEndpoint(t, l.issuer, tokenLife)
 	settings := e.settings(l, writeSecret(t, t.TempDir(), "client-secret", e.secret+"\n"))
 
-	in := input{topic: unique("oauth-in"), n: 4000, keys: 50}
-	out, group := unique("oauth-out"), unique("oauth-group")
-	tg.createTopics(t, 3, in.topic, out)
-	tg.produce(t, in, 0, in.n/2)
-	inst := tg.start(t, instanceOpts{group: group, txnID: group + "-1", topics: []string{in.topic}, out: out, configure: apply(settings)})
-	tg.waitCaughtUp(t, group, in.topic, inst)
+	in := Input{Topic: Unique("oauth-in"), N: 4000, Keys: 50}
+	out, group := Unique("oauth-out"), Unique("oauth-group")
+	tg.NewTopics(t, 3, in.Topic, out)
+	tg.Produce(t, in, 0, in.N/2)
+	inst := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-1", Topics: []string{in.Topic}, Out: out, Configure: apply(settings)})
+	tg.WaitCaughtUp(t, group, in.Topic, inst)
 	first := e.tokens()
 	if len(first) == 0 {
 		t.Fatal("the processor caught up without asking the endpoint for a token")
 	}
 	// Past the first token's expiry, with a newer token fetched.
-	waitFor(t, 4*tokenLife, "the first token to expire and newer ones to be fetched", func() bool {
+	WaitFor(t, 4*tokenLife, "the first token to expire and newer ones to be fetched", func() bool {
 		got := e.tokens()
 		return len(got) >= 2 && time.Since(first[0]) > tokenLife+2*time.Second
 	})
-	tg.produce(t, in, in.n/2, in.n)
-	tg.waitCaughtUp(t, group, in.topic, inst)
-	inst.stop(t)
-	checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	tg.Produce(t, in, in.N/2, in.N)
+	tg.WaitCaughtUp(t, group, in.Topic, inst)
+	inst.Stop(t)
+	CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	got := e.tokens()
 	if len(got) < 2 {
 		t.Errorf("%d tokens fetched, want a refresh", len(got))
@@ -267,26 +267,26 @@ func TestOAuthBinaryShowsNoSecret(t *testing.T) {
 	tg := l.target(t, "kafka-oauth")
 	e := newTokenEndpoint(t, l.issuer, tokenLife)
 	settings := e.settings(l, writeSecret(t, t.TempDir(), "client-secret", e.secret))
-	in := input{topic: unique("oauth-bin-in"), n: 500, keys: 10}
-	out, group := unique("oauth-bin-out"), unique("oauth-bin-group")
-	tg.createTopics(t, 2, in.topic, out)
-	httpAddr := freeAddr(t)
-	inst := secureInstance(&secured{target: tg}, access{}, group, in.topic, out)
+	in := Input{Topic: Unique("oauth-bin-in"), N: 500, Keys: 10}
+	out, group := Unique("oauth-bin-out"), Unique("oauth-bin-group")
+	tg.NewTopics(t, 2, in.Topic, out)
+	httpAddr := FreeAddr(t)
+	inst := secureInstance(&secured{Target: tg}, access{}, group, in.Topic, out)
 	inst.Brokers, inst.Extra, inst.HTTPAddr, inst.LogLevel = l.brokers, env(settings), httpAddr, "debug"
-	p := runBinary(t, group, inst)
-	waitFor(t, 60*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
-	tg.produce(t, in, 0, in.n)
-	waitFor(t, 60*time.Second, "the input to be consumed", func() bool {
-		_, m := httpGet(httpAddr, "/metrics")
-		return strings.Contains(m, "processor_records_consumed_total "+strconv.Itoa(in.n))
+	p := RunBinary(t, group, inst)
+	WaitFor(t, 60*time.Second, "/readyz to answer 200", func() bool { code, _ := HTTPGet(httpAddr, "/readyz"); return code == http.StatusOK })
+	tg.Produce(t, in, 0, in.N)
+	WaitFor(t, 60*time.Second, "the input to be consumed", func() bool {
+		_, m := HTTPGet(httpAddr, "/metrics")
+		return strings.Contains(m, "processor_records_consumed_total "+strconv.Itoa(in.N))
 	})
 	for _, path := range []string{"/", "/status", "/metrics", "/healthz", "/readyz"} {
-		if _, body := httpGet(httpAddr, path); strings.Contains(body, e.secret) {
+		if _, body := HTTPGet(httpAddr, path); strings.Contains(body, e.secret) {
 			t.Errorf("%s shows the client secret", path)
 		}
 	}
-	p.terminate(t)
-	logs := p.logs.String()
+	p.Terminate(t)
+	logs := p.Logs.String()
 	if strings.Contains(logs, e.secret) || strings.Contains(logs, url.QueryEscape(e.secret)) {
 		t.Error("the log shows the client secret")
 	}
@@ -297,7 +297,7 @@ func TestOAuthBinaryShowsNoSecret(t *testing.T) {
 	if !strings.Contains(logs, "processor stopped cleanly") {
 		t.Error("no clean stop")
 	}
-	checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 }
 
 // The listener ends a session when its token expires: a client that
@@ -345,7 +345,7 @@ func TestOAuthRefusalsExit1(t *testing.T) {
 	}
 	foreign := *l.issuer
 	foreign.key = foreignKey // a key the listener's JWKS does not hold
-	binary(t)                // built before the clock starts
+	Binary(t)                // built before the clock starts
 	for _, c := range []struct {
 		name        string
 		signer      *issuer
@@ -361,21 +361,21 @@ func TestOAuthRefusalsExit1(t *testing.T) {
 			if c.wrongSecret {
 				secret = newPassword()
 			}
-			group := unique("oauth-refused")
-			inst := secureInstance(&secured{target: newTarget(t, "kafka-oauth", l.brokers)}, access{}, group, "in", "out")
+			group := Unique("oauth-refused")
+			inst := secureInstance(&secured{Target: NewTarget(t, "kafka-oauth", l.brokers)}, access{}, group, "in", "out")
 			inst.HTTPAddr = "127.0.0.1:0"
 			inst.Extra = env(e.settings(l, writeSecret(t, t.TempDir(), "client-secret", secret)))
 			start := time.Now()
-			p := runBinary(t, group, inst)
+			p := RunBinary(t, group, inst)
 			select {
-			case <-p.done:
+			case <-p.Done:
 			case <-time.After(inst.SessionTimeout + 20*time.Second):
 				t.Fatalf("still running %s after start, want an exit within the session timeout", time.Since(start).Round(time.Second))
 			}
-			logs := p.logs.String()
+			logs := p.Logs.String()
 			var ee *exec.ExitError
-			if !errors.As(p.err, &ee) || ee.ExitCode() != 1 {
-				t.Errorf("exit %v, want code 1", p.err)
+			if !errors.As(p.Err, &ee) || ee.ExitCode() != 1 {
+				t.Errorf("exit %v, want code 1", p.Err)
 			}
 			if took := time.Since(start); took > inst.SessionTimeout {
 				t.Errorf("exited after %s, want within the session timeout (%s)", took.Round(time.Millisecond), inst.SessionTimeout)
@@ -402,7 +402,7 @@ func TestOAuthRefusalsExit1(t *testing.T) {
 // never the secret.
 func TestOAuthBadConfigExits2(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
+	bin := Binary(t)
 	dir := t.TempDir()
 	secret := newPassword()
 	secretFile := writeSecret(t, dir, "client-secret", secret)
@@ -438,7 +438,7 @@ func TestOAuthBadConfigExits2(t *testing.T) {
 	} {
 		inst := base
 		inst.Extra = c.env
-		msg := runBadConfig(t, bin, inst.Env()...)
+		msg := RunBadConfig(t, bin, inst.Env()...)
 		if strings.Contains(msg, secret) {
 			t.Errorf("%v: stderr %q shows the secret", c.env, msg)
 		}
@@ -462,24 +462,24 @@ func TestOAuthStatefulRestore(t *testing.T) {
 	e := newTokenEndpoint(t, l.issuer, time.Minute)
 	secretFile := writeSecret(t, t.TempDir(), "client-secret", e.secret)
 	ids := 300
-	in := input{topic: unique("oauth-dedupe-in"), n: 2 * ids, keys: ids} // every id twice
-	out, group := unique("oauth-dedupe-out"), unique("oauth-dedupe-group")
-	tg.createTopics(t, 2, in.topic, out)
-	run := func(from, to int) *proc {
+	in := Input{Topic: Unique("oauth-dedupe-in"), N: 2 * ids, Keys: ids} // every id twice
+	out, group := Unique("oauth-dedupe-out"), Unique("oauth-dedupe-group")
+	tg.NewTopics(t, 2, in.Topic, out)
+	run := func(from, to int) *Proc {
 		oauthEnv := func(inst *launch.Instance) { inst.Extra = append(inst.Extra, env(e.settings(l, secretFile))...) }
-		p := tg.startBinary(t, group, group+"-1", in.topic, out, stateful(t.TempDir(), "key", "0", []string{"dedupe"}, nil), oauthEnv)
-		tg.produce(t, in, from, to)
-		tg.waitCaughtUp(t, group, in.topic)
-		p.terminate(t)
+		p := tg.StartBinary(t, group, group+"-1", in.Topic, out, Stateful(t.TempDir(), "key", "0", []string{"dedupe"}, nil), oauthEnv)
+		tg.Produce(t, in, from, to)
+		tg.WaitCaughtUp(t, group, in.Topic)
+		p.Terminate(t)
 		return p
 	}
 	run(0, ids)
 	second := run(ids, 2*ids)
-	if n, _ := restored(second); n < ids {
+	if n, _ := Restored(second); n < ids {
 		t.Errorf("the second run restored %d changelog records, want at least %d", n, ids)
 	}
 	seen := map[string]bool{}
-	for _, r := range tg.readAll(t, out, true) {
+	for _, r := range tg.ReadAll(t, out, true) {
 		if seen[string(r.Key)] {
 			t.Fatalf("id %s passed twice", r.Key)
 		}
@@ -488,7 +488,7 @@ func TestOAuthStatefulRestore(t *testing.T) {
 	if len(seen) != ids {
 		t.Errorf("%d ids passed, want %d", len(seen), ids)
 	}
-	if strings.Contains(second.logs.String(), e.secret) {
+	if strings.Contains(second.Logs.String(), e.secret) {
 		t.Error("the log shows the client secret")
 	}
 }

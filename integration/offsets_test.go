@@ -22,7 +22,7 @@ func runTool(t *testing.T, inst launch.Instance, args ...string) (stdout, stderr
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	c := exec.CommandContext(ctx, binary(t), args...)
+	c := exec.CommandContext(ctx, Binary(t), args...)
 	c.Env = launch.Environ(launch.PathOnly, inst.Env()...)
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
@@ -56,13 +56,13 @@ type shownOffsets struct {
 // refused with exit 1 and moves nothing.
 func TestBinaryOffsetsResetThenResume(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("offsets-in"), n: 40, keys: 4}
-		out, group := unique("offsets-out"), unique("offsets-group")
-		tg.createTopics(t, 2, in.topic, out)
-		tg.produce(t, in, 0, in.n)
-		inst := tg.binaryInstance(group, group+"-1", in.topic, out)
-		ends := tg.EndOffsets(t, in.topic)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("offsets-in"), N: 40, Keys: 4}
+		out, group := Unique("offsets-out"), Unique("offsets-group")
+		tg.NewTopics(t, 2, in.Topic, out)
+		tg.Produce(t, in, 0, in.N)
+		inst := tg.BinaryInstance(group, group+"-1", in.Topic, out)
+		ends := tg.EndOffsets(t, in.Topic)
 
 		stdout, stderr, code := runTool(t, inst, "offsets", "-json")
 		var shown shownOffsets
@@ -78,28 +78,28 @@ func TestBinaryOffsetsResetThenResume(t *testing.T) {
 		if code != 0 || !strings.Contains(stdout, "dry run") {
 			t.Fatalf("dry run: exit %d\n%s%s", code, stdout, stderr)
 		}
-		if got := tg.Committed(t, group, in.topic); len(got) != 0 {
+		if got := tg.Committed(t, group, in.Topic); len(got) != 0 {
 			t.Fatalf("the dry run committed %v", got)
 		}
 		if stdout, stderr, code = runTool(t, inst, "offsets", "reset", "-to", "6", "-execute"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s%s", code, stdout, stderr)
 		}
-		if got := tg.Committed(t, group, in.topic); got[0] != 6 || got[1] != 6 {
+		if got := tg.Committed(t, group, in.Topic); got[0] != 6 || got[1] != 6 {
 			t.Fatalf("after the reset the group has %v, want 6 on both partitions", got)
 		}
 
-		p := runBinary(t, group+"-1", inst)
-		tg.waitCaughtUp(t, group, in.topic)
+		p := RunBinary(t, group+"-1", inst)
+		tg.WaitCaughtUp(t, group, in.Topic)
 		_, stderr, code = runTool(t, inst, "offsets", "reset", "-to", "earliest", "-execute")
 		if code != 1 || !strings.Contains(stderr, "member") {
 			t.Errorf("a reset under a running processor: exit %d, %q; want exit 1 naming the members", code, stderr)
 		}
-		p.terminate(t)
-		if got := tg.Committed(t, group, in.topic); got[0] != ends[0] || got[1] != ends[1] {
+		p.Terminate(t)
+		if got := tg.Committed(t, group, in.Topic); got[0] != ends[0] || got[1] != ends[1] {
 			t.Errorf("the refused reset moved the offsets to %v", got)
 		}
 		seen := map[record.Source]int{}
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			src, ok := record.Lineage(r.Headers)
 			if !ok {
 				t.Fatalf("an output without lineage: %v", r.Headers)
@@ -108,9 +108,9 @@ func TestBinaryOffsetsResetThenResume(t *testing.T) {
 		}
 		for part, end := range ends {
 			for o := int64(0); o < end; o++ {
-				src := record.Source{Topic: in.topic, Partition: part, Offset: o}
+				src := record.Source{Topic: in.Topic, Partition: part, Offset: o}
 				if want := map[bool]int{true: 1, false: 0}[o >= 6]; seen[src] != want {
-					t.Errorf("input %s/%d/%d has %d outputs, want %d", in.topic, part, o, seen[src], want)
+					t.Errorf("input %s/%d/%d has %d outputs, want %d", in.Topic, part, o, seen[src], want)
 				}
 			}
 		}
@@ -124,41 +124,41 @@ func TestBinaryOffsetsResetThenResume(t *testing.T) {
 func TestBinaryOffsetsResetPostgres(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("offsets-pg-in"), n: 40, keys: 4}
-		group := unique("offsets-pg-group")
-		tg.createTopics(t, 2, in.topic)
-		tg.produce(t, in, 0, in.n)
-		ends := tg.EndOffsets(t, in.topic)
-		inst := tg.binaryInstance(group, group+"-1", in.topic, "")
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("offsets-pg-in"), N: 40, Keys: 4}
+		group := Unique("offsets-pg-group")
+		tg.NewTopics(t, 2, in.Topic)
+		tg.Produce(t, in, 0, in.N)
+		ends := tg.EndOffsets(t, in.Topic)
+		inst := tg.BinaryInstance(group, group+"-1", in.Topic, "")
 		inst.Sink = "postgres"
 		inst.Settings = map[string]string{"PROCESSOR_POSTGRES_URL": db.URL}
 		if stdout, stderr, code := runTool(t, inst, "offsets", "reset", "-to", "6", "-execute"); code != 0 {
 			t.Fatalf("reset: exit %d\n%s%s", code, stdout, stderr)
 		}
-		if got := storedTotal(t, db, group); got != 12 {
+		if got := StoredTotal(t, db, group); got != 12 {
 			t.Fatalf("after the reset the offsets table sums to %d, want 12", got)
 		}
-		if got := tg.Committed(t, group, in.topic); got[0] != 6 || got[1] != 6 {
+		if got := tg.Committed(t, group, in.Topic); got[0] != 6 || got[1] != 6 {
 			t.Errorf("the group's copy is %v, want 6 and 6", got)
 		}
 		stdout, stderr, code := runTool(t, inst, "offsets", "-json")
 		if code != 0 || strings.Count(stdout, `"stored_in": "postgres"`) != 2 {
 			t.Errorf("processor offsets -json: exit %d, want both partitions stored in postgres\n%s%s", code, stdout, stderr)
 		}
-		p := runBinary(t, group+"-1", inst)
+		p := RunBinary(t, group+"-1", inst)
 		want := int(ends[0] + ends[1])
-		waitFor(t, 90*time.Second, "the stored offsets to reach the log ends", func() bool { return storedTotal(t, db, group) == want })
+		WaitFor(t, 90*time.Second, "the stored offsets to reach the log ends", func() bool { return StoredTotal(t, db, group) == want })
 		if _, stderr, code := runTool(t, inst, "offsets", "reset", "-to", "earliest", "-execute"); code != 1 || !strings.Contains(stderr, "member") {
 			t.Errorf("a reset under a running processor: exit %d, %q; want exit 1 naming the members", code, stderr)
 		}
-		p.terminate(t)
-		if got := storedTotal(t, db, group); got != want {
+		p.Terminate(t)
+		if got := StoredTotal(t, db, group); got != want {
 			t.Errorf("after the refused reset the offsets table sums to %d, want %d", got, want)
 		}
 		for part, end := range ends {
-			rows := db.Count(t, `SELECT count(*) FROM processor_records WHERE src_topic = $1 AND src_partition = $2`, in.topic, part)
-			distinct := db.Count(t, `SELECT count(DISTINCT src_offset) FROM processor_records WHERE src_topic = $1 AND src_partition = $2 AND src_offset >= 6`, in.topic, part)
+			rows := db.Count(t, `SELECT count(*) FROM processor_records WHERE src_topic = $1 AND src_partition = $2`, in.Topic, part)
+			distinct := db.Count(t, `SELECT count(DISTINCT src_offset) FROM processor_records WHERE src_topic = $1 AND src_partition = $2 AND src_offset >= 6`, in.Topic, part)
 			if rows != int(end-6) || distinct != rows {
 				t.Errorf("partition %d: %d rows, %d distinct offsets from 6 on; want %d, each once", part, rows, distinct, end-6)
 			}

@@ -81,13 +81,13 @@ func jsonChain(t testing.TB) *transform.Chain {
 	return c
 }
 
-// sourceOf names the input an output came from, by its lineage headers.
-func sourceOf(r *kgo.Record) (string, bool) {
+// SourceOf names the input an output came from, by its lineage headers.
+func SourceOf(r *kgo.Record) (string, bool) {
 	in, ok := check.Lineage(r)
 	return in.String(), ok
 }
 
-func headerValue(r *kgo.Record, key string) string {
+func HeaderValue(r *kgo.Record, key string) string {
 	for _, h := range r.Headers {
 		if h.Key == key {
 			return string(h.Value)
@@ -105,13 +105,13 @@ func TestErrorPolicies(t *testing.T) {
 	const n = 3000
 	for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip, pipeline.Fail} {
 		t.Run(string(policy), func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
-				in, out, dlq, group := unique("poison-in"), unique("poison-out"), unique("poison-dlq"), unique("poison-group")
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
+				in, out, dlq, group := Unique("poison-in"), Unique("poison-out"), Unique("poison-dlq"), Unique("poison-group")
 				partitions := int32(3)
 				if policy == pipeline.Fail {
 					partitions = 1 // one order, so a restart meets the same first poison record
 				}
-				tg.createTopics(t, partitions, in, out, dlq)
+				tg.NewTopics(t, partitions, in, out, dlq)
 				cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.DefaultProduceTopic(in))
 				if err != nil {
 					t.Fatal(err)
@@ -124,73 +124,73 @@ func TestErrorPolicies(t *testing.T) {
 					recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i%30)), Value: []byte(v),
 						Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte(strconv.Itoa(i))}}})
 				}
-				pctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
+				pctx, cancel := context.WithTimeout(context.Background(), ProduceTimeout)
 				err = cl.ProduceSync(pctx, recs...).FirstErr()
 				cancel()
 				cl.Close()
 				if err != nil {
-					t.Fatalf("producing the %d input records to %s (deadline %s): %v", n, in, produceTimeout, err)
+					t.Fatalf("producing the %d input records to %s (deadline %s): %v", n, in, ProduceTimeout, err)
 				}
 
-				o := instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out, chain: jsonChain(t), maxRecords: 400,
-					onError: policy, dlqTopic: dlq}
-				a := tg.start(t, o)
+				o := InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out, Chain: jsonChain(t), MaxRecords: 400,
+					OnError: policy, DLQTopic: dlq}
+				a := tg.Start(t, o)
 				if policy == pipeline.Fail {
 					select {
-					case <-a.done:
+					case <-a.Done:
 					case <-time.After(60 * time.Second):
 						t.Fatal("the fail policy did not stop the instance")
 					}
-					a.stopped = true
+					a.Stopped = true
 					var re *pipeline.RecordError
-					if !errors.As(a.err, &re) {
-						t.Fatalf("stopped with %v, want a RecordError", a.err)
+					if !errors.As(a.Err, &re) {
+						t.Fatalf("stopped with %v, want a RecordError", a.Err)
 					}
 					t.Logf("stopped at %s/%d/%d: %v", re.Source.Topic, re.Source.Partition, re.Source.Offset, re.Err)
-					committed := tg.committedOffsets(t, group, in)
+					committed := tg.CommittedOffsets(t, group, in)
 					if c, ok := committed[re.Source.Partition]; ok && c > re.Source.Offset {
 						t.Errorf("partition %d committed to %d, past the failed record at %d", re.Source.Partition, c, re.Source.Offset)
 					}
 					// A restart meets the same record again.
-					b := tg.start(t, o)
+					b := tg.Start(t, o)
 					select {
-					case <-b.done:
+					case <-b.Done:
 					case <-time.After(60 * time.Second):
 						t.Fatal("after a restart, the fail policy did not stop the instance within 60s")
 					}
-					b.stopped = true
+					b.Stopped = true
 					var again *pipeline.RecordError
-					if !errors.As(b.err, &again) || again.Source != re.Source {
-						t.Errorf("after a restart: %v, want the same record to fail again", b.err)
+					if !errors.As(b.Err, &again) || again.Source != re.Source {
+						t.Errorf("after a restart: %v, want the same record to fail again", b.Err)
 					}
 					return
 				}
-				tg.waitCaughtUp(t, group, in, a)
-				a.stop(t)
+				tg.WaitCaughtUp(t, group, in, a)
+				a.Stop(t)
 
 				seen := map[string]int{}
-				outs := tg.readAll(t, out, true)
+				outs := tg.ReadAll(t, out, true)
 				for _, r := range outs {
-					src, ok := sourceOf(r)
+					src, ok := SourceOf(r)
 					if !ok {
 						t.Fatalf("output without lineage headers: %v", r.Headers)
 					}
 					seen[src]++
-					if headerValue(r, "trace") == "" {
+					if HeaderValue(r, "trace") == "" {
 						t.Errorf("output %s lost its headers", src)
 					}
 				}
-				dead := tg.readAll(t, dlq, true)
+				dead := tg.ReadAll(t, dlq, true)
 				for _, r := range dead {
-					src, ok := sourceOf(r)
+					src, ok := SourceOf(r)
 					if !ok {
 						t.Fatalf("dead letter without lineage headers: %v", r.Headers)
 					}
 					seen[src]++
-					if headerValue(r, record.HeaderError) == "" || headerValue(r, record.HeaderErrorAttempts) == "" {
+					if HeaderValue(r, record.HeaderError) == "" || HeaderValue(r, record.HeaderErrorAttempts) == "" {
 						t.Errorf("dead letter %s lacks error headers: %v", src, r.Headers)
 					}
-					if headerValue(r, "trace") == "" || len(r.Value) == 0 || len(r.Value) > 100 {
+					if HeaderValue(r, "trace") == "" || len(r.Value) == 0 || len(r.Value) > 100 {
 						t.Errorf("dead letter %s is not the original record: %d-byte value, headers %v", src, len(r.Value), r.Headers)
 					}
 				}
@@ -207,7 +207,7 @@ func TestErrorPolicies(t *testing.T) {
 						t.Errorf("input %s appears %d times", src, c)
 					}
 				}
-				m := a.pm
+				m := a.PipelineMetrics
 				if got := testutil.ToFloat64(m.DLQ); int(got) != wantDead {
 					t.Errorf("records_dlq_total = %v, want %d", got, wantDead)
 				}
@@ -224,7 +224,7 @@ func TestErrorPolicies(t *testing.T) {
 				}
 				var reasons []string
 				for _, r := range dead {
-					reasons = append(reasons, headerValue(r, record.HeaderErrorTransform))
+					reasons = append(reasons, HeaderValue(r, record.HeaderErrorTransform))
 				}
 				if policy == pipeline.DeadLetter && !strings.Contains(strings.Join(reasons, ","), "produce") {
 					t.Errorf("no dead letter for an unproducible output (transforms: %v)", reasons)
@@ -236,15 +236,15 @@ func TestErrorPolicies(t *testing.T) {
 				// Replay: a processor of its own reads the dead letters into the
 				// output with a chain that no longer fails; then every input is
 				// in the output exactly once (by its original trace header).
-				replay := unique("replay-group")
-				r := tg.start(t, instanceOpts{group: replay, txnID: replay + "-a", topics: []string{dlq}, out: out})
+				replay := Unique("replay-group")
+				r := tg.Start(t, InstanceOpts{Group: replay, TxnID: replay + "-a", Topics: []string{dlq}, Out: out})
 				// The dead-letter topic is transactional: its last offsets are
 				// markers, so wait for the records rather than the log end.
-				waitFor(t, 60*time.Second, "the replay to commit every dead letter", func() bool { return r.p.Stats().Consumed == uint64(len(dead)) })
-				r.stop(t)
+				WaitFor(t, 60*time.Second, "the replay to commit every dead letter", func() bool { return r.Pipeline.Stats().Consumed == uint64(len(dead)) })
+				r.Stop(t)
 				traces := map[string]int{}
-				for _, rec := range tg.readAll(t, out, true) {
-					traces[headerValue(rec, "trace")]++
+				for _, rec := range tg.ReadAll(t, out, true) {
+					traces[HeaderValue(rec, "trace")]++
 				}
 				for i := range n {
 					if c := traces[strconv.Itoa(i)]; c != 1 {
@@ -256,8 +256,8 @@ func TestErrorPolicies(t *testing.T) {
 	}
 }
 
-// committedOffsets returns group's committed offsets for topic by partition.
-func (tg *target) committedOffsets(t testing.TB, group, topic string) map[int32]int64 {
+// CommittedOffsets returns group's committed offsets for topic by partition.
+func (tg *Target) CommittedOffsets(t testing.TB, group, topic string) map[int32]int64 {
 	t.Helper()
 	return tg.Committed(t, group, topic)
 }
@@ -267,11 +267,11 @@ func (tg *target) committedOffsets(t testing.TB, group, topic string) map[int32]
 // producer, batches shrink until they fit, and the output is still exactly
 // once.
 func TestWatchdogShrinksBatches(t *testing.T) {
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("slow-in"), n: 400, keys: 20}
-		out, group := unique("slow-out"), unique("slow-group")
-		tg.createTopics(t, 2, in.topic, out)
-		tg.produce(t, in, 0, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("slow-in"), N: 400, Keys: 20}
+		out, group := Unique("slow-out"), Unique("slow-group")
+		tg.NewTopics(t, 2, in.Topic, out)
+		tg.Produce(t, in, 0, in.N)
 		reg := &transform.Registry{}
 		reg.Register("slow", transform.Plain("", func() (transform.Transform, error) {
 			return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
@@ -283,13 +283,13 @@ func TestWatchdogShrinksBatches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, chain: chain,
-			maxRecords: 1000, commitInterval: time.Second, txnBudget: 150 * time.Millisecond})
-		tg.waitCaughtUp(t, group, in.topic, a)
-		a.stop(t)
-		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues("watchdog")); got < 1 {
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, Chain: chain,
+			MaxRecords: 1000, CommitInterval: time.Second, TxnBudget: 150 * time.Millisecond})
+		tg.WaitCaughtUp(t, group, in.Topic, a)
+		a.Stop(t)
+		if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues("watchdog")); got < 1 {
 			t.Errorf("aborted{reason=watchdog} = %v, want at least 1", got)
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	})
 }

@@ -49,12 +49,12 @@ func openSinkWith(t testing.TB, db *pgtest.DB, group string, o pgsink.Options) *
 // database allows, every input a row exactly once.
 func TestPostgresSlowStatementDrains(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		db := pgtest.New(t)
-		in := input{topic: unique("pgslow-in"), n: 8000, keys: 40}
-		group := unique("pgslow-group")
-		tg.createTopics(t, 4, in.topic)
-		tg.produce(t, in, 0, in.n)
+		in := Input{Topic: Unique("pgslow-in"), N: 8000, Keys: 40}
+		group := Unique("pgslow-group")
+		tg.NewTopics(t, 4, in.Topic)
+		tg.Produce(t, in, 0, in.N)
 		if _, err := db.Admin.Exec(context.Background(),
 			`CREATE TABLE slow_rows (src_partition int, src_offset bigint, PRIMARY KEY (src_partition, src_offset))`); err != nil {
 			t.Fatal(err)
@@ -62,23 +62,23 @@ func TestPostgresSlowStatementDrains(t *testing.T) {
 		sink := openSinkWith(t, db, group, pgsink.Options{
 			Statement: `INSERT INTO slow_rows (src_partition, src_offset) SELECT @partition, @offset FROM pg_sleep(0.0005)`})
 		began := time.Now()
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, db: sink,
-			maxRecords: 100_000, commitInterval: 2 * time.Second, txnTimeout: 4 * time.Second, onError: pipeline.DeadLetter})
-		waitFor(t, 3*time.Minute, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, DB: sink,
+			MaxRecords: 100_000, CommitInterval: 2 * time.Second, TxnTimeout: 4 * time.Second, OnError: pipeline.DeadLetter})
+		WaitFor(t, 3*time.Minute, "the group to store every input's offset", func() bool { return StoredTotal(t, db, group) == in.N })
 		took := time.Since(began)
-		a.stop(t)
-		if got := db.Count(t, `SELECT count(*) FROM slow_rows`); got != in.n {
-			t.Errorf("%d rows, want %d (one per input)", got, in.n)
+		a.Stop(t)
+		if got := db.Count(t, `SELECT count(*) FROM slow_rows`); got != in.N {
+			t.Errorf("%d rows, want %d (one per input)", got, in.N)
 		}
 		if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters`); got != 0 {
 			t.Errorf("%d dead letters, want none", got)
 		}
-		st := a.p.Status()
+		st := a.Pipeline.Status()
 		if st.Aborts["end_error"] == 0 {
 			t.Errorf("aborts %v: the first batch should have run out of time (end_error)", st.Aborts)
 		}
-		t.Logf("%d rows at ~0.5 ms each in %s (%.0f rows/s), %d commits, aborts %v", in.n, took.Round(time.Millisecond),
-			float64(in.n)/took.Seconds(), st.Commits, st.Aborts)
+		t.Logf("%d rows at ~0.5 ms each in %s (%.0f rows/s), %d commits, aborts %v", in.N, took.Round(time.Millisecond),
+			float64(in.N)/took.Seconds(), st.Commits, st.Aborts)
 	})
 }
 
@@ -112,34 +112,34 @@ func TestPostgresOutageResumes(t *testing.T) {
 // makes of db's, with an outage from begin to end; a failure during it
 // must say said, when set.
 func outage(t *testing.T, db *pgtest.DB, route func(string) string, begin, end func(), said string) {
-	tg := newFake(t)
-	in := input{topic: unique("pgout-in"), n: 1000, keys: 20}
-	group := unique("pgout-group")
-	tg.createTopics(t, 2, in.topic)
-	openSink(t, db, group) // the tables
+	tg := NewFake(t)
+	in := Input{Topic: Unique("pgout-in"), N: 1000, Keys: 20}
+	group := Unique("pgout-group")
+	tg.NewTopics(t, 2, in.Topic)
+	OpenSink(t, db, group) // the tables
 	sink := openSinkWith(t, db, group, pgsink.Options{URL: route(db.URL)})
-	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, db: sink, txnTimeout: 4 * time.Second})
-	tg.produce(t, in, 0, in.n/2)
-	waitFor(t, time.Minute, "half of the input stored", func() bool { return storedTotal(t, db, group) == in.n/2 })
+	a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, DB: sink, TxnTimeout: 4 * time.Second})
+	tg.Produce(t, in, 0, in.N/2)
+	WaitFor(t, time.Minute, "half of the input stored", func() bool { return StoredTotal(t, db, group) == in.N/2 })
 	begin()
-	tg.produce(t, in, in.n/2, in.n)
+	tg.Produce(t, in, in.N/2, in.N)
 	var saw string
 	until := time.Now().Add(12 * time.Second) // past the old backoff's 5s cap, above the 4s deadline
 	for time.Now().Before(until) {
-		if e := a.p.Status().LastError; e != nil && strings.Contains(e.Message, said) {
+		if e := a.Pipeline.Status().LastError; e != nil && strings.Contains(e.Message, said) {
 			saw = e.Message
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if said != "" && (saw == "" || strings.Contains(saw, "cannot connect")) {
-		t.Errorf("no failure during the outage said %q (last: %+v)", said, a.p.Status().LastError)
+		t.Errorf("no failure during the outage said %q (last: %+v)", said, a.Pipeline.Status().LastError)
 	}
 	back := time.Now()
 	end()
-	waitFor(t, 30*time.Second, "the rest stored after the outage", func() bool { return storedTotal(t, db, group) == in.n })
-	a.stop(t)
-	if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM processor_records`); got != in.n || db.Count(t, `SELECT count(*) FROM processor_records`) != in.n {
-		t.Errorf("%d distinct rows, want %d exactly once", got, in.n)
+	WaitFor(t, 30*time.Second, "the rest stored after the outage", func() bool { return StoredTotal(t, db, group) == in.N })
+	a.Stop(t)
+	if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM processor_records`); got != in.N || db.Count(t, `SELECT count(*) FROM processor_records`) != in.N {
+		t.Errorf("%d distinct rows, want %d exactly once", got, in.N)
 	}
 	t.Logf("committing again %s after the outage; during it: %s", time.Since(back).Round(time.Millisecond), saw)
 }
@@ -152,10 +152,10 @@ func outage(t *testing.T, db *pgtest.DB, route func(string) string, begin, end f
 // committed.
 func TestPostgresLargeValuesAndBinaryKeys(t *testing.T) {
 	t.Parallel()
-	tg := newFake(t)
+	tg := NewFake(t)
 	db := pgtest.New(t)
-	topic, group := unique("pgbig-in"), unique("pgbig-group")
-	tg.createTopics(t, 1, topic)
+	topic, group := Unique("pgbig-in"), Unique("pgbig-group")
+	tg.NewTopics(t, 1, topic)
 	if _, err := db.Admin.Exec(context.Background(), `CREATE TABLE big (k bytea, kt text, n int, size int)`); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestPostgresLargeValuesAndBinaryKeys(t *testing.T) {
 		v := fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, strings.Repeat("x", 900_000))
 		recs = append(recs, &kgo.Record{Topic: topic, Key: keys[i%len(keys)], Value: []byte(v)})
 	}
-	cl, err := kgo.NewClient(tg.clientOpts()...)
+	cl, err := kgo.NewClient(tg.ClientOpts()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,12 +176,12 @@ func TestPostgresLargeValuesAndBinaryKeys(t *testing.T) {
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	run := func(group, statement string) *instance {
+	run := func(group, statement string) *Instance {
 		sink := openSinkWith(t, db, group, pgsink.Options{Statement: statement})
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{topic}, db: sink,
-			maxTxnBytes: maxTxnBytes, onError: pipeline.DeadLetter})
-		waitFor(t, time.Minute, "every input stored", func() bool { return storedTotal(t, db, group) == bigValues })
-		a.stop(t)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{topic}, DB: sink,
+			MaxTxnBytes: maxTxnBytes, OnError: pipeline.DeadLetter})
+		WaitFor(t, time.Minute, "every input stored", func() bool { return StoredTotal(t, db, group) == bigValues })
+		a.Stop(t)
 		return a
 	}
 	// The key as bytea: every key exactly as it arrived.
@@ -196,7 +196,7 @@ func TestPostgresLargeValuesAndBinaryKeys(t *testing.T) {
 	}
 	// Each transaction held at most MAX_TXN_BYTES of outputs, with room
 	// for the one record that crosses it: at least bigValues/5 commits.
-	if st := a.p.Status(); st.Commits < bigValues/5 {
+	if st := a.Pipeline.Status(); st.Commits < bigValues/5 {
 		t.Errorf("%d commits for %d values of 0.9 MB under a 4 MiB transaction bound", st.Commits, bigValues)
 	}
 	// The key as text: PostgreSQL's text holds neither a NUL nor bytes
@@ -258,12 +258,12 @@ type frozenMode struct {
 
 // frozenInstance runs TestPostgresFrozenInstanceReleasesLocks in mode m.
 func frozenInstance(t *testing.T, m frozenMode) {
-	tg := newFake(t)
+	tg := NewFake(t)
 	db := pgtest.New(t)
-	in := input{topic: unique("pgfreeze-in"), n: m.n, keys: 30}
-	group := unique("pgfreeze-group")
-	tg.createTopics(t, 2, in.topic)
-	openSink(t, db, group) // the tables
+	in := Input{Topic: Unique("pgfreeze-in"), N: m.n, Keys: 30}
+	group := Unique("pgfreeze-group")
+	tg.NewTopics(t, 2, in.Topic)
+	OpenSink(t, db, group) // the tables
 	for _, q := range []string{
 		`CREATE TABLE frozen_rows (src_partition int, src_offset bigint, PRIMARY KEY (src_partition, src_offset))`,
 		`CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(` + m.rowSleep + `); RETURN NEW; END $$`,
@@ -274,12 +274,12 @@ func frozenInstance(t *testing.T, m frozenMode) {
 		}
 	}
 	if m.valueSize == 0 {
-		tg.produce(t, in, 0, in.n)
+		tg.Produce(t, in, 0, in.N)
 	} else {
 		produceLarge(t, tg, in, m.valueSize)
 	}
-	start := func(name string) *proc {
-		return tg.startBinary(t, group, group+"-"+name, in.topic, "", func(inst *launch.Instance) {
+	start := func(name string) *Proc {
+		return tg.StartBinary(t, group, group+"-"+name, in.Topic, "", func(inst *launch.Instance) {
 			inst.Sink, inst.OutputTopic = "postgres", ""
 			inst.SessionTimeout, inst.TransactionTimeout = 6*time.Second, 4*time.Second
 			inst.Settings = map[string]string{"PROCESSOR_POSTGRES_URL": pgtest.WithParam(t, db.URL, "application_name", group+"-"+name)}
@@ -293,13 +293,13 @@ func frozenInstance(t *testing.T, m frozenMode) {
 		return db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL
 			AND state <> 'idle' AND lower(query) LIKE $2`, group+"-"+name, query) > 0
 	}
-	waitFor(t, time.Minute, "both instances to write", func() bool { return inTxn("a", "%") && inTxn("b", "%") })
+	WaitFor(t, time.Minute, "both instances to write", func() bool { return inTxn("a", "%") && inTxn("b", "%") })
 	frozen := false
 	for try := 0; !frozen && try < 500; try++ {
 		if inTxn("a", m.while) {
-			_ = a.process.Signal(syscall.SIGSTOP)
+			_ = a.Process.Signal(syscall.SIGSTOP)
 			if frozen = inTxn("a", m.while); !frozen {
-				_ = a.process.Signal(syscall.SIGCONT)
+				_ = a.Process.Signal(syscall.SIGCONT)
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -308,14 +308,14 @@ func frozenInstance(t *testing.T, m frozenMode) {
 		t.Fatalf("could not freeze instance a inside its database transaction, running a query like %q", m.while)
 	}
 	frozenAt := time.Now()
-	waitFor(t, 90*time.Second, "b to store every input while a is frozen", func() bool { return storedTotal(t, db, group) == in.n })
+	WaitFor(t, 90*time.Second, "b to store every input while a is frozen", func() bool { return StoredTotal(t, db, group) == in.N })
 	took := time.Since(frozenAt)
-	_ = a.process.Signal(syscall.SIGCONT)
+	_ = a.Process.Signal(syscall.SIGCONT)
 	time.Sleep(5 * time.Second) // a wakes up, finds its transaction ended, and is fenced
-	a.terminate(t)
-	b.terminate(t)
-	if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM `+m.table); got != in.n || db.Count(t, `SELECT count(*) FROM `+m.table) != in.n {
-		t.Errorf("%d distinct rows, want %d, each once", got, in.n)
+	a.Terminate(t)
+	b.Terminate(t)
+	if got := db.Count(t, `SELECT count(DISTINCT (src_partition, src_offset)) FROM `+m.table); got != in.N || db.Count(t, `SELECT count(*) FROM `+m.table) != in.N {
+		t.Errorf("%d distinct rows, want %d, each once", got, in.N)
 	}
 	if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters`); got != 0 {
 		t.Errorf("%d dead letters (a row written twice would be one): want none", got)
@@ -323,10 +323,10 @@ func frozenInstance(t *testing.T, m frozenMode) {
 	t.Logf("every input stored %s after a froze inside its transaction", took.Round(time.Millisecond))
 }
 
-// produceLarge writes in's records with JSON values of about size bytes.
-func produceLarge(t *testing.T, tg *target, in input, size int) {
+// ProduceLarge writes in's records with JSON values of about size bytes.
+func produceLarge(t *testing.T, tg *Target, in Input, size int) {
 	t.Helper()
-	cl, err := kgo.NewClient(tg.clientOpts(kgo.ProducerBatchMaxBytes(2 << 20))...)
+	cl, err := kgo.NewClient(tg.ClientOpts(kgo.ProducerBatchMaxBytes(2 << 20))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,8 +334,8 @@ func produceLarge(t *testing.T, tg *target, in input, size int) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pad := strings.Repeat("x", size)
-	for i := range in.n {
-		r := in.record(i)
+	for i := range in.N {
+		r := in.Record(i)
 		r.Value = []byte(fmt.Sprintf(`{"v":%q,"pad":"%s"}`, r.Value, pad))
 		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -351,12 +351,12 @@ func produceLarge(t *testing.T, tg *target, in input, size int) {
 func TestBinaryPostgresCertificateExits2(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.StartServer(t)
-	bin := binary(t)
+	bin := Binary(t)
 	ca, other := pgtest.NewCA(t, "the database's CA"), pgtest.NewCA(t, "another CA")
 	cert, key := ca.ServerCert(t, time.Now().Add(time.Hour), "127.0.0.1")
 	srv.UseCertificate(t, cert, key)
 	u := pgtest.WithParam(t, pgtest.WithParam(t, srv.URL, "sslmode", "verify-full"), "sslrootcert", other.File)
-	msg := runBadConfig(t, bin, launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"},
+	msg := RunBadConfig(t, bin, launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"},
 		Sink: "postgres", Settings: map[string]string{"PROCESSOR_POSTGRES_URL": u}, HTTPAddr: "127.0.0.1:0"}.Env()...)
 	for _, want := range []string{"PROCESSOR_POSTGRES_URL", "sslmode", "sslrootcert", "127.0.0.1", "authority"} {
 		if !strings.Contains(msg, want) {

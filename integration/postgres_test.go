@@ -26,9 +26,9 @@ import (
 // PostgreSQL of PROCESSOR_TEST_POSTGRES_URL, each test in a schema of its
 // own.
 
-// openSink opens a postgres sink for group on db, as one instance's own
+// OpenSink opens a postgres sink for group on db, as one instance's own
 // (a process of its own would have its own connections).
-func openSink(t testing.TB, db *pgtest.DB, group string) *pgsink.Sink {
+func OpenSink(t testing.TB, db *pgtest.DB, group string) *pgsink.Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -40,8 +40,8 @@ func openSink(t testing.TB, db *pgtest.DB, group string) *pgsink.Sink {
 	return s
 }
 
-// storedTotal is the sum of the group's stored next offsets.
-func storedTotal(t testing.TB, db *pgtest.DB, group string) int {
+// StoredTotal is the sum of the group's stored next offsets.
+func StoredTotal(t testing.TB, db *pgtest.DB, group string) int {
 	return db.Count(t, `SELECT coalesce(sum(next_offset), 0)::int FROM processor_offsets WHERE "group" = $1`, group)
 }
 
@@ -53,35 +53,35 @@ func storedTotal(t testing.TB, db *pgtest.DB, group string) int {
 // the group's own committed offsets are their copy.
 func TestPostgresSinkExactlyOnce(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		db := pgtest.New(t)
-		in := input{topic: unique("pg-in"), n: 6000, keys: 60}
-		group := unique("pg-group")
-		tg.createTopics(t, 6, in.topic)
+		in := Input{Topic: Unique("pg-in"), N: 6000, Keys: 60}
+		group := Unique("pg-group")
+		tg.NewTopics(t, 6, in.Topic)
 		bad := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%25 == 7 }
 		chain := func() *transform.Chain {
-			return budgetChain(t, "check", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			return BudgetChain(t, "check", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				if bad(string(r.Value)) {
 					return out, errors.New("bad record")
 				}
 				return append(out, r), nil
 			})
 		}
-		opts := func(name string) instanceOpts {
-			return instanceOpts{group: group, txnID: group + "-" + name, topics: []string{in.topic}, chain: chain(),
-				onError: pipeline.DeadLetter, maxRecords: 500, db: openSink(t, db, group)}
+		opts := func(name string) InstanceOpts {
+			return InstanceOpts{Group: group, TxnID: group + "-" + name, Topics: []string{in.Topic}, Chain: chain(),
+				OnError: pipeline.DeadLetter, MaxRecords: 500, DB: OpenSink(t, db, group)}
 		}
-		tg.produce(t, in, 0, in.n/2)
+		tg.Produce(t, in, 0, in.N/2)
 		ao := opts("a")
-		ao.injectAbort = func(seq uint64) bool { return seq%5 == 0 }
-		a := tg.start(t, ao)
-		waitFor(t, 30*time.Second, "a to commit some batches", func() bool { return a.p.Stats().Commits >= 3 })
-		b := tg.start(t, opts("b"))
-		tg.produce(t, in, in.n/2, in.n)
-		waitFor(t, 60*time.Second, "the group to store half of the input's offsets", func() bool { return storedTotal(t, db, group) >= in.n/2 })
-		a.stop(t)
-		waitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
-		b.stop(t)
+		ao.InjectAbort = func(seq uint64) bool { return seq%5 == 0 }
+		a := tg.Start(t, ao)
+		WaitFor(t, 30*time.Second, "a to commit some batches", func() bool { return a.Pipeline.Stats().Commits >= 3 })
+		b := tg.Start(t, opts("b"))
+		tg.Produce(t, in, in.N/2, in.N)
+		WaitFor(t, 60*time.Second, "the group to store half of the input's offsets", func() bool { return StoredTotal(t, db, group) >= in.N/2 })
+		a.Stop(t)
+		WaitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return StoredTotal(t, db, group) == in.N })
+		b.Stop(t)
 
 		seen := map[string]int{}
 		rows, err := db.Admin.Query(context.Background(), `SELECT convert_from(value_bytes, 'UTF8') FROM processor_records`)
@@ -97,8 +97,8 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 		}
 		rows.Close()
 		var dups, lost, wrong, nBad int
-		for i := range in.n {
-			v := string(in.record(i).Value)
+		for i := range in.N {
+			v := string(in.Record(i).Value)
 			switch n := seen[v]; {
 			case bad(v):
 				nBad++
@@ -111,8 +111,8 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 				dups++
 			}
 		}
-		if dups+lost+wrong > 0 || len(seen) != in.n-nBad {
-			t.Errorf("rows are not exactly once: %d distinct values for %d good inputs; %d lost, %d duplicated, %d failed inputs written", len(seen), in.n-nBad, lost, dups, wrong)
+		if dups+lost+wrong > 0 || len(seen) != in.N-nBad {
+			t.Errorf("rows are not exactly once: %d distinct values for %d good inputs; %d lost, %d duplicated, %d failed inputs written", len(seen), in.N-nBad, lost, dups, wrong)
 		}
 		if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters WHERE error LIKE '%bad record%' AND stage = 'check' AND attempts = 1`); got != nBad {
 			t.Errorf("%d dead letters with the error, stage and attempts, want %d", got, nBad)
@@ -123,8 +123,8 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		adm := tg.admin(t)
-		ends, err := adm.ListEndOffsets(ctx, in.topic)
+		adm := tg.Admin(t)
+		ends, err := adm.ListEndOffsets(ctx, in.Topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,18 +133,18 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		ends.Each(func(o kadm.ListedOffset) {
-			stored := db.Count(t, `SELECT next_offset FROM processor_offsets WHERE "group" = $1 AND topic = $2 AND "partition" = $3`, group, in.topic, o.Partition)
+			stored := db.Count(t, `SELECT next_offset FROM processor_offsets WHERE "group" = $1 AND topic = $2 AND "partition" = $3`, group, in.Topic, o.Partition)
 			if int64(stored) != o.Offset {
 				t.Errorf("partition %d: stored next offset %d, end offset %d", o.Partition, stored, o.Offset)
 			}
-			if c, _ := committed.Lookup(in.topic, o.Partition); c.At != o.Offset {
+			if c, _ := committed.Lookup(in.Topic, o.Partition); c.At != o.Offset {
 				t.Errorf("partition %d: the group's copy of the offset is %d, want %d", o.Partition, c.At, o.Offset)
 			}
 		})
-		if st := a.p.Status(); st.Aborts["injected"] == 0 || st.Sink != "postgres" || st.Guarantee != "exactly_once" {
+		if st := a.Pipeline.Status(); st.Aborts["injected"] == 0 || st.Sink != "postgres" || st.Guarantee != "exactly_once" {
 			t.Errorf("a's status: aborts %v, sink %q, guarantee %q; want injected aborts, postgres, exactly_once", st.Aborts, st.Sink, st.Guarantee)
 		}
-		t.Logf("%d inputs: %d rows, %d dead letters; %s", in.n, len(seen), nBad, fmtStats(a, b))
+		t.Logf("%d inputs: %d rows, %d dead letters; %s", in.N, len(seen), nBad, FmtStats(a, b))
 	})
 }
 
@@ -154,7 +154,7 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 func TestBinaryPostgresRefusedExits2(t *testing.T) {
 	t.Parallel()
 	base := pgtest.URL(t)
-	bin := binary(t)
+	bin := Binary(t)
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestBinaryPostgresRefusedExits2(t *testing.T) {
 		"password authentication failed": wrongPassword.String(),
 		"does not exist":                 noDatabase.String(),
 	} {
-		msg := runBadConfig(t, bin, launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"},
+		msg := RunBadConfig(t, bin, launch.Instance{Brokers: []string{"127.0.0.1:1"}, Group: "g", InputTopics: []string{"in"},
 			Sink: "postgres", Settings: map[string]string{"PROCESSOR_POSTGRES_URL": dsn}, HTTPAddr: "127.0.0.1:0"}.Env()...)
 		if !strings.Contains(msg, want) || strings.Contains(msg, "s3cret") {
 			t.Errorf("stderr %q, want one line containing %q and no password", msg, want)
@@ -181,17 +181,17 @@ func TestBinaryPostgresRefusedExits2(t *testing.T) {
 func TestPostgresStatementRowRefused(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	tg := newFake(t)
-	in := input{topic: unique("pgst-in"), n: 1200, keys: 30}
-	group := unique("pgst-group")
-	tg.createTopics(t, 3, in.topic)
-	tg.produce(t, in, 0, in.n)
+	tg := NewFake(t)
+	in := Input{Topic: Unique("pgst-in"), N: 1200, Keys: 30}
+	group := Unique("pgst-group")
+	tg.NewTopics(t, 3, in.Topic)
+	tg.Produce(t, in, 0, in.N)
 	if _, err := db.Admin.Exec(context.Background(),
 		`CREATE TABLE invoices (id text PRIMARY KEY, amount int NOT NULL CHECK (amount >= 0), src_offset bigint)`); err != nil {
 		t.Fatal(err)
 	}
 	refused := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%10 == 3 }
-	chain := budgetChain(t, "invoice", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := BudgetChain(t, "invoice", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		amount := 100
 		if refused(string(r.Value)) {
 			amount = -1
@@ -207,19 +207,19 @@ func TestPostgresStatementRowRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(sink.Close)
-	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, chain: chain,
-		onError: pipeline.DeadLetter, maxRecords: 300, db: sink})
-	waitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return storedTotal(t, db, group) == in.n })
-	a.stop(t)
+	a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Chain: chain,
+		OnError: pipeline.DeadLetter, MaxRecords: 300, DB: sink})
+	WaitFor(t, 60*time.Second, "the group to store every input's offset", func() bool { return StoredTotal(t, db, group) == in.N })
+	a.Stop(t)
 
 	nRefused := 0
-	for i := range in.n {
-		if refused(string(in.record(i).Value)) {
+	for i := range in.N {
+		if refused(string(in.Record(i).Value)) {
 			nRefused++
 		}
 	}
-	if got := db.Count(t, `SELECT count(*) FROM invoices`); got != in.n-nRefused {
-		t.Errorf("%d invoices, want %d", got, in.n-nRefused)
+	if got := db.Count(t, `SELECT count(*) FROM invoices`); got != in.N-nRefused {
+		t.Errorf("%d invoices, want %d", got, in.N-nRefused)
 	}
 	if got := db.Count(t, `SELECT count(*) FROM invoices WHERE id LIKE '%:3' OR id LIKE '%:13'`); got != 0 {
 		t.Errorf("%d refused inputs have invoices", got)
@@ -231,5 +231,5 @@ func TestPostgresStatementRowRefused(t *testing.T) {
 	if got := db.Count(t, `SELECT count(*) FROM processor_dead_letters`); got != nRefused {
 		t.Errorf("%d dead letters in all, want %d", got, nRefused)
 	}
-	t.Logf("%d inputs: %d invoices, %d refused; %s", in.n, in.n-nRefused, nRefused, fmtStats(a))
+	t.Logf("%d inputs: %d invoices, %d refused; %s", in.N, in.N-nRefused, nRefused, FmtStats(a))
 }

@@ -75,82 +75,82 @@ func rebalanceAborts(tm *txn.Metrics) float64 {
 // and ends the transaction.
 func TestRebalanceMidTransactionAborts(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("rebal-in"), n: 4000, keys: 60}
-		out, group := unique("rebal-out"), unique("rebal-group")
-		tg.createTopics(t, 6, in.topic, out)
-		tg.produce(t, in, 0, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("rebal-in"), N: 4000, Keys: 60}
+		out, group := Unique("rebal-out"), Unique("rebal-group")
+		tg.NewTopics(t, 6, in.Topic, out)
+		tg.Produce(t, in, 0, in.N)
 
 		gate := newRebalanceGate()
 		// A transaction timeout of 20s gives the held transaction a
 		// budget of 16s: the rebalance, not the watchdog, must end it.
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-			chain: gate.chain(t, 100*time.Microsecond), commitInterval: 3 * time.Second, maxRecords: 100_000,
-			txnTimeout: 20 * time.Second})
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+			Chain: gate.chain(t, 100*time.Microsecond), CommitInterval: 3 * time.Second, MaxRecords: 100_000,
+			TxnTimeout: 20 * time.Second})
 		t.Cleanup(gate.open) // runs before a's stop
 		select {
 		case <-gate.entered:
-		case <-a.done:
-			t.Fatalf("a stopped before its first record reached the transform: %v", a.err)
+		case <-a.Done:
+			t.Fatalf("a stopped before its first record reached the transform: %v", a.Err)
 		case <-time.After(30 * time.Second):
 			t.Fatal("a's first record did not reach the transform within 30s")
 		}
-		if st := a.p.Stats(); st.Commits != 0 || st.Aborts != 0 {
+		if st := a.Pipeline.Stats(); st.Commits != 0 || st.Aborts != 0 {
 			t.Fatalf("a ended a transaction before the held one: %+v", st)
 		}
-		base := testutil.ToFloat64(a.tm.Rebalance)
+		base := testutil.ToFloat64(a.TxnMetrics.Rebalance)
 
-		b := tg.start(t, instanceOpts{group: group, txnID: group + "-b", topics: []string{in.topic}, out: out})
+		b := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-b", Topics: []string{in.Topic}, Out: out})
 		began := time.Now()
-		waitFor(t, 12*time.Second, "the group to revoke partitions from a while its transaction is open", func() bool {
-			return testutil.ToFloat64(a.tm.Rebalance) > base
+		WaitFor(t, 12*time.Second, "the group to revoke partitions from a while its transaction is open", func() bool {
+			return testutil.ToFloat64(a.TxnMetrics.Rebalance) > base
 		})
 		revokedAfter := time.Since(began)
-		if st := a.p.Stats(); st.Commits != 0 || st.Aborts != 0 {
+		if st := a.Pipeline.Stats(); st.Commits != 0 || st.Aborts != 0 {
 			t.Fatalf("a's held transaction ended before the rebalance: %+v", st)
 		}
 		gate.open()
 
-		waitFor(t, 30*time.Second, "a to end the held transaction", func() bool {
-			st := a.p.Stats()
+		WaitFor(t, 30*time.Second, "a to end the held transaction", func() bool {
+			st := a.Pipeline.Stats()
 			return st.Commits+st.Aborts > 0
 		})
-		if st := a.p.Stats(); st.Aborts != 1 || st.Commits != 0 || st.Consumed != 0 {
+		if st := a.Pipeline.Stats(); st.Aborts != 1 || st.Commits != 0 || st.Consumed != 0 {
 			t.Errorf("a ended its first transaction with Stats() = %+v; want it aborted, with no commit and no input counted", st)
 		}
-		if got := testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonRebalance))); got < 1 {
-			t.Errorf("a: processor_transactions_aborted_total{reason=\"rebalance\"} = %v, want at least 1 (aborts: %v)", got, rebalanceAborts(a.tm))
+		if got := testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonRebalance))); got < 1 {
+			t.Errorf("a: processor_transactions_aborted_total{reason=\"rebalance\"} = %v, want at least 1 (aborts: %v)", got, rebalanceAborts(a.TxnMetrics))
 		}
-		if c := testutil.ToFloat64(a.tm.Committed); c != 0 {
+		if c := testutil.ToFloat64(a.TxnMetrics.Committed); c != 0 {
 			t.Errorf("a: processor_transactions_committed_total = %v after the abort, want 0", c)
 		}
 
-		tg.waitCaughtUp(t, group, in.topic, a, b)
-		a.stop(t)
-		b.stop(t)
+		tg.WaitCaughtUp(t, group, in.Topic, a, b)
+		a.Stop(t)
+		b.Stop(t)
 
 		var committed int64
-		for _, o := range tg.committedOffsets(t, group, in.topic) {
+		for _, o := range tg.CommittedOffsets(t, group, in.Topic) {
 			committed += o
 		}
-		if consumed := sumConsumed(a, b); committed != int64(in.n) || consumed != uint64(committed) {
-			t.Errorf("the group committed %d input records, the instances counted %d consumed; want both %d", committed, consumed, in.n)
+		if consumed := SumConsumed(a, b); committed != int64(in.N) || consumed != uint64(committed) {
+			t.Errorf("the group committed %d input records, the instances counted %d consumed; want both %d", committed, consumed, in.N)
 		}
-		for name, ins := range map[string]*instance{"a": a, "b": b} {
-			st := ins.p.Stats()
-			if c := testutil.ToFloat64(ins.tm.Committed); st.Commits != uint64(c) {
+		for name, ins := range map[string]*Instance{"a": a, "b": b} {
+			st := ins.Pipeline.Stats()
+			if c := testutil.ToFloat64(ins.TxnMetrics.Committed); st.Commits != uint64(c) {
 				t.Errorf("%s: Stats().Commits = %d, processor_transactions_committed_total = %v", name, st.Commits, c)
 			}
-			if ab := rebalanceAborts(ins.tm); st.Aborts != uint64(ab) {
+			if ab := rebalanceAborts(ins.TxnMetrics); st.Aborts != uint64(ab) {
 				t.Errorf("%s: Stats().Aborts = %d, processor_transactions_aborted_total sums to %v", name, st.Aborts, ab)
 			}
-			if c := testutil.ToFloat64(ins.pm.Consumed); c != float64(st.Consumed) {
+			if c := testutil.ToFloat64(ins.PipelineMetrics.Consumed); c != float64(st.Consumed) {
 				t.Errorf("%s: processor_records_consumed_total = %v, Stats().Consumed = %d", name, c, st.Consumed)
 			}
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
-		tg.audit(t, group, []string{in.topic}, []string{out})
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
+		tg.Audit(t, group, []string{in.Topic}, []string{out})
 		t.Logf("%s: revoked %s after b started; %s; a aborted{rebalance} = %v",
-			tg.Name, revokedAfter.Round(time.Millisecond), fmtStats(a, b), testutil.ToFloat64(a.tm.Aborted.WithLabelValues(string(txn.ReasonRebalance))))
+			tg.Name, revokedAfter.Round(time.Millisecond), FmtStats(a, b), testutil.ToFloat64(a.TxnMetrics.Aborted.WithLabelValues(string(txn.ReasonRebalance))))
 	})
 }

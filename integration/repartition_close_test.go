@@ -51,13 +51,13 @@ func closeByCustomerRef(in []*kgo.Record, size int64) (map[string]int, map[strin
 // naming itself; eoscheck -check windows -group-by finds the run clean.
 func TestRepartitionWindowsClose(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, late, group := unique("hopclose-in"), unique("hopclose-out"), unique("hopclose-late"), unique("hopclose-group")
-		tg.createTopics(t, 4, in, out, late)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, late, group := Unique("hopclose-in"), Unique("hopclose-out"), Unique("hopclose-late"), Unique("hopclose-group")
+		tg.NewTopics(t, 4, in, out, late)
 		rnd := rand.New(rand.NewPCG(40, 6))
-		base := stampedBase()
+		base := StampedBase()
 		order := func(i int, c string, ts time.Time) *kgo.Record {
-			return stamped(in, fmt.Sprintf("order-%d", i), fmt.Sprintf(`{"customer_id":%q,"order":%d}`, c, i), ts)
+			return Stamped(in, fmt.Sprintf("order-%d", i), fmt.Sprintf(`{"customer_id":%q,"order":%d}`, c, i), ts)
 		}
 		var data []*kgo.Record
 		for i := range 1200 {
@@ -67,34 +67,34 @@ func TestRepartitionWindowsClose(t *testing.T) {
 		lateTo := func(inst *launch.Instance) { inst.Extra = append(inst.Extra, "PROCESSOR_LATE_TOPIC="+late) }
 		cfg1, cfg2 := byCustomer(t.TempDir(), "partition", []string{"aggregate"}, set), byCustomer(t.TempDir(), "partition", []string{"aggregate"}, set)
 		hop := state.RepartitionTopic(group, "aggregate")
-		p1 := tg.startBinary(t, group, group+"-1", in, out, cfg1, lateTo)
-		tg.produceStamped(t, data[:400])
-		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
-		p2 := tg.startBinary(t, group, group+"-2", in, out, cfg2, lateTo)
-		tg.produceStamped(t, data[400:800])
-		p1.kill(t)
-		p1 = tg.startBinary(t, group, group+"-1", in, out, cfg1, lateTo)
-		tg.produceStamped(t, data[800:])
+		p1 := tg.StartBinary(t, group, group+"-1", in, out, cfg1, lateTo)
+		tg.ProduceStamped(t, data[:400])
+		WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
+		p2 := tg.StartBinary(t, group, group+"-2", in, out, cfg2, lateTo)
+		tg.ProduceStamped(t, data[400:800])
+		p1.Kill(t)
+		p1 = tg.StartBinary(t, group, group+"-1", in, out, cfg1, lateTo)
+		tg.ProduceStamped(t, data[800:])
 		settle := func() {
-			tg.waitCaughtUp(t, group, in)
-			tg.waitHopCaughtUp(t, group, hop)
+			tg.WaitCaughtUp(t, group, in)
+			tg.WaitHopCaughtUp(t, group, hop)
 		}
 		settle()
 		var flush, lates []*kgo.Record
 		for c := range 6 {
 			flush = append(flush, order(2000+c, fmt.Sprintf("c%d", c), base.Add(time.Hour)))
 		}
-		tg.produceStamped(t, flush)
+		tg.ProduceStamped(t, flush)
 		settle()
 		for i := range 12 {
 			lates = append(lates, order(3000+i, fmt.Sprintf("c%d", i%6), base.Add(time.Duration(rnd.IntN(300))*time.Second)))
 		}
-		tg.produceStamped(t, lates)
+		tg.ProduceStamped(t, lates)
 		settle()
-		p1.terminate(t)
-		p2.terminate(t)
+		p1.Terminate(t)
+		p2.Terminate(t)
 
-		committed := tg.readAll(t, in, true)
+		committed := tg.ReadAll(t, in, true)
 		byKey := map[string]*kgo.Record{}
 		for _, r := range committed {
 			byKey[string(r.Key)] = r
@@ -105,7 +105,7 @@ func TestRepartitionWindowsClose(t *testing.T) {
 			}
 		}
 		checkCloseByCustomer(t, tg, out, late, data, lates)
-		tg.auditWith(t, check.Source{Inputs: []string{in}, Outputs: []string{out, late}, Group: group, Windows: true, GroupBy: check.GroupPath{"customer_id"}},
+		tg.AuditWith(t, check.Source{Inputs: []string{in}, Outputs: []string{out, late}, Group: group, Windows: true, GroupBy: check.GroupPath{"customer_id"}},
 			check.Options{ExpectAll: true, GroupBy: check.GroupPath{"customer_id"},
 				Windows: &check.Windows{Size: time.Minute, Grace: 10 * time.Minute, LateTopic: late}})
 	})
@@ -113,12 +113,12 @@ func TestRepartitionWindowsClose(t *testing.T) {
 
 // checkCloseByCustomer checks the final rows of out against the
 // reference of data, and that late holds each of lates once.
-func checkCloseByCustomer(t *testing.T, tg *target, out, late string, data, lates []*kgo.Record) {
+func checkCloseByCustomer(t *testing.T, tg *Target, out, late string, data, lates []*kgo.Record) {
 	t.Helper()
 	size := time.Minute.Milliseconds()
 	counts, srcs := closeByCustomerRef(data, size)
 	seen := map[string]int{}
-	for _, r := range tg.readAll(t, out, true) {
+	for _, r := range tg.ReadAll(t, out, true) {
 		k := string(r.Key)
 		seen[k]++
 		var v struct {
@@ -140,7 +140,7 @@ func checkCloseByCustomer(t *testing.T, tg *target, out, late string, data, late
 		want[fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)] = true
 	}
 	got := map[string]int{}
-	for _, r := range tg.readAll(t, late, true) {
+	for _, r := range tg.ReadAll(t, late, true) {
 		got[lineageOf(r)]++
 	}
 	for lin, n := range got {

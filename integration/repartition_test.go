@@ -41,15 +41,15 @@ func byCustomer(dir, ordering string, chain []string, more map[string]string) fu
 	for k, v := range more {
 		set[k] = v
 	}
-	return stateful(dir, ordering, "0.2", chain, set)
+	return Stateful(dir, ordering, "0.2", chain, set)
 }
 
 // customerCounts reads the committed counts of out per customer, in
 // output order, failing on an output that is not a count.
-func customerCounts(t *testing.T, tg *target, out string) map[string][]int64 {
+func customerCounts(t *testing.T, tg *Target, out string) map[string][]int64 {
 	t.Helper()
 	counts := map[string][]int64{}
-	for _, r := range tg.readAll(t, out, true) {
+	for _, r := range tg.ReadAll(t, out, true) {
 		var v struct {
 			Key   string `json:"key"`
 			Value int64  `json:"value"`
@@ -91,27 +91,27 @@ func TestRepartitionCountByField(t *testing.T) {
 	t.Parallel()
 	for _, ordering := range []string{"partition", "key"} {
 		t.Run(ordering, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
-				in, out, group := unique("bycust-in"), unique("bycust-out"), unique("bycust-group")
-				tg.createTopics(t, 4, in, out)
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
+				in, out, group := Unique("bycust-in"), Unique("bycust-out"), Unique("bycust-group")
+				tg.NewTopics(t, 4, in, out)
 				recs := orders(in, 1200, "alice", "bob")
 				hop := state.RepartitionTopic(group, "aggregate")
 				purge := map[string]string{"PROCESSOR_REPARTITION_PURGE_INTERVAL": "1s"}
 				set1 := byCustomer(t.TempDir(), ordering, []string{"aggregate"}, purge)
 				set2 := byCustomer(t.TempDir(), ordering, []string{"aggregate"}, purge)
 				tg.ProduceSync(t, recs[:400])
-				p1 := tg.startBinary(t, group, group+"-1", in, out, set1)
-				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
-				p2 := tg.startBinary(t, group, group+"-2", in, out, set2)
+				p1 := tg.StartBinary(t, group, group+"-1", in, out, set1)
+				WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
+				p2 := tg.StartBinary(t, group, group+"-2", in, out, set2)
 				tg.ProduceSync(t, recs[400:800])
 				time.Sleep(time.Second)
-				p1.kill(t)
-				p1 = tg.startBinary(t, group, group+"-1", in, out, set1)
+				p1.Kill(t)
+				p1 = tg.StartBinary(t, group, group+"-1", in, out, set1)
 				tg.ProduceSync(t, recs[800:])
-				tg.waitCaughtUp(t, group, in)
-				tg.waitHopCaughtUp(t, group, hop)
-				waitFor(t, 30*time.Second, "the consumed repartition records purged", func() bool {
-					starts, err := tg.admin(t).ListStartOffsets(t.Context(), hop)
+				tg.WaitCaughtUp(t, group, in)
+				tg.WaitHopCaughtUp(t, group, hop)
+				WaitFor(t, 30*time.Second, "the consumed repartition records purged", func() bool {
+					starts, err := tg.Admin(t).ListStartOffsets(t.Context(), hop)
 					if err != nil {
 						return false
 					}
@@ -119,8 +119,8 @@ func TestRepartitionCountByField(t *testing.T) {
 					starts.Each(func(o kadm.ListedOffset) { purged += o.Offset })
 					return purged > 0
 				})
-				p1.terminate(t)
-				p2.terminate(t)
+				p1.Terminate(t)
+				p2.Terminate(t)
 
 				counts := customerCounts(t, tg, out)
 				checkRun(t, counts, "alice", 400)
@@ -128,7 +128,7 @@ func TestRepartitionCountByField(t *testing.T) {
 				if len(counts) != 2 {
 					t.Errorf("counts of %d customers, want 2", len(counts))
 				}
-				tg.auditRun(t, group, in, out, check.Options{OneToOne: true, ExpectAll: true})
+				tg.AuditRun(t, group, in, out, check.Options{OneToOne: true, ExpectAll: true})
 			})
 		})
 	}
@@ -140,21 +140,21 @@ func TestRepartitionCountByField(t *testing.T) {
 // .customer_id behind the hop; a SIGKILL in the middle.
 func TestRepartitionDedupeThenCount(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, group := unique("dedupcount-in"), unique("dedupcount-out"), unique("dedupcount-group")
-		tg.createTopics(t, 4, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, group := Unique("dedupcount-in"), Unique("dedupcount-out"), Unique("dedupcount-group")
+		tg.NewTopics(t, 4, in, out)
 		recs := orders(in, 300, "carol")
 		recs = append(recs, orders(in, 300, "carol")...) // every order twice
 		set := byCustomer(t.TempDir(), "partition", []string{"dedupe", "aggregate"}, nil)
 		tg.ProduceSync(t, recs[:300])
-		p := tg.startBinary(t, group, group+"-1", in, out, set)
-		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p.committedAt().IsZero() })
-		p.kill(t)
-		p = tg.startBinary(t, group, group+"-1", in, out, set)
+		p := tg.StartBinary(t, group, group+"-1", in, out, set)
+		WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p.CommittedAt().IsZero() })
+		p.Kill(t)
+		p = tg.StartBinary(t, group, group+"-1", in, out, set)
 		tg.ProduceSync(t, recs[300:])
-		tg.waitCaughtUp(t, group, in)
-		tg.waitHopCaughtUp(t, group, state.RepartitionTopic(group, "aggregate"))
-		p.terminate(t)
+		tg.WaitCaughtUp(t, group, in)
+		tg.WaitHopCaughtUp(t, group, state.RepartitionTopic(group, "aggregate"))
+		p.Terminate(t)
 		checkRun(t, customerCounts(t, tg, out), "carol", 300)
 	})
 }
@@ -164,25 +164,25 @@ func TestRepartitionDedupeThenCount(t *testing.T) {
 // customer, so they are right).
 func TestRepartitionSkippedByKey(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, group := unique("bykey-in"), unique("bykey-out"), unique("bykey-group")
-		tg.createTopics(t, 4, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, group := Unique("bykey-in"), Unique("bykey-out"), Unique("bykey-group")
+		tg.NewTopics(t, 4, in, out)
 		recs := orders(in, 200, "dave")
 		for i, r := range recs { // keyed by the customer: 40 customers, every partition
 			c := fmt.Sprintf("cust-%d", i%40)
 			r.Key, r.Value = []byte(c), fmt.Appendf(nil, `{"customer_id":%q}`, c)
 		}
 		tg.ProduceSync(t, recs)
-		p := tg.startBinary(t, group, group+"-1", in, out,
+		p := tg.StartBinary(t, group, group+"-1", in, out,
 			byCustomer(t.TempDir(), "partition", []string{"aggregate"}, map[string]string{"PROCESSOR_AGGREGATE_PARTITIONED_BY_KEY": "true"}))
-		tg.waitCaughtUp(t, group, in)
-		p.terminate(t)
+		tg.WaitCaughtUp(t, group, in)
+		p.Terminate(t)
 		counts := customerCounts(t, tg, out)
 		for i := range 40 {
 			checkRun(t, counts, fmt.Sprintf("cust-%d", i), 5)
 		}
 		hop := state.RepartitionTopic(group, "aggregate")
-		td, err := tg.admin(t).ListTopics(t.Context(), hop)
+		td, err := tg.Admin(t).ListTopics(t.Context(), hop)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,9 +197,9 @@ func TestRepartitionSkippedByKey(t *testing.T) {
 // second stateful stage behind the hop.
 func TestRepartitionRefusals(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out := unique("hoprefuse-in"), unique("hoprefuse-out")
-		tg.createTopics(t, 4, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out := Unique("hoprefuse-in"), Unique("hoprefuse-out")
+		tg.NewTopics(t, 4, in, out)
 		cases := []struct {
 			name   string
 			topic  func(group string) // creates the mismatched repartition topic
@@ -207,32 +207,32 @@ func TestRepartitionRefusals(t *testing.T) {
 			extra  []string
 			phrase string
 		}{
-			{name: "partitions", topic: func(g string) { tg.createTopics(t, 2, state.RepartitionTopic(g, "aggregate")) },
+			{name: "partitions", topic: func(g string) { tg.NewTopics(t, 2, state.RepartitionTopic(g, "aggregate")) },
 				chain: []string{"aggregate"}, phrase: "has 2 partitions, the input 4"},
 			{name: "compact", topic: func(g string) {
-				tg.createTopicWithConfigs(t, 4, map[string]string{"cleanup.policy": "compact"}, state.RepartitionTopic(g, "aggregate"))
+				tg.CreateTopicWithConfigs(t, 4, map[string]string{"cleanup.policy": "compact"}, state.RepartitionTopic(g, "aggregate"))
 			}, chain: []string{"aggregate"}, phrase: "cleanup.policy=compact, want delete"},
 			{name: "postgres", chain: []string{"aggregate"}, extra: []string{"PROCESSOR_SINK=postgres", "PROCESSOR_POSTGRES_URL=postgres://x@127.0.0.1:1/x"},
 				phrase: "PROCESSOR_SINK=\"postgres\" is invalid: want kafka"},
 			{name: "second hop", chain: []string{"aggregate", "aggregate@again"}, extra: []string{"PROCESSOR_AGGREGATE_AGAIN_STORE=again"}, phrase: "at most one repartition hop"},
 		}
 		for _, c := range cases {
-			group := unique("hoprefuse-group")
+			group := Unique("hoprefuse-group")
 			if c.topic != nil {
 				c.topic(group)
 			}
-			p := tg.startBinary(t, group, group+"-1", in, out, byCustomer(t.TempDir(), "partition", c.chain, nil),
+			p := tg.StartBinary(t, group, group+"-1", in, out, byCustomer(t.TempDir(), "partition", c.chain, nil),
 				func(inst *launch.Instance) { inst.Extra = append(inst.Extra, c.extra...) })
 			select {
-			case <-p.done:
+			case <-p.Done:
 			case <-time.After(60 * time.Second):
 				t.Fatalf("%s: still running", c.name)
 			}
 			var ee *exec.ExitError
-			if !errors.As(p.err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.logs.String(), c.phrase) {
-				t.Errorf("%s: exit %v, log %q; want exit 2 saying %q", c.name, p.err, p.logs.String(), c.phrase)
+			if !errors.As(p.Err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.Logs.String(), c.phrase) {
+				t.Errorf("%s: exit %v, log %q; want exit 2 saying %q", c.name, p.Err, p.Logs.String(), c.phrase)
 			}
-			if n := strings.Count(p.logs.String(), "configuration error"); n != 1 {
+			if n := strings.Count(p.Logs.String(), "configuration error"); n != 1 {
 				t.Errorf("%s: %d configuration error lines, want one", c.name, n)
 			}
 		}
@@ -246,9 +246,9 @@ func TestRepartitionRefusals(t *testing.T) {
 // by lineage the input it is. The sums are exact.
 func TestRepartitionDeadLetters(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, dlq, group := unique("hopdead-in"), unique("hopdead-out"), unique("hopdead-dlq"), unique("hopdead-group")
-		tg.createTopics(t, 4, in, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, dlq, group := Unique("hopdead-in"), Unique("hopdead-out"), Unique("hopdead-dlq"), Unique("hopdead-group")
+		tg.NewTopics(t, 4, in, out, dlq)
 		var recs []*kgo.Record
 		want := map[string]int{}
 		for i := range 300 {
@@ -269,14 +269,14 @@ func TestRepartitionDeadLetters(t *testing.T) {
 		for _, r := range recs {
 			byOffset[record.Source{Topic: in, Partition: r.Partition, Offset: r.Offset}] = r
 		}
-		p := tg.startBinary(t, group, group+"-1", in, out, byCustomer(t.TempDir(), "partition", []string{"aggregate"},
-			map[string]string{"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount"}), deadLettered(dlq))
-		tg.waitCaughtUp(t, group, in)
-		tg.waitHopCaughtUp(t, group, state.RepartitionTopic(group, "aggregate"))
-		p.terminate(t)
+		p := tg.StartBinary(t, group, group+"-1", in, out, byCustomer(t.TempDir(), "partition", []string{"aggregate"},
+			map[string]string{"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount"}), DeadLettered(dlq))
+		tg.WaitCaughtUp(t, group, in)
+		tg.WaitHopCaughtUp(t, group, state.RepartitionTopic(group, "aggregate"))
+		p.Terminate(t)
 
 		final := map[string]int{}
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			var v struct{ Value int }
 			if err := json.Unmarshal(r.Value, &v); err != nil {
 				t.Fatalf("output %s: %v", r.Value, err)
@@ -288,7 +288,7 @@ func TestRepartitionDeadLetters(t *testing.T) {
 				t.Errorf("customer %s: sum %d, want %d", c, final[c], sum)
 			}
 		}
-		dead := tg.readAll(t, dlq, true)
+		dead := tg.ReadAll(t, dlq, true)
 		if len(dead) != 24 {
 			t.Errorf("%d dead letters, want 24", len(dead))
 		}
@@ -297,7 +297,7 @@ func TestRepartitionDeadLetters(t *testing.T) {
 			if !ok || src.Topic != in {
 				t.Fatalf("dead letter %s names input %v (%v)", d.Value, src, ok)
 			}
-			if headerValue(d, "processor.repartition.key") != "" || headerValue(d, "processor.repartition.topic") != "" {
+			if HeaderValue(d, "processor.repartition.key") != "" || HeaderValue(d, "processor.repartition.topic") != "" {
 				t.Errorf("dead letter %s carries the hop's headers", d.Value)
 			}
 			if orig := byOffset[src]; orig == nil || string(orig.Key) != string(d.Key) || string(orig.Value) != string(d.Value) {
@@ -307,12 +307,12 @@ func TestRepartitionDeadLetters(t *testing.T) {
 	})
 }
 
-// waitHopCaughtUp waits until group has committed every record of the
+// WaitHopCaughtUp waits until group has committed every record of the
 // repartition topic: the partitions no group key went to have none.
-func (tg *target) waitHopCaughtUp(t *testing.T, group, topic string) {
+func (tg *Target) WaitHopCaughtUp(t *testing.T, group, topic string) {
 	t.Helper()
-	waitFor(t, 90*time.Second, "the group caught up on "+topic, func() bool {
-		adm := tg.admin(t)
+	WaitFor(t, 90*time.Second, "the group caught up on "+topic, func() bool {
+		adm := tg.Admin(t)
 		ends, err := adm.ListEndOffsets(t.Context(), topic)
 		if err != nil {
 			return false

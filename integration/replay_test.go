@@ -41,9 +41,9 @@ func replayInput(i, n int) (value string, bad, forever bool) {
 // dead letter each that no replay has read yet, counting its replays.
 func TestBinaryReplayUnderSIGKILL(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, dlq, group := unique("replay-in"), unique("replay-out"), unique("replay-dlq"), unique("replay-group")
-		tg.createTopics(t, 2, in, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, dlq, group := Unique("replay-in"), Unique("replay-out"), Unique("replay-dlq"), Unique("replay-group")
+		tg.NewTopics(t, 2, in, out, dlq)
 		const n = 4000
 		var recs []*kgo.Record
 		for i := range n {
@@ -51,12 +51,12 @@ func TestBinaryReplayUnderSIGKILL(t *testing.T) {
 			recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i%40)), Value: []byte(v)})
 		}
 		tg.ProduceSync(t, recs)
-		inst := tg.binaryInstance(group, group+"-1", in, out)
+		inst := tg.BinaryInstance(group, group+"-1", in, out)
 		inst.Transforms, inst.OnError, inst.DLQTopic = []string{"jq"}, "dlq", dlq
 		inst.Settings = map[string]string{"PROCESSOR_JQ_EXPR": `if .bad then error("bad record") else . end`}
-		p := runBinary(t, group+"-1", inst)
-		tg.waitCaughtUp(t, group, in)
-		p.terminate(t)
+		p := RunBinary(t, group+"-1", inst)
+		tg.WaitCaughtUp(t, group, in)
+		p.Terminate(t)
 
 		// The chain fixed, but for the "forever" records.
 		inst.Settings = map[string]string{"PROCESSOR_JQ_EXPR": `if .bad == "forever" then error("still bad") else . end`}
@@ -95,7 +95,7 @@ func TestBinaryReplayUnderSIGKILL(t *testing.T) {
 
 // auditReplayed audits the run with eoscheck's replay mode: no anomaly
 // but one dead letter for each of the forever bad inputs.
-func auditReplayed(t *testing.T, tg *target, src check.Source, forever int) {
+func auditReplayed(t *testing.T, tg *Target, src check.Source, forever int) {
 	t.Helper()
 	src.Brokers = tg.Brokers
 	r, err := check.NewReader(src)
@@ -132,10 +132,10 @@ func sum(m map[int32]int64) int64 {
 // by lineage: each input's outputs exactly once, or (records the fixed
 // chain still fails) exactly one dead letter left unread by the replay
 // group.
-func checkReplayed(t *testing.T, tg *target, in, out, dlq, replayGroup string, n int) {
+func checkReplayed(t *testing.T, tg *Target, in, out, dlq, replayGroup string, n int) {
 	t.Helper()
 	outs := map[int64]int{}
-	for _, r := range tg.readAll(t, out, true) {
+	for _, r := range tg.ReadAll(t, out, true) {
 		src, ok := record.Lineage(r.Headers)
 		if !ok || src.Topic != in {
 			t.Fatalf("an output names %+v (ok %v), want an input of %s", src, ok, in)
@@ -149,20 +149,20 @@ func checkReplayed(t *testing.T, tg *target, in, out, dlq, replayGroup string, n
 	}
 	read := tg.Committed(t, replayGroup, dlq)
 	left := map[int64]int{}
-	for _, r := range tg.readAll(t, dlq, true) {
+	for _, r := range tg.ReadAll(t, dlq, true) {
 		src, ok := record.Lineage(r.Headers)
 		if !ok || src.Topic != in {
 			t.Fatalf("a dead letter names %+v (ok %v), want an input of %s", src, ok, in)
 		}
 		if r.Offset >= read[r.Partition] {
 			left[offsetKey(src)]++
-			if replays := headerValue(r, record.HeaderErrorReplays); replays == "" || !strings.Contains(headerValue(r, record.HeaderError), "still bad") {
-				t.Errorf("dead letter %s/%d/%d left: replays %q, error %q", dlq, r.Partition, r.Offset, replays, headerValue(r, record.HeaderError))
+			if replays := HeaderValue(r, record.HeaderErrorReplays); replays == "" || !strings.Contains(HeaderValue(r, record.HeaderError), "still bad") {
+				t.Errorf("dead letter %s/%d/%d left: replays %q, error %q", dlq, r.Partition, r.Offset, replays, HeaderValue(r, record.HeaderError))
 			}
 		}
 	}
 	bad := 0
-	for _, r := range tg.readAll(t, in, true) {
+	for _, r := range tg.ReadAll(t, in, true) {
 		var seq int
 		if _, err := fmt.Sscanf(string(r.Value), `{"seq":%d`, &seq); err != nil {
 			t.Fatalf("input %q: %v", r.Value, err)

@@ -22,19 +22,19 @@ import (
 )
 
 // waitExit waits for p to exit by itself and returns its exit code.
-func waitExit(t *testing.T, p *proc, within time.Duration, what string) int {
+func waitExit(t *testing.T, p *Proc, within time.Duration, what string) int {
 	t.Helper()
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(within):
 		t.Fatalf("still running %s after start: %s", within, what)
 	}
 	var ee *exec.ExitError
-	if !errors.As(p.err, &ee) {
-		if p.err == nil {
+	if !errors.As(p.Err, &ee) {
+		if p.Err == nil {
 			return 0
 		}
-		t.Fatalf("%s: %v", what, p.err)
+		t.Fatalf("%s: %v", what, p.Err)
 	}
 	return ee.ExitCode()
 }
@@ -60,11 +60,11 @@ func configErrorLines(logs string) []string {
 // through); so do the subject name strategy's mistakes.
 func TestSchemaOutputRefusedAtStart(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
-		in, out, group := unique("sr-refuse-in"), unique("sr-refuse-out"), unique("sr-refuse-group")
-		tg.createTopics(t, 1, in, out)
-		r.register(t, in+"-value", schema.Avro, payV1)
-		r.register(t, out+"-value", schema.Avro, payV1)
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
+		in, out, group := Unique("sr-refuse-in"), Unique("sr-refuse-out"), Unique("sr-refuse-group")
+		tg.NewTopics(t, 1, in, out)
+		r.Register(t, in+"-value", schema.Avro, payV1)
+		r.Register(t, out+"-value", schema.Avro, payV1)
 		bad := filepath.Join(t.TempDir(), "bad.avsc")
 		incompatible := `{"type":"record","name":"Payment","namespace":"e2e","fields":[{"name":"id","type":"string"},` +
 			`{"name":"amount_cents","type":"long"},{"name":"merchant","type":"string"}]}`
@@ -80,10 +80,10 @@ func TestSchemaOutputRefusedAtStart(t *testing.T) {
 			extra      []string
 		}{
 			{"schema-file", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE", []string{"PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE=" + bad}},
-			{"no-versions", "PROCESSOR_OUTPUT_VALUE_SUBJECT", []string{"PROCESSOR_OUTPUT_VALUE_SUBJECT=" + unique("sr-never-registered")}},
+			{"no-versions", "PROCESSOR_OUTPUT_VALUE_SUBJECT", []string{"PROCESSOR_OUTPUT_VALUE_SUBJECT=" + Unique("sr-never-registered")}},
 			// Keys pass through (jq reads values only), but a subject set
 			// for them is checked all the same.
-			{"key-subject", "PROCESSOR_OUTPUT_KEY_SUBJECT", []string{"PROCESSOR_KEY_FORMAT=avro", "PROCESSOR_OUTPUT_KEY_SUBJECT=" + unique("sr-never-registered")}},
+			{"key-subject", "PROCESSOR_OUTPUT_KEY_SUBJECT", []string{"PROCESSOR_KEY_FORMAT=avro", "PROCESSOR_OUTPUT_KEY_SUBJECT=" + Unique("sr-never-registered")}},
 			// A subject name strategy that is not one, one that names each
 			// output's subject beside a subject naming one for all, and a
 			// schema file with no record name for it to name a subject by.
@@ -91,15 +91,15 @@ func TestSchemaOutputRefusedAtStart(t *testing.T) {
 			{"strategy-and-subject", "PROCESSOR_OUTPUT_VALUE_SUBJECT", []string{"PROCESSOR_VALUE_SUBJECT_STRATEGY=record", "PROCESSOR_OUTPUT_VALUE_SUBJECT=" + out + "-value"}},
 			{"strategy-unnamed-file", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE", []string{"PROCESSOR_VALUE_SUBJECT_STRATEGY=topic_record", "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE=" + union}},
 		} {
-			inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+			inst := tg.SchemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 			inst.Extra = append(inst.Extra, c.extra...)
-			p := runBinary(t, group+"-"+c.name, inst)
+			p := RunBinary(t, group+"-"+c.name, inst)
 			code := waitExit(t, p, 60*time.Second, c.name)
-			lines := configErrorLines(p.logs.String())
+			lines := configErrorLines(p.Logs.String())
 			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
 				t.Errorf("%s: exit %d, configuration error lines %q; want exit 2 and one line naming %s", c.name, code, lines, c.want)
 			}
-			if strings.Contains(p.logs.String(), "goroutine ") {
+			if strings.Contains(p.Logs.String(), "goroutine ") {
 				t.Errorf("%s: the log has a stack trace", c.name)
 			}
 		}
@@ -118,12 +118,12 @@ func TestSchemaOutputRefusedAtStart(t *testing.T) {
 // record is output exactly once.
 func TestSchemaRecordFaults(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
-		in, out, dlq, group := unique("sr-faults-in"), unique("sr-faults-out"), unique("sr-faults-dlq"), unique("sr-faults-group")
-		tg.createTopics(t, 2, in, out, dlq)
-		inSubj := r.register(t, in+"-value", schema.Avro, payV1)
-		outSubj := r.register(t, out+"-value", schema.Avro, formatCases[0].out)
-		enc := r.encoder(t, inSubj)
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
+		in, out, dlq, group := Unique("sr-faults-in"), Unique("sr-faults-out"), Unique("sr-faults-dlq"), Unique("sr-faults-group")
+		tg.NewTopics(t, 2, in, out, dlq)
+		inSubj := r.Register(t, in+"-value", schema.Avro, payV1)
+		outSubj := r.Register(t, out+"-value", schema.Avro, formatCases[0].out)
+		enc := r.Encoder(t, inSubj)
 		const good = 60
 		type fault struct {
 			value           []byte
@@ -146,48 +146,48 @@ func TestSchemaRecordFaults(t *testing.T) {
 				recs = append(recs, &kgo.Record{Topic: in, Key: []byte("bad" + strconv.Itoa(i/15)), Value: f.value})
 			}
 		}
-		tg.produceSync(t, recs...)
+		tg.SyncProduce(t, recs...)
 		wantDead := map[string]fault{}
 		for _, rec := range recs {
 			if strings.HasPrefix(string(rec.Key), "bad") {
 				i, _ := strconv.Atoi(strings.TrimPrefix(string(rec.Key), "bad"))
-				wantDead[srcKey(rec)] = faults[i]
+				wantDead[SrcKey(rec)] = faults[i]
 			}
 		}
-		inst := tg.schemaInstance(r, group, in, out, schema.Avro,
+		inst := tg.SchemaInstance(r, group, in, out, schema.Avro,
 			`if .id == "bad-encode" then .amount_cents = "lots" else .amount_cents *= 2 end`)
-		inst.OnError, inst.DLQTopic, inst.HTTPAddr = "dlq", dlq, freeAddr(t)
-		p := runBinary(t, group, inst)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		if code, body := httpGet(inst.HTTPAddr, "/readyz"); code != http.StatusOK {
+		inst.OnError, inst.DLQTopic, inst.HTTPAddr = "dlq", dlq, FreeAddr(t)
+		p := RunBinary(t, group, inst)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		if code, body := HTTPGet(inst.HTTPAddr, "/readyz"); code != http.StatusOK {
 			t.Errorf("/readyz = %d %q after the faulty records, want ready", code, body)
 		}
-		p.terminate(t)
+		p.Terminate(t)
 
-		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), outSubj.ID)
+		got := outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), tg.ReadAll(t, out, true), outSubj.ID)
 		checkAmounts(t, got, good, "amount_cents")
-		dead := tg.readAll(t, dlq, true)
+		dead := tg.ReadAll(t, dlq, true)
 		if len(dead) != len(faults) {
 			t.Errorf("%d dead letters, want %d", len(dead), len(faults))
 		}
 		for _, d := range dead {
-			src, _ := sourceOf(d)
+			src, _ := SourceOf(d)
 			f, ok := wantDead[src]
 			if !ok {
-				t.Errorf("a dead letter from %q, which is not a faulty record (%s)", src, headerValue(d, record.HeaderError))
+				t.Errorf("a dead letter from %q, which is not a faulty record (%s)", src, HeaderValue(d, record.HeaderError))
 				continue
 			}
 			delete(wantDead, src)
 			if string(d.Value) != string(f.value) {
 				t.Errorf("dead letter from %s: value %x, want the original %x", src, d.Value, f.value)
 			}
-			if e := headerValue(d, record.HeaderError); !strings.Contains(e, f.want) {
+			if e := HeaderValue(d, record.HeaderError); !strings.Contains(e, f.want) {
 				t.Errorf("dead letter from %s: %s = %q, want it to say %q", src, record.HeaderError, e, f.want)
 			}
-			if st := headerValue(d, record.HeaderErrorTransform); st != f.stage {
+			if st := HeaderValue(d, record.HeaderErrorTransform); st != f.stage {
 				t.Errorf("dead letter from %s: %s = %q, want %q", src, record.HeaderErrorTransform, st, f.stage)
 			}
-			if id := headerValue(d, record.HeaderErrorSchemaID); id != f.id {
+			if id := HeaderValue(d, record.HeaderErrorSchemaID); id != f.id {
 				t.Errorf("dead letter from %s: %s = %q, want %q", src, record.HeaderErrorSchemaID, id, f.id)
 			}
 		}
@@ -205,31 +205,31 @@ func TestSchemaRecordFaults(t *testing.T) {
 // every record is output exactly once and the processor is healthy again.
 func TestSchemaRegistryOutage(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		addr, dir := freeAddr(t), t.TempDir()
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		addr, dir := FreeAddr(t), t.TempDir()
 		srv, url := startSRServer(t, addr, dir)
-		r := &srEnv{name: "srserver", url: url, reg: newSRClient(t, url)}
-		in, out, dlq, group := unique("sr-outage-in"), unique("sr-outage-out"), unique("sr-outage-dlq"), unique("sr-outage-group")
-		tg.createTopics(t, 2, in, out, dlq)
-		v1 := r.register(t, in+"-value", schema.Avro, payV1)
-		r.register(t, out+"-value", schema.Avro, payOutV1) // takes v2's currency too
+		r := &SREnv{Name: "srserver", URL: url, Reg: newSRClient(t, url)}
+		in, out, dlq, group := Unique("sr-outage-in"), Unique("sr-outage-out"), Unique("sr-outage-dlq"), Unique("sr-outage-group")
+		tg.NewTopics(t, 2, in, out, dlq)
+		v1 := r.Register(t, in+"-value", schema.Avro, payV1)
+		r.Register(t, out+"-value", schema.Avro, payOutV1) // takes v2's currency too
 		write := func(enc *schema.Encoder, from, to int) {
 			var recs []*kgo.Record
 			for i := from; i < to; i++ {
 				recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i%4)), Value: encode(t, enc, paymentJSON(i))})
 			}
-			tg.produceSync(t, recs...)
+			tg.SyncProduce(t, recs...)
 		}
-		write(r.encoder(t, v1), 0, 50)
-		v2 := r.register(t, in+"-value", schema.Avro, payV2) // an id the processor has not seen
-		enc2 := r.encoder(t, v2)
+		write(r.Encoder(t, v1), 0, 50)
+		v2 := r.Register(t, in+"-value", schema.Avro, payV2) // an id the processor has not seen
+		enc2 := r.Encoder(t, v2)
 
-		httpAddr := freeAddr(t)
-		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		httpAddr := FreeAddr(t)
+		inst := tg.SchemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 		inst.OnError, inst.DLQTopic, inst.HTTPAddr = "dlq", dlq, httpAddr
-		p := runBinary(t, group, inst)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		if code, body := httpGet(httpAddr, "/healthz"); code != http.StatusOK {
+		p := RunBinary(t, group, inst)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		if code, body := HTTPGet(httpAddr, "/healthz"); code != http.StatusOK {
 			t.Fatalf("/healthz = %d %q before the outage", code, body)
 		}
 
@@ -238,16 +238,16 @@ func TestSchemaRegistryOutage(t *testing.T) {
 		}
 		write(enc2, 50, 100)
 		var body string
-		waitFor(t, 20*time.Second, "/healthz to turn unhealthy naming PROCESSOR_SCHEMA_REGISTRY_URL", func() bool {
+		WaitFor(t, 20*time.Second, "/healthz to turn unhealthy naming PROCESSOR_SCHEMA_REGISTRY_URL", func() bool {
 			var code int
-			code, body = httpGet(httpAddr, "/healthz")
+			code, body = HTTPGet(httpAddr, "/healthz")
 			return code != http.StatusOK && strings.Contains(body, "PROCESSOR_SCHEMA_REGISTRY_URL")
 		})
-		if code, b := httpGet(httpAddr, "/readyz"); code == http.StatusOK {
+		if code, b := HTTPGet(httpAddr, "/readyz"); code == http.StatusOK {
 			t.Errorf("/readyz = 200 %q during the outage, want not ready", b)
 		}
-		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
-			t.Errorf("%d dead letters during the outage, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
+		if dead := tg.ReadAll(t, dlq, false); len(dead) != 0 {
+			t.Errorf("%d dead letters during the outage, want none: %s", len(dead), HeaderValue(dead[0], record.HeaderError))
 		}
 		t.Logf("during the outage /healthz said: %s", body)
 		if n := strings.Count(body, "transform decode:"); n != 1 {
@@ -258,17 +258,17 @@ func TestSchemaRegistryOutage(t *testing.T) {
 		if url2 != url {
 			t.Fatalf("the registry restarted at %s, not %s", url2, url)
 		}
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		waitFor(t, 20*time.Second, "/healthz and /readyz to answer 200 again", func() bool {
-			c1, _ := httpGet(httpAddr, "/healthz")
-			c2, _ := httpGet(httpAddr, "/readyz")
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		WaitFor(t, 20*time.Second, "/healthz and /readyz to answer 200 again", func() bool {
+			c1, _ := HTTPGet(httpAddr, "/healthz")
+			c2, _ := HTTPGet(httpAddr, "/readyz")
 			return c1 == http.StatusOK && c2 == http.StatusOK
 		})
-		p.terminate(t)
-		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
-			t.Errorf("%d dead letters, want none; the first: %s", len(dead), headerValue(dead[0], record.HeaderError))
+		p.Terminate(t)
+		if dead := tg.ReadAll(t, dlq, true); len(dead) != 0 {
+			t.Errorf("%d dead letters, want none; the first: %s", len(dead), HeaderValue(dead[0], record.HeaderError))
 		}
-		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1)
+		got := outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), tg.ReadAll(t, out, true), -1)
 		checkAmounts(t, got, 100, "amount_cents")
 	})
 }
@@ -280,25 +280,25 @@ func TestSchemaRegistryOutage(t *testing.T) {
 // right (and then forwards), so the right password is proven to work.
 func TestSchemaRefusedCredentials(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		_, backend := startSRServer(t, "127.0.0.1:0", "")
 		const user, password = "svc-processor", "s3cret-registry-pw"
 		proxy := authProxy(t, backend, user, password, new(atomic.Bool))
-		r := &srEnv{name: "srserver", url: backend, reg: newSRClient(t, backend)}
-		in, out, group := unique("sr-creds-in"), unique("sr-creds-out"), unique("sr-creds-group")
-		tg.createTopics(t, 1, in, out)
-		inSubj := r.register(t, in+"-value", schema.Avro, payV1)
-		r.register(t, out+"-value", schema.Avro, formatCases[0].out)
-		tg.produceSync(t, &kgo.Record{Topic: in, Value: encode(t, r.encoder(t, inSubj), paymentJSON(0))})
+		r := &SREnv{Name: "srserver", URL: backend, Reg: newSRClient(t, backend)}
+		in, out, group := Unique("sr-creds-in"), Unique("sr-creds-out"), Unique("sr-creds-group")
+		tg.NewTopics(t, 1, in, out)
+		inSubj := r.Register(t, in+"-value", schema.Avro, payV1)
+		r.Register(t, out+"-value", schema.Avro, formatCases[0].out)
+		tg.SyncProduce(t, &kgo.Record{Topic: in, Value: encode(t, r.Encoder(t, inSubj), paymentJSON(0))})
 
-		run := func(name, pw string) *proc {
-			inst := tg.schemaInstance(&srEnv{url: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
+		run := func(name, pw string) *Proc {
+			inst := tg.SchemaInstance(&SREnv{URL: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
 			inst.Extra = append(inst.Extra, "PROCESSOR_SCHEMA_REGISTRY_USERNAME="+user, "PROCESSOR_SCHEMA_REGISTRY_PASSWORD="+pw)
-			return runBinary(t, group+"-"+name, inst)
+			return RunBinary(t, group+"-"+name, inst)
 		}
 		p := run("wrong", "not-the-"+password)
 		code := waitExit(t, p, 60*time.Second, "with refused credentials")
-		logs := p.logs.String()
+		logs := p.Logs.String()
 		line := logLine(logs, "credentials", "PROCESSOR_SCHEMA_REGISTRY_USERNAME")
 		if code != 1 || line == "" {
 			t.Errorf("exit %d, want 1 with a line about the credentials naming PROCESSOR_SCHEMA_REGISTRY_USERNAME:\n%s", code, logs)
@@ -309,12 +309,12 @@ func TestSchemaRefusedCredentials(t *testing.T) {
 		t.Logf("the line: %s", line)
 
 		ok := run("right", password)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		ok.terminate(t)
-		if n := len(tg.readAll(t, out, true)); n != 1 {
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		ok.Terminate(t)
+		if n := len(tg.ReadAll(t, out, true)); n != 1 {
 			t.Errorf("%d outputs with the right password, want 1", n)
 		}
-		if strings.Contains(ok.logs.String(), password) {
+		if strings.Contains(ok.Logs.String(), password) {
 			t.Error("the log shows the password")
 		}
 	})
@@ -362,52 +362,52 @@ func authProxy(t *testing.T, backend, user, password string, refuse *atomic.Bool
 // credentials again outputs every record exactly once.
 func TestSchemaCredentialsRefusedWhileRunning(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		_, backend := startSRServer(t, "127.0.0.1:0", "")
 		const user, password = "svc-processor", "s3cret-registry-pw"
 		var refuse atomic.Bool
 		proxy := authProxy(t, backend, user, password, &refuse)
-		r := &srEnv{name: "srserver", url: backend, reg: newSRClient(t, backend)}
-		in, out, dlq, group := unique("sr-revoked-in"), unique("sr-revoked-out"), unique("sr-revoked-dlq"), unique("sr-revoked-group")
-		tg.createTopics(t, 1, in, out, dlq)
-		v1 := r.register(t, in+"-value", schema.Avro, payV1)
-		r.register(t, out+"-value", schema.Avro, payOutV1)
+		r := &SREnv{Name: "srserver", URL: backend, Reg: newSRClient(t, backend)}
+		in, out, dlq, group := Unique("sr-revoked-in"), Unique("sr-revoked-out"), Unique("sr-revoked-dlq"), Unique("sr-revoked-group")
+		tg.NewTopics(t, 1, in, out, dlq)
+		v1 := r.Register(t, in+"-value", schema.Avro, payV1)
+		r.Register(t, out+"-value", schema.Avro, payOutV1)
 		write := func(enc *schema.Encoder, from, to int) {
 			var recs []*kgo.Record
 			for i := from; i < to; i++ {
 				recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
 			}
-			tg.produceSync(t, recs...)
+			tg.SyncProduce(t, recs...)
 		}
-		run := func(name string) *proc {
-			inst := tg.schemaInstance(&srEnv{url: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
+		run := func(name string) *Proc {
+			inst := tg.SchemaInstance(&SREnv{URL: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
 			inst.OnError, inst.DLQTopic = "dlq", dlq
 			inst.Extra = append(inst.Extra, "PROCESSOR_SCHEMA_REGISTRY_USERNAME="+user, "PROCESSOR_SCHEMA_REGISTRY_PASSWORD="+password)
-			return runBinary(t, group+"-"+name, inst)
+			return RunBinary(t, group+"-"+name, inst)
 		}
-		write(r.encoder(t, v1), 0, 20)
+		write(r.Encoder(t, v1), 0, 20)
 		p := run("first")
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
 
 		refuse.Store(true)
-		write(r.encoder(t, r.register(t, in+"-value", schema.Avro, payV2)), 20, 40)
+		write(r.Encoder(t, r.Register(t, in+"-value", schema.Avro, payV2)), 20, 40)
 		code := waitExit(t, p, 60*time.Second, "with credentials refused while running")
-		logs := p.logs.String()
+		logs := p.Logs.String()
 		if line := logLine(logs, "credentials", "PROCESSOR_SCHEMA_REGISTRY_USERNAME"); code != 1 || line == "" {
 			t.Errorf("exit %d, want 1 with a line about the credentials naming PROCESSOR_SCHEMA_REGISTRY_USERNAME:\n%s", code, logs)
 		}
 		if strings.Contains(logs, password) {
 			t.Error("the log shows the password")
 		}
-		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
-			t.Errorf("%d dead letters for refused credentials, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
+		if dead := tg.ReadAll(t, dlq, false); len(dead) != 0 {
+			t.Errorf("%d dead letters for refused credentials, want none: %s", len(dead), HeaderValue(dead[0], record.HeaderError))
 		}
 
 		refuse.Store(false)
 		p2 := run("second")
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p2.terminate(t)
-		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p2.Terminate(t)
+		got := outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), tg.ReadAll(t, out, true), -1)
 		checkAmounts(t, got, 40, "amount_cents")
 	})
 }
@@ -417,43 +417,43 @@ func TestSchemaCredentialsRefusedWhileRunning(t *testing.T) {
 // once the registry is up it processes every record exactly once.
 func TestSchemaRegistryDownAtStart(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		addr, dir := freeAddr(t), t.TempDir()
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		addr, dir := FreeAddr(t), t.TempDir()
 		srv, url := startSRServer(t, addr, dir)
-		r := &srEnv{name: "srserver", url: url, reg: newSRClient(t, url)}
-		in, out, group := unique("sr-down-in"), unique("sr-down-out"), unique("sr-down-group")
-		tg.createTopics(t, 1, in, out)
-		v1 := r.register(t, in+"-value", schema.Avro, payV1)
-		r.register(t, out+"-value", schema.Avro, payOutV1)
-		enc := r.encoder(t, v1)
+		r := &SREnv{Name: "srserver", URL: url, Reg: newSRClient(t, url)}
+		in, out, group := Unique("sr-down-in"), Unique("sr-down-out"), Unique("sr-down-group")
+		tg.NewTopics(t, 1, in, out)
+		v1 := r.Register(t, in+"-value", schema.Avro, payV1)
+		r.Register(t, out+"-value", schema.Avro, payOutV1)
+		enc := r.Encoder(t, v1)
 		var recs []*kgo.Record
 		for i := range 30 {
 			recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
 		}
-		tg.produceSync(t, recs...)
+		tg.SyncProduce(t, recs...)
 		if err := srv.Close(); err != nil {
 			t.Fatal(err)
 		}
 
-		httpAddr := freeAddr(t)
-		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		httpAddr := FreeAddr(t)
+		inst := tg.SchemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 		inst.HTTPAddr = httpAddr
-		p := runBinary(t, group, inst)
-		waitFor(t, 30*time.Second, "a line saying the registry cannot be reached", func() bool {
-			return logLine(p.logs.String(), "cannot be reached; retrying", "PROCESSOR_SCHEMA_REGISTRY_URL") != ""
+		p := RunBinary(t, group, inst)
+		WaitFor(t, 30*time.Second, "a line saying the registry cannot be reached", func() bool {
+			return logLine(p.Logs.String(), "cannot be reached; retrying", "PROCESSOR_SCHEMA_REGISTRY_URL") != ""
 		})
-		if code, body := httpGet(httpAddr, "/readyz"); code != http.StatusServiceUnavailable {
+		if code, body := HTTPGet(httpAddr, "/readyz"); code != http.StatusServiceUnavailable {
 			t.Errorf("/readyz = %d %q while the registry is down, want 503", code, body)
 		}
 		select {
-		case <-p.done:
-			t.Fatalf("exited while the registry was down: %v", p.err)
+		case <-p.Done:
+			t.Fatalf("exited while the registry was down: %v", p.Err)
 		default:
 		}
 		startSRServer(t, addr, dir)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
-		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1), 30, "amount_cents")
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
+		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), tg.ReadAll(t, out, true), -1), 30, "amount_cents")
 	})
 }
 
@@ -465,24 +465,24 @@ func TestSchemaRegistryDownAtStart(t *testing.T) {
 // written before it still decode after it, each output exactly once.
 func TestSchemaEmbeddedRegistry(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		regAddr, dir, httpAddr := freeAddr(t), t.TempDir(), freeAddr(t)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		regAddr, dir, httpAddr := FreeAddr(t), t.TempDir(), FreeAddr(t)
 		file := filepath.Join(t.TempDir(), "out.avsc")
 		if err := os.WriteFile(file, []byte(formatCases[0].out), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		in, out, group := unique("sr-embedded-in"), unique("sr-embedded-out"), unique("sr-embedded-group")
-		tg.createTopics(t, 1, in, out)
+		in, out, group := Unique("sr-embedded-in"), Unique("sr-embedded-out"), Unique("sr-embedded-group")
+		tg.NewTopics(t, 1, in, out)
 		url := "http://" + regAddr
-		r := &srEnv{name: "embedded", url: url, reg: newSRClient(t, url)}
-		run := func(name string) *proc {
-			inst := tg.binaryInstance(group, group+"-1", in, out)
+		r := &SREnv{Name: "embedded", URL: url, Reg: newSRClient(t, url)}
+		run := func(name string) *Proc {
+			inst := tg.BinaryInstance(group, group+"-1", in, out)
 			inst.Transforms, inst.Settings, inst.HTTPAddr = []string{"jq"}, map[string]string{"PROCESSOR_JQ_EXPR": ".amount_cents *= 2"}, httpAddr
 			inst.Extra = append(inst.Extra, "PROCESSOR_VALUE_FORMAT=avro", "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true",
 				"PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_ADDR="+regAddr, "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY_DIR="+dir,
 				"PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE="+file)
-			p := runBinary(t, group+"-"+name, inst)
-			waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
+			p := RunBinary(t, group+"-"+name, inst)
+			WaitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := HTTPGet(httpAddr, "/readyz"); return code == http.StatusOK })
 			return p
 		}
 		write := func(enc *schema.Encoder, from, to int) {
@@ -490,25 +490,25 @@ func TestSchemaEmbeddedRegistry(t *testing.T) {
 			for i := from; i < to; i++ {
 				recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
 			}
-			tg.produceSync(t, recs...)
+			tg.SyncProduce(t, recs...)
 		}
 		p := run("first")
-		inSubj := r.register(t, in+"-value", schema.Avro, payV1)
-		enc := r.encoder(t, inSubj)
+		inSubj := r.Register(t, in+"-value", schema.Avro, payV1)
+		enc := r.Encoder(t, inSubj)
 		write(enc, 0, 20)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
 
 		write(enc, 20, 40) // while no registry runs: decoded after the restart
 		p2 := run("second")
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		outSubj, err := r.reg.Latest(t.Context(), out+"-value")
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		outSubj, err := r.Reg.Latest(t.Context(), out+"-value")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), outSubj.ID)
+		got := outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), tg.ReadAll(t, out, true), outSubj.ID)
 		checkAmounts(t, got, 40, "amount_cents")
-		p2.terminate(t)
+		p2.Terminate(t)
 	})
 }
 
@@ -519,7 +519,7 @@ func TestSchemaEmbeddedRegistry(t *testing.T) {
 // answers again every record is output exactly once.
 func TestSchemaRegistryHangs(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		_, backend := startSRServer(t, "127.0.0.1:0", "")
 		var hang atomic.Bool
 		release := make(chan struct{})
@@ -559,44 +559,44 @@ func TestSchemaRegistryHangs(t *testing.T) {
 				close(release)
 			}
 		})
-		r := &srEnv{name: "srserver", url: backend, reg: newSRClient(t, backend)}
-		in, out, dlq, group := unique("sr-hang-in"), unique("sr-hang-out"), unique("sr-hang-dlq"), unique("sr-hang-group")
-		tg.createTopics(t, 1, in, out, dlq)
-		v1 := r.register(t, in+"-value", schema.Avro, payV1)
-		r.register(t, out+"-value", schema.Avro, payOutV1)
+		r := &SREnv{Name: "srserver", URL: backend, Reg: newSRClient(t, backend)}
+		in, out, dlq, group := Unique("sr-hang-in"), Unique("sr-hang-out"), Unique("sr-hang-dlq"), Unique("sr-hang-group")
+		tg.NewTopics(t, 1, in, out, dlq)
+		v1 := r.Register(t, in+"-value", schema.Avro, payV1)
+		r.Register(t, out+"-value", schema.Avro, payOutV1)
 		write := func(enc *schema.Encoder, from, to int) {
 			var recs []*kgo.Record
 			for i := from; i < to; i++ {
 				recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
 			}
-			tg.produceSync(t, recs...)
+			tg.SyncProduce(t, recs...)
 		}
-		httpAddr := freeAddr(t)
-		inst := tg.schemaInstance(&srEnv{url: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
+		httpAddr := FreeAddr(t)
+		inst := tg.SchemaInstance(&SREnv{URL: proxy.URL}, group, in, out, schema.Avro, ".amount_cents *= 2")
 		inst.OnError, inst.DLQTopic, inst.HTTPAddr = "dlq", dlq, httpAddr
-		write(r.encoder(t, v1), 0, 20)
-		p := runBinary(t, group, inst)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		write(r.Encoder(t, v1), 0, 20)
+		p := RunBinary(t, group, inst)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
 
 		hang.Store(true)
-		write(r.encoder(t, r.register(t, in+"-value", schema.Avro, payV2)), 20, 40)
+		write(r.Encoder(t, r.Register(t, in+"-value", schema.Avro, payV2)), 20, 40)
 		var body string
-		waitFor(t, 30*time.Second, "/healthz to turn unhealthy naming PROCESSOR_SCHEMA_REGISTRY_URL", func() bool {
+		WaitFor(t, 30*time.Second, "/healthz to turn unhealthy naming PROCESSOR_SCHEMA_REGISTRY_URL", func() bool {
 			var code int
-			code, body = httpGet(httpAddr, "/healthz")
+			code, body = HTTPGet(httpAddr, "/healthz")
 			return code != http.StatusOK && strings.Contains(body, "PROCESSOR_SCHEMA_REGISTRY_URL")
 		})
 		t.Logf("while the registry hangs /healthz says: %s", body)
-		if dead := tg.readAll(t, dlq, false); len(dead) != 0 {
-			t.Errorf("%d dead letters while the registry hangs, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
+		if dead := tg.ReadAll(t, dlq, false); len(dead) != 0 {
+			t.Errorf("%d dead letters while the registry hangs, want none: %s", len(dead), HeaderValue(dead[0], record.HeaderError))
 		}
 		hang.Store(false)
 		close(release)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
-		if dead := tg.readAll(t, dlq, true); len(dead) != 0 {
-			t.Errorf("%d dead letters, want none: %s", len(dead), headerValue(dead[0], record.HeaderError))
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
+		if dead := tg.ReadAll(t, dlq, true); len(dead) != 0 {
+			t.Errorf("%d dead letters, want none: %s", len(dead), HeaderValue(dead[0], record.HeaderError))
 		}
-		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out, true), -1), 40, "amount_cents")
+		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), tg.ReadAll(t, out, true), -1), 40, "amount_cents")
 	})
 }

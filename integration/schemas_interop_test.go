@@ -30,7 +30,7 @@ func TestSchemaInteropConfluentClients(t *testing.T) {
 	t.Parallel()
 	interop.Python(t)
 	reg := interop.RegistryURL(t)
-	r := &srEnv{name: "registry", url: reg}
+	r := &SREnv{Name: "registry", URL: reg}
 	cases := []struct {
 		format string
 		f      schema.Format
@@ -39,7 +39,7 @@ func TestSchemaInteropConfluentClients(t *testing.T) {
 		{interop.Avro, schema.Avro, "order.avsc"},
 		{interop.Protobuf, schema.Protobuf, "order.proto"},
 	}
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		for _, tc := range cases {
 			t.Run(tc.format, func(t *testing.T) {
 				const n = 20
@@ -47,8 +47,8 @@ func TestSchemaInteropConfluentClients(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				in, out, group := unique("sr-interop-in"), unique("sr-interop-out"), unique("sr-interop-group")
-				tg.createTopics(t, 1, in, out)
+				in, out, group := Unique("sr-interop-in"), Unique("sr-interop-out"), Unique("sr-interop-group")
+				tg.NewTopics(t, 1, in, out)
 				opts := interop.Options{Brokers: tg.Brokers, Registry: reg, Topic: in, Format: tc.format, SchemaFile: file, Timeout: 90 * time.Second}
 				var recs []interop.Record
 				for i := 1; i <= n; i++ {
@@ -64,11 +64,11 @@ func TestSchemaInteropConfluentClients(t *testing.T) {
 				}
 				interop.Produce(t, opts, recs)
 
-				inst := tg.schemaInstance(r, group, in, out, tc.f, ".qty *= 2")
+				inst := tg.SchemaInstance(r, group, in, out, tc.f, ".qty *= 2")
 				inst.Extra = append(inst.Extra, "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE="+file)
-				p := runBinary(t, group, inst)
-				tg.waitCaughtUpWithin(t, 90*time.Second, group, in)
-				p.terminate(t)
+				p := RunBinary(t, group, inst)
+				tg.WaitCaughtUpWithin(t, 90*time.Second, group, in)
+				p.Terminate(t)
 
 				opts.Topic = out
 				got := interop.Consume(t, opts, n)
@@ -105,10 +105,10 @@ func TestSchemaInteropConfluentClients(t *testing.T) {
 // PROCESSOR_TEST_PYTHON: skipped without it, failed in CI).
 func TestSchemaProtobufReferences(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
 		const n = 10
 		dir := t.TempDir()
-		money := strings.ReplaceAll(unique("money"), "-", "_")
+		money := strings.ReplaceAll(Unique("money"), "-", "_")
 		moneyText := "syntax = \"proto3\";\npackage interop." + money + ";\nmessage Money { string currency = 1; int64 units = 2; }\n"
 		orderText := "syntax = \"proto3\";\npackage interop.ref;\nimport \"" + money + ".proto\";\n" +
 			"message Order { string id = 1; int32 qty = 2; interop." + money + ".Money total = 3; }\n"
@@ -118,35 +118,35 @@ func TestSchemaProtobufReferences(t *testing.T) {
 		if err := os.WriteFile(flat, []byte(flatText), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		in, out, group := unique("sr-protoref-in"), unique("sr-protoref-out"), unique("sr-protoref-group")
-		tg.createTopics(t, 1, in, out)
-		m := r.register(t, money+".proto", schema.Protobuf, moneyText)
+		in, out, group := Unique("sr-protoref-in"), Unique("sr-protoref-out"), Unique("sr-protoref-group")
+		tg.NewTopics(t, 1, in, out)
+		m := r.Register(t, money+".proto", schema.Protobuf, moneyText)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		order, err := r.reg.Register(ctx, in+"-value", schema.Schema{Type: schema.Protobuf, Text: orderText,
+		order, err := r.Reg.Register(ctx, in+"-value", schema.Schema{Type: schema.Protobuf, Text: orderText,
 			References: []schema.Reference{{Name: money + ".proto", Subject: m.Subject, Version: m.Version}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		enc := r.encoder(t, order)
+		enc := r.Encoder(t, order)
 		var recs []*kgo.Record
 		for i := 1; i <= n; i++ {
 			js := fmt.Sprintf(`{"id":"order-%d","qty":%d,"total":{"currency":"EUR","units":"%d"}}`, i, i, 100*i)
 			recs = append(recs, &kgo.Record{Topic: in, Key: []byte(fmt.Sprintf("k%d", i)), Value: encode(t, enc, js)})
 		}
-		tg.produceSync(t, recs...)
+		tg.SyncProduce(t, recs...)
 
-		inst := tg.schemaInstance(r, group, in, out, schema.Protobuf, ".qty *= 2")
+		inst := tg.SchemaInstance(r, group, in, out, schema.Protobuf, ".qty *= 2")
 		inst.Extra = append(inst.Extra, "PROCESSOR_OUTPUT_VALUE_SCHEMA_FILE="+flat, "PROCESSOR_OUTPUT_VALUE_MESSAGE=interop.flat.Order")
-		p := runBinary(t, group, inst)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
+		p := RunBinary(t, group, inst)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
 
 		want := func(i int) map[string]any {
 			return map[string]any{"id": fmt.Sprintf("order-%d", i), "qty": float64(2 * i), "total": map[string]any{"currency": "EUR", "units": fmt.Sprint(100 * i)}}
 		}
-		dec := schema.NewDecoder(r.reg, schema.Protobuf, schema.DecoderOptions{})
-		outs := tg.readAll(t, out, true)
+		dec := schema.NewDecoder(r.Reg, schema.Protobuf, schema.DecoderOptions{})
+		outs := tg.ReadAll(t, out, true)
 		if len(outs) != n {
 			t.Fatalf("%d outputs, want %d", len(outs), n)
 		}
@@ -163,11 +163,11 @@ func TestSchemaProtobufReferences(t *testing.T) {
 				t.Errorf("output %d: %v, %v; want %v", i, got, err, want(i+1))
 			}
 		}
-		if r.name != "registry" {
+		if r.Name != "registry" {
 			return
 		}
 		interop.Python(t)
-		opts := interop.Options{Brokers: tg.Brokers, Registry: r.url, Topic: out, Format: interop.Protobuf,
+		opts := interop.Options{Brokers: tg.Brokers, Registry: r.URL, Topic: out, Format: interop.Protobuf,
 			SchemaFile: flat, Message: "interop.flat.Order", Timeout: 90 * time.Second}
 		for i, rec := range interop.Consume(t, opts, n) {
 			if rec["key"] != fmt.Sprintf("k%d", i+1) || !reflect.DeepEqual(rec["value"], want(i+1)) {
@@ -219,20 +219,20 @@ var richValues = []string{
 // skipped without it, failed in CI).
 func TestSchemaAvroRoundTrip(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
-		in, out, group := unique("sr-rich-in"), unique("sr-rich-out"), unique("sr-rich-group")
-		tg.createTopics(t, 1, in, out)
-		enc := r.encoder(t, r.register(t, in+"-value", schema.Avro, richAvro))
-		outSubj := r.register(t, out+"-value", schema.Avro, richAvro)
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
+		in, out, group := Unique("sr-rich-in"), Unique("sr-rich-out"), Unique("sr-rich-group")
+		tg.NewTopics(t, 1, in, out)
+		enc := r.Encoder(t, r.Register(t, in+"-value", schema.Avro, richAvro))
+		outSubj := r.Register(t, out+"-value", schema.Avro, richAvro)
 		var recs []*kgo.Record
 		for i, js := range richValues {
 			recs = append(recs, &kgo.Record{Topic: in, Key: []byte(fmt.Sprintf("k%d", i)), Value: encode(t, enc, js)})
 		}
-		tg.produceSync(t, recs...)
-		p := runBinary(t, group, tg.schemaInstance(r, group, in, out, schema.Avro, "."))
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
-		outs := tg.readAll(t, out, true)
+		tg.SyncProduce(t, recs...)
+		p := RunBinary(t, group, tg.SchemaInstance(r, group, in, out, schema.Avro, "."))
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
+		outs := tg.ReadAll(t, out, true)
 		if len(outs) != len(recs) {
 			t.Fatalf("%d outputs, want %d", len(outs), len(recs))
 		}
@@ -241,11 +241,11 @@ func TestSchemaAvroRoundTrip(t *testing.T) {
 				t.Errorf("output %d: schema id %d payload %x; want id %d and the input's payload %x", i, wireID(o.Value), o.Value[min(5, len(o.Value)):], outSubj.ID, recs[i].Value[5:])
 			}
 		}
-		if r.name != "registry" {
+		if r.Name != "registry" {
 			return
 		}
 		interop.Python(t)
-		got := interop.Consume(t, interop.Options{Brokers: tg.Brokers, Registry: r.url, Topic: out, Format: interop.Avro, Timeout: 90 * time.Second}, len(recs))
+		got := interop.Consume(t, interop.Options{Brokers: tg.Brokers, Registry: r.URL, Topic: out, Format: interop.Avro, Timeout: 90 * time.Second}, len(recs))
 		for i, rec := range got {
 			// Numbers as float64 on both sides: interop.Consume reads
 			// the script's JSON so (the payloads above are compared

@@ -92,8 +92,8 @@ func TestSchemaInteropProtobufForms(t *testing.T) {
 	t.Parallel()
 	interop.Python(t)
 	reg := interop.RegistryURL(t)
-	r := &srEnv{name: "registry", url: reg, reg: newSRClient(t, reg)}
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	r := &SREnv{Name: "registry", URL: reg, Reg: newSRClient(t, reg)}
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		for _, form := range []string{interop.ProtoDescriptor, interop.ProtoText} {
 			t.Run(form, func(t *testing.T) { protoFormsRoundTrip(t, tg, r, form) })
 		}
@@ -102,17 +102,17 @@ func TestSchemaInteropProtobufForms(t *testing.T) {
 
 // protoFormsRoundTrip is TestSchemaInteropProtobufForms with the
 // schemas registered in form (interop.ProtoDescriptor or ProtoText).
-func protoFormsRoundTrip(t *testing.T, tg *target, r *srEnv, form string) {
+func protoFormsRoundTrip(t *testing.T, tg *Target, r *SREnv, form string) {
 	const n = 12
 	dir := t.TempDir()
-	pkg := strings.ReplaceAll(unique("interop.user"), "-", "_")
+	pkg := strings.ReplaceAll(Unique("interop.user"), "-", "_")
 	userFile := pkg + ".proto"
 	writeFile(t, filepath.Join(dir, userFile), fmt.Sprintf(descUserProto, pkg))
 	eventFile := filepath.Join(dir, "event.proto")
 	writeFile(t, eventFile, fmt.Sprintf(descEventProto, userFile, pkg))
-	in, out, group := unique("sr-protodesc-in"), unique("sr-protodesc-out"), unique("sr-protodesc-group")
-	tg.createTopics(t, 1, in, out)
-	opts := interop.Options{Brokers: tg.Brokers, Registry: r.url, Topic: in, Format: interop.Protobuf, SchemaFile: eventFile,
+	in, out, group := Unique("sr-protodesc-in"), Unique("sr-protodesc-out"), Unique("sr-protodesc-group")
+	tg.NewTopics(t, 1, in, out)
+	opts := interop.Options{Brokers: tg.Brokers, Registry: r.URL, Topic: in, Format: interop.Protobuf, SchemaFile: eventFile,
 		Message: "interop.desc.Envelope.Event", ProtoForm: form, Timeout: 90 * time.Second}
 	var recs []interop.Record
 	for i := 1; i <= n; i++ {
@@ -121,7 +121,7 @@ func protoFormsRoundTrip(t *testing.T, tg *target, r *srEnv, form string) {
 	interop.Produce(t, opts, recs)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	inSubj, err := r.reg.Latest(ctx, in+"-value")
+	inSubj, err := r.Reg.Latest(ctx, in+"-value")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,18 +129,18 @@ func protoFormsRoundTrip(t *testing.T, tg *target, r *srEnv, form string) {
 		t.Fatalf("registered %.60q with references %v; want the %s form referencing %s", inSubj.Schema.Text, inSubj.Schema.References, form, userFile)
 	}
 
-	inst := tg.schemaInstance(r, group, in, out, schema.Protobuf, `.id += "-out"`)
+	inst := tg.SchemaInstance(r, group, in, out, schema.Protobuf, `.id += "-out"`)
 	inst.Extra = append(inst.Extra, "PROCESSOR_OUTPUT_VALUE_SUBJECT="+in+"-value", "PROCESSOR_OUTPUT_VALUE_MESSAGE=interop.desc.Envelope.Event")
-	p := runBinary(t, group, inst)
-	tg.waitCaughtUpWithin(t, 90*time.Second, group, in)
-	p.terminate(t)
+	p := RunBinary(t, group, inst)
+	tg.WaitCaughtUpWithin(t, 90*time.Second, group, in)
+	p.Terminate(t)
 
 	want := func(i int) map[string]any {
 		v := descEvent(i)
 		v["id"] = v["id"].(string) + "-out"
 		return v
 	}
-	outs := tg.readAll(t, out, true)
+	outs := tg.ReadAll(t, out, true)
 	if len(outs) != n {
 		t.Fatalf("%d outputs, want %d", len(outs), n)
 	}
@@ -148,7 +148,7 @@ func protoFormsRoundTrip(t *testing.T, tg *target, r *srEnv, form string) {
 	// on first use) may have outlasted the first.
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	dec := schema.NewDecoder(r.reg, schema.Protobuf, schema.DecoderOptions{})
+	dec := schema.NewDecoder(r.Reg, schema.Protobuf, schema.DecoderOptions{})
 	for i, o := range outs {
 		if wireID(o.Value) != inSubj.ID || len(o.Value) < 8 || !bytes.Equal(o.Value[5:8], []byte{4, 0, 0}) {
 			t.Errorf("output %d: header %x, want schema id %d and the message indexes [0, 0] (04 00 00)", i, o.Value[:min(len(o.Value), 8)], inSubj.ID)

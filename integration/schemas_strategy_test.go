@@ -109,8 +109,8 @@ func TestSchemaInteropSubjectStrategies(t *testing.T) {
 	t.Parallel()
 	interop.Python(t)
 	url := interop.RegistryURL(t)
-	r := &srEnv{name: "registry", url: url, reg: newSRClient(t, url)}
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	r := &SREnv{Name: "registry", URL: url, Reg: newSRClient(t, url)}
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		for _, format := range []string{interop.Avro, interop.Protobuf, interop.JSONSchema} {
 			for _, strategy := range []string{interop.StrategyRecord, interop.StrategyTopicRecord} {
 				t.Run(format+"/"+strategy, func(t *testing.T) {
@@ -121,14 +121,14 @@ func TestSchemaInteropSubjectStrategies(t *testing.T) {
 	})
 }
 
-func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy string) {
+func runStrategyInterop(t *testing.T, tg *Target, r *SREnv, format, strategy string) {
 	const n = 12
 	f := schema.Format(format)
 	st := schema.SubjectStrategy(strategy)
-	ns := "interop." + strings.ReplaceAll(unique("s"), "-", "")
+	ns := "interop." + strings.ReplaceAll(Unique("s"), "-", "")
 	types := writeStrategyTypes(t, t.TempDir(), format, ns)
-	in, out, group := unique("sr-strategy-in"), unique("sr-strategy-out"), unique("sr-strategy-group")
-	tg.createTopics(t, 1, in, out)
+	in, out, group := Unique("sr-strategy-in"), Unique("sr-strategy-out"), Unique("sr-strategy-group")
+	tg.NewTopics(t, 1, in, out)
 	typeOf := func(i int) int { return min(i%3, 1) } // 0, 1, 1, 0, 1, 1, ...
 	var recs []interop.Record
 	for i := range n {
@@ -136,7 +136,7 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 		recs = append(recs, interop.Record{Key: fmt.Sprintf("k%d", i), Value: types.value(i, typ),
 			SchemaFile: types.files[typ], Message: types.message[typ]})
 	}
-	opts := interop.Options{Brokers: tg.Brokers, Registry: r.url, Topic: in, Format: format, Strategy: strategy, Timeout: 90 * time.Second}
+	opts := interop.Options{Brokers: tg.Brokers, Registry: r.URL, Topic: in, Format: format, Strategy: strategy, Timeout: 90 * time.Second}
 	if f == schema.Protobuf {
 		opts.ProtoForm = interop.ProtoDescriptor // as the serializer registers it itself
 	}
@@ -148,7 +148,7 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 		// The output subjects, registered as an operator would: the
 		// input's schema (its Avro OrderCreated with a field added).
 		for typ, name := range types.names {
-			s, err := r.reg.Latest(ctx, st.Subject(in, "-value", name))
+			s, err := r.Reg.Latest(ctx, st.Subject(in, "-value", name))
 			if err != nil {
 				t.Fatalf("the serializer's subject of %s: %v", name, err)
 			}
@@ -159,7 +159,7 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 				}
 				s.Schema.Text = text
 			}
-			if _, err := r.reg.Register(ctx, st.Subject(out, "-value", name), s.Schema); err != nil {
+			if _, err := r.Reg.Register(ctx, st.Subject(out, "-value", name), s.Schema); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -167,11 +167,11 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 
 	cancel()
 
-	inst := tg.schemaInstance(r, group, in, out, f, ".id |= ascii_upcase")
+	inst := tg.SchemaInstance(r, group, in, out, f, ".id |= ascii_upcase")
 	inst.Extra = append(inst.Extra, "PROCESSOR_VALUE_SUBJECT_STRATEGY="+strategy)
-	p := runBinary(t, group, inst)
-	tg.waitCaughtUpWithin(t, 90*time.Second, group, in)
-	p.terminate(t)
+	p := RunBinary(t, group, inst)
+	tg.WaitCaughtUpWithin(t, 90*time.Second, group, in)
+	p.Terminate(t)
 
 	opts.Topic = out
 	if f == schema.Protobuf {
@@ -183,7 +183,7 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 	for i, rec := range got {
 		typ := typeOf(i)
 		subject := st.Subject(out, "-value", types.names[typ])
-		latest, err := r.reg.Latest(ctx, subject)
+		latest, err := r.Reg.Latest(ctx, subject)
 		if err != nil {
 			t.Fatalf("output subject %s: %v", subject, err)
 		}
@@ -200,7 +200,7 @@ func runStrategyInterop(t *testing.T, tg *target, r *srEnv, format, strategy str
 		}
 	}
 
-	subjects := registrySubjects(t, r.url)
+	subjects := registrySubjects(t, r.URL)
 	for _, name := range types.names {
 		for _, topic := range []string{in, out} {
 			if s := st.Subject(topic, "-value", name); !slices.Contains(subjects, s) {

@@ -22,12 +22,12 @@ import (
 	"github.com/streamproc/processor/schema"
 )
 
-// srEnv is one Schema Registry a schema test runs against: its URL, as
+// SREnv is one Schema Registry a schema test runs against: its URL, as
 // the processor is given it, and the test's own client of it.
-type srEnv struct {
-	name string
-	url  string
-	reg  schema.Registry
+type SREnv struct {
+	Name string
+	URL  string
+	Reg  schema.Registry
 }
 
 // newSRClient is the test's client of the registry at url.
@@ -59,44 +59,44 @@ func startSRServer(t testing.TB, addr, dir string) (*srserver.Server, string) {
 // forEachRegistry runs fn in a subtest "srserver" against an in-process
 // registry, and, when PROCESSOR_TEST_SCHEMA_REGISTRY_URL is set, in a
 // subtest "registry" against that one too.
-func forEachRegistry(t *testing.T, fn func(t *testing.T, r *srEnv)) {
+func forEachRegistry(t *testing.T, fn func(t *testing.T, r *SREnv)) {
 	t.Helper()
 	t.Run("srserver", func(t *testing.T) {
 		_, url := startSRServer(t, "127.0.0.1:0", "")
-		fn(t, &srEnv{name: "srserver", url: url, reg: newSRClient(t, url)})
+		fn(t, &SREnv{Name: "srserver", URL: url, Reg: newSRClient(t, url)})
 	})
 	if url := os.Getenv(interop.RegistryVar); url != "" {
 		t.Run("registry", func(t *testing.T) {
-			fn(t, &srEnv{name: "registry", url: url, reg: newSRClient(t, url)})
+			fn(t, &SREnv{Name: "registry", URL: url, Reg: newSRClient(t, url)})
 		})
 	}
 }
 
 // forEachSchemaTarget runs fn against every broker target and, on each,
 // every registry.
-func forEachSchemaTarget(t *testing.T, fn func(t *testing.T, tg *target, r *srEnv)) {
+func forEachSchemaTarget(t *testing.T, fn func(t *testing.T, tg *Target, r *SREnv)) {
 	t.Helper()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		forEachRegistry(t, func(t *testing.T, r *srEnv) { fn(t, tg, r) })
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		forEachRegistry(t, func(t *testing.T, r *SREnv) { fn(t, tg, r) })
 	})
 }
 
-// register registers text of format f under subject.
-func (r *srEnv) register(t testing.TB, subject string, f schema.Format, text string) schema.Subject {
+// Register registers text of format f under subject.
+func (r *SREnv) Register(t testing.TB, subject string, f schema.Format, text string) schema.Subject {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := r.reg.Register(ctx, subject, schema.Schema{Type: f, Text: text})
+	s, err := r.Reg.Register(ctx, subject, schema.Schema{Type: f, Text: text})
 	if err != nil {
 		t.Fatalf("registering under %s: %v", subject, err)
 	}
 	return s
 }
 
-// encoder returns an encoder of the registered s.
-func (r *srEnv) encoder(t testing.TB, s schema.Subject) *schema.Encoder {
+// Encoder returns an encoder of the registered s.
+func (r *SREnv) Encoder(t testing.TB, s schema.Subject) *schema.Encoder {
 	t.Helper()
-	enc, err := schema.NewEncoder(context.Background(), r.reg, s, schema.EncoderOptions{})
+	enc, err := schema.NewEncoder(context.Background(), r.Reg, s, schema.EncoderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +139,12 @@ func decodeJSON(t testing.TB, dec *schema.Decoder, b []byte) (map[string]any, er
 	return m, nil
 }
 
-// schemaInstance is the processor instance of a schema test: the suite's
-// standard instance (binaryInstance) with value format f in and out, the
+// SchemaInstance is the processor instance of a schema test: the suite's
+// standard instance (BinaryInstance) with value format f in and out, the
 // registry r and a jq chain running expr (identity when expr is empty).
-func (tg *target) schemaInstance(r *srEnv, group, in, out string, f schema.Format, expr string) launch.Instance {
-	inst := tg.binaryInstance(group, group+"-1", in, out)
-	inst.Extra = append(inst.Extra, "PROCESSOR_VALUE_FORMAT="+string(f), "PROCESSOR_SCHEMA_REGISTRY_URL="+r.url)
+func (tg *Target) SchemaInstance(r *SREnv, group, in, out string, f schema.Format, expr string) launch.Instance {
+	inst := tg.BinaryInstance(group, group+"-1", in, out)
+	inst.Extra = append(inst.Extra, "PROCESSOR_VALUE_FORMAT="+string(f), "PROCESSOR_SCHEMA_REGISTRY_URL="+r.URL)
 	if expr != "" {
 		inst.Transforms = []string{"jq"}
 		inst.Settings = map[string]string{"PROCESSOR_JQ_EXPR": expr}
@@ -232,36 +232,36 @@ func checkAmounts(t testing.TB, got map[string][]map[string]any, n int, field st
 // naming the input they came from.
 func TestSchemaFormatsExactlyOnce(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
 		for _, fc := range formatCases {
 			t.Run(string(fc.f), func(t *testing.T) {
 				const n = 300
-				in, out, group := unique("sr-fmt-in"), unique("sr-fmt-out"), unique("sr-fmt-group")
-				tg.createTopics(t, 3, in, out)
-				inSubj := r.register(t, in+"-value", fc.f, fc.in)
-				outSubj := r.register(t, out+"-value", fc.f, fc.out)
+				in, out, group := Unique("sr-fmt-in"), Unique("sr-fmt-out"), Unique("sr-fmt-group")
+				tg.NewTopics(t, 3, in, out)
+				inSubj := r.Register(t, in+"-value", fc.f, fc.in)
+				outSubj := r.Register(t, out+"-value", fc.f, fc.out)
 				if inSubj.ID == outSubj.ID {
 					t.Fatalf("the input and output schemas have one id %d; the test needs two", inSubj.ID)
 				}
-				enc := r.encoder(t, inSubj)
+				enc := r.Encoder(t, inSubj)
 				recs := make([]*kgo.Record, n)
 				for i := range recs {
 					recs[i] = &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i%7)), Value: encode(t, enc, paymentJSON(i))}
 				}
-				tg.produceSync(t, recs...)
+				tg.SyncProduce(t, recs...)
 				src := map[string]string{}
 				for i, rec := range recs {
-					src["p-"+strconv.Itoa(i)] = srcKey(rec)
+					src["p-"+strconv.Itoa(i)] = SrcKey(rec)
 				}
 
-				p := runBinary(t, group, tg.schemaInstance(r, group, in, out, fc.f, "."+fc.amount+" *= 2"))
-				tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-				outs := tg.readAll(t, out, true)
-				got := outputsByID(t, schema.NewDecoder(r.reg, fc.f, schema.DecoderOptions{}), outs, outSubj.ID)
+				p := RunBinary(t, group, tg.SchemaInstance(r, group, in, out, fc.f, "."+fc.amount+" *= 2"))
+				tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+				outs := tg.ReadAll(t, out, true)
+				got := outputsByID(t, schema.NewDecoder(r.Reg, fc.f, schema.DecoderOptions{}), outs, outSubj.ID)
 				checkAmounts(t, got, n, fc.amount)
 				for _, o := range outs {
-					s, ok := sourceOf(o)
-					m, err := decodeJSON(t, schema.NewDecoder(r.reg, fc.f, schema.DecoderOptions{}), o.Value)
+					s, ok := SourceOf(o)
+					m, err := decodeJSON(t, schema.NewDecoder(r.Reg, fc.f, schema.DecoderOptions{}), o.Value)
 					if err != nil {
 						continue
 					}
@@ -269,7 +269,7 @@ func TestSchemaFormatsExactlyOnce(t *testing.T) {
 						t.Errorf("output %v has lineage %q (%v), want %q", m["id"], s, ok, src[id])
 					}
 				}
-				p.terminate(t)
+				p.Terminate(t)
 			})
 		}
 	})
@@ -308,12 +308,12 @@ const (
 // records written after it carry its schema id and its new field.
 func TestSchemaEvolution(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
 		const batch = 100
-		in, out, group := unique("sr-evo-in"), unique("sr-evo-out"), unique("sr-evo-group")
-		tg.createTopics(t, 3, in, out)
-		v1 := r.register(t, in+"-value", schema.Avro, payV1)
-		outV1 := r.register(t, out+"-value", schema.Avro, payOutV1)
+		in, out, group := Unique("sr-evo-in"), Unique("sr-evo-out"), Unique("sr-evo-group")
+		tg.NewTopics(t, 3, in, out)
+		v1 := r.Register(t, in+"-value", schema.Avro, payV1)
+		outV1 := r.Register(t, out+"-value", schema.Avro, payOutV1)
 		write := func(enc *schema.Encoder, from int, currency string) {
 			var recs []*kgo.Record
 			for i := from; i < from+batch; i++ {
@@ -323,30 +323,30 @@ func TestSchemaEvolution(t *testing.T) {
 				}
 				recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i%5)), Value: encode(t, enc, js)})
 			}
-			tg.produceSync(t, recs...)
+			tg.SyncProduce(t, recs...)
 		}
-		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		inst := tg.SchemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 		inst.Extra = append(inst.Extra, "PROCESSOR_OUTPUT_SCHEMA_REFRESH_INTERVAL=1s")
-		p := runBinary(t, group, inst)
+		p := RunBinary(t, group, inst)
 
-		write(r.encoder(t, v1), 0, "")
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		v2 := r.register(t, in+"-value", schema.Avro, payV2)
+		write(r.Encoder(t, v1), 0, "")
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		v2 := r.Register(t, in+"-value", schema.Avro, payV2)
 		if v2.ID == v1.ID || v2.Version != 2 {
 			t.Fatalf("input v2 registered as %+v, want version 2 with a new id", v2)
 		}
-		write(r.encoder(t, v2), batch, "USD")
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		write(r.Encoder(t, v2), batch, "USD")
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
 
-		outV2 := r.register(t, out+"-value", schema.Avro, payOutV2)
-		waitFor(t, 15*time.Second, "the processor to say it uses the new output schema", func() bool {
-			return logLine(p.logs.String(), "a new output schema version is in use", "schema_id="+strconv.Itoa(outV2.ID)) != ""
+		outV2 := r.Register(t, out+"-value", schema.Avro, payOutV2)
+		WaitFor(t, 15*time.Second, "the processor to say it uses the new output schema", func() bool {
+			return logLine(p.Logs.String(), "a new output schema version is in use", "schema_id="+strconv.Itoa(outV2.ID)) != ""
 		})
-		write(r.encoder(t, v2), 2*batch, "CHF")
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
+		write(r.Encoder(t, v2), 2*batch, "CHF")
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
 
-		dec := schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{})
-		outs := tg.readAll(t, out, true)
+		dec := schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{})
+		outs := tg.ReadAll(t, out, true)
 		got := outputsByID(t, dec, outs, -1)
 		checkAmounts(t, got, 3*batch, "amount_cents")
 		for _, o := range outs {
@@ -366,7 +366,7 @@ func TestSchemaEvolution(t *testing.T) {
 				t.Errorf("payment %d: schema id %d, currency %v, channel %v; want %d, %s, %v", i, id, m["currency"], m["channel"], wantID, currency, channel)
 			}
 		}
-		p.terminate(t)
+		p.Terminate(t)
 	})
 }
 
@@ -378,12 +378,12 @@ func TestSchemaEvolution(t *testing.T) {
 // a tombstone still comes out null.
 func TestSchemaPassThrough(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
-		in, out, group := unique("sr-pass-in"), unique("sr-pass-out"), unique("sr-pass-group")
-		tg.createTopics(t, 2, in, out)
-		inSubj := r.register(t, in+"-value", schema.Avro, payV1)
-		r.register(t, out+"-value", schema.Avro, formatCases[0].out)
-		enc := r.encoder(t, inSubj)
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
+		in, out, group := Unique("sr-pass-in"), Unique("sr-pass-out"), Unique("sr-pass-group")
+		tg.NewTopics(t, 2, in, out)
+		inSubj := r.Register(t, in+"-value", schema.Avro, payV1)
+		r.Register(t, out+"-value", schema.Avro, formatCases[0].out)
+		enc := r.Encoder(t, inSubj)
 		var recs []*kgo.Record
 		for i := range 50 {
 			v := encode(t, enc, paymentJSON(i))
@@ -396,23 +396,23 @@ func TestSchemaPassThrough(t *testing.T) {
 			}
 			recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i)), Value: v})
 		}
-		tg.produceSync(t, recs...)
+		tg.SyncProduce(t, recs...)
 		want := map[string][]byte{}
 		for _, rec := range recs {
-			want[srcKey(rec)] = rec.Value
+			want[SrcKey(rec)] = rec.Value
 		}
-		p := runBinary(t, group, tg.schemaInstance(r, group, in, out, schema.Avro, ""))
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
-		if !strings.Contains(p.logs.String(), "bytes pass through undecoded") {
+		p := RunBinary(t, group, tg.SchemaInstance(r, group, in, out, schema.Avro, ""))
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
+		if !strings.Contains(p.Logs.String(), "bytes pass through undecoded") {
 			t.Error("the log does not say the values pass through undecoded")
 		}
-		outs := tg.readAll(t, out, true)
+		outs := tg.ReadAll(t, out, true)
 		if len(outs) != len(recs) {
 			t.Errorf("%d outputs, want %d", len(outs), len(recs))
 		}
 		for _, o := range outs {
-			s, _ := sourceOf(o)
+			s, _ := SourceOf(o)
 			w, ok := want[s]
 			if !ok || !bytes.Equal(o.Value, w) || (w == nil) != (o.Value == nil) {
 				t.Errorf("output from %q: value %x (nil %v), want the input's %x (nil %v)", s, o.Value, o.Value == nil, w, w == nil)
@@ -421,10 +421,10 @@ func TestSchemaPassThrough(t *testing.T) {
 		}
 
 		// Transcoding: the good records only, and a tombstone.
-		in2, out2, group2 := unique("sr-trans-in"), unique("sr-trans-out"), unique("sr-trans-group")
-		tg.createTopics(t, 1, in2, out2)
-		r.register(t, in2+"-value", schema.Avro, payV1)
-		jsOut := r.register(t, out2+"-value", schema.JSONSchema, formatCases[2].out)
+		in2, out2, group2 := Unique("sr-trans-in"), Unique("sr-trans-out"), Unique("sr-trans-group")
+		tg.NewTopics(t, 1, in2, out2)
+		r.Register(t, in2+"-value", schema.Avro, payV1)
+		jsOut := r.Register(t, out2+"-value", schema.JSONSchema, formatCases[2].out)
 		var recs2 []*kgo.Record
 		for i := range 20 {
 			v := encode(t, enc, paymentJSON(i))
@@ -433,14 +433,14 @@ func TestSchemaPassThrough(t *testing.T) {
 			}
 			recs2 = append(recs2, &kgo.Record{Topic: in2, Key: []byte("k" + strconv.Itoa(i)), Value: v})
 		}
-		tg.produceSync(t, recs2...)
-		inst := tg.schemaInstance(r, group2, in2, out2, schema.Avro, "")
+		tg.SyncProduce(t, recs2...)
+		inst := tg.SchemaInstance(r, group2, in2, out2, schema.Avro, "")
 		inst.Extra = append(inst.Extra, "PROCESSOR_OUTPUT_VALUE_FORMAT=json_schema")
-		p2 := runBinary(t, group2, inst)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group2, in2)
-		p2.terminate(t)
-		dec := schema.NewDecoder(r.reg, schema.JSONSchema, schema.DecoderOptions{})
-		outs2 := tg.readAll(t, out2, true)
+		p2 := RunBinary(t, group2, inst)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group2, in2)
+		p2.Terminate(t)
+		dec := schema.NewDecoder(r.Reg, schema.JSONSchema, schema.DecoderOptions{})
+		outs2 := tg.ReadAll(t, out2, true)
 		if len(outs2) != len(recs2) {
 			t.Fatalf("%d transcoded outputs, want %d", len(outs2), len(recs2))
 		}
@@ -466,39 +466,39 @@ func TestSchemaPassThrough(t *testing.T) {
 // value subject's schema.
 func TestSchemaKeysPassThrough(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
 		const n = 40
-		in, out, group := unique("sr-keys-in"), unique("sr-keys-out"), unique("sr-keys-group")
-		tg.createTopics(t, 2, in, out)
-		keySubj := r.register(t, in+"-key", schema.Avro, `{"type":"record","name":"PaymentKey","namespace":"e2e","fields":[{"name":"account","type":"string"}]}`)
-		inSubj := r.register(t, in+"-value", schema.Avro, payV1)
-		outSubj := r.register(t, out+"-value", schema.Avro, formatCases[0].out)
-		kenc, venc := r.encoder(t, keySubj), r.encoder(t, inSubj)
+		in, out, group := Unique("sr-keys-in"), Unique("sr-keys-out"), Unique("sr-keys-group")
+		tg.NewTopics(t, 2, in, out)
+		keySubj := r.Register(t, in+"-key", schema.Avro, `{"type":"record","name":"PaymentKey","namespace":"e2e","fields":[{"name":"account","type":"string"}]}`)
+		inSubj := r.Register(t, in+"-value", schema.Avro, payV1)
+		outSubj := r.Register(t, out+"-value", schema.Avro, formatCases[0].out)
+		kenc, venc := r.Encoder(t, keySubj), r.Encoder(t, inSubj)
 		var recs []*kgo.Record
 		for i := range n {
 			recs = append(recs, &kgo.Record{Topic: in, Key: encode(t, kenc, fmt.Sprintf(`{"account":"acct-%d"}`, i%6)), Value: encode(t, venc, paymentJSON(i))})
 		}
-		tg.produceSync(t, recs...)
+		tg.SyncProduce(t, recs...)
 		keys := map[string][]byte{}
 		for _, rec := range recs {
-			keys[srcKey(rec)] = rec.Key
+			keys[SrcKey(rec)] = rec.Key
 		}
-		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		inst := tg.SchemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 		inst.Extra = append(inst.Extra, "PROCESSOR_KEY_FORMAT=avro")
-		p := runBinary(t, group, inst)
-		waitFor(t, 60*time.Second, "the group to catch up", func() bool {
+		p := RunBinary(t, group, inst)
+		WaitFor(t, 60*time.Second, "the group to catch up", func() bool {
 			select {
-			case <-p.done:
-				t.Fatalf("the processor exited: %v", p.err)
+			case <-p.Done:
+				t.Fatalf("the processor exited: %v", p.Err)
 			default:
 			}
-			return tg.caughtUp(t, group, in)
+			return tg.IsCaughtUp(t, group, in)
 		})
-		p.terminate(t)
-		outs := tg.readAll(t, out, true)
-		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), outs, outSubj.ID), n, "amount_cents")
+		p.Terminate(t)
+		outs := tg.ReadAll(t, out, true)
+		checkAmounts(t, outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), outs, outSubj.ID), n, "amount_cents")
 		for _, o := range outs {
-			s, _ := sourceOf(o)
+			s, _ := SourceOf(o)
 			if !bytes.Equal(o.Key, keys[s]) {
 				t.Errorf("output from %s: key %x, want the input's %x", s, o.Key, keys[s])
 			}
@@ -514,41 +514,41 @@ func TestSchemaKeysPassThrough(t *testing.T) {
 // naming the encode stage and the missing subject.
 func TestSchemaRoutedSubjects(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
 		const n = 60
-		prefix := unique("sr-route")
+		prefix := Unique("sr-route")
 		in, out, dlq, group := prefix+"-in", prefix+"-out", prefix+"-dlq", prefix+"-group"
 		regions := []string{"eu", "us", "ap"} // ap's topic has no subject
-		tg.createTopics(t, 2, in, out, dlq, prefix+"-eu", prefix+"-us", prefix+"-ap")
+		tg.NewTopics(t, 2, in, out, dlq, prefix+"-eu", prefix+"-us", prefix+"-ap")
 		recordSchema := func(name string) string {
 			return `{"type":"record","name":"` + name + `","namespace":"e2e","fields":[{"name":"id","type":"string"},` +
 				`{"name":"amount_cents","type":"long"},{"name":"region","type":"string"}]}`
 		}
-		inSubj := r.register(t, in+"-value", schema.Avro, recordSchema("Regional"))
-		r.register(t, out+"-value", schema.Avro, recordSchema("Unrouted"))
+		inSubj := r.Register(t, in+"-value", schema.Avro, recordSchema("Regional"))
+		r.Register(t, out+"-value", schema.Avro, recordSchema("Unrouted"))
 		ids := map[string]int{}
 		for _, reg := range regions[:2] {
-			ids[prefix+"-"+reg] = r.register(t, prefix+"-"+reg+"-value", schema.Avro, recordSchema("Region_"+reg)).ID
+			ids[prefix+"-"+reg] = r.Register(t, prefix+"-"+reg+"-value", schema.Avro, recordSchema("Region_"+reg)).ID
 		}
-		enc := r.encoder(t, inSubj)
+		enc := r.Encoder(t, inSubj)
 		var recs []*kgo.Record
 		for i := range n {
 			js := fmt.Sprintf(`{"id":"p-%d","amount_cents":%d,"region":%q}`, i, i+1, regions[i%3])
 			recs = append(recs, &kgo.Record{Topic: in, Key: []byte("k" + strconv.Itoa(i)), Value: encode(t, enc, js)})
 		}
-		tg.produceSync(t, recs...)
-		inst := tg.schemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
+		tg.SyncProduce(t, recs...)
+		inst := tg.SchemaInstance(r, group, in, out, schema.Avro, ".amount_cents *= 2")
 		inst.Transforms = []string{"jq", "route"}
 		inst.Settings["PROCESSOR_ROUTE_EXPR"] = `"` + prefix + `-" + .region`
 		inst.OnError, inst.DLQTopic = "dlq", dlq
-		p := runBinary(t, group, inst)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
+		p := RunBinary(t, group, inst)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
 
-		dec := schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{})
+		dec := schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{})
 		all := map[string][]map[string]any{}
 		for topic, id := range ids {
-			for k, v := range outputsByID(t, dec, tg.readAll(t, topic, true), id) {
+			for k, v := range outputsByID(t, dec, tg.ReadAll(t, topic, true), id) {
 				for _, m := range v {
 					if m["region"] != strings.TrimPrefix(topic, prefix+"-") {
 						t.Errorf("payment %s of region %v was routed to %s", k, m["region"], topic)
@@ -569,15 +569,15 @@ func TestSchemaRoutedSubjects(t *testing.T) {
 				t.Errorf("payment %s: amount %v, want %d", id, all[id][0]["amount_cents"], 2*(i+1))
 			}
 		}
-		if got := tg.readAll(t, out, true); len(got) != 0 {
+		if got := tg.ReadAll(t, out, true); len(got) != 0 {
 			t.Errorf("%d records in the default output topic, want none", len(got))
 		}
-		dead := tg.readAll(t, dlq, true)
+		dead := tg.ReadAll(t, dlq, true)
 		if len(dead) != n/3 {
 			t.Errorf("%d dead letters, want %d (the ap records)", len(dead), n/3)
 		}
 		for _, d := range dead {
-			if st, e := headerValue(d, record.HeaderErrorTransform), headerValue(d, record.HeaderError); st != "encode" || !strings.Contains(e, prefix+"-ap-value") {
+			if st, e := HeaderValue(d, record.HeaderErrorTransform), HeaderValue(d, record.HeaderError); st != "encode" || !strings.Contains(e, prefix+"-ap-value") {
 				t.Errorf("dead letter: %s = %q, %s = %q; want encode, naming subject %s-ap-value", record.HeaderErrorTransform, st, record.HeaderError, e, prefix)
 			}
 		}
@@ -591,23 +591,23 @@ func TestSchemaRoutedSubjects(t *testing.T) {
 // under PROCESSOR_ON_ERROR=dlq at the encode stage, keeping its bytes.
 func TestSchemaRawBoundaries(t *testing.T) {
 	t.Parallel()
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
 		const n = 20
 		// Avro to JSON.
-		in, out, group := unique("sr-tojson-in"), unique("sr-tojson-out"), unique("sr-tojson-group")
-		tg.createTopics(t, 1, in, out)
-		enc := r.encoder(t, r.register(t, in+"-value", schema.Avro, payV1))
+		in, out, group := Unique("sr-tojson-in"), Unique("sr-tojson-out"), Unique("sr-tojson-group")
+		tg.NewTopics(t, 1, in, out)
+		enc := r.Encoder(t, r.Register(t, in+"-value", schema.Avro, payV1))
 		var recs []*kgo.Record
 		for i := range n {
 			recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, paymentJSON(i))})
 		}
-		tg.produceSync(t, recs...)
-		inst := tg.schemaInstance(r, group, in, out, schema.Avro, "")
+		tg.SyncProduce(t, recs...)
+		inst := tg.SchemaInstance(r, group, in, out, schema.Avro, "")
 		inst.Extra = append(inst.Extra, "PROCESSOR_OUTPUT_VALUE_FORMAT=raw")
-		p := runBinary(t, group, inst)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
-		for i, o := range tg.readAll(t, out, true) {
+		p := RunBinary(t, group, inst)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
+		for i, o := range tg.ReadAll(t, out, true) {
 			var got, want any
 			if err := json.Unmarshal(o.Value, &got); err != nil || json.Unmarshal([]byte(paymentJSON(i)), &want) != nil || !reflect.DeepEqual(got, want) {
 				t.Errorf("output %d: %q (%v), want the JSON %s", i, o.Value, err, paymentJSON(i))
@@ -615,23 +615,23 @@ func TestSchemaRawBoundaries(t *testing.T) {
 		}
 
 		// JSON to Avro.
-		in2, out2, dlq, group2 := unique("sr-fromjson-in"), unique("sr-fromjson-out"), unique("sr-fromjson-dlq"), unique("sr-fromjson-group")
-		tg.createTopics(t, 1, in2, out2, dlq)
-		outSubj := r.register(t, out2+"-value", schema.Avro, formatCases[0].out)
+		in2, out2, dlq, group2 := Unique("sr-fromjson-in"), Unique("sr-fromjson-out"), Unique("sr-fromjson-dlq"), Unique("sr-fromjson-group")
+		tg.NewTopics(t, 1, in2, out2, dlq)
+		outSubj := r.Register(t, out2+"-value", schema.Avro, formatCases[0].out)
 		var recs2 []*kgo.Record
 		for i := range n {
 			recs2 = append(recs2, &kgo.Record{Topic: in2, Value: []byte(paymentJSON(i))})
 		}
 		bad := []byte(`{"id":"p-bad","amount_cents":"many"}`)
 		recs2 = append(recs2, &kgo.Record{Topic: in2, Value: bad})
-		tg.produceSync(t, recs2...)
-		inst2 := tg.binaryInstance(group2, group2+"-1", in2, out2)
+		tg.SyncProduce(t, recs2...)
+		inst2 := tg.BinaryInstance(group2, group2+"-1", in2, out2)
 		inst2.OnError, inst2.DLQTopic = "dlq", dlq
-		inst2.Extra = append(inst2.Extra, "PROCESSOR_OUTPUT_VALUE_FORMAT=avro", "PROCESSOR_SCHEMA_REGISTRY_URL="+r.url)
-		p2 := runBinary(t, group2, inst2)
-		tg.waitCaughtUpWithin(t, 60*time.Second, group2, in2)
-		p2.terminate(t)
-		got := outputsByID(t, schema.NewDecoder(r.reg, schema.Avro, schema.DecoderOptions{}), tg.readAll(t, out2, true), outSubj.ID)
+		inst2.Extra = append(inst2.Extra, "PROCESSOR_OUTPUT_VALUE_FORMAT=avro", "PROCESSOR_SCHEMA_REGISTRY_URL="+r.URL)
+		p2 := RunBinary(t, group2, inst2)
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group2, in2)
+		p2.Terminate(t)
+		got := outputsByID(t, schema.NewDecoder(r.Reg, schema.Avro, schema.DecoderOptions{}), tg.ReadAll(t, out2, true), outSubj.ID)
 		if len(got) != n {
 			t.Errorf("%d payments encoded, want %d", len(got), n)
 		}
@@ -640,8 +640,8 @@ func TestSchemaRawBoundaries(t *testing.T) {
 				t.Errorf("payment p-%d: %v, want once with amount %d", i, ms, i+1)
 			}
 		}
-		dead := tg.readAll(t, dlq, true)
-		if len(dead) != 1 || !bytes.Equal(dead[0].Value, bad) || headerValue(dead[0], record.HeaderErrorTransform) != "encode" {
+		dead := tg.ReadAll(t, dlq, true)
+		if len(dead) != 1 || !bytes.Equal(dead[0].Value, bad) || HeaderValue(dead[0], record.HeaderErrorTransform) != "encode" {
 			t.Errorf("%d dead letters, want one holding %q from the encode stage", len(dead), bad)
 		}
 	})
@@ -667,36 +667,36 @@ func TestSchemaReferences(t *testing.T) {
 			`{"type":"object","properties":{"currency":{"type":"string"},"units":{"type":"integer"}},"required":["currency","units"]}`,
 			`{"type":"object","properties":{"id":{"type":"string"},"total":{"$ref":"money.json"}},"required":["id","total"]}`},
 	}
-	forEachSchemaTarget(t, func(t *testing.T, tg *target, r *srEnv) {
+	forEachSchemaTarget(t, func(t *testing.T, tg *Target, r *SREnv) {
 		for _, c := range cases {
 			t.Run(string(c.f), func(t *testing.T) {
 				const n = 20
-				in, out, dlq, group := unique("sr-refs-in"), unique("sr-refs-out"), unique("sr-refs-dlq"), unique("sr-refs-group")
-				tg.createTopics(t, 1, in, out, dlq)
-				money := r.register(t, unique("sr-refs-money"), c.f, c.ref)
+				in, out, dlq, group := Unique("sr-refs-in"), Unique("sr-refs-out"), Unique("sr-refs-dlq"), Unique("sr-refs-group")
+				tg.NewTopics(t, 1, in, out, dlq)
+				money := r.Register(t, Unique("sr-refs-money"), c.f, c.ref)
 				refs := []schema.Reference{{Name: c.refName, Subject: money.Subject, Version: money.Version}}
 				ctx := t.Context()
-				inSubj, err := r.reg.Register(ctx, in+"-value", schema.Schema{Type: c.f, Text: c.top, References: refs})
+				inSubj, err := r.Reg.Register(ctx, in+"-value", schema.Schema{Type: c.f, Text: c.top, References: refs})
 				if err != nil {
 					t.Fatal(err)
 				}
-				outSubj, err := r.reg.Register(ctx, out+"-value", schema.Schema{Type: c.f, Text: c.top, References: refs})
+				outSubj, err := r.Reg.Register(ctx, out+"-value", schema.Schema{Type: c.f, Text: c.top, References: refs})
 				if err != nil {
 					t.Fatal(err)
 				}
-				enc := r.encoder(t, inSubj)
+				enc := r.Encoder(t, inSubj)
 				var recs []*kgo.Record
 				for i := range n {
 					js := fmt.Sprintf(`{"id":"p-%d","total":{"currency":"EUR","units":%d}}`, i, i+1)
 					recs = append(recs, &kgo.Record{Topic: in, Value: encode(t, enc, js)})
 				}
-				tg.produceSync(t, recs...)
-				inst := tg.schemaInstance(r, group, in, out, c.f, `if .id == "p-3" then .total.units = "x" else .total.units *= 2 end`)
+				tg.SyncProduce(t, recs...)
+				inst := tg.SchemaInstance(r, group, in, out, c.f, `if .id == "p-3" then .total.units = "x" else .total.units *= 2 end`)
 				inst.OnError, inst.DLQTopic = "dlq", dlq
-				p := runBinary(t, group, inst)
-				tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-				p.terminate(t)
-				got := outputsByID(t, schema.NewDecoder(r.reg, c.f, schema.DecoderOptions{}), tg.readAll(t, out, true), outSubj.ID)
+				p := RunBinary(t, group, inst)
+				tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+				p.Terminate(t)
+				got := outputsByID(t, schema.NewDecoder(r.Reg, c.f, schema.DecoderOptions{}), tg.ReadAll(t, out, true), outSubj.ID)
 				for i := range n {
 					ms := got["p-"+strconv.Itoa(i)]
 					want := 1
@@ -707,8 +707,8 @@ func TestSchemaReferences(t *testing.T) {
 						t.Errorf("payment p-%d: %v, want %d output(s) with units %d", i, ms, want, 2*(i+1))
 					}
 				}
-				dead := tg.readAll(t, dlq, true)
-				if len(dead) != 1 || !bytes.Equal(dead[0].Value, recs[3].Value) || headerValue(dead[0], record.HeaderErrorTransform) != "encode" {
+				dead := tg.ReadAll(t, dlq, true)
+				if len(dead) != 1 || !bytes.Equal(dead[0].Value, recs[3].Value) || HeaderValue(dead[0], record.HeaderErrorTransform) != "encode" {
 					t.Errorf("%d dead letters, want one, p-3's, from the encode stage", len(dead))
 				}
 			})

@@ -129,7 +129,7 @@ func (a access) opts(t testing.TB) []kgo.Opt {
 // secured is a cluster that requires TLS or SASL, and the settings of a
 // client it accepts; its target's own clients use them.
 type secured struct {
-	*target
+	*Target
 	access access
 	// reader is a user the cluster knows, without ACLs: it authenticates
 	// and is refused everything (Kafka only; nil for kfake).
@@ -180,7 +180,7 @@ func fakeSecured(t testing.TB, name, mechanism string, inFile, withTLS, mtls boo
 	}
 	c := kafkatest.NewFake(t, opts...)
 	c.Name, c.Conn = name, s.access.opts(t)
-	s.target = &target{c}
+	s.Target = &Target{c}
 	return s
 }
 
@@ -231,7 +231,7 @@ func kafkaSecured(t testing.TB, mechanism string) *secured {
 	if mechanism == "" {
 		name = "kafka-mtls"
 	}
-	s.target = newTarget(t, name, strings.Split(brokers, ","), s.access.opts(t)...)
+	s.Target = NewTarget(t, name, strings.Split(brokers, ","), s.access.opts(t)...)
 	return s
 }
 
@@ -276,14 +276,14 @@ func forEachSecured(t *testing.T, fn func(t *testing.T, s *secured)) {
 func TestSecureExactlyOnce(t *testing.T) {
 	t.Parallel()
 	forEachSecured(t, func(t *testing.T, s *secured) {
-		in := input{topic: unique("secure-in"), n: 3000, keys: 60}
-		out, group := unique("secure-out"), unique("secure-group")
-		s.createTopics(t, 3, in.topic, out)
-		s.produce(t, in, 0, in.n)
-		inst := s.start(t, instanceOpts{group: group, txnID: group + "-1", topics: []string{in.topic}, out: out, configure: s.access.apply})
-		s.waitCaughtUp(t, group, in.topic, inst)
-		inst.stop(t)
-		checkExactlyOnce(t, in, s.readAll(t, out, true))
+		in := Input{Topic: Unique("secure-in"), N: 3000, Keys: 60}
+		out, group := Unique("secure-out"), Unique("secure-group")
+		s.NewTopics(t, 3, in.Topic, out)
+		s.Produce(t, in, 0, in.N)
+		inst := s.Start(t, InstanceOpts{Group: group, TxnID: group + "-1", Topics: []string{in.Topic}, Out: out, Configure: s.access.apply})
+		s.WaitCaughtUp(t, group, in.Topic, inst)
+		inst.Stop(t)
+		CheckExactlyOnce(t, in, s.ReadAll(t, out, true))
 	})
 }
 
@@ -298,13 +298,13 @@ func TestSecureLeastACLs(t *testing.T) {
 	if s == nil {
 		t.Skip("PROCESSOR_TEST_SECURE_BROKERS is not set")
 	}
-	in := input{topic: unique("acl-in"), n: 2000, keys: 40}
-	out, group := unique("acl-out"), unique("acl-group")
+	in := Input{Topic: Unique("acl-in"), N: 2000, Keys: 40}
+	out, group := Unique("acl-out"), Unique("acl-group")
 	txnID := group + "-1"
-	s.createTopics(t, 3, in.topic, out)
-	s.produce(t, in, 0, in.n)
+	s.NewTopics(t, 3, in.Topic, out)
+	s.Produce(t, in, 0, in.N)
 	principal := "User:" + s.reader.user
-	adm := s.admin(t)
+	adm := s.Admin(t)
 	grant := func(b *kadm.ACLBuilder) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -326,33 +326,33 @@ func TestSecureLeastACLs(t *testing.T) {
 			}
 		})
 	}
-	grant(kadm.NewACLs().Allow(principal).AllowHosts().Topics(in.topic).Operations(kadm.OpRead))
+	grant(kadm.NewACLs().Allow(principal).AllowHosts().Topics(in.Topic).Operations(kadm.OpRead))
 	grant(kadm.NewACLs().Allow(principal).AllowHosts().Topics(out).TransactionalIDs(txnID).Operations(kadm.OpWrite))
 
 	// Without READ on the group.
-	binary(t)
+	Binary(t)
 	start := time.Now()
-	reader := secureInstance(s, *s.reader, group, in.topic, out)
+	reader := secureInstance(s, *s.reader, group, in.Topic, out)
 	reader.HTTPAddr = "127.0.0.1:0"
-	p := runBinary(t, group, reader)
+	p := RunBinary(t, group, reader)
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("still running without READ on its group")
 	}
 	var ee *exec.ExitError
-	if took := time.Since(start); !errors.As(p.err, &ee) || ee.ExitCode() != 1 || took > 10*time.Second {
-		t.Errorf("exit %v after %s, want code 1 within the session timeout (10s)", p.err, took.Round(time.Millisecond))
+	if took := time.Since(start); !errors.As(p.Err, &ee) || ee.ExitCode() != 1 || took > 10*time.Second {
+		t.Errorf("exit %v after %s, want code 1 within the session timeout (10s)", p.Err, took.Round(time.Millisecond))
 	}
-	if logs := p.logs.String(); strings.Count(logs, "level=ERROR") != 1 || !strings.Contains(logs, `to use group \"`+group+`\"`) {
+	if logs := p.Logs.String(); strings.Count(logs, "level=ERROR") != 1 || !strings.Contains(logs, `to use group \"`+group+`\"`) {
 		t.Errorf("want one error line naming the group:\n%s", logs)
 	}
 
 	grant(kadm.NewACLs().Allow(principal).AllowHosts().Groups(group).Operations(kadm.OpRead))
-	inst := s.start(t, instanceOpts{group: group, txnID: txnID, topics: []string{in.topic}, out: out, configure: s.reader.apply})
-	s.waitCaughtUp(t, group, in.topic, inst)
-	inst.stop(t)
-	checkExactlyOnce(t, in, s.readAll(t, out, true))
+	inst := s.Start(t, InstanceOpts{Group: group, TxnID: txnID, Topics: []string{in.Topic}, Out: out, Configure: s.reader.apply})
+	s.WaitCaughtUp(t, group, in.Topic, inst)
+	inst.Stop(t)
+	CheckExactlyOnce(t, in, s.ReadAll(t, out, true))
 }
 
 // secureInstance is a binary on s reaching it with a, without an HTTP
@@ -394,21 +394,21 @@ func TestSecureBinaryShowsNoSecret(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			a := s.access
 			a.passwordFile = "" // in PROCESSOR_SASL_PASSWORD: the variable is the riskier place
-			in := input{topic: unique("secret-in"), n: 500, keys: 10}
-			out, group := unique("secret-out"), unique("secret-group")
-			s.createTopics(t, 2, in.topic, out)
-			httpAddr := freeAddr(t)
-			inst := secureInstance(s, a, group, in.topic, out)
+			in := Input{Topic: Unique("secret-in"), N: 500, Keys: 10}
+			out, group := Unique("secret-out"), Unique("secret-group")
+			s.NewTopics(t, 2, in.Topic, out)
+			httpAddr := FreeAddr(t)
+			inst := secureInstance(s, a, group, in.Topic, out)
 			inst.HTTPAddr, inst.LogLevel = httpAddr, "debug"
-			p := runBinary(t, group, inst)
-			waitFor(t, 60*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
-			s.produce(t, in, 0, in.n)
-			waitFor(t, 60*time.Second, "the input to be consumed", func() bool {
-				_, m := httpGet(httpAddr, "/metrics")
-				return strings.Contains(m, fmt.Sprintf("processor_records_consumed_total %d", in.n))
+			p := RunBinary(t, group, inst)
+			WaitFor(t, 60*time.Second, "/readyz to answer 200", func() bool { code, _ := HTTPGet(httpAddr, "/readyz"); return code == http.StatusOK })
+			s.Produce(t, in, 0, in.N)
+			WaitFor(t, 60*time.Second, "the input to be consumed", func() bool {
+				_, m := HTTPGet(httpAddr, "/metrics")
+				return strings.Contains(m, fmt.Sprintf("processor_records_consumed_total %d", in.N))
 			})
 			for _, path := range []string{"/", "/status", "/metrics", "/healthz", "/readyz"} {
-				code, body := httpGet(httpAddr, path)
+				code, body := HTTPGet(httpAddr, path)
 				if code != http.StatusOK {
 					t.Errorf("%s = %d", path, code)
 				}
@@ -416,8 +416,8 @@ func TestSecureBinaryShowsNoSecret(t *testing.T) {
 					t.Errorf("%s shows the password", path)
 				}
 			}
-			p.terminate(t)
-			logs := p.logs.String()
+			p.Terminate(t)
+			logs := p.Logs.String()
 			if strings.Contains(logs, a.password) {
 				t.Error("the log shows the password")
 			}
@@ -434,7 +434,7 @@ func TestSecureBinaryShowsNoSecret(t *testing.T) {
 			if !strings.Contains(logs, "processor stopped cleanly") {
 				t.Error("no clean stop")
 			}
-			checkExactlyOnce(t, in, s.readAll(t, out, true))
+			CheckExactlyOnce(t, in, s.ReadAll(t, out, true))
 		})
 	}
 }
@@ -533,27 +533,27 @@ func TestSecureRefusalsExit1(t *testing.T) {
 			}
 		})
 	}
-	binary(t) // built before the clock starts
+	Binary(t) // built before the clock starts
 	for _, mk := range cases {
 		s, refusals := mk(t)
 		for _, r := range refusals { // none when s is nil
 			t.Run(s.Name+"/"+r.name, func(t *testing.T) {
-				group := unique("refused")
+				group := Unique("refused")
 				start := time.Now()
 				inst := secureInstance(s, r.access, group, "in", "out")
 				inst.HTTPAddr = "127.0.0.1:0"
-				p := runBinary(t, group, inst)
+				p := RunBinary(t, group, inst)
 				const sessionTimeout = 10 * time.Second
 				select {
-				case <-p.done:
+				case <-p.Done:
 				case <-time.After(sessionTimeout + 20*time.Second):
 					t.Fatalf("still running %s after start, want an exit within the session timeout (%s)", time.Since(start).Round(time.Second), sessionTimeout)
 				}
 				took := time.Since(start)
-				logs := p.logs.String()
+				logs := p.Logs.String()
 				var ee *exec.ExitError
-				if !errors.As(p.err, &ee) || ee.ExitCode() != 1 {
-					t.Errorf("exit %v, want code 1", p.err)
+				if !errors.As(p.Err, &ee) || ee.ExitCode() != 1 {
+					t.Errorf("exit %v, want code 1", p.Err)
 				}
 				if took > sessionTimeout {
 					t.Errorf("exited after %s, want within the session timeout (%s)", took.Round(time.Millisecond), sessionTimeout)
@@ -593,10 +593,10 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 	t.Parallel()
 	for _, mechanism := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
 		t.Run(mechanism, func(t *testing.T) {
-			broker, httpAddr := freeAddr(t), freeAddr(t)
+			broker, httpAddr := FreeAddr(t), FreeAddr(t)
 			a := access{mechanism: mechanism, user: "demo", password: newPassword()}
 			a.passwordFile = writeSecret(t, t.TempDir(), "password", a.password+"\n")
-			p := runBinary(t, "embedded-"+mechanism, launch.Instance{
+			p := RunBinary(t, "embedded-"+mechanism, launch.Instance{
 				EmbeddedBroker:           broker,
 				EmbeddedBrokerDir:        t.TempDir(),
 				EmbeddedBrokerPartitions: 2,
@@ -608,15 +608,15 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 				LogLevel:                 "debug",
 				Extra:                    a.env(),
 			})
-			waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == http.StatusOK })
-			tg := newTarget(t, "embedded", []string{broker}, a.opts(t)...)
-			in := input{topic: "orders", n: 200, keys: 5}
-			tg.produce(t, in, 0, in.n)
-			waitFor(t, 30*time.Second, "the input to be consumed", func() bool {
-				_, m := httpGet(httpAddr, "/metrics")
-				return strings.Contains(m, fmt.Sprintf("processor_records_consumed_total %d", in.n))
+			WaitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := HTTPGet(httpAddr, "/readyz"); return code == http.StatusOK })
+			tg := NewTarget(t, "embedded", []string{broker}, a.opts(t)...)
+			in := Input{Topic: "orders", N: 200, Keys: 5}
+			tg.Produce(t, in, 0, in.N)
+			WaitFor(t, 30*time.Second, "the input to be consumed", func() bool {
+				_, m := HTTPGet(httpAddr, "/metrics")
+				return strings.Contains(m, fmt.Sprintf("processor_records_consumed_total %d", in.N))
 			})
-			checkExactlyOnce(t, in, tg.readAll(t, "orders-out", true))
+			CheckExactlyOnce(t, in, tg.ReadAll(t, "orders-out", true))
 
 			// Without SASL the broker answers nothing but ApiVersions.
 			cl, err := kgo.NewClient(kgo.SeedBrokers(broker))
@@ -631,8 +631,8 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 				t.Error("a client without SASL listed the embedded broker's topics")
 			}
 
-			p.terminate(t)
-			if logs := p.logs.String(); strings.Contains(logs, a.password) || !strings.Contains(logs, "sasl_mechanism="+mechanism) {
+			p.Terminate(t)
+			if logs := p.Logs.String(); strings.Contains(logs, a.password) || !strings.Contains(logs, "sasl_mechanism="+mechanism) {
 				t.Errorf("the log shows the password, or not the mechanism:\n%s", logs)
 			}
 		})
@@ -643,7 +643,7 @@ func TestSecureEmbeddedBrokerSASL(t *testing.T) {
 // exit 2 at once with one line naming the variable, never the password.
 func TestSecureBadConfigExits2(t *testing.T) {
 	t.Parallel()
-	bin := binary(t)
+	bin := Binary(t)
 	dir := t.TempDir()
 	pw := newPassword()
 	notPEM := writeSecret(t, dir, "not.pem", "not a certificate: "+pw)
@@ -668,7 +668,7 @@ func TestSecureBadConfigExits2(t *testing.T) {
 	} {
 		inst := base
 		inst.Extra = c.env
-		msg := runBadConfig(t, bin, inst.Env()...)
+		msg := RunBadConfig(t, bin, inst.Env()...)
 		if strings.Contains(msg, pw) {
 			t.Errorf("%v: stderr %q, want one line without the password", c.env, msg)
 		}

@@ -20,9 +20,9 @@ import (
 // limit of 1,000,012 bytes, within what the broker accepts.
 var nearLimitSizes = []int{1_000_000, 1_040_000, 1_048_000}
 
-// produceLarge writes recs with a producer that takes batches as large as
+// ProduceLarge writes recs with a producer that takes batches as large as
 // Kafka's default limit, and returns them with their offsets set.
-func (tg *target) produceLarge(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
+func (tg *Target) ProduceLarge(t testing.TB, recs ...*kgo.Record) []*kgo.Record {
 	t.Helper()
 	return tg.ProduceSync(t, recs, kgo.ProducerBatchMaxBytes(txn.DefaultMaxMessageBytes))
 }
@@ -32,7 +32,7 @@ func (tg *target) produceLarge(t testing.TB, recs ...*kgo.Record) []*kgo.Record 
 func largeRecords(topic string, sizes ...int) []*kgo.Record {
 	recs := make([]*kgo.Record, len(sizes))
 	for i, n := range sizes {
-		recs[i] = &kgo.Record{Topic: topic, Key: []byte("big" + string(rune('a'+i))), Value: incompressible(n, uint64(n))}
+		recs[i] = &kgo.Record{Topic: topic, Key: []byte("big" + string(rune('a'+i))), Value: Incompressible(n, uint64(n))}
 	}
 	return recs
 }
@@ -42,25 +42,25 @@ func largeRecords(topic string, sizes ...int) []*kgo.Record {
 // their lineage headers, and nothing is dead-lettered.
 func TestRecordsNearSizeLimit(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, dlq, group := unique("near-in"), unique("near-out"), unique("near-dlq"), unique("near-group")
-		tg.createTopics(t, 1, in, out, dlq)
-		sent := tg.produceLarge(t, largeRecords(in, nearLimitSizes...)...)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, dlq, group := Unique("near-in"), Unique("near-out"), Unique("near-dlq"), Unique("near-group")
+		tg.NewTopics(t, 1, in, out, dlq)
+		sent := tg.ProduceLarge(t, largeRecords(in, nearLimitSizes...)...)
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in}, out: out,
-			onError: pipeline.DeadLetter, dlqTopic: dlq})
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in, a)
-		a.stop(t)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in}, Out: out,
+			OnError: pipeline.DeadLetter, DLQTopic: dlq})
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in, a)
+		a.Stop(t)
 
 		got := map[string]int{}
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			got[string(r.Key)]++
 			for _, s := range sent {
 				if string(s.Key) == string(r.Key) && string(s.Value) != string(r.Value) {
 					t.Errorf("output %s: value of %d bytes differs from the input's %d", r.Key, len(r.Value), len(s.Value))
 				}
 			}
-			if _, ok := sourceOf(r); !ok {
+			if _, ok := SourceOf(r); !ok {
 				t.Errorf("output %s lacks lineage headers: %v", r.Key, headerKeys(r))
 			}
 		}
@@ -69,8 +69,8 @@ func TestRecordsNearSizeLimit(t *testing.T) {
 				t.Errorf("input of %d bytes is in the output %d times, want once", len(s.Value), got[string(s.Key)])
 			}
 		}
-		for _, r := range tg.readAll(t, dlq, true) {
-			t.Errorf("dead letter of %d bytes: %s", len(r.Value), headerValue(r, record.HeaderError))
+		for _, r := range tg.ReadAll(t, dlq, true) {
+			t.Errorf("dead letter of %d bytes: %s", len(r.Value), HeaderValue(r, record.HeaderError))
 		}
 	})
 }
@@ -105,21 +105,21 @@ func growChain(t testing.TB) *transform.Chain {
 // around them are output exactly once.
 func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("grow-in"), n: 200, keys: 4}
-		out, dlq, group := unique("grow-out"), unique("grow-dlq"), unique("grow-group")
-		tg.createTopics(t, 1, in.topic, out, dlq)
-		tg.produce(t, in, 0, in.n/2)
-		bad := tg.produceLarge(t, largeRecords(in.topic, 1_000_000, 1_048_000, 1_048_300)...)
-		tg.produce(t, in, in.n/2, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("grow-in"), N: 200, Keys: 4}
+		out, dlq, group := Unique("grow-out"), Unique("grow-dlq"), Unique("grow-group")
+		tg.NewTopics(t, 1, in.Topic, out, dlq)
+		tg.Produce(t, in, 0, in.N/2)
+		bad := tg.ProduceLarge(t, largeRecords(in.Topic, 1_000_000, 1_048_000, 1_048_300)...)
+		tg.Produce(t, in, in.N/2, in.N)
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-			chain: growChain(t), onError: pipeline.DeadLetter, dlqTopic: dlq})
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
-		a.stop(t)
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+			Chain: growChain(t), OnError: pipeline.DeadLetter, DLQTopic: dlq})
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in.Topic, a)
+		a.Stop(t)
 
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
-		dead := tg.readAll(t, dlq, true)
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
+		dead := tg.ReadAll(t, dlq, true)
 		if len(dead) != len(bad) {
 			t.Errorf("%d dead letters, want %d", len(dead), len(bad))
 		}
@@ -136,12 +136,12 @@ func TestTooLargeOutputDeadLetterKeepsValue(t *testing.T) {
 			}
 			if string(r.Value) != string(orig.Value) {
 				t.Errorf("dead letter of the %d-byte input: value of %d bytes, want the input's value intact (%s=%q)",
-					len(orig.Value), len(r.Value), record.HeaderErrorValueDropped, headerValue(r, record.HeaderErrorValueDropped))
+					len(orig.Value), len(r.Value), record.HeaderErrorValueDropped, HeaderValue(r, record.HeaderErrorValueDropped))
 			}
-			msg := headerValue(r, record.HeaderError)
-			if !strings.Contains(msg, "output to "+out) || headerValue(r, record.HeaderErrorTransform) != "produce" {
+			msg := HeaderValue(r, record.HeaderError)
+			if !strings.Contains(msg, "output to "+out) || HeaderValue(r, record.HeaderErrorTransform) != "produce" {
 				t.Errorf("dead letter of the %d-byte input: %s=%q %s=%q, want the produce failure to %s", len(orig.Value),
-					record.HeaderError, msg, record.HeaderErrorTransform, headerValue(r, record.HeaderErrorTransform), out)
+					record.HeaderError, msg, record.HeaderErrorTransform, HeaderValue(r, record.HeaderErrorTransform), out)
 			}
 			if len(orig.Value) == 1_048_300 && !strings.HasSuffix(msg, " bytes)") {
 				t.Errorf("dead letter of the %d-byte input: %s=%q, want it clipped to fit", len(orig.Value), record.HeaderError, msg)

@@ -15,24 +15,24 @@ import (
 // PostgreSQL cannot be reached; SIGTERM still stops it cleanly.
 func TestBinaryPostgresDownAtStartServesProbes(t *testing.T) {
 	t.Parallel()
-	httpAddr := freeAddr(t)
+	httpAddr := FreeAddr(t)
 	started := time.Now()
-	p := runBinary(t, "processor", launch.Instance{
-		Brokers:     []string{freeAddr(t)}, // not reached: the database comes first
+	p := RunBinary(t, "processor", launch.Instance{
+		Brokers:     []string{FreeAddr(t)}, // not reached: the database comes first
 		Group:       "pg-down",
 		InputTopics: []string{"in"},
 		Sink:        "postgres",
 		Settings: map[string]string{
-			"PROCESSOR_POSTGRES_URL": "postgres://processor:pw@" + freeAddr(t) + "/processor?sslmode=disable", // nothing listens
+			"PROCESSOR_POSTGRES_URL": "postgres://processor:pw@" + FreeAddr(t) + "/processor?sslmode=disable", // nothing listens
 		},
 		HTTPAddr:  httpAddr,
 		LogFormat: "text",
 	})
 	var health, ready int
 	var readyBody string
-	waitFor(t, 10*time.Second, "the HTTP endpoints while PostgreSQL is down", func() bool {
-		health, _ = httpGet(httpAddr, "/healthz")
-		ready, readyBody = httpGet(httpAddr, "/readyz")
+	WaitFor(t, 10*time.Second, "the HTTP endpoints while PostgreSQL is down", func() bool {
+		health, _ = HTTPGet(httpAddr, "/healthz")
+		ready, readyBody = HTTPGet(httpAddr, "/readyz")
 		return health != 0 && ready != 0
 	})
 	if health != http.StatusOK {
@@ -41,23 +41,23 @@ func TestBinaryPostgresDownAtStartServesProbes(t *testing.T) {
 	if ready != http.StatusServiceUnavailable || !strings.Contains(readyBody, "connecting to PostgreSQL") {
 		t.Errorf("/readyz = %d %q, want 503 naming PostgreSQL", ready, readyBody)
 	}
-	waitFor(t, 30*time.Second, "a retry of the database", func() bool {
-		return strings.Contains(p.logs.String(), "cannot open the PostgreSQL database; retrying")
+	WaitFor(t, 30*time.Second, "a retry of the database", func() bool {
+		return strings.Contains(p.Logs.String(), "cannot open the PostgreSQL database; retrying")
 	})
 	// Still alive, still waiting, long after the first attempt.
-	if code, body := httpGet(httpAddr, "/status"); code != http.StatusOK || !strings.Contains(body, `"starting": "connecting to PostgreSQL"`) {
+	if code, body := HTTPGet(httpAddr, "/status"); code != http.StatusOK || !strings.Contains(body, `"starting": "connecting to PostgreSQL"`) {
 		t.Errorf("/status = %d %q, want the starting processor", code, body)
 	}
-	if code, body := httpGet(httpAddr, "/"); code != http.StatusOK || !strings.Contains(body, "connecting to PostgreSQL") {
+	if code, body := HTTPGet(httpAddr, "/"); code != http.StatusOK || !strings.Contains(body, "connecting to PostgreSQL") {
 		t.Errorf("status page = %d, want it to say what the start waits for: %q", code, body)
 	}
-	if code, _ := httpGet(httpAddr, "/healthz"); code != http.StatusOK {
+	if code, _ := HTTPGet(httpAddr, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d after %s, want 200", code, time.Since(started).Round(time.Second))
 	}
 	select {
-	case <-p.done:
-		t.Fatalf("exited while PostgreSQL was down: %v", p.err)
+	case <-p.Done:
+		t.Fatalf("exited while PostgreSQL was down: %v", p.Err)
 	default:
 	}
-	p.terminate(t)
+	p.Terminate(t)
 }

@@ -24,9 +24,9 @@ import (
 // mount); a directory of root's, 0755, for the processor run as nobody.
 func TestStatefulStateDirUnusable(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out := unique("statedir-in"), unique("statedir-out")
-		tg.createTopics(t, 2, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out := Unique("statedir-in"), Unique("statedir-out")
+		tg.NewTopics(t, 2, in, out)
 		base := t.TempDir()
 		file := filepath.Join(base, "file")
 		if err := os.WriteFile(file, []byte("mine"), 0o644); err != nil {
@@ -60,9 +60,9 @@ func TestStatefulStateDirUnusable(t *testing.T) {
 		}{"not-writable-by-its-user", filepath.Join(owned, "state"), 65534})
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				group := unique("statedir-group")
-				inst := tg.binaryInstance(group, group+"-1", in, out)
-				stateful(tc.dir, "partition", "0", []string{"aggregate"}, nil)(&inst)
+				group := Unique("statedir-group")
+				inst := tg.BinaryInstance(group, group+"-1", in, out)
+				Stateful(tc.dir, "partition", "0", []string{"aggregate"}, nil)(&inst)
 				code, output := runAs(t, inst, tc.uid)
 				var lines []string
 				for _, l := range strings.Split(strings.TrimSpace(output), "\n") {
@@ -87,7 +87,7 @@ func TestStatefulStateDirUnusable(t *testing.T) {
 // the test's), and returns its exit code and output.
 func runAs(t *testing.T, inst launch.Instance, uid int) (int, string) {
 	t.Helper()
-	bin := binary(t)
+	bin := Binary(t)
 	if uid != 0 { // a copy the user can run: the build's directory is root's alone
 		dir := openDir(t)
 		src, err := os.Open(bin)
@@ -107,7 +107,7 @@ func runAs(t *testing.T, inst launch.Instance, uid int) (int, string) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ExitTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = launch.Environ(launch.PathOnly, inst.Env()...)
@@ -117,7 +117,7 @@ func runAs(t *testing.T, inst launch.Instance, uid int) (int, string) {
 	}
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		t.Fatalf("still running after %s:\n%s", exitTimeout, out)
+		t.Fatalf("still running after %s:\n%s", ExitTimeout, out)
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -183,16 +183,16 @@ func fill(t *testing.T, dir string) {
 // 1, 2, 3, ... with no repeat and no gap.
 func TestStatefulCountThroughDamagedStore(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("damaged-in"), n: 3000, keys: 30}
-		out, group := unique("damaged-out"), unique("damaged-group")
-		tg.createTopics(t, 4, in.topic, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("damaged-in"), N: 3000, Keys: 30}
+		out, group := Unique("damaged-out"), Unique("damaged-group")
+		tg.NewTopics(t, 4, in.Topic, out)
 		dir := t.TempDir()
-		set := stateful(dir, "partition", "0", []string{"aggregate"}, nil)
-		tg.produce(t, in, 0, in.n/2)
-		p1 := tg.startBinary(t, group, group+"-1", in.topic, out, set)
-		tg.waitCaughtUp(t, group, in.topic)
-		p1.terminate(t)
+		set := Stateful(dir, "partition", "0", []string{"aggregate"}, nil)
+		tg.Produce(t, in, 0, in.N/2)
+		p1 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set)
+		tg.WaitCaughtUp(t, group, in.Topic)
+		p1.Terminate(t)
 
 		entries, err := os.ReadDir(dir)
 		if err != nil {
@@ -222,27 +222,27 @@ func TestStatefulCountThroughDamagedStore(t *testing.T) {
 			t.Fatalf("nothing to damage in %s: %v", dir, entries)
 		}
 
-		addr := freeAddr(t)
-		p2 := tg.startBinary(t, group, group+"-1", in.topic, out, set, func(inst *launch.Instance) { inst.HTTPAddr = addr })
-		tg.produce(t, in, in.n/2, in.n)
-		tg.waitCaughtUp(t, group, in.topic)
-		_, metrics := httpGet(addr, "/metrics")
-		p2.terminate(t)
-		if !strings.Contains(p2.logs.String(), "the local store was damaged") {
-			t.Errorf("no line about the damage in the log:\n%s", p2.logs.String())
+		addr := FreeAddr(t)
+		p2 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, func(inst *launch.Instance) { inst.HTTPAddr = addr })
+		tg.Produce(t, in, in.N/2, in.N)
+		tg.WaitCaughtUp(t, group, in.Topic)
+		_, metrics := HTTPGet(addr, "/metrics")
+		p2.Terminate(t)
+		if !strings.Contains(p2.Logs.String(), "the local store was damaged") {
+			t.Errorf("no line about the damage in the log:\n%s", p2.Logs.String())
 		}
 		if want := `processor_state_rebuilds_total{reason="damaged",store="aggregate"} 4`; !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
-		if _, rebuilt := restored(p2); !rebuilt {
+		if _, rebuilt := Restored(p2); !rebuilt {
 			t.Error("the damaged store was not rebuilt from the changelog")
 		}
-		outs := tg.readAll(t, out, true)
-		if len(outs) != in.n {
-			t.Errorf("%d outputs of %d inputs", len(outs), in.n)
+		outs := tg.ReadAll(t, out, true)
+		if len(outs) != in.N {
+			t.Errorf("%d outputs of %d inputs", len(outs), in.N)
 		}
 		checkCounts(t, in, outs)
-		n, _ := restored(p2)
+		n, _ := Restored(p2)
 		t.Logf("%s: %d files damaged; the restart rebuilt the store from %d changelog records", tg.Name, damaged, n)
 	})
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/streamproc/processor/state"
 )
 
-// deadLettered runs the stateful binary with the dead-letter policy.
-func deadLettered(dlq string) func(*launch.Instance) {
+// DeadLettered runs the stateful binary with the dead-letter policy.
+func DeadLettered(dlq string) func(*launch.Instance) {
 	return func(inst *launch.Instance) { inst.OnError, inst.DLQTopic = "dlq", dlq }
 }
 
@@ -51,24 +51,24 @@ func countsOf(t *testing.T, out []*kgo.Record) map[string]int {
 // input would have counted 5.
 func TestStatefulFailedRecordLeavesNoState(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("undo-in"), n: 600, keys: 20}
-		out, dlq, group := unique("undo-out"), unique("undo-dlq"), unique("undo-group")
-		tg.createTopics(t, 2, in.topic, out, dlq)
-		tg.produce(t, in, 0, in.n)
-		p := tg.startBinary(t, group, group+"-1", in.topic, out,
-			stateful(t.TempDir(), "key", "0.2", []string{"aggregate", "jq"},
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("undo-in"), N: 600, Keys: 20}
+		out, dlq, group := Unique("undo-out"), Unique("undo-dlq"), Unique("undo-group")
+		tg.NewTopics(t, 2, in.Topic, out, dlq)
+		tg.Produce(t, in, 0, in.N)
+		p := tg.StartBinary(t, group, group+"-1", in.Topic, out,
+			Stateful(t.TempDir(), "key", "0.2", []string{"aggregate", "jq"},
 				map[string]string{"PROCESSOR_JQ_EXPR": `if .value == 4 then error("the fourth count is refused") else . end`}),
-			deadLettered(dlq))
-		tg.waitCaughtUp(t, group, in.topic)
-		p.terminate(t)
-		got := countsOf(t, tg.readAll(t, out, true))
+			DeadLettered(dlq))
+		tg.WaitCaughtUp(t, group, in.Topic)
+		p.Terminate(t)
+		got := countsOf(t, tg.ReadAll(t, out, true))
 		dead := map[string]int{}
-		for _, r := range tg.readAll(t, dlq, true) {
+		for _, r := range tg.ReadAll(t, dlq, true) {
 			dead[string(r.Key)]++
 		}
-		for k := range in.keys {
-			key, n := "k"+strconv.Itoa(k), in.n/in.keys
+		for k := range in.Keys {
+			key, n := "k"+strconv.Itoa(k), in.N/in.Keys
 			if got[key] != 3 || dead[key] != n-3 {
 				t.Errorf("key %s: counted to %d with %d dead letters, want 3 and %d", key, got[key], dead[key], n-3)
 			}
@@ -81,31 +81,31 @@ func TestStatefulFailedRecordLeavesNoState(t *testing.T) {
 // transaction does not abort over and over, and the other keys count on.
 func TestStatefulWriteTooLargeForChangelog(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("bigstate-in"), n: 200, keys: 10}
-		out, dlq, group := unique("bigstate-out"), unique("bigstate-dlq"), unique("bigstate-group")
-		tg.createTopics(t, 2, in.topic, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("bigstate-in"), N: 200, Keys: 10}
+		out, dlq, group := Unique("bigstate-out"), Unique("bigstate-dlq"), Unique("bigstate-group")
+		tg.NewTopics(t, 2, in.Topic, out, dlq)
 		changelog := state.ChangelogTopic(group, "aggregate")
-		tg.createTopicWithConfigs(t, 2, map[string]string{"cleanup.policy": "compact", "max.message.bytes": "2000"}, changelog)
+		tg.CreateTopicWithConfigs(t, 2, map[string]string{"cleanup.policy": "compact", "max.message.bytes": "2000"}, changelog)
 		big := strings.Repeat("K", 3000)
-		tg.produce(t, in, 0, in.n/2)
-		tg.ProduceSync(t, []*kgo.Record{{Topic: in.topic, Key: []byte(big), Value: []byte("big")}})
-		tg.produce(t, in, in.n/2, in.n)
-		p := tg.startBinary(t, group, group+"-1", in.topic, out,
-			stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, nil), deadLettered(dlq))
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic)
-		p.terminate(t)
-		got := countsOf(t, tg.readAll(t, out, true))
-		for k := range in.keys {
-			if key := "k" + strconv.Itoa(k); got[key] != in.n/in.keys {
-				t.Errorf("key %s: counted %d of %d", key, got[key], in.n/in.keys)
+		tg.Produce(t, in, 0, in.N/2)
+		tg.ProduceSync(t, []*kgo.Record{{Topic: in.Topic, Key: []byte(big), Value: []byte("big")}})
+		tg.Produce(t, in, in.N/2, in.N)
+		p := tg.StartBinary(t, group, group+"-1", in.Topic, out,
+			Stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, nil), DeadLettered(dlq))
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in.Topic)
+		p.Terminate(t)
+		got := countsOf(t, tg.ReadAll(t, out, true))
+		for k := range in.Keys {
+			if key := "k" + strconv.Itoa(k); got[key] != in.N/in.Keys {
+				t.Errorf("key %s: counted %d of %d", key, got[key], in.N/in.Keys)
 			}
 		}
 		if got[big] != 0 {
 			t.Errorf("the key too large for the changelog was counted %d times", got[big])
 		}
-		dead := tg.readAll(t, dlq, true)
-		if len(dead) != 1 || string(dead[0].Key) != big || !strings.Contains(headerValue(dead[0], record.HeaderError), changelog) {
+		dead := tg.ReadAll(t, dlq, true)
+		if len(dead) != 1 || string(dead[0].Key) != big || !strings.Contains(HeaderValue(dead[0], record.HeaderError), changelog) {
 			t.Fatalf("dead letters %d, want the one too large for %s", len(dead), changelog)
 		}
 	})

@@ -34,11 +34,11 @@ func javaKeyed(topic string, ids, rounds int) []*kgo.Record {
 	return recs
 }
 
-// auditRun reads a finished run with eoscheck's reader and checker, with
+// AuditRun reads a finished run with eoscheck's reader and checker, with
 // the aggregate check when aggregate, and fails the test on any anomaly.
-func (tg *target) auditRun(t *testing.T, group, in, out string, opts check.Options) check.Report {
+func (tg *Target) AuditRun(t *testing.T, group, in, out string, opts check.Options) check.Report {
 	t.Helper()
-	return tg.auditWith(t, check.Source{Inputs: []string{in}, Outputs: []string{out}, Group: group, Aggregate: opts.Aggregate}, opts)
+	return tg.AuditWith(t, check.Source{Inputs: []string{in}, Outputs: []string{out}, Group: group, Aggregate: opts.Aggregate}, opts)
 }
 
 // Keys as Java's LongSerializer and IntegerSerializer write them (Long
@@ -50,33 +50,33 @@ func (tg *target) auditRun(t *testing.T, group, in, out string, opts check.Optio
 // key per input key, and dedupe passes each key exactly once.
 func TestStatefulJavaKeys(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		const ids, rounds = 500, 3
-		in := unique("javakeys-in")
-		out, group := unique("javakeys-out"), unique("javakeys-group")
-		dout, dgroup := unique("javakeys-dedupe-out"), unique("javakeys-dedupe-group")
-		tg.createTopics(t, 4, in, out, dout)
+		in := Unique("javakeys-in")
+		out, group := Unique("javakeys-out"), Unique("javakeys-group")
+		dout, dgroup := Unique("javakeys-dedupe-out"), Unique("javakeys-dedupe-group")
+		tg.NewTopics(t, 4, in, out, dout)
 		recs := javaKeyed(in, ids, rounds)
 		tg.ProduceSync(t, recs[:len(recs)/2])
 
-		set := stateful(t.TempDir(), "key", "0.2", []string{"aggregate"}, nil)
-		p1 := tg.startBinary(t, group, group+"-1", in, out, set)
-		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
-		p1.kill(t)
-		p2 := tg.startBinary(t, group, group+"-1", in, out, set)
+		set := Stateful(t.TempDir(), "key", "0.2", []string{"aggregate"}, nil)
+		p1 := tg.StartBinary(t, group, group+"-1", in, out, set)
+		WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
+		p1.Kill(t)
+		p2 := tg.StartBinary(t, group, group+"-1", in, out, set)
 		tg.ProduceSync(t, recs[len(recs)/2:])
-		d := tg.startBinary(t, dgroup, dgroup+"-1", in, dout, stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil))
-		tg.waitCaughtUp(t, group, in)
-		tg.waitCaughtUp(t, dgroup, in)
-		p2.terminate(t)
-		d.terminate(t)
+		d := tg.StartBinary(t, dgroup, dgroup+"-1", in, dout, Stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil))
+		tg.WaitCaughtUp(t, group, in)
+		tg.WaitCaughtUp(t, dgroup, in)
+		p2.Terminate(t)
+		d.Terminate(t)
 
-		rep := tg.auditRun(t, group, in, out, check.Options{OneToOne: true, ExpectAll: true, Aggregate: true})
+		rep := tg.AuditRun(t, group, in, out, check.Options{OneToOne: true, ExpectAll: true, Aggregate: true})
 		if ag := rep.Aggregate; ag == nil || ag.Keys != 2*ids || ag.Final != int64(len(recs)) || ag.Max != rounds {
 			t.Errorf("aggregate totals %+v, want %d keys counted to %d each", rep.Aggregate, 2*ids, rounds)
 		}
 		base64s := 0
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			var v struct{ Key json.RawMessage }
 			if err := json.Unmarshal(r.Value, &v); err != nil {
 				t.Fatalf("output %q: %v", r.Value, err)
@@ -92,16 +92,16 @@ func TestStatefulJavaKeys(t *testing.T) {
 			t.Error("no output named its key in base64: the keys were all UTF-8")
 		}
 		changelog := map[string]bool{}
-		for _, r := range tg.readAll(t, state.ChangelogTopic(group, "aggregate"), true) {
+		for _, r := range tg.ReadAll(t, state.ChangelogTopic(group, "aggregate"), true) {
 			changelog[string(r.Key)] = true
 		}
 		if len(changelog) != 2*ids {
 			t.Errorf("the changelog holds %d keys for %d input keys", len(changelog), 2*ids)
 		}
 
-		tg.auditRun(t, dgroup, in, dout, check.Options{ExpectAll: true})
+		tg.AuditRun(t, dgroup, in, dout, check.Options{ExpectAll: true})
 		passed := map[string]int{}
-		for _, r := range tg.readAll(t, dout, true) {
+		for _, r := range tg.ReadAll(t, dout, true) {
 			passed[string(r.Key)]++
 		}
 		for _, r := range recs[:2*ids] {
@@ -121,10 +121,10 @@ func TestStatefulJavaKeys(t *testing.T) {
 // of the key's inputs taken.
 func TestStatefulSumBound(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := unique("bound-in")
-		out, dlq, group := unique("bound-out"), unique("bound-dlq"), unique("bound-group")
-		tg.createTopics(t, 2, in, out, dlq)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Unique("bound-in")
+		out, dlq, group := Unique("bound-out"), Unique("bound-dlq"), Unique("bound-group")
+		tg.NewTopics(t, 2, in, out, dlq)
 		amounts := []string{"1.5", "1e999999", "2", "1e-401", "9e307", "9e307", "-0.25", "123456789012345678901234567890", "1e-30", "-0"}
 		bad := map[string]bool{"1e999999": true, "1e-401": true}
 		var recs []*kgo.Record
@@ -134,12 +134,12 @@ func TestStatefulSumBound(t *testing.T) {
 		}
 		tg.ProduceSync(t, recs)
 		start := time.Now()
-		p := tg.startBinary(t, group, group+"-1", in, out,
-			stateful(t.TempDir(), "partition", "0", []string{"aggregate"},
+		p := tg.StartBinary(t, group, group+"-1", in, out,
+			Stateful(t.TempDir(), "partition", "0", []string{"aggregate"},
 				map[string]string{"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount"}),
-			deadLettered(dlq))
-		tg.waitCaughtUpWithin(t, 60*time.Second, group, in)
-		p.terminate(t)
+			DeadLettered(dlq))
+		tg.WaitCaughtUpWithin(t, 60*time.Second, group, in)
+		p.Terminate(t)
 		t.Logf("%s: the run, start to caught up, took %v", tg.Name, time.Since(start).Round(time.Millisecond))
 
 		sums, wantDead := map[string]*big.Rat{}, 0
@@ -159,7 +159,7 @@ func TestStatefulSumBound(t *testing.T) {
 			sums[string(r.Key)] = next
 		}
 		got := map[string]*big.Rat{}
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			dec := json.NewDecoder(bytes.NewReader(r.Value))
 			dec.UseNumber()
 			var v struct{ Value json.Number }
@@ -173,9 +173,9 @@ func TestStatefulSumBound(t *testing.T) {
 				t.Errorf("key %s: sum %v, want %v", k, got[k], want.FloatString(30))
 			}
 		}
-		dead := tg.readAll(t, dlq, true)
+		dead := tg.ReadAll(t, dlq, true)
 		for _, d := range dead {
-			if e := headerValue(d, record.HeaderError); !strings.Contains(e, "FIELD .amount") || !strings.Contains(e, "1e308") {
+			if e := HeaderValue(d, record.HeaderError); !strings.Contains(e, "FIELD .amount") || !strings.Contains(e, "1e308") {
 				t.Errorf("dead letter %s: error %q names neither FIELD nor the bound", d.Value, e)
 			}
 		}

@@ -16,9 +16,9 @@ import (
 	"github.com/streamproc/processor/state"
 )
 
-// stateful sets inst to run chain with its state in dir, with ordering,
+// Stateful sets inst to run chain with its state in dir, with ordering,
 // two workers and injected aborts at abortRate.
-func stateful(dir, ordering, abortRate string, chain []string, settings map[string]string) func(*launch.Instance) {
+func Stateful(dir, ordering, abortRate string, chain []string, settings map[string]string) func(*launch.Instance) {
 	return func(inst *launch.Instance) {
 		inst.Transforms, inst.Settings, inst.Workers = chain, settings, 2
 		inst.CommitInterval = 100 * time.Millisecond
@@ -29,10 +29,10 @@ func stateful(dir, ordering, abortRate string, chain []string, settings map[stri
 
 var restoredLine = regexp.MustCompile(`msg="state restored".* records=(\d+) .*rebuilt=(true|false)`)
 
-// restored sums the changelog records p's restores read, and says whether
+// Restored sums the changelog records p's restores read, and says whether
 // any was a rebuild.
-func restored(p *proc) (records int, rebuilt bool) {
-	for _, m := range restoredLine.FindAllStringSubmatch(p.logs.String(), -1) {
+func Restored(p *Proc) (records int, rebuilt bool) {
+	for _, m := range restoredLine.FindAllStringSubmatch(p.Logs.String(), -1) {
 		n, _ := strconv.Atoi(m[1])
 		records += n
 		rebuilt = rebuilt || m[2] == "true"
@@ -43,11 +43,11 @@ func restored(p *proc) (records int, rebuilt bool) {
 // checkCounts checks the committed output of a count by record key: for
 // every key the counts run 1, 2, 3, ... with no repeat and no gap, up to
 // the key's number of inputs.
-func checkCounts(t *testing.T, in input, out []*kgo.Record) {
+func checkCounts(t *testing.T, in Input, out []*kgo.Record) {
 	t.Helper()
 	want := map[string]int{}
-	for i := range in.n {
-		want[string(in.record(i).Key)]++
+	for i := range in.N {
+		want[string(in.Record(i).Key)]++
 	}
 	got := countsOf(t, out)
 	for k, n := range want {
@@ -67,64 +67,64 @@ func TestStatefulCountUnderCrash(t *testing.T) {
 	t.Parallel()
 	for _, ordering := range []string{"partition", "key"} {
 		t.Run(ordering, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
-				in := input{topic: unique("count-in"), n: 9000, keys: 60}
-				out, group := unique("count-out"), unique("count-group")
-				tg.createTopics(t, 4, in.topic, out)
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
+				in := Input{Topic: Unique("count-in"), N: 9000, Keys: 60}
+				out, group := Unique("count-out"), Unique("count-group")
+				tg.NewTopics(t, 4, in.Topic, out)
 				dir := t.TempDir()
-				set := stateful(dir, ordering, "0.2", []string{"aggregate"}, nil)
+				set := Stateful(dir, ordering, "0.2", []string{"aggregate"}, nil)
 				static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-				tg.produce(t, in, 0, in.n/3)
-				p1 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
-				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+				tg.Produce(t, in, 0, in.N/3)
+				p1 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
+				WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
 				fed := make(chan struct{})
 				go func() {
 					defer close(fed)
-					for i := in.n / 3; i < 2*in.n/3; i += in.n / 30 {
-						if t.Context().Err() != nil || !tg.produce(t, in, i, min(i+in.n/30, 2*in.n/3)) {
+					for i := in.N / 3; i < 2*in.N/3; i += in.N / 30 {
+						if t.Context().Err() != nil || !tg.Produce(t, in, i, min(i+in.N/30, 2*in.N/3)) {
 							return
 						}
 						time.Sleep(30 * time.Millisecond)
 					}
 				}()
 				time.Sleep(time.Second)
-				p1.kill(t)
-				changelog := len(tg.readAll(t, state.ChangelogTopic(group, "aggregate"), true))
+				p1.Kill(t)
+				changelog := len(tg.ReadAll(t, state.ChangelogTopic(group, "aggregate"), true))
 
-				p2 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
-				waitClosed(t, fed, feedTimeout, "the input feeder")
-				tg.produce(t, in, 2*in.n/3, 3*in.n/4) // after the start: p2 has work
-				tg.waitCaughtUp(t, group, in.topic)
-				waitFor(t, 10*time.Second, "a commit of p2", func() bool { return !p2.committedAt().IsZero() })
-				p2.terminate(t)
-				if n, _ := restored(p2); n >= changelog && changelog > 0 {
+				p2 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
+				WaitClosed(t, fed, FeedTimeout, "the input feeder")
+				tg.Produce(t, in, 2*in.N/3, 3*in.N/4) // after the start: p2 has work
+				tg.WaitCaughtUp(t, group, in.Topic)
+				WaitFor(t, 10*time.Second, "a commit of p2", func() bool { return !p2.CommittedAt().IsZero() })
+				p2.Terminate(t)
+				if n, _ := Restored(p2); n >= changelog && changelog > 0 {
 					t.Errorf("the restore after SIGKILL read %d changelog records of %d: not only the tail", n, changelog)
 				} else {
 					t.Logf("%s: restore after SIGKILL read %d of the changelog's %d records", tg.Name, n, changelog)
 				}
 
-				addr := freeAddr(t)
-				p3 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static,
+				addr := FreeAddr(t)
+				p3 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static,
 					func(inst *launch.Instance) { inst.HTTPAddr = addr })
-				tg.produce(t, in, 3*in.n/4, 5*in.n/6)
-				tg.waitCaughtUp(t, group, in.topic)
-				waitFor(t, 10*time.Second, "a commit of p3", func() bool { return !p3.committedAt().IsZero() })
+				tg.Produce(t, in, 3*in.N/4, 5*in.N/6)
+				tg.WaitCaughtUp(t, group, in.Topic)
+				WaitFor(t, 10*time.Second, "a commit of p3", func() bool { return !p3.CommittedAt().IsZero() })
 				checkStateStatus(t, addr, 4)
-				p3.terminate(t)
-				if n, _ := restored(p3); n != 0 {
+				p3.Terminate(t)
+				if n, _ := Restored(p3); n != 0 {
 					t.Errorf("the restore after SIGTERM read %d changelog records, want none", n)
 				}
 
-				wiped := stateful(t.TempDir(), ordering, "0.2", []string{"aggregate"}, nil)
-				p4 := tg.startBinary(t, group, group+"-1", in.topic, out, wiped, static)
-				tg.produce(t, in, 5*in.n/6, in.n)
-				tg.waitCaughtUp(t, group, in.topic)
-				waitFor(t, 10*time.Second, "a commit of p4", func() bool { return !p4.committedAt().IsZero() })
-				p4.terminate(t)
-				if _, rebuilt := restored(p4); !rebuilt {
+				wiped := Stateful(t.TempDir(), ordering, "0.2", []string{"aggregate"}, nil)
+				p4 := tg.StartBinary(t, group, group+"-1", in.Topic, out, wiped, static)
+				tg.Produce(t, in, 5*in.N/6, in.N)
+				tg.WaitCaughtUp(t, group, in.Topic)
+				WaitFor(t, 10*time.Second, "a commit of p4", func() bool { return !p4.CommittedAt().IsZero() })
+				p4.Terminate(t)
+				if _, rebuilt := Restored(p4); !rebuilt {
 					t.Error("a wiped state directory was not rebuilt from the changelog")
 				}
-				checkCounts(t, in, tg.readAll(t, out, true))
+				checkCounts(t, in, tg.ReadAll(t, out, true))
 			})
 		})
 	}
@@ -135,33 +135,33 @@ func TestStatefulCountUnderCrash(t *testing.T) {
 // injected aborts: the input holds every id three times.
 func TestStatefulDedupeUnderCrash(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		ids := 2000
-		in := input{topic: unique("dedupe-in"), n: 3 * ids, keys: ids} // record i has key k(i mod ids)
-		out, group := unique("dedupe-out"), unique("dedupe-group")
-		tg.createTopics(t, 4, in.topic, out)
-		set := stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil)
+		in := Input{Topic: Unique("dedupe-in"), N: 3 * ids, Keys: ids} // record i has key k(i mod ids)
+		out, group := Unique("dedupe-out"), Unique("dedupe-group")
+		tg.NewTopics(t, 4, in.Topic, out)
+		set := Stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil)
 		static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-		tg.produce(t, in, 0, in.n/3)
-		p1 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
-		waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+		tg.Produce(t, in, 0, in.N/3)
+		p1 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
+		WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
 		time.Sleep(500 * time.Millisecond)
-		p1.kill(t)
+		p1.Kill(t)
 		// A second instance joins (a rebalance hands it partitions, whose
 		// state it restores from the changelogs) while the next third
 		// arrives; it leaves by SIGTERM (its partitions go back) before
 		// the last third.
-		p2 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
-		p3 := tg.startBinary(t, group, group+"-2", in.topic, out,
-			stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil), func(inst *launch.Instance) { inst.InstanceID = group + "-2" })
-		tg.produce(t, in, in.n/3, 2*in.n/3)
-		tg.waitCaughtUp(t, group, in.topic)
-		p3.terminate(t)
-		tg.produce(t, in, 2*in.n/3, in.n)
-		tg.waitCaughtUp(t, group, in.topic)
-		p2.terminate(t)
+		p2 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
+		p3 := tg.StartBinary(t, group, group+"-2", in.Topic, out,
+			Stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, nil), func(inst *launch.Instance) { inst.InstanceID = group + "-2" })
+		tg.Produce(t, in, in.N/3, 2*in.N/3)
+		tg.WaitCaughtUp(t, group, in.Topic)
+		p3.Terminate(t)
+		tg.Produce(t, in, 2*in.N/3, in.N)
+		tg.WaitCaughtUp(t, group, in.Topic)
+		p2.Terminate(t)
 		seen := map[string]string{}
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			if prev, ok := seen[string(r.Key)]; ok {
 				t.Fatalf("id %s passed twice: %s and %s", r.Key, prev, r.Value)
 			}
@@ -182,25 +182,25 @@ func TestStatefulDedupeUnderCrash(t *testing.T) {
 // with exit 2, one line naming the topic.
 func TestStatefulChangelogMismatch(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in, out, group := unique("mismatch-in"), unique("mismatch-out"), unique("mismatch-group")
-		tg.createTopics(t, 4, in, out)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in, out, group := Unique("mismatch-in"), Unique("mismatch-out"), Unique("mismatch-group")
+		tg.NewTopics(t, 4, in, out)
 		changelog := state.ChangelogTopic(group, "aggregate")
-		tg.createTopicWithConfigs(t, 2, map[string]string{"cleanup.policy": "compact"}, changelog)
-		p := tg.startBinary(t, group, group+"-1", in, out, stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, nil))
+		tg.CreateTopicWithConfigs(t, 2, map[string]string{"cleanup.policy": "compact"}, changelog)
+		p := tg.StartBinary(t, group, group+"-1", in, out, Stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, nil))
 		select {
-		case <-p.done:
+		case <-p.Done:
 		case <-time.After(60 * time.Second):
 			t.Fatal("still running with a mismatched changelog")
 		}
 		var ee *exec.ExitError
-		if !errors.As(p.err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.logs.String(), changelog) {
-			t.Errorf("exit %v, log %q; want exit 2 naming %s", p.err, p.logs.String(), changelog)
+		if !errors.As(p.Err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.Logs.String(), changelog) {
+			t.Errorf("exit %v, log %q; want exit 2 naming %s", p.Err, p.Logs.String(), changelog)
 		}
 		// One line that says what is true (the keys moved, deleting the
 		// changelog does not rebuild it) and names both ways out.
 		var line string
-		for _, l := range strings.Split(p.logs.String(), "\n") {
+		for _, l := range strings.Split(p.Logs.String(), "\n") {
 			if strings.Contains(l, "configuration error") {
 				if line != "" {
 					t.Errorf("two configuration error lines: %q and %q", line, l)
@@ -226,7 +226,7 @@ func TestStatefulChangelogMismatch(t *testing.T) {
 // /metrics has the state metrics.
 func checkStateStatus(t *testing.T, addr string, partitions int) {
 	t.Helper()
-	_, body := httpGet(addr, "/status")
+	_, body := HTTPGet(addr, "/status")
 	var doc struct {
 		Restoring bool `json:"state_restoring"`
 		State     []struct {
@@ -248,7 +248,7 @@ func checkStateStatus(t *testing.T, addr string, partitions int) {
 	if doc.Restoring || ready != partitions {
 		t.Errorf("/status shows %d of %d store partitions ready with keys (restoring %v): %s", ready, partitions, doc.Restoring, body)
 	}
-	_, metrics := httpGet(addr, "/metrics")
+	_, metrics := HTTPGet(addr, "/metrics")
 	for _, m := range []string{"processor_state_restore_records_total", "processor_state_restore_seconds", `processor_state_keys{store="aggregate"}`, `processor_state_bytes{store="aggregate"}`} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)

@@ -17,33 +17,33 @@ import (
 	"github.com/streamproc/processor/state"
 )
 
-// stampedBase is the record time the windowed tests start from: a whole
+// StampedBase is the record time the windowed tests start from: a whole
 // minute two hours ago, so that one-minute windows start on their
 // records' minutes, and no broker refuses or deletes the records by their
 // timestamps (Apache Kafka refuses timestamps more than an hour ahead by
 // default, and deletes segments a week old).
-func stampedBase() time.Time { return time.Now().Truncate(time.Minute).Add(-2 * time.Hour) }
+func StampedBase() time.Time { return time.Now().Truncate(time.Minute).Add(-2 * time.Hour) }
 
-// stamped is a record of topic with the given key, value and timestamp;
+// Stamped is a record of topic with the given key, value and timestamp;
 // the producer keeps the timestamp (CreateTime, the default of both
 // brokers), so that the processor sees the record time a test chose.
-func stamped(topic, key, value string, ts time.Time) *kgo.Record {
+func Stamped(topic, key, value string, ts time.Time) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value), Timestamp: ts}
 }
 
-// produceStamped writes recs, idempotently and in order, with the
+// ProduceStamped writes recs, idempotently and in order, with the
 // timestamps they carry, and reports whether every one was acknowledged
-// within produceTimeout. It may be called from any goroutine: a failure is
+// within ProduceTimeout. It may be called from any goroutine: a failure is
 // reported with t.Errorf, unless the test has already ended.
-func (tg *target) produceStamped(t testing.TB, recs []*kgo.Record) bool {
+func (tg *Target) ProduceStamped(t testing.TB, recs []*kgo.Record) bool {
 	t.Helper()
-	cl, err := kgo.NewClient(tg.clientOpts(kgo.ProducerLinger(2 * time.Millisecond))...)
+	cl, err := kgo.NewClient(tg.ClientOpts(kgo.ProducerLinger(2 * time.Millisecond))...)
 	if err != nil {
 		t.Errorf("a producer of stamped records: %v", err)
 		return false
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), produceTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), ProduceTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 		if t.Context().Err() == nil {
@@ -64,7 +64,7 @@ func windowedInput(topic string, base time.Time, windows, keys, perKey int) []*k
 		for j := range perKey {
 			for k := range keys {
 				ts := base.Add(time.Duration(w)*time.Minute + time.Duration(j)*15*time.Second + time.Duration(k)*10*time.Millisecond)
-				recs = append(recs, stamped(topic, "k"+strconv.Itoa(k), fmt.Sprintf(`{"w":%d,"j":%d}`, w, j), ts))
+				recs = append(recs, Stamped(topic, "k"+strconv.Itoa(k), fmt.Sprintf(`{"w":%d,"j":%d}`, w, j), ts))
 			}
 		}
 	}
@@ -133,7 +133,7 @@ func TestStatefulWindowCountUnderCrash(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ name, abortRate string }{{"kill", "0"}, {"kill-and-aborts", "0.2"}} {
 		t.Run(c.name, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
 				windowCountUnderCrash(t, tg, c.abortRate)
 			})
 		})
@@ -142,43 +142,43 @@ func TestStatefulWindowCountUnderCrash(t *testing.T) {
 
 // windowCountUnderCrash is TestStatefulWindowCountUnderCrash on tg, with
 // transactions aborted on purpose at abortRate.
-func windowCountUnderCrash(t *testing.T, tg *target, abortRate string) {
-	topic, out, group := unique("window-in"), unique("window-out"), unique("window-group")
-	in := windowedInput(topic, stampedBase(), 20, 100, 3)
-	tg.createTopics(t, 4, topic, out)
-	set := stateful(t.TempDir(), "partition", abortRate, []string{"aggregate"}, map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m"})
+func windowCountUnderCrash(t *testing.T, tg *Target, abortRate string) {
+	topic, out, group := Unique("window-in"), Unique("window-out"), Unique("window-group")
+	in := windowedInput(topic, StampedBase(), 20, 100, 3)
+	tg.NewTopics(t, 4, topic, out)
+	set := Stateful(t.TempDir(), "partition", abortRate, []string{"aggregate"}, map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m"})
 	static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
 	third := len(in) / 3
 	tg.ProduceSync(t, in[:third])
-	p1 := tg.startBinary(t, group, group+"-1", topic, out, set, static)
-	waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+	p1 := tg.StartBinary(t, group, group+"-1", topic, out, set, static)
+	WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
 	fed := make(chan struct{})
 	go func() {
 		defer close(fed)
 		for i := third; i < 2*third; i += third / 20 { // for about 2s: the SIGKILL comes while records flow
-			if t.Context().Err() != nil || !tg.produceStamped(t, in[i:min(i+third/20, 2*third)]) {
+			if t.Context().Err() != nil || !tg.ProduceStamped(t, in[i:min(i+third/20, 2*third)]) {
 				return
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
 	time.Sleep(time.Second)
-	p1.kill(t)
-	p2 := tg.startBinary(t, group, group+"-1", topic, out, set, static)
-	waitClosed(t, fed, feedTimeout, "the input feeder")
+	p1.Kill(t)
+	p2 := tg.StartBinary(t, group, group+"-1", topic, out, set, static)
+	WaitClosed(t, fed, FeedTimeout, "the input feeder")
 	tg.ProduceSync(t, in[2*third:])
-	tg.waitCaughtUp(t, group, topic)
-	waitFor(t, 10*time.Second, "a commit of p2", func() bool { return !p2.committedAt().IsZero() })
-	p2.terminate(t)
-	n, _ := restored(p2)
+	tg.WaitCaughtUp(t, group, topic)
+	WaitFor(t, 10*time.Second, "a commit of p2", func() bool { return !p2.CommittedAt().IsZero() })
+	p2.Terminate(t)
+	n, _ := Restored(p2)
 	t.Logf("%s: the restore after SIGKILL read %d changelog records", tg.Name, n)
-	checkWindowedCounts(t, in, tg.readAll(t, out, true))
+	checkWindowedCounts(t, in, tg.ReadAll(t, out, true))
 }
 
 // stateKeys is the number of keys of store over the partitions that /status
 // at addr shows, as committed; ok false when it cannot be read.
 func stateKeys(addr, store string) (keys int64, ok bool) {
-	code, body := httpGet(addr, "/status")
+	code, body := HTTPGet(addr, "/status")
 	if code != 200 {
 		return 0, false
 	}
@@ -201,7 +201,7 @@ func stateKeys(addr, store string) (keys int64, ok bool) {
 
 // metricKeys is processor_state_keys{store} of /metrics at addr, or -1.
 func metricKeys(addr, store string) int64 {
-	_, body := httpGet(addr, "/metrics")
+	_, body := HTTPGet(addr, "/metrics")
 	for _, line := range strings.Split(body, "\n") {
 		if rest, ok := strings.CutPrefix(line, `processor_state_keys{store="`+store+`"} `); ok {
 			if n, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
@@ -245,14 +245,14 @@ func TestStatefulWindowExpiryBoundsTheStore(t *testing.T) {
 		{"dedupe", "dedupe", map[string]string{"PROCESSOR_DEDUPE_WINDOW": "1m", "PROCESSOR_DEDUPE_GRACE": "0s"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
-				topic, out, group := unique("expiry-in"), unique("expiry-out"), unique("expiry-group")
-				tg.createTopics(t, 4, topic, out)
-				addr := freeAddr(t)
-				p := tg.startBinary(t, group, group+"-1", topic, out,
-					stateful(t.TempDir(), "partition", "0", []string{c.name}, c.settings),
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
+				topic, out, group := Unique("expiry-in"), Unique("expiry-out"), Unique("expiry-group")
+				tg.NewTopics(t, 4, topic, out)
+				addr := FreeAddr(t)
+				p := tg.StartBinary(t, group, group+"-1", topic, out,
+					Stateful(t.TempDir(), "partition", "0", []string{c.name}, c.settings),
 					func(inst *launch.Instance) { inst.HTTPAddr = addr })
-				base := stampedBase()
+				base := StampedBase()
 				var peak atomic.Int64
 				stop := make(chan struct{})
 				var sampled sync.WaitGroup
@@ -275,16 +275,16 @@ func TestStatefulWindowExpiryBoundsTheStore(t *testing.T) {
 					for j := range 2 { // the second record of a key is a duplicate for dedupe, a 2 for aggregate
 						for i := range perMinute {
 							ts := base.Add(time.Duration(m)*time.Minute + time.Duration(j)*20*time.Second + time.Duration(i)*50*time.Millisecond)
-							recs = append(recs, stamped(topic, "n"+strconv.Itoa(m*perMinute+i), "{}", ts))
+							recs = append(recs, Stamped(topic, "n"+strconv.Itoa(m*perMinute+i), "{}", ts))
 						}
 					}
 					tg.ProduceSync(t, recs)
-					tg.waitCaughtUp(t, group, topic)
+					tg.WaitCaughtUp(t, group, topic)
 					if m == 0 {
-						waitFor(t, 10*time.Second, "a first commit", func() bool { return !p.committedAt().IsZero() })
+						WaitFor(t, 10*time.Second, "a first commit", func() bool { return !p.CommittedAt().IsZero() })
 					}
 				}
-				waitFor(t, 10*time.Second, "the last commit applied locally", func() bool {
+				WaitFor(t, 10*time.Second, "the last commit applied locally", func() bool {
 					n, ok := stateKeys(addr, c.store)
 					return ok && n <= 2*perMinute
 				})
@@ -292,7 +292,7 @@ func TestStatefulWindowExpiryBoundsTheStore(t *testing.T) {
 				sampled.Wait()
 				final, _ := stateKeys(addr, c.store)
 				metric := metricKeys(addr, c.store)
-				p.terminate(t)
+				p.Terminate(t)
 
 				distinct := minutes * perMinute
 				t.Logf("%s, %s: %d distinct keys; the store held at most %d, at the end %d (processor_state_keys %d)", c.name, tg.Name, distinct, peak.Load(), final, metric)
@@ -302,12 +302,12 @@ func TestStatefulWindowExpiryBoundsTheStore(t *testing.T) {
 				if metric != final {
 					t.Errorf("processor_state_keys{store=%q} is %d, /status says %d", c.store, metric, final)
 				}
-				deleted, keys := tombstoned(tg.readAll(t, state.ChangelogTopic(group, c.store), true))
+				deleted, keys := tombstoned(tg.ReadAll(t, state.ChangelogTopic(group, c.store), true))
 				if keys != distinct || int64(deleted) < int64(distinct)-final {
 					t.Errorf("the changelog holds %d keys, %d of them ending in a tombstone; want %d keys, at least %d tombstoned", keys, deleted, distinct, int64(distinct)-final)
 				}
-				if want := map[string]int{"aggregate": 2 * distinct, "dedupe": distinct}[c.name]; len(tg.readAll(t, out, true)) != want {
-					t.Errorf("%d outputs, want %d", len(tg.readAll(t, out, true)), want)
+				if want := map[string]int{"aggregate": 2 * distinct, "dedupe": distinct}[c.name]; len(tg.ReadAll(t, out, true)) != want {
+					t.Errorf("%d outputs, want %d", len(tg.ReadAll(t, out, true)), want)
 				}
 			})
 		})
@@ -323,43 +323,43 @@ func TestStatefulWindowExpiryBoundsTheStore(t *testing.T) {
 // had passed an id's window must not let the id's duplicates through.
 func TestStatefulWindowDedupeAcrossRestart(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		const ids = 300
-		topic, out, group := unique("dwindow-in"), unique("dwindow-out"), unique("dwindow-group")
-		tg.createTopics(t, 4, topic, out)
-		base := stampedBase()
+		topic, out, group := Unique("dwindow-in"), Unique("dwindow-out"), Unique("dwindow-group")
+		tg.NewTopics(t, 4, topic, out)
+		base := StampedBase()
 		phase := func(second int) []*kgo.Record {
 			var recs []*kgo.Record
 			for i := range ids {
 				ts := base.Add(time.Duration(second)*time.Second + time.Duration(i)*10*time.Millisecond)
-				recs = append(recs, stamped(topic, "id"+strconv.Itoa(i), "at:"+strconv.Itoa(second), ts))
+				recs = append(recs, Stamped(topic, "id"+strconv.Itoa(i), "at:"+strconv.Itoa(second), ts))
 			}
 			return recs
 		}
-		set := stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, map[string]string{"PROCESSOR_DEDUPE_WINDOW": "1m"})
+		set := Stateful(t.TempDir(), "key", "0.2", []string{"dedupe"}, map[string]string{"PROCESSOR_DEDUPE_WINDOW": "1m"})
 		static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
 
 		tg.ProduceSync(t, phase(0))
 		tg.ProduceSync(t, phase(30))
-		p1 := tg.startBinary(t, group, group+"-1", topic, out, set, static)
-		tg.waitCaughtUp(t, group, topic)
-		p1.kill(t)
+		p1 := tg.StartBinary(t, group, group+"-1", topic, out, set, static)
+		tg.WaitCaughtUp(t, group, topic)
+		p1.Kill(t)
 
 		tg.ProduceSync(t, phase(50)) // within the minute of second 0, after the SIGKILL: filtered
 		tg.ProduceSync(t, phase(61)) // the minute is over: passes
-		p2 := tg.startBinary(t, group, group+"-1", topic, out, set, static)
-		tg.waitCaughtUp(t, group, topic)
-		p2.terminate(t)
+		p2 := tg.StartBinary(t, group, group+"-1", topic, out, set, static)
+		tg.WaitCaughtUp(t, group, topic)
+		p2.Terminate(t)
 
 		tg.ProduceSync(t, phase(81))  // within the minute of second 61, after the restart: filtered
 		tg.ProduceSync(t, phase(100)) // still within it
 		tg.ProduceSync(t, phase(130)) // over: passes
-		p3 := tg.startBinary(t, group, group+"-1", topic, out, set, static)
-		tg.waitCaughtUp(t, group, topic)
-		p3.terminate(t)
+		p3 := tg.StartBinary(t, group, group+"-1", topic, out, set, static)
+		tg.WaitCaughtUp(t, group, topic)
+		p3.Terminate(t)
 
 		passed := map[string][]string{}
-		for _, r := range tg.readAll(t, out, true) {
+		for _, r := range tg.ReadAll(t, out, true) {
 			passed[string(r.Key)] = append(passed[string(r.Key)], string(r.Value))
 		}
 		want := "at:0 at:61 at:130"

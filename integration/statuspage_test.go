@@ -49,8 +49,8 @@ func TestStatusPage(t *testing.T) {
 		partitions = 3
 		records    = 2000
 	)
-	broker, httpAddr := freeAddr(t), freeAddr(t)
-	runBinary(t, "processor", launch.Instance{
+	broker, httpAddr := FreeAddr(t), FreeAddr(t)
+	RunBinary(t, "processor", launch.Instance{
 		EmbeddedBroker:           broker,
 		EmbeddedBrokerDir:        t.TempDir(),
 		EmbeddedBrokerPartitions: partitions,
@@ -62,7 +62,7 @@ func TestStatusPage(t *testing.T) {
 		LogFormat:                "text",
 	})
 	base := "http://" + httpAddr
-	waitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := httpGet(httpAddr, "/readyz"); return code == 200 })
+	WaitFor(t, 30*time.Second, "/readyz to answer 200", func() bool { code, _ := HTTPGet(httpAddr, "/readyz"); return code == 200 })
 
 	t.Logf("processor ready after %s", since())
 	runLoadgen(t, broker, "-records", strconv.Itoa(records), "-rate", "0")
@@ -71,7 +71,7 @@ func TestStatusPage(t *testing.T) {
 	// every partition's position, committed offset and end offsets equal,
 	// and the same in two reads, so the page and /status must agree.
 	var last statusPageStatus
-	waitFor(t, 30*time.Second, fmt.Sprintf("/status to show %d records committed on %d idle partitions", records, partitions), func() bool {
+	WaitFor(t, 30*time.Second, fmt.Sprintf("/status to show %d records committed on %d idle partitions", records, partitions), func() bool {
 		s, err := fetchStatusPage(base)
 		if err != nil {
 			return false
@@ -188,7 +188,7 @@ func findChromium(t *testing.T) string {
 // the test ends.
 func startBrowser(t *testing.T, chromium string) context.Context {
 	t.Helper()
-	output := &syncBuffer{}
+	output := &SyncBuffer{}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium),
 		chromedp.NoSandbox, // Chromium as root (CI, containers) needs it
@@ -261,13 +261,13 @@ func browse[T any](t *testing.T, ctx context.Context, what string, a chromedp.Ac
 // it.
 func runLoadgen(t *testing.T, broker string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), loadgenTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), LoadgenTimeout)
 	defer cancel()
-	lg := exec.CommandContext(ctx, filepath.Join(binDir, "loadgen"), append([]string{"-brokers", broker, "-topic", "orders"}, args...)...)
+	lg := exec.CommandContext(ctx, filepath.Join(BinDir, "loadgen"), append([]string{"-brokers", broker, "-topic", "orders"}, args...)...)
 	lg.WaitDelay = 5 * time.Second
 	out, err := lg.CombinedOutput()
 	if ctx.Err() != nil {
-		t.Fatalf("loadgen did not finish within %s, killed: %v\n%s", loadgenTimeout, err, out)
+		t.Fatalf("loadgen did not finish within %s, killed: %v\n%s", LoadgenTimeout, err, out)
 	}
 	if err != nil {
 		t.Fatalf("loadgen: %v\n%s", err, out)
@@ -278,10 +278,10 @@ func runLoadgen(t *testing.T, broker string, args ...string) {
 // stopped and waited for when the test ends, if it has not finished.
 func startStatusPageLoadgen(t *testing.T, broker string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), loadgenTimeout)
-	lg := exec.CommandContext(ctx, filepath.Join(binDir, "loadgen"), append([]string{"-brokers", broker, "-topic", "orders"}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), LoadgenTimeout)
+	lg := exec.CommandContext(ctx, filepath.Join(BinDir, "loadgen"), append([]string{"-brokers", broker, "-topic", "orders"}, args...)...)
 	lg.WaitDelay = 5 * time.Second
-	out := &syncBuffer{}
+	out := &SyncBuffer{}
 	lg.Stdout, lg.Stderr = out, out
 	if err := lg.Start(); err != nil {
 		cancel()
@@ -293,8 +293,8 @@ func startStatusPageLoadgen(t *testing.T, broker string, args ...string) {
 		cancel() // kills it if still running
 		select {
 		case <-done:
-		case <-time.After(binaryKillTimeout):
-			t.Errorf("loadgen did not exit within %s of SIGKILL", binaryKillTimeout)
+		case <-time.After(BinaryKillTimeout):
+			t.Errorf("loadgen did not exit within %s of SIGKILL", BinaryKillTimeout)
 		}
 		if t.Failed() {
 			t.Logf("loadgen's output:\n%s", out.String())
@@ -324,7 +324,7 @@ type statusPagePartition struct {
 
 func fetchStatusPage(base string) (statusPageStatus, error) {
 	var s statusPageStatus
-	resp, err := binaryHTTP.Get(base + "/status")
+	resp, err := BinaryHTTP.Get(base + "/status")
 	if err != nil {
 		return s, err
 	}
@@ -639,7 +639,7 @@ var statusPageChartSeries = map[string]map[string]string{
 // the same moment; the records-in chart's last point is above 0.
 func checkStatusPageCharts(t *testing.T, ctx context.Context, base string) {
 	t.Helper()
-	resp, err := binaryHTTP.Get(base + "/")
+	resp, err := BinaryHTTP.Get(base + "/")
 	if err != nil {
 		t.Fatalf("GET /: %v", err)
 	}
@@ -716,7 +716,7 @@ func inAboveZero(cs []statusPageChart) bool {
 // sample, in the charts' format (RFC 3339 in UTC, nanoseconds).
 func fetchStatusPageSamples(t *testing.T, base string) map[string]map[string]float64 {
 	t.Helper()
-	resp, err := binaryHTTP.Get(base + "/status?since=2m")
+	resp, err := BinaryHTTP.Get(base + "/status?since=2m")
 	if err != nil {
 		t.Fatalf("/status: %v", err)
 	}

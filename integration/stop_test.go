@@ -69,13 +69,13 @@ func ctxChain(t testing.TB, d time.Duration, seen ...*processed) *transform.Chai
 // once.
 func TestStopNeverFailsRecords(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		for _, policy := range []pipeline.OnError{pipeline.DeadLetter, pipeline.Skip} {
 			t.Run(string(policy), func(t *testing.T) {
 				t.Parallel() // on topics and a group of its own; the input is fed at a pace
-				in := input{topic: unique("stop-in"), n: 12000, keys: 40}
-				out, dlq, group := unique("stop-out"), unique("stop-dlq"), unique("stop-group")
-				tg.createTopics(t, 3, in.topic, out, dlq)
+				in := Input{Topic: Unique("stop-in"), N: 12000, Keys: 40}
+				out, dlq, group := Unique("stop-out"), Unique("stop-dlq"), Unique("stop-group")
+				tg.NewTopics(t, 3, in.Topic, out, dlq)
 				// Input arrives while the instances run, about 1,000 records
 				// a second for 12 s: polls are small, a transaction spans several of
 				// them, and the transform is busy most of the time, so a
@@ -83,27 +83,27 @@ func TestStopNeverFailsRecords(t *testing.T) {
 				fed := make(chan struct{})
 				go func() {
 					defer close(fed)
-					for from := 0; from < in.n; from += 100 {
-						tg.produce(t, in, from, from+100)
+					for from := 0; from < in.N; from += 100 {
+						tg.Produce(t, in, from, from+100)
 						time.Sleep(100 * time.Millisecond)
 					}
 				}()
-				opts := instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out,
-					onError: policy, dlqTopic: dlq, maxRecords: 100000, commitInterval: 400 * time.Millisecond}
-				var stopped []*instance
+				opts := InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
+					OnError: policy, DLQTopic: dlq, MaxRecords: 100000, CommitInterval: 400 * time.Millisecond}
+				var stopped []*Instance
 				for round := 0; round < 3 && !isClosed(fed); round++ {
 					seen := &processed{max: map[int32]int64{}}
-					opts.chain = ctxChain(t, 400*time.Microsecond, seen)
-					a := tg.start(t, opts)
-					waitFor(t, 60*time.Second, "a first commit", func() bool { return a.p.Stats().Commits > 0 || isClosed(fed) })
+					opts.Chain = ctxChain(t, 400*time.Microsecond, seen)
+					a := tg.Start(t, opts)
+					WaitFor(t, 60*time.Second, "a first commit", func() bool { return a.Pipeline.Stats().Commits > 0 || isClosed(fed) })
 					time.Sleep(150 * time.Millisecond) // mid-transaction: polled records are in the transform
 					began := time.Now()
-					a.stop(t)
+					a.Stop(t)
 					if took := time.Since(began); took > 10*time.Second {
 						t.Errorf("round %d: stopping took %s", round, took.Round(time.Millisecond))
 					}
 					var committed int64
-					offsets := tg.committedOffsets(t, group, in.topic)
+					offsets := tg.CommittedOffsets(t, group, in.Topic)
 					for _, o := range offsets {
 						committed += o
 					}
@@ -112,7 +112,7 @@ func TestStopNeverFailsRecords(t *testing.T) {
 							t.Errorf("round %d: partition %d: the transform passed on offset %d, but the group committed only up to %d: the stop did not commit its open transaction", round, p, o, offsets[p])
 						}
 					}
-					if consumed := sumConsumed(append(stopped, a)...); uint64(committed) != consumed {
+					if consumed := SumConsumed(append(stopped, a)...); uint64(committed) != consumed {
 						t.Errorf("round %d: the group committed %d input records, the instances consumed %d: the stop did not commit its open transaction", round, committed, consumed)
 					}
 					stopped = append(stopped, a)
@@ -122,22 +122,22 @@ func TestStopNeverFailsRecords(t *testing.T) {
 				case <-time.After(60 * time.Second):
 					t.Fatal("writing the input took more than 60s")
 				}
-				opts.chain = ctxChain(t, 0)
-				last := tg.start(t, opts)
-				tg.waitCaughtUp(t, group, in.topic, last)
-				last.stop(t)
+				opts.Chain = ctxChain(t, 0)
+				last := tg.Start(t, opts)
+				tg.WaitCaughtUp(t, group, in.Topic, last)
+				last.Stop(t)
 				for i, s := range append(stopped, last) {
-					if n := testutil.ToFloat64(s.pm.DLQ) + testutil.ToFloat64(s.pm.Skipped); n != 0 {
+					if n := testutil.ToFloat64(s.PipelineMetrics.DLQ) + testutil.ToFloat64(s.PipelineMetrics.Skipped); n != 0 {
 						t.Errorf("instance %d dead-lettered or skipped %v good records", i, n)
 					}
-					if n := s.p.Stats().Aborts; n != 0 {
+					if n := s.Pipeline.Stats().Aborts; n != 0 {
 						t.Errorf("instance %d aborted %d transactions; a stop must commit", i, n)
 					}
 				}
-				if dl := tg.readAll(t, dlq, false); len(dl) != 0 {
-					t.Errorf("%d dead letters written (even if aborted); first: %s", len(dl), headerValue(dl[0], record.HeaderError))
+				if dl := tg.ReadAll(t, dlq, false); len(dl) != 0 {
+					t.Errorf("%d dead letters written (even if aborted); first: %s", len(dl), HeaderValue(dl[0], record.HeaderError))
 				}
-				checkExactlyOnce(t, in, tg.readAll(t, out, true))
+				CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 				if !t.Failed() {
 					t.Logf("%d stops, none failed a record", len(stopped))
 				}
@@ -151,11 +151,11 @@ func TestStopNeverFailsRecords(t *testing.T) {
 // error) and the dead-letter header.
 func TestRecordErrorsAreClipped(t *testing.T) {
 	t.Parallel()
-	tg := newFake(t)
-	in := input{topic: unique("clip-in"), n: 5, keys: 1}
-	out, dlq, group := unique("clip-out"), unique("clip-dlq"), unique("clip-group")
-	tg.createTopics(t, 1, in.topic, out, dlq)
-	tg.produce(t, in, 0, in.n)
+	tg := NewFake(t)
+	in := Input{Topic: Unique("clip-in"), N: 5, Keys: 1}
+	out, dlq, group := Unique("clip-out"), Unique("clip-dlq"), Unique("clip-group")
+	tg.NewTopics(t, 1, in.Topic, out, dlq)
+	tg.Produce(t, in, 0, in.N)
 	huge := strings.Repeat("x", 1<<20)
 	reg := &transform.Registry{}
 	reg.Register("quote", transform.Plain("", func() (transform.Transform, error) {
@@ -170,34 +170,34 @@ func TestRecordErrorsAreClipped(t *testing.T) {
 		}
 		return c
 	}
-	d := tg.start(t, instanceOpts{group: group, txnID: group + "-d", topics: []string{in.topic}, out: out, chain: build(),
-		onError: pipeline.DeadLetter, dlqTopic: dlq})
-	tg.waitCaughtUp(t, group, in.topic, d)
-	d.stop(t)
-	letters := tg.readAll(t, dlq, true)
-	if len(letters) != in.n {
-		t.Fatalf("%d dead letters, want %d", len(letters), in.n)
+	d := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-d", Topics: []string{in.Topic}, Out: out, Chain: build(),
+		OnError: pipeline.DeadLetter, DLQTopic: dlq})
+	tg.WaitCaughtUp(t, group, in.Topic, d)
+	d.Stop(t)
+	letters := tg.ReadAll(t, dlq, true)
+	if len(letters) != in.N {
+		t.Fatalf("%d dead letters, want %d", len(letters), in.N)
 	}
-	if h := headerValue(letters[0], record.HeaderError); len(h) > 400 || !strings.Contains(h, "bytes)") {
+	if h := HeaderValue(letters[0], record.HeaderError); len(h) > 400 || !strings.Contains(h, "bytes)") {
 		t.Errorf("dead-letter error header is %d bytes: %.80q...", len(h), h)
 	}
 
-	group2 := unique("clip-fail")
-	f := tg.start(t, instanceOpts{group: group2, txnID: group2 + "-f", topics: []string{in.topic}, out: out, chain: build()})
+	group2 := Unique("clip-fail")
+	f := tg.Start(t, InstanceOpts{Group: group2, TxnID: group2 + "-f", Topics: []string{in.Topic}, Out: out, Chain: build()})
 	select {
-	case <-f.done:
+	case <-f.Done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the failing instance did not stop within 30s")
 	}
-	f.stopped = true
-	if f.err == nil || len(f.err.Error()) > 600 {
-		t.Fatalf("Run returned an error of %d bytes, want a clipped one", len(errString(f.err)))
+	f.Stopped = true
+	if f.Err == nil || len(f.Err.Error()) > 600 {
+		t.Fatalf("Run returned an error of %d bytes, want a clipped one", len(errString(f.Err)))
 	}
 	var qe *quotingError
-	if !errors.As(f.err, &qe) {
-		t.Errorf("the clipped error no longer wraps the transform's: %v", f.err)
+	if !errors.As(f.Err, &qe) {
+		t.Errorf("the clipped error no longer wraps the transform's: %v", f.Err)
 	}
-	if h := f.p.Healthy(); h == nil || len(h.Error()) > 600 {
+	if h := f.Pipeline.Healthy(); h == nil || len(h.Error()) > 600 {
 		t.Errorf("/healthz would show %d bytes", len(errString(h)))
 	}
 }

@@ -24,24 +24,24 @@ import (
 func TestStatefulExpiryKeepsUpWithBacklog(t *testing.T) {
 	t.Parallel()
 	const minutes, perMinute = 60, 2000 // 120,000 distinct keys, two records each
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		topic, out, group := unique("backlog-in"), unique("backlog-out"), unique("backlog-group")
-		tg.createTopics(t, 4, topic, out)
-		base := stampedBase().Add(-time.Hour)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		topic, out, group := Unique("backlog-in"), Unique("backlog-out"), Unique("backlog-group")
+		tg.NewTopics(t, 4, topic, out)
+		base := StampedBase().Add(-time.Hour)
 		var recs []*kgo.Record
 		for m := range minutes {
 			for j := range 2 {
 				for i := range perMinute {
 					ts := base.Add(time.Duration(m)*time.Minute + time.Duration(j)*20*time.Second + time.Duration(i)*5*time.Millisecond)
-					recs = append(recs, stamped(topic, "n"+strconv.Itoa(m*perMinute+i), "{}", ts))
+					recs = append(recs, Stamped(topic, "n"+strconv.Itoa(m*perMinute+i), "{}", ts))
 				}
 			}
 		}
 		tg.ProduceSync(t, recs)
 
-		addr := freeAddr(t)
-		p := tg.startBinary(t, group, group+"-1", topic, out,
-			stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m"}),
+		addr := FreeAddr(t)
+		p := tg.StartBinary(t, group, group+"-1", topic, out,
+			Stateful(t.TempDir(), "partition", "0", []string{"aggregate"}, map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m"}),
 			func(inst *launch.Instance) { inst.HTTPAddr = addr })
 		var peak atomic.Int64
 		stop := make(chan struct{})
@@ -60,18 +60,18 @@ func TestStatefulExpiryKeepsUpWithBacklog(t *testing.T) {
 				}
 			}
 		}()
-		tg.waitCaughtUpWithin(t, 3*time.Minute, group, topic)
+		tg.WaitCaughtUpWithin(t, 3*time.Minute, group, topic)
 		close(stop)
 		sampled.Wait()
 		final, _ := stateKeys(addr, "aggregate")
-		p.terminate(t)
+		p.Terminate(t)
 		distinct := minutes * perMinute
 		bound := int64(2 * perMinute)
 		t.Logf("%s: %d distinct keys drained as a backlog; the store held at most %d (bound %d), at the end %d", tg.Name, distinct, peak.Load(), bound, final)
 		if peak.Load() > bound || peak.Load() == 0 {
 			t.Errorf("the store held up to %d keys of the %d that went through; want at most %d", peak.Load(), distinct, bound)
 		}
-		if n := len(tg.readAll(t, out, true)); n != 2*distinct {
+		if n := len(tg.ReadAll(t, out, true)); n != 2*distinct {
 			t.Errorf("%d outputs, want %d", n, 2*distinct)
 		}
 	})

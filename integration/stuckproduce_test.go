@@ -19,23 +19,23 @@ import (
 // which is unhealthy after the transaction timeout.)
 func TestProduceNeverSucceedsIsUnhealthy(t *testing.T) {
 	t.Parallel()
-	tg := newFake(t)
-	in := input{topic: unique("stuckprod-in"), n: 100, keys: 4}
-	out, group := unique("stuckprod-out"), unique("stuckprod-group")
-	tg.createTopics(t, 1, in.topic, out)
-	tg.produce(t, in, 0, in.n/2)
-	a := tg.start(t, instanceOpts{group: group, txnID: group + "-a", topics: []string{in.topic}, out: out, txnTimeout: 4 * time.Second, failingAfter: 5 * time.Second})
-	tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
-	lift := tg.refuseProduce(t, out, kerr.UnsupportedCompressionType.Code)
+	tg := NewFake(t)
+	in := Input{Topic: Unique("stuckprod-in"), N: 100, Keys: 4}
+	out, group := Unique("stuckprod-out"), Unique("stuckprod-group")
+	tg.NewTopics(t, 1, in.Topic, out)
+	tg.Produce(t, in, 0, in.N/2)
+	a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out, TxnTimeout: 4 * time.Second, FailingAfter: 5 * time.Second})
+	tg.WaitCaughtUpWithin(t, 60*time.Second, group, in.Topic, a)
+	lift := tg.RefuseProduce(t, out, kerr.UnsupportedCompressionType.Code)
 	// Before the input that the aborts are of: the first abort may come
 	// while the produce below is still being acknowledged.
 	start := time.Now()
-	if !tg.produce(t, in, in.n/2, in.n) {
+	if !tg.Produce(t, in, in.N/2, in.N) {
 		t.Fatal("writing the second half of the input failed")
 	}
 	var why error
-	waitFor(t, 30*time.Second, "the instance to report itself unhealthy", func() bool {
-		why = a.p.Healthy()
+	WaitFor(t, 30*time.Second, "the instance to report itself unhealthy", func() bool {
+		why = a.Pipeline.Healthy()
 		return why != nil
 	})
 	took := time.Since(start)
@@ -43,13 +43,13 @@ func TestProduceNeverSucceedsIsUnhealthy(t *testing.T) {
 	if took < 5*time.Second || !strings.Contains(why.Error(), "no transaction has committed for") || !strings.Contains(why.Error(), "aborted in a row") {
 		t.Errorf("Healthy() = %v after %s, want the run of aborts after 5s", why, took)
 	}
-	if st := a.p.Status(); st.Health == "ok" {
+	if st := a.Pipeline.Status(); st.Health == "ok" {
 		t.Errorf("/status health is ok while unhealthy")
 	}
 	lift()
-	tg.waitCaughtUpWithin(t, 60*time.Second, group, in.topic, a)
-	if err := a.p.Healthy(); err != nil {
+	tg.WaitCaughtUpWithin(t, 60*time.Second, group, in.Topic, a)
+	if err := a.Pipeline.Healthy(); err != nil {
 		t.Errorf("still unhealthy after writes succeed again: %v", err)
 	}
-	checkExactlyOnce(t, in, tg.readAll(t, out, true))
+	CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 }

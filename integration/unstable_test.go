@@ -19,33 +19,33 @@ import (
 // doubled, and the dead transaction's output stays invisible.
 func TestPendingOffsetsOfDeadTransaction(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("pending-in"), n: 6000, keys: 60}
-		out, group := unique("pending-out"), unique("pending-group")
-		tg.createTopics(t, 3, in.topic, out)
-		tg.produce(t, in, 0, in.n)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("pending-in"), N: 6000, Keys: 60}
+		out, group := Unique("pending-out"), Unique("pending-group")
+		tg.NewTopics(t, 3, in.Topic, out)
+		tg.Produce(t, in, 0, in.N)
 
 		const deadTimeout = 6 * time.Second
-		died := tg.deadTransactionWithOffsets(t, group, in.topic, out, deadTimeout)
+		died := tg.DeadTransactionWithOffsets(t, group, in.Topic, out, deadTimeout)
 
-		a := tg.start(t, instanceOpts{group: group, txnID: group + "-new", topics: []string{in.topic}, out: out})
-		waitFor(t, 60*time.Second, "a first commit", func() bool { return a.p.Stats().Commits > 0 })
+		a := tg.Start(t, InstanceOpts{Group: group, TxnID: group + "-new", Topics: []string{in.Topic}, Out: out})
+		WaitFor(t, 60*time.Second, "a first commit", func() bool { return a.Pipeline.Stats().Commits > 0 })
 		waited := time.Since(died)
-		tg.waitCaughtUp(t, group, in.topic, a)
-		a.stop(t)
+		tg.WaitCaughtUp(t, group, in.Topic, a)
+		a.Stop(t)
 		t.Logf("%s: first commit %s after the transaction died (its timeout %s)", tg.Name, waited.Round(10*time.Millisecond), deadTimeout)
 		if waited < deadTimeout/2 {
 			t.Errorf("the new instance committed %s after the dead transaction began, before it could have timed out (%s)", waited, deadTimeout)
 		}
-		checkExactlyOnce(t, in, tg.readAll(t, out, true))
+		CheckExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	})
 }
 
-// deadTransactionWithOffsets begins a transaction as transactional ID
+// DeadTransactionWithOffsets begins a transaction as transactional ID
 // group+"-dead", writes one record to out, commits offsets for half of
 // topic's partitions' input within it, and abandons it: no EndTxn, ever. It
 // returns when the transaction began.
-func (tg *target) deadTransactionWithOffsets(t *testing.T, group, topic, out string, timeout time.Duration) time.Time {
+func (tg *Target) DeadTransactionWithOffsets(t *testing.T, group, topic, out string, timeout time.Duration) time.Time {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -83,7 +83,7 @@ func (tg *target) deadTransactionWithOffsets(t *testing.T, group, topic, out str
 	commit.Generation, commit.MemberID = -1, ""
 	ct := kmsg.NewTxnOffsetCommitRequestTopic()
 	ct.Topic = topic
-	topics, err := tg.admin(t).ListTopics(ctx, topic)
+	topics, err := tg.Admin(t).ListTopics(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,51 +32,51 @@ func TestWasmStateCountUnderCrash(t *testing.T) {
 	}
 	for _, ordering := range []string{"partition", "key"} {
 		t.Run(ordering, func(t *testing.T) {
-			forEachTarget(t, func(t *testing.T, tg *target) {
-				in := input{topic: unique("wasm-count-in"), n: 6000, keys: 60}
-				out, group := unique("wasm-count-out"), unique("wasm-count-group")
-				tg.createTopics(t, 4, in.topic, out)
-				set := stateful(t.TempDir(), ordering, "0.2", []string{"wasm"}, plugin)
+			ForEachTarget(t, func(t *testing.T, tg *Target) {
+				in := Input{Topic: Unique("wasm-count-in"), N: 6000, Keys: 60}
+				out, group := Unique("wasm-count-out"), Unique("wasm-count-group")
+				tg.NewTopics(t, 4, in.Topic, out)
+				set := Stateful(t.TempDir(), ordering, "0.2", []string{"wasm"}, plugin)
 				static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-				tg.produce(t, in, 0, in.n/3)
-				p1 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
-				waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+				tg.Produce(t, in, 0, in.N/3)
+				p1 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
+				WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
 				fed := make(chan struct{})
 				go func() {
 					defer close(fed)
-					for i := in.n / 3; i < 2*in.n/3; i += in.n / 30 {
-						if t.Context().Err() != nil || !tg.produce(t, in, i, min(i+in.n/30, 2*in.n/3)) {
+					for i := in.N / 3; i < 2*in.N/3; i += in.N / 30 {
+						if t.Context().Err() != nil || !tg.Produce(t, in, i, min(i+in.N/30, 2*in.N/3)) {
 							return
 						}
 						time.Sleep(30 * time.Millisecond)
 					}
 				}()
 				time.Sleep(time.Second)
-				p1.kill(t)
-				changelog := len(tg.readAll(t, state.ChangelogTopic(group, "counts"), true))
+				p1.Kill(t)
+				changelog := len(tg.ReadAll(t, state.ChangelogTopic(group, "counts"), true))
 
-				p2 := tg.startBinary(t, group, group+"-1", in.topic, out, set, static)
-				waitClosed(t, fed, feedTimeout, "the input feeder")
-				tg.produce(t, in, 2*in.n/3, 3*in.n/4) // after the start: p2 has work
-				tg.waitCaughtUp(t, group, in.topic)
-				waitFor(t, 10*time.Second, "a commit of p2", func() bool { return !p2.committedAt().IsZero() })
-				p2.terminate(t)
-				if n, _ := restored(p2); n >= changelog && changelog > 0 {
+				p2 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
+				WaitClosed(t, fed, FeedTimeout, "the input feeder")
+				tg.Produce(t, in, 2*in.N/3, 3*in.N/4) // after the start: p2 has work
+				tg.WaitCaughtUp(t, group, in.Topic)
+				WaitFor(t, 10*time.Second, "a commit of p2", func() bool { return !p2.CommittedAt().IsZero() })
+				p2.Terminate(t)
+				if n, _ := Restored(p2); n >= changelog && changelog > 0 {
 					t.Errorf("the restore after SIGKILL read %d changelog records of %d: not only the tail", n, changelog)
 				} else {
 					t.Logf("%s: restore after SIGKILL read %d of the changelog's %d records", tg.Name, n, changelog)
 				}
 
-				wiped := stateful(t.TempDir(), ordering, "0.2", []string{"wasm"}, plugin)
-				p3 := tg.startBinary(t, group, group+"-1", in.topic, out, wiped, static)
-				tg.produce(t, in, 3*in.n/4, in.n)
-				tg.waitCaughtUp(t, group, in.topic)
-				waitFor(t, 10*time.Second, "a commit of p3", func() bool { return !p3.committedAt().IsZero() })
-				p3.terminate(t)
-				if _, rebuilt := restored(p3); !rebuilt {
+				wiped := Stateful(t.TempDir(), ordering, "0.2", []string{"wasm"}, plugin)
+				p3 := tg.StartBinary(t, group, group+"-1", in.Topic, out, wiped, static)
+				tg.Produce(t, in, 3*in.N/4, in.N)
+				tg.WaitCaughtUp(t, group, in.Topic)
+				WaitFor(t, 10*time.Second, "a commit of p3", func() bool { return !p3.CommittedAt().IsZero() })
+				p3.Terminate(t)
+				if _, rebuilt := Restored(p3); !rebuilt {
 					t.Error("a wiped state directory was not rebuilt from the changelog")
 				}
-				checkCounts(t, in, tg.readAll(t, out, true))
+				checkCounts(t, in, tg.ReadAll(t, out, true))
 			})
 		})
 	}

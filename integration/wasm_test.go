@@ -60,7 +60,7 @@ func wasmChain(t *testing.T, module string) *transform.Chain {
 	reg.Register("wasm", transform.Typed("", func(s *wasm.Settings) (transform.Transform, error) {
 		return wasm.NewWithCache(s, wasmCache.CompilationCache())
 	}))
-	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, settingsLookup(map[string]string{"MODULE": module, "MAX_MEMORY": "64MiB", "TIMEOUT": "1s"}))
+	chain, err := reg.Build([]transform.Entry{{Name: "wasm"}}, SettingsLookup(map[string]string{"MODULE": module, "MAX_MEMORY": "64MiB", "TIMEOUT": "1s"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,42 +81,42 @@ func wasmChain(t *testing.T, module string) *transform.Chain {
 func TestWasmPluginExactlyOnce(t *testing.T) {
 	t.Parallel()
 	module := uppercaseModule(t)
-	forEachTarget(t, func(t *testing.T, tg *target) {
-		in := input{topic: unique("wasm-in"), n: 20_000, keys: 200}
-		out, group := unique("wasm-out"), unique("wasm-group")
-		tg.createTopics(t, 6, in.topic, out)
-		tg.produce(t, in, 0, in.n/2)
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
+		in := Input{Topic: Unique("wasm-in"), N: 20_000, Keys: 200}
+		out, group := Unique("wasm-out"), Unique("wasm-group")
+		tg.NewTopics(t, 6, in.Topic, out)
+		tg.Produce(t, in, 0, in.N/2)
 
 		abortEvery4th := func(seq uint64) bool { return seq%4 == 0 }
-		o := instanceOpts{group: group, topics: []string{in.topic}, out: out, maxRecords: 1000, injectAbort: abortEvery4th}
-		o.txnID, o.chain = group+"-a", wasmChain(t, module)
-		a := tg.start(t, o)
-		o.txnID, o.chain = group+"-b", wasmChain(t, module)
-		b := tg.start(t, o)
+		o := InstanceOpts{Group: group, Topics: []string{in.Topic}, Out: out, MaxRecords: 1000, InjectAbort: abortEvery4th}
+		o.TxnID, o.Chain = group+"-a", wasmChain(t, module)
+		a := tg.Start(t, o)
+		o.TxnID, o.Chain = group+"-b", wasmChain(t, module)
+		b := tg.Start(t, o)
 
-		waitFor(t, 60*time.Second, "a third of the input to commit", func() bool { return sumConsumed(a, b) >= uint64(in.n/3) })
-		a.stop(t)
-		tg.produce(t, in, in.n/2, in.n)
-		tg.waitCaughtUp(t, group, in.topic, b)
-		b.stop(t)
+		WaitFor(t, 60*time.Second, "a third of the input to commit", func() bool { return SumConsumed(a, b) >= uint64(in.N/3) })
+		a.Stop(t)
+		tg.Produce(t, in, in.N/2, in.N)
+		tg.WaitCaughtUp(t, group, in.Topic, b)
+		b.Stop(t)
 
-		t.Logf("%s: %s", tg.Name, fmtStats(a, b))
-		if got := sumConsumed(a, b); got != uint64(in.n) {
-			t.Errorf("committed input records summed over instances = %d, want %d", got, in.n)
+		t.Logf("%s: %s", tg.Name, FmtStats(a, b))
+		if got := SumConsumed(a, b); got != uint64(in.N) {
+			t.Errorf("committed input records summed over instances = %d, want %d", got, in.N)
 		}
-		checkUppercasedExactlyOnce(t, in, tg.readAll(t, out, true))
+		checkUppercasedExactlyOnce(t, in, tg.ReadAll(t, out, true))
 	})
 }
 
 // checkUppercasedExactlyOnce asserts that out holds every input's value
 // upper-cased exactly once, with its key, per-key order and lineage.
-func checkUppercasedExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
+func checkUppercasedExactlyOnce(t *testing.T, in Input, out []*kgo.Record) {
 	t.Helper()
-	want := make(map[string]bool, in.n)
-	for i := range in.n {
-		want[strings.ToUpper(string(in.record(i).Value))] = true
+	want := make(map[string]bool, in.N)
+	for i := range in.N {
+		want[strings.ToUpper(string(in.Record(i).Value))] = true
 	}
-	seen := make(map[string]int, in.n)
+	seen := make(map[string]int, in.N)
 	lastSeq := map[string]int{}
 	unexpected, dups, order, badKey, badLineage := 0, 0, 0, 0, 0
 	for _, r := range out {
@@ -133,7 +133,7 @@ func checkUppercasedExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
 		if string(r.Key) != strings.ToLower(k) {
 			badKey++
 		}
-		if src, ok := check.Lineage(r); !ok || src.Topic != in.topic {
+		if src, ok := check.Lineage(r); !ok || src.Topic != in.Topic {
 			badLineage++
 		}
 		seq, _ := strconv.Atoi(s)
@@ -142,9 +142,9 @@ func checkUppercasedExactlyOnce(t *testing.T, in input, out []*kgo.Record) {
 		}
 		lastSeq[k] = seq
 	}
-	lost := in.n - len(seen)
-	if unexpected > 0 || dups > 0 || lost > 0 || order > 0 || badKey > 0 || badLineage > 0 || len(out) != in.n {
+	lost := in.N - len(seen)
+	if unexpected > 0 || dups > 0 || lost > 0 || order > 0 || badKey > 0 || badLineage > 0 || len(out) != in.N {
 		t.Errorf("exactly-once through the wasm plugin violated: %d outputs for %d inputs, %d not an upper-cased input, %d duplicates, %d lost, %d per-key order breaks, %d wrong keys, %d without lineage",
-			len(out), in.n, unexpected, dups, lost, order, badKey, badLineage)
+			len(out), in.N, unexpected, dups, lost, order, badKey, badLineage)
 	}
 }

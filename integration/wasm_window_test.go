@@ -26,12 +26,12 @@ func TestWasmWindowsCloseUnderKillAndBacklog(t *testing.T) {
 	if err := wasmtest.Build("../examples/wasm/windowcount", module, "-buildmode=c-shared"); err != nil {
 		t.Fatal(err)
 	}
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		in := windowInputs("wasm-wclose-in")
 		settings := map[string]string{"PROCESSOR_WASM_MODULE": module, "PROCESSOR_WASM_STORES": "windows",
 			"PROCESSOR_WASM_EMIT_STORES": "windows", "PROCESSOR_WASM_TIMEOUT": "1s"}
 		live, back := killAndBacklogChain(t, tg, "wasm-wclose", in, []string{"wasm"}, settings)
-		want, lates := closeRef(tg.readAll(t, in[0].Topic, true), time.Minute.Milliseconds(), (10 * time.Second).Milliseconds())
+		want, lates := closeRef(tg.ReadAll(t, in[0].Topic, true), time.Minute.Milliseconds(), (10 * time.Second).Milliseconds())
 		a, b := finalRows(t, live.out), finalRows(t, back.out)
 		if fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Errorf("live, killed and restarted, %d final rows differ from the backlog's %d", len(a), len(b))

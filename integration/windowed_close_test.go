@@ -80,12 +80,12 @@ func closeRef(in []*kgo.Record, size, grace int64) (map[string]string, int) {
 // late topic once.
 func TestWindowsCloseSameUnderKillAndBacklog(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		in := windowInputs("wclose-in")
 		settings := map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m", "PROCESSOR_AGGREGATE_GRACE": "20s",
 			"PROCESSOR_AGGREGATE_EMIT": "close"}
 		live, back := killAndBacklog(t, tg, "wclose", in, settings)
-		want, lates := closeRef(tg.readAll(t, in[0].Topic, true), time.Minute.Milliseconds(), (20 * time.Second).Milliseconds())
+		want, lates := closeRef(tg.ReadAll(t, in[0].Topic, true), time.Minute.Milliseconds(), (20 * time.Second).Milliseconds())
 		a, b := finalRows(t, live.out), finalRows(t, back.out)
 		if fmt.Sprint(a) != fmt.Sprint(b) {
 			t.Errorf("live, killed and restarted, %d final rows differ from the backlog's %d", len(a), len(b))
@@ -116,7 +116,7 @@ func TestWindowsCloseSameUnderKillAndBacklog(t *testing.T) {
 			t.Errorf("late records: %d live, %d as a backlog; the reference has %d", len(live.late), len(back.late), lates)
 		}
 		for _, run := range []windowRun{live, back} { // eoscheck -check windows agrees
-			rep := tg.auditWith(t, check.Source{Inputs: []string{in[0].Topic}, Outputs: []string{run.outTopic, run.lateTopic}, Group: run.group, Windows: true},
+			rep := tg.AuditWith(t, check.Source{Inputs: []string{in[0].Topic}, Outputs: []string{run.outTopic, run.lateTopic}, Group: run.group, Windows: true},
 				check.Options{ExpectAll: true, Windows: &check.Windows{Size: time.Minute, Grace: 20 * time.Second, LateTopic: run.lateTopic}})
 			if w := rep.Windows; w == nil || w.Closed != len(want) || w.Late != lates {
 				t.Errorf("eoscheck -check windows of %s: %+v; want %d windows closed, %d late", run.group, w, len(want), lates)

@@ -65,7 +65,7 @@ func byInput(t *testing.T, out, late []*kgo.Record) map[string][]string {
 // closed windows.
 func TestWindowsSameUnderKillAndBacklog(t *testing.T) {
 	t.Parallel()
-	forEachTarget(t, func(t *testing.T, tg *target) {
+	ForEachTarget(t, func(t *testing.T, tg *Target) {
 		in := windowInputs("wdet-in")
 		settings := map[string]string{"PROCESSOR_AGGREGATE_WINDOW": "1m", "PROCESSOR_AGGREGATE_GRACE": "20s"}
 		live, back := killAndBacklog(t, tg, "wdet", in, settings)
@@ -96,16 +96,16 @@ func TestWindowsSameUnderKillAndBacklog(t *testing.T) {
 // them up to 100 s behind, to a topic named after prefix (set by
 // killAndBacklog).
 func windowInputs(prefix string) []*kgo.Record {
-	topic := unique(prefix)
+	topic := Unique(prefix)
 	r := rand.New(rand.NewPCG(40, 4))
-	base := stampedBase()
+	base := StampedBase()
 	var in []*kgo.Record
 	for i := range 3000 {
 		ts := base.Add(time.Duration(i) * 200 * time.Millisecond)
 		if r.IntN(4) == 0 {
 			ts = ts.Add(-time.Duration(r.IntN(100)) * time.Second)
 		}
-		in = append(in, stamped(topic, "k"+strconv.Itoa(r.IntN(20)), fmt.Sprintf(`{"i":%d}`, i), ts))
+		in = append(in, Stamped(topic, "k"+strconv.Itoa(r.IntN(20)), fmt.Sprintf(`{"i":%d}`, i), ts))
 	}
 	return in
 }
@@ -122,42 +122,42 @@ type windowRun struct {
 // process killed with SIGKILL two thirds in and restarted, with
 // transactions aborted on purpose; and read as a backlog by another
 // group. Each run writes its late records to a late topic.
-func killAndBacklog(t *testing.T, tg *target, prefix string, in []*kgo.Record, settings map[string]string) (live, back windowRun) {
+func killAndBacklog(t *testing.T, tg *Target, prefix string, in []*kgo.Record, settings map[string]string) (live, back windowRun) {
 	return killAndBacklogChain(t, tg, prefix, in, []string{"aggregate"}, settings)
 }
 
 // killAndBacklogChain is killAndBacklog with the transform chain chain.
-func killAndBacklogChain(t *testing.T, tg *target, prefix string, in []*kgo.Record, chain []string, settings map[string]string) (live, back windowRun) {
-	topic, group := in[0].Topic, unique(prefix+"-group")
-	liveOut, liveLate, backOut, backLate := unique(prefix+"-live"), unique(prefix+"-live-late"), unique(prefix+"-back"), unique(prefix+"-back-late")
-	tg.createTopics(t, 4, topic, liveOut, liveLate, backOut, backLate)
+func killAndBacklogChain(t *testing.T, tg *Target, prefix string, in []*kgo.Record, chain []string, settings map[string]string) (live, back windowRun) {
+	topic, group := in[0].Topic, Unique(prefix+"-group")
+	liveOut, liveLate, backOut, backLate := Unique(prefix+"-live"), Unique(prefix+"-live-late"), Unique(prefix+"-back"), Unique(prefix+"-back-late")
+	tg.NewTopics(t, 4, topic, liveOut, liveLate, backOut, backLate)
 	lateTo := func(topic string) func(*launch.Instance) {
 		return func(inst *launch.Instance) { inst.Extra = append(inst.Extra, "PROCESSOR_LATE_TOPIC="+topic) }
 	}
 	static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-	liveCfg := stateful(t.TempDir(), "partition", "0.2", chain, settings)
+	liveCfg := Stateful(t.TempDir(), "partition", "0.2", chain, settings)
 	third := len(in) / 3
-	p1 := tg.startBinary(t, group, group+"-1", topic, liveOut, liveCfg, lateTo(liveLate), static)
+	p1 := tg.StartBinary(t, group, group+"-1", topic, liveOut, liveCfg, lateTo(liveLate), static)
 	for i := 0; i < 2*third; i += 100 {
-		tg.produceStamped(t, in[i:i+100])
+		tg.ProduceStamped(t, in[i:i+100])
 		if i == third {
-			waitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.committedAt().IsZero() })
+			WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p1.kill(t)
-	p2 := tg.startBinary(t, group, group+"-1", topic, liveOut, liveCfg, lateTo(liveLate), static)
+	p1.Kill(t)
+	p2 := tg.StartBinary(t, group, group+"-1", topic, liveOut, liveCfg, lateTo(liveLate), static)
 	for i := 2 * third; i < len(in); i += 100 {
-		tg.produceStamped(t, in[i:min(i+100, len(in))])
+		tg.ProduceStamped(t, in[i:min(i+100, len(in))])
 		time.Sleep(20 * time.Millisecond)
 	}
-	tg.waitCaughtUp(t, group, topic)
-	p2.terminate(t)
+	tg.WaitCaughtUp(t, group, topic)
+	p2.Terminate(t)
 
 	bg := group + "-backlog"
-	p3 := tg.startBinary(t, bg, bg+"-1", topic, backOut, stateful(t.TempDir(), "partition", "0", chain, settings), lateTo(backLate))
-	tg.waitCaughtUp(t, bg, topic)
-	p3.terminate(t)
-	return windowRun{tg.readAll(t, liveOut, true), tg.readAll(t, liveLate, true), group, liveOut, liveLate},
-		windowRun{tg.readAll(t, backOut, true), tg.readAll(t, backLate, true), bg, backOut, backLate}
+	p3 := tg.StartBinary(t, bg, bg+"-1", topic, backOut, Stateful(t.TempDir(), "partition", "0", chain, settings), lateTo(backLate))
+	tg.WaitCaughtUp(t, bg, topic)
+	p3.Terminate(t)
+	return windowRun{tg.ReadAll(t, liveOut, true), tg.ReadAll(t, liveLate, true), group, liveOut, liveLate},
+		windowRun{tg.ReadAll(t, backOut, true), tg.ReadAll(t, backLate, true), bg, backOut, backLate}
 }
