@@ -215,7 +215,7 @@ func runChaos(t *testing.T, env []string, args ...string) string {
 // eoscheck -check windows, and dedupe, by the inputs' seq with every
 // tenth input re-sent, judged by eoscheck -check dedupe. Alone:
 //
-//	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortStateful/kfake/grouped' ./integration/
+//	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortStateful/kfake/grouped' ./integration/chaos/
 func TestChaosShortStateful(t *testing.T) {
 	drill(t)
 	itest.Binary(t)
