@@ -27,7 +27,7 @@ func kafkaScript(t *testing.T, args ...string) {
 	defer cancel()
 	// Killed at the deadline; WaitDelay lets CombinedOutput return even if
 	// a broker it started still holds its output.
-	cmd := exec.CommandContext(ctx, "bash", append([]string{"kafka/kafka.sh"}, args...)...)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{"../kafka/kafka.sh"}, args...)...)
 	cmd.WaitDelay = 10 * time.Second
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {

@@ -503,7 +503,7 @@ type toolRow struct{ current, logEnd, lag int64 }
 // due.
 func consumerGroupsTool(t testing.TB, tg *itest.Target, group, topic string) map[int32]toolRow {
 	t.Helper()
-	const script = "kafka/kafka.sh"
+	const script = "../kafka/kafka.sh"
 	if _, err := os.Stat(script); err != nil {
 		t.Fatalf("PROCESSOR_TEST_BROKERS is set, so the lag is compared with Kafka's kafka-consumer-groups, run by %s: %v", script, err)
 	}
