@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -237,5 +238,37 @@ func TestMakeRunTargets(t *testing.T) {
 	r = mk.recipes["run-avro"]
 	if c, rm := strings.Index(r, "PROCESSOR_EMBEDDED_SCHEMA_REGISTRY=true bash scripts/run.sh --check"), strings.Index(r, "rm -rf data/avro"); c < 0 || rm < 0 || c > rm {
 		t.Errorf("%s: make run-avro must check the ports, the registry's included, before removing data/avro", makefileFile)
+	}
+}
+
+// make fuzz bounds the shrinking of each interesting input to a count of
+// executions, a small part of FuzzJQDiff's budget: with Go's default of
+// 60 s, one long input spent most of the run's executions being shrunk,
+// the progress line at 0 execs/sec, and none of them explored.
+func TestMakeFuzzBoundsMinimization(t *testing.T) {
+	mk := parseMakefile(t)
+	count := func(name string) int {
+		v := mk.vars[name]
+		n, err := strconv.Atoi(strings.TrimSuffix(v, "x"))
+		if !strings.HasSuffix(v, "x") || err != nil || n <= 0 {
+			t.Fatalf("%s: %s = %q, want a count of executions such as 10000x", makefileFile, name, v)
+		}
+		return n
+	}
+	if m, budget := count("FUZZMINIMIZETIME"), count("FUZZTIME"); m*10 > budget {
+		t.Errorf("%s: FUZZMINIMIZETIME (%d) is more than a tenth of FUZZTIME (%d)", makefileFile, m, budget)
+	}
+	runs := 0
+	for _, cmd := range strings.Split(mk.recipes["fuzz"], "; ") {
+		if !strings.Contains(cmd, " -fuzz ") {
+			continue
+		}
+		runs++
+		if !strings.Contains(cmd, " -fuzzminimizetime $(FUZZMINIMIZETIME) ") {
+			t.Errorf("%s: make fuzz runs %q without -fuzzminimizetime $(FUZZMINIMIZETIME)", makefileFile, cmd)
+		}
+	}
+	if runs == 0 {
+		t.Errorf("%s: make fuzz runs no fuzz target: %q", makefileFile, mk.recipes["fuzz"])
 	}
 }

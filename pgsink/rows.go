@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/streamproc/processor/record/keyjson"
 	"github.com/streamproc/processor/sink"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -271,7 +272,7 @@ func (s *rowSource) Values() ([]any, error) {
 func (s *rowSource) Err() error { return nil }
 
 // appendHeaders appends hs as a JSON array of {"key": k, "value": v}
-// objects. A key or value that is not valid UTF-8, or holds a NUL (which
+// objects, the strings as encoding/json writes them. A key or value that is not valid UTF-8, or holds a NUL (which
 // jsonb cannot store), is written base64-encoded as "key_base64" or
 // "value_base64" instead; a nil value is null.
 func appendHeaders(b []byte, hs []kgo.RecordHeader) []byte {
@@ -282,7 +283,7 @@ func appendHeaders(b []byte, hs []kgo.RecordHeader) []byte {
 		}
 		if textualKey(h.Key) {
 			b = append(b, `{"key":`...)
-			b = appendJSONString(b, h.Key)
+			b = keyjson.AppendString(b, h.Key)
 		} else {
 			b = append(b, `{"key_base64":"`...)
 			b = base64.StdEncoding.AppendEncode(b, []byte(h.Key))
@@ -293,7 +294,7 @@ func appendHeaders(b []byte, hs []kgo.RecordHeader) []byte {
 			b = append(b, `,"value":null}`...)
 		case textualValue(h.Value):
 			b = append(b, `,"value":`...)
-			b = appendJSONString(b, h.Value)
+			b = keyjson.AppendString(b, h.Value)
 			b = append(b, '}')
 		default:
 			b = append(b, `,"value_base64":"`...)
@@ -309,33 +310,3 @@ func appendHeaders(b []byte, hs []kgo.RecordHeader) []byte {
 func textualKey(s string) bool { return strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) }
 
 func textualValue(b []byte) bool { return bytes.IndexByte(b, 0) < 0 && utf8.Valid(b) }
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s, valid UTF-8, as a JSON string.
-func appendJSONString[T string | []byte](b []byte, s T) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}

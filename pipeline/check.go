@@ -45,9 +45,14 @@ func Check(chain *transform.Chain, o Options) error {
 }
 
 // check is what New and Check check of chain and o, o's defaults filled
-// in: one record's retries fit the transaction's budget (CheckBudget),
-// and no fixed destination is an input or the dead-letter topic.
+// in: a chain with stores is not replayed (a *StateError), one record's
+// retries fit the transaction's budget (CheckBudget), no fixed
+// destination is an input or the dead-letter topic, and a chain with
+// stores can be kept as Options.Changelogs declares (checkState).
 func check(o Options, chain *transform.Chain) error {
+	if o.Replay && len(chain.Stores()) > 0 {
+		return checkState(o, chain)
+	}
 	if err := CheckBudget(o, chain); err != nil {
 		return err
 	}
@@ -59,5 +64,5 @@ func check(o Options, chain *transform.Chain) error {
 			return &DestinationError{Destination: d, DeadLetters: true}
 		}
 	}
-	return nil
+	return checkState(o, chain)
 }

@@ -94,6 +94,11 @@ type Options struct {
 	// records runs. It needs an ordered chain and one input topic, whose
 	// partitions are the stores'.
 	State State
+	// Changelogs declares, before State is open, that the stores are to
+	// be kept in Kafka, as the processor keeps them: New and Check then
+	// refuse what cannot be kept so (see Changelogs). Nil declares
+	// nothing.
+	Changelogs *Changelogs
 	// Repartition, when set, is the hop of a chain whose stateful stage
 	// keeps its state by something other than the input's partitioning
 	// key (transform.Chain.Hop); its topic is one of InputTopics, and the
@@ -195,10 +200,11 @@ func newSettingNames(name func(Setting) string) settingNames {
 // New returns a pipeline that runs chain with o; Run runs it on a
 // session. New needs no broker: it refuses what Check refuses (o's
 // required fields and values, one record's retries past the budget, a
-// fixed destination that is an input or the dead-letter topic), and
-// stores (Options.State) or a hop (Options.Repartition) that chain and
-// o's input topics cannot work with, so that a processor refuses what
-// cannot work before it connects anything.
+// fixed destination that is an input or the dead-letter topic, a chain
+// with stores that o cannot keep: a *StateError), and stores
+// (Options.State) or a hop (Options.Repartition) that chain and o's input
+// topics cannot work with, so that a processor refuses what cannot work
+// before it connects anything.
 func New(chain *transform.Chain, o Options) (*Pipeline, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -255,12 +261,7 @@ func stateGroups(o Options, chain *transform.Chain) ([]stateGroup, error) {
 	if !chain.Ordered() {
 		return nil, errors.New("a stateful chain needs an ordered chain")
 	}
-	var inputs []string
-	for _, t := range o.InputTopics {
-		if o.Repartition == nil || t != o.Repartition.Topic {
-			inputs = append(inputs, t)
-		}
-	}
+	inputs := inputsBesidesHop(o)
 	if o.Repartition == nil {
 		if len(inputs) != 1 {
 			return nil, errors.New("a stateful chain without a repartition hop needs exactly one input topic")

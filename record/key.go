@@ -6,84 +6,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/streamproc/processor/record/keyjson"
 )
 
 // How a record key is written as JSON where an output names it (the
 // "key" of the aggregate transform's values) and read back (eoscheck):
+// package keyjson holds the rendering (a UTF-8 key as its JSON string,
+// any other as {"base64":"..."}), apart from this package's Kafka client
+// so that WebAssembly plugins name keys with the same code.
 //
-//   - a key that is valid UTF-8 is a JSON string of its text, as
-//     encoding/json writes it: {"key":"order-7"};
-//   - any other key (Java's LongSerializer and IntegerSerializer write
-//     8 and 4 big-endian bytes, most of them not UTF-8) is an object with
-//     one member, "base64", the key's bytes in standard base64 with
-//     padding: {"key":{"base64":"AAAAAAAAAAc="}}.
-//
-// Every key has exactly one rendering and ParseKey reads it back to the
-// same bytes, so two keys never render alike. A null key has no
+// Every key has exactly one rendering and ParseKeyJSON reads it back to
+// the same bytes, so two keys never render alike. A null key has no
 // rendering.
 
 // KeyBase64 is the one member of the object that renders a key that is
 // not valid UTF-8.
-const KeyBase64 = "base64"
+const KeyBase64 = keyjson.Base64
 
-// AppendKeyJSON appends key's JSON rendering to dst.
-func AppendKeyJSON(dst, key []byte) []byte {
-	if utf8.Valid(key) {
-		return appendJSONString(dst, key)
-	}
-	dst = append(dst, `{"`+KeyBase64+`":"`...)
-	dst = base64.StdEncoding.AppendEncode(dst, key)
-	return append(dst, `"}`...)
-}
-
-const hex = "0123456789abcdef"
-
-// appendJSONString appends s, valid UTF-8, as the JSON string
-// encoding/json writes for it: quotes and backslashes escaped, \b, \f,
-// \n, \r and \t by name, other control characters, <, >, &, U+2028
-// and U+2029 as \u escapes (TestKeyJSONRoundTrip holds it to
-// encoding/json).
-func appendJSONString(dst, s []byte) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, size := utf8.DecodeRune(s[i:])
-			if r == '\u2028' || r == '\u2029' {
-				dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xf])
-				start = i + size
-			}
-			i += size
-			continue
-		}
-		if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-			i++
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		i++
-		start = i
-	}
-	return append(append(dst, s[start:]...), '"')
-}
+// AppendKeyJSON appends key's JSON rendering to dst (keyjson.Append).
+func AppendKeyJSON(dst, key []byte) []byte { return keyjson.Append(dst, key) }
 
 // ParseKeyJSON returns the key whose rendering (AppendKeyJSON) js is. It
 // accepts only that rendering, byte for byte: null, a number, an object

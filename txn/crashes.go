@@ -116,18 +116,8 @@ func (c *crashes) fetched(ctx context.Context, cl *kgo.Client, resp *kmsg.Offset
 	// A fetch is a new client's (a rebuild rejoins): what an ending in
 	// doubt did is in the offsets read now.
 	c.inDoubt = false
-	for _, g := range resp.Groups {
-		for _, t := range g.Topics {
-			topic := t.Topic
-			if topic == "" {
-				topic = c.ids.name(ctx, cl, t.TopicID)
-			}
-			for _, p := range t.Partitions {
-				if kerr.ErrorForCode(p.ErrorCode) == nil {
-					c.assigned(partKey{topic, p.Partition}, p.Offset, p.Metadata)
-				}
-			}
-		}
+	for k, p := range c.ids.fetched(ctx, cl, resp) {
+		c.assigned(k, p.Offset, p.Metadata)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -47,24 +46,13 @@ func (k *clocks) fetched(ctx context.Context, cl *kgo.Client, resp *kmsg.OffsetF
 		ok bool
 	}
 	var all []got
-	for _, g := range resp.Groups {
-		for _, t := range g.Topics {
-			topic := t.Topic
-			if topic == "" {
-				topic = k.ids.name(ctx, cl, t.TopicID)
-			}
-			for _, p := range t.Partitions {
-				if kerr.ErrorForCode(p.ErrorCode) != nil {
-					continue
-				}
-				meta := ""
-				if p.Metadata != nil {
-					meta = *p.Metadata
-				}
-				ms, ok := ParseProgress(meta).TimeAtOffset(p.Offset)
-				all = append(all, got{partKey{topic, p.Partition}, ms, ok && p.Offset >= 0})
-			}
+	for pk, p := range k.ids.fetched(ctx, cl, resp) {
+		meta := ""
+		if p.Metadata != nil {
+			meta = *p.Metadata
 		}
+		ms, ok := ParseProgress(meta).TimeAtOffset(p.Offset)
+		all = append(all, got{pk, ms, ok && p.Offset >= 0})
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -23,9 +23,12 @@ type environment struct {
 	root, cache, logs string
 
 	processor, copier, devbroker string
-	jar                          string // the Kafka Streams application; "" if it could not be built
-	jarWhy                       string // why not
-	java                         string
+	// baseline is the -baseline processor binary (absolute), run by the
+	// systems named with baseSuffix; "" when not given.
+	baseline string
+	jar      string // the Kafka Streams application; "" if it could not be built
+	jarWhy   string // why not
+	java     string
 
 	processorVersion, javaVersion, goVersion string
 	kstreamsBuild                            string // "cached" or how long the Maven build took
@@ -60,14 +63,22 @@ func (e *environment) build(ctx context.Context, o options) error {
 	return nil
 }
 
+// versionOf is what the processor binary bin says of its version, or ""
+// if it cannot say.
+func versionOf(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // locate fills in the paths and versions without building anything.
 func (e *environment) locate(o options) {
 	e.processor = filepath.Join(e.root, "bin", "processor")
 	e.devbroker = filepath.Join(e.root, "bin", "devbroker")
 	e.copier = filepath.Join(e.cache, "bin", "copier")
-	if out, err := exec.Command(e.processor, "--version").Output(); err == nil {
-		e.processorVersion = strings.TrimSpace(string(out))
-	}
+	e.processorVersion = versionOf(e.processor)
 	if out, err := exec.Command("go", "env", "GOVERSION").Output(); err == nil {
 		e.goVersion = strings.TrimSpace(string(out))
 	}

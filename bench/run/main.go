@@ -52,6 +52,7 @@ type options struct {
 	settle      time.Duration
 	processorEx []string // extra PROCESSOR_* settings for every processor run
 	note        string
+	baseline    string // a processor binary of another build, for the systems named <key>@base
 }
 
 // modes are the defaults of -mode; flags given explicitly win.
@@ -89,6 +90,7 @@ func main() {
 		o.processorEx = append(o.processorEx, kv)
 		return nil
 	})
+	flag.StringVar(&o.baseline, "baseline", "", "a processor binary built from another commit, run by the systems named <key>@base beside this tree's (e.g. -systems processor,processor@base)")
 	flag.StringVar(&o.note, "note", os.Getenv("BENCH_NOTE"), "a line about the conditions for the results file, e.g. \"other test runs used the machine\" ($BENCH_NOTE)")
 	flag.Parse()
 
@@ -120,7 +122,10 @@ func main() {
 	}
 	for _, k := range strings.Split(systems, ",") {
 		if _, ok := systemByKey(k); !ok {
-			fatalf(2, "-systems: unknown system %q (known: %s)", k, strings.Join(systemKeys(), ", "))
+			fatalf(2, "-systems: unknown system %q (known: %s, and a processor system's key with %s for the -baseline build)", k, strings.Join(systemKeys(), ", "), baseSuffix)
+		}
+		if strings.HasSuffix(k, baseSuffix) && o.baseline == "" {
+			fatalf(2, "-systems: %s runs the -baseline build: give -baseline PATH (a processor binary built from another commit)", k)
 		}
 		o.systems = append(o.systems, k)
 	}
@@ -205,6 +210,15 @@ func prepare(ctx context.Context, o options, loadBefore string) (*environment, e
 	if err != nil {
 		return nil, err
 	}
+	baseline := ""
+	if o.baseline != "" {
+		if baseline, err = filepath.Abs(o.baseline); err != nil {
+			return nil, fmt.Errorf("-baseline: %w", err)
+		}
+		if _, err := os.Stat(baseline); err != nil {
+			return nil, fmt.Errorf("-baseline: %w", err)
+		}
+	}
 	if err := os.Chdir(root); err != nil {
 		return nil, err
 	}
@@ -219,7 +233,7 @@ func prepare(ctx context.Context, o options, loadBefore string) (*environment, e
 	say("make bench: mode %s, %d records per size, %s, sizes %v, commit intervals %v, %d cores, load average %s",
 		o.mode, o.records, plural(o.rounds, "round"), o.sizes, o.intervals, runtime.NumCPU(), loadBefore)
 
-	env := &environment{root: root, cache: cache, logs: logs}
+	env := &environment{root: root, cache: cache, logs: logs, baseline: baseline}
 	if !o.noBuild {
 		if err := env.build(ctx, o); err != nil {
 			return nil, err
@@ -228,78 +242,6 @@ func prepare(ctx context.Context, o options, loadBefore string) (*environment, e
 		env.locate(o)
 	}
 	return env, nil
-}
-
-// preloadInputs creates one input topic per record size and fills it,
-// and when an Avro row runs, its Avro twin; each topic created is added
-// to created, for the cleanup.
-func preloadInputs(ctx context.Context, o options, env *environment, b *broker, prefix string, created *[]string) (map[int]*input, error) {
-	inputs := map[int]*input{}
-	for _, size := range o.sizes {
-		in := &input{topic: fmt.Sprintf("%s-in-%d", prefix, size), size: size, records: o.records}
-		if err := preloadOne(ctx, o.partitions, b, in, created); err != nil {
-			return nil, err
-		}
-		if needsAvro(o) {
-			av, err := avroInput(ctx, env, in)
-			if err != nil {
-				return nil, err
-			}
-			if err := preloadOne(ctx, o.partitions, b, av, created); err != nil {
-				return nil, err
-			}
-			in.avro = av
-		}
-		inputs[size] = in
-		if needsOnePartition(o) {
-			one := &input{topic: in.topic + "-p1", size: size, records: o.records}
-			if err := preloadOne(ctx, 1, b, one, created); err != nil {
-				return nil, err
-			}
-			in.single = one
-		}
-	}
-	return inputs, nil
-}
-
-// preloadOne creates in's topic with partitions partitions, adds it to
-// created, and fills it.
-func preloadOne(ctx context.Context, partitions int, b *broker, in *input, created *[]string) error {
-	*created = append(*created, in.topic)
-	if err := b.createTopics(ctx, partitions, in.topic); err != nil {
-		return err
-	}
-	t0 := time.Now()
-	if err := b.preload(ctx, in); err != nil {
-		return err
-	}
-	say("pre-loaded %s: %d records, %.1f MB, in %.1fs", in.topic, in.records, float64(in.bytes)/1e6, time.Since(t0).Seconds())
-	return nil
-}
-
-// needsOnePartition reports whether a system of the run drains the input
-// in one partition.
-func needsOnePartition(o options) bool {
-	for _, k := range o.systems {
-		if s, _ := systemByKey(k); s.onePartition {
-			return true
-		}
-	}
-	return false
-}
-
-// needsStateful reports whether a stateful system runs.
-func needsStateful(o options) bool { return len(statefulKeys(o)) > 0 }
-
-// statefulKeys are the run's systems with state stores, in order.
-func statefulKeys(o options) []string {
-	var ks []string
-	for _, k := range o.systems {
-		if s, _ := systemByKey(k); len(s.stores) > 0 {
-			ks = append(ks, k)
-		}
-	}
-	return ks
 }
 
 // runRounds runs every available system on every input and commit

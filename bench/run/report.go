@@ -132,6 +132,9 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
 	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic (a stateful row: into its own input), each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
 	fmt.Fprintf(b, "- Versions: %s; %s; Kafka Streams 4.4.0 (%s), JVM defaults.\n", orQ(rp.env.processorVersion), orQ(rp.env.goVersion), orQ(rp.env.javaVersion))
+	if rp.env.baseline != "" {
+		fmt.Fprintf(b, "- The rows named %q run the baseline build %s (%s).\n", baseSuffix, rp.env.baseline, orQ(versionOf(rp.env.baseline)))
+	}
 	if len(o.processorEx) > 0 {
 		fmt.Fprintf(b, "- Extra processor settings: `%s`.\n", strings.Join(o.processorEx, "`, `"))
 	}

@@ -89,11 +89,37 @@ func systemKeys() []string {
 	return ks
 }
 
+// baseSuffix marks a system run with the -baseline processor binary
+// instead of this tree's: "aggregate@base" is the aggregate row of the
+// baseline build, so a change is measured beside what it changed, in the
+// same rounds on the same broker.
+const baseSuffix = "@base"
+
+// systemByKey returns the system k names: one of systems, or a processor
+// system with baseSuffix run from the baseline binary (e.baseline).
 func systemByKey(k string) (system, bool) {
+	name, base := strings.CutSuffix(k, baseSuffix)
 	for _, s := range systems {
-		if s.key == k {
+		if s.key != name {
+			continue
+		}
+		if !base {
 			return s, true
 		}
+		if s.key == "copier" || s.key == "copier-p1" || s.key == "kstreams" {
+			return system{}, false // not a processor: no baseline build of it
+		}
+		own := s.cmd
+		s.key, s.label = k, s.label+", baseline build"
+		s.cmd = func(e *environment, b *broker, r *runSpec, extra []string) (launch.Command, error) {
+			if e.baseline == "" {
+				return launch.Command{}, fmt.Errorf("%s needs -baseline, the processor binary to compare with", k)
+			}
+			be := *e
+			be.processor = e.baseline
+			return own(&be, b, r, extra)
+		}
+		return s, true
 	}
 	return system{}, false
 }
@@ -104,8 +130,21 @@ func systemByKey(k string) (system, bool) {
 func availability(o options, e *environment) map[string]string {
 	why := map[string]string{}
 	ref, err := exec.Command(e.processor, "config", "-markdown").Output()
+	var baseRef []byte
+	var baseErr error
+	if e.baseline != "" {
+		baseRef, baseErr = exec.Command(e.baseline, "config", "-markdown").Output()
+	}
 	for _, k := range o.systems {
 		s, _ := systemByKey(k)
+		ref, err := ref, err
+		if strings.HasSuffix(k, baseSuffix) {
+			ref, err = baseRef, baseErr
+			if e.baseline == "" {
+				why[k] = "no -baseline binary given"
+				continue
+			}
+		}
 		for _, v := range s.needs {
 			switch {
 			case err != nil:

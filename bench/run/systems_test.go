@@ -120,3 +120,44 @@ func TestStatefulCommands(t *testing.T) {
 		}
 	}
 }
+
+// A system named with baseSuffix is the same run from the -baseline
+// binary: the same settings, another processor; the copier and Kafka
+// Streams have no baseline build, and without -baseline the run fails.
+func TestBaselineSystems(t *testing.T) {
+	b := &broker{addrs: []string{"127.0.0.1:1"}}
+	s := &runSpec{group: "g", in: &input{topic: "in"}, live: "live", out: "out", interval: time.Second, stateDir: "/tmp/s"}
+	e := &environment{processor: "/bin/processor", baseline: "/old/processor"}
+	for _, key := range []string{"processor", "jq-n", "aggregate", "dedupe"} {
+		own, _ := systemByKey(key)
+		base, ok := systemByKey(key + baseSuffix)
+		if !ok {
+			t.Fatalf("%s%s: not a system", key, baseSuffix)
+		}
+		if base.key != key+baseSuffix || !strings.HasSuffix(base.label, "baseline build") || !slices.Equal(base.stores, own.stores) {
+			t.Errorf("%s%s: key %q label %q stores %v", key, baseSuffix, base.key, base.label, base.stores)
+		}
+		oc, err := own.cmd(e, b, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bc, err := base.cmd(e, b, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if oc.Path != "/bin/processor" || bc.Path != "/old/processor" {
+			t.Errorf("%s: runs %s, its baseline %s", key, oc.Path, bc.Path)
+		}
+		if !slices.Equal(oc.Env, bc.Env) {
+			t.Errorf("%s: the baseline run's environment differs\n got %v\nwant %v", key, bc.Env, oc.Env)
+		}
+		if _, err := base.cmd(&environment{processor: "/bin/processor"}, b, s, nil); err == nil {
+			t.Errorf("%s%s runs without -baseline", key, baseSuffix)
+		}
+	}
+	for _, key := range []string{"copier", "copier-p1", "kstreams", "nosuch"} {
+		if _, ok := systemByKey(key + baseSuffix); ok {
+			t.Errorf("%s%s is a system", key, baseSuffix)
+		}
+	}
+}

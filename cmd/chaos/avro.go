@@ -140,7 +140,12 @@ func (a *avroInputs) at(seq int) error {
 // ordinary returns the wire form of the ordinary value {"key":…,"seq":…}
 // (with "half":2 from the half on).
 func (a *avroInputs) ordinary(key string, seq int) ([]byte, error) {
-	v := inputValue{Key: key, Seq: seq}
+	return a.encode(inputValue{Key: key, Seq: seq})
+}
+
+// encode returns the wire form of v under the current schema version
+// (with "half":2 from the half on).
+func (a *avroInputs) encode(v inputValue) ([]byte, error) {
 	if a.version == 2 {
 		v.Half = 2
 	}
@@ -192,13 +197,5 @@ func (a *avroInputs) nearLimit(rng *rand.Rand, key string, seq int) ([]byte, err
 	for i := range pad {
 		pad[i] = alphabet[rng.IntN(len(alphabet))]
 	}
-	v := inputValue{Key: key, Seq: seq, Pad: string(pad)}
-	if a.version == 2 {
-		v.Half = 2
-	}
-	js, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return a.enc.Encode(nil, js)
+	return a.encode(inputValue{Key: key, Seq: seq, Pad: string(pad)})
 }

@@ -158,14 +158,25 @@ func (s *Server) handleByID(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) handleIDSubjects(w http.ResponseWriter, r *http.Request) {
+// pathUsages returns the subject versions that use the schema the path's
+// id names; for an id that is not a number or names no schema it writes
+// the registry's error and returns false.
+func (s *Server) pathUsages(w http.ResponseWriter, r *http.Request) ([]subjectVersion, bool) {
 	id, ok := pathID(w, r)
 	if !ok {
-		return
+		return nil, false
 	}
 	us, aerr := s.usages(id)
 	if aerr != nil {
 		writeError(w, aerr)
+		return nil, false
+	}
+	return us, true
+}
+
+func (s *Server) handleIDSubjects(w http.ResponseWriter, r *http.Request) {
+	us, ok := s.pathUsages(w, r)
+	if !ok {
 		return
 	}
 	out := []string{}
@@ -178,13 +189,8 @@ func (s *Server) handleIDSubjects(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleIDVersions(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	us, ok := s.pathUsages(w, r)
 	if !ok {
-		return
-	}
-	us, aerr := s.usages(id)
-	if aerr != nil {
-		writeError(w, aerr)
 		return
 	}
 	type sv struct {

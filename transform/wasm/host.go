@@ -170,9 +170,14 @@ type hostState struct {
 
 type hostKey struct{}
 
-// hostOf returns the hostState of the instance a host function runs in.
-func hostOf(ctx context.Context) *hostState {
+// hostOf returns the hostState of the instance the host function fn
+// runs in. Called outside the host's calls (by a guest's start function,
+// say), it panics with ErrBadCall, which traps the guest.
+func hostOf(ctx context.Context, fn string) *hostState {
 	hs, _ := ctx.Value(hostKey{}).(*hostState)
+	if hs == nil {
+		panic(fmt.Errorf("%w: %s.%s called outside the host's calls", ErrBadCall, HostModule, fn))
+	}
 	return hs
 }
 
@@ -279,10 +284,7 @@ func (hs *hostState) read(mod api.Module, fn, what string, ptr, n uint32) []byte
 // hostStoreIndex is store_index(name_ptr, name_len) -> i32: the index of
 // the named store in STORES, or -1.
 func hostStoreIndex(ctx context.Context, mod api.Module, stack []uint64) {
-	hs := hostOf(ctx)
-	if hs == nil {
-		panic(fmt.Errorf("%w: %s.store_index called outside the host's calls", ErrBadCall, HostModule))
-	}
+	hs := hostOf(ctx, "store_index")
 	name := hs.read(mod, "store_index", "the name", uint32(stack[0]), uint32(stack[1]))
 	stack[0] = resultNone
 	for i, n := range hs.t.stores {
@@ -297,10 +299,7 @@ func hostStoreIndex(ctx context.Context, mod api.Module, stack []uint64) {
 // i32: the value's length n, written to buf when n <= buf_cap; -1 when
 // the key has none; -2 on a store error.
 func hostStoreGet(ctx context.Context, mod api.Module, stack []uint64) {
-	hs := hostOf(ctx)
-	if hs == nil {
-		panic(fmt.Errorf("%w: %s.store_get called outside the host's calls", ErrBadCall, HostModule))
-	}
+	hs := hostOf(ctx, "store_get")
 	i, bufPtr, bufCap := int32(stack[0]), uint32(stack[3]), uint32(stack[4])
 	if bufCap > 1<<31-1 {
 		hs.hostFault("store_get", "a value buffer of %d bytes: at most 2147483647", bufCap)
@@ -337,10 +336,7 @@ func hostStoreGet(ctx context.Context, mod api.Module, stack []uint64) {
 // value_len, expires_at) -> i32: 0, or -2 on a store error. expires_at is
 // record time in Unix milliseconds, 0 for never.
 func hostStorePut(ctx context.Context, mod api.Module, stack []uint64) {
-	hs := hostOf(ctx)
-	if hs == nil {
-		panic(fmt.Errorf("%w: %s.store_put called outside the host's calls", ErrBadCall, HostModule))
-	}
+	hs := hostOf(ctx, "store_put")
 	i := int32(stack[0])
 	key := hs.read(mod, "store_put", "the key", uint32(stack[1]), uint32(stack[2]))
 	value := hs.read(mod, "store_put", "the value", uint32(stack[3]), uint32(stack[4]))
@@ -358,10 +354,7 @@ func hostStorePut(ctx context.Context, mod api.Module, stack []uint64) {
 // hostStoreDelete is store_delete(store, key_ptr, key_len) -> i32: 0, or
 // -2 on a store error.
 func hostStoreDelete(ctx context.Context, mod api.Module, stack []uint64) {
-	hs := hostOf(ctx)
-	if hs == nil {
-		panic(fmt.Errorf("%w: %s.store_delete called outside the host's calls", ErrBadCall, HostModule))
-	}
+	hs := hostOf(ctx, "store_delete")
 	i := int32(stack[0])
 	key := hs.read(mod, "store_delete", "the key", uint32(stack[1]), uint32(stack[2]))
 	if _, err := hs.store(i); err != nil {

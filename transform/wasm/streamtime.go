@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -14,10 +13,7 @@ import (
 // in Unix milliseconds, or -1 when none is known (no record is being
 // processed, or the processor keeps none).
 func hostStreamTime(ctx context.Context, _ api.Module, stack []uint64) {
-	hs := hostOf(ctx)
-	if hs == nil {
-		panic(fmt.Errorf("%w: %s.stream_time called outside the host's calls", ErrBadCall, HostModule))
-	}
+	hs := hostOf(ctx, "stream_time")
 	ms, ok := int64(-1), false
 	if hs.rctx != nil {
 		ms, ok = transform.StreamMillisOf(hs.rctx)

@@ -74,23 +74,17 @@ func (a *audit) checkHopWindows(rows map[string][]Output, lateSeen map[Input]int
 	w := *a.opts.Windows
 	counts, closed, top, of, ends := a.hopWindowModel(w, lateSeen)
 	tot.Closed = len(closed)
-	for _, k := range slices.Sorted(maps.Keys(rows)) {
-		os := rows[k]
-		if len(os) > 1 {
-			a.rp.add(WindowDuplicate, "window %s: %d final rows (%s, %s)", k, len(os), os[0], os[1])
-		}
+	a.eachFinalRow(rows, func(k string, o Output) {
 		end, known := ends[k]
 		switch {
-		case !os[0].CountOK:
-			a.rp.add(WindowCount, "%s (window %s) is not a windowed count", os[0], k)
 		case !known || end > top || counts[k] == 0:
-			a.rp.add(WindowCount, "%s: a final row of window %s, counting %d, which could not have closed or counted no input", os[0], k, os[0].Count)
-		case os[0].Count != counts[k]:
-			a.rp.add(WindowCount, "%s: window %s counts %d, but %d of its inputs are not in the late topic", os[0], k, os[0].Count, counts[k])
-		case of[os[0].Source] != k || lateSeen[os[0].Source] > 0:
-			a.rp.add(WindowCount, "%s: the final row of window %s names input %s, which it did not count", os[0], k, os[0].Source)
+			a.rp.add(WindowCount, "%s: a final row of window %s, counting %d, which could not have closed or counted no input", o, k, o.Count)
+		case o.Count != counts[k]:
+			a.rp.add(WindowCount, "%s: window %s counts %d, but %d of its inputs are not in the late topic", o, k, o.Count, counts[k])
+		case of[o.Source] != k || lateSeen[o.Source] > 0:
+			a.rp.add(WindowCount, "%s: the final row of window %s names input %s, which it did not count", o, k, o.Source)
 		}
-	}
+	})
 	for _, k := range slices.Sorted(maps.Keys(closed)) {
 		if _, ok := rows[k]; !ok {
 			a.rp.add(WindowMissing, "window %s closed (its group's inputs reach its end plus grace) with %d inputs counted and has no final row", k, counts[k])

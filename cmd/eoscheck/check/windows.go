@@ -151,6 +151,23 @@ func (a *audit) windowModel(w Windows) (closed map[string]int64, late map[Input]
 	return closed, late
 }
 
+// eachFinalRow goes through the windows' final rows in key order: it
+// reports a window with more than one and a row that is not a windowed
+// count, and hands each window's first row, if a count, to check.
+func (a *audit) eachFinalRow(rows map[string][]Output, check func(k string, o Output)) {
+	for _, k := range slices.Sorted(maps.Keys(rows)) {
+		os := rows[k]
+		if len(os) > 1 {
+			a.rp.add(WindowDuplicate, "window %s: %d final rows (%s, %s)", k, len(os), os[0], os[1])
+		}
+		if !os[0].CountOK {
+			a.rp.add(WindowCount, "%s (window %s) is not a windowed count", os[0], k)
+			continue
+		}
+		check(k, os[0])
+	}
+}
+
 // checkWindows judges the committed final rows and late records against
 // the model (windowModel).
 func (a *audit) checkWindows() {
@@ -176,21 +193,15 @@ func (a *audit) checkWindows() {
 	}
 	closed, late := a.windowModel(w)
 	tot.Closed, tot.Late = len(closed), len(late)
-	for _, k := range slices.Sorted(maps.Keys(rows)) {
-		os := rows[k]
-		if len(os) > 1 {
-			a.rp.add(WindowDuplicate, "window %s: %d final rows (%s, %s)", k, len(os), os[0], os[1])
-		}
+	a.eachFinalRow(rows, func(k string, o Output) {
 		want, ok := closed[k]
 		switch {
-		case !os[0].CountOK:
-			a.rp.add(WindowCount, "%s (window %s) is not a windowed count", os[0], k)
 		case !ok:
-			a.rp.add(WindowCount, "%s: a final row of window %s, counting %d, which has not closed or counted no input", os[0], k, os[0].Count)
-		case os[0].Count != want:
-			a.rp.add(WindowCount, "%s: window %s counts %d, but %d of its inputs were not late", os[0], k, os[0].Count, want)
+			a.rp.add(WindowCount, "%s: a final row of window %s, counting %d, which has not closed or counted no input", o, k, o.Count)
+		case o.Count != want:
+			a.rp.add(WindowCount, "%s: window %s counts %d, but %d of its inputs were not late", o, k, o.Count, want)
 		}
-	}
+	})
 	for _, k := range slices.Sorted(maps.Keys(closed)) {
 		if _, ok := rows[k]; !ok {
 			a.rp.add(WindowMissing, "window %s closed with %d inputs counted and has no final row", k, closed[k])

@@ -90,19 +90,21 @@ type Prepared struct {
 // partition), before anything connects. The pipeline checks the chain
 // and its options (pipeline.Check: one record's retries fit the
 // transaction's budget, no fixed destination such as
-// PROCESSOR_ROUTE_DEFAULT is an input or the dead-letter topic), a
-// stateful chain must be one the processor can keep state for
-// (checkStateful), and the files of the TLS and SASL settings must be
-// readable. Every refusal is an error naming the variable to change (a
-// *settings.Error). The caller keeps the chains and closes them after the
-// instance has run.
+// PROCESSOR_ROUTE_DEFAULT is an input or the dead-letter topic, a
+// stateful chain is one whose stores the processor can keep in Kafka,
+// pipeline.Changelogs), and the files of the TLS and SASL settings must
+// be readable. Every refusal is an error naming the variable to change (a
+// *settings.Error, pipelineError). The caller keeps the chains and closes
+// them after the instance has run.
 func Prepare(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov Overrides) (*Prepared, error) {
 	if len(chains) == 0 {
 		return nil, errors.New("preparing the processor: no transform chain")
 	}
 	pr := &Prepared{cfg: cfg, chains: chains, log: log, required: requiredTopics(cfg, chains[0])}
 	pr.opts = pipelineOptions(cfg, chains, pr.required, log, ov)
+	pr.opts.Changelogs = &pipeline.Changelogs{AtLeastOnce: cfg.Guarantee != "exactly_once"}
 	if cfg.Sink != "kafka" {
+		pr.opts.Changelogs.Sink = cfg.Sink
 		// The destination names its outputs and dead letters once it is
 		// open (build); until then the sink's name stands in, and for the
 		// dead letters a name no topic can have (a space), which no fixed
@@ -114,9 +116,6 @@ func Prepare(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov
 	}
 	if err := pipeline.Check(chains[0], pr.opts); err != nil {
 		return nil, pipelineError(cfg, err)
-	}
-	if err := checkStateful(cfg, chains[0]); err != nil {
-		return nil, err
 	}
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {

@@ -77,9 +77,12 @@ func exitCode(err error, cfg *config.Config, required map[string]string, p *pipe
 func pipelineError(cfg *config.Config, err error) error {
 	var budget *pipeline.BudgetError
 	var dest *pipeline.DestinationError
+	var st *pipeline.StateError
 	switch {
 	case errors.As(err, &budget):
 		return budgetError(cfg, budget)
+	case errors.As(err, &st):
+		return stateError(cfg, st)
 	case errors.As(err, &dest):
 		why := "a topic that is not also in PROCESSOR_INPUT_TOPICS (the processor would consume its own output forever)"
 		if dest.DeadLetters {

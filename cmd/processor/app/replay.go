@@ -166,11 +166,6 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 	if err != nil {
 		return fail(err)
 	}
-	if len(s.chains[0].Stores()) > 0 {
-		s.closeChains()
-		return fail(&settings.Error{Var: config.EnvName("TRANSFORMS"), Value: s.chains[0].Entries()[0].String(),
-			Want: settings.Say("a chain without state: a stateful chain keeps its state by input partition, which dead letters do not have")})
-	}
 	for _, check := range []func() error{
 		func() error {
 			if s.prep, err = Prepare(&rc, s.chains, s.log, Overrides{Replay: true}); err == nil {

@@ -20,40 +20,37 @@ import (
 	"github.com/streamproc/processor/transform"
 )
 
-// checkStateful refuses, before anything connects, what a chain with
-// stateful transforms (aggregate, dedupe) cannot run with.
-func checkStateful(cfg *config.Config, chain *transform.Chain) error {
-	stores := chain.Stores()
-	if len(stores) == 0 {
-		return nil
+// stateError names the setting to change when the pipeline refuses a
+// stateful chain (a *pipeline.StateError): the stores are kept in Kafka
+// (pipeline.Changelogs), behind at most one repartition hop.
+func stateError(cfg *config.Config, e *pipeline.StateError) error {
+	what := "with a stateful transform (stores " + strings.Join(e.Stores, ", ") + ")"
+	say := func(v, value, want string) error {
+		return &settings.Error{Var: v, Value: value, Want: settings.Say(want)}
 	}
-	what := "with a stateful transform (stores " + strings.Join(stores, ", ") + ")"
-	_, _, storesBefore, hop := hopTopic(cfg.Group, chain)
-	if hop && cfg.Sink != "kafka" {
-		return &settings.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: settings.Say("kafka " + what + ": the chain repartitions its records through a Kafka topic in the transaction that commits their input, which a database sink's commit does not include")}
+	switch e.Rule {
+	case pipeline.StateReplay:
+		return say(config.EnvName("TRANSFORMS"), strings.TrimSpace(cfg.Transforms[0]),
+			"a chain without state: a stateful chain keeps its state by input partition, which dead letters do not have")
+	case pipeline.StateHopSink:
+		return say(config.EnvName("SINK"), cfg.Sink, "kafka "+what+": the chain repartitions its records through a Kafka topic in the transaction that commits their input, which a database sink's commit does not include")
+	case pipeline.StateAtLeastOnce:
+		return say(config.EnvName("GUARANTEE"), cfg.Guarantee, "exactly_once "+what+": at least once, the state would count replayed inputs twice")
+	case pipeline.StateSink:
+		return say(config.EnvName("SINK"), cfg.Sink, "kafka "+what+": the stores' changelogs are written in the Kafka transaction, which a database sink's commit does not include")
+	case pipeline.StateInputs:
+		return say(config.EnvName("INPUT_TOPICS"), strings.Join(cfg.InputTopics, ","), "one topic "+what+": partition p of each store is partition p of the input")
+	case pipeline.StateHopClose:
+		return say(PluginVar(e.Entry.Plugin(), e.Setting), e.Value,
+			"unset for "+e.Entry.String()+", which runs after "+e.Hop.String()+" repartitions the records: emitting on close needs no hop in this release")
+	case pipeline.StateSecondHop:
+		return say(config.EnvName("TRANSFORMS"), strings.Join(cfg.Transforms, ","), "at most one repartition hop: "+e.Entry.String()+" keeps state after "+e.Hop.String()+
+			", which repartitions the records by its own group key; run "+e.Entry.String()+" in a second processor that reads this one's output, or set "+
+			PluginVar(e.Entry.Plugin(), "PARTITIONED_BY_KEY")+"=true if its records of one group key all share one of "+e.Hop.String()+"'s")
+	case pipeline.StateKeyOrder:
+		return say(config.EnvName("ORDERING"), cfg.Ordering, "partition for this chain: "+e.Entry.String()+" "+e.Why+", and key ordering runs records of different keys at once")
 	}
-	switch {
-	case cfg.Guarantee != "exactly_once":
-		return &settings.Error{Var: config.EnvName("GUARANTEE"), Value: cfg.Guarantee,
-			Want: settings.Say("exactly_once " + what + ": at least once, the state would count replayed inputs twice")}
-	case cfg.Sink != "kafka":
-		return &settings.Error{Var: config.EnvName("SINK"), Value: cfg.Sink,
-			Want: settings.Say("kafka " + what + ": the stores' changelogs are written in the Kafka transaction, which a database sink's commit does not include")}
-	case len(cfg.InputTopics) != 1 && (!hop || storesBefore):
-		return &settings.Error{Var: config.EnvName("INPUT_TOPICS"), Value: strings.Join(cfg.InputTopics, ","),
-			Want: settings.Say("one topic " + what + ": partition p of each store is partition p of the input")}
-	}
-	if err := checkHop(cfg, chain); err != nil {
-		return err
-	}
-	if cfg.Ordering == "key" {
-		if e, why, ok := chain.KeyOrderConflict(); !ok {
-			return &settings.Error{Var: config.EnvName("ORDERING"), Value: cfg.Ordering,
-				Want: settings.Say("partition for this chain: " + e.String() + " " + why + ", and key ordering runs records of different keys at once")}
-		}
-	}
-	return nil
+	return e
 }
 
 // openState opens the local state store of a stateful chain and ensures

@@ -1,23 +1,27 @@
 package app
 
 import (
+	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/transform"
 	_ "github.com/streamproc/processor/transform/aggregate"
 	_ "github.com/streamproc/processor/transform/dedupe"
 	_ "github.com/streamproc/processor/transform/headers"
 )
 
-// A stateful chain refuses at_least_once, a database sink, several
-// input topics (unless every store is behind a repartition hop), a second
-// hop, and key ordering when its state is not kept by the record key as
-// it arrived nor behind a hop, each naming the variable; a chain without
-// state takes them.
-func TestCheckStateful(t *testing.T) {
+// Prepare refuses a stateful chain with at_least_once, a database sink,
+// several input topics (unless every store is behind a repartition hop),
+// a second hop, and key ordering when its state is not kept by the
+// record key as it arrived nor behind a hop (the pipeline's rules,
+// pipeline.StateError), each naming the variable; a chain without state
+// takes them.
+func TestPrepareRefusesStateful(t *testing.T) {
 	base := map[string]string{"BROKERS": "127.0.0.1:1", "GROUP": "g", "INPUT_TOPICS": "in", "OUTPUT_TOPIC": "out", "GUARANTEE": "exactly_once", "SINK": "kafka", "ORDERING": "partition"}
 	for _, c := range []struct {
 		name, transforms, key, value, want string
@@ -69,7 +73,7 @@ func TestCheckStateful(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkStateful(cfg, chains[0])
+		_, err = Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{})
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)
@@ -80,6 +84,34 @@ func TestCheckStateful(t *testing.T) {
 		for k := range c.extra {
 			os.Unsetenv(config.EnvName(k)) // t.Setenv restores it at the end
 		}
+	}
+}
+
+// A replay runs dead letters, which have no input partition: Prepare
+// refuses a stateful chain for it naming PROCESSOR_TRANSFORMS, and takes
+// the chain for the processor.
+func TestPrepareRefusesStatefulReplay(t *testing.T) {
+	for k, v := range map[string]string{"BROKERS": "127.0.0.1:1", "GROUP": "g", "INPUT_TOPICS": "in", "OUTPUT_TOPIC": "out",
+		"TRANSFORMS": "headers,aggregate", "HEADERS_SET": "a=b", "ON_ERROR": "dlq", "DLQ_TOPIC": "dlq"} {
+		t.Setenv(config.EnvName(k), v)
+	}
+	cfg, err := config.Load("h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains, err := buildChains(transform.Default, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer chains[0].Close()
+	if _, err := Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{}); err != nil {
+		t.Fatalf("Prepare for the processor: %v", err)
+	}
+	_, err = Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{Replay: true})
+	want := `PROCESSOR_TRANSFORMS="headers" is invalid: want a chain without state: a stateful chain keeps its state by input partition, which dead letters do not have`
+	var se *settings.Error
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Prepare for a replay = %v, want a *settings.Error saying %q", err, want)
 	}
 }
 

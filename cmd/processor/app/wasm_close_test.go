@@ -1,6 +1,7 @@
 package app
 
 import (
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,8 +15,8 @@ import (
 // A wasm stage whose stores emit on close (PROCESSOR_WASM_EMIT_STORES)
 // runs without a repartition hop; behind one (its state kept by the
 // record key, which an earlier stage may change) it is refused naming
-// its own variable, as aggregate's EMIT=close is.
-func TestCheckWasmEmitBehindHop(t *testing.T) {
+// its own variable (Prepare, pipeline.StateHopClose).
+func TestPrepareWasmEmitBehindHop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds WebAssembly guests")
 	}
@@ -46,7 +47,7 @@ func TestCheckWasmEmitBehindHop(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = checkStateful(cfg, chains[0])
+		_, err = Prepare(cfg, chains, slog.New(slog.DiscardHandler), Overrides{})
 		chains[0].Close()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s, STATE_BY_KEY=%s: got %v, want %q", c.transforms, c.byKey, err, c.want)

@@ -34,7 +34,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/streamproc/processor/examples/wasm/internal/keyjson"
+	"github.com/streamproc/processor/record/keyjson"
 	"github.com/streamproc/processor/transform/wasm/guest"
 )
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/streamproc/processor/examples/wasm/internal/keyjson"
 	"github.com/streamproc/processor/record"
+	"github.com/streamproc/processor/record/keyjson"
 	"github.com/streamproc/processor/transform/wasm/guest"
 )
 

@@ -36,7 +36,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/streamproc/processor/examples/wasm/internal/keyjson"
+	"github.com/streamproc/processor/record/keyjson"
 	"github.com/streamproc/processor/transform/wasm/guest"
 )
 
