@@ -1,9 +1,9 @@
 // Package eos covers exactly-once delivery: instances stopped, fenced and
-// rebalanced, aborted transactions, transactional input markers, consumer
-// lag against Kafka's own offsets, a WebAssembly plugin, a broker cluster
-// killed and restarted. It runs against an embedded kfake cluster that
-// each test starts and, when PROCESSOR_TEST_BROKERS is set, a real Apache
-// Kafka cluster as well (see package itest).
+// rebalanced, aborted transactions and injected protocol errors, a
+// WebAssembly plugin, a broker cluster killed and restarted. It runs
+// against an embedded kfake cluster that each test starts and, when
+// PROCESSOR_TEST_BROKERS is set, a real Apache Kafka cluster as well (see
+// package itest).
 package eos
 
 import (

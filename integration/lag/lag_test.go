@@ -1,4 +1,4 @@
-package eos
+package lag
 
 import (
 	"bytes"
