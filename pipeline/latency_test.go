@@ -78,6 +78,9 @@ func TestLatencyOfOldRecords(t *testing.T) {
 	}
 	close(g.release)
 	eventually(t, 20*time.Second, "the group to commit every input", run, func() bool { return e.caughtUp("g") })
+	// The commit shows in the offsets before the loop has accounted for it
+	// (observed the latencies, then counted the records consumed).
+	eventually(t, 10*time.Second, "the loop to account for every input", run, func() bool { return run.p.Stats().Consumed == n })
 
 	count, _, le := latencyBuckets(t, run.pm.EndToEndLatency)
 	if count != n || le[60] != 0 || le[120] != n {

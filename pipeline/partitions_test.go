@@ -194,11 +194,12 @@ func TestLagWhileBehindAndUnstable(t *testing.T) {
 	e := newLoopEnv(t)
 	const n = 600
 	e.produce(n, 30)
-	release := make(chan struct{})
+	held, release := make(chan struct{}), make(chan struct{})
 	var seen int
 	chain := loopChain(t, func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		if seen++; seen == 101 {
-			<-release // hold the loop with the first transaction open
+			close(held)
+			<-release // hold the loop with a transaction open
 		}
 		return append(out, r), nil
 	})
@@ -210,8 +211,18 @@ func TestLagWhileBehindAndUnstable(t *testing.T) {
 			close(release)
 		}
 	}()
-	// Two transactions of 50 committed, the third holds the loop.
-	eventually(t, 20*time.Second, "two commits", run, func() bool { return run.p.Stats().Commits >= 2 })
+	// The transactions before record 101 committed (at least two: 50
+	// records at most each, fewer when the commit interval cuts them), the
+	// one open holds the loop. Kafka's offsets are read once it holds, so
+	// that no commit moves them after.
+	eventually(t, 20*time.Second, "the loop to hold record 101", run, func() bool {
+		select {
+		case <-held:
+			return true
+		default:
+			return false
+		}
+	})
 	committed := e.committedOffsets("g")
 	stable := e.stableEnds()
 	eventually(t, 5*time.Second, "the gauges to match kadm", run, func() bool {

@@ -232,6 +232,12 @@ func (c *commitCounter) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _,
 // Counting costs one offset commit at a partition's first poll, and
 // nothing per transaction after it: twenty transactions of a running
 // process write the one marker, none more.
+//
+// On Kafka a transaction begun right after a commit may have its offset
+// commit refused while the last one's markers are still being written
+// (franz-go aborts it, reason offset_commit): its record is then polled
+// and run again, as the pipeline does, and the aborted attempts count
+// towards the cost too.
 func TestCrashAttemptsCost(t *testing.T) {
 	t.Parallel()
 	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
@@ -246,10 +252,24 @@ func TestCrashAttemptsCost(t *testing.T) {
 		f.init(t)
 		for i := range 20 {
 			c.ProduceSync(t, []*kgo.Record{{Topic: topic, Value: []byte{byte(i)}}})
-			f.commitOne(t, f.pollRun(t, 1))
+			for attempt := 1; ; attempt++ {
+				rs := f.pollRun(t, 1) // after an abort, the same record again
+				f.begin(t)
+				if f.end(t, len(rs), "") {
+					break
+				}
+				if attempt == 5 {
+					t.Fatalf("transaction %d aborted %d times (aborts: %v offset_commit of %v)", i, attempt, f.aborted(ReasonOffsetCommit), f.abortedTotal())
+				}
+			}
 		}
 		if n := commits.n.Load(); n != 1 {
 			t.Errorf("%d offset commits besides the transactions' over 20 transactions, want 1 (the marker at the first poll)", n)
+		}
+		if oc, all := f.aborted(ReasonOffsetCommit), f.abortedTotal(); oc != all {
+			t.Errorf("%v transactions aborted, %v of them for their offset commit; want no other reason", all, oc)
+		} else if all > 0 {
+			t.Logf("%v transactions aborted for their offset commit, run again", all)
 		}
 		f.Close()
 	})

@@ -91,11 +91,14 @@ func TestBinaryEmbeddedBrokerRunAndSIGTERM(t *testing.T) {
 	}
 
 	runLoadgen(t, broker, "-records", "2000", "-rate", "0")
+	// The counters of one scrape: a commit adds to the consumed one before
+	// the produced one, and a scrape may fall between.
+	var metrics string
 	itest.WaitFor(t, 30*time.Second, "2000 records to commit", func() bool {
-		_, body := get("/metrics")
-		return strings.Contains(body, "processor_records_consumed_total 2000")
+		_, metrics = get("/metrics")
+		return strings.Contains(metrics, "processor_records_consumed_total 2000") &&
+			strings.Contains(metrics, `processor_records_produced_total{topic="orders-out"} 2000`)
 	})
-	_, metrics := get("/metrics")
 	for _, m := range []string{"processor_transactions_committed_total", `processor_records_produced_total{topic="orders-out"} 2000`,
 		"processor_transaction_duration_seconds_bucket", "processor_kafka_"} {
 		if !strings.Contains(metrics, m) {

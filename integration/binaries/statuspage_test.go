@@ -134,7 +134,9 @@ func TestStatusPage(t *testing.T) {
 	}
 	startPositions := page.positionSum()
 	browse(t, ctx, "marking the loaded document", chromedp.Evaluate[chromedp.Void](`window.statusPageTestMark = true`))
-	startStatusPageLoadgen(t, broker, "-records", "4000", "-rate", "400")
+	// loadgen writes until the test ends (it is killed then): the charts
+	// below are read while it writes, however long the reloads take.
+	startStatusPageLoadgen(t, broker, "-records", "1000000", "-rate", "400")
 	deadline := time.Now().Add(time.Duration(3*refresh+6) * time.Second)
 	reloads, lastReload := 0, time.Now()
 	for {
@@ -280,7 +282,7 @@ func runLoadgen(t *testing.T, broker string, args ...string) {
 // stopped and waited for when the test ends, if it has not finished.
 func startStatusPageLoadgen(t *testing.T, broker string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), itest.LoadgenTimeout)
+	ctx, cancel := context.WithCancel(context.Background())
 	lg := exec.CommandContext(ctx, filepath.Join(itest.BinDir, "loadgen"), append([]string{"-brokers", broker, "-topic", "orders"}, args...)...)
 	lg.WaitDelay = 5 * time.Second
 	out := &itest.SyncBuffer{}

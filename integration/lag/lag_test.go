@@ -12,14 +12,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/streamproc/processor/internal/testkit/itest"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/testkit/itest"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
@@ -35,15 +36,26 @@ import (
 // refreshed every 5s (pipeline.Options.EndOffsetsInterval's default): the
 // waits for the gauges to agree allow for that, with deadlines of their
 // own.
+//
+// While behind, the processor is held on one record in its transform, for
+// as long as the checks take: kafka-consumer-groups starts a JVM, which
+// took over 30s a run on a loaded 2-core machine. The gate lets go only
+// when the test opens it or the instance stops. The processor itself cuts
+// a record that runs for half its transaction budget (pipeline's record
+// limit: 4/5 of the transaction timeout, halved), so the transaction
+// timeout is long enough for that limit to outlast the checks' own
+// deadlines (lagHoldLimit); on kfake the test raises the longest session
+// timeout a group may have (5 minutes) to Kafka's default (30 minutes),
+// since the session timeout must be longer than the transaction timeout.
 
 const (
 	lagParts      = 3
-	lagAgreeWait  = 20 * time.Second // gauges to agree with Kafka: a 5s end-offset refresh plus slack for a loaded machine
-	lagHoldWait   = 30 * time.Second // the processor to reach the held record
-	lagHoldMax    = 40 * time.Second // the gate lets go by itself after this, so a failed test does not hang
-	lagCatchUp    = 60 * time.Second // the group to commit everything once let go
-	lagTxnTimeout = 60 * time.Second // the processor's transaction timeout: the held transaction must outlive the hold
-	lagToolWait   = 2 * time.Minute  // one kafka-consumer-groups run (JVM start; the first fetches its jars with mvn)
+	lagAgreeWait  = 20 * time.Second          // gauges to agree with Kafka: a 5s end-offset refresh plus slack for a loaded machine
+	lagHoldWait   = 30 * time.Second          // the processor to reach the held record
+	lagCatchUp    = 60 * time.Second          // the group to commit everything once let go
+	lagTxnTimeout = 10 * time.Minute          // the processor's transaction timeout: its record limit must outlast the hold
+	lagHoldLimit  = lagTxnTimeout * 4 / 5 / 2 // how long the processor lets the held record run
+	lagToolWait   = 2 * time.Minute           // one kafka-consumer-groups run (JVM start; the first fetches its jars with mvn)
 )
 
 // While the processor is held behind on plain (non-transactional) input,
@@ -73,6 +85,12 @@ func lagAgreesWithKafka(t *testing.T, tg *itest.Target, transactional bool) {
 	in := itest.Input{Topic: itest.Unique("lag-" + kind + "-in"), N: 600, Keys: 30}
 	out, group := itest.Unique("lag-"+kind+"-out"), itest.Unique("lag-"+kind+"-group")
 	tg.NewTopics(t, lagParts, in.Topic, out)
+	if held := lagAgreeWait + lagToolWait; held >= lagHoldLimit {
+		t.Fatalf("the checks while held may take %s, the processor cuts the held record after %s: raise lagTxnTimeout", held, lagHoldLimit)
+	}
+	if tg.Fake != nil {
+		raiseMaxSessionTimeout(t, tg)
+	}
 	perTxn := 0
 	if transactional {
 		perTxn = 15 // 40 transactions, each with a commit marker on every partition
@@ -90,21 +108,30 @@ func lagAgreesWithKafka(t *testing.T, tg *itest.Target, transactional bool) {
 		return diffs
 	})
 
-	// Each partition has 200 records; transactions hold at most 40, so
-	// once every partition has had 50 through the transform, each has had
-	// some committed. The gate holds the record that completes that.
+	// Each partition has 200 records; transactions hold at most 40. The
+	// gate holds the first record after every partition has had 50
+	// through the transform and some of its records committed (as the
+	// processor reports its committed offsets: an abort, or transactions
+	// cut short, may take more records than 50 to get there).
 	gate := newLagGate(lagParts, 50)
 	defer gate.open()
+	t.Cleanup(func() {
+		if gate.cut.Load() && t.Failed() {
+			t.Log("the processor cut the held record (its record limit) before the test let it go: the checks while behind took longer than the limit")
+		}
+	})
 	inst := tg.Start(t, itest.InstanceOpts{Group: group, TxnID: group + "-a", Topics: []string{in.Topic}, Out: out,
 		Chain: gate.chain(t), MaxRecords: 40, TxnTimeout: lagTxnTimeout})
+	gate.p.Store(inst.Pipeline)
 	itest.WaitClosed(t, gate.entered, lagHoldWait, "the processor to reach the held record")
+	held := time.Now()
 	if c := inst.Pipeline.Stats().Commits; c == 0 {
 		t.Fatalf("held with no transaction committed before; the test needs committed offsets (stats: %s)", itest.FmtStats(inst))
 	}
 
 	var up *kgo.Client
 	if transactional {
-		up = tg.OpenUpstreamTransaction(t, in.Topic, 0, 5)
+		up = tg.OpenUpstreamTransaction(t, in.Topic, 0, 5, lagTxnTimeout)
 	}
 
 	// Behind: the gauges are Kafka's offsets, and the lag is last stable
@@ -134,6 +161,9 @@ func lagAgreesWithKafka(t *testing.T, tg *itest.Target, transactional bool) {
 		if err := up.EndTransaction(ctx, kgo.TryAbort); err != nil {
 			t.Fatalf("aborting the open upstream transaction: %v", err)
 		}
+	}
+	if gate.cut.Load() {
+		t.Fatalf("the processor cut the held record (its record limit) before the checks while behind ended, %s after it was held", time.Since(held).Round(time.Millisecond))
 	}
 	gate.open()
 
@@ -211,18 +241,55 @@ func TestLagSeriesOfRevokedPartitionsVanish(t *testing.T) {
 	})
 }
 
+// raiseMaxSessionTimeout sets kfake's group.max.session.timeout.ms to
+// Kafka's default, 30 minutes (kfake's is 5).
+func raiseMaxSessionTimeout(t testing.TB, tg *itest.Target) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v := strconv.Itoa(int((30 * time.Minute).Milliseconds()))
+	resps, err := tg.Admin(t).AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "group.max.session.timeout.ms", Value: &v}})
+	if err == nil {
+		for _, r := range resps {
+			err = errors.Join(err, r.Err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("raising kfake's group.max.session.timeout.ms: %v", err)
+	}
+}
+
 // ---------------------------------------------------------------- input ----
 
 // lagGate passes records through and holds, once, the first record by
-// which every one of parts partitions has had at least min records.
+// which every one of parts partitions has had at least min records, and p
+// (once set) reports a committed offset for each.
 type lagGate struct {
 	parts, min int
+	p          atomic.Pointer[pipeline.Pipeline]
 	mu         sync.Mutex
 	seen       map[int32]int
 	held       bool
 	entered    chan struct{} // closed when the held record is inside the transform
 	release    chan struct{}
 	relOnce    sync.Once
+	cut        atomic.Bool // the held record's context ended before the gate opened
+}
+
+// committedAll reports whether p reports a committed offset for each of
+// parts partitions.
+func (g *lagGate) committedAll() bool {
+	p := g.p.Load()
+	if p == nil {
+		return false
+	}
+	n := 0
+	for _, ps := range p.Status().Partitions {
+		if ps.Committed >= 0 {
+			n++
+		}
+	}
+	return n == g.parts
 }
 
 func newLagGate(parts, min int) *lagGate {
@@ -243,14 +310,19 @@ func (g *lagGate) chain(t testing.TB) *transform.Chain {
 			for _, n := range g.seen {
 				hold = hold && n >= g.min
 			}
+			hold = hold && g.committedAll()
 			g.held = g.held || hold
 			g.mu.Unlock()
 			if hold {
 				close(g.entered)
-				select { // bounded: a test that fails before opening the gate does not hang
+				select { // until the test opens the gate (deferred), or the instance stops
 				case <-g.release:
 				case <-ctx.Done():
-				case <-time.After(lagHoldMax):
+					select {
+					case <-g.release:
+					default:
+						g.cut.Store(true)
+					}
 				}
 			}
 			return append(out, r), nil

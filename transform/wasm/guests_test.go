@@ -63,8 +63,9 @@ func guestPath(tb testing.TB, pkg string) string {
 }
 
 // guestPathWith builds pkg with extra go build flags, and compiles it
-// into testCache for a call timeout; uppercase without one as well
-// (TestCallTimeout, TestNoDeadline and the benchmarks run it so).
+// into testCache for a call timeout; uppercase and stateful without one
+// as well (TestCallTimeout, TestNoDeadline, the benchmarks and
+// TestWasmStateFailedRecordWritesNothing run them so).
 func guestPathWith(tb testing.TB, pkg string, flags ...string) string {
 	tb.Helper()
 	key := pkg + " " + strings.Join(flags, " ")
@@ -82,7 +83,7 @@ func guestPathWith(tb testing.TB, pkg string, flags ...string) string {
 			return
 		}
 		timeouts := []time.Duration{time.Second}
-		if pkg == uppercase {
+		if pkg == uppercase || pkg == stateful {
 			timeouts = append(timeouts, 0)
 		}
 		g.path, g.err = out, guestCache.Precompile(out, timeouts...)

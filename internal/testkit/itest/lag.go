@@ -60,11 +60,13 @@ func (tg *Target) ProduceLagInput(t testing.TB, in Input, parts int32, perTxn in
 
 // OpenUpstreamTransaction begins a transaction, writes n records to
 // partition p of topic in it, and leaves it open; the caller ends it
-// (closing the client at the test's end aborts it otherwise).
-func (tg *Target) OpenUpstreamTransaction(t testing.TB, topic string, p int32, n int) *kgo.Client {
+// (closing the client at the test's end aborts it otherwise). Its timeout
+// is timeout, the processor's, so that the broker does not abort it while
+// the processor is held (franz-go's default is 40s).
+func (tg *Target) OpenUpstreamTransaction(t testing.TB, topic string, p int32, n int, timeout time.Duration) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(tg.Brokers...), kgo.TransactionalID(Unique("lag-open")),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(250*time.Millisecond))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MetadataMinAge(250*time.Millisecond), kgo.TransactionTimeout(timeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -135,13 +135,14 @@ func handle(in guest.Record) ([]guest.Record, error) {
 		s0.Put(key, []byte("written"), 0)
 		p := (*byte)(unsafe.Pointer(uintptr(0xFFFFFFF0)))
 		return reply(in, string([]byte{*p}))
-	case "put-loop": // writes of 1 MiB until the host says no
+	case "put-loop": // writes of 1 MiB until the host says no, 64 at most
 		v := make([]byte, 1<<20)
-		for i := 0; ; i++ {
+		for i := range 64 {
 			if err := s0.Put([]byte(strconv.Itoa(i)), v, 0); err != nil {
 				return nil, fmt.Errorf("put %d: %w", i, err)
 			}
 		}
+		return nil, errors.New("64 writes of 1 MiB and the host never said no")
 	case "unknown-store":
 		_, _, err := guest.Store("nope").Get(key)
 		return nil, err
