@@ -101,6 +101,18 @@ func registeredMetrics(t *testing.T) map[string]exported {
 			}
 			t.Cleanup(func() { _ = m.Close() })
 		}},
+		{"state.NewTableMetrics", func(r prometheus.Registerer) {
+			tb, err := state.OpenTable(state.TableOptions{Dir: t.TempDir(), Topic: "t"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = tb.Close()
+			m, err := state.NewTableMetrics(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Add(tb)
+		}},
 	} {
 		rec := &recorder{reg: prometheus.NewRegistry()}
 		pkg.register(rec)

@@ -28,6 +28,7 @@ type benchSession struct {
 	fs    kgo.Fetches
 	vals  [][]byte // the records' values, restored at each poll; nil: not
 	inTxn bool
+	begun time.Time // when the open transaction began
 }
 
 // Poll returns the same records again, their values restored where a
@@ -41,8 +42,9 @@ func (s *benchSession) Poll(context.Context, int) kgo.Fetches {
 	return s.fs
 }
 
-func (s *benchSession) Begin(context.Context) error { s.inTxn = true; return nil }
+func (s *benchSession) Begin(context.Context) error { s.inTxn, s.begun = true, time.Now(); return nil }
 func (s *benchSession) InTxn() bool                 { return s.inTxn }
+func (s *benchSession) Begun() time.Time            { return s.begun }
 
 func (s *benchSession) Produce(context.Context, *kgo.Record, record.Source) {}
 func (s *benchSession) End(context.Context, int, txn.Reason) (bool, error) {

@@ -85,6 +85,10 @@ type Options struct {
 	// another, unless the chain is ordered (transform.Ordered, Ordering).
 	// Each chain must be built like the first and serve no one
 	// else; the caller keeps them and closes them after Run has returned.
+	// A chain whose stages wait on a service (transform.Concurrent) asks
+	// for InFlight records of a partition at once: under OrderKey each
+	// partition's records are dealt to InFlight of the workers only, so
+	// give it at least InFlight chains in all.
 	Chains []*transform.Chain
 	// State holds the stores of a chain with stateful transforms
 	// (Chain.Stores), nil for a chain without: the loop begins its
@@ -94,6 +98,10 @@ type Options struct {
 	// records runs. It needs an ordered chain and one input topic, whose
 	// partitions are the stores'.
 	State State
+	// Tables are the tables the chain's join stages read (Table):
+	// restored with the stores, on assignment, before any record of the
+	// input partitions assigned runs.
+	Tables []Table
 	// Changelogs declares, before State is open, that the stores are to
 	// be kept in Kafka, as the processor keeps them: New and Check then
 	// refuse what cannot be kept so (see Changelogs). Nil declares
@@ -239,6 +247,7 @@ func New(chain *transform.Chain, o Options) (*Pipeline, error) {
 		p.initState(o.State, chain.Stores(), groups)
 		p.initClock()
 	}
+	p.st.tables = o.Tables
 	if o.Repartition != nil {
 		if o.State == nil {
 			return nil, errors.New("pipeline: Options.Repartition needs Options.State")

@@ -48,12 +48,20 @@ func (pl *pool) home(b *batch) int {
 }
 
 // keyWorker returns the worker that runs r, of a batch whose home is home,
-// under orderKey.
+// under orderKey: one of all the workers by its key's hash, or, when the
+// chain bounds the records of a partition at once (lanes, from
+// transform.Chain.InFlight), one of the lanes workers from home on, so
+// that no more than lanes of the partition's records run at once however
+// many workers there are.
 func (pl *pool) keyWorker(r *kgo.Record, home int) int {
 	if r.Key == nil || r.Attrs.IsControl() {
 		return home
 	}
-	return int(maphash.Bytes(pl.seed, r.Key) % uint64(len(pl.workers)))
+	h := maphash.Bytes(pl.seed, r.Key)
+	if n := len(pl.workers); pl.lanes > 0 && pl.lanes < n {
+		return (home + int(h%uint64(pl.lanes))) % n
+	}
+	return int(h % uint64(len(pl.workers)))
 }
 
 // deal gives each worker its tasks for the poll's n records, and reports

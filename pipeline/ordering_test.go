@@ -32,10 +32,27 @@ type orderLog struct {
 	overlap int            // records that began while another of their group ran
 
 	inside, most atomic.Int64
+
+	// inFlight, when above 0, makes the transform declare it
+	// (transform.Concurrent); partRunning and partMost count, per input
+	// partition, its records running now and the most at once.
+	inFlight    int
+	partRunning map[int32]int
+	partMost    map[int32]int
 }
 
+// concurrentFunc is an ordered transform.Func that declares how many
+// records of a partition it may run at once.
+type concurrentFunc struct {
+	orderedFunc
+	n int
+}
+
+func (f concurrentFunc) InFlight() int { return f.n }
+
 func newOrderLog(group func(record.Source, *kgo.Record) string) *orderLog {
-	return &orderLog{group: group, seen: map[string][]int64{}, by: map[string]map[int]bool{}, running: map[string]int{}}
+	return &orderLog{group: group, seen: map[string][]int64{}, by: map[string]map[int]bool{}, running: map[string]int{},
+		partRunning: map[int32]int{}, partMost: map[int32]int{}}
 }
 
 // byKey groups records by key, the null key as one group of its own.
@@ -66,6 +83,8 @@ func (l *orderLog) chains(t *testing.T, n int) (*transform.Chain, []*transform.C
 				l.by[g] = map[int]bool{}
 			}
 			l.by[g][id] = true
+			l.partRunning[src.Partition]++
+			l.partMost[src.Partition] = max(l.partMost[src.Partition], l.partRunning[src.Partition])
 			l.mu.Unlock()
 			now := l.inside.Add(1)
 			for m := l.most.Load(); now > m && !l.most.CompareAndSwap(m, now); m = l.most.Load() {
@@ -74,6 +93,7 @@ func (l *orderLog) chains(t *testing.T, n int) (*transform.Chain, []*transform.C
 			l.inside.Add(-1)
 			l.mu.Lock()
 			l.running[g]--
+			l.partRunning[src.Partition]--
 			l.mu.Unlock()
 			if l.fail != nil {
 				if err := l.fail(src); err != nil {
@@ -83,7 +103,12 @@ func (l *orderLog) chains(t *testing.T, n int) (*transform.Chain, []*transform.C
 			return append(out, r), nil
 		}
 		reg := &transform.Registry{}
-		reg.Register("ordered", transform.Plain("", func() (transform.Transform, error) { return orderedFunc(fn), nil }))
+		reg.Register("ordered", transform.Plain("", func() (transform.Transform, error) {
+			if l.inFlight > 0 {
+				return concurrentFunc{orderedFunc(fn), l.inFlight}, nil
+			}
+			return orderedFunc(fn), nil
+		}))
 		c, err := reg.Build([]transform.Entry{{Name: "ordered"}}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -284,5 +309,50 @@ func TestOrderKeyStatelessChainShared(t *testing.T) {
 	e.checkTopic(e.out, e.read(e.out, true), func(*kgo.Record) bool { return true })
 	if got := most.Load(); got != 2 {
 		t.Errorf("at most %d records of the one partition ran at once, want 2", got)
+	}
+}
+
+// A chain that declares how many records of a partition it may run at once
+// (transform.Concurrent, the http transform's MAX_IN_FLIGHT) has each
+// partition's records dealt by key to that many of the workers: with more
+// workers than that, no partition has more records running at once, every
+// key's records run in order on one instance, and the partitions together
+// use more of the workers.
+func TestOrderKeyInFlightLanes(t *testing.T) {
+	for _, lanes := range []int{1, 3} {
+		t.Run(strconv.Itoa(lanes), func(t *testing.T) {
+			e := newMemEnv(t)
+			e.produce(1500, 60)
+			l := newOrderLog(byKey)
+			l.delay = 300 * time.Microsecond
+			l.inFlight = lanes
+			runOrdered(t, e, l, 8, Options{Lineage: true, Ordering: OrderKey})
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if len(l.partMost) < 2 {
+				t.Fatalf("records of %d partitions ran, want several", len(l.partMost))
+			}
+			for p, most := range l.partMost {
+				if most > lanes {
+					t.Errorf("partition %d: %d records ran at once, want at most %d (InFlight)", p, most, lanes)
+				}
+			}
+			if got := l.most.Load(); got <= int64(lanes) {
+				t.Errorf("at most %d records of all partitions ran at once, want more than one partition's %d", got, lanes)
+			}
+		})
+	}
+}
+
+// Without a declared bound, key ordering deals a partition's records to
+// all the workers.
+func TestOrderKeyAllLanes(t *testing.T) {
+	e := newMemEnv(t)
+	singlePartitionInput(e, 1500, 60, 0)
+	l := newOrderLog(byKey)
+	l.delay = 300 * time.Microsecond
+	runOrdered(t, e, l, 6, Options{Lineage: true, Ordering: OrderKey})
+	if got := l.partMost[0]; got <= 3 {
+		t.Errorf("at most %d records of the partition ran at once on 6 workers, want more than 3", got)
 	}
 }

@@ -97,6 +97,10 @@ type stateLoop struct {
 	// behind: the last poll's expiry stopped at a bound with expired
 	// entries left; the next poll takes one record (expireState).
 	behind bool
+	// tables are the join stages' tables (tables.go), restored for the
+	// input partitions tparts.
+	tables []Table
+	tparts []int32
 }
 
 // stateGroup is stores partitioned like one topic: partition p of each
@@ -189,7 +193,7 @@ func (p *Pipeline) maxRecordBytes(topic string) int { return p.s.MaxRecordBytes(
 // transactions and before any of their records is processed.
 func (p *Pipeline) syncState(ctx context.Context) error {
 	e := p.s.AssignmentEpoch()
-	if p.st.s == nil || p.s.InTxn() || (p.st.synced && e == p.st.epoch) {
+	if !p.st.hasState() || p.s.InTxn() || (p.st.synced && e == p.st.epoch) {
 		return nil
 	}
 	p.st.restoring.Store(true)
@@ -199,6 +203,9 @@ func (p *Pipeline) syncState(ctx context.Context) error {
 		p.st.revoke(&p.st.groups[i])
 	}
 	assigned := p.observer().Assigned()
+	if err := p.restoreTables(ctx, assigned); err != nil {
+		return err
+	}
 	for i := range p.st.groups {
 		g := &p.st.groups[i]
 		parts := slices.Clone(assigned[g.topic])
@@ -217,7 +224,7 @@ func (p *Pipeline) syncState(ctx context.Context) error {
 // stateStale reports whether records just polled may be of partitions the
 // state has not restored.
 func (p *Pipeline) stateStale() bool {
-	return p.st.s != nil && (!p.st.synced || p.s.AssignmentEpoch() != p.st.epoch)
+	return p.st.hasState() && (!p.st.synced || p.s.AssignmentEpoch() != p.st.epoch)
 }
 
 // stateHolds reports whether the state has restored every partition of
@@ -227,6 +234,9 @@ func (p *Pipeline) stateHolds(fs kgo.Fetches) bool {
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) == 0 {
 			return
+		}
+		if !p.tablesHold(fp.Topic, fp.Partition) {
+			holds = false
 		}
 		for i := range p.st.groups {
 			if g := &p.st.groups[i]; g.topic == fp.Topic && !slices.Contains(g.parts, fp.Partition) {

@@ -62,6 +62,9 @@ type Status struct {
 	// store and partition (State.Status), for a stateful chain only.
 	Restoring bool `json:"state_restoring,omitempty"`
 	State     any  `json:"state,omitempty"`
+	// Tables are the join stages' tables (state.TableStatus): restore
+	// progress, keys, bytes, lag and misses.
+	Tables []any `json:"tables,omitempty"`
 }
 
 // PartitionStatus is where one assigned partition stands. An offset not
@@ -135,8 +138,9 @@ func (p *Pipeline) Status() Status {
 		st.LastError = &Event{At: at, Message: clip(err.Error())}
 	}
 	if p.st.s != nil {
-		st.Restoring, st.State = p.st.restoring.Load(), p.st.s.Status()
+		st.State = p.st.s.Status()
 	}
+	st.Restoring, st.Tables = p.st.restoring.Load(), p.tablesStatus()
 	return st
 }
 

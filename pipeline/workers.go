@@ -35,6 +35,9 @@ type pool struct {
 	// waits for each record, not for a batch).
 	ran   []atomic.Bool
 	marks []int // deal's scratch: per worker, where its share of a batch begins
+	// lanes is, under orderKey, how many workers one partition's records
+	// are dealt to (transform.Chain.InFlight); 0: all of them.
+	lanes int
 }
 
 // newPool returns the pool of one worker per chain: chain, then chains,
@@ -52,7 +55,8 @@ func newPool(chain *transform.Chain, chains []*transform.Chain, ordering Orderin
 			o = orderKey
 		}
 	}
-	return pool{workers: ws, topicNames: make(map[string]*string), order: o, seed: maphash.MakeSeed(), marks: make([]int, len(ws))}
+	lanes, _ := chain.InFlight()
+	return pool{workers: ws, topicNames: make(map[string]*string), order: o, seed: maphash.MakeSeed(), marks: make([]int, len(ws)), lanes: lanes}
 }
 
 // batch is a run of one partition's records of a poll, in offset order.

@@ -46,11 +46,12 @@ const (
 // deleted under the restore): the records read so far are void, and
 // reading starts again at next, the new log start.
 type fetched struct {
-	r     *restoring
-	recs  []*kgo.Record
-	next  int64
-	reset bool
-	err   error
+	r      *restoring
+	recs   []*kgo.Record
+	next   int64
+	stable int64 // the partition's last stable offset, as the response said
+	reset  bool
+	err    error
 }
 
 // fetcher reads the partitions of a plan from their positions to their
@@ -198,7 +199,7 @@ func (f *fetcher) partition(ctx context.Context, r *restoring, rp *kmsg.FetchRes
 		return false, nil // nothing yet (a transaction still open holds the stable offset back)
 	}
 	f.pos[r] = next
-	if !f.send(ctx, fetched{r: r, recs: fp.Records, next: next}) {
+	if !f.send(ctx, fetched{r: r, recs: fp.Records, next: next, stable: rp.LastStableOffset}) {
 		return false, ctx.Err()
 	}
 	return false, nil

@@ -181,21 +181,7 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 // written. "new" is a partition without a checkpoint whose changelog is
 // empty, which is not counted as a rebuild.
 func (m *Manager) rebuildReason(st partState, id [16]byte, start, end int64) string {
-	switch {
-	case !st.hasCP && m.damaged:
-		return "damaged"
-	case !st.hasCP && start == end:
-		return "new"
-	case !st.hasCP:
-		return "no_checkpoint"
-	case st.cp.topicID != id:
-		return "topic_recreated"
-	case st.cp.next > end:
-		return "checkpoint_ahead"
-	case st.cp.next < start:
-		return "checkpoint_before_start"
-	}
-	return ""
+	return rebuildWhy(st, id, start, end, m.damaged)
 }
 
 // storeOf returns the store name of a changelog topic.

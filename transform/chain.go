@@ -205,6 +205,20 @@ func (c *Chain) Ordered() bool {
 	return false
 }
 
+// InFlight returns the most records of one partition the chain may run
+// at once by its stages' bounds (Concurrent): the smallest bound, which
+// every stage's holds to, and the entry that declares it; 0 when no stage
+// declares one.
+func (c *Chain) InFlight() (int, Entry) {
+	n, at := 0, Entry{}
+	for _, s := range c.stages {
+		if m := InFlightOf(s.t); m > 0 && (n == 0 || m < n) {
+			n, at = m, s.entry
+		}
+	}
+	return n, at
+}
+
 // Stores returns the stores of the chain's Stateful stages, in stage
 // order; none for a chain without state.
 func (c *Chain) Stores() []string {

@@ -228,3 +228,28 @@ func OrderedOf(t Transform) bool {
 	o, ok := t.(Ordered)
 	return ok && o.Ordered()
 }
+
+// Concurrent is an optional interface of an ordered transform whose calls
+// mostly wait on another service (the http transform's requests), not on
+// a CPU, and that bounds how many of a partition's records it runs at
+// once. Under PROCESSOR_ORDERING=key the processor runs up to InFlight
+// records of one partition at once, on as many instances of the chain,
+// whatever PROCESSOR_WORKERS says (more than the workers when InFlight
+// is larger, never more than InFlight when it is smaller), each key's
+// records one after another in offset order; under
+// PROCESSOR_ORDERING=partition, which runs a partition's records one at a
+// time, InFlight above 1 is refused at start. A chain's bound is its
+// stages' smallest (Chain.InFlight).
+type Concurrent interface {
+	// InFlight is the most records of one partition the transform may
+	// have running at once, at least 1.
+	InFlight() int
+}
+
+// InFlightOf returns t's InFlight, or 0 when t does not declare one.
+func InFlightOf(t Transform) int {
+	if c, ok := t.(Concurrent); ok {
+		return c.InFlight()
+	}
+	return 0
+}

@@ -40,6 +40,8 @@ type environment struct {
 	registry string
 	reg      schema.Registry
 	avroOut  string
+
+	lookup string // the http rows' service (startLookup): its base URL
 }
 
 // build runs `make build` (the processor, devbroker, ... with the version

@@ -185,6 +185,11 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("the schema registry of the Avro rows: %w", err)
 		}
 	}
+	if needsLookup(o) {
+		if err := env.startLookup(ctx); err != nil {
+			return fmt.Errorf("the lookup service of the http rows: %w", err)
+		}
+	}
 	inputs, err := preloadInputs(ctx, o, env, b, prefix, &created)
 	if err != nil {
 		return err
@@ -259,7 +264,8 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 						continue
 					}
 					s, _ := systemByKey(k)
-					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), k, round)
+					// A topic name has no '@': "aggregate@base" runs as aggregate.base.
+					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), strings.ReplaceAll(k, baseSuffix, ".base"), round)
 					in := inputs[size].of(s.format)
 					if s.onePartition {
 						in = inputs[size].single
@@ -272,6 +278,9 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 					if s.ownInput {
 						// Pre-loaded by prepare, deleted with the run.
 						spec.in = &input{topic: name + "-in", size: in.size, records: in.records, format: in.format, gen: in.gen}
+						if s.records > 0 {
+							spec.in.records = s.records
+						}
 						spec.live = spec.in.topic
 					}
 					if len(s.stores) > 0 {

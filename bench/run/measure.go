@@ -126,7 +126,11 @@ func (m *measurement) prepare(ctx context.Context) error {
 	s := m.s
 	topics := []string{s.out, s.live}
 	if s.sys.ownInput {
-		if err := preloadOne(ctx, m.o.partitions, m.b, s.in, new([]string)); err != nil {
+		partitions := m.o.partitions
+		if s.sys.onePartition {
+			partitions = 1
+		}
+		if err := preloadOne(ctx, partitions, m.b, s.in, new([]string)); err != nil {
 			return err
 		}
 		topics = topics[:1] // live is the input, just filled

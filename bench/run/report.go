@@ -60,8 +60,10 @@ func (rp *report) rows() []*row {
 						continue
 					}
 					rw.ok++
-					rates = append(rates, float64(in.records)/r.wall.Seconds())
-					cpus = append(cpus, r.cpu/float64(in.records)*1e6)
+					// The run's own input (ownInput) may hold another
+					// count (system.records).
+					rates = append(rates, float64(r.spec.in.records)/r.wall.Seconds())
+					cpus = append(cpus, r.cpu/float64(r.spec.in.records)*1e6)
 					rss = append(rss, float64(r.hwm)/(1<<20))
 					p50s = append(p50s, float64(percentile(r.lat, 0.50)))
 					p99s = append(p99s, float64(percentile(r.lat, 0.99)))
@@ -124,6 +126,11 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	}
 	if needsOnePartition(o) {
 		fmt.Fprintf(b, "- The single-partition rows drain the same records pre-loaded into a topic of one partition, where only the workers' sharing of one partition's records helps.\n")
+	}
+	for _, k := range o.systems {
+		if s, _ := systemByKey(k); s.records > 0 {
+			fmt.Fprintf(b, "- %s drains an input of its own of %d records.\n", s.label, s.records)
+		}
 	}
 	if needsStateful(o) {
 		fmt.Fprintf(b, "- The stateful rows (%s) each drain a copy of the input pre-loaded for the run alone (a stateful chain takes one input topic, so their latency phase writes to that copy), with a fresh PROCESSOR_STATE_DIR in a temporary directory; the copy, the changelogs and the state directory are deleted after the run. Each emits one output per input (dedupe is by order id, which no two orders share) but window-close, which emits one final row per customer and 200 ms window once the window closes, stamped with its end: its outputs are not counted against the inputs, and its latency is from a window's end to its row on the output.\n", strings.Join(statefulKeys(o), ", "))

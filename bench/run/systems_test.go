@@ -161,3 +161,47 @@ func TestBaselineSystems(t *testing.T) {
 		}
 	}
 }
+
+// The http rows run the http transform against the run's lookup service
+// at 1, 8 and 32 requests in flight under key ordering, each on its own
+// input of httpRecords records in one partition; without the service
+// they do not start.
+func TestHTTPCommands(t *testing.T) {
+	b := &broker{addrs: []string{"127.0.0.1:1"}}
+	s := &runSpec{group: "g", in: &input{topic: "g-in"}, live: "g-in", out: "g-out", interval: 100 * time.Millisecond}
+	for _, n := range []string{"1", "8", "32"} {
+		sys, ok := systemByKey("http-" + n)
+		i, _ := strconv.Atoi(n)
+		if !ok || !sys.ownInput || !sys.onePartition || sys.records != httpRecords(i) || sys.records < 5000 {
+			t.Fatalf("http-%s: not a row of its own single-partition input of %d records: %+v", n, httpRecords(i), sys)
+		}
+		if _, err := sys.cmd(&environment{processor: "/bin/processor"}, b, s, nil); err == nil {
+			t.Errorf("http-%s starts without the lookup service", n)
+		}
+		c, err := sys.cmd(&environment{processor: "/bin/processor", lookup: "http://127.0.0.1:3"}, b, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range []string{"PROCESSOR_TRANSFORMS=http", `PROCESSOR_HTTP_URL="http://127.0.0.1:3/customers/\(.customer)"`,
+			"PROCESSOR_HTTP_MAX_IN_FLIGHT=" + n, "PROCESSOR_ORDERING=key", "PROCESSOR_INPUT_TOPICS=g-in"} {
+			if !slices.Contains(c.Env, kv) {
+				t.Errorf("http-%s: the environment lacks %s: %v", n, kv, c.Env)
+			}
+		}
+	}
+}
+
+// A row that drains an input of its own of another size (the http rows)
+// is rated by that input's count, not by -records.
+func TestRowsRateOwnInput(t *testing.T) {
+	sys, _ := systemByKey("http-8")
+	shared := &input{topic: "in", size: 100, records: 5000, bytes: 500_000}
+	own := &input{topic: "own", size: 100, records: sys.records}
+	rp := &report{o: options{sizes: []int{100}, intervals: []time.Duration{time.Second}, systems: []string{"http-8"}},
+		env: &environment{avail: map[string]string{}}, inputs: map[int]*input{100: shared},
+		results: []*result{{spec: &runSpec{sys: sys, in: own, interval: time.Second}, wall: 10 * time.Second, cpu: 4}}}
+	rows := rp.rows()
+	if len(rows) != 1 || rows[0].rate != float64(sys.records)/10 || rows[0].cpuM != 4/float64(sys.records)*1e6 {
+		t.Errorf("rows %+v, want the rate and CPU of %d records in 10s", rows[0], sys.records)
+	}
+}

@@ -229,10 +229,11 @@ type config struct {
 	// with these settings.
 	dedupe   check.Dedupe
 	dedupeBy string
+	join     joinConfig // -check join
 }
 
 // knownChecks are the extra checks -check takes.
-var knownChecks = []string{"aggregate", "windows", "dedupe"}
+var knownChecks = []string{"aggregate", "windows", "dedupe", "join"}
 
 const usageText = `usage: eoscheck -input TOPICS -output TOPICS -group GROUP [flags]
        eoscheck -input TOPICS -group GROUP -postgres-url URL -table TABLE [-dead-letter-table TABLE] [flags]
@@ -266,9 +267,10 @@ func parse(args []string, stdout io.Writer) (config, error) {
 	fs.BoolVar(&c.poison, "poison", false, "the input holds the fault drill's marked records (key poison-<class>-<seq>): judge each by its class (notjson: one dead letter; nearlimit: one output; jsonb: one row with value NULL and value_bytes)")
 	fs.BoolVar(&c.opts.Skipping, "poison-skip", false, "with -poison: some instances ran PROCESSOR_ON_ERROR=skip, so a notjson input with neither output nor dead letter is skipped by policy, not lost")
 	groupBy := fs.String("group-by", "", "with -check aggregate: the counts were grouped by this member of the input values (the aggregate's BY, e.g. .customer), not by record key: each group's counts run 1, 2, 3, ... across all input partitions up to its inputs taken, each output keyed by its input's group; with -check windows: the windowed count was grouped so, behind a repartition hop, the late topic taken as the record of the late inputs")
-	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once); dedupe (a dedupe by -dedupe-by: every id's first sighting within -dedupe-window passes once, its duplicates never, every input late by -dedupe-grace in -late-topic once)")
+	checks := fs.String("check", "", "extra checks, comma-separated: aggregate (the processor counted by record key with the aggregate transform: every key's counts run 1, 2, 3, ... in the committed output up to its inputs taken); windows (a windowed count by record key with EMIT=close: exactly one final row per key and window, each its inputs that were not late, every late input in -late-topic once); dedupe (a dedupe by -dedupe-by: every id's first sighting within -dedupe-window passes once, its duplicates never, every input late by -dedupe-grace in -late-topic once); join (a join with -join-table: every row an output carries is a committed version of its key, never older than an earlier input of its partition and key saw)")
 	windowFlags(fs, &c)
 	dedupeFlags(fs, &c)
+	joinFlags(fs, &c)
 	err := fs.Parse(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -425,6 +427,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		src.Dedupe = true
 		src.GroupBy, _ = check.ParseGroupPath(c.dedupeBy) // parseDedupe checked it
 	}
+	joinSource(&src, c)
 	r, err := check.NewReader(src)
 	if err != nil {
 		return fail(err)

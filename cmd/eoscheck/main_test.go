@@ -56,6 +56,11 @@ func TestUsageErrors(t *testing.T) {
 		"dedupe, 1:1":      append([]string{"-check", "dedupe", "-dedupe-by", ".seq"}, ok...),
 		"dedupe, window 0": append([]string{"-check", "dedupe", "-one-to-one=false", "-dedupe-by", ".seq", "-dedupe-window", "0s"}, ok...),
 		"dedupe, windows":  append([]string{"-check", "dedupe,windows", "-one-to-one=false", "-dedupe-by", ".seq", "-window", "1m"}, ok...),
+		"join, no table":   append([]string{"-check", "join", "-join-into", ".row"}, ok...),
+		"join, no into":    append([]string{"-check", "join", "-join-table", "t"}, ok...),
+		"join, bad type":   append([]string{"-check", "join", "-join-table", "t", "-join-into", ".row", "-join-type", "outer"}, ok...),
+		"join, inner 1:1":  append([]string{"-check", "join", "-join-table", "t", "-join-into", ".row"}, ok...),
+		"join, by expr":    append([]string{"-check", "join", "-join-table", "t", "-join-into", ".row", "-join-by", "customer"}, ok...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, args...)

@@ -82,6 +82,11 @@ func parseChecks(c *config, checks string) error {
 				return err
 			}
 			continue
+		case "join":
+			if err := parseJoin(c); err != nil {
+				return err
+			}
+			continue
 		}
 		c.aggregate = true
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/state"
 )
 
 func sampleStatus() pipeline.Status {
@@ -166,5 +167,33 @@ func TestStatusPageWithoutAborts(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("%d: %s", n, rec.Body.String()[len(rec.Body.String())-300:])
 		}
+	}
+}
+
+// The page lists the join tables: mode, state, partitions, rows, bytes,
+// lag, what a restore has left and the misses; none without a join.
+func TestStatusPageTables(t *testing.T) {
+	s := sampleStatus()
+	s.Tables = []any{
+		state.TableStatus{Table: "customers", Mode: "co_partitioned", Ready: true, Keys: 12, Bytes: 340, Lag: 2, Misses: 7,
+			Partitions: []state.TablePartitionInfo{{Partition: 0}, {Partition: 1}}},
+		state.TableStatus{Table: "products", Mode: "global", Restoring: true, RestoreRemaining: 900},
+	}
+	h := &statusHandlers{snapshot: func() pipeline.Status { return s }}
+	rec := httptest.NewRecorder()
+	h.page(rec, httptest.NewRequest("GET", "/", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`<table id="tables">`,
+		`<td class="l">customers</td><td class="l">co_partitioned</td><td class="l"><span class="ok">ready</span></td><td>2</td><td>12</td><td>340</td><td>2</td><td>0</td><td>7</td>`,
+		`<td class="l">products</td><td class="l">global</td><td class="l"><span class="bad">restoring</span></td><td>0</td><td>0</td><td>0</td><td>0</td><td>900</td><td>0</td>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	s.Tables = nil
+	rec = httptest.NewRecorder()
+	h.page(rec, httptest.NewRequest("GET", "/", nil))
+	if strings.Contains(rec.Body.String(), "Join tables") {
+		t.Error("a page without joins lists join tables")
 	}
 }

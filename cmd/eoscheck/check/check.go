@@ -43,6 +43,9 @@ func Check(run Run, opts Options) Report {
 	if opts.Dedupe != nil {
 		kinds = slices.Concat(kinds, DedupeAnomalies)
 	}
+	if opts.Join != nil {
+		kinds = slices.Concat(kinds, JoinAnomalies)
+	}
 	rep, rp := newReport(kinds, opts.MaxExamples)
 	a := &audit{run: run, opts: opts, rep: rep, rp: rp,
 		byTP: map[record.TopicPartition][]int64{}, visible: map[Input][]Output{}, dead: map[Input][]Output{}, pending: map[Input]bool{},
@@ -72,6 +75,9 @@ func Check(run Run, opts Options) Report {
 	}
 	if opts.Dedupe != nil {
 		a.checkDedupe()
+	}
+	if opts.Join != nil {
+		a.checkJoin()
 	}
 	return *rep
 }

@@ -2,6 +2,7 @@ package check
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,6 +36,8 @@ type rec struct {
 	ts       int64  // data: its timestamp, Unix milliseconds
 	group    string // data of an input topic, with Source.GroupBy: its value's group key
 	grouped  bool
+	row      json.RawMessage // data of an output topic, with Source.Join: the value at Source.JoinInto
+	value    []byte          // data of the join's table topic: the value (nil for a tombstone)
 }
 
 // txn outcome of a data record.
@@ -166,6 +169,12 @@ func (r *Reader) record(kr *kgo.Record) rec {
 	}
 	if r.src.Aggregate && slices.Contains(r.src.Outputs, kr.Topic) {
 		rc.count, rc.countKey, rc.countOK = ParseAggregate(kr.Value)
+	}
+	if r.src.Join && slices.Contains(r.src.Outputs, kr.Topic) {
+		rc.row, _ = r.src.JoinInto.Raw(kr.Value)
+	}
+	if r.src.Join && kr.Topic == r.src.JoinTable {
+		rc.value = kr.Value
 	}
 	if r.src.Windows && slices.Contains(r.src.Outputs, kr.Topic) {
 		rc.count, rc.countOK = ParseWindowCount(kr.Value)

@@ -11,6 +11,7 @@ package check
 
 import (
 	"cmp"
+	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,6 +72,9 @@ type Output struct {
 	Count    int64
 	CountOK  bool
 	CountKey []byte
+	// Row is the JSON at Source.JoinInto of the value, nil when absent;
+	// read only with Source.Join.
+	Row json.RawMessage
 	// Timestamp is the record's timestamp, Unix milliseconds.
 	Timestamp int64
 
@@ -162,6 +166,9 @@ type Run struct {
 	// Options.Windows and Options.Dedupe (Source.Windows, Source.Dedupe);
 	// nil otherwise.
 	InputTimes map[Input]int64
+	// Table is every committed record of a join's table topic
+	// (Source.JoinTable), for Options.Join; nil otherwise.
+	Table []TableRow
 }
 
 // Options say what a correct run looks like.
@@ -224,6 +231,12 @@ type Options struct {
 	// repartition hop an input partition's records keep their order
 	// within each group (key-order), not across groups.
 	GroupBy GroupPath
+	// Join: the processor ran the join transform (see checkJoin): every
+	// row an output carries is a committed version of its input's key,
+	// never older than an earlier input of the same partition and key
+	// saw. Needs Run.InputKeys (the lookup keys), Output.Row and
+	// Run.Table (Source.Join, Source.JoinTable, Source.JoinInto).
+	Join *Join
 }
 
 // uniqueInputs returns inputs sorted, without repeats, and the set of

@@ -58,6 +58,11 @@ func (r *Reader) Read(ctx context.Context) (Run, error) {
 	if err != nil {
 		return run, fmt.Errorf("reading output: %w", err)
 	}
+	if r.src.JoinTable != "" {
+		if run.Table, err = r.readTable(ctx); err != nil {
+			return run, err
+		}
+	}
 	for i, o := range outs {
 		if slices.Contains(r.src.DeadLetters, o.Topic) {
 			run.DeadLetters = append(run.DeadLetters, DeadLetterRecord{Output: o, Error: errs[i]})
@@ -101,7 +106,7 @@ func (r *Reader) readInputs(ctx context.Context, start, stable, high map[record.
 	if r.src.Poison {
 		marks = map[Input]Mark{}
 	}
-	if r.src.Aggregate || r.src.Windows || r.src.Dedupe {
+	if r.src.Aggregate || r.src.Windows || r.src.Dedupe || r.src.Join {
 		keys = map[Input]string{}
 	}
 	if r.src.Windows || r.src.Dedupe {
@@ -180,7 +185,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[record.
 			}
 			o := Output{
 				Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
-				Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Timestamp: rc.ts,
+				Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Timestamp: rc.ts, Row: rc.row,
 				Committed: seen[rc.offset],
 				Aborted:   outcomes[tp][i] == aborted,
 				TxnEnd:    ends[tp][i],
@@ -197,7 +202,7 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[record.
 		for _, rc := range vis[tp] {
 			if seen[rc.offset] {
 				outs = append(outs, Output{Topic: tp.Topic, Partition: tp.Partition, Offset: rc.offset, Source: rc.src, Key: rc.key, Keyed: rc.keyed,
-					Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Timestamp: rc.ts, Committed: true, TxnEnd: -1})
+					Count: rc.count, CountOK: rc.countOK, CountKey: rc.countKey, Timestamp: rc.ts, Row: rc.row, Committed: true, TxnEnd: -1})
 				errs = append(errs, rc.err)
 				marks = append(marks, rc.mark)
 				groups = append(groups, groupOf{rc.group, rc.grouped})
@@ -212,4 +217,26 @@ func (r *Reader) readTopics(ctx context.Context, start, stable, high map[record.
 type groupOf struct {
 	key string
 	ok  bool
+}
+
+// readTable reads every committed record of the join's table topic, to
+// its last stable offsets, in offset order per partition.
+func (r *Reader) readTable(ctx context.Context) ([]TableRow, error) {
+	start, stable, _, err := r.ends(ctx, []string{r.src.JoinTable})
+	if err != nil {
+		return nil, fmt.Errorf("reading the table %s: %w", r.src.JoinTable, err)
+	}
+	logs, err := r.readLog(ctx, kgo.ReadCommitted(), start, stable)
+	if err != nil {
+		return nil, fmt.Errorf("reading the table %s: %w", r.src.JoinTable, err)
+	}
+	var rows []TableRow
+	for _, tp := range sortedKeys(logs) {
+		for _, rc := range logs[tp] {
+			if !rc.control {
+				rows = append(rows, TableRow{Partition: tp.Partition, Offset: rc.offset, Key: rc.key, Value: rc.value})
+			}
+		}
+	}
+	return rows, nil
 }

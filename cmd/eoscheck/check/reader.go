@@ -51,6 +51,14 @@ type Source struct {
 	// topics (Run.Replayed), and the dead letters below them count as
 	// replayed, not as dead letters.
 	ReplayGroup string
+	// Join: the processor ran the join transform: Read keeps every
+	// input's lookup key (its record key, or GroupBy of its value:
+	// Run.InputKeys) and every output's row at JoinInto (Output.Row),
+	// and reads the committed records of JoinTable (Run.Table), for
+	// Options.Join.
+	Join      bool
+	JoinTable string
+	JoinInto  GroupPath
 }
 
 // Reader reads a processor run from Kafka into the checker's model. It only

@@ -101,6 +101,9 @@ type Report struct {
 	// Dedupe holds the totals of the dedupe check (Options.Dedupe); nil
 	// when it did not run.
 	Dedupe *DedupeTotals
+	// Join holds the totals of the join check (Options.Join); nil when
+	// it did not run.
+	Join *JoinTotals
 }
 
 // kinds returns the anomalies the check looked for, in report order, one
@@ -121,6 +124,9 @@ func (r Report) kinds() []Anomaly {
 	}
 	if r.Dedupe != nil {
 		kinds = slices.Concat(kinds, DedupeAnomalies)
+	}
+	if r.Join != nil {
+		kinds = slices.Concat(kinds, JoinAnomalies)
 	}
 	if r.Classes == nil {
 		kinds = slices.DeleteFunc(slices.Clone(kinds), func(a Anomaly) bool { return a == PoisonPassed || a == Misstored })
@@ -196,6 +202,9 @@ func (r Report) Table() string {
 	}
 	if dt := r.Dedupe; dt != nil {
 		fmt.Fprintf(w, "dedupe\t%s\n", dt)
+	}
+	if jt := r.Join; jt != nil {
+		fmt.Fprintf(w, "join\t%s\n", jt)
 	}
 	outputs := "outputs"
 	if r.Database != nil {

@@ -117,6 +117,9 @@ func Prepare(cfg *config.Config, chains []*transform.Chain, log *slog.Logger, ov
 	if err := pipeline.Check(chains[0], pr.opts); err != nil {
 		return nil, pipelineError(cfg, err)
 	}
+	if err := checkJoins(chains[0]); err != nil {
+		return nil, err
+	}
 	sec, err := loadSecurity(cfg, log)
 	if err != nil {
 		return nil, err
@@ -176,6 +179,7 @@ type reached struct {
 	state  *state.Manager
 	hop    *pipeline.Repartition
 	stopAt map[string]map[int32]int64
+	tables *tables // the join stages' tables; nil or empty without
 }
 
 // build is Build with what Main opened on the brokers.
@@ -212,6 +216,9 @@ func (pr *Prepared) build(brokers []string, promReg *prometheus.Registry, r reac
 		// the processor.
 		opts.RequireTopics = append(slices.Clip(opts.RequireTopics), rp.Topic)
 		so.OutputTopics = append(slices.Clip(so.OutputTopics), rp.Topic)
+	}
+	if r.tables != nil {
+		opts.Tables = r.tables.pipelineTables()
 	}
 	// Before the session exists, so that what cannot work leaves no
 	// client behind.

@@ -36,6 +36,7 @@ var exporters = []func(rec *recorder){
 	func(rec *recorder) { registerBuildInfo(rec) },
 	func(rec *recorder) { registerReady(rec, func() string { return "starting" }) },
 	registerStateMetrics,
+	registerTableMetrics,
 	registerKafkaMetrics,
 }
 
@@ -71,6 +72,27 @@ func registerStateMetrics(rec *recorder) {
 	rec.frozen = true // closing the store unregisters its metrics: keep them
 	_ = m.Close()
 	rec.frozen = frozen
+}
+
+// registerTableMetrics registers the join tables' metrics, which a
+// chain with a join has, reporting a table opened in a directory of its
+// own and closed again.
+func registerTableMetrics(rec *recorder) {
+	dir, err := os.MkdirTemp("", "processor-metrics-table")
+	if err != nil {
+		panic(fmt.Sprintf("metrics reference: a table directory: %v", err))
+	}
+	defer os.RemoveAll(dir)
+	t, err := state.OpenTable(state.TableOptions{Dir: dir, Topic: "reference"})
+	if err != nil {
+		panic(fmt.Sprintf("metrics reference: a table: %v", err))
+	}
+	_ = t.Close()
+	m, err := state.NewTableMetrics(rec)
+	if err != nil {
+		panic(fmt.Sprintf("metrics reference: the tables' metrics: %v", err))
+	}
+	m.Add(t)
 }
 
 // registerKafkaMetrics registers the kprom metrics of one Kafka client,

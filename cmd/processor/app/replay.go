@@ -166,6 +166,11 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 	if err != nil {
 		return fail(err)
 	}
+	if js := s.chains[0].Joins(); len(js) > 0 {
+		s.closeChains()
+		return fail(&settings.Error{Var: config.EnvName("TRANSFORMS"), Value: js[0].Entry.String(),
+			Want: settings.Say("a chain without a join: replaying through a join is not supported yet")})
+	}
 	for _, check := range []func() error{
 		func() error {
 			if s.prep, err = Prepare(&rc, s.chains, s.log, Overrides{Replay: true}); err == nil {

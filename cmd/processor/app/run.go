@@ -19,6 +19,7 @@ import (
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
+	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/transform"
 )
 
@@ -183,26 +184,21 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 		}
 		defer stop()
 	}
-	if len(chain.Stores()) > 0 {
-		ep.starting("opening the state store")
+	st, ts, closeStores, code, ok := s.openStores(ctx, ep, brokers, promReg)
+	if !ok {
+		return code, false
 	}
-	st, err := openState(ctx, cfg, sec, brokers, chain, promReg, log)
-	if err != nil {
-		return stateExit(err, log), false
-	}
-	if st != nil {
-		defer func() {
-			if !abandoned { // the loop may still use it
-				_ = st.Close()
-			}
-		}()
-	}
+	defer func() {
+		if !abandoned { // the loop may still use them
+			closeStores()
+		}
+	}()
 	rp, closeHop, err := s.openHop(ctx, st != nil, brokers)
 	if err != nil {
 		return stateExit(err, log), false
 	}
 	defer closeHop()
-	in, err := s.prep.build(brokers, promReg, reached{db: db, state: st, hop: rp})
+	in, err := s.prep.build(brokers, promReg, reached{db: db, state: st, hop: rp, tables: ts})
 	if err != nil {
 		log.Error("building the processor", "err", err.Error())
 		return exitRuntime, false
@@ -220,6 +216,38 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 		log.Error("second signal: exiting without finishing the open transaction (it will be aborted)")
 		return exitRuntime, true
 	}
+}
+
+// openStores opens the state store of a stateful chain (nil without)
+// and the tables of its join stages; closeAll closes both. Not ok, code
+// is the exit code.
+func (s *startup) openStores(ctx context.Context, ep *endpoints, brokers []string, promReg prometheus.Registerer) (
+	st *state.Manager, ts *tables, closeAll func(), code int, ok bool) {
+	cfg, log, chain := s.cfg, s.log, s.chains[0]
+	if len(chain.Stores()) > 0 {
+		ep.starting("opening the state store")
+	}
+	st, err := openState(ctx, cfg, s.sec, brokers, chain, promReg, log)
+	if err != nil {
+		return nil, nil, nil, stateExit(err, log), false
+	}
+	if len(chain.Joins()) > 0 {
+		ep.starting("opening the join tables")
+	}
+	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, s.sec)...)
+	ts, err = openTables(ctx, cfg, conn, s.chains, s.sch.tableDecoder(ctx), promReg, log)
+	if err != nil {
+		if st != nil {
+			_ = st.Close()
+		}
+		return nil, nil, nil, joinExit(err, log), false
+	}
+	return st, ts, func() {
+		ts.close()
+		if st != nil {
+			_ = st.Close()
+		}
+	}, exitOK, true
 }
 
 // logStart logs the settings the processor starts with.

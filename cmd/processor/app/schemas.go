@@ -323,3 +323,14 @@ func formats(cfg *config.Config) map[string]string {
 	}
 	return m
 }
+
+// tableDecoder returns what decodes a join table's row values as the
+// inputs' values are (PROCESSOR_VALUE_FORMAT), nil when they are raw
+// (JSON) or s is nil.
+func (s *schemas) tableDecoder(ctx context.Context) func([]byte) ([]byte, error) {
+	if s == nil || s.value.decoder == nil {
+		return nil
+	}
+	dec := s.value.decoder
+	return func(b []byte) ([]byte, error) { return dec.Decode(ctx, b, nil) }
+}

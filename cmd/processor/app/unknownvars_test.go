@@ -47,6 +47,14 @@ func TestUnknownVarIsAnError(t *testing.T) {
 		{"PROCESSOR_PG_PORT", []string{"identity"}, ""},
 		{"PROCESSOR_ROUTE_EXPR", []string{"identity"}, ""}, // route is registered, not in the chain: a warning
 		{"PROCESSOR_NOPE_X", []string{"nope"}, ""},         // the chain's build names the unknown transform
+		// The http transform shares its prefix with two core settings.
+		{"PROCESSOR_HTTP_ADDR", []string{"http"}, ""},
+		{"PROCESSOR_HTTP_TOKEN_FILE", []string{"http"}, ""},
+		{"PROCESSOR_HTTP_URL", []string{"identity"}, ""},
+		{"PROCESSOR_HTTP_MAX_INFLIGHT", []string{"http"},
+			"PROCESSOR_HTTP_MAX_INFLIGHT is not a setting; did you mean PROCESSOR_HTTP_MAX_IN_FLIGHT? (PROCESSOR_ALLOW_UNKNOWN_VARIABLES=true to run anyway)"},
+		{"PROCESSOR_HTTP_ADR", []string{"http"},
+			"PROCESSOR_HTTP_ADR is not a setting; did you mean PROCESSOR_HTTP_ADDR? (PROCESSOR_ALLOW_UNKNOWN_VARIABLES=true to run anyway)"},
 	}
 	for _, c := range cases {
 		t.Run(c.env, func(t *testing.T) {

@@ -1,0 +1,184 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/pipeline"
+	"github.com/streamproc/processor/settings"
+	"github.com/streamproc/processor/state"
+	"github.com/streamproc/processor/transform"
+)
+
+// checkJoins refuses, before anything connects, what the chain's join
+// stages cannot run with: a co-partitioned join at or after a
+// repartition hop (its records are no longer of the input partition the
+// table partition is kept for), and one table joined in both modes.
+func checkJoins(chain *transform.Chain) error {
+	at, _, hop := chain.Hop()
+	modes := map[string]bool{}
+	for _, j := range chain.Joins() {
+		topic, global := j.Joiner.JoinTable()
+		mode := PluginVar(j.Entry.Plugin(), "MODE")
+		if !global && hop && j.Index >= at {
+			return &settings.Error{Var: mode, Value: "co_partitioned",
+				Want: settings.Say("global for a join after a stage that repartitions the records by a group key: co-partitioned, partition p of the table is joined with partition p of the input")}
+		}
+		if g, seen := modes[topic]; seen && g != global {
+			return &settings.Error{Var: mode, Value: map[bool]string{true: "global", false: "co_partitioned"}[global],
+				Want: settings.Say("the mode of the other join of table " + topic + ": a table is kept one way")}
+		}
+		modes[topic] = global
+	}
+	return nil
+}
+
+// tables are the tables of a chain's join stages, open.
+type tables struct {
+	list []*state.Table
+}
+
+// close closes every table.
+func (ts *tables) close() {
+	for _, t := range ts.list {
+		_ = t.Close()
+	}
+}
+
+// pipelineTables are the tables as the pipeline's.
+func (ts *tables) pipelineTables() []pipeline.Table {
+	out := make([]pipeline.Table, 0, len(ts.list))
+	for _, t := range ts.list {
+		out = append(out, pipelineTable{t})
+	}
+	return out
+}
+
+// pipelineTable is a *state.Table as a pipeline.Table.
+type pipelineTable struct{ t *state.Table }
+
+// Restore implements pipeline.Table.
+func (p pipelineTable) Restore(ctx context.Context, partitions []int32) error {
+	return p.t.Restore(ctx, partitions)
+}
+
+// Status implements pipeline.Table.
+func (p pipelineTable) Status() any { return p.t.Status() }
+
+// joinPartitionsError is a co-partitioned table whose partition count is
+// not an input topic's.
+type joinPartitionsError struct {
+	setting, table, input  string
+	tableParts, inputParts int
+}
+
+func (e *joinPartitionsError) Error() string {
+	return fmt.Sprintf("%s=co_partitioned: table %s has %d partitions and input topic %s has %d: a co-partitioned join needs the same partition count "+
+		"(and the same partitioner and key); use %s=global, or a table with %d partitions", e.setting, e.table, e.tableParts, e.input, e.inputParts, e.setting, e.inputParts)
+}
+
+// openTables opens the tables the chains' join stages read, one per
+// table topic, each in a directory of its own under PROCESSOR_STATE_DIR,
+// and binds them to the stages; decode, when not nil, decodes the rows'
+// values as inputs' are. A co-partitioned table whose partition count is
+// not every input topic's is a *joinPartitionsError. The pipeline
+// restores them on assignment.
+func openTables(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chains []*transform.Chain,
+	decode func([]byte) ([]byte, error), promReg prometheus.Registerer, log *slog.Logger) (*tables, error) {
+	joins := chains[0].Joins()
+	ts := &tables{}
+	if len(joins) == 0 {
+		return ts, nil
+	}
+	if err := checkCoPartitioned(ctx, conn, cfg.InputTopics, joins); err != nil {
+		return nil, err
+	}
+	met, err := state.NewTableMetrics(promReg)
+	if err != nil {
+		return nil, fmt.Errorf("registering the join metrics: %w", err)
+	}
+	byTopic := map[string]*state.Table{}
+	for _, j := range joins {
+		topic, global := j.Joiner.JoinTable()
+		if byTopic[topic] != nil {
+			continue
+		}
+		dir := filepath.Join(cfg.StateDir, "tables", topic)
+		t, err := state.OpenTable(state.TableOptions{Dir: dir, Topic: topic, Global: global, ClientOpts: conn,
+			Decode: decode, Logger: log, OnFatal: func(err error) { os.Exit(stateExit(err, log)) }})
+		if err != nil {
+			ts.close()
+			return nil, fmt.Errorf("opening table %s in %s: %w", topic, dir, err)
+		}
+		byTopic[topic] = t
+		ts.list = append(ts.list, t)
+		met.Add(t)
+	}
+	for _, c := range chains {
+		for _, j := range c.Joins() {
+			topic, _ := j.Joiner.JoinTable()
+			j.Joiner.BindTable(byTopic[topic])
+		}
+	}
+	return ts, nil
+}
+
+// checkCoPartitioned refuses a table topic that does not exist (a
+// *settings.Error), and a co-partitioned one whose partition count is not
+// every input topic's.
+func checkCoPartitioned(ctx context.Context, conn []kgo.Opt, inputs []string, joins []transform.JoinStage) error {
+	cl, err := kgo.NewClient(conn...)
+	if err != nil {
+		return fmt.Errorf("creating the join's admin client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	for _, j := range joins {
+		topic, global := j.Joiner.JoinTable()
+		td, err := adm.ListTopics(ctx, append([]string{topic}, inputs...)...)
+		if err != nil {
+			return fmt.Errorf("reading the table topic %s: %w", topic, err)
+		}
+		tt, ok := td[topic]
+		if !ok || errors.Is(tt.Err, kerr.UnknownTopicOrPartition) {
+			return &settings.Error{Var: PluginVar(j.Entry.Plugin(), "TABLE"), Value: topic, Want: settings.Say("an existing topic")}
+		}
+		if tt.Err != nil {
+			return fmt.Errorf("reading the table topic %s: %w", topic, tt.Err)
+		}
+		for _, in := range inputs {
+			if global {
+				break
+			}
+			it, ok := td[in]
+			if ok && it.Err == nil && len(it.Partitions) != len(tt.Partitions) {
+				return &joinPartitionsError{setting: PluginVar(j.Entry.Plugin(), "MODE"), table: topic, input: in,
+					tableParts: len(tt.Partitions), inputParts: len(it.Partitions)}
+			}
+		}
+	}
+	return nil
+}
+
+// joinExit is the exit code of a failure of openTables.
+func joinExit(err error, log *slog.Logger) int {
+	var pe *joinPartitionsError
+	if errors.As(err, &pe) {
+		return configError(pe)
+	}
+	var se *settings.Error
+	if errors.As(err, &se) {
+		return configError(se)
+	}
+	return stateExit(err, log)
+}
