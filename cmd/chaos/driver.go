@@ -32,6 +32,11 @@ type driver struct {
 	dlq            string // the dead-letter topic, when a policy is dlq
 	late           string // PROCESSOR_LATE_TOPIC, with -window
 
+	// With join in the chain: the table topic and what was written to
+	// it (join.go).
+	joinTable  string
+	tableStats tableWrites
+
 	// With -sink postgres: the run's tables, the database they are in,
 	// how often pgrestart ran each shutdown mode, how long the script
 	// took to restart the server, and how long after each restart the
@@ -123,8 +128,16 @@ func (d *driver) run() int {
 	if d.o.window > 0 || d.o.duplicates() {
 		d.late = "chaos-late-" + suffix
 	}
+	if d.o.counter() == "join" {
+		d.joinTable = "chaos-table-" + suffix
+	}
 	if err := d.createTopics(); err != nil {
 		d.log.Error("creating topics", "err", err.Error())
+		return 1
+	}
+	tableDone, tableWritten, err := d.startTable()
+	if err != nil {
+		d.log.Error("the join's table", "err", err.Error())
 		return 1
 	}
 	if d.o.valueFormat == "avro" {
@@ -140,7 +153,7 @@ func (d *driver) run() int {
 		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
 		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","),
 		"poison_every", d.o.poisonEvery, "poison_classes", classList(d.o.poisonClasses), "value_format", d.o.valueFormat,
-		"schema_registry", d.registryURL, "state_dir", d.o.stateDir, "seed", d.o.seed, "logs", d.o.logDir)
+		"schema_registry", d.registryURL, "state_dir", d.o.stateDir, "join_table", d.joinTable, "seed", d.o.seed, "logs", d.o.logDir)
 
 	for range d.o.instances {
 		d.startNew()
@@ -158,6 +171,11 @@ func (d *driver) run() int {
 	}
 	if err := <-produced; err != nil {
 		d.log.Error("producing input", "err", err.Error())
+		return 1
+	}
+	close(tableDone)
+	if err := <-tableWritten; err != nil {
+		d.log.Error("the join's table", "err", err.Error())
 		return 1
 	}
 	d.log.Info("input written; waiting for the group to catch up")

@@ -53,7 +53,21 @@ func (d *driver) createTopics() error {
 			return fmt.Errorf("%s: %w", r.Topic, r.Err)
 		}
 	}
-	return nil
+	if d.joinTable == "" {
+		return nil
+	}
+	// The join's table: compacted; co-partitioned with the input, or
+	// with a partition count of its own in the global mode.
+	parts := int32(6)
+	if d.o.joinMode == "global" {
+		parts = 3
+	}
+	compact := "compact"
+	resp, err = adm.CreateTopics(ctx, parts, -1, map[string]*string{"cleanup.policy": &compact}, d.joinTable)
+	if err != nil {
+		return err
+	}
+	return resp.Error()
 }
 
 // inputBatchMaxBytes is the drill producer's record batch limit: 1 MiB,

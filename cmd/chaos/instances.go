@@ -122,6 +122,8 @@ func (d *driver) statefulSettings(in *launch.Instance, id int) {
 	// restarts, so a SIGKILLed one restores only the changelogs'
 	// tail (the wipe fault deletes it).
 	switch d.o.counter() {
+	case "join":
+		d.joinSettings(in.Settings)
 	case "dedupe":
 		// Every seq is one input's, in one partition: no repartition
 		// hop is needed, and none reorders the records.

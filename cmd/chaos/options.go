@@ -50,16 +50,21 @@ type options struct {
 	customers      int           // with -keys orders: how many customers the orders are drawn from
 	dupEvery       int           // with dedupe: every dupEvery-th input re-sends a recent one (dupes.go); 0: none
 	env            envList       // more settings for every instance, NAME=value
+	joinType       string        // with join: PROCESSOR_JOIN_TYPE, left or inner
+	joinMode       string        // with join: PROCESSOR_JOIN_MODE, co_partitioned or global
+	tableInterval  time.Duration // with join: the time between the table writer's transactions
+	tableAbort     int           // with join: every tableAbort-th table transaction aborts; 0: none
 }
 
 // stateful reports whether the chain has a stateful stage, aggregate,
-// the wasm counter or dedupe: the drill's stateful mode (see the package
-// comment).
+// the wasm counter, dedupe or join: the drill's stateful mode (see the
+// package comment).
 func (o options) stateful() bool { return o.counter() != "" }
 
 // counter returns the chain's stateful stage, aggregate or wasm (the
 // count example plugin, or a module that counts as it does), or dedupe
-// (by the inputs' unique seq, so that every input passes once), or "".
+// (by the inputs' unique seq, so that every input passes once), or join
+// (with the run's table, join.go), or "".
 func (o options) counter() string {
 	for _, t := range o.transforms {
 		if slices.Contains(statefulTransforms, t) {
@@ -70,13 +75,14 @@ func (o options) counter() string {
 }
 
 // statefulTransforms are the drill's stateful stages.
-var statefulTransforms = []string{"aggregate", "wasm", "dedupe"}
+var statefulTransforms = []string{"aggregate", "wasm", "dedupe", "join"}
 
 // knownTransforms are the transforms the drill can run: each keeps every
 // input record as exactly one output, as eoscheck's one-to-one audit
 // needs; aggregate and wasm (a count by record key, the stateful mode)
-// only last.
-var knownTransforms = []string{"identity", "jq", "aggregate", "wasm", "dedupe"}
+// only last; join (left: every input once, with its row or null) last
+// too.
+var knownTransforms = []string{"identity", "jq", "aggregate", "wasm", "dedupe", "join"}
 
 // knownPolicies are the values of PROCESSOR_ON_ERROR.
 var knownPolicies = []string{"fail", "dlq", "skip"}
@@ -124,6 +130,7 @@ func parseOptions() options {
 	o.resolveSink(&f)
 	o.resolveChain(f)
 	o.resolveState(&f)
+	o.resolveJoin(&f)
 	o.resolveFormat()
 	o.resolveKeys()
 	o.resolvePolicies(&f)
@@ -151,7 +158,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the group may take to catch up at the end")
 	flag.StringVar(&o.logDir, "logs", "", "directory for processor logs (default: a new temporary directory)")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
-	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq, aggregate, wasm and dedupe, comma-separated; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate; dedupe (last) dedupes by the inputs' unique seq, so every input must pass exactly once, judged one to one")
+	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq, aggregate, wasm and dedupe, comma-separated; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate; dedupe (last) dedupes by the inputs' unique seq, so every input must pass exactly once, judged one to one; join (last) joins every input with its key's row in a table topic the drill keeps writing (-join-type, -join-mode), judged by eoscheck -check join")
 	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
 	flag.StringVar(&f.policies, "policies", defaultPoisonPolicies, "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number (default with -poison-every 0: "+defaultPolicies+"); fail does not go with the notjson poison class, which a fail instance exits on by design: with fail in -policies the default classes leave notjson out")
 	flag.IntVar(&o.poisonEvery, "poison-every", 500, "every Nth input is a marked hard one (key poison-<class>-<seq>, judged by eoscheck -poison), the classes of -poison-classes in rounds of each once, in an order drawn by the seed; 0: none, every input an ordinary JSON object")
@@ -168,6 +175,10 @@ func defineFlags(o *options, f *listFlags) {
 	flag.StringVar(&o.keys, "keys", keysText, "the input's keys: text (k0 ... k999), binary (the bytes of Java's LongSerializer and IntegerSerializer, 1,000 keys, most not UTF-8) or orders (an order id per input, o<seq>, and a customer in the value, which the stateful chain counts by: PROCESSOR_AGGREGATE_BY="+groupField+", judged by eoscheck -group-by "+groupField+"; needs aggregate last in -transforms)")
 	flag.IntVar(&o.customers, "customers", 8, "with -keys orders: the customers c0 ... cN-1 the orders are drawn from, in turn, so that every customer has orders in every input partition")
 	flag.IntVar(&o.dupEvery, "dup-every", 10, "with dedupe in -transforms: every Nth input re-sends a recent input's key and value (the same seq), half of them stamped 10m back, beyond the drill's dedupe GRACE of 1m: the dedupe must filter the others and write those to a late topic, judged by eoscheck -check dedupe; 0: every input unique, judged one to one")
+	flag.StringVar(&o.joinType, "join-type", "left", "with join in -transforms: PROCESSOR_JOIN_TYPE, left (every input has an output, its row or null) or inner (an input without a row is filtered; no poison inputs then), judged by eoscheck -check join")
+	flag.StringVar(&o.joinMode, "join-mode", "co_partitioned", "with join in -transforms: PROCESSOR_JOIN_MODE, co_partitioned (the table has the input's six partitions) or global (three)")
+	flag.DurationVar(&o.tableInterval, "table-interval", 200*time.Millisecond, "with join in -transforms: the time between the table writer's transactions (eight rows each, one in six a tombstone) while the input is written")
+	flag.IntVar(&o.tableAbort, "table-abort", 4, "with join in -transforms: every Nth table transaction is aborted (its rows must never be joined); 0: none")
 	flag.Var(&o.env, "env", "a setting given to every instance, PROCESSOR_NAME=value, after the drill's own (repeatable), e.g. -env PROCESSOR_AGGREGATE_PARTITIONED_BY_KEY=false")
 	flag.StringVar(&o.pgScript, "postgres-script", "integration/postgres/pg.sh", "with -sink postgres: the script pgrestart runs as 'restart fast' and 'restart immediate'; it must control the server of -postgres-url")
 }
@@ -255,10 +266,10 @@ func (o *options) resolveState(f *listFlags) {
 	}
 	if !o.stateful() {
 		if slices.Contains(o.faults, "wipe") {
-			usage("the fault wipe needs aggregate or wasm in -transforms (a chain with state)")
+			usage("the fault wipe needs aggregate, wasm, dedupe or join in -transforms (a chain with state)")
 		}
 		if o.stateDir != "" {
-			usage("-state-dir needs aggregate or wasm in -transforms")
+			usage("-state-dir needs aggregate, wasm, dedupe or join in -transforms")
 		}
 		return
 	}

@@ -20,6 +20,7 @@ func (d *driver) report(caughtUp bool) int {
 	fmt.Printf("\nchaos run: %d records, %d instances (+scale), seed %d, logs in %s\n", d.o.records, d.o.instances, d.o.seed, d.o.logDir)
 	d.printFaults()
 	d.printChain()
+	d.printJoin()
 	d.printSchemas()
 	d.printTimings()
 	failed := false
@@ -174,6 +175,8 @@ func (d *driver) eoscheckArgs() []string {
 	case d.o.duplicates(): // every id once, its duplicates never, the late ones in the late topic
 		args = append(args, "-check", "dedupe", "-one-to-one=false", "-dedupe-by", ".seq", "-dedupe-grace", dedupeGrace.String(), "-late-topic", d.late)
 	case d.o.counter() == "dedupe": // without duplicates every id once: the checks by lineage, one to one
+	case d.o.counter() == "join":
+		args = append(args, d.joinArgs()...)
 	case d.o.stateful():
 		args = append(args, "-check", "aggregate")
 		args = append(args, d.groupArgs()...)

@@ -29,19 +29,24 @@ func (s *restores) add(r io.Reader) error {
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if !strings.Contains(string(line), `"msg":"state restored"`) {
+		// A store's restore, or a join table's (its rows read).
+		if !strings.Contains(string(line), `"msg":"state restored"`) && !strings.Contains(string(line), `"msg":"table restored"`) {
 			continue
 		}
 		var l struct {
-			Records int64 `json:"records"`
-			Rebuilt bool  `json:"rebuilt"`
+			Records int64  `json:"records"`
+			Rows    int64  `json:"rows"`
+			From    *int64 `json:"from"`
+			Rebuilt bool   `json:"rebuilt"`
 		}
 		if err := json.Unmarshal(line, &l); err != nil {
 			continue // a line cut by a SIGKILL
 		}
 		s.partitions++
-		s.records += l.Records
-		if l.Rebuilt {
+		s.records += l.Records + l.Rows
+		// A table partition read from the topic's start with rows is
+		// rebuilt too: it had no checkpoint (a new or wiped directory).
+		if l.Rebuilt || l.From != nil && *l.From == 0 && l.Rows > 0 {
 			s.rebuilt++
 		}
 	}
@@ -77,6 +82,9 @@ func (d *driver) printState() (unexpected []string) {
 	switch d.o.counter() {
 	case "wasm":
 		store = "counts"
+	case "join":
+		fmt.Printf("%-10s join (its table's store), the table topic %s its changelog, state directories %s/instance-N\n", "state", d.joinTable, d.o.stateDir)
+		store = ""
 	case "dedupe":
 		store, what = "dedupe", "dedupe by the unique seq: every input passes once"
 		if d.o.duplicates() {
@@ -86,8 +94,10 @@ func (d *driver) printState() (unexpected []string) {
 	if d.o.grouped() {
 		what = "count by " + groupField + fmt.Sprintf(" of orders keyed by order id, %d customers", d.o.customers)
 	}
-	fmt.Printf("%-10s %s (%s), changelog %s-%s-changelog, state directories %s/instance-N\n",
-		"state", d.o.counter(), what, d.group, store, d.o.stateDir)
+	if store != "" {
+		fmt.Printf("%-10s %s (%s), changelog %s-%s-changelog, state directories %s/instance-N\n",
+			"state", d.o.counter(), what, d.group, store, d.o.stateDir)
+	}
 	d.printRepartition()
 	var all restores
 	logs, _ := filepath.Glob(filepath.Join(d.o.logDir, "processor-*.log"))

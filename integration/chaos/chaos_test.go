@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -303,5 +304,51 @@ func runGrouped(t *testing.T, run func(*testing.T, ...string) string, args []str
 	}
 	if !strings.Contains(out, "-repartition: ") || !strings.Contains(out, per) {
 		t.Errorf("no repartition topic, or no count per customer, in the report")
+	}
+}
+
+// The short join drill (chaos with join last in -transforms): three
+// processor processes join every input with its key's row in a table
+// topic of the run's own, pre-loaded with a row for three in four keys
+// and written on while the input arrives and the faults land (new rows,
+// updates and tombstones every 200 ms, every fourth table transaction
+// aborted), through a SIGKILL, a wipe (the state directory deleted: the
+// table rebuilt from the table topic), a scale-out, a SIGTERM and the
+// scale-in, 5% of the processors' transactions aborted. eoscheck -check
+// join must find every visible row a committed version of its key
+// (join-invented), none older than an earlier input of its partition and
+// key saw (join-stale), and the left join's every input written
+// (join-missing), besides the checks by lineage. On kfake a left join,
+// co-partitioned, with jq before it and the notjson poison class (a dead
+// letter or skipped before the join); against PROCESSOR_TEST_BROKERS an
+// inner join of a global table (three partitions to the input's six),
+// its filtered inputs judged against the table. Alone:
+//
+//	PROCESSOR_TEST_DRILLS=1 go test -count=1 -v -run 'TestChaosShortJoin' ./integration/chaos/
+func TestChaosShortJoin(t *testing.T) {
+	drill(t)
+	itest.Binary(t)
+	run := func(t *testing.T, args ...string) {
+		out := runChaos(t, nil, append([]string{"-records", "8000", "-rate", "1000", "-iterations", "5", "-pause", "1s",
+			"-faults", "kill,wipe,scale,term,scale,abort"}, args...)...)
+		for _, want := range []string{"join-invented", "join-stale", "join-missing", "inputs joined with a row", "rebuilt", "aborted ("} {
+			if !strings.Contains(out, want) {
+				t.Errorf("no %q in the report: the join check, the table's updates or the wipe's rebuild is missing", want)
+			}
+		}
+		// The table must have been read and joined: eoscheck's totals,
+		// "N keys, J inputs joined with a row, M without, V table records".
+		m := regexp.MustCompile(`(\d+) inputs joined with a row, \d+ without, (\d+) table records`).FindStringSubmatch(out)
+		if m == nil || m[1] == "0" || m[2] == "0" {
+			t.Errorf("no input joined with a row, or no table record read: %q", m)
+		}
+	}
+	t.Run("kfake/co-partitioned-left", func(t *testing.T) {
+		run(t, "-embedded", "-transforms", "jq,join", "-join-type", "left", "-policies", "dlq,skip", "-poison-every", "200")
+	})
+	if b := os.Getenv(kafkatest.BrokersVar); b != "" {
+		t.Run("kafka/global-inner", func(t *testing.T) {
+			run(t, "-brokers", b, "-transforms", "jq,join", "-join-type", "inner", "-join-mode", "global", "-policies", "fail,dlq,skip")
+		})
 	}
 }
