@@ -177,13 +177,15 @@ test-cluster:
 # both orderings, with SIGKILL, a wiped state directory, scaling and
 # SIGTERM, judged by eoscheck -check aggregate; also over Java
 # LongSerializer/IntegerSerializer keys, and orders counted per customer
-# through the repartition topic, judged by eoscheck -group-by .customer)
-# and TestChaosPostgres (when
+# through the repartition topic, judged by eoscheck -group-by .customer),
+# TestChaosShortJoin (the join drill: a table topic written while the
+# faults land, judged by eoscheck -check join; about 40 s on kfake and
+# Apache Kafka) and TestChaosPostgres (when
 # PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed), all in
 # integration/chaos. Its timeout stays 30 minutes: the drills run for
 # about 9 minutes by design (chaos runs of fixed length, one after another).
 drill:
-	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|ShortStateful|Postgres)$$' ./integration/chaos/
+	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|ShortStateful|ShortJoin|Postgres)$$' ./integration/chaos/
 
 # The short drills (make drill), then the long fault drill on the
 # embedded devbroker (kfake): 100,000 records,

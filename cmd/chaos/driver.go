@@ -148,12 +148,7 @@ func (d *driver) run() int {
 		}
 		defer stop()
 	}
-	d.log.Info("chaos starting", "brokers", strings.Join(d.brokers, ","), "group", d.group, "input", d.in, "output", d.out,
-		"dlq", d.dlq, "sink", d.o.sink, "table", d.table, "dead_letter_table", d.deadTable,
-		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
-		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","),
-		"poison_every", d.o.poisonEvery, "poison_classes", classList(d.o.poisonClasses), "value_format", d.o.valueFormat,
-		"schema_registry", d.registryURL, "state_dir", d.o.stateDir, "join_table", d.joinTable, "seed", d.o.seed, "logs", d.o.logDir)
+	d.logStart()
 
 	for range d.o.instances {
 		d.startNew()
@@ -161,14 +156,7 @@ func (d *driver) run() int {
 	produced := make(chan error, 1)
 	go func() { produced <- d.produce() }()
 
-	faults := slices.DeleteFunc(slices.Clone(d.o.faults), func(f string) bool { return f == "abort" })
-	for i := 0; i < d.o.iterations && len(faults) > 0; i++ {
-		time.Sleep(d.o.pause)
-		f := faults[i%len(faults)]
-		d.log.Info("fault", "iteration", i+1, "fault", f)
-		d.apply(f)
-		d.applied[f]++
-	}
+	d.applyFaults()
 	if err := <-produced; err != nil {
 		d.log.Error("producing input", "err", err.Error())
 		return 1
@@ -182,4 +170,28 @@ func (d *driver) run() int {
 	caughtUp := d.waitCaughtUp()
 	d.stopAll()
 	return d.report(caughtUp)
+}
+
+// logStart logs the drill's settings as it starts.
+func (d *driver) logStart() {
+	d.log.Info("chaos starting", "brokers", strings.Join(d.brokers, ","), "group", d.group, "input", d.in, "output", d.out,
+		"dlq", d.dlq, "sink", d.o.sink, "table", d.table, "dead_letter_table", d.deadTable,
+		"instances", d.o.instances, "records", d.o.records, "iterations", d.o.iterations, "faults", strings.Join(d.o.faults, ","),
+		"transforms", strings.Join(d.o.transforms, ","), "policies", strings.Join(d.o.policies, ","),
+		"poison_every", d.o.poisonEvery, "poison_classes", classList(d.o.poisonClasses), "value_format", d.o.valueFormat,
+		"schema_registry", d.registryURL, "state_dir", d.o.stateDir, "join_table", d.joinTable, "seed", d.o.seed, "logs", d.o.logDir)
+}
+
+// applyFaults applies -iterations faults, one every -pause, cycling
+// through -faults (abort is no fault of its own: the instances' abort
+// rate).
+func (d *driver) applyFaults() {
+	faults := slices.DeleteFunc(slices.Clone(d.o.faults), func(f string) bool { return f == "abort" })
+	for i := 0; i < d.o.iterations && len(faults) > 0; i++ {
+		time.Sleep(d.o.pause)
+		f := faults[i%len(faults)]
+		d.log.Info("fault", "iteration", i+1, "fault", f)
+		d.apply(f)
+		d.applied[f]++
+	}
 }

@@ -120,7 +120,17 @@
 // every late input in the late topic once. With dedupe instead
 // (-transforms dedupe or jq,dedupe) the stateful stage is a dedupe by the
 // inputs' unique seq (PROCESSOR_DEDUPE_BY=.seq): every input must pass
-// exactly once, judged by eoscheck one to one.
+// exactly once, judged by eoscheck one to one. With join last
+// (-transforms join or jq,join) the instances join every input with its
+// record key's row in a compacted table topic of the run's own
+// (PROCESSOR_JOIN_TABLE, INTO .row, TYPE -join-type, MODE -join-mode:
+// co-partitioned, six partitions like the input's, or global, three),
+// which the drill pre-loads with a row for three in four keys and keeps
+// writing in transactions while the input is written and the faults land
+// (rows, updates and tombstones, every -table-abort'th transaction
+// aborted); eoscheck runs -check join: every visible row a committed
+// version of its key, none older than an earlier input of its partition
+// and key saw, a left join's every input written (join.go).
 //
 // The input's keys (-keys) are k0 ... k999 by default. With -keys binary
 // they are the bytes Java's LongSerializer and IntegerSerializer write
@@ -159,6 +169,7 @@
 //	chaos -embedded -transforms jq,aggregate -ordering key -records 60000 -rate 1500 -iterations 14
 //	chaos -embedded -transforms jq,aggregate -keys binary -ordering key -records 12000 -rate 1000 -iterations 5
 //	chaos -embedded -transforms jq,aggregate -keys orders -records 12000 -rate 1000 -iterations 5
+//	chaos -embedded -transforms jq,join -records 8000 -rate 1000 -iterations 5 -faults kill,wipe,scale,term,scale,abort
 package main
 
 import (
