@@ -120,4 +120,3 @@ func checkModule(m wazero.CompiledModule, stores bool) error {
 	}
 	return nil
 }
-
