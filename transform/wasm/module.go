@@ -36,6 +36,12 @@ func readModule(s *Settings) ([]byte, error) {
 	if _, err := parseEmitStores(s.EmitStores, stores); err != nil {
 		return nil, err
 	}
+	if _, err := parseNames("TABLES", s.Tables); err != nil {
+		return nil, err
+	}
+	if s.TableMode != "co_partitioned" && s.TableMode != "global" {
+		return nil, transform.Invalid("TABLE_MODE", s.TableMode, "")
+	}
 	bin, err := os.ReadFile(s.Module)
 	if err != nil {
 		return nil, bad("MODULE", s.Module, "a readable WebAssembly module file ("+firstLine(err)+")")
@@ -62,7 +68,7 @@ func (t *Transform) compile(ctx context.Context, s *Settings, bin []byte) error 
 	if n := tableSize(bin); n > maxTable {
 		return bad("MODULE", s.Module, fmt.Sprintf("a module whose table holds at most %d entries (it declares %d)", maxTable, n))
 	}
-	err = checkModule(t.compiled, len(t.stores) > 0)
+	err = checkModule(t.compiled, len(t.stores) > 0, len(t.tables) > 0)
 	if err == nil {
 		err = checkClosedExport(t.compiled, len(t.emit) > 0)
 	}
@@ -70,6 +76,10 @@ func (t *Transform) compile(ctx context.Context, s *Settings, bin []byte) error 
 		var none errNoStores
 		if errors.As(err, &none) {
 			return transform.Missing("STORES", " (the module imports "+HostModule+"."+none.fn+", a state store function)")
+		}
+		var noTables errNoTables
+		if errors.As(err, &noTables) {
+			return transform.Missing("TABLES", " (the module imports "+HostModule+"."+noTables.fn+", the table function)")
 		}
 		return bad("MODULE", s.Module, "a module implementing the processor's wasm ABI version 1 (see transform/wasm/ABI.md): "+err.Error())
 	}
@@ -79,7 +89,7 @@ func (t *Transform) compile(ctx context.Context, s *Settings, bin []byte) error 
 // checkModule checks the module's exports and imports against the ABI
 // before anything runs. stores says whether the transform declares state
 // stores, which the processor import module's functions need.
-func checkModule(m wazero.CompiledModule, stores bool) error {
+func checkModule(m wazero.CompiledModule, stores, tables bool) error {
 	i32 := api.ValueTypeI32
 	want := []struct {
 		name            string
@@ -111,7 +121,7 @@ func checkModule(m wazero.CompiledModule, stores bool) error {
 		switch mod, name, _ := f.Import(); mod {
 		case wasi_snapshot_preview1.ModuleName:
 		case HostModule:
-			if err := checkHostImport(f, stores); err != nil {
+			if err := checkHostImport(f, stores, tables); err != nil {
 				return err
 			}
 		default:

@@ -110,6 +110,12 @@ type Settings struct {
 	// PROCESSOR_ORDERING=key needs: it runs records of different keys at
 	// once, and two of them writing one store key could lose an update.
 	StateByKey bool `setting:"STATE_BY_KEY" default:"false" doc:"the module keeps state only under keys that follow from the record key, so that PROCESSOR_ORDERING=key may run it; unset, key ordering is refused for it" form:"true or false"`
+	// Tables names the table topics the module reads with the
+	// processor.table_lookup host function (ABI.md, "Tables"), kept by the
+	// processor as the join transform's table is (docs/joins.md).
+	Tables string `setting:"TABLES" doc:"the table topics the module reads (its processor.table_lookup import), each kept locally and current as the join transform's table is; unset, none" form:"comma-separated distinct topic names such as customers,products"`
+	// TableMode is how every table of TABLES is kept, as the join's MODE.
+	TableMode string `setting:"TABLE_MODE" default:"co_partitioned" doc:"co_partitioned: partition p of each table is read by the records of input partition p (same partition count, same partitioner and key); global: every instance keeps every table whole" form:"co_partitioned or global"`
 }
 
 // Errors a record can fail with, for errors.Is. The message names the
@@ -157,6 +163,12 @@ type Transform struct {
 	stores []string
 	emit   []string // EmitStores
 	byKey  bool     // StateByKey
+	// tables are the TABLES setting's topics, read whole (global) or by
+	// the record's partition; bound are their tables, by index, once the
+	// processor binds them.
+	tables []string
+	global bool
+	bound  []transform.Table
 
 	mu     sync.Mutex
 	idle   []*instance
@@ -172,6 +184,7 @@ var (
 	_ transform.OutputLimiter = (*Transform)(nil)
 	_ io.Closer               = (*Transform)(nil)
 	_ transform.Stateful      = (*Transform)(nil)
+	_ transform.Joiner        = (*Transform)(nil)
 )
 
 // coreFeatures are the WebAssembly features a module may use: 2.0 without
@@ -224,6 +237,8 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	t.stores, _ = parseStores(s.Stores) // checked by readModule
 	t.emit, _ = parseEmitStores(s.EmitStores, t.stores)
 	t.byKey = s.StateByKey
+	t.tables, _ = parseNames("TABLES", s.Tables)
+	t.global, t.bound = s.TableMode == "global", make([]transform.Table, len(t.tables))
 	fail := func(err error) (*Transform, error) {
 		_ = t.rt.Close(ctx)
 		return nil, err
@@ -231,7 +246,7 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, t.rt); err != nil {
 		return fail(fmt.Errorf("instantiating WASI: %w", err))
 	}
-	if len(t.stores) > 0 {
+	if len(t.stores) > 0 || len(t.tables) > 0 {
 		if err := instantiateHost(ctx, t.rt); err != nil {
 			return fail(err)
 		}
@@ -276,11 +291,13 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 // output followed the ABI.
 func (t *Transform) LimitOutputBytes(n int64) { t.maxRecord.Store(n) }
 
-// Ordered reports whether the module uses state stores (STORES): a
-// stateful transform must see each key's records in order. Without
-// stores it returns false, and the transform runs as any stateless one.
+// Ordered reports whether the module uses state stores (STORES) or
+// tables (TABLES): a stateful transform must see each key's records in
+// order, and a partition's records read a table in offset order, so that
+// a later record never sees an older table than an earlier one did.
+// Without either it returns false, and the transform runs as any stateless one.
 // It implements transform.Ordered.
-func (t *Transform) Ordered() bool { return len(t.stores) > 0 }
+func (t *Transform) Ordered() bool { return len(t.stores) > 0 || len(t.tables) > 0 }
 
 // Stores returns the STORES setting's names, or nil when it is unset, so
 // that a module without stores makes no chain stateful. It implements
