@@ -47,11 +47,12 @@ type JoinStage struct {
 	Joiner Joiner
 }
 
-// Joins returns the stages implementing Joiner, in chain order.
+// Joins returns the stages implementing Joiner that read a table, in
+// chain order (a wasm stage without TABLES reads none).
 func (c *Chain) Joins() []JoinStage {
 	var js []JoinStage
 	for i, s := range c.stages {
-		if j, ok := s.t.(Joiner); ok {
+		if j, ok := s.t.(Joiner); ok && len(j.JoinTables()) > 0 {
 			js = append(js, JoinStage{Entry: s.entry, Index: i, Joiner: j})
 		}
 	}

@@ -39,7 +39,7 @@ func readModule(s *Settings) ([]byte, error) {
 	if _, err := parseNames("TABLES", s.Tables); err != nil {
 		return nil, err
 	}
-	if s.TableMode != "co_partitioned" && s.TableMode != "global" {
+	if s.TableMode != "" && s.TableMode != "co_partitioned" && s.TableMode != "global" {
 		return nil, transform.Invalid("TABLE_MODE", s.TableMode, "")
 	}
 	bin, err := os.ReadFile(s.Module)

@@ -39,7 +39,7 @@ func init() { guest.Handle(Enrich) }
 var (
 	out = make([]guest.Record, 1) // returned by every call
 	buf []byte                    // the new value, reused
-	row []byte                    // the row, reused
+	row = make([]byte, 0, 256)    // the row, reused
 )
 
 // errNotObject fails a record whose value is not a JSON object.
