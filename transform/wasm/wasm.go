@@ -38,6 +38,11 @@
 // same transaction (transform.WindowEmitter), a timer or a window's
 // final result that is emitted exactly once.
 //
+// With TABLES the module may import table_lookup, which reads the row of
+// a key in a table topic the processor keeps as it keeps the join
+// transform's (transform.Joiner; lookup.go): a record sees each table as
+// this instance has read it when the record is processed.
+//
 // A trap, an exit, a deadline, or output that does not follow the ABI is
 // a transform error for the record; the instance involved is discarded
 // and a fresh one serves the next record. An error the guest returns is a
