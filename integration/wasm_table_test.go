@@ -41,7 +41,7 @@ func (r *joinRig) wasmTableSet(module, dir, addr string) func(*launch.Instance) 
 // (PROCESSOR_WASM_TABLES) writes every order exactly once with the row
 // the table held when the order was processed, as the join transform
 // does: rows written before the start are restored before any order
-// runs, updates and tombstones written while it runs are seen, an
+// runs (orders waiting at the start included), updates and tombstones written while it runs are seen, an
 // aborted table transaction is not, through a SIGKILL and a SIGTERM;
 // co-partitioned and global.
 func TestWasmTableExactlyOnce(t *testing.T) {
@@ -63,11 +63,14 @@ func TestWasmTableExactlyOnce(t *testing.T) {
 					v1["c"+strconv.Itoa(i)] = fmt.Sprintf(`{"name":"n%d","v":1}`, i)
 				}
 				r.writeTable(t, v1, true)
+				// Orders waiting before the start: they run only once the
+				// table is restored, and carry its rows.
+				r.produceOrders(t, 0, 100)
 				dir, addr := t.TempDir(), freeAddr(t)
 				set, static := r.wasmTableSet(module, dir, addr), func(inst *launch.Instance) { inst.InstanceID = r.group + "-1" }
 				p1 := tg.startBinary(t, r.group, r.group+"-1", r.in, r.out, set, static)
 				r.tableCurrent(t, addr, tableParts)
-				r.produceOrders(t, 0, 200)
+				r.produceOrders(t, 100, 200)
 				tg.waitCaughtUp(t, r.group, r.in)
 
 				upd := map[string]string{}
