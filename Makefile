@@ -113,8 +113,12 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
+# -timeout bounds each package's test binary: 5 minutes, so a hung test
+# fails with its goroutines' stacks soon, and a package whose tests take
+# longer is split by subject (as integration/ is: the packages under it
+# share internal/testkit/itest), never given a longer timeout.
 test: vet
-	$(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) ./...
+	$(GO) test -race -count=1 -timeout 5m $(TESTFLAGS) ./...
 
 # The jq transform's differential fuzz target (FuzzJQDiff in
 # transform/jq/diff_test.go): generated jq programs and values run through
@@ -139,14 +143,21 @@ test: vet
 # 495,000 of FuzzJQDiff's 600,000 executions, the progress line showing
 # 0 execs/sec meanwhile. CI starts from an empty cache, so the shrunk
 # inputs are thrown away after the run anyway.
+# The stateful built-ins' two differential targets run last for
+# STATEFUZZTIME each (about 25 s and 6 s on a loaded machine):
+# FuzzNumPath holds aggregate's int64 arithmetic to the math/big path,
+# FuzzPick the member scan of FIELD and BY to the full parse.
 FUZZTIME ?= 600000x
 AVROFUZZTIME ?= 50000x
+STATEFUZZTIME ?= 50000x
 FUZZMINIMIZETIME ?= 10000x
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzJQDiff$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./transform/jq/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroDifferential$$' -fuzztime $(AVROFUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./schema/
 	$(GO) test -run '^$$' -fuzz '^FuzzAvroDecode$$' -fuzztime $(AVROFUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./schema/
+	$(GO) test -run '^$$' -fuzz '^FuzzNumPath$$' -fuzztime $(STATEFUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./transform/aggregate/
+	$(GO) test -run '^$$' -fuzz '^FuzzPick$$' -fuzztime $(STATEFUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) ./transform/internal/groupkey/
 
 # Starts the local Apache Kafka broker (if needed) and runs the whole suite
 # against it as well as against kfake.
@@ -156,7 +167,7 @@ test-kafka:
 # Starts the local three-node Apache Kafka cluster (if needed) and runs the
 # broker-failure tests against it: SIGKILL of a node and its restart.
 test-cluster:
-	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/
+	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/eos/
 
 # The short drills of the integration suite, which make test leaves out
 # (docs/testing.md): TestChaosShort (three short chaos runs on kfake, and
@@ -168,9 +179,11 @@ test-cluster:
 # LongSerializer/IntegerSerializer keys, and orders counted per customer
 # through the repartition topic, judged by eoscheck -group-by .customer)
 # and TestChaosPostgres (when
-# PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed).
+# PROCESSOR_TEST_POSTGRES_URL says PostgreSQL is installed), all in
+# integration/chaos. Its timeout stays 30 minutes: the drills run for
+# about 9 minutes by design (chaos runs of fixed length, one after another).
 drill:
-	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|ShortStateful|Postgres)$$' ./integration/
+	PROCESSOR_TEST_DRILLS=1 $(GO) test -race -count=1 -timeout 30m $(TESTFLAGS) -run '^TestChaos(Short|ShortAvro|ShortStateful|Postgres)$$' ./integration/chaos/
 
 # The short drills (make drill), then the long fault drill on the
 # embedded devbroker (kfake): 100,000 records,

@@ -16,19 +16,62 @@ import (
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/state"
 	"github.com/streamproc/processor/transform"
-	_ "github.com/streamproc/processor/transform/wasm"
+	"github.com/streamproc/processor/transform/wasm"
 	"github.com/streamproc/processor/txn"
 )
 
-// buildGuest builds the Go guest pkg (relative to this package) as a
-// WASI reactor into a directory of the test's and returns its path.
-func buildGuest(t *testing.T, pkg string) string {
+// guest is a Go guest built as a WASI reactor, compiled ahead into a
+// wazero compilation cache outside the race detector (see package
+// wasmtest): compiled under it, once for each chain, the guests of these
+// tests took minutes of the package's 5-minute test timeout on a loaded
+// 2-core machine.
+type guest struct {
+	path  string
+	cache *wasmtest.Cache
+}
+
+// buildGuest builds the Go guest pkg (relative to this package) into a
+// directory of the test's and compiles it ahead for the transform's
+// TIMEOUT timeout.
+func buildGuest(t *testing.T, pkg string, timeout time.Duration) *guest {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), filepath.Base(pkg)+".wasm")
+	dir := t.TempDir()
+	path := filepath.Join(dir, filepath.Base(pkg)+".wasm")
 	if err := wasmtest.Build(pkg, path, "-buildmode=c-shared"); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	cache, err := wasmtest.NewCache(filepath.Join(dir, "cache"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered before the chains' cleanups, so it runs after them.
+	t.Cleanup(func() { _ = cache.CompilationCache().Close(context.Background()) })
+	if err := cache.Precompile(path, timeout); err != nil {
+		t.Fatal(err)
+	}
+	return &guest{path: path, cache: cache}
+}
+
+// chain is a chain of one wasm transform with the settings set, on g's
+// compilation cache; MODULE is g's.
+func (g *guest) chain(t *testing.T, set map[string]string) *transform.Chain {
+	t.Helper()
+	reg := &transform.Registry{}
+	reg.Register("wasm", transform.Typed("", func(s *wasm.Settings) (transform.Transform, error) {
+		return wasm.NewWithCache(s, g.cache.CompilationCache())
+	}))
+	c, err := reg.Build([]transform.Entry{{Name: "wasm"}}, func(_ transform.Entry, k string) (string, bool) {
+		if k == "MODULE" {
+			return g.path, true
+		}
+		v, ok := set[k]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // openStateFor opens state stores for group in a directory of the
@@ -72,7 +115,7 @@ func TestWasmClosedAsAggregate(t *testing.T) {
 	e := newLoopEnv(t)
 	outs := []string{"out-wasm", "out-bound", "out-restart"}
 	e.c.CreateTopics(t, loopPartitions, nil, outs...)
-	module := buildGuest(t, "../examples/wasm/windowcount")
+	g := buildGuest(t, "../examples/wasm/windowcount", 2*time.Second)
 	r := rand.New(rand.NewPCG(40, 7))
 	base := time.Now().Add(-5 * time.Hour).Truncate(time.Minute)
 	var in []*kgo.Record
@@ -90,7 +133,7 @@ func TestWasmClosedAsAggregate(t *testing.T) {
 		return settingsChain(t, map[string]string{"WINDOW": "1m", "GRACE": "10s", "EMIT": "close"}, "aggregate")
 	}
 	wasm := func() *transform.Chain {
-		return settingsChain(t, map[string]string{"MODULE": module, "STORES": "windows", "EMIT_STORES": "windows", "TIMEOUT": "2s"}, "wasm")
+		return g.chain(t, map[string]string{"STORES": "windows", "EMIT_STORES": "windows", "TIMEOUT": "2s"})
 	}
 	e.runStateful("restart", wasm, Options{OutputTopic: "out-restart", MaxRecordsPerTxn: 200}, "windows")
 	e.produceInputs(in[half:], kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -124,7 +167,7 @@ func TestWasmClosedAsAggregate(t *testing.T) {
 // left to close or to dead-letter.
 func TestWasmClosedTrapDeadLetters(t *testing.T) {
 	e := newLoopEnv(t)
-	module := buildGuest(t, "../transform/wasm/testdata/stateful")
+	g := buildGuest(t, "../transform/wasm/testdata/stateful", 2*time.Second)
 	base := time.Now().Add(-time.Hour).UnixMilli()
 	var in []*kgo.Record
 	for p := range int32(loopPartitions) {
@@ -136,7 +179,7 @@ func TestWasmClosedTrapDeadLetters(t *testing.T) {
 	}
 	e.produceInputs(in, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	chain := func() *transform.Chain {
-		return settingsChain(t, map[string]string{"MODULE": module, "STORES": "s0", "EMIT_STORES": "s0", "TIMEOUT": "2s"}, "wasm")
+		return g.chain(t, map[string]string{"STORES": "s0", "EMIT_STORES": "s0", "TIMEOUT": "2s"})
 	}
 	o := Options{OutputTopic: e.out, OnError: DeadLetter, DLQTopic: e.dlq}
 	e.runStateful("g", chain, o, "s0")

@@ -240,6 +240,13 @@ func (b *buffer) set(key string, enc []byte, j *Journal) {
 	s.mu.Unlock()
 }
 
+// recordSlab is the most changelog records Records makes in one
+// allocation: a transaction of new keys (a dedupe's new ids) has one a
+// write, and Records runs on the processor's loop, between transactions.
+// The first allocation is for 8, each next one twice as many, so that a
+// transaction of a few writes does not make hundreds.
+const recordSlab = 256
+
 // Records seals t (writes fail from now on) and returns its changelog
 // records: one per key written, the last value, a tombstone (nil value)
 // for a deletion, each with its topic and partition set. Produce exactly
@@ -253,14 +260,21 @@ func (t *Txn) Records() []*kgo.Record {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var slab []kgo.Record // the records, made up to recordSlab at a time rather than one by one
+	size := 8
 	for _, b := range t.bufs {
 		for i := range b.shards {
 			s := &b.shards[i]
 			s.mu.Lock()
 			for k, e := range s.m {
 				if e.dirty {
-					t.recs = append(t.recs, &kgo.Record{Topic: b.p.topic, Partition: b.p.partition,
-						Key: []byte(k), Value: e.enc, Offset: -1})
+					if len(slab) == 0 {
+						slab, size = make([]kgo.Record, size), min(2*size, recordSlab)
+					}
+					r := &slab[0]
+					slab = slab[1:]
+					*r = kgo.Record{Topic: b.p.topic, Partition: b.p.partition, Key: []byte(k), Value: e.enc, Offset: -1}
+					t.recs = append(t.recs, r)
 					t.priors = append(t.priors, e.prior)
 					t.parts = append(t.parts, b.p)
 				}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -204,6 +205,20 @@ func (b *broker) createTopics(ctx context.Context, partitions int, topics ...str
 	}
 }
 
+// createCompacted creates topic with cleanup.policy=compact, as a table
+// topic is.
+func (b *broker) createCompacted(ctx context.Context, partitions int, topic string) error {
+	compact := "compact"
+	resp, err := b.adm.CreateTopics(ctx, int32(partitions), 1, map[string]*string{"cleanup.policy": &compact}, topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("creating table topic %s: %w", topic, err)
+	}
+	return nil
+}
+
 // input is a pre-loaded input topic.
 type input struct {
 	topic   string
@@ -218,6 +233,9 @@ type input struct {
 	// single is the same records in a topic of one partition, for the
 	// systems with onePartition; nil when none runs.
 	single *input
+	// table is the customers table topic of the join rows; "" when none
+	// runs.
+	table string
 }
 
 // record is the input's n-th record: sample.Order's JSON order, or
@@ -226,8 +244,11 @@ func (in *input) record(n int64) *kgo.Record {
 	if in.gen != nil {
 		return in.gen(n)
 	}
-	return sample.Order(n, 1000, in.size)
+	return sample.Order(n, customers, in.size)
 }
+
+// customers is the number of customer keys of the input's orders.
+const customers = 1000
 
 // of returns the input a system of the format reads: in, or its Avro
 // twin.
@@ -325,4 +346,69 @@ func (b *broker) cleanup(ctx context.Context, topics, groups []string) {
 		}
 		topics = topics[n:]
 	}
+}
+
+// withInternal adds to topics the ones named after group that exist (the
+// repartition topics of the processor and of Kafka Streams, Kafka
+// Streams' changelogs), so that a run's cleanup deletes them too.
+func (b *broker) withInternal(ctx context.Context, group string, topics []string) []string {
+	out := slices.Clone(topics)
+	tds, err := b.adm.ListTopics(ctx)
+	if err != nil {
+		return out
+	}
+	for _, t := range tds.Sorted() {
+		if strings.HasPrefix(t.Topic, group+"-") && !slices.Contains(out, t.Topic) {
+			out = append(out, t.Topic)
+		}
+	}
+	return out
+}
+
+// repartitionCaughtUp reports whether the group has consumed every record
+// of its repartition topics (<group>-...-repartition, the processor's and
+// Kafka Streams' alike): on each partition with records, no transaction
+// open (the last stable offset is the log end) and the committed offset
+// at least the last record's, the marker of the last transaction (read
+// past, never committed past). A stateful row that groups by a field has
+// drained only when the records have crossed the hop too; its input's
+// offsets are committed as soon as they are written to the hop.
+func (b *broker) repartitionCaughtUp(ctx context.Context, group string, committed kadm.OffsetResponses) (bool, error) {
+	tds, err := b.adm.ListTopics(ctx)
+	if err != nil {
+		return false, err
+	}
+	var topics []string
+	for _, t := range tds.Sorted() {
+		if strings.HasPrefix(t.Topic, group+"-") && strings.HasSuffix(t.Topic, "-repartition") {
+			topics = append(topics, t.Topic)
+		}
+	}
+	if len(topics) == 0 {
+		return true, nil
+	}
+	ends, err := b.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return false, err
+	}
+	stable, err := b.adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		return false, err
+	}
+	done := true
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			done = false
+			return
+		}
+		if o.Offset == 0 {
+			return
+		}
+		s, ok := stable.Lookup(o.Topic, o.Partition)
+		c, cok := committed.Lookup(o.Topic, o.Partition)
+		if !ok || s.Err != nil || s.Offset < o.Offset || !cok || c.Err != nil || c.At < o.Offset-1 {
+			done = false
+		}
+	})
+	return done, nil
 }

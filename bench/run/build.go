@@ -59,7 +59,7 @@ func (e *environment) build(ctx context.Context, o options) error {
 		return fmt.Errorf("building bench/copier: %w", err)
 	}
 	say("built the Go binaries in %.1fs", time.Since(t0).Seconds())
-	if slices.Contains(o.systems, "kstreams") {
+	if slices.ContainsFunc(o.systems, isKStreams) {
 		e.buildJar(ctx)
 	}
 	return nil
@@ -90,7 +90,7 @@ func (e *environment) locate(o options) {
 			e.javaVersion, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
 		}
 	}
-	if o.noBuild && slices.Contains(o.systems, "kstreams") {
+	if o.noBuild && slices.ContainsFunc(o.systems, isKStreams) {
 		jar := filepath.Join(e.cache, "kstreams", "kstreams-bench.jar")
 		if _, err := os.Stat(jar); err == nil {
 			e.jar, e.kstreamsBuild = jar, "cached"

@@ -53,6 +53,7 @@ type options struct {
 	processorEx []string // extra PROCESSOR_* settings for every processor run
 	note        string
 	baseline    string // a processor binary of another build, for the systems named <key>@base
+	crash       bool   // after the latency phase, SIGKILL and restart each system (recoverPhase)
 }
 
 // modes are the defaults of -mode; flags given explicitly win.
@@ -91,6 +92,7 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&o.baseline, "baseline", "", "a processor binary built from another commit, run by the systems named <key>@base beside this tree's (e.g. -systems processor,processor@base)")
+	flag.BoolVar(&o.crash, "crash", false, "after each latency phase, kill the system (SIGKILL), restart it on the same state and measure the time until a new record shows on the output (\"ready after crash\")")
 	flag.StringVar(&o.note, "note", os.Getenv("BENCH_NOTE"), "a line about the conditions for the results file, e.g. \"other test runs used the machine\" ($BENCH_NOTE)")
 	flag.Parse()
 
@@ -273,7 +275,7 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 					spec := &runSpec{
 						sys: s, name: name, group: name, round: round, interval: iv, in: in,
 						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
-						stateDir: filepath.Join(env.cache, "kstreams-state", name),
+						stateDir: filepath.Join(env.cache, "kstreams-state", name), table: inputs[size].table,
 					}
 					if s.ownInput {
 						// Pre-loaded by prepare, deleted with the run.
@@ -283,7 +285,7 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 						}
 						spec.live = spec.in.topic
 					}
-					if len(s.stores) > 0 {
+					if len(s.stores) > 0 || s.ownInput {
 						dir, err := os.MkdirTemp("", "bench-state-")
 						if err != nil {
 							return nil, fmt.Errorf("the state directory of %s: %w", name, err)
@@ -308,7 +310,7 @@ func runAndClean(ctx context.Context, o options, env *environment, b *broker, sp
 		// The outputs go as soon as they are counted: a full
 		// run would otherwise keep gigabytes of copies.
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		b.cleanup(cctx, runTopics(spec), []string{spec.group})
+		b.cleanup(cctx, b.withInternal(cctx, spec.group, runTopics(spec)), []string{spec.group})
 		cancel()
 	}
 	if r.unavailable != "" {
@@ -319,7 +321,10 @@ func runAndClean(ctx context.Context, o options, env *environment, b *broker, sp
 }
 
 // runTopics are the topics a run created: its output, its live topic (for
-// an ownInput row its own input), and the changelogs of its stores.
+// an ownInput row its own input), and the changelogs of its stores
+// (Kafka Streams names them the same way, <application.id>-<store>-changelog,
+// and its application ID is the run's group). Repartition topics, and any
+// other topic named after the group, are added by broker.withInternal.
 func runTopics(s *runSpec) []string {
 	topics := []string{s.out, s.live}
 	for _, st := range s.sys.stores {

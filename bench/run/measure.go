@@ -27,8 +27,9 @@ type result struct {
 	hwm      int64         // peak RSS (VmHWM), bytes, at the end of the drain
 	lat      []time.Duration
 	liveSent int
-	outputs  int64 // output records a read_committed reader saw
-	expected int64 // input records, the warm-up and the latency phase's
+	ready    time.Duration // with -crash: from the restart after SIGKILL to the first new output
+	outputs  int64         // output records a read_committed reader saw
+	expected int64         // input records, the warm-up and the latency phase's
 	warnings []string
 }
 
@@ -68,6 +69,8 @@ type measurement struct {
 //  5. writes records at a steady rate to the live topic, each stamped with
 //     the time it is produced, and the reader records now - timestamp for
 //     each of them on the output: the end-to-end latency,
+//     5b. with -crash, kills it (SIGKILL), restarts it and measures the
+//     time until it is ready again (recoverPhase),
 //  6. stops the system (SIGTERM) and checks that the reader saw as many
 //     output records as went in.
 func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpec) *result {
@@ -92,6 +95,9 @@ func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpe
 		return done
 	}
 	if done := m.latencyPhase(ctx); done != nil {
+		return done
+	}
+	if done := m.recoverPhase(ctx); done != nil {
 		return done
 	}
 	m.count()
@@ -295,7 +301,9 @@ func (m *measurement) count() {
 	rd.stop()
 	m.phase("counted")
 	r.outputs = rd.total.Load()
-	r.lat = rd.latencies()
+	if r.lat == nil { // the recovery phase took them before its probes
+		r.lat = rd.latencies()
+	}
 	if f := rd.firstAt.Load(); f != 0 {
 		r.first = time.Unix(0, f).Sub(m.start)
 	}
@@ -353,7 +361,9 @@ func warnSuffix(ws []string) string {
 }
 
 // drained reports whether the group's committed offsets on the input topic
-// have reached the input's end offsets on every partition.
+// have reached the input's end offsets on every partition, and, for a row
+// with a repartition hop, whether the group has consumed the hop's
+// records as well (broker.repartitionCaughtUp).
 func drained(ctx context.Context, b *broker, s *runSpec) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -367,5 +377,8 @@ func drained(ctx context.Context, b *broker, s *runSpec) (bool, error) {
 			return false, nil
 		}
 	}
-	return true, nil
+	if !s.sys.ownInput { // a stateless row has no hop
+		return true, nil
+	}
+	return b.repartitionCaughtUp(ctx, s.group, offs)
 }

@@ -34,6 +34,7 @@ type row struct {
 	rate, lo, hi      float64 // records/s: median, min, max
 	mbs, cpuM, rssMiB float64
 	p50, p99, first   time.Duration
+	ready             time.Duration // with -crash: median time to ready after a crash
 	na, failed        string
 	warnings          []string
 }
@@ -46,7 +47,7 @@ func (rp *report) rows() []*row {
 				s, _ := systemByKey(k)
 				in := rp.inputs[size].of(s.format)
 				rw := &row{sys: s, size: size, interval: iv, na: rp.env.avail[k]}
-				var rates, cpus, rss, p50s, p99s, firsts []float64
+				var rates, cpus, rss, p50s, p99s, firsts, readies []float64
 				for _, r := range rp.results {
 					if r.spec.sys.key != k || r.spec.in.size != size || r.spec.interval != iv {
 						continue
@@ -68,6 +69,9 @@ func (rp *report) rows() []*row {
 					p50s = append(p50s, float64(percentile(r.lat, 0.50)))
 					p99s = append(p99s, float64(percentile(r.lat, 0.99)))
 					firsts = append(firsts, float64(r.first))
+					if r.ready > 0 {
+						readies = append(readies, float64(r.ready))
+					}
 					for _, w := range r.warnings {
 						rw.warnings = append(rw.warnings, fmt.Sprintf("round %d: %s", r.spec.round, w))
 					}
@@ -78,6 +82,9 @@ func (rp *report) rows() []*row {
 					rw.cpuM, rw.rssMiB = median(cpus), median(rss)
 					rw.p50, rw.p99 = time.Duration(median(p50s)), time.Duration(median(p99s))
 					rw.first = time.Duration(median(firsts))
+					if len(readies) > 0 {
+						rw.ready = time.Duration(median(readies))
+					}
 				}
 				rows = append(rows, rw)
 			}
@@ -92,6 +99,7 @@ func (rp *report) markdown() string {
 	var b strings.Builder
 	rp.writeConditions(&b)
 	rp.writeTable(&b)
+	rp.writeCrashTable(&b)
 	b.WriteString("\nrecords/s: input records / wall time from the start of the process until the group's committed offsets reach the input's end offsets (startup and group join included). MB/s: the same for key and value bytes. First output: from the start of the process until the reader sees the first output record (startup, group join, first transaction). CPU: utime+stime of the process (children included) over that time, in 10 ms ticks. Peak RSS: VmHWM at the end of the drain. Ratios: records/s and CPU s / M records over the bare copier's and Kafka Streams' on the same input and commit interval.\n")
 	return b.String()
 }
@@ -135,6 +143,7 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	if needsStateful(o) {
 		fmt.Fprintf(b, "- The stateful rows (%s) each drain a copy of the input pre-loaded for the run alone (a stateful chain takes one input topic, so their latency phase writes to that copy), with a fresh PROCESSOR_STATE_DIR in a temporary directory; the copy, the changelogs and the state directory are deleted after the run. Each emits one output per input (dedupe is by order id, which no two orders share) but window-close, which emits one final row per customer and 200 ms window once the window closes, stamped with its end: its outputs are not counted against the inputs, and its latency is from a window's end to its row on the output.\n", strings.Join(statefulKeys(o), ", "))
 	}
+	rp.writeStatefulPairs(b)
 	rounds := plural(o.rounds, "round")
 	fmt.Fprintf(b, "- %s; within a round the systems run one after another (%s) for each size and commit interval; the figures are medians of the rounds (records/s: median, and min-max in brackets).\n", rounds, strings.Join(o.systems, ", "))
 	fmt.Fprintf(b, "- Latency: after each drain, %d records/s for %s into a second input topic (a stateful row: into its own input), each stamped when produced; the time until a read_committed reader sees it on the output.\n", o.liveRate, o.liveFor)
@@ -147,6 +156,23 @@ func (rp *report) writeConditions(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "- Took %s (builds %s, pre-load %s, runs %s).\n\n", rp.total.Round(time.Second),
 		rp.buildTime.Round(time.Second), rp.preloadTime.Round(time.Second), (rp.total - rp.buildTime - rp.preloadTime).Round(time.Second))
+}
+
+// writeStatefulPairs writes how the stateful Kafka Streams rows run and
+// what the join rows read, when they run.
+func (rp *report) writeStatefulPairs(b *strings.Builder) {
+	var ks []string
+	for _, k := range rp.o.systems {
+		if s, _ := systemByKey(k); s.topology != "" && s.topology != "identity" {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) > 0 {
+		fmt.Fprintf(b, "- The stateful Kafka Streams rows (%s) run bench/kstreams' topologies (Topologies.java) on their own input copy as the processor's stateful rows do: exactly_once_v2, the same commit.interval.ms, RocksDB stores with changelogs (the defaults), statestore.cache.max.bytes=0 so that every input emits its update as the processor's do, num.stream.threads=%d (one per core, as the processor's workers), values parsed with Jackson; state.dir is a fresh temporary directory, deleted after the run. A row that groups by a field (count, sum by .customer; dedupe by .order_id) repartitions through a topic in both systems, and has drained only when its group has consumed that topic's records too.\n", strings.Join(ks, ", "), runtime.NumCPU())
+	}
+	if needsTable(rp.o) {
+		fmt.Fprintf(b, "- The join rows read a customers table: %d rows (one per customer key of the orders), JSON, keyed by customer, pre-loaded once into a topic with the input's %d partitions, so that each order and its customer's row are in the same partition (co-partitioned: no repartition in either system).\n", customers+1, rp.o.partitions)
+	}
 }
 
 // writeTable writes the table, one row per system, input and commit
@@ -167,7 +193,7 @@ func (rp *report) writeTable(b *strings.Builder) {
 	}
 	for _, rw := range rows {
 		base := find(rows, rw.size, rw.interval, "copier")
-		ks := find(rows, rw.size, rw.interval, "kstreams")
+		ks := find(rows, rw.size, rw.interval, rw.sys.versus())
 		fmt.Fprintf(b, "| %s | %s | %s | ", sizeName(rw.size), rw.interval, rw.sys.label)
 		switch {
 		case rw.na != "":
@@ -201,6 +227,27 @@ func (rp *report) writeTable(b *strings.Builder) {
 				b.WriteString("\n")
 			}
 		}
+	}
+}
+
+// writeCrashTable writes, with -crash, the time to ready after a crash of
+// each row that measured it, beside its Kafka Streams pair's.
+func (rp *report) writeCrashTable(b *strings.Builder) {
+	if !rp.o.crash {
+		return
+	}
+	rows := rp.rows()
+	fmt.Fprintf(b, "\nReady after a crash (-crash): after the latency phase the system is killed (SIGKILL) and started again with the same group, settings and state directory, a probe record written every %s; the time from the restart until the first probe is on the output (medians of the rounds).\n\n", probeEvery)
+	fmt.Fprintf(b, "| record | commit | system | ready after crash s | vs Kafka Streams |\n|---|---|---|---:|---:|\n")
+	for _, rw := range rows {
+		if rw.ready == 0 {
+			continue
+		}
+		vs := "–"
+		if ks := find(rows, rw.size, rw.interval, rw.sys.versus()); ks != nil && ks.ready > 0 {
+			vs = fmt.Sprintf("%.2f×", rw.ready.Seconds()/ks.ready.Seconds())
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.2f | %s |\n", sizeName(rw.size), rw.interval, rw.sys.label, rw.ready.Seconds(), vs)
 	}
 }
 
@@ -316,6 +363,7 @@ type runJSON struct {
 	Records       int      `json:"records"`
 	WallSeconds   float64  `json:"wall_seconds,omitempty"`
 	FirstOutput   float64  `json:"first_output_seconds,omitempty"`
+	ReadyAfter    float64  `json:"ready_after_crash_seconds,omitempty"`
 	RecordsPerSec float64  `json:"records_per_second,omitempty"`
 	CPUSeconds    float64  `json:"cpu_seconds,omitempty"`
 	PeakRSSBytes  int64    `json:"peak_rss_bytes,omitempty"`
@@ -342,7 +390,7 @@ func (rp *report) json() ([]byte, error) {
 		j := runJSON{System: r.spec.sys.key, RecordBytes: r.spec.in.size, Commit: r.spec.interval.String(), Round: r.spec.round,
 			Records: r.spec.in.records, Outputs: r.outputs, Expected: r.expected, Warnings: r.warnings, Error: r.err, Unavailable: r.unavailable}
 		if r.err == "" && r.unavailable == "" {
-			j.WallSeconds, j.FirstOutput = r.wall.Seconds(), r.first.Seconds()
+			j.WallSeconds, j.FirstOutput, j.ReadyAfter = r.wall.Seconds(), r.first.Seconds(), r.ready.Seconds()
 			j.RecordsPerSec = float64(r.spec.in.records) / r.wall.Seconds()
 			j.CPUSeconds, j.PeakRSSBytes = r.cpu, r.hwm
 			j.LatencyMs = latJSON{Samples: len(r.lat), P50: msf(percentile(r.lat, 0.5)), P90: msf(percentile(r.lat, 0.9)),

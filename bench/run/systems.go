@@ -45,6 +45,18 @@ type system struct {
 	// second input topic: a stateful chain takes exactly one input topic,
 	// and the shared input must stay the same for every run.
 	ownInput bool
+	// table: the run reads the customers table (input.table), pre-loaded
+	// once when such a row runs: keyed by customer like the orders, with
+	// as many partitions, so that the orders and the table are
+	// co-partitioned.
+	table bool
+	// topology is a Kafka Streams row's topology in bench/kstreams
+	// (identity, count, sum, dedupe or join); "" for the other rows.
+	topology string
+	// pair is the Kafka Streams row that does the same work, which the
+	// "vs Kafka Streams" column compares with; "" for the identity row
+	// (kstreams).
+	pair string
 	// records, when set, is how many records the run's own input holds
 	// (ownInput), instead of -records: a row that is slow by design
 	// (a service per record) still fits the run.
@@ -69,21 +81,58 @@ var systems = []system{
 	{key: "jq-2-p1", label: "processor, jq chain, 2 workers, single-partition input", onePartition: true,
 		needs: []string{"PROCESSOR_WORKERS"}, cmd: processorCmd(jqChain(2))},
 	{key: "aggregate", label: fmt.Sprintf("processor, aggregate sum by customer, %d workers (stateful)", runtime.NumCPU()),
-		stores: []string{"aggregate"}, ownInput: true,
+		stores: []string{"aggregate"}, ownInput: true, pair: "kstreams-sum",
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_FUNCTION", "PROCESSOR_AGGREGATE_FIELD", "PROCESSOR_AGGREGATE_BY"},
 		cmd: statefulCmd("aggregate", map[string]string{
 			"PROCESSOR_AGGREGATE_FUNCTION": "sum", "PROCESSOR_AGGREGATE_FIELD": ".amount_cents", "PROCESSOR_AGGREGATE_BY": ".customer"})},
+	{key: "aggregate-count", label: fmt.Sprintf("processor, aggregate count by customer, %d workers (stateful)", runtime.NumCPU()),
+		stores: []string{"aggregate"}, ownInput: true, pair: "kstreams-count",
+		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_FUNCTION", "PROCESSOR_AGGREGATE_BY"},
+		cmd: statefulCmd("aggregate", map[string]string{
+			"PROCESSOR_AGGREGATE_FUNCTION": "count", "PROCESSOR_AGGREGATE_BY": ".customer"})},
 	{key: "window-close", label: fmt.Sprintf("processor, aggregate count by customer in 200ms windows, EMIT=close, %d workers (stateful)", runtime.NumCPU()),
 		stores: []string{"aggregate"}, ownInput: true, window: 200 * time.Millisecond,
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_AGGREGATE_BY", "PROCESSOR_AGGREGATE_WINDOW", "PROCESSOR_AGGREGATE_EMIT"},
 		cmd: statefulCmd("aggregate", map[string]string{
 			"PROCESSOR_AGGREGATE_BY": ".customer", "PROCESSOR_AGGREGATE_WINDOW": "200ms", "PROCESSOR_AGGREGATE_EMIT": "close"})},
 	{key: "dedupe", label: fmt.Sprintf("processor, dedupe by order id, %d workers (stateful, no duplicates)", runtime.NumCPU()),
-		stores: []string{"dedupe"}, ownInput: true,
+		stores: []string{"dedupe"}, ownInput: true, pair: "kstreams-dedupe",
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_DEDUPE_BY"},
 		cmd:   statefulCmd("dedupe", map[string]string{"PROCESSOR_DEDUPE_BY": ".order_id"})},
+	{key: "join", label: fmt.Sprintf("processor, join with the customers table, co-partitioned, %d workers (stateful)", runtime.NumCPU()),
+		ownInput: true, table: true, pair: "kstreams-join",
+		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_JOIN_TABLE", "PROCESSOR_JOIN_BY", "PROCESSOR_JOIN_INTO", "PROCESSOR_JOIN_MODE"},
+		cmd:   joinCmd},
 	httpRow(1), httpRow(8), httpRow(32),
-	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", cmd: kstreamsCmd},
+	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", topology: "identity", cmd: kstreamsCmd},
+	{key: "kstreams-count", label: ksLabel("count by customer (groupBy, repartition)"),
+		topology: "count", stores: []string{"aggregate"}, ownInput: true, pair: "kstreams-count", cmd: kstreamsCmd},
+	{key: "kstreams-sum", label: ksLabel("sum by customer (groupBy, repartition)"),
+		topology: "sum", stores: []string{"aggregate"}, ownInput: true, pair: "kstreams-sum", cmd: kstreamsCmd},
+	{key: "kstreams-dedupe", label: ksLabel("dedupe by order id (repartition, processor + store)"),
+		topology: "dedupe", stores: []string{"dedupe"}, ownInput: true, pair: "kstreams-dedupe", cmd: kstreamsCmd},
+	{key: "kstreams-join", label: ksLabel("join with the customers KTable, co-partitioned"),
+		topology: "join", stores: []string{"customers"}, ownInput: true, table: true, pair: "kstreams-join", cmd: kstreamsCmd},
+}
+
+// ksLabel is the label of a stateful Kafka Streams row: RocksDB stores
+// with changelogs, the record cache off, one stream thread per core.
+func ksLabel(what string) string {
+	return fmt.Sprintf("Kafka Streams 4.4.0, exactly_once_v2, %s, %d threads (RocksDB, stateful)", what, runtime.NumCPU())
+}
+
+// isKStreams reports whether the system k is a Kafka Streams row.
+func isKStreams(k string) bool {
+	s, ok := systemByKey(k)
+	return ok && s.topology != ""
+}
+
+// versus is the key of the Kafka Streams row that s is compared with.
+func (s system) versus() string {
+	if s.pair != "" {
+		return s.pair
+	}
+	return "kstreams"
 }
 
 func systemKeys() []string {
@@ -111,7 +160,7 @@ func systemByKey(k string) (system, bool) {
 		if !base {
 			return s, true
 		}
-		if s.key == "copier" || s.key == "copier-p1" || s.key == "kstreams" {
+		if s.key == "copier" || s.key == "copier-p1" || s.topology != "" {
 			return system{}, false // not a processor: no baseline build of it
 		}
 		own := s.cmd
@@ -158,7 +207,7 @@ func availability(o options, e *environment) map[string]string {
 				why[k] = fmt.Sprintf("this processor build does not know %s yet (not in `processor config`)", v)
 			}
 		}
-		if k == "kstreams" && e.jar == "" {
+		if isKStreams(k) && e.jar == "" {
 			why[k] = e.jarWhy
 		}
 	}
@@ -180,6 +229,8 @@ type runSpec struct {
 	// stateDir is Kafka Streams' state directory, or a stateful row's
 	// PROCESSOR_STATE_DIR; removed after the run.
 	stateDir string
+	// table is the customers table topic of a row with table set.
+	table string
 }
 
 func copierCmd(e *environment, b *broker, s *runSpec, _ []string) (launch.Command, error) {
@@ -245,6 +296,18 @@ func statefulCmd(name string, settings map[string]string) func(*environment, *br
 	}
 }
 
+// joinCmd runs the join transform: each order joined, by .customer, with
+// the run's customers table (co-partitioned with the orders), the
+// customer's row put in as .customer_row.
+func joinCmd(e *environment, b *broker, s *runSpec, extra []string) (launch.Command, error) {
+	if s.table == "" {
+		return launch.Command{}, fmt.Errorf("no customers table for the %s row", s.sys.key)
+	}
+	return statefulCmd("join", map[string]string{
+		"PROCESSOR_JOIN_TABLE": s.table, "PROCESSOR_JOIN_BY": ".customer",
+		"PROCESSOR_JOIN_INTO": ".customer_row", "PROCESSOR_JOIN_MODE": "co_partitioned"})(e, b, s, extra)
+}
+
 // avroJQCmd is the jq chain at the given number of workers on Avro: the
 // input decoded by its schema ids from the run's registry, the output
 // encoded with benchOutSchema (registered at start under <output>-value).
@@ -262,12 +325,29 @@ func avroJQCmd(workers int) func(*environment, *broker, *runSpec, []string) (lau
 	}
 }
 
-// kstreamsCmd runs the Kafka Streams application with the JVM's defaults.
+// kstreamsCmd runs the Kafka Streams application with the JVM's
+// defaults: the identity topology with its defaults (one stream thread),
+// or a stateful one (the system's topology) at one stream thread per
+// core, as the processor's stateful rows run one worker per core.
 func kstreamsCmd(e *environment, b *broker, s *runSpec, _ []string) (launch.Command, error) {
 	if err := os.MkdirAll(s.stateDir, 0o755); err != nil {
 		return launch.Command{}, err
 	}
-	return launch.Command{Path: e.java, Args: []string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", e.jar,
-		strings.Join(b.addrs, ","), s.group, s.in.topic + "," + s.live, s.out,
-		strconv.FormatInt(s.interval.Milliseconds(), 10), s.stateDir}}, nil
+	topics := s.in.topic
+	if s.live != s.in.topic {
+		topics += "," + s.live
+	}
+	args := []string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", e.jar,
+		strings.Join(b.addrs, ","), s.group, topics, s.out,
+		strconv.FormatInt(s.interval.Milliseconds(), 10), s.stateDir}
+	if t := s.sys.topology; t != "" && t != "identity" {
+		args = append(args, t, strconv.Itoa(runtime.NumCPU()))
+		if s.sys.table {
+			if s.table == "" {
+				return launch.Command{}, fmt.Errorf("no customers table for the %s row", s.sys.key)
+			}
+			args = append(args, s.table)
+		}
+	}
+	return launch.Command{Path: e.java, Args: args}, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"runtime"
 	"slices"
 	"strconv"
@@ -158,6 +159,182 @@ func TestBaselineSystems(t *testing.T) {
 	for _, key := range []string{"copier", "copier-p1", "kstreams", "nosuch"} {
 		if _, ok := systemByKey(key + baseSuffix); ok {
 			t.Errorf("%s%s is a system", key, baseSuffix)
+		}
+	}
+}
+
+// The count row is the aggregate row with the count function: the same
+// group key, store and input.
+func TestAggregateCountCommand(t *testing.T) {
+	sys, ok := systemByKey("aggregate-count")
+	if !ok || !sys.ownInput || !slices.Equal(sys.stores, []string{"aggregate"}) || sys.pair != "kstreams-count" {
+		t.Fatalf("no aggregate-count row paired with kstreams-count: %+v", sys)
+	}
+	s := &runSpec{sys: sys, group: "g", in: &input{topic: "g-in"}, live: "g-in", out: "g-out", interval: time.Second, stateDir: "/tmp/s"}
+	c, err := sys.cmd(&environment{processor: "/bin/processor"}, &broker{addrs: []string{"127.0.0.1:1"}}, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range []string{"PROCESSOR_TRANSFORMS=aggregate", "PROCESSOR_AGGREGATE_FUNCTION=count", "PROCESSOR_AGGREGATE_BY=.customer",
+		"PROCESSOR_INPUT_TOPICS=g-in", "PROCESSOR_STATE_DIR=/tmp/s"} {
+		if !slices.Contains(c.Env, kv) {
+			t.Errorf("the environment lacks %s: %v", kv, c.Env)
+		}
+	}
+	if slices.ContainsFunc(c.Env, func(kv string) bool { return strings.HasPrefix(kv, "PROCESSOR_AGGREGATE_FIELD=") }) {
+		t.Errorf("a count sets a field: %v", c.Env)
+	}
+}
+
+// The join row joins with the run's customers table, by .customer, into
+// .customer_row, co-partitioned; without a table it does not start.
+func TestJoinCommand(t *testing.T) {
+	sys, ok := systemByKey("join")
+	if !ok || !sys.ownInput || !sys.table || sys.pair != "kstreams-join" {
+		t.Fatalf("no join row with its own input and the table: %+v", sys)
+	}
+	e := &environment{processor: "/bin/processor"}
+	b := &broker{addrs: []string{"127.0.0.1:1"}}
+	s := &runSpec{sys: sys, group: "g", in: &input{topic: "g-in"}, live: "g-in", out: "g-out", interval: time.Second, stateDir: "/tmp/s"}
+	if _, err := sys.cmd(e, b, s, nil); err == nil {
+		t.Error("the join row starts without a table")
+	}
+	s.table = "bench-1-customers"
+	c, err := sys.cmd(e, b, s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range []string{"PROCESSOR_TRANSFORMS=join", "PROCESSOR_JOIN_TABLE=bench-1-customers", "PROCESSOR_JOIN_BY=.customer",
+		"PROCESSOR_JOIN_INTO=.customer_row", "PROCESSOR_JOIN_MODE=co_partitioned", "PROCESSOR_INPUT_TOPICS=g-in",
+		"PROCESSOR_STATE_DIR=/tmp/s", "PROCESSOR_WORKERS=" + strconv.Itoa(runtime.NumCPU())} {
+		if !slices.Contains(c.Env, kv) {
+			t.Errorf("the environment lacks %s: %v", kv, c.Env)
+		}
+	}
+	for _, v := range []string{"PROCESSOR_JOIN_TABLE", "PROCESSOR_JOIN_BY", "PROCESSOR_JOIN_INTO", "PROCESSOR_JOIN_MODE"} {
+		if !slices.Contains(sys.needs, v) {
+			t.Errorf("the join row does not need %s: %v", v, sys.needs)
+		}
+	}
+}
+
+// The Kafka Streams rows run the jar with the topology as an argument:
+// the identity row as before (its input and live topics, no more
+// arguments), a stateful one on its own input topic alone, at one stream
+// thread per core, the join one with the table topic last. Their
+// changelogs are <group>-<store>-changelog, deleted with the run.
+func TestKStreamsCommands(t *testing.T) {
+	e := &environment{java: "/usr/bin/java", jar: "/cache/kstreams-bench.jar"}
+	b := &broker{addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}}
+	cores := strconv.Itoa(runtime.NumCPU())
+	for key, tail := range map[string][]string{
+		"kstreams":        {"g-in,g-live", "g-out", "100", "STATE"},
+		"kstreams-count":  {"g-in", "g-out", "100", "STATE", "count", cores},
+		"kstreams-sum":    {"g-in", "g-out", "100", "STATE", "sum", cores},
+		"kstreams-dedupe": {"g-in", "g-out", "100", "STATE", "dedupe", cores},
+		"kstreams-join":   {"g-in", "g-out", "100", "STATE", "join", cores, "bench-1-customers"},
+	} {
+		sys, ok := systemByKey(key)
+		if !ok || !isKStreams(key) {
+			t.Fatalf("%s: not a Kafka Streams row", key)
+		}
+		state := t.TempDir()
+		s := &runSpec{sys: sys, group: "g", in: &input{topic: "g-in"}, live: "g-live", out: "g-out", interval: 100 * time.Millisecond,
+			stateDir: state, table: "bench-1-customers"}
+		if sys.ownInput {
+			s.live = s.in.topic
+		}
+		c, err := sys.cmd(e, b, s, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", "/cache/kstreams-bench.jar", "127.0.0.1:1,127.0.0.1:2", "g"}, tail...)
+		want[8] = state
+		if c.Path != "/usr/bin/java" || !slices.Equal(c.Args, want) {
+			t.Errorf("%s: runs %s %v\nwant %v", key, c.Path, c.Args, want)
+		}
+		if key == "kstreams" {
+			continue
+		}
+		if !sys.ownInput || sys.pair != key {
+			t.Errorf("%s: own input %v, compared with %q", key, sys.ownInput, sys.pair)
+		}
+		for _, st := range sys.stores {
+			if !slices.Contains(runTopics(s), "g-"+st+"-changelog") {
+				t.Errorf("%s: the run's topics %v lack the changelog of %s", key, runTopics(s), st)
+			}
+		}
+		if sys.table {
+			s.table = ""
+			if _, err := sys.cmd(e, b, s, nil); err == nil {
+				t.Errorf("%s: starts without a table", key)
+			}
+		}
+	}
+	if isKStreams("aggregate") || isKStreams("copier") {
+		t.Error("a processor or copier row counts as Kafka Streams")
+	}
+}
+
+// Each processor row that has a Kafka Streams pair is compared with a
+// Kafka Streams row of the same kind of work: its own input, and the
+// table if it reads one; the other rows with the identity row.
+func TestPairs(t *testing.T) {
+	pairs := map[string]string{}
+	for _, s := range systems {
+		pairs[s.key] = s.versus()
+		if s.pair == "" || s.topology != "" {
+			continue
+		}
+		ks, ok := systemByKey(s.pair)
+		if !ok || ks.topology == "" || ks.ownInput != s.ownInput || ks.table != s.table {
+			t.Errorf("%s is compared with %s: %+v", s.key, s.pair, ks)
+		}
+	}
+	for k, want := range map[string]string{"processor": "kstreams", "jq-n": "kstreams", "aggregate": "kstreams-sum",
+		"aggregate-count": "kstreams-count", "dedupe": "kstreams-dedupe", "join": "kstreams-join", "kstreams-sum": "kstreams-sum"} {
+		if pairs[k] != want {
+			t.Errorf("%s is compared with %s, want %s", k, pairs[k], want)
+		}
+	}
+	if base, _ := systemByKey("dedupe" + baseSuffix); base.versus() != "kstreams-dedupe" {
+		t.Errorf("dedupe%s is compared with %s", baseSuffix, base.versus())
+	}
+}
+
+// The customers table has one row for each customer key of the orders,
+// the warm-up record's included, keyed by it, its value JSON naming it.
+func TestCustomersTable(t *testing.T) {
+	table := customersTable("bench-1")
+	if table.topic != "bench-1-customers" {
+		t.Errorf("the table's topic is %s", table.topic)
+	}
+	orders := &input{size: 100}
+	keys := map[string]bool{}
+	for n := int64(-1); n < 5*customers; n++ {
+		keys[string(orders.record(n).Key)] = true
+	}
+	rows := map[string]bool{}
+	for n := range int64(table.records) {
+		r := table.record(n)
+		var v struct {
+			Customer string `json:"customer"`
+			Tier     string `json:"tier"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatalf("row %d: %v: %s", n, err, r.Value)
+		}
+		if v.Customer != string(r.Key) || v.Tier == "" {
+			t.Errorf("row %d: key %s, value %s", n, r.Key, r.Value)
+		}
+		rows[string(r.Key)] = true
+	}
+	if len(rows) != table.records {
+		t.Errorf("%d rows, %d distinct keys", table.records, len(rows))
+	}
+	for k := range keys {
+		if !rows[k] {
+			t.Errorf("no row for the orders' customer %s", k)
 		}
 	}
 }

@@ -4,7 +4,7 @@ import "strconv"
 
 // OrderSchema is the Avro schema of the orders that AvroOrder makes and
 // `loadgen -format avro` writes: examples/avro/order.avsc, version 1 of
-// the example's order (integration/avro_example_test.go checks that the
+// the example's order (integration/schemas/avro_example_test.go checks that the
 // two agree).
 const OrderSchema = `{
   "type": "record",

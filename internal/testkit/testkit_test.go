@@ -1,8 +1,9 @@
 // Package testkit holds the helpers that only tests use, apart from the
 // product's packages: kafkatest (kfake and real-Kafka clusters for
 // tests), pgtest (a PostgreSQL for tests), wasmtest (WebAssembly plugins
-// built and compiled ahead for tests) and interop (Confluent's Python
-// serializers). This test keeps them apart: no non-test Go file of the
+// built and compiled ahead for tests), interop (Confluent's Python
+// serializers) and itest (the harness of the integration tests under
+// integration/). This test keeps them apart: no non-test Go file of the
 // module outside internal/testkit imports one.
 package testkit_test
 

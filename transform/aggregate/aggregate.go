@@ -32,7 +32,6 @@ package aggregate
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"slices"
 	"strconv"
 	"time"
@@ -77,7 +76,7 @@ type Settings struct {
 // Transform is one aggregate stage.
 type Transform struct {
 	fn        string
-	field     *jq.Program // nil for count
+	field     *groupkey.Expr // nil for count
 	fieldExpr string
 	by        *groupkey.By
 	window    int64 // milliseconds; 0: no windows
@@ -85,7 +84,9 @@ type Transform struct {
 	grace     int64 // milliseconds
 	close     bool  // EMIT=close
 	store     string
-	byKey     bool // PartitionedByKey
+	byKey     bool             // PartitionedByKey
+	values    *groupkey.Picker // parses values for FIELD and BY
+	buf       []byte           // update's scratch: the stored entry (Process runs on one goroutine at a time)
 }
 
 // maxWindowsPerRecord bounds the hopping windows a record counts in
@@ -101,7 +102,7 @@ func New(s *Settings) (transform.Transform, error) {
 		if s.Field == "" {
 			return nil, transform.Missing("FIELD", " (FUNCTION="+s.Function+" reads a number)")
 		}
-		p, err := jq.Compile(s.Field)
+		p, err := groupkey.CompileExpr(s.Field)
 		if err != nil {
 			return nil, jq.ExprError("FIELD", s.Field, err)
 		}
@@ -139,7 +140,7 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, jq.ExprError("BY", s.By, err)
 	}
-	t.by = by
+	t.by, t.values = by, groupkey.NewPicker(t.field, by.Expr())
 	if s.Store == "" {
 		return nil, transform.Missing("STORE", "")
 	}
@@ -174,7 +175,7 @@ func (t *Transform) Process(ctx context.Context, src record.Source, rec *kgo.Rec
 	}
 	var v any
 	if t.field != nil || t.by.NeedsValue() {
-		if v, err = jq.ParseValue(rec.Value); err != nil {
+		if v, err = t.values.Parse(rec.Value); err != nil {
 			return out, err
 		}
 	}
@@ -259,66 +260,73 @@ func windowKey(key []byte, start int64) []byte {
 }
 
 // update reads the aggregate of k, folds the record in and writes it,
-// with EMIT=close followed by the input's (stored).
-func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time, from record.Source) (string, error) {
+// with EMIT=close followed by the input's (stored). The aggregate's text
+// is returned in t.buf, valid until the next call.
+func (t *Transform) update(ctx context.Context, st transform.Store, k groupkey.Key, v any, expires time.Time, from record.Source) ([]byte, error) {
 	x, err := t.input(ctx, v)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	prev, ok, legacy, err := groupkey.Get(st, k)
 	if err != nil {
-		return "", fmt.Errorf("aggregate: reading the store: %w", err)
+		return nil, fmt.Errorf("aggregate: reading the store: %w", err)
 	}
 	if ok {
-		p, err := groupkey.Parse(aggOf(prev))
+		p, err := groupkey.ParseNum(aggOf(prev))
 		if err != nil {
-			return "", fmt.Errorf("aggregate: the store's %s of this key: %w", t.fn, err)
+			return nil, fmt.Errorf("aggregate: the store's %s of this key: %w", t.fn, err)
 		}
-		switch t.fn {
-		case "count", "sum":
-			x.Add(x, p)
-		case "min":
-			if p.Cmp(x) < 0 {
-				x = p
-			}
-		case "max":
-			if p.Cmp(x) > 0 {
-				x = p
-			}
-		}
+		x = combine(t.fn, x, p)
 	}
-	if err := groupkey.CheckBound(x, "the "+t.fn); err != nil {
+	if err := groupkey.CheckNumBound(x, "the "+t.fn); err != nil {
 		if t.field == nil {
-			return "", fmt.Errorf("aggregate: %w", err)
+			return nil, fmt.Errorf("aggregate: %w", err)
 		}
-		return "", fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
+		return nil, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
 	}
-	s := groupkey.Format(x)
-	if err := groupkey.Put(st, k, t.stored(s, from), expires, legacy); err != nil {
-		return "", fmt.Errorf("aggregate: writing the store: %w", err)
+	t.buf = t.stored(x.AppendText(t.buf[:0]), from)
+	if err := groupkey.Put(st, k, t.buf, expires, legacy); err != nil {
+		return nil, fmt.Errorf("aggregate: writing the store: %w", err)
 	}
-	return s, nil
+	return aggOf(t.buf), nil
+}
+
+// combine is the aggregate of the input x and the stored p.
+func combine(fn string, x, p groupkey.Num) groupkey.Num {
+	switch fn {
+	case "count", "sum":
+		return groupkey.Add(x, p)
+	case "min":
+		if groupkey.Cmp(p, x) < 0 {
+			return p
+		}
+	case "max":
+		if groupkey.Cmp(p, x) > 0 {
+			return p
+		}
+	}
+	return x
 }
 
 // input returns the number the record adds: 1 for count, FIELD's
 // otherwise, within the bound.
-func (t *Transform) input(ctx context.Context, v any) (*big.Rat, error) {
+func (t *Transform) input(ctx context.Context, v any) (groupkey.Num, error) {
 	if t.field == nil {
-		return big.NewRat(1, 1), nil
+		return groupkey.IntNum(1), nil
 	}
-	r, err := groupkey.First(ctx, t.field, v)
+	r, err := t.field.First(ctx, v)
 	if err != nil {
-		return nil, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
+		return groupkey.Num{}, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
 	}
-	x, err := groupkey.Number(r)
+	x, err := groupkey.NumOf(r)
 	if err != nil {
-		return nil, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
+		return groupkey.Num{}, fmt.Errorf("FIELD %s: %w", t.fieldExpr, err)
 	}
 	return x, nil
 }
 
 // encode returns {"key":js,"value":agg} with the window when one is set.
-func encode(js []byte, agg string, start, end time.Time) []byte {
+func encode(js, agg []byte, start, end time.Time) []byte {
 	b := make([]byte, 0, 32+len(js)+len(agg)+64)
 	b = append(b, `{"key":`...)
 	b = append(b, js...)

@@ -50,7 +50,7 @@ func (t *Transform) Closed(_ context.Context, c transform.Closing, out []*kgo.Re
 	end := start + t.window
 	return append(out, &kgo.Record{
 		Key:       windowKey(k.Out, start),
-		Value:     encode(k.JSON, string(agg), time.UnixMilli(start), time.UnixMilli(end)),
+		Value:     encode(k.JSON, agg, time.UnixMilli(start), time.UnixMilli(end)),
 		Timestamp: time.UnixMilli(end - 1),
 	}), from, nil
 }
@@ -82,15 +82,15 @@ func lastInput(v []byte, entry record.Source) ([]byte, record.Source, error) {
 	return agg, entry, nil
 }
 
-// stored is the entry of an aggregate: agg, and with EMIT=close and a
+// stored is the entry of an aggregate: agg, extended in place, and with EMIT=close and a
 // known input the input's offset and, unless from.Topic is empty (the
 // input is of the entry's own topic and partition, as without a
 // repartition hop), its partition and topic, each after a space.
-func (t *Transform) stored(agg string, from record.Source) []byte {
+func (t *Transform) stored(agg []byte, from record.Source) []byte {
 	if !t.close || from.Offset < 0 {
-		return []byte(agg)
+		return agg
 	}
-	b := strconv.AppendInt(append([]byte(agg), ' '), from.Offset, 10)
+	b := strconv.AppendInt(append(agg, ' '), from.Offset, 10)
 	if from.Topic == "" {
 		return b
 	}

@@ -55,6 +55,7 @@ type Settings struct {
 // Transform is one dedupe stage.
 type Transform struct {
 	by     *groupkey.By
+	values *groupkey.Picker // parses values for BY
 	window time.Duration
 	grace  time.Duration
 	store  string
@@ -76,7 +77,7 @@ func New(s *Settings) (transform.Transform, error) {
 	if err != nil {
 		return nil, jq.ExprError("BY", s.By, err)
 	}
-	return &Transform{by: by, window: s.Window, grace: s.Grace, store: s.Store, byKey: s.PartitionedByKey}, nil
+	return &Transform{by: by, values: groupkey.NewPicker(by.Expr()), window: s.Window, grace: s.Grace, store: s.Store, byKey: s.PartitionedByKey}, nil
 }
 
 // Ordered returns true: each id's records must run in order.
@@ -107,7 +108,7 @@ func (t *Transform) Process(ctx context.Context, _ record.Source, rec *kgo.Recor
 	}
 	var v any
 	if t.by.NeedsValue() {
-		if v, err = jq.ParseValue(rec.Value); err != nil {
+		if v, err = t.values.Parse(rec.Value); err != nil {
 			return out, err
 		}
 	}

@@ -16,8 +16,13 @@ import (
 // the session's (which take txn.Options.ClientID): how to reach the brokers
 // (TLS, SASL) and the client ID, so that the brokers see one id for all of
 // an instance's requests.
+//
+// Their metadata is at most 250ms old: franz-go answers an admin request's
+// metadata (kadm's ListTopics, ListOffsets) from a cache as old as
+// MetadataMinAge, 5s by default, so a changelog or repartition topic just
+// created would stay "not yet there" for 5s and hold up the start.
 func clientConn(cfg *config.Config, sec *security) []kgo.Opt {
-	opts := sec.connOpts()
+	opts := append(sec.connOpts(), kgo.MetadataMinAge(250*time.Millisecond))
 	if cfg.ClientID != "" {
 		opts = append(opts, kgo.ClientID(cfg.ClientID))
 	}

@@ -44,7 +44,8 @@ const (
 
 // By is a compiled BY setting.
 type By struct {
-	prog *jq.Program // nil: the record key
+	prog   *Expr   // nil: the record key
+	values *Picker // parses values for prog (Group)
 }
 
 // Compile compiles expr; an empty expr means the record key.
@@ -52,12 +53,15 @@ func Compile(expr string) (*By, error) {
 	if expr == "" {
 		return &By{}, nil
 	}
-	p, err := jq.Compile(expr)
+	p, err := CompileExpr(expr)
 	if err != nil {
 		return nil, err
 	}
-	return &By{prog: p}, nil
+	return &By{prog: p, values: NewPicker(p)}, nil
 }
+
+// Expr is the BY expression; nil for the record key.
+func (b *By) Expr() *Expr { return b.prog }
 
 // NeedsValue reports whether Key reads the parsed value.
 func (b *By) NeedsValue() bool { return b.prog != nil }
@@ -96,19 +100,20 @@ func (k Key) Legacy() []byte {
 	return strconv.AppendInt(append(append(make([]byte, 0, len(k.legacy)+21), k.legacy...), 0), k.start, 10)
 }
 
-// Key returns rec's group key. v is rec's parsed value when NeedsValue.
+// Key returns rec's group key. v is rec's parsed value (jq.ParseValue or
+// Picker.Parse) when NeedsValue.
 func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 	if b.prog == nil {
 		return RecordKey(rec.Key)
 	}
-	r, err := First(ctx, b.prog, v)
+	r, err := b.prog.First(ctx, v)
 	if err != nil {
 		return Key{}, fmt.Errorf("BY: %w", err)
 	}
 	if r == nil {
 		return Key{}, errors.New("BY: the expression gave null for the record")
 	}
-	js, err := json.Marshal(r)
+	js, err := keyJSON(r)
 	if err != nil {
 		return Key{}, fmt.Errorf("BY: encoding the key: %w", err)
 	}
@@ -117,6 +122,28 @@ func (b *By) Key(ctx context.Context, rec *kgo.Record, v any) (Key, error) {
 		k.Out = []byte(s)
 	}
 	return k, nil
+}
+
+// keyJSON is json.Marshal of a BY result: a string of printable ASCII
+// that encoding/json writes as it is (no quote, backslash, or <, > and &,
+// which it escapes for HTML) is quoted here directly; the rest goes
+// through json.Marshal.
+func keyJSON(r any) ([]byte, error) {
+	if s, ok := r.(string); ok && plainKey(s) {
+		return append(append(append(make([]byte, 0, len(s)+2), '"'), s...), '"'), nil
+	}
+	return json.Marshal(r)
+}
+
+// plainKey reports whether json.Marshal writes s as '"' + s + '"'.
+func plainKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < ' ' || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // Group returns the bytes rec's group is kept by, for a repartition hop
@@ -129,7 +156,7 @@ func (b *By) Group(ctx context.Context, rec *kgo.Record) ([]byte, error) {
 		}
 		return rec.Key, nil
 	}
-	v, err := jq.ParseValue(rec.Value)
+	v, err := b.values.Parse(rec.Value)
 	if err != nil {
 		return nil, err
 	}

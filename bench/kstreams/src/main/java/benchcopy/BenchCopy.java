@@ -11,20 +11,27 @@ import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
-import org.apache.kafka.streams.kstream.Consumed;
-import org.apache.kafka.streams.kstream.Produced;
 
 /**
- * The Kafka Streams baseline of `make bench`: copies every record of the
- * input topics to the output topic, exactly once (exactly_once_v2), with
- * ByteArray serdes and an identity topology, stream(inputs).to(output).
+ * The Kafka Streams baseline of `make bench`: by default copies every
+ * record of the input topics to the output topic, exactly once
+ * (exactly_once_v2), with ByteArray serdes and an identity topology,
+ * stream(inputs).to(output); or runs one of the stateful rows' topologies.
  * Every other setting is Kafka Streams' default: one stream thread,
  * auto.offset.reset=earliest, output records keep the input record's
  * timestamp.
  *
  * <pre>
- * java -jar kstreams-bench.jar BOOTSTRAP APPLICATION_ID IN1[,IN2...] OUT COMMIT_INTERVAL_MS STATE_DIR
+ * java -jar kstreams-bench.jar BOOTSTRAP APPLICATION_ID IN1[,IN2...] OUT COMMIT_INTERVAL_MS STATE_DIR [TOPOLOGY [THREADS [TABLE]]]
  * </pre>
+ *
+ * TOPOLOGY is identity (the default), or one of the stateful rows'
+ * counterparts in {@link Topologies}: count, sum, dedupe, join (join
+ * reads the customers table from the topic TABLE). THREADS is
+ * num.stream.threads (default 1). The stateful topologies run with
+ * statestore.cache.max.bytes=0, so that, as the processor does, every
+ * input emits its update (with the record cache, updates of one key
+ * between two commits are folded into one output).
  *
  * SIGTERM closes it cleanly (exit 0); an error in a stream thread, or the
  * client going to ERROR, exits 1.
@@ -33,10 +40,12 @@ public final class BenchCopy {
     private BenchCopy() {}
 
     public static void main(String[] args) throws InterruptedException {
-        if (args.length != 6) {
-            System.err.println("usage: BenchCopy BOOTSTRAP APPLICATION_ID IN1[,IN2...] OUT COMMIT_INTERVAL_MS STATE_DIR");
+        if (args.length < 6 || args.length > 9) {
+            System.err.println("usage: BenchCopy BOOTSTRAP APPLICATION_ID IN1[,IN2...] OUT COMMIT_INTERVAL_MS STATE_DIR [TOPOLOGY [THREADS [TABLE]]]");
             System.exit(2);
         }
+        String topology = args.length > 6 ? args[6] : "identity";
+        int threads = args.length > 7 ? Integer.parseInt(args[7]) : 1;
         List<String> inputs = Arrays.asList(args[2].split(","));
         Properties p = new Properties();
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
@@ -45,11 +54,29 @@ public final class BenchCopy {
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, Long.parseLong(args[4]));
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
-        p.put(StreamsConfig.STATE_DIR_CONFIG, args[5]); // where, not how: the topology has no state
+        p.put(StreamsConfig.STATE_DIR_CONFIG, args[5]); // the RocksDB stores of the stateful topologies
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, threads);
 
         StreamsBuilder b = new StreamsBuilder();
-        b.stream(inputs, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
-                .to(args[3], Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+        switch (topology) {
+            case "identity" -> Topologies.identity(b, inputs, args[3]);
+            case "count", "sum" -> Topologies.aggregate(b, inputs, args[3], topology.equals("sum"));
+            case "dedupe" -> Topologies.dedupe(b, inputs, args[3]);
+            case "join" -> {
+                if (args.length < 9) {
+                    System.err.println("BenchCopy: the join topology needs TABLE, the customers topic");
+                    System.exit(2);
+                }
+                Topologies.join(b, inputs, args[3], args[8]);
+            }
+            default -> {
+                System.err.println("BenchCopy: unknown topology " + topology + " (identity, count, sum, dedupe or join)");
+                System.exit(2);
+            }
+        }
+        if (!topology.equals("identity")) {
+            p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
+        }
 
         KafkaStreams streams = new KafkaStreams(b.build(), p);
         CountDownLatch stopped = new CountDownLatch(1);
