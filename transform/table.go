@@ -15,20 +15,31 @@ type Table interface {
 	Miss()
 }
 
-// Joiner is an optional interface of a transform that reads a table
-// topic (the join built-in): the processor keeps the table, restored
-// before any record of the input partitions assigned runs, and binds it
-// to the transform before the first record.
-type Joiner interface {
-	// JoinTable names the table topic, and whether every instance keeps
-	// all of it (global) rather than the partitions of the input it is
-	// assigned (co-partitioned).
-	JoinTable() (topic string, global bool)
-	// BindTable hands the transform its table.
-	BindTable(Table)
+// TableRef is a table topic a transform reads, and how it is kept.
+type TableRef struct {
+	// Topic is the table topic.
+	Topic string
+	// Global: every instance keeps all of it, rather than the partitions
+	// of the input it is assigned (co-partitioned).
+	Global bool
+	// TableSetting and ModeSetting are the transform's settings that name
+	// the table and its mode (the join's TABLE and MODE), which the
+	// processor's refusals name.
+	TableSetting, ModeSetting string
 }
 
-// JoinStage is a stage of a chain that reads a table (Joiner).
+// Joiner is an optional interface of a transform that reads table topics
+// (the join built-in, a wasm module with TABLES): the processor keeps
+// each table, restored before any record of the input partitions
+// assigned runs, and binds it to the transform before the first record.
+type Joiner interface {
+	// JoinTables names the tables the transform reads, each once.
+	JoinTables() []TableRef
+	// BindTable hands the transform the table of topic.
+	BindTable(topic string, t Table)
+}
+
+// JoinStage is a stage of a chain that reads tables (Joiner).
 type JoinStage struct {
 	Entry Entry
 	// Index is the stage's place in the chain, as Chain.Hop counts.
@@ -36,11 +47,12 @@ type JoinStage struct {
 	Joiner Joiner
 }
 
-// Joins returns the stages implementing Joiner, in chain order.
+// Joins returns the stages implementing Joiner that read a table, in
+// chain order (a wasm stage without TABLES reads none).
 func (c *Chain) Joins() []JoinStage {
 	var js []JoinStage
 	for i, s := range c.stages {
-		if j, ok := s.t.(Joiner); ok {
+		if j, ok := s.t.(Joiner); ok && len(j.JoinTables()) > 0 {
 			js = append(js, JoinStage{Entry: s.entry, Index: i, Joiner: j})
 		}
 	}

@@ -114,11 +114,17 @@ func New(s *Settings) (transform.Transform, error) {
 	return t, nil
 }
 
-// JoinTable implements transform.Joiner.
-func (t *Transform) JoinTable() (string, bool) { return t.table, t.global }
+// JoinTables implements transform.Joiner: the TABLE setting's topic.
+func (t *Transform) JoinTables() []transform.TableRef {
+	return []transform.TableRef{{Topic: t.table, Global: t.global, TableSetting: "TABLE", ModeSetting: "MODE"}}
+}
 
 // BindTable implements transform.Joiner.
-func (t *Transform) BindTable(tb transform.Table) { t.t = tb }
+func (t *Transform) BindTable(topic string, tb transform.Table) {
+	if topic == t.table {
+		t.t = tb
+	}
+}
 
 // Ordered returns true: a partition's records join the table in offset
 // order, so that a later record never sees an older table than an

@@ -58,7 +58,7 @@ func TestJoin(t *testing.T) {
 		1: {"c1": `{"name":"other partition"}`},
 	}}
 	inner := build(t, Settings{Table: "customers", Into: ".customer"})
-	inner.BindTable(tb)
+	inner.BindTable("customers", tb)
 	cases := []struct {
 		tr        *Transform
 		p         int32
@@ -78,7 +78,7 @@ func TestJoin(t *testing.T) {
 		{build(t, Settings{Table: "customers", Expr: `.record | select(.n > 1)`, Type: "left"}), 0, "c1", `{"n":1}`, "", true, 3},
 	}
 	for i, c := range cases {
-		c.tr.BindTable(tb)
+		c.tr.BindTable("customers", tb)
 		got, ok := run(t, c.tr, c.p, c.key, c.val)
 		if ok == c.filtered || got != c.want {
 			t.Errorf("case %d: got %q (passed %v), want %q (filtered %v)", i, got, ok, c.want, c.filtered)
@@ -105,8 +105,8 @@ func TestJoinSettings(t *testing.T) {
 		}
 	}
 	tr := build(t, Settings{Table: "t", Mode: "global", Into: ".a"})
-	if topic, global := tr.JoinTable(); topic != "t" || !global {
-		t.Fatalf("JoinTable %q %v", topic, global)
+	if refs := tr.JoinTables(); len(refs) != 1 || refs[0].Topic != "t" || !refs[0].Global {
+		t.Fatalf("JoinTables %+v", refs)
 	}
 	if _, err := tr.Process(context.Background(), record.Source{}, &kgo.Record{Value: []byte("{}")}, nil); !errors.Is(err, errNoTable) {
 		t.Fatalf("unbound: %v", err)
@@ -118,7 +118,7 @@ func TestJoinSettings(t *testing.T) {
 func TestJoinKeepsNumbers(t *testing.T) {
 	tb := &rows{parts: map[int32]map[string]string{0: {"c": `{"big":12345678901234567890123,"f":1.5,"e":1e400,"s":"<&>"}`}}}
 	tr := build(t, Settings{Table: "t", Into: ".r"})
-	tr.BindTable(tb)
+	tr.BindTable("t", tb)
 	got, _ := run(t, tr, 0, "c", `{"n":0.1,"m":-0}`)
 	if want := `{"m":-0,"n":0.1,"r":{"big":12345678901234567890123,"e":1e400,"f":1.5,"s":"<&>"}}`; got != want {
 		t.Fatalf("got %s, want %s", got, want)

@@ -125,7 +125,7 @@ func (inst *instance) closed(ctx context.Context, c transform.Closing, out []*kg
 		stream = -1
 	}
 	hs := inst.host
-	hs.begin(ctx)
+	hs.begin(ctx, -1)
 	hs.closing = true
 	defer hs.end()
 	inst.arm()

@@ -29,21 +29,24 @@ const (
 	resultError = uint64(^uint32(1)) // -2, the store failed; the host fails the record with its error
 )
 
-// hostFunc is one host function: its name, signature and Go code.
+// hostFunc is one host function: its name, signature and Go code, and
+// whether it reads a table (TABLES) rather than a state store (STORES).
 type hostFunc struct {
 	name            string
 	params, results []api.ValueType
 	fn              api.GoModuleFunc
+	table           bool
 }
 
 var hostFuncs = func() []hostFunc {
 	i32, i64 := api.ValueTypeI32, api.ValueTypeI64
 	return []hostFunc{
-		{"store_index", []api.ValueType{i32, i32}, []api.ValueType{i32}, hostStoreIndex},
-		{"store_get", []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}, hostStoreGet},
-		{"store_put", []api.ValueType{i32, i32, i32, i32, i32, i64}, []api.ValueType{i32}, hostStorePut},
-		{"store_delete", []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, hostStoreDelete},
-		{"stream_time", nil, []api.ValueType{i64}, hostStreamTime},
+		{"store_index", []api.ValueType{i32, i32}, []api.ValueType{i32}, hostStoreIndex, false},
+		{"store_get", []api.ValueType{i32, i32, i32, i32, i32}, []api.ValueType{i32}, hostStoreGet, false},
+		{"store_put", []api.ValueType{i32, i32, i32, i32, i32, i64}, []api.ValueType{i32}, hostStorePut, false},
+		{"store_delete", []api.ValueType{i32, i32, i32}, []api.ValueType{i32}, hostStoreDelete, false},
+		{"stream_time", nil, []api.ValueType{i64}, hostStreamTime, false},
+		{"table_lookup", []api.ValueType{i32, i32, i32, i32, i32, i32}, []api.ValueType{i32}, hostTableLookup, true},
 	}
 }()
 
@@ -60,8 +63,9 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 }
 
 // checkHostImport checks one import of the processor module: a known
-// function with its signature, and stores declared to use it.
-func checkHostImport(f api.FunctionDefinition, stores bool) error {
+// function with its signature, and stores (or tables, for table_lookup)
+// declared to use it.
+func checkHostImport(f api.FunctionDefinition, stores, tables bool) error {
 	_, name, _ := f.Import()
 	for _, h := range hostFuncs {
 		if h.name != name {
@@ -70,7 +74,10 @@ func checkHostImport(f api.FunctionDefinition, stores bool) error {
 		if !equalTypes(f.ParamTypes(), h.params) || !equalTypes(f.ResultTypes(), h.results) {
 			return fmt.Errorf("its import %s.%s has the wrong signature", HostModule, name)
 		}
-		if !stores {
+		if h.table && !tables {
+			return errNoTables{name}
+		}
+		if !h.table && !stores {
 			return errNoStores{name}
 		}
 		return nil
@@ -104,6 +111,14 @@ type errNoStores struct{ fn string }
 
 func (e errNoStores) Error() string {
 	return "it imports " + HostModule + "." + e.fn + ", a state store function, but no stores are declared"
+}
+
+// errNoTables: the module imports table_lookup, but the transform
+// declares no tables.
+type errNoTables struct{ fn string }
+
+func (e errNoTables) Error() string {
+	return "it imports " + HostModule + "." + e.fn + ", the table function, but no tables are declared"
 }
 
 // parseStores splits and checks the STORES setting: names that can be
@@ -166,6 +181,10 @@ type hostState struct {
 	// closing: the call is processor_closed, which may not reach the
 	// stores (the processor is deleting their expired entries).
 	closing bool
+
+	// part is the input partition of the record being processed: the
+	// table partition a co-partitioned table is read from.
+	part int32
 }
 
 type hostKey struct{}
@@ -181,9 +200,10 @@ func hostOf(ctx context.Context, fn string) *hostState {
 	return hs
 }
 
-// begin readies hs for one record, whose context is ctx.
-func (hs *hostState) begin(ctx context.Context) {
-	hs.rctx, hs.err, hs.fault, hs.closing = ctx, nil, nil, false
+// begin readies hs for one record of input partition part, whose
+// context is ctx.
+func (hs *hostState) begin(ctx context.Context, part int32) {
+	hs.rctx, hs.err, hs.fault, hs.closing, hs.part = ctx, nil, nil, false, part
 	hs.pending.reset()
 }
 

@@ -203,7 +203,7 @@ func (inst *instance) process(ctx context.Context, src record.Source, rec *kgo.R
 		return out, err
 	}
 	hs := inst.host
-	hs.begin(ctx)
+	hs.begin(ctx, src.Partition)
 	defer hs.end()
 	inst.arm()
 	err = inst.run(src, rec, n)

@@ -38,6 +38,11 @@
 // same transaction (transform.WindowEmitter), a timer or a window's
 // final result that is emitted exactly once.
 //
+// With TABLES the module may import table_lookup, which reads the row of
+// a key in a table topic the processor keeps as it keeps the join
+// transform's (transform.Joiner; lookup.go): a record sees each table as
+// this instance has read it when the record is processed.
+//
 // A trap, an exit, a deadline, or output that does not follow the ABI is
 // a transform error for the record; the instance involved is discarded
 // and a fresh one serves the next record. An error the guest returns is a
@@ -49,7 +54,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -111,6 +115,12 @@ type Settings struct {
 	// PROCESSOR_ORDERING=key needs: it runs records of different keys at
 	// once, and two of them writing one store key could lose an update.
 	StateByKey bool `setting:"STATE_BY_KEY" default:"false" doc:"the module keeps state only under keys that follow from the record key, so that PROCESSOR_ORDERING=key may run it; unset, key ordering is refused for it" form:"true or false"`
+	// Tables names the table topics the module reads with the
+	// processor.table_lookup host function (ABI.md, "Tables"), kept by the
+	// processor as the join transform's table is (docs/joins.md).
+	Tables string `setting:"TABLES" doc:"the table topics the module reads (its processor.table_lookup import), each kept locally and current as the join transform's table is; unset, none" form:"comma-separated distinct topic names such as customers,products"`
+	// TableMode is how every table of TABLES is kept, as the join's MODE.
+	TableMode string `setting:"TABLE_MODE" default:"co_partitioned" doc:"co_partitioned: partition p of each table is read by the records of input partition p (same partition count, same partitioner and key); global: every instance keeps every table whole" form:"co_partitioned or global"`
 }
 
 // Errors a record can fail with, for errors.Is. The message names the
@@ -158,6 +168,12 @@ type Transform struct {
 	stores []string
 	emit   []string // EmitStores
 	byKey  bool     // StateByKey
+	// tables are the TABLES setting's topics, read whole (global) or by
+	// the record's partition; bound are their tables, by index, once the
+	// processor binds them.
+	tables []string
+	global bool
+	bound  []transform.Table
 
 	mu     sync.Mutex
 	idle   []*instance
@@ -173,6 +189,7 @@ var (
 	_ transform.OutputLimiter = (*Transform)(nil)
 	_ io.Closer               = (*Transform)(nil)
 	_ transform.Stateful      = (*Transform)(nil)
+	_ transform.Joiner        = (*Transform)(nil)
 )
 
 // coreFeatures are the WebAssembly features a module may use: 2.0 without
@@ -190,31 +207,6 @@ const coreFeatures = api.CoreFeaturesV2 &^ api.CoreFeatureReferenceTypes
 // bad is the error refusing value for setting name, wanting want.
 func bad(name, value, want string) error {
 	return &settings.Error{Field: name, Value: value, Want: settings.Say(want)}
-}
-
-// readModule checks the settings' bounds and reads the module's bytes.
-func readModule(s *Settings) ([]byte, error) {
-	if s.Module == "" {
-		return nil, transform.Missing("MODULE", "")
-	}
-	if s.MaxMemory < minMemory || s.MaxMemory > maxMemory {
-		return nil, transform.Invalid("MAX_MEMORY", s.MaxMemory.String(), "")
-	}
-	if s.Timeout != 0 && (s.Timeout < minTimeout || s.Timeout > maxTimeout) {
-		return nil, transform.Invalid("TIMEOUT", s.Timeout.String(), "")
-	}
-	stores, err := parseStores(s.Stores)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := parseEmitStores(s.EmitStores, stores); err != nil {
-		return nil, err
-	}
-	bin, err := os.ReadFile(s.Module)
-	if err != nil {
-		return nil, bad("MODULE", s.Module, "a readable WebAssembly module file ("+firstLine(err)+")")
-	}
-	return bin, nil
 }
 
 // New loads, checks and compiles the module, and instantiates one instance
@@ -250,6 +242,8 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	t.stores, _ = parseStores(s.Stores) // checked by readModule
 	t.emit, _ = parseEmitStores(s.EmitStores, t.stores)
 	t.byKey = s.StateByKey
+	t.tables, _ = parseNames("TABLES", s.Tables)
+	t.global, t.bound = s.TableMode == "global", make([]transform.Table, len(t.tables))
 	fail := func(err error) (*Transform, error) {
 		_ = t.rt.Close(ctx)
 		return nil, err
@@ -257,7 +251,7 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, t.rt); err != nil {
 		return fail(fmt.Errorf("instantiating WASI: %w", err))
 	}
-	if len(t.stores) > 0 {
+	if len(t.stores) > 0 || len(t.tables) > 0 {
 		if err := instantiateHost(ctx, t.rt); err != nil {
 			return fail(err)
 		}
@@ -293,84 +287,6 @@ func newTransform(s *Settings, cache wazero.CompilationCache) (*Transform, error
 	return t, nil
 }
 
-// compile compiles bin into t.compiled and checks it against the ABI and
-// the settings s; its errors are the configuration errors to report.
-func (t *Transform) compile(ctx context.Context, s *Settings, bin []byte) error {
-	var err error
-	if t.compiled, err = t.rt.CompileModule(ctx, bin); err != nil {
-		want := "a valid WebAssembly module (" + firstLine(err) + ")"
-		if strings.Contains(err.Error(), "memory") && strings.Contains(err.Error(), "limit") {
-			return bad("MAX_MEMORY", s.MaxMemory.String(), "at least the module's minimum memory ("+firstLine(err)+")")
-		}
-		if strings.Contains(err.Error(), `feature "reference-types" is disabled`) {
-			want = "a WebAssembly module that does not use reference types, which the host turns off (" + firstLine(err) + ")"
-		}
-		return bad("MODULE", s.Module, want)
-	}
-	// wazero allocates a module's table when it instantiates it, one word
-	// an entry, however big the table is declared.
-	if n := tableSize(bin); n > maxTable {
-		return bad("MODULE", s.Module, fmt.Sprintf("a module whose table holds at most %d entries (it declares %d)", maxTable, n))
-	}
-	err = checkModule(t.compiled, len(t.stores) > 0)
-	if err == nil {
-		err = checkClosedExport(t.compiled, len(t.emit) > 0)
-	}
-	if err != nil {
-		var none errNoStores
-		if errors.As(err, &none) {
-			return transform.Missing("STORES", " (the module imports "+HostModule+"."+none.fn+", a state store function)")
-		}
-		return bad("MODULE", s.Module, "a module implementing the processor's wasm ABI version 1 (see transform/wasm/ABI.md): "+err.Error())
-	}
-	return nil
-}
-
-// checkModule checks the module's exports and imports against the ABI
-// before anything runs. stores says whether the transform declares state
-// stores, which the processor import module's functions need.
-func checkModule(m wazero.CompiledModule, stores bool) error {
-	i32 := api.ValueTypeI32
-	want := []struct {
-		name            string
-		params, results []api.ValueType
-	}{
-		{"processor_abi_version", nil, []api.ValueType{i32}},
-		{"processor_alloc", []api.ValueType{i32}, []api.ValueType{i32}},
-		{"processor_process", []api.ValueType{i32, i32}, []api.ValueType{i32}},
-	}
-	exports := m.ExportedFunctions()
-	if _, cmd := exports["_start"]; cmd {
-		if _, reactor := exports["_initialize"]; !reactor {
-			return errors.New("it is a WASI command (it exports _start, not _initialize); build a Go plugin as a reactor with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared")
-		}
-	}
-	for _, w := range want {
-		f, ok := exports[w.name]
-		if !ok {
-			return fmt.Errorf("it does not export %s", w.name)
-		}
-		if !slices.Equal(f.ParamTypes(), w.params) || !slices.Equal(f.ResultTypes(), w.results) {
-			return fmt.Errorf("its %s has the wrong signature", w.name)
-		}
-	}
-	if _, ok := m.ExportedMemories()["memory"]; !ok {
-		return errors.New(`it does not export its memory as "memory"`)
-	}
-	for _, f := range m.ImportedFunctions() {
-		switch mod, name, _ := f.Import(); mod {
-		case wasi_snapshot_preview1.ModuleName:
-		case HostModule:
-			if err := checkHostImport(f, stores); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("it imports %s.%s; only %s and %s are provided", mod, name, wasi_snapshot_preview1.ModuleName, HostModule)
-		}
-	}
-	return nil
-}
-
 // LimitOutputBytes sets the most that the outputs of one record may hold,
 // counted as transform.Size counts them; until the chain calls it, it is
 // transform.DefaultMaxOutputBytes. It implements transform.OutputLimiter:
@@ -380,11 +296,13 @@ func checkModule(m wazero.CompiledModule, stores bool) error {
 // output followed the ABI.
 func (t *Transform) LimitOutputBytes(n int64) { t.maxRecord.Store(n) }
 
-// Ordered reports whether the module uses state stores (STORES): a
-// stateful transform must see each key's records in order. Without
-// stores it returns false, and the transform runs as any stateless one.
+// Ordered reports whether the module uses state stores (STORES) or
+// tables (TABLES): a stateful transform must see each key's records in
+// order, and a partition's records read a table in offset order, so that
+// a later record never sees an older table than an earlier one did.
+// Without either it returns false, and the transform runs as any stateless one.
 // It implements transform.Ordered.
-func (t *Transform) Ordered() bool { return len(t.stores) > 0 }
+func (t *Transform) Ordered() bool { return len(t.stores) > 0 || len(t.tables) > 0 }
 
 // Stores returns the STORES setting's names, or nil when it is unset, so
 // that a module without stores makes no chain stateful. It implements

@@ -439,7 +439,8 @@ func TestSettingsDeclared(t *testing.T) {
 	for _, f := range spec.Fields() {
 		defaults[f.Name] = f.Default
 	}
-	if want := map[string]string{"MODULE": "", "MAX_MEMORY": "64MiB", "TIMEOUT": "100ms", "ALLOW_CLOCK": "false", "STORES": "", "EMIT_STORES": "", "STATE_BY_KEY": "false"}; !maps.Equal(defaults, want) {
+	if want := map[string]string{"MODULE": "", "MAX_MEMORY": "64MiB", "TIMEOUT": "100ms", "ALLOW_CLOCK": "false", "STORES": "", "EMIT_STORES": "", "STATE_BY_KEY": "false",
+		"TABLES": "", "TABLE_MODE": "co_partitioned"}; !maps.Equal(defaults, want) {
 		t.Errorf("defaults %v, want %v", defaults, want)
 	}
 	_, err := transformtest.Build("wasm", map[string]string{"MODULE": "x.wasm", "MAX_MEMORY": "lots"})

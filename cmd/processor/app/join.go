@@ -28,17 +28,19 @@ func checkJoins(chain *transform.Chain) error {
 	at, _, hop := chain.Hop()
 	modes := map[string]bool{}
 	for _, j := range chain.Joins() {
-		topic, global := j.Joiner.JoinTable()
-		mode := PluginVar(j.Entry.Plugin(), "MODE")
-		if !global && hop && j.Index >= at {
-			return &settings.Error{Var: mode, Value: "co_partitioned",
-				Want: settings.Say("global for a join after a stage that repartitions the records by a group key: co-partitioned, partition p of the table is joined with partition p of the input")}
+		for _, r := range j.Joiner.JoinTables() {
+			topic, global := r.Topic, r.Global
+			mode := PluginVar(j.Entry.Plugin(), r.ModeSetting)
+			if !global && hop && j.Index >= at {
+				return &settings.Error{Var: mode, Value: "co_partitioned",
+					Want: settings.Say("global for a table read after a stage that repartitions the records by a group key: co-partitioned, partition p of the table is joined with partition p of the input")}
+			}
+			if g, seen := modes[topic]; seen && g != global {
+				return &settings.Error{Var: mode, Value: map[bool]string{true: "global", false: "co_partitioned"}[global],
+					Want: settings.Say("the mode of the other stage reading table " + topic + ": a table is kept one way")}
+			}
+			modes[topic] = global
 		}
-		if g, seen := modes[topic]; seen && g != global {
-			return &settings.Error{Var: mode, Value: map[bool]string{true: "global", false: "co_partitioned"}[global],
-				Want: settings.Say("the mode of the other join of table " + topic + ": a table is kept one way")}
-		}
-		modes[topic] = global
 	}
 	return nil
 }
@@ -108,8 +110,8 @@ func openTables(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chains 
 		return nil, fmt.Errorf("registering the join metrics: %w", err)
 	}
 	byTopic := map[string]*state.Table{}
-	for _, j := range joins {
-		topic, global := j.Joiner.JoinTable()
+	for _, r := range tableRefs(joins) {
+		topic, global := r.ref.Topic, r.ref.Global
 		if byTopic[topic] != nil {
 			continue
 		}
@@ -126,8 +128,9 @@ func openTables(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chains 
 	}
 	for _, c := range chains {
 		for _, j := range c.Joins() {
-			topic, _ := j.Joiner.JoinTable()
-			j.Joiner.BindTable(byTopic[topic])
+			for _, r := range j.Joiner.JoinTables() {
+				j.Joiner.BindTable(r.Topic, byTopic[r.Topic])
+			}
 		}
 	}
 	return ts, nil
@@ -143,15 +146,15 @@ func checkCoPartitioned(ctx context.Context, conn []kgo.Opt, inputs []string, jo
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	for _, j := range joins {
-		topic, global := j.Joiner.JoinTable()
+	for _, r := range tableRefs(joins) {
+		topic, global, plugin := r.ref.Topic, r.ref.Global, r.stage.Entry.Plugin()
 		td, err := adm.ListTopics(ctx, append([]string{topic}, inputs...)...)
 		if err != nil {
 			return fmt.Errorf("reading the table topic %s: %w", topic, err)
 		}
 		tt, ok := td[topic]
 		if !ok || errors.Is(tt.Err, kerr.UnknownTopicOrPartition) {
-			return &settings.Error{Var: PluginVar(j.Entry.Plugin(), "TABLE"), Value: topic, Want: settings.Say("an existing topic")}
+			return &settings.Error{Var: PluginVar(plugin, r.ref.TableSetting), Value: topic, Want: settings.Say("an existing topic")}
 		}
 		if tt.Err != nil {
 			return fmt.Errorf("reading the table topic %s: %w", topic, tt.Err)
@@ -162,12 +165,29 @@ func checkCoPartitioned(ctx context.Context, conn []kgo.Opt, inputs []string, jo
 			}
 			it, ok := td[in]
 			if ok && it.Err == nil && len(it.Partitions) != len(tt.Partitions) {
-				return &joinPartitionsError{setting: PluginVar(j.Entry.Plugin(), "MODE"), table: topic, input: in,
+				return &joinPartitionsError{setting: PluginVar(plugin, r.ref.ModeSetting), table: topic, input: in,
 					tableParts: len(tt.Partitions), inputParts: len(it.Partitions)}
 			}
 		}
 	}
 	return nil
+}
+
+// stageTable is one table a stage reads.
+type stageTable struct {
+	stage transform.JoinStage
+	ref   transform.TableRef
+}
+
+// tableRefs lists the tables the stages read, in chain order.
+func tableRefs(joins []transform.JoinStage) []stageTable {
+	var out []stageTable
+	for _, j := range joins {
+		for _, r := range j.Joiner.JoinTables() {
+			out = append(out, stageTable{j, r})
+		}
+	}
+	return out
 }
 
 // joinExit is the exit code of a failure of openTables.

@@ -169,7 +169,7 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 	if js := s.chains[0].Joins(); len(js) > 0 {
 		s.closeChains()
 		return fail(&settings.Error{Var: config.EnvName("TRANSFORMS"), Value: js[0].Entry.String(),
-			Want: settings.Say("a chain without a join: replaying through a join is not supported yet")})
+			Want: settings.Say("a chain without a stage reading a table (a join, a wasm stage with TABLES): replaying through one is not supported yet")})
 	}
 	for _, check := range []func() error{
 		func() error {

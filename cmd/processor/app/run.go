@@ -232,7 +232,7 @@ func (s *startup) openStores(ctx context.Context, ep *endpoints, brokers []strin
 		return nil, nil, nil, stateExit(err, log), false
 	}
 	if len(chain.Joins()) > 0 {
-		ep.starting("opening the join tables")
+		ep.starting("opening the tables")
 	}
 	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, s.sec)...)
 	ts, err = openTables(ctx, cfg, conn, s.chains, s.sch.tableDecoder(ctx), promReg, log)

@@ -21,7 +21,7 @@
 // processor_alloc, processor_process, processor_closed) with
 // //go:wasmexport when built for wasip1, and imports the state store
 // host functions (processor.store_*) only when a plugin uses a
-// StateStore; on other platforms it compiles
+// StateStore, and processor.table_lookup only when it calls Lookup; on other platforms it compiles
 // too, so a plugin's logic can be unit-tested natively by calling its
 // function directly (its stores are then maps).
 //
@@ -48,6 +48,11 @@
 // Delete reach the partition of the record being processed; a record's
 // writes count only when it succeeds. See StateStore and
 // examples/wasm/count.
+//
+// Tables: Lookup reads the row of a key in a table topic the processor
+// keeps as it keeps the join transform's (declared in the wasm
+// transform's TABLES setting): the table as this instance has read it
+// when the record is processed. See examples/wasm/enrichjoin.
 //
 // Cost: under the host's deadline (the wasm transform's TIMEOUT) every loop
 // iteration and most branches of Go code compiled to WebAssembly cost
