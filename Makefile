@@ -242,11 +242,14 @@ chaos-postgres: build
 
 # The side-by-side benchmark (bench/run; docs/benchmarks.md): the bare
 # franz-go copier, the processor (exactly once, at least once, a jq chain at
-# 1 worker and at all cores, and the jq chain on Avro in and out at all
-# cores, with a schema registry of its own) and Kafka Streams 4.4.0 drain the same input on
-# the local Apache Kafka broker if it is up (make kafka-up), else on a kfake
-# devbroker. BENCH=quick (default, under 5 minutes) or BENCH=full; more
-# flags with BENCH_FLAGS, e.g. BENCH_FLAGS='-records 200000 -rounds 3'.
+# 1 worker and at all cores, the jq chain on Avro in and out at all cores
+# with a schema registry of its own, the stateful rows, the join and the
+# http transform at 1, 8 and 32 in flight) and Kafka Streams 4.4.0
+# (identity, count, sum, dedupe, join) drain the same input on the local
+# Apache Kafka broker if it is up (make kafka-up), else on a kfake
+# devbroker. BENCH=quick (default: 50,000 records per size, 2 rounds) or
+# BENCH=full; more flags with BENCH_FLAGS, e.g. BENCH_FLAGS='-records
+# 200000 -rounds 3 -systems copier,processor,kstreams' for fewer rows.
 # Prints one Markdown table and writes it to bench/results/latest.md, with
 # BENCH_NOTE (e.g. BENCH_NOTE='quiet machine') among its conditions.
 BENCH       ?= quick
