@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -63,6 +64,31 @@ type fetcher struct {
 	out   chan<- fetched
 	parts []*restoring
 	pos   map[*restoring]int64
+}
+
+// startFetch starts a fetcher over the partitions of plan not yet at
+// their ends and returns its responses, one applied while the next is
+// read, and stop, which ends the fetcher and waits for it; out is nil
+// when every partition is already read.
+func startFetch(ctx context.Context, cl *kgo.Client, plan iter.Seq[*restoring]) (out <-chan fetched, stop func()) {
+	ch := make(chan fetched, 1)
+	f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: ch, pos: map[*restoring]int64{}}
+	for r := range plan {
+		if r.pos < r.end {
+			f.parts = append(f.parts, r)
+			f.pos[r] = r.pos
+		}
+	}
+	if len(f.parts) == 0 {
+		return nil, func() {}
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	go f.run(fctx)
+	return ch, func() {
+		cancel()
+		for range ch { // the fetcher stops at its next send
+		}
+	}
 }
 
 // run fetches until every partition reached its end, ctx ends or a fetch

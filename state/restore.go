@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -199,24 +200,11 @@ func (m *Manager) storeOf(topic string) string {
 // RestoreBatch records and at each partition's end. A partition is read
 // when the fetch position reached its end, whatever the last record was.
 func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*restoring) error {
-	out := make(chan fetched, 1) // one response applied while the next is read
-	f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: out, pos: map[*restoring]int64{}}
-	for _, r := range plan {
-		if r.pos < r.end {
-			f.parts = append(f.parts, r)
-			f.pos[r] = r.pos
-		}
-	}
-	if len(f.parts) == 0 {
+	out, stop := startFetch(ctx, cl, maps.Values(plan))
+	if out == nil {
 		return nil
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer func() {
-		cancel()
-		for range out { // the fetcher stops at its next send
-		}
-	}()
-	go f.run(fctx)
+	defer stop()
 	for x := range out {
 		var err error
 		switch {
@@ -234,7 +222,7 @@ func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*resto
 		}
 	}
 	left := 0
-	for _, r := range f.parts {
+	for _, r := range plan {
 		if r.pos < r.end {
 			left++
 		}

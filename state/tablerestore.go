@@ -167,24 +167,11 @@ func rebuildWhy(st partState, id [16]byte, start, end int64, damaged bool) strin
 // read reads the partitions of plan from their positions to their ends
 // (see fetcher), applying each response's rows with its checkpoint.
 func (t *Table) read(ctx context.Context, cl *kgo.Client, plan []*restoring) error {
-	out := make(chan fetched, 1)
-	f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: out, pos: map[*restoring]int64{}}
-	for _, r := range plan {
-		if r.pos < r.end {
-			f.parts = append(f.parts, r)
-			f.pos[r] = r.pos
-		}
-	}
-	if len(f.parts) == 0 {
+	out, stop := startFetch(ctx, cl, slices.Values(plan))
+	if out == nil {
 		return nil
 	}
-	fctx, cancel := context.WithCancel(ctx)
-	defer func() {
-		cancel()
-		for range out { // the fetcher stops at its next send
-		}
-	}()
-	go f.run(fctx)
+	defer stop()
 	for x := range out {
 		var err error
 		switch {
@@ -202,7 +189,7 @@ func (t *Table) read(ctx context.Context, cl *kgo.Client, plan []*restoring) err
 			return err
 		}
 	}
-	for _, r := range f.parts {
+	for _, r := range plan {
 		if r.pos < r.end {
 			return fmt.Errorf("state: restoring table %s interrupted with partition %d at %d of %d: %w", t.o.Topic, r.p.partition, r.pos, r.end, context.Cause(ctx))
 		}
