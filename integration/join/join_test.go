@@ -71,6 +71,27 @@ func (r *joinRig) writeTable(t *testing.T, kv map[string]string, commit bool) {
 	}
 }
 
+// churn changes the table while the processor runs: version 2 of the
+// rows of c0 to c<updated-1> and tombstones for c<updated> to
+// c<deleted-1>, in one committed transaction, then an aborted one that
+// would change the rows of aborted.
+func (r *joinRig) churn(t *testing.T, updated, deleted int, aborted ...string) {
+	t.Helper()
+	upd := map[string]string{}
+	for i := range updated {
+		upd["c"+strconv.Itoa(i)] = fmt.Sprintf(`{"name":"n%d","v":2}`, i)
+	}
+	for i := updated; i < deleted; i++ {
+		upd["c"+strconv.Itoa(i)] = ""
+	}
+	r.writeTable(t, upd, true)
+	ab := map[string]string{}
+	for _, k := range aborted {
+		ab[k] = `{"v":"aborted"}`
+	}
+	r.writeTable(t, ab, false)
+}
+
 // produceOrders writes orders from to to-1, order i of customer c<i%customers+5>
 // (the last five have no row ever), and notes the row each must carry.
 func (r *joinRig) produceOrders(t *testing.T, from, to int) {
@@ -212,15 +233,7 @@ func TestJoinExactlyOnce(t *testing.T) {
 				r.produceOrders(t, 0, 300)
 				tg.WaitCaughtUp(t, r.group, r.in)
 
-				upd := map[string]string{}
-				for i := range 10 {
-					upd["c"+strconv.Itoa(i)] = fmt.Sprintf(`{"name":"n%d","v":2}`, i)
-				}
-				for i := 10; i < 15; i++ {
-					upd["c"+strconv.Itoa(i)] = ""
-				}
-				r.writeTable(t, upd, true)
-				r.writeTable(t, map[string]string{"c1": `{"v":"aborted"}`, "c12": `{"v":"aborted"}`}, false)
+				r.churn(t, 10, 15, "c1", "c12")
 				r.tableCurrent(t, addr, tableParts)
 				r.produceOrders(t, 300, 450)
 				time.Sleep(300 * time.Millisecond)

@@ -74,15 +74,7 @@ func TestWasmTableExactlyOnce(t *testing.T) {
 				r.produceOrders(t, 100, 200)
 				tg.WaitCaughtUp(t, r.group, r.in)
 
-				upd := map[string]string{}
-				for i := range 8 {
-					upd["c"+strconv.Itoa(i)] = fmt.Sprintf(`{"name":"n%d","v":2}`, i)
-				}
-				for i := 8; i < 12; i++ {
-					upd["c"+strconv.Itoa(i)] = ""
-				}
-				r.writeTable(t, upd, true)
-				r.writeTable(t, map[string]string{"c1": `{"v":"aborted"}`, "c9": `{"v":"aborted"}`}, false)
+				r.churn(t, 8, 12, "c1", "c9")
 				r.tableCurrent(t, addr, tableParts)
 				r.produceOrders(t, 200, 350)
 				time.Sleep(300 * time.Millisecond)
