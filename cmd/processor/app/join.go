@@ -117,7 +117,7 @@ func openTables(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chains 
 		}
 		dir := filepath.Join(cfg.StateDir, "tables", topic)
 		t, err := state.OpenTable(state.TableOptions{Dir: dir, Topic: topic, Global: global, ClientOpts: conn,
-			Decode: decode, Logger: log, OnFatal: func(err error) { os.Exit(stateExit(err, log)) }})
+			Decode: decode, Logger: log, CacheBytes: int64(cfg.StateCacheBytes), OnFatal: func(err error) { os.Exit(stateExit(err, log)) }})
 		if err != nil {
 			ts.close()
 			return nil, fmt.Errorf("opening table %s in %s: %w", topic, dir, err)

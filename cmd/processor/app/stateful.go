@@ -65,7 +65,7 @@ func openState(ctx context.Context, cfg *config.Config, sec *security, brokers [
 	}
 	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, sec)...)
 	m, err := state.Open(state.Options{Dir: cfg.StateDir, Group: cfg.Group, Stores: stores,
-		ClientOpts: conn, Registerer: promReg, Logger: log,
+		ClientOpts: conn, Registerer: promReg, Logger: log, CacheBytes: int64(cfg.StateCacheBytes),
 		// The local store failed where it cannot go on: exit 2 for a
 		// directory that cannot be used, 1 (rebuilt at the next start)
 		// for damage.
