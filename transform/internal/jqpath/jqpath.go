@@ -1,11 +1,12 @@
 // Package jqpath reads the commonest jq expression, a path of constant
 // object keys (.amount_cents, .customer.id, ."a b"), straight from a
 // parsed JSON value, without running it in gojq. The jq transform's
-// steps (assignments and deletions at constant paths) and the stateful
-// built-ins' BY and FIELD (package groupkey) both read such paths; they
+// steps (assignments and deletions at constant paths, and the keys its
+// direct evaluator indexes by) and the stateful built-ins' BY and FIELD
+// (package groupkey) both read such paths; they
 // share this one reading, so that what counts as a constant path, and
 // what it yields, is the same in both. Package jq's differential tests
-// (FuzzJQDiff) and groupkey's (TestExprAsGojq) hold it to gojq.
+// (FuzzJQDiff, FuzzSteps) and groupkey's (TestExprAsGojq) hold it to gojq.
 package jqpath
 
 import "github.com/itchyny/gojq"
