@@ -195,7 +195,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 	}()
 	rp, closeHop, err := s.openHop(ctx, st != nil, brokers)
 	if err != nil {
-		return stateExit(err, log), false
+		return storeExit(err, log), false
 	}
 	defer closeHop()
 	in, err := s.prep.build(brokers, promReg, reached{db: db, state: st, hop: rp, tables: ts})
@@ -229,18 +229,17 @@ func (s *startup) openStores(ctx context.Context, ep *endpoints, brokers []strin
 	}
 	st, err := openState(ctx, cfg, s.sec, brokers, chain, promReg, log)
 	if err != nil {
-		return nil, nil, nil, stateExit(err, log), false
+		return nil, nil, nil, storeExit(err, log), false
 	}
 	if len(chain.Joins()) > 0 {
 		ep.starting("opening the tables")
 	}
-	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, s.sec)...)
-	ts, err = openTables(ctx, cfg, conn, s.chains, s.sch.tableDecoder(ctx), promReg, log)
+	ts, err = openTables(ctx, cfg, dialConn(cfg, s.sec, brokers), s.chains, s.sch.tableDecoder(ctx), promReg, log)
 	if err != nil {
 		if st != nil {
 			_ = st.Close()
 		}
-		return nil, nil, nil, joinExit(err, log), false
+		return nil, nil, nil, storeExit(err, log), false
 	}
 	return st, ts, func() {
 		ts.close()
@@ -268,7 +267,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) 
 	if !stateful {
 		return nil, func() {}, nil
 	}
-	rp, close, err = openRepartition(ctx, s.cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, s.sec.connOpts()...), s.chains[0])
+	rp, close, err = openRepartition(ctx, s.cfg, append(kafkaConn{kgo.SeedBrokers(brokers...)}, s.sec.connOpts()...), s.chains[0])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -282,7 +281,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) 
 // cancels, a channel that a second one closes (give up finishing the open
 // transaction), and a function that stops listening.
 func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
-	ctx, stopFirst := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stopFirst := signalContext()
 	second := make(chan struct{})
 	quit := make(chan struct{})
 	go func() {
@@ -308,6 +307,14 @@ func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
 			stopFirst()
 		})
 	}
+}
+
+// signalContext is a context that SIGINT or SIGTERM ends: handleSignals'
+// first signal, and all the signal handling of the commands that stop at
+// once (processor offsets, processor replay; a replay resumes where it
+// stopped).
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // connectBrokers returns the seed brokers, starting the embedded broker
