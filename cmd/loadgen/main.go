@@ -27,15 +27,14 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/backoff"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/internal/sample"
 )
 
@@ -54,7 +53,7 @@ type config struct {
 func main() {
 	c := parseFlags()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 
 	cl, err := kgo.NewClient(

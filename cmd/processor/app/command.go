@@ -9,7 +9,7 @@ import (
 
 // The flags of the commands that work on a running processor's cluster
 // (processor offsets, processor replay): read alike, with the same usage
-// and exit codes. They stop on a signal (signalContext) and reach the
+// and exit codes. They stop on a signal (interrupt.Context) and reach the
 // brokers through toolBrokers and kafkaConn.
 
 // newFlags returns the flag set of command name: it returns its errors

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/offsets"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
@@ -80,7 +81,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 			return exitConfig
 		}
 	}
-	ctx, stop := signalContext()
+	ctx, stop := interrupt.Context()
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, offsetsTimeout)
 	defer cancel()

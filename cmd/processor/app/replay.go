@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/offsets"
 	"github.com/streamproc/processor/replay"
 	"github.com/streamproc/processor/settings"
@@ -106,7 +107,7 @@ func runReplay(args []string, reg *transform.Registry, stdout, stderr io.Writer)
 	if !ok {
 		return code
 	}
-	ctx, stop := signalContext()
+	ctx, stop := interrupt.Context()
 	defer stop()
 	s, code := setUpReplay(reg, f, stderr)
 	if s == nil {

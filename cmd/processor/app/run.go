@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
@@ -281,7 +281,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) 
 // cancels, a channel that a second one closes (give up finishing the open
 // transaction), and a function that stops listening.
 func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
-	ctx, stopFirst := signalContext()
+	ctx, stopFirst := interrupt.Context()
 	second := make(chan struct{})
 	quit := make(chan struct{})
 	go func() {
@@ -291,7 +291,7 @@ func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
 			return
 		}
 		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM) // before stopFirst, so no signal goes unhandled
+		signal.Notify(c, interrupt.Signals()...) // before stopFirst, so no signal goes unhandled
 		defer signal.Stop(c)
 		stopFirst()
 		select {
@@ -307,14 +307,6 @@ func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
 			stopFirst()
 		})
 	}
-}
-
-// signalContext is a context that SIGINT or SIGTERM ends: handleSignals'
-// first signal, and all the signal handling of the commands that stop at
-// once (processor offsets, processor replay; a replay resumes where it
-// stopped).
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 // connectBrokers returns the seed brokers, starting the embedded broker
