@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/interrupt"
@@ -267,7 +266,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) 
 	if !stateful {
 		return nil, func() {}, nil
 	}
-	rp, close, err = openRepartition(ctx, s.cfg, append(kafkaConn{kgo.SeedBrokers(brokers...)}, s.sec.connOpts()...), s.chains[0])
+	rp, close, err = openRepartition(ctx, s.cfg, dialConn(s.cfg, s.sec, brokers), s.chains[0])
 	if err != nil {
 		return nil, nil, err
 	}
