@@ -1,5 +1,5 @@
 // Package repo finds the project's own files (the scripts under
-// integration/ that the test helpers run) from the helpers' source,
+// integration/ that pgtest and interop run) from the testkit's source,
 // whatever folder go test runs a test in.
 package repo
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// Path finds the checkout's go.mod, the module's, and the scripts the
-// helpers run.
+// Path finds the checkout's go.mod, the module's, and the scripts pgtest
+// and interop run.
 func TestPathFindsTheCheckout(t *testing.T) {
 	mod, err := os.ReadFile(Path(t, "go.mod"))
 	if err != nil {
