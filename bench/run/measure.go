@@ -105,9 +105,12 @@ func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpe
 	return m.r
 }
 
-// phase notes that a phase of the run ended, for the log.
+// phase notes that a phase of the run ended, for the log: seconds since
+// the run began, and the wall clock (UTC), which the system's own log
+// lines can be read against.
 func (m *measurement) phase(name string) {
-	m.phases = append(m.phases, fmt.Sprintf("%s %.2fs", name, time.Since(m.t0).Seconds()))
+	now := time.Now()
+	m.phases = append(m.phases, fmt.Sprintf("%s %.2fs (%s)", name, now.Sub(m.t0).Seconds(), now.UTC().Format("15:04:05.000")))
 }
 
 // fail ends the run as failed, saying why.

@@ -54,6 +54,7 @@ func (m *measurement) recoverPhase(ctx context.Context) *result {
 	// latency phase does not pass for the first output after the restart.
 	rd.setLiveFrom(t0.Truncate(time.Millisecond))
 	before := rd.live.Load()
+	m.phase("restarting")
 	p, err := launch.Start(context.Background(), c)
 	if err != nil {
 		return m.fail("restarting: %v", err)
