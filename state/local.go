@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // The local store is one Pebble database holding every store partition.
@@ -65,7 +66,11 @@ type local struct {
 func openLocal(dir string, onFatal func(error)) (*local, error) {
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref() // the database holds its own reference
-	db, err := pebble.Open(dir, &pebble.Options{Logger: storeLogger{dir: dir, onFatal: onFatal}, Cache: cache, MemTableSize: memTableBytes})
+	opts := &pebble.Options{Logger: storeLogger{dir: dir, onFatal: onFatal}, Cache: cache, MemTableSize: memTableBytes}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the local store in %s: %w", dir, err)
 	}

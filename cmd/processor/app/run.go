@@ -268,7 +268,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) 
 	if !stateful {
 		return nil, func() {}, nil
 	}
-	rp, close, err = openRepartition(ctx, s.cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, s.sec.connOpts()...), s.chains[0])
+	rp, close, err = openRepartition(ctx, s.cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(s.cfg, s.sec)...), s.chains[0])
 	if err != nil {
 		return nil, nil, err
 	}
