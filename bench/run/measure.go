@@ -28,7 +28,7 @@ type result struct {
 	lat      []time.Duration
 	liveSent int
 	ready    time.Duration // with -crash: from the restart after SIGKILL to the first new output
-	restored int64         // with -crash: changelog records the restart's restores logged; -1 when none
+	restored int64         // with a restart after SIGKILL: changelog records its restores logged; -1 when none
 	outputs  int64         // output records a read_committed reader saw
 	expected int64         // input records, the warm-up and the latency phase's
 	warnings []string

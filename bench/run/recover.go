@@ -21,13 +21,14 @@ func crashes(o options, s *runSpec) bool { return (o.crash || s.sys.restore) && 
 // recoverPhase is step 5b, with -crash or on a restore row: after the
 // latency phase it kills the system (SIGKILL, no shutdown), starts it
 // again with the same group (a static member: runSpec.member), settings
-// and state directory (wiped first on a -wiped restore row), and writes a probe record every
-// probeEvery to the live topic; the time from the restart until the
-// reader sees the first probe on the output is the time to ready after a
-// crash (start, group join, restoring or checking the state, the first
-// transaction). It then waits for every probe, so that the output count
-// check covers the crash too. It returns the result when the run ends
-// there, nil to go on.
+// and state directory (wiped first on a -wiped restore row), and writes
+// a probe record every probeEvery to the live topic; the time from the
+// restart until the reader sees the first probe on the output is the time
+// to ready after a crash (start, group join, restoring or checking the
+// state, the first transaction). It then waits for every probe, so that
+// the output count check covers the crash too, and reads from the log
+// how many changelog records the restart restored. It returns the result
+// when the run ends there, nil to go on.
 func (m *measurement) recoverPhase(ctx context.Context) *result {
 	if !crashes(m.o, m.s) {
 		return nil
