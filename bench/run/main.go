@@ -23,16 +23,15 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/internal/sample"
 )
 
@@ -133,7 +132,7 @@ func main() {
 		fatalf(2, "-records, -rounds, -partitions, -live-rate and -live-for must be positive")
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 	if err := run(ctx, o); err != nil {
 		fatalf(1, "%v", err)
