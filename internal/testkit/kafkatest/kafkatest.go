@@ -227,19 +227,24 @@ func (c *Cluster) EndOffsets(t testing.TB, topic string) map[int32]int64 {
 }
 
 // Committed returns group's committed offset per partition of topic;
-// none for a group that has committed nothing yet.
+// none for a group that has committed nothing yet. It asks for stable
+// offsets (KIP-447's require_stable): Kafka answers a transaction's
+// offset commit only once its commit marker has reached the group, a
+// moment after EndTxn returned, and the broker tells the client to retry
+// until then, so that a read right after a processor stopped sees what
+// its last transaction committed.
 func (c *Cluster) Committed(t testing.TB, group, topic string) map[int32]int64 {
 	t.Helper()
-	m, err := c.committed(t, group, topic)
+	ctx, cancel := context.WithTimeout(kadm.RequireStable(context.Background()), adminTimeout)
+	defer cancel()
+	m, err := c.committed(ctx, t, group, topic)
 	if err != nil {
 		t.Fatalf("fetching the offsets of group %s: %v", group, err)
 	}
 	return m
 }
 
-func (c *Cluster) committed(t testing.TB, group, topic string) (map[int32]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
-	defer cancel()
+func (c *Cluster) committed(ctx context.Context, t testing.TB, group, topic string) (map[int32]int64, error) {
 	m := map[int32]int64{}
 	resp, err := c.Admin(t).FetchOffsets(ctx, group)
 	if errors.Is(err, kerr.GroupIDNotFound) {
@@ -271,7 +276,7 @@ func (c *Cluster) CaughtUp(t testing.TB, group, topic string) (bool, string) {
 	if err != nil {
 		return false, err.Error()
 	}
-	committed, err := c.committed(t, group, topic)
+	committed, err := c.committed(ctx, t, group, topic)
 	if err != nil {
 		return false, err.Error()
 	}
