@@ -100,6 +100,15 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 // goroutine.
 func (p *Pipeline) runSolo(src record.Source, r *kgo.Record, i int) (res result) {
 	w := &p.pool.workers[p.pool.solo]
+	if p.pool.passThrough && w.stores == nil && w.after == nil && !p.o.Replay && p.o.InjectCrash == nil {
+		// Nothing that can fail, block or be cut runs: no watchdog
+		// bookkeeping, no retries. An output over MaxOutputBytes is the
+		// one failure, which the full path below applies the policy to.
+		if out, err := w.chain.Process(w.ctx, src, r, w.out[:0]); err == nil {
+			res.out, w.out = out, out[:0]
+			return res
+		}
+	}
 	if w.stores != nil {
 		w.stores.stream = p.streamAt(i)
 	}
