@@ -14,7 +14,7 @@ import (
 
 // identityChain builds the identity chain, with maxBytes the most output
 // bytes per input record.
-func identityChain(t *testing.T, maxBytes int64) *transform.Chain {
+func identityChain(t testing.TB, maxBytes int64) *transform.Chain {
 	t.Helper()
 	reg := &transform.Registry{}
 	reg.Register("identity", transform.Plain("", func() (transform.Transform, error) { return identity.Transform{}, nil }))
