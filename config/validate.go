@@ -102,6 +102,7 @@ var rules = []rule{
 	{field: "RepartitionPurgeInterval", ok: func(c *Config) bool { return c.RepartitionPurgeInterval > 0 }},
 	{field: "MaxRecordsPerTxn", ok: func(c *Config) bool { return within(c.MaxRecordsPerTxn, 1, 10_000_000) }},
 	{field: "MaxTxnBytes", ok: func(c *Config) bool { return within(c.MaxTxnBytes, 1<<20, 1<<30) }},
+	{field: "StateCacheBytes", ok: func(c *Config) bool { return within(c.StateCacheBytes, 8<<20, 64<<30) }},
 	{field: "MaxOutputBytesPerRecord", ok: func(c *Config) bool { return within(c.MaxOutputBytesPerRecord, 1<<20, 1<<30) }},
 	{field: "SessionTimeout", ok: func(c *Config) bool { return within(c.SessionTimeout, 6*time.Second, 30*time.Minute) }},
 	// The brokers' transaction.max.timeout.ms (15m by default) is checked

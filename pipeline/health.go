@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/streamproc/processor/internal/backoff"
+	"github.com/streamproc/processor/internal/tick"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -131,28 +132,21 @@ func (h *health) noteAbort(reason txn.Reason) {
 
 // progress logs one line every ProgressInterval.
 func (p *Pipeline) progress(ctx context.Context) {
-	t := time.NewTicker(p.o.ProgressInterval)
-	defer t.Stop()
 	last := time.Now()
 	var lastIn, lastOut, lastCommits, lastAborts uint64
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			secs := now.Sub(last).Seconds()
-			in, out, c, a := p.stats.consumed.Load(), p.stats.produced.Load(), p.stats.commits.Load(), p.stats.aborts.Load()
-			p.log.Info("progress",
-				"in_per_sec", int64(float64(in-lastIn)/secs),
-				"out_per_sec", int64(float64(out-lastOut)/secs),
-				"committed", c-lastCommits,
-				"aborted", a-lastAborts,
-				"lag", p.lag(),
-				"ready", p.Ready(),
-			)
-			last, lastIn, lastOut, lastCommits, lastAborts = now, in, out, c, a
-		}
-	}
+	tick.Every(ctx, p.o.ProgressInterval, func(now time.Time) {
+		secs := now.Sub(last).Seconds()
+		in, out, c, a := p.stats.consumed.Load(), p.stats.produced.Load(), p.stats.commits.Load(), p.stats.aborts.Load()
+		p.log.Info("progress",
+			"in_per_sec", int64(float64(in-lastIn)/secs),
+			"out_per_sec", int64(float64(out-lastOut)/secs),
+			"committed", c-lastCommits,
+			"aborted", a-lastAborts,
+			"lag", p.lag(),
+			"ready", p.Ready(),
+		)
+		last, lastIn, lastOut, lastCommits, lastAborts = now, in, out, c, a
+	})
 }
 
 // Stats is a snapshot of the pipeline's counters since start.

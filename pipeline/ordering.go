@@ -17,6 +17,8 @@ import (
 //   - orderPartition: a partition's records all go to its home worker.
 //   - orderKey: a record goes to the worker its key hashes to; a record
 //     with a null key (or a transaction marker) to its partition's home.
+//     A chain that bounds the records of a partition at once (lanes)
+//     has its keys dealt by load instead (lanes.go).
 //
 // A worker runs its share in the loop's order, so the loop, which produces
 // the outputs in input order, seldom waits on one worker while another
@@ -48,20 +50,14 @@ func (pl *pool) home(b *batch) int {
 }
 
 // keyWorker returns the worker that runs r, of a batch whose home is home,
-// under orderKey: one of all the workers by its key's hash, or, when the
-// chain bounds the records of a partition at once (lanes, from
-// transform.Chain.InFlight), one of the lanes workers from home on, so
-// that no more than lanes of the partition's records run at once however
-// many workers there are.
+// under orderKey when the chain does not bound the records of a partition
+// at once (lanes 0; otherwise loadWorker deals): one of all the workers
+// by its key's hash.
 func (pl *pool) keyWorker(r *kgo.Record, home int) int {
 	if r.Key == nil || r.Attrs.IsControl() {
 		return home
 	}
-	h := maphash.Bytes(pl.seed, r.Key)
-	if n := len(pl.workers); pl.lanes > 0 && pl.lanes < n {
-		return (home + int(h%uint64(pl.lanes))) % n
-	}
-	return int(h % uint64(len(pl.workers)))
+	return int(maphash.Bytes(pl.seed, r.Key) % uint64(len(pl.workers)))
 }
 
 // deal gives each worker its tasks for the poll's n records, and reports
@@ -71,6 +67,9 @@ func (pl *pool) deal(n int) bool {
 	for i := range pl.workers {
 		w := &pl.workers[i]
 		w.tasks, w.idx = w.tasks[:0], w.idx[:0]
+	}
+	if pl.order == orderKey && pl.lanes > 0 {
+		pl.weigh()
 	}
 	for bi := range pl.batches {
 		b := &pl.batches[bi]
@@ -84,7 +83,12 @@ func (pl *pool) deal(n int) bool {
 			pl.marks[i] = len(pl.workers[i].idx)
 		}
 		for j, r := range b.recs {
-			w := &pl.workers[pl.keyWorker(r, home)]
+			var w *worker
+			if pl.lanes > 0 {
+				w = &pl.workers[pl.loadWorker(b, r, home)]
+			} else {
+				w = &pl.workers[pl.keyWorker(r, home)]
+			}
 			w.idx = append(w.idx, int32(j))
 		}
 		for i := range pl.workers {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/tick"
 	"github.com/streamproc/processor/txn"
 )
 
@@ -256,27 +257,20 @@ func labels(tp topicPartition) []string {
 // until ctx ends, so lag stays fresh while no record arrives. A cluster
 // that cannot answer is tried again at the next tick.
 func (p *Pipeline) refreshEnds(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, interval, func(time.Time) {
 		topics := p.parts.topics()
 		if len(topics) == 0 {
-			continue
+			return
 		}
 		rctx, cancel := context.WithTimeout(ctx, interval)
 		ends, err := p.observer().EndOffsets(rctx, topics)
 		cancel()
 		if err != nil {
 			p.log.Debug("could not refresh end offsets", "err", err.Error())
-			continue
+			return
 		}
 		p.parts.ends(ends)
-	}
+	})
 }
 
 // topicPartition names one partition of a topic.

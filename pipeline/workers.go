@@ -36,8 +36,12 @@ type pool struct {
 	ran   []atomic.Bool
 	marks []int // deal's scratch: per worker, where its share of a batch begins
 	// lanes is, under orderKey, how many workers one partition's records
-	// are dealt to (transform.Chain.InFlight); 0: all of them.
+	// are dealt to (transform.Chain.InFlight); 0: all of them, by hash.
 	lanes int
+	// keys and load are the scratch of dealing by load (lanes.go): per key
+	// of a partition its weight and lane, per worker its records.
+	keys map[laneKey]laneOf
+	load []int
 	// passThrough: the chain passes its input through unchanged
 	// (transform.Chain.PassThrough, the identity chain), so no poll is
 	// shared: the loop runs it, with nothing to hand over to a worker.

@@ -15,7 +15,7 @@ import (
 // restore's batches have them) leave the data, the expiry index and the
 // counts exactly as a map of the last value of each key says.
 func TestApplyProperty(t *testing.T) {
-	l, err := openLocal(filepath.Join(t.TempDir(), "state"), nil)
+	l, err := openLocal(filepath.Join(t.TempDir(), "state"), 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func transient(err error) bool {
 // openStore opens the local store in dir, creating it if missing; a
 // damaged store is wiped and opened empty, with the reason it was
 // damaged ("" when it was not).
-func openStore(dir string, onFatal func(error)) (l *local, damaged string, err error) {
+func openStore(dir string, cacheBytes int64, onFatal func(error)) (l *local, damaged string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", &DirError{Dir: dir, Err: err}
 	}
@@ -88,7 +88,7 @@ func openStore(dir string, onFatal func(error)) (l *local, damaged string, err e
 			damaged = "marked damaged"
 		}
 	} else {
-		l, err = openLocal(dir, onFatal)
+		l, err = openLocal(dir, cacheBytes, onFatal)
 		switch {
 		case err == nil:
 			return l, "", nil
@@ -102,7 +102,7 @@ func openStore(dir string, onFatal func(error)) (l *local, damaged string, err e
 	if err := wipeDir(dir); err != nil {
 		return nil, "", err
 	}
-	l, err = openLocal(dir, onFatal)
+	l, err = openLocal(dir, cacheBytes, onFatal)
 	if err != nil && unfixable(err) {
 		return nil, "", &DirError{Dir: dir, Err: err}
 	}

@@ -91,6 +91,41 @@ func startFetch(ctx context.Context, cl *kgo.Client, plan iter.Seq[*restoring]) 
 	}
 }
 
+// drain reads the partitions of plan from their positions to their ends
+// (a fetcher of startFetch), handing each response to reset when the log
+// start passed the partition's position and to apply otherwise, until
+// the fetcher ends, a response fails, reset or apply fails, or ctx ends,
+// which is interrupted (a sentence naming what was restored) wrapping
+// ctx's cause. It is the one loop of a restore, the stores'
+// (Manager.read) and a join table's (Table.read) alike, which differ
+// only in how they apply what was read; it leaves it to them to check
+// that every partition reached its end.
+func drain(ctx context.Context, cl *kgo.Client, plan iter.Seq[*restoring], interrupted string,
+	reset func(r *restoring, next int64) error, apply func(x fetched) error) error {
+	out, stop := startFetch(ctx, cl, plan)
+	if out == nil {
+		return nil
+	}
+	defer stop()
+	for x := range out {
+		var err error
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("%s: %w", interrupted, context.Cause(ctx))
+		case x.err != nil:
+			err = x.err
+		case x.reset:
+			err = reset(x.r, x.next)
+		default:
+			err = apply(x)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // run fetches until every partition reached its end, ctx ends or a fetch
 // fails for good; it closes out.
 func (f *fetcher) run(ctx context.Context) {

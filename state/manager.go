@@ -85,6 +85,13 @@ type Options struct {
 	// restores a little faster and holds more memory; a restore
 	// interrupted between batches resumes from the last one written.
 	RestoreBatch int
+	// CacheBytes is the local database's block cache
+	// (PROCESSOR_STATE_CACHE_BYTES), beside its memtables (up to 96 MiB);
+	// 0 means DefaultCacheBytes. A read of a key the open transaction has
+	// not touched is served from it or from disk: a cache smaller than the
+	// tables' index and filter blocks makes every such read decode blocks
+	// again.
+	CacheBytes int64
 }
 
 // Errors of the Manager and its transactions.
@@ -153,7 +160,7 @@ func Open(o Options) (*Manager, error) {
 		}
 		m.topics[s] = ChangelogTopic(o.Group, s)
 	}
-	db, damaged, err := openStore(o.Dir, o.OnFatal)
+	db, damaged, err := openStore(o.Dir, o.CacheBytes, o.OnFatal)
 	if err != nil {
 		return nil, err
 	}

@@ -196,30 +196,13 @@ func (m *Manager) storeOf(topic string) string {
 }
 
 // read reads the changelog partitions of plan from their positions to
-// their ends (see fetcher), writing a batch with its checkpoint every
+// their ends (see drain), writing a batch with its checkpoint every
 // RestoreBatch records and at each partition's end. A partition is read
 // when the fetch position reached its end, whatever the last record was.
 func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*restoring) error {
-	out, stop := startFetch(ctx, cl, maps.Values(plan))
-	if out == nil {
-		return nil
-	}
-	defer stop()
-	for x := range out {
-		var err error
-		switch {
-		case ctx.Err() != nil:
-			err = fmt.Errorf("state: restore interrupted: %w", context.Cause(ctx))
-		case x.err != nil:
-			err = x.err
-		case x.reset:
-			err = m.reset(x.r, x.next)
-		default:
-			err = m.take(x.r, x.recs, x.next)
-		}
-		if err != nil {
-			return err
-		}
+	take := func(x fetched) error { return m.take(x.r, x.recs, x.next) }
+	if err := drain(ctx, cl, maps.Values(plan), "state: restore interrupted", m.reset, take); err != nil {
+		return err
 	}
 	left := 0
 	for _, r := range plan {

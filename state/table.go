@@ -79,6 +79,8 @@ type TableOptions struct {
 	Logger *slog.Logger
 	// OnFatal is Options.OnFatal for the table's database.
 	OnFatal func(error)
+	// CacheBytes is Options.CacheBytes for the table's database.
+	CacheBytes int64
 }
 
 // globalScope is the key space of a global table's rows, which come from
@@ -108,7 +110,7 @@ func OpenTable(o TableOptions) (*Table, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	db, damaged, err := openStore(o.Dir, o.OnFatal)
+	db, damaged, err := openStore(o.Dir, o.CacheBytes, o.OnFatal)
 	if err != nil {
 		return nil, err
 	}

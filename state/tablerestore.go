@@ -165,29 +165,15 @@ func rebuildWhy(st partState, id [16]byte, start, end int64, damaged bool) strin
 }
 
 // read reads the partitions of plan from their positions to their ends
-// (see fetcher), applying each response's rows with its checkpoint.
+// (see drain), applying each response's rows with its checkpoint.
 func (t *Table) read(ctx context.Context, cl *kgo.Client, plan []*restoring) error {
-	out, stop := startFetch(ctx, cl, slices.Values(plan))
-	if out == nil {
-		return nil
+	apply := func(x fetched) error {
+		err := t.apply(x.r.p.partition, t.rows(x.recs), x.next, x.next >= x.r.end)
+		x.r.pos = x.next
+		return err
 	}
-	defer stop()
-	for x := range out {
-		var err error
-		switch {
-		case ctx.Err() != nil:
-			err = fmt.Errorf("state: restoring table %s interrupted: %w", t.o.Topic, context.Cause(ctx))
-		case x.err != nil:
-			err = x.err
-		case x.reset:
-			err = t.reset(x.r, x.next)
-		default:
-			err = t.apply(x.r.p.partition, t.rows(x.recs), x.next, x.next >= x.r.end)
-			x.r.pos = x.next
-		}
-		if err != nil {
-			return err
-		}
+	if err := drain(ctx, cl, slices.Values(plan), "state: restoring table "+t.o.Topic+" interrupted", t.reset, apply); err != nil {
+		return err
 	}
 	for _, r := range plan {
 		if r.pos < r.end {

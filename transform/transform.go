@@ -213,7 +213,8 @@ func TouchesOf(t Transform) Parts {
 //
 // Either way a partition (under key: a key) stays with one worker, and so
 // with one instance of the transform, while the processor keeps its
-// partitions and its worker count. What the instance sees is not undone
+// partitions and its worker count; but see Concurrent for a chain that
+// bounds its records at once. What the instance sees is not undone
 // by an aborted transaction: the records are run again, in the same
 // order, in the next attempt. A transform whose Ordered returns false, or
 // without the method, may see a partition's records on several workers
@@ -257,6 +258,13 @@ func OrderedOf(t Transform) bool {
 // PROCESSOR_ORDERING=partition, which runs a partition's records one at a
 // time, InFlight above 1 is refused at start. A chain's bound is its
 // stages' smallest (Chain.InFlight).
+//
+// Such a chain's keys are dealt to its instances by load, poll by poll,
+// not by a hash of the key: a poll's records of one key run on one
+// instance in offset order, and the next poll's may run on another
+// instance, after them (never at the same time). What an ordered stage of
+// the chain keeps from record to record must therefore live in its state
+// stores (Stateful), which the instances share, not in the instance.
 type Concurrent interface {
 	// InFlight is the most records of one partition the transform may
 	// have running at once, at least 1.

@@ -23,13 +23,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/streamproc/processor/internal/interrupt"
 )
 
 // options are the command's flags.
@@ -135,7 +135,7 @@ func main() {
 		fatalf(2, "-records, -rounds, -partitions, -live-rate and -live-for must be positive")
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 	if err := run(ctx, o); err != nil {
 		fatalf(1, "%v", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/launch"
+	"github.com/streamproc/processor/internal/repartition"
 )
 
 // result is what one run measured.
@@ -363,7 +364,7 @@ func warnSuffix(ws []string) string {
 // drained reports whether the group's committed offsets on the input topic
 // have reached the input's end offsets on every partition, and, for a row
 // with a repartition hop, whether the group has consumed the hop's
-// records as well (broker.repartitionCaughtUp).
+// records as well (repartition.CaughtUp).
 func drained(ctx context.Context, b *broker, s *runSpec) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -380,5 +381,5 @@ func drained(ctx context.Context, b *broker, s *runSpec) (bool, error) {
 	if !s.sys.ownInput { // a stateless row has no hop
 		return true, nil
 	}
-	return b.repartitionCaughtUp(ctx, s.group, offs)
+	return repartition.CaughtUp(ctx, b.adm, s.group, offs)
 }

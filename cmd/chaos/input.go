@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/cmd/eoscheck/check"
+	"github.com/streamproc/processor/internal/repartition"
 )
 
 // admin returns an admin client of the drill's brokers and its close.
@@ -222,7 +223,7 @@ func (m *inputMaker) next(i int) (key string, value []byte, class check.Class, v
 // Kafka, or with -sink postgres in the database, whose stored offsets are
 // the truth there (the group's in Kafka are a copy); in the stateful mode
 // also every record of the group's repartition topics
-// (repartitionCaughtUp).
+// (repartition.CaughtUp).
 func (d *driver) waitCaughtUp() bool {
 	adm, closeFn, err := d.admin()
 	if err != nil {
@@ -246,7 +247,7 @@ func (d *driver) waitCaughtUp() bool {
 				// The input committed is the first hop; the records it
 				// wrote to a repartition topic must be counted too.
 				var hopped bool
-				hopped, err2 = d.repartitionCaughtUp(ctx, adm, committed)
+				hopped, err2 = repartition.CaughtUp(ctx, adm, d.group, committed)
 				if err2 == nil && !hopped {
 					cancel()
 					continue

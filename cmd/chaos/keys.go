@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/streamproc/processor/internal/repartition"
 )
 
 // The input's keys (-keys), besides the ordinary text keys k0 ... k999:
@@ -142,58 +144,6 @@ func (o options) withCustomer(value []byte, i int) []byte {
 	return append([]byte(head), value[1:]...)
 }
 
-// repartitionTopics returns the group's repartition topics
-// (<group>-<store>-repartition) that exist.
-func (d *driver) repartitionTopics(ctx context.Context, adm *kadm.Client) ([]string, error) {
-	tds, err := adm.ListTopics(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, t := range tds.Sorted() {
-		if strings.HasPrefix(t.Topic, d.group+"-") && strings.HasSuffix(t.Topic, "-repartition") {
-			out = append(out, t.Topic)
-		}
-	}
-	return out, nil
-}
-
-// repartitionCaughtUp reports whether the group has consumed every
-// record of its repartition topics: on each partition with records, no
-// transaction open (the last stable offset is the log end) and the
-// committed offset at least the last record's, which is the marker of
-// the last transaction (read past, never committed past).
-func (d *driver) repartitionCaughtUp(ctx context.Context, adm *kadm.Client, committed kadm.OffsetResponses) (bool, error) {
-	topics, err := d.repartitionTopics(ctx, adm)
-	if err != nil || len(topics) == 0 {
-		return err == nil, err
-	}
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return false, err
-	}
-	stable, err := adm.ListCommittedOffsets(ctx, topics...)
-	if err != nil {
-		return false, err
-	}
-	done := true
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			done = false
-			return
-		}
-		if o.Offset == 0 {
-			return
-		}
-		s, ok := stable.Lookup(o.Topic, o.Partition)
-		c, cok := committed.Lookup(o.Topic, o.Partition)
-		if !ok || s.Err != nil || s.Offset < o.Offset || !cok || c.At < o.Offset-1 {
-			done = false
-		}
-	})
-	return done, nil
-}
-
 // printRepartition prints, in the grouped mode, the group's repartition
 // topics and the records written to them (their end offsets, markers
 // included): none means the processor counted without the hop.
@@ -209,7 +159,7 @@ func (d *driver) printRepartition() {
 	defer closeFn()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	topics, err := d.repartitionTopics(ctx, adm)
+	topics, err := repartition.Topics(ctx, adm, d.group)
 	if err != nil {
 		fmt.Printf("%-10s cannot list: %v\n", "repartition", err)
 		return

@@ -15,10 +15,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/streamproc/processor/cmd/internal/devkafka"
+	"github.com/streamproc/processor/internal/interrupt"
 )
 
 func main() {
@@ -34,7 +33,7 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("devbroker started", "addr", b.Addrs()[0], "dir", *dir)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 	<-ctx.Done()
 	b.Close()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -44,21 +43,15 @@ func avroOrders(ctx context.Context, c config, log *slog.Logger) (func(n int64) 
 }
 
 // registerWithRetry registers the order schema under subject, trying
-// again every 500 ms for wait while the registry is unreachable; any
-// other failure (a refused schema, refused credentials) ends it at once.
-func registerWithRetry(ctx context.Context, reg schema.Registry, subject string, wait time.Duration) (schema.Subject, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		sub, err := reg.Register(ctx, subject, schema.Schema{Type: schema.Avro, Text: sample.OrderSchema})
-		if err == nil {
-			return sub, nil
-		}
-		if schema.FaultOf(err) != schema.FaultRegistry || ctx.Err() != nil {
-			return schema.Subject{}, err
-		}
-		if time.Now().After(deadline) {
-			return schema.Subject{}, errors.Join(errors.New("gave up waiting for the schema registry"), err)
-		}
-		time.Sleep(500 * time.Millisecond)
+// again for wait while the registry is unreachable (retryFor); any other
+// failure (a refused schema, refused credentials) ends it at once.
+func registerWithRetry(ctx context.Context, reg schema.Registry, subject string, wait time.Duration) (sub schema.Subject, err error) {
+	err = retryFor(ctx, wait, "the schema registry", func() (retry bool, err error) {
+		sub, err = reg.Register(ctx, subject, schema.Schema{Type: schema.Avro, Text: sample.OrderSchema})
+		return schema.FaultOf(err) == schema.FaultRegistry, err
+	})
+	if err != nil {
+		return schema.Subject{}, err
 	}
+	return sub, nil
 }

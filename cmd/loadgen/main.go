@@ -23,19 +23,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/streamproc/processor/internal/backoff"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/internal/sample"
 )
 
@@ -54,7 +53,7 @@ type config struct {
 func main() {
 	c := parseFlags()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 
 	cl, err := kgo.NewClient(
@@ -195,20 +194,39 @@ func (w *writer) finish(ctx context.Context) bool {
 
 // waitForBrokers pings until a broker answers or the wait is over.
 func waitForBrokers(ctx context.Context, cl *kgo.Client, wait time.Duration) error {
+	return retryFor(ctx, wait, "the brokers", func() (retry bool, err error) {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if err := cl.Ping(pctx); err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return true, err
+		}
+		return false, nil
+	})
+}
+
+// retryEvery is the pause between the attempts of retryFor.
+const retryEvery = 500 * time.Millisecond
+
+// retryFor is loadgen's one wait for what it needs before it writes
+// (the brokers, the schema registry): it calls try every retryEvery until
+// try succeeds, fails with retry false, ctx ends or wait is over, and
+// then returns try's last error; past wait, in one line naming what it
+// waited for.
+func retryFor(ctx context.Context, wait time.Duration, what string, try func() (retry bool, err error)) error {
 	deadline := time.Now().Add(wait)
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := cl.Ping(pctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+		retry, err := try()
+		if err == nil || !retry || ctx.Err() != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return errors.Join(errors.New("gave up waiting"), err)
+			return fmt.Errorf("gave up waiting for %s: %w", what, err)
 		}
-		time.Sleep(500 * time.Millisecond)
+		if serr := backoff.Sleep(ctx, retryEvery); serr != nil {
+			return err
+		}
 	}
 }

@@ -2,8 +2,9 @@
 // product's packages: kafkatest (kfake and real-Kafka clusters for
 // tests), pgtest (a PostgreSQL for tests), wasmtest (WebAssembly plugins
 // built and compiled ahead for tests), interop (Confluent's Python
-// serializers) and itest (the harness of the integration tests under
-// integration/). This test keeps them apart: no non-test Go file of the
+// serializers), itest (the harness of the integration tests under
+// integration/) and repo (the checkout's files, for pgtest and interop).
+// This test keeps them apart: no non-test Go file of the
 // module outside internal/testkit imports one.
 package testkit_test
 

@@ -1,6 +1,10 @@
 package jq
 
-import "github.com/itchyny/gojq"
+import (
+	"github.com/itchyny/gojq"
+
+	"github.com/streamproc/processor/transform/internal/jqpath"
+)
 
 // The right-hand sides of a program's leading steps are mostly small
 // expressions of the record's own fields: .amount_cents / 100, an if on a
@@ -102,7 +106,7 @@ func nativeTerm(t *gojq.Term) expr {
 	case gojq.TermTypeIdentity:
 		e = func(in any) (any, bool) { return in, true }
 	case gojq.TermTypeIndex:
-		k, ok := constKey(t.Index)
+		k, ok := jqpath.Key(t.Index)
 		if !ok {
 			return nil
 		}
@@ -139,7 +143,7 @@ func nativeTerm(t *gojq.Term) expr {
 		if e == nil || s.Iter || s.Optional {
 			return nil
 		}
-		k, ok := constKey(s.Index)
+		k, ok := jqpath.Key(s.Index)
 		if !ok {
 			return nil
 		}

@@ -1,6 +1,10 @@
 package jq
 
-import "github.com/itchyny/gojq"
+import (
+	"github.com/itchyny/gojq"
+
+	"github.com/streamproc/processor/transform/internal/jqpath"
+)
 
 // readsKeys reports whether q reads its input only through constant
 // top-level keys (.a, .a.b[0], ."a"), adding those keys to keys. The
@@ -54,7 +58,7 @@ func termReadsKeys(t *gojq.Term, keys map[string]bool) bool {
 		ok = true
 	case gojq.TermTypeIndex:
 		var k string
-		if k, ok = constKey(t.Index); ok {
+		if k, ok = jqpath.Key(t.Index); ok {
 			keys[k] = true
 		}
 	case gojq.TermTypeFunc:

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/itchyny/gojq"
+
+	"github.com/streamproc/processor/transform/internal/jqpath"
 )
 
 // Programs that begin with a pipe of assignments to constant paths and
@@ -127,7 +129,7 @@ func parseStep(q *gojq.Query) (parsed, bool) {
 		keys, ok := deletion(q.Term)
 		return parsed{dels: keys}, ok
 	}
-	path, ok := constPath(q.Left)
+	path, ok := jqpath.Const(q.Left)
 	_, update := updateOps[q.Op]
 	if !ok || (q.Op != gojq.OpAssign && q.Op != gojq.OpModify && !update) {
 		return parsed{}, false
@@ -223,42 +225,6 @@ func compileGroup(g []parsed, opts []gojq.CompilerOption) (step, error) {
 	return st, nil
 }
 
-// constPath is the keys of a path of constant object keys (.a, ."b",
-// .a.b); not ok for anything else.
-func constPath(q *gojq.Query) ([]string, bool) {
-	if q == nil || q.Term == nil || q.Term.Type != gojq.TermTypeIndex || len(q.FuncDefs) > 0 {
-		return nil, false
-	}
-	k, ok := constKey(q.Term.Index)
-	if !ok {
-		return nil, false
-	}
-	path := []string{k}
-	for _, s := range q.Term.SuffixList {
-		if s.Iter || s.Optional {
-			return nil, false
-		}
-		k, ok := constKey(s.Index)
-		if !ok {
-			return nil, false
-		}
-		path = append(path, k)
-	}
-	return path, true
-}
-
-// constKey is the key of an index .a or ."a".
-func constKey(x *gojq.Index) (string, bool) {
-	switch {
-	case x == nil || x.IsSlice || x.Start != nil || x.End != nil:
-		return "", false
-	case x.Str != nil:
-		return x.Str.Str, len(x.Str.Queries) == 0
-	default:
-		return x.Name, x.Name != ""
-	}
-}
-
 // deletion is the keys of del(.a) or del(.a, .b): top-level keys only,
 // whose deletion order does not matter.
 func deletion(t *gojq.Term) ([]string, bool) {
@@ -271,7 +237,7 @@ func deletion(t *gojq.Term) ([]string, bool) {
 		if q.Op == gojq.OpComma && q.Term == nil && len(q.FuncDefs) == 0 {
 			return walk(q.Left) && walk(q.Right)
 		}
-		path, ok := constPath(q)
+		path, ok := jqpath.Const(q)
 		if ok && len(path) == 1 {
 			keys = append(keys, path[0])
 		}

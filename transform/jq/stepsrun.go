@@ -5,6 +5,8 @@ import (
 	"maps"
 
 	"github.com/itchyny/gojq"
+
+	"github.com/streamproc/processor/transform/internal/jqpath"
 )
 
 // Running a program's leading steps (steps.go) on one value.
@@ -52,14 +54,14 @@ func (r *stepRun) apply(ctx context.Context, st *step) bool {
 			return r.setAll(st.paths, v)
 		}
 	case gojq.OpModify:
-		old, found := get(r.cur, path)
+		old, found := jqpath.Get(r.cur, path)
 		if !found {
 			return false
 		}
 		v, ok = first(st.rhs.RunWithContext(ctx, old))
 	default:
 		x, found := only(st.rhs.RunWithContext(ctx, r.cur))
-		old, got := get(r.cur, path)
+		old, got := jqpath.Get(r.cur, path)
 		if !found || !got {
 			return false
 		}
@@ -137,7 +139,7 @@ func (r *stepRun) applyDirect(st *step) (done, ok bool) {
 		}
 		return true, true
 	case gojq.OpModify:
-		old, found := get(r.cur, st.paths[0])
+		old, found := jqpath.Get(r.cur, st.paths[0])
 		if !found {
 			return false, false
 		}
@@ -154,7 +156,7 @@ func (r *stepRun) applyDirect(st *step) (done, ok bool) {
 	if !ok {
 		return false, false
 	}
-	old, found := get(r.cur, st.paths[0])
+	old, found := jqpath.Get(r.cur, st.paths[0])
 	if !found {
 		return false, false
 	}
@@ -182,21 +184,6 @@ func first(it gojq.Iter) (any, bool) {
 	v, ok := it.Next()
 	if _, isErr := v.(error); !ok || isErr {
 		return nil, false
-	}
-	return v, true
-}
-
-// get is the value at path in v, null where a key is missing; not ok
-// where a value on the way is neither an object nor null.
-func get(v any, path []string) (any, bool) {
-	for _, k := range path {
-		switch m := v.(type) {
-		case nil:
-		case map[string]any:
-			v = m[k]
-		default:
-			return nil, false
-		}
 	}
 	return v, true
 }

@@ -85,13 +85,12 @@ func ParseWindowCount(value []byte) (count int64, ok bool) {
 	return count, true
 }
 
-// floorMs is the largest multiple of step at or below x.
+// floorMs is the largest multiple of step (above 0) at or below x: x
+// less its remainder brought into [0, step). The transform aligns its
+// windows by another route (a quotient rounded down), so a slip in
+// either shows as a window the other does not have.
 func floorMs(x, step int64) int64 {
-	q := x / step
-	if x%step != 0 && x < 0 {
-		q--
-	}
-	return q * step
+	return x - (x%step+step)%step
 }
 
 // windowModel replays the taken inputs: the count of each window

@@ -100,3 +100,21 @@ func TestWindowsCheck(t *testing.T) {
 		t.Errorf("without a late topic: %v, %+v", rep.Counts, rep.Windows)
 	}
 }
+
+// floorMs is the largest multiple of step at or below x, for x below,
+// at and above 0, on and off the multiples.
+func TestFloorMs(t *testing.T) {
+	for _, step := range []int64{1, 3, 1000, 60_000} {
+		for x := -3*step - 2; x <= 3*step+2; x++ {
+			got := floorMs(x, step)
+			if got%step != 0 || got > x || got+step <= x {
+				t.Fatalf("floorMs(%d, %d) = %d: not the largest multiple of %d at or below %d", x, step, got, step, x)
+			}
+		}
+	}
+	for _, c := range []struct{ x, step, want int64 }{{-1, 1000, -1000}, {-1000, 1000, -1000}, {-1001, 1000, -2000}, {999, 1000, 0}, {1000, 1000, 1000}} {
+		if got := floorMs(c.x, c.step); got != c.want {
+			t.Errorf("floorMs(%d, %d) = %d, want %d", c.x, c.step, got, c.want)
+		}
+	}
+}

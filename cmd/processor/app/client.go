@@ -3,6 +3,7 @@ package app
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
@@ -27,6 +28,37 @@ func clientConn(cfg *config.Config, sec *security) []kgo.Opt {
 		opts = append(opts, kgo.ClientID(cfg.ClientID))
 	}
 	return opts
+}
+
+// kafkaConn are the options of a one-off client of the cluster: the
+// seed brokers and how to reach them. The start (the state's changelogs,
+// the repartition topic, the join tables) and the commands (offsets,
+// replay) make their admin clients of one, so that all connect alike.
+type kafkaConn []kgo.Opt
+
+// dialConn is the kafkaConn of brokers with clientConn's options.
+func dialConn(cfg *config.Config, sec *security, brokers []string) kafkaConn {
+	return append(kafkaConn{kgo.SeedBrokers(brokers...)}, clientConn(cfg, sec)...)
+}
+
+// toolBrokers are the seed brokers of a command on the cluster of a
+// processor (PROCESSOR_BROKERS), or, when the processor runs the
+// embedded broker, the address that broker listens on.
+func toolBrokers(cfg *config.Config) []string {
+	if cfg.EmbeddedBroker {
+		return []string{cfg.EmbeddedBrokerAddr} // the running processor's
+	}
+	return cfg.Brokers
+}
+
+// admin returns an admin client on c; its Close closes the client it
+// made.
+func (c kafkaConn) admin() (*kadm.Client, error) {
+	cl, err := kgo.NewClient(c...)
+	if err != nil {
+		return nil, err
+	}
+	return kadm.NewClient(cl), nil
 }
 
 // groupClientOpts are the group client's producer and consumer settings:

@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
@@ -95,7 +92,7 @@ func (e *joinPartitionsError) Error() string {
 // values as inputs' are. A co-partitioned table whose partition count is
 // not every input topic's is a *joinPartitionsError. The pipeline
 // restores them on assignment.
-func openTables(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chains []*transform.Chain,
+func openTables(ctx context.Context, cfg *config.Config, conn kafkaConn, chains []*transform.Chain,
 	decode func([]byte) ([]byte, error), promReg prometheus.Registerer, log *slog.Logger) (*tables, error) {
 	joins := chains[0].Joins()
 	ts := &tables{}
@@ -117,7 +114,7 @@ func openTables(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chains 
 		}
 		dir := filepath.Join(cfg.StateDir, "tables", topic)
 		t, err := state.OpenTable(state.TableOptions{Dir: dir, Topic: topic, Global: global, ClientOpts: conn,
-			Decode: decode, Logger: log, OnFatal: func(err error) { os.Exit(stateExit(err, log)) }})
+			Decode: decode, Logger: log, CacheBytes: int64(cfg.StateCacheBytes), OnFatal: exitOnStateFailure(log)})
 		if err != nil {
 			ts.close()
 			return nil, fmt.Errorf("opening table %s in %s: %w", topic, dir, err)
@@ -139,13 +136,12 @@ func openTables(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chains 
 // checkCoPartitioned refuses a table topic that does not exist (a
 // *settings.Error), and a co-partitioned one whose partition count is not
 // every input topic's.
-func checkCoPartitioned(ctx context.Context, conn []kgo.Opt, inputs []string, joins []transform.JoinStage) error {
-	cl, err := kgo.NewClient(conn...)
+func checkCoPartitioned(ctx context.Context, conn kafkaConn, inputs []string, joins []transform.JoinStage) error {
+	adm, err := conn.admin()
 	if err != nil {
 		return fmt.Errorf("creating the join's admin client: %w", err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer adm.Close()
 	for _, r := range tableRefs(joins) {
 		topic, global, plugin := r.ref.Topic, r.ref.Global, r.stage.Entry.Plugin()
 		td, err := adm.ListTopics(ctx, append([]string{topic}, inputs...)...)
@@ -188,17 +184,4 @@ func tableRefs(joins []transform.JoinStage) []stageTable {
 		}
 	}
 	return out
-}
-
-// joinExit is the exit code of a failure of openTables.
-func joinExit(err error, log *slog.Logger) int {
-	var pe *joinPartitionsError
-	if errors.As(err, &pe) {
-		return configError(pe)
-	}
-	var se *settings.Error
-	if errors.As(err, &se) {
-		return configError(se)
-	}
-	return stateExit(err, log)
 }

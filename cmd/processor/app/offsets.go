@@ -3,20 +3,15 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/offsets"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
@@ -49,8 +44,7 @@ func parseOffsetsFlags(args []string, stderr io.Writer) (f offsetsFlags, code in
 	if len(args) > 0 && args[0] == "reset" {
 		f.reset, args = true, args[1:]
 	}
-	fs := flag.NewFlagSet("offsets", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("offsets")
 	fs.BoolVar(&f.asJSON, "json", false, "JSON instead of a table")
 	fs.BoolVar(&f.replay, "replay", false, "processor replay's group on the dead-letter topic")
 	if f.reset {
@@ -59,23 +53,16 @@ func parseOffsetsFlags(args []string, stderr io.Writer) (f offsetsFlags, code in
 		fs.IntVar(&f.partition, "partition", -1, "only this partition of -topic")
 		fs.BoolVar(&f.execute, "execute", false, "apply the reset (default: a dry run)")
 	}
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stderr, offsetsUsage)
-		return f, exitOK, false
-	case err == nil && fs.NArg() > 0:
-		err = fmt.Errorf("unexpected arguments %q", fs.Args())
-	case err == nil && f.reset && f.to == "":
-		err = errors.New("reset needs -to")
-	case err == nil && f.partition >= 0 && f.topic == "":
-		err = errors.New("-partition needs -topic")
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "processor offsets: %v\n%s\n", err, offsetsUsage)
-		return f, exitConfig, false
-	}
-	return f, exitOK, true
+	code, ok = parseFlags(fs, args, offsetsUsage, stderr, func() error {
+		switch {
+		case f.reset && f.to == "":
+			return errors.New("reset needs -to")
+		case f.partition >= 0 && f.topic == "":
+			return errors.New("-partition needs -topic")
+		}
+		return nil
+	})
+	return f, code, ok
 }
 
 // runOffsets is `processor offsets`: exit 0 when done, 1 when the
@@ -94,7 +81,7 @@ func runOffsets(args []string, stdout, stderr io.Writer) int {
 			return exitConfig
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, offsetsTimeout)
 	defer cancel()
@@ -170,34 +157,30 @@ func openOffsetsTool(ctx context.Context, replay bool) (*offsets.Tool, func(), e
 	if err != nil {
 		return nil, nil, err
 	}
-	brokers := cfg.Brokers
-	if cfg.EmbeddedBroker {
-		brokers = []string{cfg.EmbeddedBrokerAddr} // the running processor's
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, sec)...)...)
+	brokers := toolBrokers(cfg)
+	adm, err := dialConn(cfg, sec, brokers).admin()
 	if err != nil {
 		return nil, nil, fmt.Errorf("a client of %v: %w", brokers, err)
 	}
-	adm := kadm.NewClient(cl)
 	tool := &offsets.Tool{Admin: adm, Group: cfg.Group, Topics: cfg.InputTopics}
 	if replay {
 		if cfg.DLQTopic == "" {
-			cl.Close()
+			adm.Close()
 			return nil, nil, &settings.Error{Var: config.EnvName("DLQ_TOPIC"), Want: settings.Say("the dead-letter topic processor replay reads (-replay)")}
 		}
 		tool.Group, tool.Topics = cfg.Group+"-replay", []string{cfg.DLQTopic}
-		return tool, cl.Close, nil
+		return tool, adm.Close, nil
 	}
 	if dest == nil {
-		return tool, cl.Close, nil
+		return tool, adm.Close, nil
 	}
 	db, err := openOffsetsDatabase(ctx, dest, cfg.Group)
 	if err != nil {
-		cl.Close()
+		adm.Close()
 		return nil, nil, err
 	}
 	tool.Store = &offsets.DatabaseStore{DB: db.stored, Name: dest.name, Kafka: &offsets.KafkaStore{Admin: adm, Group: cfg.Group}}
-	return tool, func() { db.close(); cl.Close() }, nil
+	return tool, func() { db.close(); adm.Close() }, nil
 }
 
 // offsetsDatabase is an open database sink that keeps offsets.

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/pipeline"
@@ -32,22 +31,21 @@ func hopTopic(group string, chain *transform.Chain) (topic string, ok bool) {
 // deletes the consumed records through a client that close closes; nil
 // for a chain without a hop. An existing topic that does not match is a
 // *state.RepartitionMismatchError.
-func openRepartition(ctx context.Context, cfg *config.Config, conn []kgo.Opt, chain *transform.Chain) (rp *pipeline.Repartition, close func(), err error) {
+func openRepartition(ctx context.Context, cfg *config.Config, conn kafkaConn, chain *transform.Chain) (rp *pipeline.Repartition, close func(), err error) {
 	topic, ok := hopTopic(cfg.Group, chain)
 	if !ok {
 		return nil, func() {}, nil
 	}
-	cl, err := kgo.NewClient(conn...)
+	adm, err := conn.admin()
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the repartition topic's admin client: %w", err)
 	}
-	adm := kadm.NewClient(cl)
 	n, err := inputPartitions(ctx, adm, cfg.InputTopics)
 	if err == nil {
 		err = state.EnsureRepartition(ctx, adm, topic, n)
 	}
 	if err != nil {
-		cl.Close()
+		adm.Close()
 		return nil, nil, err
 	}
 	purge := func(ctx context.Context, before map[int32]int64) error {
@@ -61,7 +59,7 @@ func openRepartition(ctx context.Context, cfg *config.Config, conn []kgo.Opt, ch
 		}
 		return resp.Error()
 	}
-	return &pipeline.Repartition{Topic: topic, Partitions: n, Purge: purge, PurgeInterval: cfg.RepartitionPurgeInterval}, cl.Close, nil
+	return &pipeline.Repartition{Topic: topic, Partitions: n, Purge: purge, PurgeInterval: cfg.RepartitionPurgeInterval}, adm.Close, nil
 }
 
 // inputPartitions returns the largest partition count of the topics.

@@ -3,20 +3,15 @@ package app
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/offsets"
 	"github.com/streamproc/processor/replay"
 	"github.com/streamproc/processor/settings"
@@ -48,8 +43,7 @@ type replayFlags struct {
 // exit code (usage printed, or a mistake).
 func parseReplayFlags(args []string, now time.Time, stderr io.Writer) (f replayFlags, code int, ok bool) {
 	f.filter = replay.All()
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := newFlags("replay")
 	since := fs.String("since", "", "only dead letters stamped at or after this time")
 	until := fs.String("until", "", "only dead letters stamped before this time")
 	fs.Int64Var(&f.filter.From, "from", -1, "only dead letters at or after this offset")
@@ -58,33 +52,24 @@ func parseReplayFlags(args []string, now time.Time, stderr io.Writer) (f replayF
 	fs.StringVar(&f.filter.Error, "error", "", "only dead letters whose processor.error contains this")
 	hdr := fs.String("header", "", "only dead letters with this header, NAME=VALUE")
 	fs.StringVar(&f.group, "group", "", "the replay's consumer group")
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, replayUsage)
-		return f, exitOK, false
-	}
-	if err == nil && fs.NArg() > 0 {
-		err = fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	f.filter.Partition = int32(*part)
-	if err == nil {
-		err = f.times(*since, *until, now)
-	}
-	if err == nil && *hdr != "" {
-		name, value, found := splitHeader(*hdr)
-		if !found {
-			err = fmt.Errorf("-header %q: want NAME=VALUE", *hdr)
+	code, ok = parseFlags(fs, args, replayUsage, stderr, func() error {
+		f.filter.Partition = int32(*part)
+		if err := f.times(*since, *until, now); err != nil {
+			return err
 		}
-		f.filter.Header, f.filter.HeaderValue = name, value
-	}
-	if err == nil && f.filter.From >= 0 && f.filter.To >= 0 && f.filter.To <= f.filter.From {
-		err = fmt.Errorf("-to %d: want an offset above -from %d", f.filter.To, f.filter.From)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "processor replay: %v\n%s\n", err, replayUsage)
-		return f, exitConfig, false
-	}
-	return f, exitOK, true
+		if *hdr != "" {
+			name, value, found := splitHeader(*hdr)
+			if !found {
+				return fmt.Errorf("-header %q: want NAME=VALUE", *hdr)
+			}
+			f.filter.Header, f.filter.HeaderValue = name, value
+		}
+		if f.filter.From >= 0 && f.filter.To >= 0 && f.filter.To <= f.filter.From {
+			return fmt.Errorf("-to %d: want an offset above -from %d", f.filter.To, f.filter.From)
+		}
+		return nil
+	})
+	return f, code, ok
 }
 
 // times reads -since and -until: RFC 3339 times or durations back.
@@ -122,7 +107,7 @@ func runReplay(args []string, reg *transform.Registry, stdout, stderr io.Writer)
 	if !ok {
 		return code
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupt.Context()
 	defer stop()
 	s, code := setUpReplay(reg, f, stderr)
 	if s == nil {
@@ -192,17 +177,13 @@ func setUpReplay(reg *transform.Registry, f replayFlags, stderr io.Writer) (*sta
 // group has committed it up to the end captured at start.
 func (s *startup) replay(ctx context.Context, f replayFlags, stdout io.Writer) int {
 	cfg, log := s.cfg, s.log
-	brokers := cfg.Brokers
-	if cfg.EmbeddedBroker {
-		brokers = []string{cfg.EmbeddedBrokerAddr} // the running processor's
-	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, s.sec)...)...)
+	brokers := toolBrokers(cfg)
+	adm, err := dialConn(cfg, s.sec, brokers).admin()
 	if err != nil {
 		log.Error("creating the Kafka client", "err", err.Error())
 		return exitRuntime
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer adm.Close()
 	b, err := replay.Capture(ctx, adm, cfg.Group, cfg.DLQTopic)
 	var missing *replay.MissingTopicError
 	switch {
@@ -237,7 +218,7 @@ func (s *startup) replay(ctx context.Context, f replayFlags, stdout io.Writer) i
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- in.Run(rctx) }()
-	reached, err := waitReached(rctx, adm, cfg.Group, b, done, log)
+	reached, err := s.waitReached(rctx, adm, b, done)
 	cancel()
 	if reached {
 		err = <-done
@@ -256,7 +237,7 @@ func (s *startup) replay(ctx context.Context, f replayFlags, stdout io.Writer) i
 
 // waitReached waits until the replay group has reached b's stops (true),
 // the pipeline has returned (false, its error), or ctx ends.
-func waitReached(ctx context.Context, adm *kadm.Client, group string, b *replay.Bounds, done <-chan error, log *slog.Logger) (bool, error) {
+func (s *startup) waitReached(ctx context.Context, adm *kadm.Client, b *replay.Bounds, done <-chan error) (bool, error) {
 	t := time.NewTicker(replayPoll)
 	defer t.Stop()
 	for {
@@ -266,9 +247,9 @@ func waitReached(ctx context.Context, adm *kadm.Client, group string, b *replay.
 		case <-ctx.Done():
 			return false, <-done
 		case <-t.C:
-			ok, err := b.Reached(ctx, adm, group)
+			ok, err := b.Reached(ctx, adm, s.cfg.Group)
 			if err != nil && ctx.Err() == nil {
-				log.Warn("reading the replay group's offsets", "err", err.Error())
+				s.log.Warn("reading the replay group's offsets", "err", err.Error())
 			}
 			if ok {
 				return true, nil

@@ -8,14 +8,13 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
+	"github.com/streamproc/processor/internal/interrupt"
 	"github.com/streamproc/processor/pipeline"
 	"github.com/streamproc/processor/settings"
 	"github.com/streamproc/processor/sink"
@@ -195,7 +194,7 @@ func (s *startup) run(ctx context.Context, again <-chan struct{}) (code int, aba
 	}()
 	rp, closeHop, err := s.openHop(ctx, st != nil, brokers)
 	if err != nil {
-		return stateExit(err, log), false
+		return storeExit(err, log), false
 	}
 	defer closeHop()
 	in, err := s.prep.build(brokers, promReg, reached{db: db, state: st, hop: rp, tables: ts})
@@ -229,18 +228,17 @@ func (s *startup) openStores(ctx context.Context, ep *endpoints, brokers []strin
 	}
 	st, err := openState(ctx, cfg, s.sec, brokers, chain, promReg, log)
 	if err != nil {
-		return nil, nil, nil, stateExit(err, log), false
+		return nil, nil, nil, storeExit(err, log), false
 	}
 	if len(chain.Joins()) > 0 {
 		ep.starting("opening the tables")
 	}
-	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, s.sec)...)
-	ts, err = openTables(ctx, cfg, conn, s.chains, s.sch.tableDecoder(ctx), promReg, log)
+	ts, err = openTables(ctx, cfg, dialConn(cfg, s.sec, brokers), s.chains, s.sch.tableDecoder(ctx), promReg, log)
 	if err != nil {
 		if st != nil {
 			_ = st.Close()
 		}
-		return nil, nil, nil, joinExit(err, log), false
+		return nil, nil, nil, storeExit(err, log), false
 	}
 	return st, ts, func() {
 		ts.close()
@@ -268,7 +266,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) 
 	if !stateful {
 		return nil, func() {}, nil
 	}
-	rp, close, err = openRepartition(ctx, s.cfg, append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, s.sec.connOpts()...), s.chains[0])
+	rp, close, err = openRepartition(ctx, s.cfg, dialConn(s.cfg, s.sec, brokers), s.chains[0])
 	if err != nil {
 		return nil, nil, err
 	}
@@ -282,7 +280,7 @@ func (s *startup) openHop(ctx context.Context, stateful bool, brokers []string) 
 // cancels, a channel that a second one closes (give up finishing the open
 // transaction), and a function that stops listening.
 func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
-	ctx, stopFirst := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stopFirst := interrupt.Context()
 	second := make(chan struct{})
 	quit := make(chan struct{})
 	go func() {
@@ -292,7 +290,7 @@ func handleSignals() (ctx context.Context, again <-chan struct{}, stop func()) {
 			return
 		}
 		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGTERM) // before stopFirst, so no signal goes unhandled
+		signal.Notify(c, interrupt.Signals()...) // before stopFirst, so no signal goes unhandled
 		defer signal.Stop(c)
 		stopFirst()
 		select {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/streamproc/processor/config"
 	"github.com/streamproc/processor/internal/backoff"
+	"github.com/streamproc/processor/internal/tick"
 	"github.com/streamproc/processor/schema"
 	"github.com/streamproc/processor/schema/codec"
 	"github.com/streamproc/processor/settings"
@@ -216,14 +217,7 @@ func (s *schemas) frame(chains []*transform.Chain) (decodes, encodes bool) {
 // refresh fetches the output subjects' latest versions every
 // PROCESSOR_OUTPUT_SCHEMA_REFRESH_INTERVAL until ctx ends.
 func (s *schemas) refresh(ctx context.Context, log *slog.Logger) {
-	t := time.NewTicker(s.cfg.OutputSchemaRefreshInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.Every(ctx, s.cfg.OutputSchemaRefreshInterval, func(time.Time) {
 		for _, sd := range []*side{&s.key, &s.value} {
 			if sd.encoders == nil {
 				continue
@@ -239,7 +233,7 @@ func (s *schemas) refresh(ctx context.Context, log *slog.Logger) {
 				}
 			}
 		}
-	}
+	})
 }
 
 // logAttrs are the formats and output subjects for the start's log line.

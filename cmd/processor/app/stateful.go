@@ -2,15 +2,12 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/config"
@@ -63,13 +60,9 @@ func openState(ctx context.Context, cfg *config.Config, sec *security, brokers [
 	if len(stores) == 0 {
 		return nil, nil
 	}
-	conn := append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, clientConn(cfg, sec)...)
+	conn := dialConn(cfg, sec, brokers)
 	m, err := state.Open(state.Options{Dir: cfg.StateDir, Group: cfg.Group, Stores: stores,
-		ClientOpts: conn, Registerer: promReg, Logger: log,
-		// The local store failed where it cannot go on: exit 2 for a
-		// directory that cannot be used, 1 (rebuilt at the next start)
-		// for damage.
-		OnFatal: func(err error) { os.Exit(stateExit(err, log)) }})
+		ClientOpts: conn, Registerer: promReg, Logger: log, CacheBytes: int64(cfg.StateCacheBytes), OnFatal: exitOnStateFailure(log)})
 	if err != nil {
 		return nil, fmt.Errorf("opening the state store in %s: %w", cfg.StateDir, err)
 	}
@@ -83,13 +76,12 @@ func openState(ctx context.Context, cfg *config.Config, sec *security, brokers [
 // ensureChangelogs ensures m's changelogs with the inputs' partition
 // count: the one input's, or with a repartition hop (which may read
 // several) the largest, the repartition topic's.
-func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, inputs []string) error {
-	cl, err := kgo.NewClient(conn...)
+func ensureChangelogs(ctx context.Context, m *state.Manager, conn kafkaConn, inputs []string) error {
+	adm, err := conn.admin()
 	if err != nil {
 		return fmt.Errorf("creating the state's admin client: %w", err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer adm.Close()
 	n, err := inputPartitions(ctx, adm, inputs)
 	if err != nil {
 		return err
@@ -98,32 +90,6 @@ func ensureChangelogs(ctx context.Context, m *state.Manager, conn []kgo.Opt, inp
 		return fmt.Errorf("ensuring the state's changelog topics: %w", err)
 	}
 	return nil
-}
-
-// stateExit is the exit code and message of a failure of openState.
-func stateExit(err error, log *slog.Logger) int {
-	var dirErr *state.DirError
-	if errors.As(err, &dirErr) {
-		return configError(&settings.Error{Var: config.EnvName("STATE_DIR"), Value: dirErr.Dir,
-			Want: settings.Say("a directory the processor can create, read and write, on a writable filesystem with room (" +
-				oneLine(dirErr.Err.Error()) + ")")})
-	}
-	var hopMismatch *state.RepartitionMismatchError
-	if errors.As(err, &hopMismatch) {
-		return configError(hopMismatch)
-	}
-	var mismatch *state.MismatchError
-	if errors.As(err, &mismatch) {
-		if mismatch.PartitionsChanged() {
-			return configError(fmt.Errorf("%w; to keep the state, start the chain again under a new %s: "+
-				"a new group reads the input from its start and rebuilds every store (and writes every output again); "+
-				"to start empty, delete the changelog topics %s: every key starts from nothing at the group's committed offsets",
-				mismatch, config.EnvName("GROUP"), strings.Join(mismatch.Changelogs, ", ")))
-		}
-		return configError(mismatch)
-	}
-	log.Error("stopping: " + err.Error())
-	return exitRuntime
 }
 
 // stateStores is a *state.Manager as the pipeline's State.

@@ -21,11 +21,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/streamproc/processor/internal/testkit/repo"
 )
 
 // The variables the tests read.
@@ -133,11 +134,7 @@ type Record struct {
 // Scripts returns the folder of produce.py and consume.py.
 func Scripts(t testing.TB) string {
 	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Fatal("interop: cannot tell where the package's source is")
-	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "integration", "registry", "interop")
+	return repo.Path(t, "integration", "registry", "interop")
 }
 
 // args are the arguments the two scripts share.

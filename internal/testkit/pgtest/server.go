@@ -6,11 +6,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/streamproc/processor/internal/testkit/repo"
 )
 
 // Server is a PostgreSQL of one test's own, run by the project's
@@ -35,8 +35,7 @@ func StartServer(t testing.TB) *Server {
 	if os.Getenv("CI") != "" {
 		unavailable = t.Fatalf
 	}
-	_, here, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(here), "..", "..", "..", "integration", "postgres", "pg.sh")
+	script := repo.Path(t, "integration", "postgres", "pg.sh")
 	if _, err := os.Stat(script); err != nil {
 		unavailable("no pg.sh to start a server with: %v", err)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/itchyny/gojq"
 
+	"github.com/streamproc/processor/transform/internal/jqpath"
 	"github.com/streamproc/processor/transform/jq"
 )
 
@@ -31,7 +32,7 @@ func CompileExpr(expr string) (*Expr, error) {
 	}
 	e := &Expr{prog: p}
 	if q, err := gojq.Parse(expr); err == nil {
-		e.path = constPath(q)
+		e.path, _ = jqpath.Const(q)
 	}
 	return e, nil
 }
@@ -46,7 +47,7 @@ func (e *Expr) First(ctx context.Context, v any) (any, error) {
 		if picked {
 			r, ok = pk.get(e.path)
 		} else {
-			r, ok = get(v, e.path)
+			r, ok = jqpath.Get(v, e.path)
 		}
 		if ok {
 			return r, nil
@@ -60,56 +61,4 @@ func (e *Expr) First(ctx context.Context, v any) (any, error) {
 		v = full
 	}
 	return First(ctx, e.prog, v)
-}
-
-// get is the value at path in v, null where a key is missing; not ok
-// where a value on the way is neither an object nor null.
-func get(v any, path []string) (any, bool) {
-	for _, k := range path {
-		switch m := v.(type) {
-		case nil:
-		case map[string]any:
-			v = m[k]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
-// constPath is the keys of q when it is a path of constant object keys
-// (.a, ."a", .a.b) and nothing else; nil otherwise.
-func constPath(q *gojq.Query) []string {
-	if q == nil || q.Term == nil || q.Left != nil || q.Right != nil || len(q.FuncDefs) > 0 || len(q.Imports) > 0 ||
-		q.Meta != nil || len(q.Patterns) > 0 || q.Term.Type != gojq.TermTypeIndex {
-		return nil
-	}
-	k, ok := constKey(q.Term.Index)
-	if !ok {
-		return nil
-	}
-	path := []string{k}
-	for _, s := range q.Term.SuffixList {
-		if s.Iter || s.Optional {
-			return nil
-		}
-		k, ok := constKey(s.Index)
-		if !ok {
-			return nil
-		}
-		path = append(path, k)
-	}
-	return path
-}
-
-// constKey is the key of an index .a or ."a".
-func constKey(x *gojq.Index) (string, bool) {
-	switch {
-	case x == nil || x.IsSlice || x.Start != nil || x.End != nil:
-		return "", false
-	case x.Str != nil:
-		return x.Str.Str, len(x.Str.Queries) == 0
-	default:
-		return x.Name, x.Name != ""
-	}
 }

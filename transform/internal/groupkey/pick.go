@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
+	"github.com/streamproc/processor/transform/internal/jqpath"
 	"github.com/streamproc/processor/transform/jq"
 )
 
@@ -117,7 +118,7 @@ func plainASCII(b []byte) bool {
 func (p *Picked) get(path []string) (any, bool) {
 	for i, k := range p.keys {
 		if k == path[0] {
-			return get(p.vals[i], path[1:])
+			return jqpath.Get(p.vals[i], path[1:])
 		}
 	}
 	return nil, false
