@@ -250,6 +250,10 @@ chaos-postgres: build
 # devbroker. BENCH=quick (default: 50,000 records per size, 2 rounds) or
 # BENCH=full; more flags with BENCH_FLAGS, e.g. BENCH_FLAGS='-records
 # 200000 -rounds 3 -systems copier,processor,kstreams' for fewer rows.
+# BENCH_FLAGS=-restore adds the restore rows (a count over 1,000,000 keys
+# killed after 10 s of updates and restarted, its state kept or wiped,
+# beside Kafka Streams, once a round), BENCH_FLAGS=-crash a restart after
+# SIGKILL to every row; both restart a static group member.
 # Prints one Markdown table and writes it to bench/results/latest.md, with
 # BENCH_NOTE (e.g. BENCH_NOTE='quiet machine') among its conditions.
 BENCH       ?= quick

@@ -80,7 +80,7 @@ func (m *Manager) finish(plan map[part]*restoring, secs float64) {
 	m.mu.Unlock()
 	for _, r := range plan {
 		m.log.Info("state restored", "topic", r.p.topic, "partition", r.p.partition,
-			"records", r.read, "from", r.from, "to", r.end, "rebuilt", r.rebuilt)
+			"records", r.read, "from", r.from, "to", r.end, "rebuilt", r.rebuilt, "seconds", secs)
 	}
 	m.met.seconds.Observe(secs)
 }

@@ -26,6 +26,7 @@ import (
 // config is the command line.
 type config struct {
 	brokers, group, topics, out, txnID string
+	instance                           string // static group member ID; "" for a dynamic member
 	interval                           time.Duration
 }
 
@@ -63,6 +64,7 @@ func parseFlags() config {
 	flag.StringVar(&c.topics, "topics", "", "comma-separated input topics")
 	flag.StringVar(&c.out, "out", "", "output topic")
 	flag.StringVar(&c.txnID, "txn-id", "", "transactional ID (default <group>-copier)")
+	flag.StringVar(&c.instance, "instance-id", "", "static group member ID (KIP-345): a restart gets its partitions back at once; dynamic when empty")
 	flag.DurationVar(&c.interval, "commit-interval", 100*time.Millisecond, "how long a transaction stays open")
 	flag.Parse()
 	if c.group == "" || c.topics == "" || c.out == "" || c.interval <= 0 {
@@ -76,9 +78,10 @@ func parseFlags() config {
 }
 
 // newSession opens the GroupTransactSession: read_committed from the
-// start of the input, franz-go's defaults otherwise.
+// start of the input, a static member with -instance-id, franz-go's
+// defaults otherwise.
 func newSession(c config) (*kgo.GroupTransactSession, error) {
-	return kgo.NewGroupTransactSession(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(strings.Split(c.brokers, ",")...),
 		kgo.ConsumerGroup(c.group),
 		kgo.ConsumeTopics(strings.Split(c.topics, ",")...),
@@ -89,6 +92,10 @@ func newSession(c config) (*kgo.GroupTransactSession, error) {
 		// (the previous transaction's markers are still being written)
 		// after a metadata refresh, at most every MetadataMinAge: 5 s by
 		// default, which would stall the transaction after each commit.
-		kgo.MetadataMinAge(250*time.Millisecond),
-	)
+		kgo.MetadataMinAge(250 * time.Millisecond),
+	}
+	if c.instance != "" {
+		opts = append(opts, kgo.InstanceID(c.instance))
+	}
+	return kgo.NewGroupTransactSession(opts...)
 }

@@ -29,7 +29,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/streamproc/processor/internal/interrupt"
+	"github.com/streamproc/processor/internal/sample"
 )
 
 // options are the command's flags.
@@ -54,6 +57,7 @@ type options struct {
 	note        string
 	baseline    string // a processor binary of another build, for the systems named <key>@base
 	crash       bool   // after the latency phase, SIGKILL and restart each system (recoverPhase)
+	restore     bool   // add the restore rows (restore.go) to the systems
 }
 
 // modes are the defaults of -mode; flags given explicitly win.
@@ -73,7 +77,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 0, "alternating rounds; the table shows medians (default: quick 2, full 5)")
 	flag.StringVar(&sizes, "sizes", "100,1024", "record sizes in bytes (JSON order events padded to the size)")
 	flag.StringVar(&intervals, "intervals", "100ms,1s", "commit intervals")
-	flag.StringVar(&systems, "systems", strings.Join(systemKeys(), ","), "systems to run, in this order within a round")
+	flag.StringVar(&systems, "systems", strings.Join(defaultSystems(), ","), "systems to run, in this order within a round")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the input and output topics")
 	flag.StringVar(&o.broker, "broker", "auto", "auto (Apache Kafka on 127.0.0.1:19092 if it answers, else kfake), kafka (kafka.sh up first) or kfake")
 	flag.StringVar(&o.brokers, "brokers", "", "use these seed brokers instead (comma-separated); overrides -broker")
@@ -93,6 +97,7 @@ func main() {
 	})
 	flag.StringVar(&o.baseline, "baseline", "", "a processor binary built from another commit, run by the systems named <key>@base beside this tree's (e.g. -systems processor,processor@base)")
 	flag.BoolVar(&o.crash, "crash", false, "after each latency phase, kill the system (SIGKILL), restart it on the same state and measure the time until a new record shows on the output (\"ready after crash\")")
+	flag.BoolVar(&o.restore, "restore", false, "add the restore rows ("+strings.Join(restoreKeysOf(), ", ")+"): a count over 1,000,000 keys, killed after 10 s of updates and restarted with the state kept or wiped; the time until it processes again, once a round at the first size and interval")
 	flag.StringVar(&o.note, "note", os.Getenv("BENCH_NOTE"), "a line about the conditions for the results file, e.g. \"other test runs used the machine\" ($BENCH_NOTE)")
 	flag.Parse()
 
@@ -122,15 +127,7 @@ func main() {
 	if o.intervals, err = parseDurations(intervals); err != nil {
 		fatalf(2, "-intervals: %v", err)
 	}
-	for _, k := range strings.Split(systems, ",") {
-		if _, ok := systemByKey(k); !ok {
-			fatalf(2, "-systems: unknown system %q (known: %s, and a processor system's key with %s for the -baseline build)", k, strings.Join(systemKeys(), ", "), baseSuffix)
-		}
-		if strings.HasSuffix(k, baseSuffix) && o.baseline == "" {
-			fatalf(2, "-systems: %s runs the -baseline build: give -baseline PATH (a processor binary built from another commit)", k)
-		}
-		o.systems = append(o.systems, k)
-	}
+	o.systems = parseSystems(systems, o)
 	if o.records < 1 || o.rounds < 1 || o.partitions < 1 || o.liveRate < 1 || o.liveFor <= 0 {
 		fatalf(2, "-records, -rounds, -partitions, -live-rate and -live-for must be positive")
 	}
@@ -140,6 +137,24 @@ func main() {
 	if err := run(ctx, o); err != nil {
 		fatalf(1, "%v", err)
 	}
+}
+
+// parseSystems is -systems, with the restore rows when -restore is set;
+// an unknown key, or a baseline key without -baseline, exits 2.
+func parseSystems(systems string, o options) []string {
+	keys := strings.Split(systems, ",")
+	if o.restore {
+		keys = withRestore(keys)
+	}
+	for _, k := range keys {
+		if _, ok := systemByKey(k); !ok {
+			fatalf(2, "-systems: unknown system %q (known: %s, and a processor system's key with %s for the -baseline build)", k, strings.Join(systemKeys(), ", "), baseSuffix)
+		}
+		if strings.HasSuffix(k, baseSuffix) && o.baseline == "" {
+			fatalf(2, "-systems: %s runs the -baseline build: give -baseline PATH (a processor binary built from another commit)", k)
+		}
+	}
+	return keys
 }
 
 // run is the whole benchmark: build, broker, pre-load, rounds, table.
@@ -262,35 +277,13 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 					if ctx.Err() != nil {
 						return nil, ctx.Err()
 					}
-					if env.avail[k] != "" {
+					s, _ := systemByKey(k)
+					if env.avail[k] != "" || !s.runsAt(o, size, iv) {
 						continue
 					}
-					s, _ := systemByKey(k)
-					// A topic name has no '@': "aggregate@base" runs as aggregate.base.
-					name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, size, durName(iv), strings.ReplaceAll(k, baseSuffix, ".base"), round)
-					in := inputs[size].of(s.format)
-					if s.onePartition {
-						in = inputs[size].single
-					}
-					spec := &runSpec{
-						sys: s, name: name, group: name, round: round, interval: iv, in: in,
-						out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
-						stateDir: filepath.Join(env.cache, "kstreams-state", name), table: inputs[size].table,
-					}
-					if s.ownInput {
-						// Pre-loaded by prepare, deleted with the run.
-						spec.in = &input{topic: name + "-in", size: in.size, records: in.records, format: in.format, gen: in.gen}
-						if s.records > 0 {
-							spec.in.records = s.records
-						}
-						spec.live = spec.in.topic
-					}
-					if len(s.stores) > 0 || s.ownInput {
-						dir, err := os.MkdirTemp("", "bench-state-")
-						if err != nil {
-							return nil, fmt.Errorf("the state directory of %s: %w", name, err)
-						}
-						spec.stateDir = dir
+					spec, err := newSpec(o, env, s, inputs[size], prefix, round, iv)
+					if err != nil {
+						return nil, err
 					}
 					results = append(results, runAndClean(ctx, o, env, b, spec))
 					time.Sleep(o.settle)
@@ -299,6 +292,47 @@ func runRounds(ctx context.Context, o options, env *environment, b *broker, inpu
 		}
 	}
 	return results, nil
+}
+
+// newSpec is the run of s on in with commit interval iv in round: its
+// topics, group, log, state directory and, with a recovery phase, its
+// static member ID.
+func newSpec(o options, env *environment, s system, in *input, prefix string, round int, iv time.Duration) (*runSpec, error) {
+	// A topic name has no '@': "aggregate@base" runs as aggregate.base.
+	name := fmt.Sprintf("%s-%d-%s-%s-r%d", prefix, in.size, durName(iv), strings.ReplaceAll(s.key, baseSuffix, ".base"), round)
+	table := in.table
+	in = in.of(s.format)
+	if s.onePartition {
+		in = in.single
+	}
+	spec := &runSpec{
+		sys: s, name: name, group: name, round: round, interval: iv, in: in,
+		out: name + "-out", live: name + "-live", log: filepath.Join(env.logs, strings.TrimPrefix(name, prefix+"-")+".log"),
+		stateDir: filepath.Join(env.cache, "kstreams-state", name), table: table,
+	}
+	if s.ownInput {
+		// Pre-loaded by prepare, deleted with the run.
+		spec.in = &input{topic: name + "-in", size: in.size, records: in.records, format: in.format, gen: in.gen}
+		if s.records > 0 {
+			spec.in.records = s.records
+		}
+		if s.keys > 0 {
+			size, keys := in.size, s.keys
+			spec.in.gen = func(n int64) *kgo.Record { return sample.Order(n, keys, size) }
+		}
+		spec.live = spec.in.topic
+	}
+	if len(s.stores) > 0 || s.ownInput {
+		dir, err := os.MkdirTemp("", "bench-state-")
+		if err != nil {
+			return nil, fmt.Errorf("the state directory of %s: %w", name, err)
+		}
+		spec.stateDir = dir
+	}
+	if crashes(o, spec) {
+		spec.member = name + "-1"
+	}
+	return spec, nil
 }
 
 // runAndClean runs one spec, then deletes what the run left (unless

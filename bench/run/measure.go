@@ -29,6 +29,7 @@ type result struct {
 	lat      []time.Duration
 	liveSent int
 	ready    time.Duration // with -crash: from the restart after SIGKILL to the first new output
+	restored int64         // with a restart after SIGKILL: changelog records its restores logged; -1 when none
 	outputs  int64         // output records a read_committed reader saw
 	expected int64         // input records, the warm-up and the latency phase's
 	warnings []string
@@ -105,9 +106,12 @@ func runOne(ctx context.Context, o options, e *environment, b *broker, s *runSpe
 	return m.r
 }
 
-// phase notes that a phase of the run ended, for the log.
+// phase notes that a phase of the run ended, for the log: seconds since
+// the run began, and the wall clock (UTC), which the system's own log
+// lines can be read against.
 func (m *measurement) phase(name string) {
-	m.phases = append(m.phases, fmt.Sprintf("%s %.2fs", name, time.Since(m.t0).Seconds()))
+	now := time.Now()
+	m.phases = append(m.phases, fmt.Sprintf("%s %.2fs (%s)", name, now.Sub(m.t0).Seconds(), now.UTC().Format("15:04:05.000")))
 }
 
 // fail ends the run as failed, saying why.
@@ -210,7 +214,7 @@ func (m *measurement) close() {
 // the input's end, then takes the wall time, CPU time and peak RSS. It
 // returns the result when the run ends there, nil to go on.
 func (m *measurement) drain(ctx context.Context) *result {
-	deadline := m.start.Add(m.o.runTimeout)
+	deadline := m.start.Add(drainTimeout(m.o, m.s))
 	for {
 		if r := m.unavailable(); r != nil {
 			return r
@@ -249,11 +253,17 @@ func (m *measurement) drain(ctx context.Context) *result {
 }
 
 // latencyPhase is step 5: records written at a steady rate to the live
-// topic, and a wait for the reader to see them on the output. It returns
-// the result when the run ends there, nil to go on.
+// topic, and a wait for the reader to see them on the output. A restore
+// row writes for updatesFor and does not wait: the recovery phase kills
+// the system while they still flow. It returns the result when the run
+// ends there, nil to go on.
 func (m *measurement) latencyPhase(ctx context.Context) *result {
 	o, s, rd := m.o, m.s, m.rd
-	n := int(float64(o.liveRate) * o.liveFor.Seconds())
+	liveFor := o.liveFor
+	if s.sys.restore {
+		liveFor = updatesFor
+	}
+	n := int(float64(o.liveRate) * liveFor.Seconds())
 	liveStart := time.Now()
 	rd.setLiveFrom(liveStart.Truncate(time.Millisecond))
 	every := time.Second / time.Duration(o.liveRate)
@@ -268,6 +278,10 @@ func (m *measurement) latencyPhase(ctx context.Context) *result {
 	}
 	m.r.liveSent = n
 	m.phase("written")
+	if s.sys.restore {
+		m.r.expected += int64(n)
+		return nil
+	}
 	wait := time.Now().Add(2*s.interval + 15*time.Second)
 	want := int64(n)
 	if w := s.sys.window; w > 0 {
@@ -326,6 +340,15 @@ func (m *measurement) count() {
 // not matching the inputs, backlog outputs restamped.
 func (m *measurement) warn() {
 	r := m.r
+	if m.s.sys.restore {
+		// Killed while the updates flowed: their outputs come after the
+		// restart, so they are neither latencies nor backlog; the count
+		// below still holds them.
+		if r.outputs != r.expected {
+			r.warnings = append(r.warnings, fmt.Sprintf("the reader saw %d output records, %d went in", r.outputs, r.expected))
+		}
+		return
+	}
 	if m.s.sys.window > 0 {
 		if len(r.lat) == 0 {
 			r.warnings = append(r.warnings, "latency: no window closed by the live records was seen on the output")
@@ -352,6 +375,16 @@ func (m *measurement) logFooter() {
 	if ws := strings.Join(m.r.warnings, "; "); ws != "" {
 		fmt.Fprintf(logf, "bench: %s\n", ws)
 	}
+}
+
+// drainTimeout is how long the drain of s may take: -run-timeout, or for a
+// row whose own input holds more records than -records, the default
+// timeout for that many.
+func drainTimeout(o options, s *runSpec) time.Duration {
+	if s.in.records > o.records {
+		return max(o.runTimeout, 2*time.Minute+time.Duration(s.in.records)*time.Millisecond)
+	}
+	return o.runTimeout
 }
 
 func warnSuffix(ws []string) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"syscall"
 	"time"
 
@@ -12,19 +13,22 @@ import (
 const probeEvery = 10 * time.Millisecond
 
 // crashes reports whether the run of s has a recovery phase: -crash is
-// set and the row emits one output per input (a window row emits when a
-// window closes, so no one record tells when it is ready again).
-func crashes(o options, s *runSpec) bool { return o.crash && s.sys.window == 0 }
+// set or s is a restore row, and the row emits one output per input (a
+// window row emits when a window closes, so no one record tells when it
+// is ready again).
+func crashes(o options, s *runSpec) bool { return (o.crash || s.sys.restore) && s.sys.window == 0 }
 
-// recoverPhase is step 5b, with -crash: after the latency phase it kills
-// the system (SIGKILL, no shutdown), starts it again with the same group,
-// settings and state directory, and writes a probe record every
-// probeEvery to the live topic; the time from the restart until the
-// reader sees the first probe on the output is the time to ready after a
-// crash (start, group join, restoring or checking the state, the first
-// transaction). It then waits for every probe, so that the output count
-// check covers the crash too. It returns the result when the run ends
-// there, nil to go on.
+// recoverPhase is step 5b, with -crash or on a restore row: after the
+// latency phase it kills the system (SIGKILL, no shutdown), starts it
+// again with the same group (a static member: runSpec.member), settings
+// and state directory (wiped first on a -wiped restore row), and writes
+// a probe record every probeEvery to the live topic; the time from the
+// restart until the reader sees the first probe on the output is the time
+// to ready after a crash (start, group join, restoring or checking the
+// state, the first transaction). It then waits for every probe, so that
+// the output count check covers the crash too, and reads from the log
+// how many changelog records the restart restored. It returns the result
+// when the run ends there, nil to go on.
 func (m *measurement) recoverPhase(ctx context.Context) *result {
 	if !crashes(m.o, m.s) {
 		return nil
@@ -35,6 +39,12 @@ func (m *measurement) recoverPhase(ctx context.Context) *result {
 		return m.fail("did not exit on SIGKILL")
 	}
 	m.phase("killed")
+	if s.sys.wipe {
+		if err := wipeState(s.stateDir); err != nil {
+			return m.fail("%v", err)
+		}
+	}
+	logFrom := logSize(s.log)
 	c, err := s.sys.cmd(m.e, m.b, s, o.processorEx)
 	if err != nil {
 		return m.fail("restarting: %v", err)
@@ -45,6 +55,7 @@ func (m *measurement) recoverPhase(ctx context.Context) *result {
 	// latency phase does not pass for the first output after the restart.
 	rd.setLiveFrom(t0.Truncate(time.Millisecond))
 	before := rd.live.Load()
+	m.phase("restarting")
 	p, err := launch.Start(context.Background(), c)
 	if err != nil {
 		return m.fail("restarting: %v", err)
@@ -78,6 +89,14 @@ func (m *measurement) recoverPhase(ctx context.Context) *result {
 	wait := time.Now().Add(2*s.interval + 15*time.Second)
 	for rd.live.Load() < want && time.Now().Before(wait) {
 		time.Sleep(20 * time.Millisecond)
+	}
+	n, err := restoredSince(s.log, logFrom)
+	if err != nil {
+		m.r.warnings = append(m.r.warnings, fmt.Sprintf("reading the restores from the log: %v", err))
+	}
+	m.r.restored = n
+	if n >= 0 {
+		say("%s: the restart restored %d changelog records", m.label, n)
 	}
 	return nil
 }

@@ -35,6 +35,7 @@ type row struct {
 	mbs, cpuM, rssMiB float64
 	p50, p99, first   time.Duration
 	ready             time.Duration // with -crash: median time to ready after a crash
+	restored          int64         // with -crash: median changelog records restored after it; -1 when none logged
 	na, failed        string
 	warnings          []string
 }
@@ -45,9 +46,12 @@ func (rp *report) rows() []*row {
 		for _, iv := range rp.o.intervals {
 			for _, k := range rp.o.systems {
 				s, _ := systemByKey(k)
+				if !s.runsAt(rp.o, size, iv) {
+					continue
+				}
 				in := rp.inputs[size].of(s.format)
 				rw := &row{sys: s, size: size, interval: iv, na: rp.env.avail[k]}
-				var rates, cpus, rss, p50s, p99s, firsts, readies []float64
+				var rates, cpus, rss, p50s, p99s, firsts, readies, restored []float64
 				for _, r := range rp.results {
 					if r.spec.sys.key != k || r.spec.in.size != size || r.spec.interval != iv {
 						continue
@@ -71,6 +75,7 @@ func (rp *report) rows() []*row {
 					firsts = append(firsts, float64(r.first))
 					if r.ready > 0 {
 						readies = append(readies, float64(r.ready))
+						restored = append(restored, float64(r.restored))
 					}
 					for _, w := range r.warnings {
 						rw.warnings = append(rw.warnings, fmt.Sprintf("round %d: %s", r.spec.round, w))
@@ -83,7 +88,7 @@ func (rp *report) rows() []*row {
 					rw.p50, rw.p99 = time.Duration(median(p50s)), time.Duration(median(p99s))
 					rw.first = time.Duration(median(firsts))
 					if len(readies) > 0 {
-						rw.ready = time.Duration(median(readies))
+						rw.ready, rw.restored = time.Duration(median(readies)), int64(median(restored))
 					}
 				}
 				rows = append(rows, rw)
@@ -230,15 +235,16 @@ func (rp *report) writeTable(b *strings.Builder) {
 	}
 }
 
-// writeCrashTable writes, with -crash, the time to ready after a crash of
-// each row that measured it, beside its Kafka Streams pair's.
+// writeCrashTable writes, with -crash or restore rows, the time to ready
+// after a crash of each row that measured it, beside its Kafka Streams
+// pair's, and the changelog records its restart restored.
 func (rp *report) writeCrashTable(b *strings.Builder) {
-	if !rp.o.crash {
+	rows := rp.rows()
+	if !slices.ContainsFunc(rows, func(rw *row) bool { return rw.ready > 0 }) {
 		return
 	}
-	rows := rp.rows()
-	fmt.Fprintf(b, "\nReady after a crash (-crash): after the latency phase the system is killed (SIGKILL) and started again with the same group, settings and state directory, a probe record written every %s; the time from the restart until the first probe is on the output (medians of the rounds).\n\n", probeEvery)
-	fmt.Fprintf(b, "| record | commit | system | ready after crash s | vs Kafka Streams |\n|---|---|---|---:|---:|\n")
+	fmt.Fprintf(b, "\nReady after a crash (-crash, -restore): the system is killed (SIGKILL) after the latency phase (a restore row: after %s of updates, while they still flow) and started again with the same group as a static member (the same group.instance.id), settings and state directory (a -wiped row: deleted first), a probe record written every %s; the time from the restart until the first probe is on the output, and the changelog records the restart's restores logged (medians of the rounds).\n\n", updatesFor, probeEvery)
+	fmt.Fprintf(b, "| record | commit | system | ready after crash s | changelog records restored | vs Kafka Streams |\n|---|---|---|---:|---:|---:|\n")
 	for _, rw := range rows {
 		if rw.ready == 0 {
 			continue
@@ -247,7 +253,11 @@ func (rp *report) writeCrashTable(b *strings.Builder) {
 		if ks := find(rows, rw.size, rw.interval, rw.sys.versus()); ks != nil && ks.ready > 0 {
 			vs = fmt.Sprintf("%.2f×", rw.ready.Seconds()/ks.ready.Seconds())
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %.2f | %s |\n", sizeName(rw.size), rw.interval, rw.sys.label, rw.ready.Seconds(), vs)
+		restored := "–"
+		if rw.restored >= 0 {
+			restored = thousands(float64(rw.restored))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.2f | %s | %s |\n", sizeName(rw.size), rw.interval, rw.sys.label, rw.ready.Seconds(), restored, vs)
 	}
 }
 
@@ -364,6 +374,7 @@ type runJSON struct {
 	WallSeconds   float64  `json:"wall_seconds,omitempty"`
 	FirstOutput   float64  `json:"first_output_seconds,omitempty"`
 	ReadyAfter    float64  `json:"ready_after_crash_seconds,omitempty"`
+	Restored      *int64   `json:"restored_records,omitempty"`
 	RecordsPerSec float64  `json:"records_per_second,omitempty"`
 	CPUSeconds    float64  `json:"cpu_seconds,omitempty"`
 	PeakRSSBytes  int64    `json:"peak_rss_bytes,omitempty"`
@@ -391,6 +402,9 @@ func (rp *report) json() ([]byte, error) {
 			Records: r.spec.in.records, Outputs: r.outputs, Expected: r.expected, Warnings: r.warnings, Error: r.err, Unavailable: r.unavailable}
 		if r.err == "" && r.unavailable == "" {
 			j.WallSeconds, j.FirstOutput, j.ReadyAfter = r.wall.Seconds(), r.first.Seconds(), r.ready.Seconds()
+			if r.ready > 0 {
+				j.Restored = &r.restored
+			}
 			j.RecordsPerSec = float64(r.spec.in.records) / r.wall.Seconds()
 			j.CPUSeconds, j.PeakRSSBytes = r.cpu, r.hwm
 			j.LatencyMs = latJSON{Samples: len(r.lat), P50: msf(percentile(r.lat, 0.5)), P90: msf(percentile(r.lat, 0.9)),

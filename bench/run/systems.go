@@ -61,6 +61,17 @@ type system struct {
 	// (ownInput), instead of -records: a row that is slow by design
 	// (a service per record) still fits the run.
 	records int
+	// keys, when set, is how many distinct customer keys the run's own
+	// input cycles through (sample.Order), instead of customers.
+	keys int
+	// restore: a restore row (-restore). Its run has a recovery phase
+	// whatever -crash says, after an update phase of updatesFor instead
+	// of the latency phase, and the system is killed while those records
+	// still flow; it runs once a round, at the first size and interval.
+	restore bool
+	// wipe: the restore row deletes the state directory before the
+	// restart, so the store is rebuilt from its changelog's start.
+	wipe bool
 }
 
 var systems = []system{
@@ -104,6 +115,7 @@ var systems = []system{
 		needs: []string{"PROCESSOR_WORKERS", "PROCESSOR_STATE_DIR", "PROCESSOR_JOIN_TABLE", "PROCESSOR_JOIN_BY", "PROCESSOR_JOIN_INTO", "PROCESSOR_JOIN_MODE"},
 		cmd:   joinCmd},
 	httpRow(1), httpRow(8), httpRow(32),
+	restoreRow("restore", false), restoreRow("restore-wiped", true),
 	{key: "kstreams", label: "Kafka Streams 4.4.0, exactly_once_v2 (identity)", topology: "identity", cmd: kstreamsCmd},
 	{key: "kstreams-count", label: ksLabel("count by customer (groupBy, repartition)"),
 		topology: "count", stores: []string{"aggregate"}, ownInput: true, pair: "kstreams-count", cmd: kstreamsCmd},
@@ -113,6 +125,7 @@ var systems = []system{
 		topology: "dedupe", stores: []string{"dedupe"}, ownInput: true, pair: "kstreams-dedupe", cmd: kstreamsCmd},
 	{key: "kstreams-join", label: ksLabel("join with the customers KTable, co-partitioned"),
 		topology: "join", stores: []string{"customers"}, ownInput: true, table: true, pair: "kstreams-join", cmd: kstreamsCmd},
+	restoreRow("kstreams-restore", false), restoreRow("kstreams-restore-wiped", true),
 }
 
 // ksLabel is the label of a stateful Kafka Streams row: RocksDB stores
@@ -231,12 +244,22 @@ type runSpec struct {
 	stateDir string
 	// table is the customers table topic of a row with table set.
 	table string
+	// member is the static group member ID (the processor's
+	// PROCESSOR_INSTANCE_ID, Kafka Streams' group.instance.id, the
+	// copier's -instance-id) of a run with a recovery phase, so that the
+	// restart gets the partitions back at once rather than after the
+	// killed member's session timeout; "" otherwise.
+	member string
 }
 
 func copierCmd(e *environment, b *broker, s *runSpec, _ []string) (launch.Command, error) {
-	return launch.Command{Path: e.copier, Args: []string{"-brokers", strings.Join(b.addrs, ","), "-group", s.group,
+	args := []string{"-brokers", strings.Join(b.addrs, ","), "-group", s.group,
 		"-topics", s.in.topic + "," + s.live, "-out", s.out, "-txn-id", s.group + "-copier",
-		"-commit-interval", s.interval.String()}}, nil
+		"-commit-interval", s.interval.String()}
+	if s.member != "" {
+		args = append(args, "-instance-id", s.member)
+	}
+	return launch.Command{Path: e.copier, Args: args}, nil
 }
 
 // processorCmd runs bin/processor with its defaults, except for what a run
@@ -256,6 +279,7 @@ func processorCmd(set func(*launch.Instance)) func(*environment, *broker, *runSp
 			OutputTopic:     s.out,
 			TransactionalID: s.group + "-p",
 			CommitInterval:  s.interval,
+			InstanceID:      s.member,
 			HTTPAddr:        "127.0.0.1:0",
 			LogFormat:       "json",
 			Extra:           extra,
@@ -337,9 +361,12 @@ func kstreamsCmd(e *environment, b *broker, s *runSpec, _ []string) (launch.Comm
 	if s.live != s.in.topic {
 		topics += "," + s.live
 	}
-	args := []string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", e.jar,
-		strings.Join(b.addrs, ","), s.group, topics, s.out,
-		strconv.FormatInt(s.interval.Milliseconds(), 10), s.stateDir}
+	args := []string{"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"}
+	if s.member != "" {
+		args = append(args, "-Dbench.instance.id="+s.member) // static membership (BenchCopy)
+	}
+	args = append(args, "-jar", e.jar, strings.Join(b.addrs, ","), s.group, topics, s.out,
+		strconv.FormatInt(s.interval.Milliseconds(), 10), s.stateDir)
 	if t := s.sys.topology; t != "" && t != "identity" {
 		args = append(args, t, strconv.Itoa(runtime.NumCPU()))
 		if s.sys.table {
