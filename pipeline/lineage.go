@@ -24,6 +24,12 @@ type lineage struct {
 	// The chunks the open transaction filled, and those free for reuse.
 	fullHdrs, spareHdrs     [][]kgo.RecordHeader
 	fullDigits, spareDigits [][]byte
+	// prefix is "topic/partition/" of the last compact value stamped, of
+	// prefixTopic and prefixPart: a poll's records come in runs of one
+	// partition, so only the offset changes from one record to the next.
+	prefix      []byte
+	prefixTopic string
+	prefixPart  int32
 }
 
 const (
@@ -102,8 +108,14 @@ func (l *lineage) compact(src record.Source) []byte {
 		l.fullDigits = append(l.fullDigits, l.digits)
 		l.digits = nextChunk(&l.spareDigits, max(digitChunk, need))
 	}
+	if l.prefix == nil || src.Partition != l.prefixPart || src.Topic != l.prefixTopic {
+		// record.AppendLineage's form, up to the offset.
+		l.prefix = strconv.AppendInt(append(append(l.prefix[:0], src.Topic...), '/'), int64(src.Partition), 10)
+		l.prefix = append(l.prefix, '/')
+		l.prefixTopic, l.prefixPart = src.Topic, src.Partition
+	}
 	start := len(l.digits)
-	l.digits = record.AppendLineage(l.digits, src)
+	l.digits = strconv.AppendInt(append(l.digits, l.prefix...), src.Offset, 10)
 	return l.digits[start:len(l.digits):len(l.digits)]
 }
 

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -190,5 +191,32 @@ func BenchmarkLineageTransaction(b *testing.B) {
 			l.stamp(&recs[i], record.Source{Topic: "orders", Partition: int32(i % 6), Offset: int64(i)})
 		}
 		l.reset()
+	}
+}
+
+// The compact value is record.AppendLineage's, whatever the order of the
+// sources: the stamper keeps the last topic and partition's prefix, which
+// must follow every change of either (a topic sharing a prefix of another,
+// the same partition of another topic, an offset with more digits).
+func TestLineageCompactMatchesAppendLineage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(44, 5))
+	topics := []string{"in", "in2", "i", "orders", "orders.v2"}
+	l := newLineage(false)
+	var recs []*kgo.Record
+	var srcs []record.Source
+	for i := 0; i < 20_000; i++ {
+		src := record.Source{Topic: topics[rng.IntN(len(topics))], Partition: int32(rng.IntN(3)), Offset: rng.Int64N(1 << uint(rng.IntN(63)))}
+		if i > 0 && rng.IntN(4) > 0 { // mostly runs of one partition
+			src.Topic, src.Partition = srcs[i-1].Topic, srcs[i-1].Partition
+		}
+		r := &kgo.Record{}
+		l.stamp(r, src)
+		recs, srcs = append(recs, r), append(srcs, src)
+	}
+	for i, r := range recs {
+		want := string(record.AppendLineage(nil, srcs[i]))
+		if got, n := header(r, record.HeaderSource); got != want || n != 1 {
+			t.Fatalf("record %d of %v: %q (%d headers), want %q", i, srcs[i], got, n, want)
+		}
 	}
 }

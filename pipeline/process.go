@@ -76,11 +76,11 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 				}
 			}
 			if !parallel {
-				res = p.runSolo(src, r, b.at+j)
+				p.runSolo(src, r, b.at+j, &res)
 			} else if errors.Is(res.err, errWatchdog) {
 				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
 			}
-			err := p.produceOutputs(src, r, res)
+			err := p.produceOutputs(src, r, &res)
 			if !parallel {
 				clear(res.out) // pool.stop clears the workers' outputs
 			}
@@ -97,9 +97,19 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 }
 
 // runSolo runs r, record i of the poll, on the one worker, in the loop's
-// goroutine.
-func (p *Pipeline) runSolo(src record.Source, r *kgo.Record, i int) (res result) {
+// goroutine, into res (zero; in place: a result is too large to copy per
+// record for nothing).
+func (p *Pipeline) runSolo(src record.Source, r *kgo.Record, i int, res *result) {
 	w := &p.pool.workers[p.pool.solo]
+	if p.pool.passThrough && w.stores == nil && w.after == nil && !p.o.Replay && p.o.InjectCrash == nil {
+		// Nothing that can fail, block or be cut runs: no watchdog
+		// bookkeeping, no retries. An output over MaxOutputBytes is the
+		// one failure, which the full path below applies the policy to.
+		if out, err := w.chain.Process(w.ctx, src, r, w.out[:0]); err == nil {
+			res.out, w.out = out, out[:0]
+			return
+		}
+	}
 	if w.stores != nil {
 		w.stores.stream = p.streamAt(i)
 	}
@@ -115,15 +125,14 @@ func (p *Pipeline) runSolo(src record.Source, r *kgo.Record, i int) (res result)
 		res.stateBytes = w.stores.bytes
 		res.late = w.stores.takeLates(res.err)
 	}
-	return res
 }
 
 // produceOutputs applies the outcome of r's chain run: the watchdog, the
 // error policy, or producing the outputs. It writes nothing into res.out,
-// which may be a worker's buffer.
-func (p *Pipeline) produceOutputs(src record.Source, r *kgo.Record, res result) error {
+// which may be a worker's buffer (res is read only).
+func (p *Pipeline) produceOutputs(src record.Source, r *kgo.Record, res *result) error {
 	if errors.Is(res.err, errWatchdog) {
-		if p.blameSlow(src, res) {
+		if p.blameSlow(src, *res) {
 			return res.err
 		}
 		if p.open.counts.records == 1 {

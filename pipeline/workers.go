@@ -42,6 +42,10 @@ type pool struct {
 	// of a partition its weight and lane, per worker its records.
 	keys map[laneKey]laneOf
 	load []int
+	// passThrough: the chain passes its input through unchanged
+	// (transform.Chain.PassThrough, the identity chain), so no poll is
+	// shared: the loop runs it, with nothing to hand over to a worker.
+	passThrough bool
 }
 
 // newPool returns the pool of one worker per chain: chain, then chains,
@@ -60,7 +64,8 @@ func newPool(chain *transform.Chain, chains []*transform.Chain, ordering Orderin
 		}
 	}
 	lanes, _ := chain.InFlight()
-	return pool{workers: ws, topicNames: make(map[string]*string), order: o, seed: maphash.MakeSeed(), marks: make([]int, len(ws)), lanes: lanes}
+	return pool{workers: ws, topicNames: make(map[string]*string), order: o, seed: maphash.MakeSeed(), marks: make([]int, len(ws)), lanes: lanes,
+		passThrough: chain.PassThrough()}
 }
 
 // batch is a run of one partition's records of a poll, in offset order.
@@ -130,7 +135,7 @@ func (pl *pool) split(fs kgo.Fetches) bool {
 	pl.batches = pl.batches[:0]
 	pl.solo = 0
 	chunk, left, shares := int(^uint(0)>>1), fs.NumRecords(), 0
-	if len(pl.workers) > 1 && pl.order == orderShared {
+	if len(pl.workers) > 1 && pl.order == orderShared && !pl.passThrough {
 		chunk, shares = max(minChunk, left/(4*len(pl.workers))), 2*len(pl.workers)
 	}
 	n := 0
@@ -162,7 +167,7 @@ func (pl *pool) split(fs kgo.Fetches) bool {
 		if !pl.deal(n) {
 			return false
 		}
-	} else if len(pl.workers) < 2 || len(pl.batches) < 2 {
+	} else if len(pl.workers) < 2 || len(pl.batches) < 2 || pl.passThrough {
 		return false
 	}
 	if cap(pl.results) < n {

@@ -205,6 +205,18 @@ func (c *Chain) Ordered() bool {
 	return false
 }
 
+// PassThrough reports whether every stage of the chain passes its input
+// through unchanged (see PassThrough), host stages included: the chain's
+// output is its input record, alone, unless it is over MaxOutputBytes.
+func (c *Chain) PassThrough() bool {
+	for _, s := range c.stages {
+		if !PassesThroughOf(s.t) {
+			return false
+		}
+	}
+	return len(c.stages) > 0
+}
+
 // InFlight returns the most records of one partition the chain may run
 // at once by its stages' bounds (Concurrent): the smallest bound, which
 // every stage's holds to, and the entry that declares it; 0 when no stage

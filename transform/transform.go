@@ -224,6 +224,23 @@ type Ordered interface {
 	Ordered() bool
 }
 
+// PassThrough is an optional interface of a transform whose Process does
+// nothing but append its input record, unchanged, to out (identity): it
+// reads nothing, keeps nothing, and cannot fail, block or panic. A chain
+// of such stages alone (Chain.PassThrough) has nothing to run
+// concurrently or to time, so the processor runs it in its loop, without
+// handing the records to the workers and the watchdog.
+type PassThrough interface {
+	PassesThrough() bool
+}
+
+// PassesThroughOf reports whether t declares that it passes its input
+// through unchanged (PassThrough).
+func PassesThroughOf(t Transform) bool {
+	p, ok := t.(PassThrough)
+	return ok && p.PassesThrough()
+}
+
 // OrderedOf reports whether t must see records in order (Ordered).
 func OrderedOf(t Transform) bool {
 	o, ok := t.(Ordered)

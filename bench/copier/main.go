@@ -30,8 +30,14 @@ type config struct {
 	interval                           time.Duration
 }
 
+// startHooks run after the flags are parsed (pprof.go, build tag pprof).
+var startHooks []func()
+
 func main() {
 	c := parseFlags()
+	for _, h := range startHooks {
+		h()
+	}
 	s, err := newSession(c)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "copier:", err)

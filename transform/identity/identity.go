@@ -30,3 +30,8 @@ func (Transform) Process(_ context.Context, _ record.Source, rec *kgo.Record, ou
 // Touches returns no part: identity reads and writes neither key nor
 // value, so schema-encoded bytes pass through it undecoded.
 func (Transform) Touches() transform.Parts { return 0 }
+
+// PassesThrough reports true: identity appends its input unchanged and can
+// neither fail nor block, so the processor runs an identity-only chain in
+// its loop rather than on the workers (transform.PassThrough).
+func (Transform) PassesThrough() bool { return true }

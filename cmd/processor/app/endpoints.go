@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,9 @@ type endpoints struct {
 	history time.Duration
 	// token guards / and /status (PROCESSOR_HTTP_TOKEN_FILE); nil: open.
 	token *httpToken
+	// pprof serves net/http/pprof under /debug/pprof/ (PROCESSOR_PPROF),
+	// behind token.
+	pprof bool
 }
 
 // newEndpoints returns the endpoints of a processor that is starting.
@@ -48,6 +52,7 @@ func newEndpoints(cfg *config.Config, chain *transform.Chain, workers int) *endp
 		ep.info.DLQTopic = cfg.DLQTopic
 	}
 	ep.history = cfg.StatusHistory
+	ep.pprof = cfg.Pprof
 	for _, e := range chain.Entries() {
 		ep.base.Chain = append(ep.base.Chain, e.String())
 	}
@@ -120,7 +125,7 @@ func registerReady(reg prometheus.Registerer, ready func() string) {
 }
 
 // serveHTTP serves the status page (/), /status, /metrics, /healthz and
-// /readyz in the background, and samples the status history until the
+// /readyz (and with ep.pprof /debug/pprof/) in the background, and samples the status history until the
 // server shuts down. With ep.token, / and /status need its bearer token;
 // the others stay open to scrapers and probes.
 func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.Server {
@@ -147,10 +152,24 @@ func serveHTTP(ln net.Listener, reg *prometheus.Registry, ep *endpoints) *http.S
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if ep.pprof {
+		servePprof(mux, ep.token)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ctx, stopSampling := context.WithCancel(context.Background())
 	srv.RegisterOnShutdown(stopSampling)
 	go status.Sample(ctx)
 	go func() { _ = srv.Serve(ln) }()
 	return srv
+}
+
+// servePprof adds Go's profiles (net/http/pprof) under /debug/pprof/ to
+// mux, each behind token: the CPU profile of a running processor, its
+// heap, goroutines and the rest, for `go tool pprof`.
+func servePprof(mux *http.ServeMux, token *httpToken) {
+	mux.HandleFunc("/debug/pprof/", token.guard(pprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", token.guard(pprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", token.guard(pprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", token.guard(pprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", token.guard(pprof.Trace))
 }
