@@ -1,13 +1,11 @@
 package binaries
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/streamproc/processor/internal/testkit/itest"
 
@@ -99,19 +97,7 @@ func TestBinaryReplayUnderSIGKILL(t *testing.T) {
 // but one dead letter for each of the forever bad inputs.
 func auditReplayed(t *testing.T, tg *itest.Target, src check.Source, forever int) {
 	t.Helper()
-	src.Brokers = tg.Brokers
-	r, err := check.NewReader(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	run, err := r.Read(ctx)
-	if err != nil {
-		t.Fatalf("eoscheck read: %v", err)
-	}
-	rep := check.Check(run, check.Options{OneToOne: true, ExpectAll: true})
+	rep := tg.Report(t, src, check.Options{OneToOne: true, ExpectAll: true})
 	for a, n := range rep.Counts {
 		if want := map[bool]int{true: forever}[a == check.DeadLetter]; n != want {
 			t.Errorf("eoscheck: %d %s, want %d:\n%s%v", n, a, want, rep.Table(), rep.Examples[a])

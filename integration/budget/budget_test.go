@@ -229,7 +229,7 @@ func TestWatchdogShortensTransactions(t *testing.T) {
 				if load {
 					defer budgetBusy(1)()
 				}
-				chain := itest.BudgetChain(t, "slow", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+				chain := itest.FuncChain(t, "slow", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 					time.Sleep(perRecord)
 					r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
 					return append(out, r), nil
@@ -287,7 +287,7 @@ func TestBudgetRecordAloneDeadLettered(t *testing.T) {
 		tg.NewTopics(t, 2, in.Topic, out, dlq)
 		tg.Produce(t, in, 0, in.N)
 		var slowCalls atomic.Int32
-		chain := itest.BudgetChain(t, "slow", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := itest.FuncChain(t, "slow", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if src.Partition == 0 && src.Offset == 5 {
 				slowCalls.Add(1)
 				tm := time.NewTimer(300 * time.Millisecond)
@@ -381,7 +381,7 @@ func TestBudgetRetriesNotPastBudget(t *testing.T) {
 		tg.Produce(t, in, 0, in.N)
 		var attempts atomic.Int32
 		var slowed [5]atomic.Bool
-		chain := itest.BudgetChain(t, "flaky", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := itest.FuncChain(t, "flaky", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			if src.Offset < 5 && !slowed[src.Offset].Swap(true) {
 				time.Sleep(budget / 7) // the first time: together they use most of the budget
 			}
@@ -483,7 +483,7 @@ func TestTxnTimeoutIsNotFencing(t *testing.T) {
 		var mu sync.Mutex
 		visits := map[int64]int{}
 		var waits []string
-		chain := itest.BudgetChain(t, "block", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := itest.FuncChain(t, "block", func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			mu.Lock()
 			visits[src.Offset]++
 			block := (src.Offset == 5 && visits[5] == 1) || (src.Offset == 50 && visits[5] >= 2 && len(waits) == 1)
@@ -564,7 +564,7 @@ func TestMaxTxnBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chain := itest.BudgetChain(t, "tag", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		chain := itest.FuncChain(t, "tag", func(ctx context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: budgetHeaderTxn, Value: budgetTxnTag(ctx)})
 			return append(out, r), nil
 		})
@@ -617,7 +617,7 @@ func TestShutdownBlockedProduce(t *testing.T) {
 		return nil, nil, true // taken, never answered
 	})
 	var after atomic.Int64
-	chain := itest.BudgetChain(t, "count", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := itest.FuncChain(t, "count", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		after.Add(1)
 		return append(out, r), nil
 	})

@@ -42,7 +42,7 @@ func TestPostgresSinkExactlyOnce(t *testing.T) {
 		tg.NewTopics(t, 6, in.Topic)
 		bad := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%25 == 7 }
 		chain := func() *transform.Chain {
-			return itest.BudgetChain(t, "check", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+			return itest.FuncChain(t, "check", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 				if bad(string(r.Value)) {
 					return out, errors.New("bad record")
 				}
@@ -173,7 +173,7 @@ func TestPostgresStatementRowRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := func(v string) bool { _, s, _ := strings.Cut(v, ":"); seq, _ := strconv.Atoi(s); return seq%10 == 3 }
-	chain := itest.BudgetChain(t, "invoice", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+	chain := itest.FuncChain(t, "invoice", func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
 		amount := 100
 		if refused(string(r.Value)) {
 			amount = -1

@@ -35,25 +35,17 @@ func (g *rebalanceGate) open() { g.relOnce.Do(func() { close(g.release) }) }
 
 func (g *rebalanceGate) chain(t testing.TB, d time.Duration) *transform.Chain {
 	t.Helper()
-	reg := &transform.Registry{}
-	reg.Register("gate", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-			g.once.Do(func() {
-				close(g.entered)
-				select { // bounded: a test that fails to open the gate does not hang
-				case <-g.release:
-				case <-time.After(30 * time.Second):
-				}
-			})
-			time.Sleep(d)
-			return append(out, r), nil
-		}), nil
+	return itest.FuncChain(t, "gate", transform.Func(func(_ context.Context, _ record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		g.once.Do(func() {
+			close(g.entered)
+			select { // bounded: a test that fails to open the gate does not hang
+			case <-g.release:
+			case <-time.After(30 * time.Second):
+			}
+		})
+		time.Sleep(d)
+		return append(out, r), nil
 	}))
-	c, err := reg.Build([]transform.Entry{{Name: "gate"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // rebalanceAborts sums processor_transactions_aborted_total over reasons.

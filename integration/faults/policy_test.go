@@ -46,40 +46,32 @@ func jsonChain(t testing.TB) *transform.Chain {
 	t.Helper()
 	var mu sync.Mutex
 	flakes := map[int64]int{}
-	reg := &transform.Registry{}
-	reg.Register("parse", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(_ context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-			var v struct {
-				Seq   int  `json:"seq"`
-				Panic bool `json:"panic"`
-				Big   bool `json:"big"`
-				Flaky bool `json:"flaky"`
+	return itest.FuncChain(t, "parse", transform.Func(func(_ context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		var v struct {
+			Seq   int  `json:"seq"`
+			Panic bool `json:"panic"`
+			Big   bool `json:"big"`
+			Flaky bool `json:"flaky"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			return out, fmt.Errorf("malformed JSON: %w", err)
+		}
+		switch {
+		case v.Panic:
+			panic("poison record")
+		case v.Big:
+			r.Value = make([]byte, 2<<20)
+		case v.Flaky:
+			mu.Lock()
+			flakes[src.Offset]++
+			n := flakes[src.Offset]
+			mu.Unlock()
+			if n%3 != 0 {
+				return out, transform.Retriable(errors.New("lookup timed out"))
 			}
-			if err := json.Unmarshal(r.Value, &v); err != nil {
-				return out, fmt.Errorf("malformed JSON: %w", err)
-			}
-			switch {
-			case v.Panic:
-				panic("poison record")
-			case v.Big:
-				r.Value = make([]byte, 2<<20)
-			case v.Flaky:
-				mu.Lock()
-				flakes[src.Offset]++
-				n := flakes[src.Offset]
-				mu.Unlock()
-				if n%3 != 0 {
-					return out, transform.Retriable(errors.New("lookup timed out"))
-				}
-			}
-			return append(out, r), nil
-		}), nil
+		}
+		return append(out, r), nil
 	}))
-	c, err := reg.Build([]transform.Entry{{Name: "parse"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // Poison records under each error policy, on a real broker: with dlq the

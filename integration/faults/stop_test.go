@@ -38,27 +38,19 @@ func (p *processed) note(src record.Source) {
 // as its context ends. Records it passes on are noted in seen, if given.
 func ctxChain(t testing.TB, d time.Duration, seen ...*processed) *transform.Chain {
 	t.Helper()
-	reg := &transform.Registry{}
-	reg.Register("wait", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-			tm := time.NewTimer(d)
-			defer tm.Stop()
-			select {
-			case <-ctx.Done():
-				return out, ctx.Err()
-			case <-tm.C:
-			}
-			for _, s := range seen {
-				s.note(src)
-			}
-			return append(out, r), nil
-		}), nil
+	return itest.FuncChain(t, "wait", transform.Func(func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		tm := time.NewTimer(d)
+		defer tm.Stop()
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-tm.C:
+		}
+		for _, s := range seen {
+			s.note(src)
+		}
+		return append(out, r), nil
 	}))
-	c, err := reg.Build([]transform.Entry{{Name: "wait"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // A stop (SIGTERM in a rolling deploy, a pod eviction) is never a record

@@ -301,38 +301,30 @@ func (g *lagGate) open() { g.relOnce.Do(func() { close(g.release) }) }
 
 func (g *lagGate) chain(t testing.TB) *transform.Chain {
 	t.Helper()
-	reg := &transform.Registry{}
-	reg.Register("laggate", transform.Plain("", func() (transform.Transform, error) {
-		return transform.Func(func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
-			g.mu.Lock()
-			g.seen[src.Partition]++
-			hold := !g.held && len(g.seen) == g.parts
-			for _, n := range g.seen {
-				hold = hold && n >= g.min
-			}
-			hold = hold && g.committedAll()
-			g.held = g.held || hold
-			g.mu.Unlock()
-			if hold {
-				close(g.entered)
-				select { // until the test opens the gate (deferred), or the instance stops
+	return itest.FuncChain(t, "laggate", transform.Func(func(ctx context.Context, src record.Source, r *kgo.Record, out []*kgo.Record) ([]*kgo.Record, error) {
+		g.mu.Lock()
+		g.seen[src.Partition]++
+		hold := !g.held && len(g.seen) == g.parts
+		for _, n := range g.seen {
+			hold = hold && n >= g.min
+		}
+		hold = hold && g.committedAll()
+		g.held = g.held || hold
+		g.mu.Unlock()
+		if hold {
+			close(g.entered)
+			select { // until the test opens the gate (deferred), or the instance stops
+			case <-g.release:
+			case <-ctx.Done():
+				select {
 				case <-g.release:
-				case <-ctx.Done():
-					select {
-					case <-g.release:
-					default:
-						g.cut.Store(true)
-					}
+				default:
+					g.cut.Store(true)
 				}
 			}
-			return append(out, r), nil
-		}), nil
+		}
+		return append(out, r), nil
 	}))
-	c, err := reg.Build([]transform.Entry{{Name: "laggate"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // ---------------------------------------------------------------- kafka ----

@@ -334,26 +334,36 @@ func authProxy(t *testing.T, backend, user, password string, refuse *atomic.Bool
 			fmt.Fprint(w, `{"error_code":40101,"message":"Unauthorized"}`)
 			return
 		}
-		fwd, err := http.NewRequestWithContext(req.Context(), req.Method, backend+req.URL.RequestURI(), req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		fwd.Header = req.Header.Clone()
-		resp, err := http.DefaultClient.Do(fwd)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		forward(w, req, backend, nil)
 	}))
 	t.Cleanup(proxy.Close)
 	return proxy
+}
+
+// forward passes req on to backend (a URL without a path), with edit
+// applied to the copy when given, and answers w with the response; a
+// request that cannot be made or sent is answered 502.
+func forward(w http.ResponseWriter, req *http.Request, backend string, edit func(*http.Request)) {
+	out, err := http.NewRequestWithContext(req.Context(), req.Method, backend+req.URL.RequestURI(), req.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	out.Header = req.Header.Clone()
+	if edit != nil {
+		edit(out)
+	}
+	resp, err := http.DefaultClient.Do(out)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }
 
 // Credentials refused while the processor runs (the registry starts
@@ -534,24 +544,7 @@ func TestSchemaRegistryHangs(t *testing.T) {
 					return
 				}
 			}
-			out, err := http.NewRequestWithContext(req.Context(), req.Method, fwd.URL+req.URL.RequestURI(), req.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			out.Header = req.Header.Clone()
-			out.SetBasicAuth("u", "p")
-			resp, err := http.DefaultClient.Do(out)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			defer resp.Body.Close()
-			for k, v := range resp.Header {
-				w.Header()[k] = v
-			}
-			w.WriteHeader(resp.StatusCode)
-			_, _ = io.Copy(w, resp.Body)
+			forward(w, req, fwd.URL, func(out *http.Request) { out.SetBasicAuth("u", "p") })
 		}))
 		t.Cleanup(proxy.Close)
 		t.Cleanup(func() {

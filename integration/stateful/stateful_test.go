@@ -47,41 +47,12 @@ func TestStatefulCountUnderCrash(t *testing.T) {
 				in := itest.Input{Topic: itest.Unique("count-in"), N: 9000, Keys: 60}
 				out, group := itest.Unique("count-out"), itest.Unique("count-group")
 				tg.NewTopics(t, 4, in.Topic, out)
-				dir := t.TempDir()
-				set := itest.Stateful(dir, ordering, "0.2", []string{"aggregate"}, nil)
-				static := func(inst *launch.Instance) { inst.InstanceID = group + "-1" }
-				tg.Produce(t, in, 0, in.N/3)
-				p1 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
-				itest.WaitFor(t, 60*time.Second, "a first commit", func() bool { return !p1.CommittedAt().IsZero() })
-				fed := make(chan struct{})
-				go func() {
-					defer close(fed)
-					for i := in.N / 3; i < 2*in.N/3; i += in.N / 30 {
-						if t.Context().Err() != nil || !tg.Produce(t, in, i, min(i+in.N/30, 2*in.N/3)) {
-							return
-						}
-						time.Sleep(30 * time.Millisecond)
-					}
-				}()
-				time.Sleep(time.Second)
-				p1.Kill(t)
-				changelog := len(tg.ReadAll(t, state.ChangelogTopic(group, "aggregate"), true))
-
-				p2 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static)
-				itest.WaitClosed(t, fed, itest.FeedTimeout, "the input feeder")
-				tg.Produce(t, in, 2*in.N/3, 3*in.N/4) // after the start: p2 has work
-				tg.WaitCaughtUp(t, group, in.Topic)
-				itest.WaitFor(t, 10*time.Second, "a commit of p2", func() bool { return !p2.CommittedAt().IsZero() })
-				p2.Terminate(t)
-				if n, _ := itest.Restored(p2); n >= changelog && changelog > 0 {
-					t.Errorf("the restore after SIGKILL read %d changelog records of %d: not only the tail", n, changelog)
-				} else {
-					t.Logf("%s: restore after SIGKILL read %d of the changelog's %d records", tg.Name, n, changelog)
-				}
+				run := &countRun{tg: tg, in: in, out: out, group: group, store: "aggregate",
+					set: itest.Stateful(t.TempDir(), ordering, "0.2", []string{"aggregate"}, nil)}
+				run.killMidFeed(t)
 
 				addr := itest.FreeAddr(t)
-				p3 := tg.StartBinary(t, group, group+"-1", in.Topic, out, set, static,
-					func(inst *launch.Instance) { inst.HTTPAddr = addr })
+				p3 := run.start(t, run.set, func(inst *launch.Instance) { inst.HTTPAddr = addr })
 				tg.Produce(t, in, 3*in.N/4, 5*in.N/6)
 				tg.WaitCaughtUp(t, group, in.Topic)
 				itest.WaitFor(t, 10*time.Second, "a commit of p3", func() bool { return !p3.CommittedAt().IsZero() })
@@ -91,16 +62,7 @@ func TestStatefulCountUnderCrash(t *testing.T) {
 					t.Errorf("the restore after SIGTERM read %d changelog records, want none", n)
 				}
 
-				wiped := itest.Stateful(t.TempDir(), ordering, "0.2", []string{"aggregate"}, nil)
-				p4 := tg.StartBinary(t, group, group+"-1", in.Topic, out, wiped, static)
-				tg.Produce(t, in, 5*in.N/6, in.N)
-				tg.WaitCaughtUp(t, group, in.Topic)
-				itest.WaitFor(t, 10*time.Second, "a commit of p4", func() bool { return !p4.CommittedAt().IsZero() })
-				p4.Terminate(t)
-				if _, rebuilt := itest.Restored(p4); !rebuilt {
-					t.Error("a wiped state directory was not rebuilt from the changelog")
-				}
-				checkCounts(t, in, tg.ReadAll(t, out, true))
+				run.wiped(t, itest.Stateful(t.TempDir(), ordering, "0.2", []string{"aggregate"}, nil), 5*in.N/6)
 			})
 		})
 	}

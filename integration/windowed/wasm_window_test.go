@@ -1,10 +1,7 @@
 package windowed
 
 import (
-	"encoding/json"
-	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,32 +31,7 @@ func TestWasmWindowsCloseUnderKillAndBacklog(t *testing.T) {
 			"PROCESSOR_WASM_EMIT_STORES": "windows", "PROCESSOR_WASM_TIMEOUT": "1s"}
 		live, back := killAndBacklogChain(t, tg, "wasm-wclose", in, []string{"wasm"}, settings)
 		want, lates := closeRef(tg.ReadAll(t, in[0].Topic, true), time.Minute.Milliseconds(), (10 * time.Second).Milliseconds())
-		a, b := finalRows(t, live.out), finalRows(t, back.out)
-		if fmt.Sprint(a) != fmt.Sprint(b) {
-			t.Errorf("live, killed and restarted, %d final rows differ from the backlog's %d", len(a), len(b))
-		}
-		bad := 0
-		for k, rows := range a {
-			var v struct {
-				Value int `json:"value"`
-			}
-			_, src, _ := strings.Cut(rows[0], " src=")
-			if err := json.Unmarshal([]byte(rows[0][:strings.Index(rows[0], " ts=")]), &v); err != nil {
-				t.Fatalf("%s: %v", rows[0], err)
-			}
-			if got := fmt.Sprintf("%d src=%s", v.Value, src); len(rows) != 1 || got != want[k] {
-				if bad++; bad <= 5 {
-					t.Errorf("window %s: final rows %v, want one: %q", k, rows, want[k])
-				}
-			}
-		}
-		for k, w := range want {
-			if _, ok := a[k]; !ok {
-				if bad++; bad <= 10 {
-					t.Errorf("window %s (%s): no final row", k, w)
-				}
-			}
-		}
+		checkFinalRows(t, live, back, want)
 		if len(live.late)+len(back.late) != 0 {
 			t.Errorf("%d and %d records in the late topics: a plugin drops its late records", len(live.late), len(back.late))
 		}

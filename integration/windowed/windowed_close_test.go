@@ -88,32 +88,7 @@ func TestWindowsCloseSameUnderKillAndBacklog(t *testing.T) {
 			"PROCESSOR_AGGREGATE_EMIT": "close"}
 		live, back := killAndBacklog(t, tg, "wclose", in, settings)
 		want, lates := closeRef(tg.ReadAll(t, in[0].Topic, true), time.Minute.Milliseconds(), (20 * time.Second).Milliseconds())
-		a, b := finalRows(t, live.out), finalRows(t, back.out)
-		if fmt.Sprint(a) != fmt.Sprint(b) {
-			t.Errorf("live, killed and restarted, %d final rows differ from the backlog's %d", len(a), len(b))
-		}
-		bad := 0
-		for k, rows := range b {
-			var v struct {
-				Value int `json:"value"`
-			}
-			_, src, _ := strings.Cut(rows[0], " src=")
-			if err := json.Unmarshal([]byte(rows[0][:strings.Index(rows[0], " ts=")]), &v); err != nil {
-				t.Fatalf("%s: %v", rows[0], err)
-			}
-			if got := fmt.Sprintf("%d src=%s", v.Value, src); len(rows) != 1 || got != want[k] {
-				if bad++; bad <= 5 {
-					t.Errorf("window %s: final rows %v, want one: %q", k, rows, want[k])
-				}
-			}
-		}
-		for k, w := range want {
-			if _, ok := b[k]; !ok {
-				if bad++; bad <= 10 {
-					t.Errorf("window %s (%s): no final row", k, w)
-				}
-			}
-		}
+		checkFinalRows(t, live, back, want)
 		if len(live.late) != lates || len(back.late) != lates {
 			t.Errorf("late records: %d live, %d as a backlog; the reference has %d", len(live.late), len(back.late), lates)
 		}
@@ -129,4 +104,38 @@ func TestWindowsCloseSameUnderKillAndBacklog(t *testing.T) {
 		}
 		t.Logf("%s: %d inputs, %d closed windows, %d late", tg.Name, len(in), len(want), lates)
 	})
+}
+
+// checkFinalRows checks the EMIT=close outputs of a run killed and
+// restarted live and of the same input drained as a backlog: the two
+// agree, and every window of want (closeRef) has exactly one final row,
+// the reference's value from the reference's last input.
+func checkFinalRows(t *testing.T, live, back windowRun, want map[string]string) {
+	t.Helper()
+	a, b := finalRows(t, live.out), finalRows(t, back.out)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("live, killed and restarted, %d final rows differ from the backlog's %d", len(a), len(b))
+	}
+	bad := 0
+	for k, rows := range b {
+		var v struct {
+			Value int `json:"value"`
+		}
+		_, src, _ := strings.Cut(rows[0], " src=")
+		if err := json.Unmarshal([]byte(rows[0][:strings.Index(rows[0], " ts=")]), &v); err != nil {
+			t.Fatalf("%s: %v", rows[0], err)
+		}
+		if got := fmt.Sprintf("%d src=%s", v.Value, src); len(rows) != 1 || got != want[k] {
+			if bad++; bad <= 5 {
+				t.Errorf("window %s: final rows %v, want one: %q", k, rows, want[k])
+			}
+		}
+	}
+	for k, w := range want {
+		if _, ok := b[k]; !ok {
+			if bad++; bad <= 10 {
+				t.Errorf("window %s (%s): no final row", k, w)
+			}
+		}
+	}
 }
