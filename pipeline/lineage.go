@@ -24,12 +24,15 @@ type lineage struct {
 	// The chunks the open transaction filled, and those free for reuse.
 	fullHdrs, spareHdrs     [][]kgo.RecordHeader
 	fullDigits, spareDigits [][]byte
-	// prefix is "topic/partition/" of the last compact value stamped, of
-	// prefixTopic and prefixPart: a poll's records come in runs of one
-	// partition, so only the offset changes from one record to the next.
-	prefix      []byte
-	prefixTopic string
-	prefixPart  int32
+	// val is the last compact value stamped, "topic/partition/offset" of
+	// valTopic, valPart and valOffset, whose prefix ends at valPrefix: a
+	// poll's records come in runs of one partition at consecutive offsets,
+	// so the next value is most often val with its digits counted up by one.
+	val       []byte
+	valPrefix int
+	valTopic  string
+	valPart   int32
+	valOffset int64
 }
 
 const (
@@ -108,15 +111,40 @@ func (l *lineage) compact(src record.Source) []byte {
 		l.fullDigits = append(l.fullDigits, l.digits)
 		l.digits = nextChunk(&l.spareDigits, max(digitChunk, need))
 	}
-	if l.prefix == nil || src.Partition != l.prefixPart || src.Topic != l.prefixTopic {
+	switch {
+	case l.val == nil || src.Partition != l.valPart || src.Topic != l.valTopic:
 		// record.AppendLineage's form, up to the offset.
-		l.prefix = strconv.AppendInt(append(append(l.prefix[:0], src.Topic...), '/'), int64(src.Partition), 10)
-		l.prefix = append(l.prefix, '/')
-		l.prefixTopic, l.prefixPart = src.Topic, src.Partition
+		l.val = strconv.AppendInt(append(append(l.val[:0], src.Topic...), '/'), int64(src.Partition), 10)
+		l.val = append(l.val, '/')
+		l.valPrefix = len(l.val)
+		l.valTopic, l.valPart = src.Topic, src.Partition
+		l.val = strconv.AppendInt(l.val, src.Offset, 10)
+	case src.Offset > 0 && l.valOffset >= 0 && src.Offset == l.valOffset+1 && countUp(l.val[l.valPrefix:]):
+	default:
+		l.val = strconv.AppendInt(l.val[:l.valPrefix], src.Offset, 10)
 	}
+	l.valOffset = src.Offset
 	start := len(l.digits)
-	l.digits = strconv.AppendInt(append(l.digits, l.prefix...), src.Offset, 10)
+	l.digits = append(l.digits, l.val...)
 	return l.digits[start:len(l.digits):len(l.digits)]
+}
+
+// countUp adds one to d, the decimal digits of a number of at least 0, in
+// place, and reports whether it did: not when d is all nines (the sum has
+// one more digit), d then being garbage.
+func countUp(d []byte) bool {
+	for i := len(d) - 1; i >= 0; i-- {
+		switch c := d[i]; {
+		case c == '9':
+			d[i] = '0'
+		case c >= '0' && c < '9':
+			d[i] = c + 1
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 func (l *lineage) offset(o int64) []byte {

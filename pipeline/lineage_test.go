@@ -179,18 +179,27 @@ func BenchmarkLineageRead(b *testing.B) {
 // BenchmarkLineageTransaction stamps the compact lineage header on the
 // outputs of one 100,000-record transaction per op, then resets the chunks
 // as the end of a transaction does: after the first transaction, the
-// chunks of the ones before are reused.
+// chunks of the ones before are reused. "interleaved" changes partition
+// every record (the worst case); "runs" stamps runs of 1,000 consecutive
+// offsets of one partition, as a poll over a backlog hands them over.
 func BenchmarkLineageTransaction(b *testing.B) {
 	const perTxn = 100_000
-	l := newLineage(false)
-	recs := make([]kgo.Record, perTxn)
-	b.ReportAllocs()
-	for range b.N {
-		for i := range recs {
-			recs[i].Headers = nil
-			l.stamp(&recs[i], record.Source{Topic: "orders", Partition: int32(i % 6), Offset: int64(i)})
-		}
-		l.reset()
+	for _, form := range []struct {
+		name string
+		run  int
+	}{{"interleaved", 1}, {"runs", 1000}} {
+		b.Run(form.name, func(b *testing.B) {
+			l := newLineage(false)
+			recs := make([]kgo.Record, perTxn)
+			b.ReportAllocs()
+			for range b.N {
+				for i := range recs {
+					recs[i].Headers = nil
+					l.stamp(&recs[i], record.Source{Topic: "orders", Partition: int32(i / form.run % 6), Offset: 10_000_000 + int64(i)})
+				}
+				l.reset()
+			}
+		})
 	}
 }
 
@@ -217,6 +226,46 @@ func TestLineageCompactMatchesAppendLineage(t *testing.T) {
 		want := string(record.AppendLineage(nil, srcs[i]))
 		if got, n := header(r, record.HeaderSource); got != want || n != 1 {
 			t.Fatalf("record %d of %v: %q (%d headers), want %q", i, srcs[i], got, n, want)
+		}
+	}
+}
+
+// A run of one partition's consecutive offsets counts the last value's
+// digits up rather than formatting each offset: the values stay
+// record.AppendLineage's across carries (9 to 10, 999 to 1000), gaps,
+// a partition's return after another's run, an offset going back, and at
+// the ends of int64.
+func TestLineageCompactCountsUpLikeAppendLineage(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 6))
+	starts := []int64{0, 1, 8, 95, 998, 99_999_990, 1<<31 - 5, 1<<63 - 3, -3}
+	l := newLineage(false)
+	var recs []*kgo.Record
+	var srcs []record.Source
+	src := record.Source{Topic: "in", Partition: 0}
+	for i := 0; i < 20_000; i++ {
+		switch k := rng.IntN(40); {
+		case i == 0 || k == 0:
+			src.Offset = starts[rng.IntN(len(starts))]
+		case k == 1:
+			src.Partition = int32(rng.IntN(3))
+		case k == 2:
+			src.Offset += int64(rng.IntN(5)) - 2 // a gap, the same offset or one back
+		case src.Offset < 1<<63-1:
+			src.Offset++
+		}
+		r := &kgo.Record{}
+		l.stamp(r, src)
+		recs, srcs = append(recs, r), append(srcs, src)
+	}
+	for i, r := range recs {
+		want := string(record.AppendLineage(nil, srcs[i]))
+		if got, n := header(r, record.HeaderSource); got != want || n != 1 {
+			t.Fatalf("record %d of %v: %q (%d headers), want %q", i, srcs[i], got, n, want)
+		}
+	}
+	for _, d := range []string{"9", "99", ""} {
+		if countUp([]byte(d)) {
+			t.Errorf("countUp(%q) reports it counted up", d)
 		}
 	}
 }
