@@ -25,6 +25,9 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 		defer p.pool.stop()
 	}
 	byRecord := parallel && p.pool.order == orderKey
+	pass := !parallel && p.passes()
+	chain := p.pool.workers[p.pool.solo].chain
+	done := p.open.ctx.Done() // once per poll, not per record
 	for bi, b := range p.pool.batches {
 		switch {
 		case byRecord: // waitRecord
@@ -34,20 +37,18 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 			p.pool.workers[p.pool.solo].slot.publish(b.topic, b.partition)
 		}
 		for j, r := range b.recs {
-			var res result
 			if parallel {
 				if byRecord {
 					p.pool.waitRecord(b.at + j)
 				}
-				res = p.pool.results[b.at+j]
-				if res.notRun {
+				if p.pool.results[b.at+j].notRun {
 					p.pool.stop()
 					p.blameRest(b.at + j)
 					return errWatchdog
 				}
 			} else {
 				select {
-				case <-p.open.ctx.Done():
+				case <-done:
 					return errWatchdog
 				default:
 				}
@@ -62,22 +63,22 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 			p.open.counts.records++
 			p.open.stamps = append(p.open.stamps, r.Timestamp.UnixMilli()) // latency.go
 			if len(p.book.poison) > 0 {
-				// It failed for good in an earlier, aborted attempt.
-				if pz, ok := p.book.poison[src]; ok {
-					p.open.applied = append(p.open.applied, src)
-					drop := ""
-					if pz.dlqFailed {
-						drop = "the dead letter with its value could not be written either"
-					}
-					if err := p.failed(src, r, pz.stage, pz.attempts, pz.err, drop); err != nil {
+				if applied, err := p.applyPoison(src, r); applied || err != nil {
+					if err != nil {
 						return err
 					}
 					continue
 				}
 			}
+			if pass && chain.Fits(r) {
+				// What running the chain would return: r, its one output.
+				p.produceOutput(r, src, src)
+				continue
+			}
+			var res result
 			if !parallel {
 				p.runSolo(src, r, b.at+j, &res)
-			} else if errors.Is(res.err, errWatchdog) {
+			} else if res = p.pool.results[b.at+j]; errors.Is(res.err, errWatchdog) {
 				p.pool.stop() // before produceOutputs changes p.book.poison, which they read
 			}
 			err := p.produceOutputs(src, r, &res)
@@ -96,20 +97,37 @@ func (p *Pipeline) process(fs kgo.Fetches) error {
 	return nil
 }
 
+// passes reports whether the loop may produce a poll's records itself,
+// each its own only output, without running the chain: the chain passes
+// its input through unchanged (transform.PassThrough), and nothing that
+// can fail, block or be cut runs around it: no state, no hop, no replay,
+// no injected crash. A record over MaxOutputBytes, the one failure, takes
+// the full path (runSolo), which applies the policy to it.
+func (p *Pipeline) passes() bool {
+	w := &p.pool.workers[p.pool.solo]
+	return p.pool.passThrough && w.stores == nil && w.after == nil && !p.o.Replay && p.o.InjectCrash == nil
+}
+
+// applyPoison fails src under the policy if it failed for good in an
+// earlier, aborted attempt, and reports whether it did.
+func (p *Pipeline) applyPoison(src record.Source, r *kgo.Record) (bool, error) {
+	pz, ok := p.book.poison[src]
+	if !ok {
+		return false, nil
+	}
+	p.open.applied = append(p.open.applied, src)
+	drop := ""
+	if pz.dlqFailed {
+		drop = "the dead letter with its value could not be written either"
+	}
+	return true, p.failed(src, r, pz.stage, pz.attempts, pz.err, drop)
+}
+
 // runSolo runs r, record i of the poll, on the one worker, in the loop's
 // goroutine, into res (zero; in place: a result is too large to copy per
 // record for nothing).
 func (p *Pipeline) runSolo(src record.Source, r *kgo.Record, i int, res *result) {
 	w := &p.pool.workers[p.pool.solo]
-	if p.pool.passThrough && w.stores == nil && w.after == nil && !p.o.Replay && p.o.InjectCrash == nil {
-		// Nothing that can fail, block or be cut runs: no watchdog
-		// bookkeeping, no retries. An output over MaxOutputBytes is the
-		// one failure, which the full path below applies the policy to.
-		if out, err := w.chain.Process(w.ctx, src, r, w.out[:0]); err == nil {
-			res.out, w.out = out, out[:0]
-			return
-		}
-	}
 	if w.stores != nil {
 		w.stores.stream = p.streamAt(i)
 	}

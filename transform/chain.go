@@ -217,6 +217,13 @@ func (c *Chain) PassThrough() bool {
 	return len(c.stages) > 0
 }
 
+// Fits reports whether rec, as its own only output, is within the
+// chain's MaxOutputBytes: whether Process of a PassThrough chain would
+// return rec alone rather than an *OutputLimitError. The processor's loop
+// produces such a record itself, without the call, and runs Process only
+// for a record that does not fit, which Process then fails as usual.
+func (c *Chain) Fits(rec *kgo.Record) bool { return Size(rec) <= c.maxBytes }
+
 // InFlight returns the most records of one partition the chain may run
 // at once by its stages' bounds (Concurrent): the smallest bound, which
 // every stage's holds to, and the entry that declares it; 0 when no stage

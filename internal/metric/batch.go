@@ -37,6 +37,11 @@ type Tally struct {
 	counts []uint64
 	sum    float64
 	n      int
+	// last is the last value observed and at its bucket: the records of
+	// one commit often share a timestamp, and so a latency.
+	last    float64
+	at      int
+	hasLast bool
 }
 
 // NewTally returns an empty tally for h.
@@ -46,8 +51,18 @@ func (h *BatchHistogram) NewTally() *Tally {
 
 // Observe counts v in the tally.
 func (t *Tally) Observe(v float64) {
+	if !t.hasLast || v != t.last {
+		t.last, t.at, t.hasLast = v, t.bucket(v), true
+	}
+	t.counts[t.at]++
+	t.sum += v
+	t.n++
+}
+
+// bucket is the index of the first bucket whose upper bound is >= v.
+func (t *Tally) bucket(v float64) int {
 	lo, hi := 0, len(t.upper)
-	for lo < hi { // the first bucket whose upper bound is >= v
+	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
 		if t.upper[mid] < v {
 			lo = mid + 1
@@ -55,9 +70,7 @@ func (t *Tally) Observe(v float64) {
 			hi = mid
 		}
 	}
-	t.counts[lo]++
-	t.sum += v
-	t.n++
+	return lo
 }
 
 // Add publishes t's observations in h and empties t.

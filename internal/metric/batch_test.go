@@ -1,6 +1,8 @@
 package metric
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -39,3 +41,28 @@ func TestBatchHistogram(t *testing.T) {
 		t.Errorf("count %d, sum %v; want 6, 17.5", got.GetSampleCount(), got.GetSampleSum())
 	}
 }
+
+// A tally reuses the bucket of a value equal to the last one: its counts
+// stay those of a search for every value, in runs of equal values, on the
+// bounds and between them, with 0 and -0, past the last bound and NaN.
+func TestTallyRunsMatchSearch(t *testing.T) {
+	h := NewBatchHistogram("test_seconds", "test", []float64{0, 0.5, 1, 2, 5})
+	tl := h.NewTally()
+	want := make([]uint64, 6)
+	vals := []float64{0, negZero, 0.25, 0.5, 0.75, 1, 2, 3, 5, 7, math.NaN()}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		v := vals[rng.IntN(len(vals))]
+		for range rng.IntN(4) + 1 {
+			tl.Observe(v)
+			want[tl.bucket(v)]++
+		}
+	}
+	for i := range want {
+		if tl.counts[i] != want[i] {
+			t.Errorf("bucket %d: %d, want %d", i, tl.counts[i], want[i])
+		}
+	}
+}
+
+var negZero = math.Copysign(0, -1)
