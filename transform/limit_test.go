@@ -13,6 +13,7 @@ import (
 
 	"github.com/streamproc/processor/record"
 	"github.com/streamproc/processor/transform"
+	"github.com/streamproc/processor/transform/identity"
 )
 
 // fanRegistry has "split", which turns a record into 100 new records of
@@ -210,5 +211,40 @@ func TestOutputLimitErrorWithoutNames(t *testing.T) {
 	e.Setting = "LIMIT"
 	if got, want := e.Error(), "the outputs of one input record passed LIMIT=4MiB (3 records, at least 5242880 bytes)"; got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// Fits is Process's answer for a pass-through chain, one identity stage
+// or two: a record fits exactly when Process returns it alone, and fails
+// with an *OutputLimitError otherwise, on either side of the limit and
+// on it, with and without headers.
+func TestChainFitsAsProcessDoes(t *testing.T) {
+	reg := &transform.Registry{}
+	reg.Register("identity", transform.Plain("", func() (transform.Transform, error) { return identity.Transform{}, nil }))
+	base := transform.RecordOverhead
+	for _, entries := range [][]transform.Entry{{{Name: "identity"}}, {{Name: "identity"}, {Name: "identity", Alias: "again"}}} {
+		for _, limit := range []int64{base + 10, base + transform.HeaderOverhead + 40} {
+			c, err := reg.Build(entries, nil, transform.MaxOutputBytes(limit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.PassThrough() {
+				t.Fatalf("%v does not pass through", entries)
+			}
+			for value := 0; value <= 50; value++ {
+				for _, hs := range [][]kgo.RecordHeader{nil, {{Key: "h", Value: []byte("v")}}} {
+					r := &kgo.Record{Key: []byte("k"), Value: make([]byte, value), Headers: hs}
+					out, err := c.Process(context.Background(), transform.Source{}, r, nil)
+					var le *transform.OutputLimitError
+					processed := err == nil && len(out) == 1 && out[0] == r
+					if !processed && !errors.As(err, &le) {
+						t.Fatalf("%v, limit %d, value %d B: Process returned %v, %v", entries, limit, value, out, err)
+					}
+					if got := c.Fits(r); got != processed {
+						t.Errorf("%v, limit %d, value %d B, %d headers: Fits %v, Process returned the record alone %v", entries, limit, value, len(hs), got, processed)
+					}
+				}
+			}
+		}
 	}
 }
