@@ -207,7 +207,7 @@ func expiryOf(enc []byte) int64 { return int64(binary.BigEndian.Uint64(enc) & ma
 // when apply returns (see below); a batch written without it may be lost
 // to a crash, with its checkpoint, along with the batches after it.
 func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
-	b := l.db.NewBatch()
+	b := l.db.NewBatchWithSize(batchSize(parts))
 	defer b.Close()
 	out := make([]partState, len(parts))
 	for i, pw := range parts {
@@ -233,18 +233,34 @@ func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 	return out, nil
 }
 
+// batchSize is about the bytes of the batch that applies parts, so that
+// it is allocated once: a batch grown by doubling from Pebble's default
+// allocated about three times its size on the way (a restore's batch
+// of 20,000 records, 1.4 MiB, allocated 4 MiB).
+func batchSize(parts []partWrites) int {
+	n := 64
+	for _, pw := range parts {
+		pre := 1 + len(pw.p.topic) + 4 + 1
+		n += 2 * (pre + 24 + 16) // the checkpoint and the counts
+		for _, w := range pw.writes {
+			n += pre + len(w.key) + len(w.enc) + 11 // kind, two varints
+			if len(w.enc) >= 8 && expiryOf(w.enc) != 0 {
+				n += pre + 8 + len(w.key) + 6 // its index entry
+			}
+		}
+	}
+	return n
+}
+
 // applyPart adds the changes of pw to b and returns its counts after them.
 func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	st := pw.before
 	pre := pw.p.prefix()
-	// In key order, the iterator's seeks move forward from where the last
+	// In key order, the lookups' seeks move forward from where the last
 	// one ended.
 	order := keyOrder(pw.writes)
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(pre, nil), UpperBound: append(pw.p.prefix(), kindData+1)})
-	if err != nil {
-		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
-	}
-	defer it.Close()
+	lk := lookup{l: l, pw: &pw}
+	defer lk.close()
 	var scratch []byte // the data key; the batch copies what it is given
 	// The expiry index's changes go in after the data, in key order too:
 	// Pebble inserts a batch into its memtable in the batch's order, and
@@ -258,18 +274,9 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 		}
 		scratch = append(append(append(scratch[:0], pre...), kindData), w.key...)
 		dk := scratch
-		if !w.known {
-			w.had = it.SeekGE(dk) && bytes.Equal(it.Key(), dk)
-			if w.had {
-				v, err := it.ValueAndErr()
-				if err != nil {
-					return st, fmt.Errorf("state: reading a stored key of %s/%d: %w", pw.p.topic, pw.p.partition, err)
-				}
-				if len(v) < 8 {
-					return st, fmt.Errorf("state: a stored key of %s/%d has a value of %d bytes, under the 8 of its expiry", pw.p.topic, pw.p.partition, len(v))
-				}
-				w.oldExp, w.oldLen = expiryOf(v), len(v)-8
-			}
+		h, err := lk.prior(w, dk)
+		if err != nil {
+			return st, err
 		}
 		if w.had {
 			st.keys--
@@ -285,6 +292,9 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 			continue
 		}
 		_ = b.Set(dk, w.enc, nil)
+		if pw.seen != nil {
+			pw.seen.add(h)
+		}
 		st.keys++
 		st.bytes += int64(len(w.key) + len(w.enc) - 8)
 		if exp := expiryOf(w.enc); exp != 0 {
@@ -292,8 +302,8 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 		}
 	}
 	applyIndex(b, index)
-	if err := it.Error(); err != nil {
-		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
+	if err := lk.close(); err != nil {
+		return st, err
 	}
 	st.cp, st.hasCP = pw.cp, true
 	var cp [24]byte
@@ -305,6 +315,71 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
 	_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
 	return st, nil
+}
+
+// lookup finds the previous entries of a partition's keys for apply.
+type lookup struct {
+	l  *local
+	pw *partWrites
+	it *pebble.Iterator // opened at the first seek
+}
+
+// prior fills in w's previous entry (had, oldExp, oldLen), unless the
+// transaction read it already (known) or pw.seen says that the partition
+// never had the key (a rebuild from empty); dk is w's data key. It
+// returns the hash of w's key in pw.seen, 0 without one.
+func (lk *lookup) prior(w *write, dk []byte) (uint64, error) {
+	var h uint64
+	if seen := lk.pw.seen; seen != nil {
+		h = seen.hash(w.key)
+		if !w.known && !seen.has(h) {
+			w.had = false
+			seen.skipped++
+			return h, nil
+		}
+	}
+	if w.known {
+		return h, nil
+	}
+	p := lk.pw.p
+	if lk.it == nil {
+		pre := p.prefix()
+		it, err := lk.l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(pre, nil), UpperBound: append(pre, kindData+1)})
+		if err != nil {
+			return h, fmt.Errorf("state: reading %s/%d: %w", p.topic, p.partition, err)
+		}
+		lk.it = it
+	}
+	it := lk.it
+	w.had = it.SeekGE(dk) && bytes.Equal(it.Key(), dk)
+	if !w.had {
+		return h, nil
+	}
+	v, err := it.ValueAndErr()
+	if err != nil {
+		return h, fmt.Errorf("state: reading a stored key of %s/%d: %w", p.topic, p.partition, err)
+	}
+	if len(v) < 8 {
+		return h, fmt.Errorf("state: a stored key of %s/%d has a value of %d bytes, under the 8 of its expiry", p.topic, p.partition, len(v))
+	}
+	w.oldExp, w.oldLen = expiryOf(v), len(v)-8
+	return h, nil
+}
+
+// close closes the iterator, if one was opened, and returns its error.
+func (lk *lookup) close() error {
+	if lk.it == nil {
+		return nil
+	}
+	err := lk.it.Error()
+	if cerr := lk.it.Close(); err == nil {
+		err = cerr
+	}
+	lk.it = nil
+	if err != nil {
+		return fmt.Errorf("state: reading %s/%d: %w", lk.pw.p.topic, lk.pw.p.partition, err)
+	}
+	return nil
 }
 
 // keyOrder returns the indices of ws in the order of their keys; of
@@ -379,4 +454,9 @@ type partWrites struct {
 	writes []write
 	cp     checkpoint
 	before partState
+	// seen, when not nil, holds every key the partition may have had
+	// before these changes: it was wiped, and only writes that went
+	// through seen followed (see keyFilter). Keys seen never had need no
+	// lookup; apply adds the keys it sets.
+	seen *keyFilter
 }

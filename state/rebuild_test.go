@@ -1,0 +1,169 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// changelogOf is a random changelog of n records over about keys keys:
+// overwrites, tombstones (of keys held and of keys never written) and
+// expiries set, kept, changed and removed.
+func changelogOf(rng *rand.Rand, n, keys int) []write {
+	ws := make([]write, n)
+	for i := range ws {
+		k := []byte(fmt.Sprintf("k%05d", rng.IntN(keys)))
+		if rng.IntN(5) == 0 {
+			ws[i] = write{key: k}
+			continue
+		}
+		exp := int64(0)
+		if rng.IntN(2) == 0 {
+			exp = int64(1+rng.IntN(3)) * 1_000
+		}
+		ws[i] = write{key: k, enc: encodeValue(exp, []byte(fmt.Sprint(rng.IntN(100_000))))}
+	}
+	return ws
+}
+
+// rebuildInto applies log to p in batches that end at the offsets of cuts
+// (and at the end), as a restore from p's wiped state does, with seen as
+// the rebuild's filter while the batch starts before switch, and without
+// one (the lookups of a restore resumed after an interruption) after.
+func rebuildInto(t *testing.T, l *local, p part, log []write, cuts []int, seen *keyFilter, switchAt int) partState {
+	t.Helper()
+	if err := l.wipe(p); err != nil {
+		t.Fatal(err)
+	}
+	var st partState
+	from := 0
+	for _, end := range append(cuts, len(log)) {
+		if end <= from {
+			continue
+		}
+		batch := make([]write, end-from)
+		copy(batch, log[from:end]) // apply fills in the lookups' answers
+		pw := partWrites{p: p, writes: batch, cp: checkpoint{next: int64(end)}, before: st}
+		if from < switchAt {
+			pw.seen = seen
+		}
+		sts, err := l.apply([]partWrites{pw}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, from = sts[0], end
+	}
+	return st
+}
+
+// contents is everything the database holds of p, data, expiry index,
+// checkpoint and counts, by raw key.
+func contents(t *testing.T, l *local, p part) map[string]string {
+	t.Helper()
+	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: p.prefix(), UpperBound: append(p.prefix(), 0xff)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for ok := it.First(); ok; ok = it.Next() {
+		out[string(it.Key())] = string(it.Value())
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// randomCuts returns sorted batch ends in 1..n-1, about n/size of them.
+func randomCuts(rng *rand.Rand, n, size int) []int {
+	var cuts []int
+	for at := rng.IntN(size) + 1; at < n; at += rng.IntN(2*size) + 1 {
+		cuts = append(cuts, at)
+	}
+	return cuts
+}
+
+// TestRebuildFilterDifferential holds a rebuild from empty that skips the
+// lookups of keys its filter never had to the lookup path: over random
+// changelogs with overwrites, tombstones and expiries, in any batching,
+// with filters small enough to answer wrongly "maybe" often and large
+// enough to skip nearly every new key, and with the rebuild interrupted
+// and resumed by the lookup path at any batch, the data, the expiry index,
+// the checkpoint and the counts are byte for byte the lookup path's.
+func TestRebuildFilterDifferential(t *testing.T) {
+	l, err := openLocal(filepath.Join(t.TempDir(), "state"), 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	rng := rand.New(rand.NewPCG(7, 11))
+	ref, got := part{"ref", 0}, part{"got", 0}
+	skipped := int64(0)
+	for round := range 40 {
+		n, keys := 200+rng.IntN(3000), 50+rng.IntN(4000)
+		log := changelogOf(rng, n, keys)
+		refSt := rebuildInto(t, l, ref, log, randomCuts(rng, n, 1+rng.IntN(500)), nil, 0)
+		want := contents(t, l, ref)
+		bitsMax := uint64(filterMinBits)
+		if round%2 == 1 {
+			bitsMax = filterMaxBits
+		}
+		seen := newKeyFilter(int64(n), bitsMax)
+		switchAt := n
+		if round%3 == 0 {
+			switchAt = rng.IntN(n)
+		}
+		gotSt := rebuildInto(t, l, got, log, randomCuts(rng, n, 1+rng.IntN(500)), seen, switchAt)
+		skipped += seen.skipped
+		if gotSt.keys != refSt.keys || gotSt.bytes != refSt.bytes {
+			t.Fatalf("round %d: counts %d keys %d bytes, the lookup path's %d and %d", round, gotSt.keys, gotSt.bytes, refSt.keys, refSt.bytes)
+		}
+		have := map[string]string{}
+		for k, v := range contents(t, l, got) {
+			have["\x03ref"+k[4:]] = v // the same entries under ref's prefix
+		}
+		if !maps.Equal(have, want) {
+			t.Fatalf("round %d (%d records, %d keys, switched at %d): %d entries, the lookup path's %d, or their values differ",
+				round, n, keys, switchAt, len(have), len(want))
+		}
+	}
+	if skipped == 0 {
+		t.Fatal("no lookup was skipped: the filter was never used")
+	}
+}
+
+// TestKeyFilterBudget checks the filters' sizes: a rebuilt partition's
+// grows with its records up to its share of the budget, a kept one has
+// none.
+func TestKeyFilterBudget(t *testing.T) {
+	plan := map[part]*restoring{}
+	for i := range 8 {
+		plan[part{"t", int32(i)}] = &restoring{from: 0, end: 1 << 30, rebuilt: i < 6}
+	}
+	plan[part{"small", 0}] = &restoring{from: 10, end: 20, rebuilt: true}
+	filterRebuilds(plan)
+	total := 0
+	for p, r := range plan {
+		switch {
+		case !r.rebuilt && r.seen != nil:
+			t.Fatalf("%v: a partition kept has a filter", p)
+		case r.rebuilt && r.seen == nil:
+			t.Fatalf("%v: a partition rebuilt has no filter", p)
+		case r.seen != nil:
+			total += 8 * len(r.seen.words)
+		}
+	}
+	if small := len(plan[part{"small", 0}].seen.words) * 64; small != filterMinBits {
+		t.Fatalf("a filter of 10 records has %d bits, want %d", small, filterMinBits)
+	}
+	if total > filterBudgetBits/8 {
+		t.Fatalf("filters of %d bytes, over the budget of %d", total, filterBudgetBits/8)
+	}
+	if big := len(plan[part{"t", 0}].seen.words) * 64; big < filterBudgetBits/16 {
+		t.Fatalf("a filter of a large changelog has %d bits, under half its share", big)
+	}
+}
