@@ -226,16 +226,19 @@ func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*resto
 func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 	for _, rec := range recs {
 		if rec.Attrs.IsControl() {
+			rec.Recycle()
 			continue
 		}
 		if rec.Value != nil && len(rec.Value) < 8 {
 			return fmt.Errorf("state: changelog %s/%d offset %d: a value of %d bytes is not a state record", rec.Topic, rec.Partition, rec.Offset, len(rec.Value))
 		}
 		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
+		off := rec.Offset
+		rec.Recycle() // its key and value are the response's, not the record's
 		r.read++
 		r.inflight++
 		if r.inflight >= m.opts.RestoreBatch {
-			r.pos = rec.Offset + 1
+			r.pos = off + 1
 			if err := m.flush(r); err != nil {
 				return err
 			}
