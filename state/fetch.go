@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -75,20 +76,50 @@ type fetcher struct {
 // was recycled (kgo.Record.Recycle): a restore that recycles a
 // response's records once it took their keys and values decodes the next
 // responses into the same memory instead of allocating about 150 bytes a
-// record (the restore's largest allocation, and the one the garbage
-// collector scans). Records never recycled are left to the collector.
-type recordPool struct{ p sync.Pool }
-
-// GetRecords returns a slice of n records, pooled when one is at hand.
-func (rp *recordPool) GetRecords(n int) []kgo.Record {
-	if s, ok := rp.p.Get().(*[]kgo.Record); ok && cap(*s) >= n {
-		return (*s)[:n]
-	}
-	return make([]kgo.Record, n)
+// record (the restore's largest allocation, and one the garbage collector
+// scans). It keeps at most poolSlices slices, about the responses a
+// restore holds at once; records never recycled are left to the
+// collector.
+type recordPool struct {
+	mu      sync.Mutex
+	free    [][]kgo.Record
+	largest int // the most records a slice was asked for
 }
 
-// PutRecords takes a slice back.
-func (rp *recordPool) PutRecords(s []kgo.Record) { rp.p.Put(&s) }
+// poolSlices is how many free slices a recordPool keeps.
+const poolSlices = 4
+
+// GetRecords returns a slice of n records, a free one when one is large
+// enough.
+func (rp *recordPool) GetRecords(n int) []kgo.Record {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.largest = max(rp.largest, n)
+	for i, s := range rp.free {
+		if cap(s) >= n {
+			rp.free = slices.Delete(rp.free, i, i+1)
+			return s[:n]
+		}
+	}
+	return make([]kgo.Record, n, rp.largest) // room for the larger batches to come
+}
+
+// PutRecords takes a slice back, dropping the smallest when it has
+// poolSlices already.
+func (rp *recordPool) PutRecords(s []kgo.Record) {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.free = append(rp.free, s)
+	if len(rp.free) > poolSlices {
+		small := 0
+		for i := range rp.free {
+			if cap(rp.free[i]) < cap(rp.free[small]) {
+				small = i
+			}
+		}
+		rp.free = slices.Delete(rp.free, small, small+1)
+	}
+}
 
 // startFetch starts a fetcher over the partitions of plan not yet at
 // their ends and returns its responses, one applied while the next is

@@ -232,6 +232,9 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 		if rec.Value != nil && len(rec.Value) < 8 {
 			return fmt.Errorf("state: changelog %s/%d offset %d: a value of %d bytes is not a state record", rec.Topic, rec.Partition, rec.Offset, len(rec.Value))
 		}
+		if r.pending == nil { // at its size: grown by appends, it allocated five times that
+			r.pending = make([]write, 0, min(int64(m.opts.RestoreBatch), r.end-r.pos))
+		}
 		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
 		off := rec.Offset
 		rec.Recycle() // its key and value are the response's, not the record's
