@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -44,9 +42,7 @@ const (
 )
 
 // fetched is what one response gave for one partition: its records (data
-// and control, read_committed; their consumer may Recycle them once done
-// with the Record values themselves, keys and values staying valid) and
-// the fetch position after them. reset
+// and control, read_committed) and the fetch position after them. reset
 // says that the partition's log start passed the position (records
 // deleted under the restore): the records read so far are void, and
 // reading starts again at next, the new log start.
@@ -68,57 +64,6 @@ type fetcher struct {
 	out   chan<- fetched
 	parts []*restoring
 	pos   map[*restoring]int64
-	pool  *recordPool
-}
-
-// recordPool gives the fetcher the slices its records are decoded into
-// (kgo.PoolRecords), and takes them back when every record of a slice
-// was recycled (kgo.Record.Recycle): a restore that recycles a
-// response's records once it took their keys and values decodes the next
-// responses into the same memory instead of allocating about 150 bytes a
-// record (the restore's largest allocation, and one the garbage collector
-// scans). It keeps at most poolSlices slices, about the responses a
-// restore holds at once; records never recycled are left to the
-// collector.
-type recordPool struct {
-	mu      sync.Mutex
-	free    [][]kgo.Record
-	largest int // the most records a slice was asked for
-}
-
-// poolSlices is how many free slices a recordPool keeps.
-const poolSlices = 4
-
-// GetRecords returns a slice of n records, a free one when one is large
-// enough.
-func (rp *recordPool) GetRecords(n int) []kgo.Record {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	rp.largest = max(rp.largest, n)
-	for i, s := range rp.free {
-		if cap(s) >= n {
-			rp.free = slices.Delete(rp.free, i, i+1)
-			return s[:n]
-		}
-	}
-	return make([]kgo.Record, n, rp.largest) // room for the larger batches to come
-}
-
-// PutRecords takes a slice back, dropping the smallest when it has
-// poolSlices already.
-func (rp *recordPool) PutRecords(s []kgo.Record) {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	rp.free = append(rp.free, s)
-	if len(rp.free) > poolSlices {
-		small := 0
-		for i := range rp.free {
-			if cap(rp.free[i]) < cap(rp.free[small]) {
-				small = i
-			}
-		}
-		rp.free = slices.Delete(rp.free, small, small+1)
-	}
 }
 
 // startFetch starts a fetcher over the partitions of plan not yet at
@@ -127,8 +72,7 @@ func (rp *recordPool) PutRecords(s []kgo.Record) {
 // when every partition is already read.
 func startFetch(ctx context.Context, cl *kgo.Client, plan iter.Seq[*restoring]) (out <-chan fetched, stop func()) {
 	ch := make(chan fetched, 1)
-	f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: ch, pos: map[*restoring]int64{},
-		pool: &recordPool{}}
+	f := &fetcher{cl: cl, adm: kadm.NewClient(cl), dec: kgo.DefaultDecompressor(), out: ch, pos: map[*restoring]int64{}}
 	for r := range plan {
 		if r.pos < r.end {
 			f.parts = append(f.parts, r)
@@ -307,7 +251,7 @@ func (f *fetcher) partition(ctx context.Context, r *restoring, rp *kmsg.FetchRes
 	}
 	fp, next := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{
 		KeepControlRecords: true, Offset: f.pos[r], IsolationLevel: kgo.ReadCommitted(),
-		Topic: r.p.topic, Partition: r.p.partition, Pools: []kgo.Pool{f.pool},
+		Topic: r.p.topic, Partition: r.p.partition,
 	}, rp, f.dec, nil)
 	if fp.Err != nil {
 		return false, fmt.Errorf("state: reading changelog %s/%d at offset %d: %w", r.p.topic, r.p.partition, f.pos[r], fp.Err)

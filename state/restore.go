@@ -226,7 +226,6 @@ func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*resto
 func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 	for _, rec := range recs {
 		if rec.Attrs.IsControl() {
-			rec.Recycle()
 			continue
 		}
 		if rec.Value != nil && len(rec.Value) < 8 {
@@ -236,12 +235,10 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 			r.pending = make([]write, 0, min(int64(m.opts.RestoreBatch), r.end-r.pos))
 		}
 		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
-		off := rec.Offset
-		rec.Recycle() // its key and value are the response's, not the record's
 		r.read++
 		r.inflight++
 		if r.inflight >= m.opts.RestoreBatch {
-			r.pos = off + 1
+			r.pos = rec.Offset + 1
 			if err := m.flush(r); err != nil {
 				return err
 			}
