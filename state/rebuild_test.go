@@ -167,3 +167,29 @@ func TestKeyFilterBudget(t *testing.T) {
 		t.Fatalf("a filter of a large changelog has %d bits, under half its share", big)
 	}
 }
+
+// TestKeyFilterFalsePositives checks the filter's sizing where it counts:
+// a changelog's worth of new keys leaves at most about 1% of other keys
+// answered "maybe" (each costs a lookup), and none of the keys added is
+// ever answered "never".
+func TestKeyFilterFalsePositives(t *testing.T) {
+	const records = 168_000 // a partition of the benchmark's 1,009,800-record changelog
+	f := newKeyFilter(records, filterMaxBits)
+	for i := range records {
+		f.add(f.hash(keyOf(i)))
+	}
+	for i := range records {
+		if !f.has(f.hash(keyOf(i))) {
+			t.Fatalf("key %d added, answered never added", i)
+		}
+	}
+	maybe := 0
+	for i := records; i < 2*records; i++ {
+		if f.has(f.hash(keyOf(i))) {
+			maybe++
+		}
+	}
+	if rate := float64(maybe) / records; rate > 0.012 {
+		t.Fatalf("%.2f%% of keys never added answered maybe, want at most 1.2%%", 100*rate)
+	}
+}
