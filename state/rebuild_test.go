@@ -8,6 +8,10 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/streamproc/processor/internal/testkit/kafkatest"
 )
 
 // changelogOf is a random changelog of n records over about keys keys:
@@ -191,5 +195,60 @@ func TestKeyFilterFalsePositives(t *testing.T) {
 	}
 	if rate := float64(maybe) / records; rate > 0.012 {
 		t.Fatalf("%.2f%% of keys never added answered maybe, want at most 1.2%%", 100*rate)
+	}
+}
+
+// TestRestoreRebuildMatchesLookups holds a whole Restore into an empty
+// directory (the filter skipping lookups, the batches committed on the
+// committer's goroutine while the next ones are built) to the lookup path
+// applied batch by batch where it is built: a changelog of 3 partitions
+// with overwrites, tombstones and expiries, read from kfake over TCP in
+// batches of a few records, leaves every partition's data, expiry index
+// and counts byte for byte as the reference's.
+func TestRestoreRebuildMatchesLookups(t *testing.T) {
+	const parts = 3
+	c := kafkatest.NewFake(t, kfake.NumBrokers(1))
+	topic := ChangelogTopic("g", "s")
+	c.CreateTopics(t, parts, map[string]string{"cleanup.policy": "compact"}, topic)
+	rng := rand.New(rand.NewPCG(3, 5))
+	logs := make([][]write, parts)
+	var recs []*kgo.Record
+	for p := range int32(parts) {
+		logs[p] = changelogOf(rng, 3000, 900)
+		for _, w := range logs[p] {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: w.key, Value: w.enc})
+		}
+	}
+	c.ProduceSync(t, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, batch := range []int{7, 250, 20000} {
+		m, err := Open(Options{Dir: filepath.Join(t.TempDir(), "state"), Group: "g", Stores: []string{"s"},
+			ClientOpts: c.ClientOpts(), RestoreBatch: batch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Restore(ctx(t), []int32{0, 1, 2}); err != nil {
+			t.Fatal(err)
+		}
+		ref, err := openLocal(filepath.Join(t.TempDir(), "ref"), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(parts) {
+			pt := part{topic, p}
+			refSt := rebuildInto(t, ref, pt, logs[p], randomCuts(rng, len(logs[p]), 100), nil, 0)
+			got, want := contents(t, m.db, pt), contents(t, ref, pt)
+			cp := string(append(pt.prefix(), kindCheckpoint))
+			delete(got, cp) // the reference's offsets are made up
+			delete(want, cp)
+			if !maps.Equal(got, want) {
+				t.Fatalf("batches of %d, partition %d: %d entries, the lookup path's %d, or their values differ", batch, p, len(got), len(want))
+			}
+			st := m.Status()[p]
+			if st.Keys != refSt.keys || st.Bytes != refSt.bytes || st.RestoredRecords != int64(len(logs[p])) {
+				t.Fatalf("batches of %d, partition %d: status %+v, the lookup path's %d keys %d bytes", batch, p, st, refSt.keys, refSt.bytes)
+			}
+		}
+		_ = ref.close()
+		_ = m.Close()
 	}
 }
