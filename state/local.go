@@ -207,35 +207,16 @@ func expiryOf(enc []byte) int64 { return int64(binary.BigEndian.Uint64(enc) & ma
 // when apply returns (see below); a batch written without it may be lost
 // to a crash, with its checkpoint, along with the batches after it.
 func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
-	b, out, err := l.prepare(parts)
-	if err != nil {
-		return nil, err
-	}
-	defer b.Close()
-	if err := l.commit(b, sync, len(parts)); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// prepare builds the batch of apply and returns it, not committed, with
-// the counts it leaves.
-func (l *local) prepare(parts []partWrites) (*pebble.Batch, []partState, error) {
 	b := l.db.NewBatchWithSize(batchSize(parts))
+	defer b.Close()
 	out := make([]partState, len(parts))
 	for i, pw := range parts {
 		st, err := l.applyPart(b, pw)
 		if err != nil {
-			_ = b.Close()
-			return nil, nil, l.checked(err)
+			return nil, l.checked(err)
 		}
 		out[i] = st
 	}
-	return b, out, nil
-}
-
-// commit commits a batch of prepare, of n partitions.
-func (l *local) commit(b *pebble.Batch, sync bool, n int) error {
 	// Sync: Pebble keeps a NoSync write in its write-ahead log's buffer
 	// until a 32 KiB block fills, so a SIGKILL would lose the last
 	// transactions' batches and their checkpoints, and the next Restore
@@ -247,9 +228,9 @@ func (l *local) commit(b *pebble.Batch, sync bool, n int) error {
 		opt = pebble.Sync
 	}
 	if err := b.Commit(opt); err != nil {
-		return l.checked(fmt.Errorf("state: writing a batch of %d partitions: %w", n, err))
+		return nil, l.checked(fmt.Errorf("state: writing a batch of %d partitions: %w", len(parts), err))
 	}
-	return nil
+	return out, nil
 }
 
 // batchSize is about the bytes of the batch that applies parts, so that
@@ -362,11 +343,6 @@ func (lk *lookup) prior(w *write, dk []byte) (uint64, error) {
 	}
 	p := lk.pw.p
 	if lk.it == nil {
-		if lk.pw.settle != nil {
-			if err := lk.pw.settle(); err != nil {
-				return h, err
-			}
-		}
 		pre := p.prefix()
 		it, err := lk.l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(pre, nil), UpperBound: append(pre, kindData+1)})
 		if err != nil {
@@ -483,8 +459,4 @@ type partWrites struct {
 	// through seen followed (see keyFilter). Keys seen never had need no
 	// lookup; apply adds the keys it sets.
 	seen *keyFilter
-	// settle, when not nil, is called before the first lookup: it waits
-	// for the batches handed on before this one to be committed (a
-	// restore's, see committer).
-	settle func() error
 }

@@ -199,9 +199,8 @@ func TestKeyFilterFalsePositives(t *testing.T) {
 }
 
 // TestRestoreRebuildMatchesLookups holds a whole Restore into an empty
-// directory (the filter skipping lookups, the batches committed on the
-// committer's goroutine while the next ones are built) to the lookup path
-// applied batch by batch where it is built: a changelog of 3 partitions
+// directory (the filter skipping lookups) to the lookup path applied in
+// another batching: a changelog of 3 partitions
 // with overwrites, tombstones and expiries, read from kfake over TCP in
 // batches of a few records, leaves every partition's data, expiry index
 // and counts byte for byte as the reference's.

@@ -204,14 +204,8 @@ func (m *Manager) storeOf(topic string) string {
 // RestoreBatch records and at each partition's end. A partition is read
 // when the fetch position reached its end, whatever the last record was.
 func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*restoring) error {
-	c := startCommitter(m.db)
-	take := func(x fetched) error { return m.take(c, x.r, x.recs, x.next) }
-	reset := func(r *restoring, next int64) error { return m.reset(c, r, next) }
-	err := drain(ctx, cl, maps.Values(plan), "state: restore interrupted", reset, take)
-	if cerr := c.stop(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	take := func(x fetched) error { return m.take(x.r, x.recs, x.next) }
+	if err := drain(ctx, cl, maps.Values(plan), "state: restore interrupted", m.reset, take); err != nil {
 		return err
 	}
 	left := 0
@@ -229,7 +223,7 @@ func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*resto
 // take adds recs, a response's records of r, to r's pending writes, and
 // writes them every RestoreBatch records and when the fetch position next
 // reached r's end.
-func (m *Manager) take(c *committer, r *restoring, recs []*kgo.Record, next int64) error {
+func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 	for _, rec := range recs {
 		if rec.Attrs.IsControl() {
 			continue
@@ -245,7 +239,7 @@ func (m *Manager) take(c *committer, r *restoring, recs []*kgo.Record, next int6
 		r.inflight++
 		if r.inflight >= m.opts.RestoreBatch {
 			r.pos = rec.Offset + 1
-			if err := m.flush(c, r); err != nil {
+			if err := m.flush(r); err != nil {
 				return err
 			}
 		}
@@ -254,15 +248,12 @@ func (m *Manager) take(c *committer, r *restoring, recs []*kgo.Record, next int6
 	if r.inflight < m.opts.RestoreBatch && r.pos < r.end {
 		return nil
 	}
-	return m.flush(c, r)
+	return m.flush(r)
 }
 
 // reset voids what r read so far and rebuilds it from next, its
 // changelog's new log start: records it had not read yet were deleted.
-func (m *Manager) reset(c *committer, r *restoring, next int64) error {
-	if err := c.settle(); err != nil { // r's batches handed on land before the wipe
-		return err
-	}
+func (m *Manager) reset(r *restoring, next int64) error {
 	if err := m.db.wipe(r.p); err != nil {
 		return err
 	}
@@ -275,30 +266,26 @@ func (m *Manager) reset(c *committer, r *restoring, next int64) error {
 		r.seen.clear() // wiped again: the rebuild's keys are gone
 	}
 	if r.pos >= r.end {
-		return m.flush(c, r) // nothing left to read: the checkpoint alone
+		return m.flush(r) // nothing left to read: the checkpoint alone
 	}
 	return nil
 }
 
-// flush builds a batch of r's pending writes and its checkpoint and
-// hands it on to c, to be synced to disk when it is the partition's
-// last; r's progress is published once it is committed.
-func (m *Manager) flush(c *committer, r *restoring) error {
-	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending,
-		seen: r.seen, settle: c.settle}
-	b, sts, err := m.db.prepare([]partWrites{pw})
+// flush writes r's pending writes and its checkpoint in one batch, synced
+// to disk when it is the partition's last.
+func (m *Manager) flush(r *restoring) error {
+	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending, seen: r.seen}
+	sts, err := m.db.apply([]partWrites{pw}, r.pos >= r.end)
 	if err != nil {
 		return err
 	}
 	r.st = sts[0]
-	p, st, read, n := r.p, r.st, r.read, r.inflight
-	r.pending = r.pending[:0] // the batch holds copies
+	m.met.restored.Add(float64(r.inflight))
+	m.mu.Lock()
+	pi := m.info(r.p)
+	pi.restored, pi.st = r.read, r.st
+	m.mu.Unlock()
+	r.pending = r.pending[:0]
 	r.inflight = 0
-	return c.hand(b, r.pos >= r.end, func() {
-		m.met.restored.Add(float64(n))
-		m.mu.Lock()
-		pi := m.info(p)
-		pi.restored, pi.st = read, st
-		m.mu.Unlock()
-	})
+	return nil
 }
