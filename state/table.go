@@ -238,6 +238,7 @@ func (t *Table) apply(p int32, rows []row, next int64, sync bool) error {
 	if err := b.Commit(opt); err != nil {
 		return t.db.checked(fmt.Errorf("state: writing table %s: %w", t.o.Topic, err))
 	}
+	t.db.boundWAL()
 	t.mu.Lock()
 	t.stats[scope] = st
 	if tp := t.parts[p]; tp != nil {
