@@ -8,18 +8,18 @@ import (
 // A partition rebuilt from its changelog's start was wiped first, so
 // that before each of the rebuild's batches it holds only the keys the
 // rebuild itself wrote. keyFilter remembers those keys in a Bloom filter,
-// so that apply looks up a key's previous entry (an iterator seek, the
-// larger part of a rebuild's cost when nearly every key is new) only when
-// the filter says the rebuild may have written the key: a key the filter
+// so that apply looks up a key's previous entry (an iterator seek, a few
+// microseconds once the tables outgrow the memtable) only when the
+// filter says the rebuild may have written the key: a key the filter
 // never had has no entry, which is exactly what the lookup would have
 // found. A false positive costs one lookup, never a wrong count or index
 // entry, so the filter's size and seed change only the restore's speed,
 // and the restored state is the same as the lookup path's.
 //
 // Its memory is bounded: filterBitsPerRecord bits a changelog record of
-// the partition (rounded up to a power of two), within filterBudgetBits over every partition a restore
-// rebuilds at once (a changelog larger than that is rebuilt with more
-// false positives, that is more lookups).
+// the partition (rounded up to a power of two), within filterBudgetBits
+// over every partition a restore rebuilds at once (a changelog larger
+// than that is rebuilt with more false positives, that is more lookups).
 const (
 	filterBitsPerRecord = 10                   // 10 to 20: 1.2% to 0.1% false positives with filterProbes
 	filterProbes        = 4                    // bits a key sets and tests
