@@ -248,7 +248,7 @@ func expiryOf(enc []byte) int64 { return int64(binary.BigEndian.Uint64(enc) & ma
 // when apply returns (see below); a batch written without it may be lost
 // to a crash, with its checkpoint, along with the batches after it.
 func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
-	b := l.db.NewBatch()
+	b := l.db.NewBatchWithSize(batchSize(parts))
 	defer b.Close()
 	out := make([]partState, len(parts))
 	for i, pw := range parts {
@@ -275,18 +275,34 @@ func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 	return out, nil
 }
 
+// batchSize is about the bytes of the batch that applies parts, so that
+// it is allocated once: a batch grown by doubling from Pebble's default
+// allocated about three times its size on the way (a restore's batch
+// of 20,000 records, 1.4 MiB, allocated 4 MiB).
+func batchSize(parts []partWrites) int {
+	n := 64
+	for _, pw := range parts {
+		pre := 1 + len(pw.p.topic) + 4 + 1
+		n += 2 * (pre + 24 + 16) // the checkpoint and the counts
+		for _, w := range pw.writes {
+			n += pre + len(w.key) + len(w.enc) + 11 // kind, two varints
+			if len(w.enc) >= 8 && expiryOf(w.enc) != 0 {
+				n += pre + 8 + len(w.key) + 6 // its index entry
+			}
+		}
+	}
+	return n
+}
+
 // applyPart adds the changes of pw to b and returns its counts after them.
 func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	st := pw.before
 	pre := pw.p.prefix()
-	// In key order, the iterator's seeks move forward from where the last
+	// In key order, the lookups' seeks move forward from where the last
 	// one ended.
 	order := keyOrder(pw.writes)
-	it, err := l.db.NewIter(&pebble.IterOptions{LowerBound: dataKey(pre, nil), UpperBound: append(pw.p.prefix(), kindData+1)})
-	if err != nil {
-		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
-	}
-	defer it.Close()
+	lk := lookup{l: l, pw: &pw}
+	defer lk.close()
 	var scratch []byte // the data key; the batch copies what it is given
 	// The expiry index's changes go in after the data, in key order too:
 	// Pebble inserts a batch into its memtable in the batch's order, and
@@ -300,18 +316,9 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 		}
 		scratch = append(append(append(scratch[:0], pre...), kindData), w.key...)
 		dk := scratch
-		if !w.known {
-			w.had = it.SeekGE(dk) && bytes.Equal(it.Key(), dk)
-			if w.had {
-				v, err := it.ValueAndErr()
-				if err != nil {
-					return st, fmt.Errorf("state: reading a stored key of %s/%d: %w", pw.p.topic, pw.p.partition, err)
-				}
-				if len(v) < 8 {
-					return st, fmt.Errorf("state: a stored key of %s/%d has a value of %d bytes, under the 8 of its expiry", pw.p.topic, pw.p.partition, len(v))
-				}
-				w.oldExp, w.oldLen = expiryOf(v), len(v)-8
-			}
+		h, err := lk.prior(w, dk)
+		if err != nil {
+			return st, err
 		}
 		if w.had {
 			st.keys--
@@ -327,6 +334,9 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 			continue
 		}
 		_ = b.Set(dk, w.enc, nil)
+		if pw.seen != nil {
+			pw.seen.add(h)
+		}
 		st.keys++
 		st.bytes += int64(len(w.key) + len(w.enc) - 8)
 		if exp := expiryOf(w.enc); exp != 0 {
@@ -334,8 +344,8 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 		}
 	}
 	applyIndex(b, index)
-	if err := it.Error(); err != nil {
-		return st, fmt.Errorf("state: reading %s/%d: %w", pw.p.topic, pw.p.partition, err)
+	if err := lk.close(); err != nil {
+		return st, err
 	}
 	st.cp, st.hasCP = pw.cp, true
 	var cp [24]byte
@@ -421,4 +431,9 @@ type partWrites struct {
 	writes []write
 	cp     checkpoint
 	before partState
+	// seen, when not nil, holds every key the partition may have had
+	// before these changes: it was wiped, and only writes that went
+	// through seen followed (see keyFilter). Keys seen never had need no
+	// lookup; apply adds the keys it sets.
+	seen *keyFilter
 }

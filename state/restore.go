@@ -98,6 +98,9 @@ type restoring struct {
 	read     int64   // data records read
 	pending  []write // records read and not yet written, in offset order
 	inflight int     // data records in pending
+	// seen is, for a partition rebuilt from empty, the keys the rebuild
+	// wrote (see keyFilter); nil when the partition kept its entries.
+	seen *keyFilter
 }
 
 // plan reads the changelogs' metadata and the checkpoints, wipes the
@@ -144,6 +147,7 @@ func (m *Manager) plan(ctx context.Context, adm *kadm.Client, topics []string, p
 			plan[r.p] = r
 		}
 	}
+	filterRebuilds(plan)
 	return plan, nil
 }
 
@@ -227,6 +231,9 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 		if rec.Value != nil && len(rec.Value) < 8 {
 			return fmt.Errorf("state: changelog %s/%d offset %d: a value of %d bytes is not a state record", rec.Topic, rec.Partition, rec.Offset, len(rec.Value))
 		}
+		if r.pending == nil { // at its size: grown by appends, it allocated five times that
+			r.pending = make([]write, 0, min(int64(m.opts.RestoreBatch), r.end-r.pos))
+		}
 		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
 		r.read++
 		r.inflight++
@@ -255,6 +262,9 @@ func (m *Manager) reset(r *restoring, next int64) error {
 	m.met.rebuilds.WithLabelValues(m.storeOf(r.p.topic), "start_moved").Inc()
 	r.pending, r.inflight, r.read = r.pending[:0], 0, 0
 	r.st, r.rebuilt, r.from, r.pos = partState{}, true, next, next
+	if r.seen != nil {
+		r.seen.clear() // wiped again: the rebuild's keys are gone
+	}
 	if r.pos >= r.end {
 		return m.flush(r) // nothing left to read: the checkpoint alone
 	}
@@ -264,7 +274,7 @@ func (m *Manager) reset(r *restoring, next int64) error {
 // flush writes r's pending writes and its checkpoint in one batch, synced
 // to disk when it is the partition's last.
 func (m *Manager) flush(r *restoring) error {
-	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending}
+	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending, seen: r.seen}
 	sts, err := m.db.apply([]partWrites{pw}, r.pos >= r.end)
 	if err != nil {
 		return err
