@@ -222,12 +222,7 @@ func TestLineageCompactMatchesAppendLineage(t *testing.T) {
 		l.stamp(r, src)
 		recs, srcs = append(recs, r), append(srcs, src)
 	}
-	for i, r := range recs {
-		want := string(record.AppendLineage(nil, srcs[i]))
-		if got, n := header(r, record.HeaderSource); got != want || n != 1 {
-			t.Fatalf("record %d of %v: %q (%d headers), want %q", i, srcs[i], got, n, want)
-		}
-	}
+	checkCompactValues(t, recs, srcs)
 }
 
 // A run of one partition's consecutive offsets counts the last value's
@@ -257,15 +252,22 @@ func TestLineageCompactCountsUpLikeAppendLineage(t *testing.T) {
 		l.stamp(r, src)
 		recs, srcs = append(recs, r), append(srcs, src)
 	}
+	checkCompactValues(t, recs, srcs)
+	for _, d := range []string{"9", "99", ""} {
+		if countUp([]byte(d)) {
+			t.Errorf("countUp(%q) reports it counted up", d)
+		}
+	}
+}
+
+// checkCompactValues fails t unless every record of recs carries one
+// compact lineage header, record.AppendLineage's value of its source.
+func checkCompactValues(t *testing.T, recs []*kgo.Record, srcs []record.Source) {
+	t.Helper()
 	for i, r := range recs {
 		want := string(record.AppendLineage(nil, srcs[i]))
 		if got, n := header(r, record.HeaderSource); got != want || n != 1 {
 			t.Fatalf("record %d of %v: %q (%d headers), want %q", i, srcs[i], got, n, want)
-		}
-	}
-	for _, d := range []string{"9", "99", ""} {
-		if countUp([]byte(d)) {
-			t.Errorf("countUp(%q) reports it counted up", d)
 		}
 	}
 }

@@ -244,21 +244,42 @@ func (c *Cluster) Committed(t testing.TB, group, topic string) map[int32]int64 {
 	return m
 }
 
+// committed fetches group's committed offsets of topic. A partition whose
+// transaction's offsets are not yet stable (UNSTABLE_OFFSET_COMMIT: its
+// commit marker has not reached the group) is asked again until it is or
+// ctx ends; kadm reports that error per partition and does not retry it,
+// so leaving such a partition out read as "nothing committed" right after
+// a stop.
 func (c *Cluster) committed(ctx context.Context, t testing.TB, group, topic string) (map[int32]int64, error) {
-	m := map[int32]int64{}
-	resp, err := c.Admin(t).FetchOffsets(ctx, group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return m, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	for p, o := range resp[topic] {
-		if o.Err == nil {
-			m[p] = o.At
+	for {
+		m := map[int32]int64{}
+		resp, err := c.Admin(t).FetchOffsets(ctx, group)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return m, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var unstable error
+		for p, o := range resp[topic] {
+			switch {
+			case o.Err == nil:
+				m[p] = o.At
+			case errors.Is(o.Err, kerr.UnstableOffsetCommit):
+				unstable = fmt.Errorf("partition %d: %w", p, o.Err)
+			default:
+				return nil, fmt.Errorf("partition %d: %w", p, o.Err)
+			}
+		}
+		if unstable == nil {
+			return m, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%w)", unstable, context.Cause(ctx))
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return m, nil
 }
 
 // CaughtUp reports whether group's committed offsets reached the end of
