@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,11 +41,16 @@ func crashSession(t *testing.T, c *kafkatest.Cluster, g Guarantee, group, topic 
 }
 
 // die ends f as a process killed mid-transaction would: nothing is
-// written back. (The client still ends its batch and leaves the group,
-// which only makes the next member's join quicker.)
+// written back, as f forgets its live markers first. (The client still
+// ends its batch and leaves the group, which only makes the next
+// member's join quicker.)
 func (f *fixture) die(t *testing.T) {
 	t.Helper()
-	f.crash.doubt()
+	f.crash.mu.Lock()
+	for _, a := range f.crash.parts {
+		a.live = false
+	}
+	f.crash.mu.Unlock()
 	f.stop(t)
 }
 
@@ -217,6 +223,62 @@ func TestCrashAttemptsRebalance(t *testing.T) {
 				t.Fatalf("counts %v after partition %d moved to another member, want 1 each", n, got[0].Partition)
 			}
 		}
+	})
+}
+
+// A session fenced by another producer with its transactional ID, or
+// failing to end a transaction, is rebuilt: the process is alive, and its
+// attempt is no crash. Nor does it count for whichever member polls the
+// partition next: a rebuild takes the attempt back once the broker's
+// committed offsets, read stable, show the transaction did not move them,
+// and so does a stop after a second fence. (Two instances sharing a
+// transactional ID once counted each other's fences up to a culprit, and
+// failed a record nothing was wrong with.)
+func TestCrashAttemptsFenced(t *testing.T) {
+	t.Parallel()
+	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
+		topic, group := kafkatest.Unique("crash-fence-in"), kafkatest.Unique("crash-fence-group")
+		other := kafkatest.Unique("crash-fence-other")
+		c.CreateTopics(t, 1, nil, topic, other)
+		var rs []*kgo.Record
+		for i := range 10 {
+			rs = append(rs, &kgo.Record{Topic: topic, Value: []byte{byte('0' + i)}})
+		}
+		c.ProduceSync(t, rs)
+		want := func(step string, at int64, p Progress) {
+			t.Helper()
+			waitCommitted(t, c, group, topic, step, at, p)
+		}
+		// fence starts a session of another group with a's transactional
+		// ID: its producer's initialisation fences a's.
+		cl := &cluster{Cluster: c, fake: c.Fake, brokers: c.Brokers}
+		fence := func() {
+			z := cl.session(t, group+"-z", group+"-txn", []string{other}, nil)
+			z.init(t)
+			z.Close()
+		}
+
+		a := crashSession(t, c, ExactlyOnce, group, topic, 2)
+		a.begin(t)
+		a.pollRun(t, 10)
+		want("polled", 0, Progress{Crashes: 1, At: 0, Extent: 9})
+		fence()
+		if a.end(t, 10, "") {
+			t.Fatal("a fenced transaction committed")
+		}
+		want("fenced and rebuilt", 0, Progress{})
+		a.begin(t)
+		a.pollRun(t, 10)
+		want("polled again after the rebuild", 0, Progress{Crashes: 1, At: 0, Extent: 9})
+		fence()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var fe *FencedError
+		if _, err := a.End(ctx, 10, ""); !errors.As(err, &fe) {
+			t.Fatalf("End after a second fence: %v, want a *FencedError", err)
+		}
+		a.Close()
+		want("stopped fenced", 0, Progress{})
 	})
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -74,7 +76,9 @@ func (c *crashes) ended(cl *kgo.Client, committed, failed bool) {
 }
 
 // doubt notes that a transaction's outcome is unknown (the session is
-// rebuilt): nothing is written back until the next assignment.
+// rebuilt, or stops fenced): until the next assignment, a partition's
+// attempt is taken back only where the group's committed offsets, read
+// stable from the broker, are still its marker (revoked).
 func (c *crashes) doubt() {
 	c.mu.Lock()
 	c.inDoubt = true
@@ -83,41 +87,119 @@ func (c *crashes) doubt() {
 
 // revoked writes back, for the partitions of rev (nil: all) whose live
 // marker no commit has passed, the metadata from before it: they stop
-// without having crashed. It then forgets them. With lost, or in doubt,
-// it only forgets them.
+// without having crashed. It then forgets them. With lost it only
+// forgets them: another member may own them already.
+//
+// A session rebuilt, or stopped fenced, is alive too: its attempts are
+// no crash, and must not count as one for whichever member polls the
+// partitions next (two instances fencing each other would otherwise
+// count up to a culprit on a record nothing is wrong with). Its ending's
+// outcome is unknown, so the client's view of the committed offsets is
+// not to be trusted; the broker's is, once stable: a transaction that
+// committed has moved them past the marker, and one that has not yet
+// been decided holds them unstable (UNSTABLE_OFFSET_COMMIT) until it is.
+// Only a marker the broker still holds, stable, is written back.
 func (c *crashes) revoked(ctx context.Context, cl *kgo.Client, rev map[string][]int32, lost bool) {
 	c.mu.Lock()
 	scope := c.scope(rev)
-	offsets := map[string]map[int32]kgo.EpochOffset{}
-	metas := map[partKey]string{}
-	if !lost && !c.inDoubt {
-		co := cl.CommittedOffsets()
-		for _, k := range scope {
-			a := c.parts[k]
-			eo, ok := co[k.topic][k.partition]
-			if !a.live || !ok || eo.Offset != a.marker.At {
-				continue
-			}
-			if offsets[k.topic] == nil {
-				offsets[k.topic] = map[int32]kgo.EpochOffset{}
-			}
-			offsets[k.topic][k.partition] = eo
-			metas[k] = a.before
-		}
-	}
+	live := map[partKey]attempt{}
 	for _, k := range scope {
+		if a := c.parts[k]; a.live && !lost {
+			live[k] = *a
+		}
 		if c.parts[k].suspect {
 			c.solo.Add(-1)
 		}
 		delete(c.parts, k)
 	}
+	inDoubt := c.inDoubt
 	c.mu.Unlock()
+	if len(live) == 0 {
+		return
+	}
+	var held map[partKey]kgo.EpochOffset
+	if inDoubt {
+		held = c.stableMarkers(ctx, cl, live)
+	} else {
+		held = map[partKey]kgo.EpochOffset{}
+		co := cl.CommittedOffsets()
+		for k, a := range live {
+			if eo, ok := co[k.topic][k.partition]; ok && eo.Offset == a.marker.At {
+				held[k] = eo
+			}
+		}
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	metas := map[partKey]string{}
+	for k, eo := range held {
+		if offsets[k.topic] == nil {
+			offsets[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[k.topic][k.partition] = eo
+		metas[k] = live[k].before
+	}
 	if len(metas) == 0 {
 		return
 	}
 	for k, err := range commitMeta(ctx, cl, offsets, metas) {
 		c.log.Warn("cannot take back the attempt at a partition stopped without a crash; it counts as one",
 			"topic", k.topic, "partition", k.partition, "err", err.Error())
+	}
+}
+
+// stableWait bounds how long a revocation in doubt waits for the group's
+// committed offsets to be stable: a transaction the broker has not yet
+// decided is, at the latest, aborted at the transaction timeout, which
+// a leave must not wait for. The attempt then counts as a crash.
+const stableWait = 3 * time.Second
+
+// stableMarkers reads the committed offsets of the partitions of live
+// from the broker, waiting while a transaction holds them unstable, and
+// returns those whose committed offset and metadata are still their live
+// marker.
+func (c *crashes) stableMarkers(ctx context.Context, cl *kgo.Client, live map[partKey]attempt) map[partKey]kgo.EpochOffset {
+	group, _ := cl.OptValue(kgo.ConsumerGroup).(string)
+	topics := map[string]bool{}
+	for k := range live {
+		topics[k.topic] = true
+	}
+	ctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), stableWait)
+	defer cancel()
+	held := map[partKey]kgo.EpochOffset{}
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		resps, err := kadm.NewClient(cl).FetchOffsetsForTopics(ctx, group, slices.Collect(maps.Keys(topics))...)
+		unstable := err != nil
+		for k, a := range live {
+			if err != nil {
+				break // asked again below
+			}
+			o, ok := resps.Lookup(k.topic, k.partition)
+			switch {
+			case !ok || o.Err == nil && (o.At != a.marker.At || o.Metadata != a.marker.String()):
+				delete(live, k) // moved on, or not there: nothing to take back
+			case o.Err == nil:
+				held[k] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
+				delete(live, k)
+			default:
+				unstable = true
+			}
+		}
+		if !unstable || len(live) == 0 {
+			return held
+		}
+		select {
+		case <-ctx.Done():
+			why := "the transaction that holds them is still undecided"
+			if err != nil {
+				why = err.Error()
+			}
+			for k := range live {
+				c.log.Warn("cannot read the committed offsets, stable, after an ending of unknown outcome; the attempt at the partition counts as a crash",
+					"topic", k.topic, "partition", k.partition, "waited", stableWait.String(), "err", why)
+			}
+			return held
+		case <-time.After(wait):
+		}
 	}
 }
 
