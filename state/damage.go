@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -75,36 +76,51 @@ func transient(err error) bool {
 	return strings.Contains(err.Error(), "lock held")
 }
 
+// wipe is why openStore wiped a local store: reason is the
+// processor_state_rebuilds_total reason its partitions rebuild with
+// ("damaged", or "layout" for a store of an older key layout), "" when
+// it was not wiped; detail says what was found.
+type wipe struct{ reason, detail string }
+
 // openStore opens the local store in dir, creating it if missing; a
-// damaged store is wiped and opened empty, with the reason it was
-// damaged ("" when it was not).
-func openStore(dir string, cacheBytes int64, onFatal func(error)) (l *local, damaged string, err error) {
+// damaged store, or one of an older key layout, is wiped and opened
+// empty, with why.
+func openStore(dir string, cacheBytes int64, onFatal func(error)) (*local, wipe, error) {
+	l, damaged, err := openOrWipe(dir, cacheBytes, onFatal)
+	switch {
+	case damaged == nil:
+		return l, wipe{}, err
+	case errors.Is(damaged, errOldLayout):
+		return l, wipe{reason: "layout", detail: damaged.Error()}, err
+	}
+	return l, wipe{reason: "damaged", detail: strings.Join(strings.Fields(damaged.Error()), " ")}, err
+}
+
+// openOrWipe is openStore, with the error that made it wipe the store.
+func openOrWipe(dir string, cacheBytes int64, onFatal func(error)) (l *local, damaged error, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "", &DirError{Dir: dir, Err: err}
+		return nil, nil, &DirError{Dir: dir, Err: err}
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, damageMarker)); err == nil {
-		damaged = strings.TrimSpace(string(b))
-		if damaged == "" {
-			damaged = "marked damaged"
-		}
+		damaged = errors.New(cmp.Or(strings.TrimSpace(string(b)), "marked damaged"))
 	} else {
 		l, err = openLocal(dir, cacheBytes, onFatal)
 		switch {
 		case err == nil:
-			return l, "", nil
+			return l, nil, nil
 		case unfixable(err):
-			return nil, "", &DirError{Dir: dir, Err: err}
+			return nil, nil, &DirError{Dir: dir, Err: err}
 		case transient(err):
-			return nil, "", err
+			return nil, nil, err
 		}
-		damaged = err.Error()
+		damaged = err
 	}
 	if err := wipeDir(dir); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	l, err = openLocal(dir, cacheBytes, onFatal)
 	if err != nil && unfixable(err) {
-		return nil, "", &DirError{Dir: dir, Err: err}
+		return nil, nil, &DirError{Dir: dir, Err: err}
 	}
 	return l, damaged, err
 }

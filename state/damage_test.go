@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -87,6 +88,21 @@ var damages = []damage{
 			}
 			return os.WriteFile(p, b, 0o644)
 		})
+	}},
+	// A store of the key layout before the version key (layout.go): keys
+	// and no version. Opened by this build, it is wiped and rebuilt,
+	// counted with the reason "layout".
+	{"layout-1", func(t *testing.T, dir string) {
+		db, err := pebble.Open(dir, &pebble.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Delete(layoutKey, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}},
 	// Files that are none of Pebble's: left alone, and the store with them.
 	{"garbage-files", func(t *testing.T, dir string) {
@@ -190,8 +206,12 @@ func damagedStore(t *testing.T, c *kafkatest.Cluster, d damage) {
 	if d.name != "garbage-files" {
 		rebuilt = float64(r.parts)
 	}
-	if got := testutil.ToFloat64(m.met.rebuilds.WithLabelValues("s", "damaged")); got != rebuilt {
-		t.Errorf("processor_state_rebuilds_total{reason=damaged} = %v, want %v", got, rebuilt)
+	reason := "damaged"
+	if d.name == "layout-1" {
+		reason = "layout"
+	}
+	if got := testutil.ToFloat64(m.met.rebuilds.WithLabelValues("s", reason)); got != rebuilt {
+		t.Errorf("processor_state_rebuilds_total{reason=%s} = %v, want %v", reason, got, rebuilt)
 	}
 	for p := range r.parts {
 		r.check(m, p, 0)

@@ -16,10 +16,9 @@ import (
 )
 
 // The local store is one Pebble database holding every store partition.
-// A key begins with the partition's prefix, the changelog topic
-// (length-prefixed, so that a group or store name never reads as another)
-// and the partition number, so that one range deletion wipes a partition;
-// a kind byte follows:
+// A key begins with the partition's prefix, a hash of the changelog topic
+// and the partition number (layout.go), so that one range deletion wipes
+// a partition; a kind byte follows:
 //
 //	prefix 'd' key          -> expiry (8 bytes, unix ns, 0 = never) + value
 //	prefix 'x' expiry key   -> nothing: the expiry index, in expiry order
@@ -39,14 +38,6 @@ const (
 type part struct {
 	topic     string // the store's changelog topic
 	partition int32
-}
-
-// prefix returns the key prefix of p, kind excluded.
-func (p part) prefix() []byte {
-	b := make([]byte, 0, 1+len(p.topic)+4+1)
-	b = append(b, byte(len(p.topic)))
-	b = append(b, p.topic...)
-	return binary.BigEndian.AppendUint32(b, uint32(p.partition))
 }
 
 // DefaultCacheBytes is the block cache of a local database when the
@@ -116,6 +107,10 @@ func openLocal(dir string, cacheBytes int64, onFatal func(error)) (*local, error
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("state: opening the local store in %s: %w", dir, err)
+	}
+	if err := checkLayout(db); err != nil {
+		_ = db.Close()
+		return nil, err
 	}
 	l.db = db
 	return l, nil

@@ -118,9 +118,9 @@ type Manager struct {
 	topics map[string]string // store name -> changelog topic
 	met    *metrics
 
-	// damaged says that Open found the local store damaged and wiped it:
-	// the partitions it rebuilds are counted with the reason "damaged".
-	damaged bool
+	// wiped is why Open wiped the local store ("damaged", "layout"; ""
+	// when it did not): the partitions it rebuilds are counted with it.
+	wiped string
 
 	mu       sync.RWMutex
 	parts    map[part]*partInfo // known partitions, restored or not
@@ -160,15 +160,19 @@ func Open(o Options) (*Manager, error) {
 		}
 		m.topics[s] = ChangelogTopic(o.Group, s)
 	}
-	db, damaged, err := openStore(o.Dir, o.CacheBytes, o.OnFatal)
+	db, wiped, err := openStore(o.Dir, o.CacheBytes, o.OnFatal)
 	if err != nil {
 		return nil, err
 	}
-	m.db, m.damaged = db, damaged != ""
+	m.db, m.wiped = db, wiped.reason
 	m.met = newMetrics(m)
-	if damaged != "" {
+	switch wiped.reason {
+	case "layout":
+		m.log.Warn("state: the local store was written by an older build in another key layout; it was wiped, and every partition is rebuilt from its changelog when restored (once, after an upgrade)",
+			"dir", o.Dir, "detail", wiped.detail)
+	case "damaged":
 		m.log.Warn("state: the local store was damaged; it was wiped, and every partition is rebuilt from its changelog when restored",
-			"dir", o.Dir, "damage", strings.Join(strings.Fields(damaged), " "))
+			"dir", o.Dir, "damage", wiped.detail)
 	}
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(m.met); err != nil {

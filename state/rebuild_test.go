@@ -127,8 +127,9 @@ func TestRebuildFilterDifferential(t *testing.T) {
 			t.Fatalf("round %d: counts %d keys %d bytes, the lookup path's %d and %d", round, gotSt.keys, gotSt.bytes, refSt.keys, refSt.bytes)
 		}
 		have := map[string]string{}
+		refPre, gotPre := string(ref.prefix()), len(got.prefix())
 		for k, v := range contents(t, l, got) {
-			have["\x03ref"+k[4:]] = v // the same entries under ref's prefix
+			have[refPre+k[gotPre:]] = v // the same entries under ref's prefix
 		}
 		if !maps.Equal(have, want) {
 			t.Fatalf("round %d (%d records, %d keys, switched at %d): %d entries, the lookup path's %d, or their values differ",

@@ -186,7 +186,7 @@ func (m *Manager) start(p part, id [16]byte, start, end int64) (*restoring, erro
 // written. "new" is a partition without a checkpoint whose changelog is
 // empty, which is not counted as a rebuild.
 func (m *Manager) rebuildReason(st partState, id [16]byte, start, end int64) string {
-	return rebuildWhy(st, id, start, end, m.damaged)
+	return rebuildWhy(st, id, start, end, m.wiped)
 }
 
 // storeOf returns the store name of a changelog topic.

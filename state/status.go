@@ -76,7 +76,7 @@ type metrics struct {
 
 // rebuildReasons are the values of processor_state_rebuilds_total's
 // reason label (Manager.rebuildReason, and start_moved of reset).
-var rebuildReasons = []string{"damaged", "no_checkpoint", "checkpoint_ahead", "checkpoint_before_start", "topic_recreated", "start_moved"}
+var rebuildReasons = []string{"damaged", "layout", "no_checkpoint", "checkpoint_ahead", "checkpoint_before_start", "topic_recreated", "start_moved"}
 
 func newMetrics(m *Manager) *metrics {
 	c := newCollectors(m)
@@ -92,7 +92,7 @@ func newCollectors(m *Manager) *metrics {
 	return &metrics{m: m,
 		restored: metric.Counter("state_restore_records_total", "Changelog records read to restore local state stores."),
 		rebuilds: metric.CounterVec("state_rebuilds_total",
-			"State store partitions rebuilt from their changelog's start, by why: damaged (the local store was damaged and wiped), no_checkpoint (a new or wiped directory), checkpoint_ahead, checkpoint_before_start, topic_recreated, start_moved (records deleted under the restore).",
+			"State store partitions rebuilt from their changelog's start, by why: damaged (the local store was damaged and wiped), layout (written by an older build in another key layout, and wiped: once, after an upgrade), no_checkpoint (a new or wiped directory), checkpoint_ahead, checkpoint_before_start, topic_recreated, start_moved (records deleted under the restore).",
 			"store", "reason"),
 		seconds: metric.Histogram("state_restore_seconds", "How long restoring the state stores of an assignment took.",
 			[]float64{0.01, 0.1, 0.5, 1, 5, 15, 60, 300, 1800}),

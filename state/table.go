@@ -40,10 +40,10 @@ import (
 // Global, it keeps every partition of the table in one key space, on
 // every instance, whatever the assignment.
 type Table struct {
-	o       TableOptions
-	log     *slog.Logger
-	db      *local
-	damaged bool
+	o     TableOptions
+	log   *slog.Logger
+	db    *local
+	wiped string // why Open wiped the local store (openStore); "" once restored
 
 	mu    sync.Mutex
 	parts map[int32]*tablePart // the partitions kept or being restored
@@ -110,15 +110,19 @@ func OpenTable(o TableOptions) (*Table, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	db, damaged, err := openStore(o.Dir, o.CacheBytes, o.OnFatal)
+	db, wiped, err := openStore(o.Dir, o.CacheBytes, o.OnFatal)
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{o: o, log: o.Logger, db: db, damaged: damaged != "",
+	t := &Table{o: o, log: o.Logger, db: db, wiped: wiped.reason,
 		parts: map[int32]*tablePart{}, stats: map[int32]partState{}}
 	t.ready.Store(&map[int32][]byte{})
-	if damaged != "" {
-		t.log.Warn("state: the table's local store was damaged; it was wiped and is rebuilt from the table topic", "dir", o.Dir, "table", o.Topic)
+	switch wiped.reason {
+	case "layout":
+		t.log.Warn("state: the table's local store was written by an older build in another key layout; it was wiped and is rebuilt from the table topic (once, after an upgrade)",
+			"dir", o.Dir, "table", o.Topic)
+	case "damaged":
+		t.log.Warn("state: the table's local store was damaged; it was wiped and is rebuilt from the table topic", "dir", o.Dir, "table", o.Topic, "damage", wiped.detail)
 	}
 	return t, nil
 }

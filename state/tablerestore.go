@@ -81,7 +81,7 @@ func (t *Table) plan(plan []*restoring) error {
 			return err
 		}
 		tp := &tablePart{st: st, restoring: true, end: r.end, stable: r.end}
-		switch why := rebuildWhy(st, r.id, r.from, r.end, t.damaged); why {
+		switch why := rebuildWhy(st, r.id, r.from, r.end, t.wiped); why {
 		case "":
 		case "new":
 			tp.st = partState{}
@@ -144,12 +144,12 @@ func (t *Table) wipeAll(plan []*restoring) error {
 }
 
 // rebuildWhy is Manager.rebuildReason for a partition of persisted state
-// st of a topic of ID id, offsets start to end; damaged says that the
-// local store was found damaged and wiped.
-func rebuildWhy(st partState, id [16]byte, start, end int64, damaged bool) string {
+// st of a topic of ID id, offsets start to end; wiped is why the local
+// store was wiped at open ("damaged", "layout"), "" when it was not.
+func rebuildWhy(st partState, id [16]byte, start, end int64, wiped string) string {
 	switch {
-	case !st.hasCP && damaged:
-		return "damaged"
+	case !st.hasCP && wiped != "":
+		return wiped
 	case !st.hasCP && start == end:
 		return "new"
 	case !st.hasCP:
@@ -232,7 +232,7 @@ func (t *Table) finish(plan []*restoring, took time.Duration) error {
 			"from", tp.from, "to", r.end, "rebuilt", tp.rebuilt, "seconds", took.Seconds())
 	}
 	t.mu.Unlock()
-	t.damaged = false
+	t.wiped = ""
 	t.ready.Store(&ready)
 	return nil
 }
