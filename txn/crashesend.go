@@ -166,25 +166,26 @@ func (c *crashes) stableMarkers(ctx context.Context, cl *kgo.Client, live map[pa
 	ctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), stableWait)
 	defer cancel()
 	held := map[partKey]kgo.EpochOffset{}
+	pending := maps.Clone(live) // not yet read stable
 	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
 		resps, err := kadm.NewClient(cl).FetchOffsetsForTopics(ctx, group, slices.Collect(maps.Keys(topics))...)
 		unstable := err != nil
-		for k, a := range live {
+		for k, a := range pending {
 			if err != nil {
 				break // asked again below
 			}
 			o, ok := resps.Lookup(k.topic, k.partition)
 			switch {
 			case !ok || o.Err == nil && (o.At != a.marker.At || o.Metadata != a.marker.String()):
-				delete(live, k) // moved on, or not there: nothing to take back
+				delete(pending, k) // moved on, or not there: nothing to take back
 			case o.Err == nil:
 				held[k] = kgo.EpochOffset{Epoch: o.LeaderEpoch, Offset: o.At}
-				delete(live, k)
+				delete(pending, k)
 			default:
 				unstable = true
 			}
 		}
-		if !unstable || len(live) == 0 {
+		if !unstable || len(pending) == 0 {
 			return held
 		}
 		select {
@@ -193,7 +194,7 @@ func (c *crashes) stableMarkers(ctx context.Context, cl *kgo.Client, live map[pa
 			if err != nil {
 				why = err.Error()
 			}
-			for k := range live {
+			for k := range pending {
 				c.log.Warn("cannot read the committed offsets, stable, after an ending of unknown outcome; the attempt at the partition counts as a crash",
 					"topic", k.topic, "partition", k.partition, "waited", stableWait.String(), "err", why)
 			}
