@@ -30,6 +30,16 @@ func committedMeta(t *testing.T, c *kafkatest.Cluster, group, topic string) (int
 	return o.At, ParseProgress(o.Metadata)
 }
 
+// produceDigits writes ten records, "0" to "9", to partition 0 of topic.
+func produceDigits(t *testing.T, c *kafkatest.Cluster, topic string) {
+	t.Helper()
+	var rs []*kgo.Record
+	for i := range 10 {
+		rs = append(rs, &kgo.Record{Topic: topic, Value: []byte{byte('0' + i)}})
+	}
+	c.ProduceSync(t, rs)
+}
+
 // crashSession starts a session of group on topic that counts crash
 // attempts up to max, with the guarantee g.
 func crashSession(t *testing.T, c *kafkatest.Cluster, g Guarantee, group, topic string, max int) *fixture {
@@ -99,11 +109,7 @@ func crashAttemptsProtocol(t *testing.T, g Guarantee) {
 	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
 		topic, group := kafkatest.Unique("crash-in"), kafkatest.Unique("crash-group")
 		c.CreateTopics(t, 1, nil, topic)
-		var rs []*kgo.Record
-		for i := range 10 {
-			rs = append(rs, &kgo.Record{Topic: topic, Value: []byte{byte('0' + i)}})
-		}
-		c.ProduceSync(t, rs)
+		produceDigits(t, c, topic)
 		// want waits for the group's offset to be as given: a
 		// transaction's offsets are the group's once its markers are
 		// written, which Kafka does after it answers EndTxn.
@@ -240,11 +246,7 @@ func TestCrashAttemptsFenced(t *testing.T) {
 		topic, group := kafkatest.Unique("crash-fence-in"), kafkatest.Unique("crash-fence-group")
 		other := kafkatest.Unique("crash-fence-other")
 		c.CreateTopics(t, 1, nil, topic, other)
-		var rs []*kgo.Record
-		for i := range 10 {
-			rs = append(rs, &kgo.Record{Topic: topic, Value: []byte{byte('0' + i)}})
-		}
-		c.ProduceSync(t, rs)
+		produceDigits(t, c, topic)
 		want := func(step string, at int64, p Progress) {
 			t.Helper()
 			waitCommitted(t, c, group, topic, step, at, p)

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/streamproc/processor/internal/testkit/kafkatest"
 )
@@ -19,11 +18,7 @@ func TestStreamTimeCommitted(t *testing.T) {
 	kafkatest.ForEach(t, nil, func(t *testing.T, c *kafkatest.Cluster) {
 		topic, group := kafkatest.Unique("time-in"), kafkatest.Unique("time-group")
 		c.CreateTopics(t, 1, nil, topic)
-		var rs []*kgo.Record
-		for i := range 10 {
-			rs = append(rs, &kgo.Record{Topic: topic, Value: []byte{byte('0' + i)}})
-		}
-		c.ProduceSync(t, rs)
+		produceDigits(t, c, topic)
 		want := func(step string, at int64, p Progress) {
 			t.Helper()
 			waitCommitted(t, c, group, topic, step, at, p)
