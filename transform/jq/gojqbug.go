@@ -61,7 +61,7 @@ func endsInBranch(q *gojq.Query) bool {
 	}
 	switch q.Op {
 	case gojq.OpPipe:
-		return endsInBranch(q.Right)
+		return endsInBranch(q.Right) || transparent(q.Right) && endsInBranch(q.Left)
 	case gojq.OpAnd, gojq.OpOr, gojq.OpAlt, gojq.OpComma:
 		return true
 	}
@@ -90,11 +90,30 @@ func beginsConst(q *gojq.Query) bool {
 	}
 	switch q.Op {
 	case gojq.OpPipe:
-		return beginsConst(q.Left)
+		return beginsConst(q.Left) || transparent(q.Left) && beginsConst(q.Right)
 	case gojq.OpComma, gojq.OpAlt, gojq.OpAnd, gojq.OpOr:
 		return false
 	}
 	return beginsConst(q.Left) || beginsConst(q.Right)
+}
+
+// transparent reports whether q compiles to no code at all: the
+// identity, bare or in parentheses. A pipe through it joins what is on
+// either side in gojq's code, so (.b or false | . | 1) is the bug's shape
+// as (.b or false | 1) is (found by FuzzJQDiff: .A += (0 or .x | . | 0)
+// fails in gojq with "expected an object").
+func transparent(q *gojq.Query) bool {
+	for q != nil && q.Term != nil && len(q.FuncDefs) == 0 && len(q.Patterns) == 0 && len(q.Term.SuffixList) == 0 {
+		switch q.Term.Type {
+		case gojq.TermTypeIdentity:
+			return true
+		case gojq.TermTypeQuery:
+			q = q.Term.Query
+			continue
+		}
+		return false
+	}
+	return false
 }
 
 // walkQuery calls onQuery for q and every query within it, and onTerm

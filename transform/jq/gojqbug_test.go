@@ -14,6 +14,11 @@ var gojqBugs = []struct{ expr, in, jq string }{
 	{`{x: (.b or false | 1)}`, `{"b":true}`, `{"x":1}`},
 	{`.z += (if .b then 1 else 2 end | 3)`, `{"b":true}`, `{"b":true,"z":3}`},
 	{`."a" += (if 2 then false else 1 end | ["007"])`, `{}`, `{"a":["007"]}`},
+	// The identity between the two sides compiles to nothing.
+	{`.A+=(0 or .A000|.|0)`, `null`, `{"A":0}`},
+	{`.A += ((0 or .x | .) | 0)`, `{}`, `{"A":0}`},
+	{`.A += (0 or .x | (.) | . | 0)`, `{}`, `{"A":0}`},
+	{`{x: (.b or false | . | 1)}`, `{"b":true}`, `{"x":1}`},
 }
 
 // gojq still gets these programs wrong: when this fails, a gojq release
