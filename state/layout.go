@@ -37,8 +37,11 @@ var layoutKey = []byte("\x00layout")
 var errOldLayout = errors.New("the local store was written in an older key layout")
 
 // prefix returns the key prefix of p, kind excluded.
-func (p part) prefix() []byte {
-	b := make([]byte, 0, prefixLen+1)
+func (p part) prefix() []byte { return p.appendPrefix(make([]byte, 0, prefixLen+1)) }
+
+// appendPrefix appends p's key prefix to b: a key read builds the
+// prefix in an array of its own stack and the key in one allocation.
+func (p part) appendPrefix(b []byte) []byte {
 	b = append(b, layoutTag)
 	b = binary.BigEndian.AppendUint64(b, topicHash(p.topic))
 	return binary.BigEndian.AppendUint32(b, uint32(p.partition))

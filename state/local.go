@@ -180,7 +180,8 @@ func (l *local) readPart(p part) (partState, error) {
 // get returns the encoded entry (encodeValue) of key in p, copied, or
 // nil when there is none.
 func (l *local) get(p part, key []byte) ([]byte, error) {
-	v, closer, err := l.db.Get(dataKey(p.prefix(), key))
+	var pre [prefixLen]byte
+	v, closer, err := l.db.Get(dataKey(p.appendPrefix(pre[:0]), key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, nil
 	}
