@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -278,7 +277,7 @@ func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 func batchSize(parts []partWrites) int {
 	n := 64
 	for _, pw := range parts {
-		pre := 1 + len(pw.p.topic) + 4 + 1
+		pre := prefixLen + 1 // and the kind
 		n += 2 * (pre + 24 + 16) // the checkpoint and the counts
 		for _, w := range pw.writes {
 			n += pre + len(w.key) + len(w.enc) + 11 // kind, two varints
@@ -353,76 +352,6 @@ func (l *local) applyPart(b *pebble.Batch, pw partWrites) (partState, error) {
 	binary.BigEndian.PutUint64(sv[8:], uint64(st.bytes))
 	_ = b.Set(append(pw.p.prefix(), kindStats), sv[:], nil)
 	return st, nil
-}
-
-// keyOrder returns the indices of ws in the order of their keys; of
-// writes of one key (a restore's batch has them) in their order in ws, so
-// that the last is the one that counts. Sorting indices moves a few bytes
-// a swap, not a write; the tie-break by index gives a stable sort's order
-// at an unstable sort's cost (the merges of a stable sort cost about
-// three times as much on a transaction of new keys).
-//
-// Each index carries the 8 bytes of its key that follow the prefix all
-// the keys share (a batch's keys often share one: "customer-" and the
-// like), as a number: most comparisons are of those numbers, and only
-// equal numbers compare the keys. A rebuild's batches of a million keys
-// spent an eighth of the processor's CPU in this sort comparing the keys'
-// shared bytes again and again.
-func keyOrder(ws []write) []int32 {
-	shared := sharedPrefix(ws)
-	type entry struct {
-		word uint64
-		i    int32
-	}
-	es := make([]entry, len(ws))
-	for i := range ws {
-		es[i] = entry{keyWord(ws[i].key, shared), int32(i)}
-	}
-	slices.SortFunc(es, func(x, y entry) int {
-		if x.word != y.word {
-			return cmp.Compare(x.word, y.word)
-		}
-		// Equal words: keys that agree on those bytes, or that end
-		// within them (a shorter key reads as zeros there).
-		if c := bytes.Compare(ws[x.i].key, ws[y.i].key); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.i, y.i)
-	})
-	order := make([]int32, len(ws))
-	for i := range es {
-		order[i] = es[i].i
-	}
-	return order
-}
-
-// sharedPrefix is the length of the prefix every key of ws has.
-func sharedPrefix(ws []write) int {
-	if len(ws) == 0 {
-		return 0
-	}
-	first := ws[0].key
-	n := len(first)
-	for i := 1; i < len(ws) && n > 0; i++ {
-		k := ws[i].key
-		n = min(n, len(k))
-		for j := 0; j < n; j++ {
-			if k[j] != first[j] {
-				n = j
-				break
-			}
-		}
-	}
-	return n
-}
-
-// keyWord is the 8 bytes of key from offset at on, big-endian, zeros
-// past the key's end: words in order are keys in order, and keys whose
-// words are equal need their bytes compared.
-func keyWord(key []byte, at int) uint64 {
-	var b [8]byte
-	copy(b[:], key[at:])
-	return binary.BigEndian.Uint64(b[:])
 }
 
 // applyIndex adds the expiry index's changes to b in key order. A key's

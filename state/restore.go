@@ -201,11 +201,18 @@ func (m *Manager) storeOf(topic string) string {
 
 // read reads the changelog partitions of plan from their positions to
 // their ends (see drain), writing a batch with its checkpoint every
-// RestoreBatch records and at each partition's end. A partition is read
-// when the fetch position reached its end, whatever the last record was.
+// RestoreBatch records and at each partition's end, on the appliers'
+// lanes while it reads on. A partition is read when the fetch position
+// reached its end, whatever the last record was.
 func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*restoring) error {
-	take := func(x fetched) error { return m.take(x.r, x.recs, x.next) }
-	if err := drain(ctx, cl, maps.Values(plan), "state: restore interrupted", m.reset, take); err != nil {
+	a := newAppliers(plan)
+	take := func(x fetched) error { return m.take(a, x.r, x.recs, x.next) }
+	reset := func(r *restoring, next int64) error { return m.reset(a, r, next) }
+	err := drain(ctx, cl, maps.Values(plan), "state: restore interrupted", reset, take)
+	if werr := a.wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
 		return err
 	}
 	left := 0
@@ -223,7 +230,7 @@ func (m *Manager) read(ctx context.Context, cl *kgo.Client, plan map[part]*resto
 // take adds recs, a response's records of r, to r's pending writes, and
 // writes them every RestoreBatch records and when the fetch position next
 // reached r's end.
-func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
+func (m *Manager) take(a *appliers, r *restoring, recs []*kgo.Record, next int64) error {
 	for _, rec := range recs {
 		if rec.Attrs.IsControl() {
 			continue
@@ -232,14 +239,14 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 			return fmt.Errorf("state: changelog %s/%d offset %d: a value of %d bytes is not a state record", rec.Topic, rec.Partition, rec.Offset, len(rec.Value))
 		}
 		if r.pending == nil { // at its size: grown by appends, it allocated five times that
-			r.pending = make([]write, 0, min(int64(m.opts.RestoreBatch), r.end-r.pos))
+			r.pending = a.batch(int(min(int64(m.opts.RestoreBatch), r.end-r.pos)))
 		}
 		r.pending = append(r.pending, write{key: rec.Key, enc: rec.Value})
 		r.read++
 		r.inflight++
 		if r.inflight >= m.opts.RestoreBatch {
 			r.pos = rec.Offset + 1
-			if err := m.flush(r); err != nil {
+			if err := m.flush(a, r); err != nil {
 				return err
 			}
 		}
@@ -248,44 +255,59 @@ func (m *Manager) take(r *restoring, recs []*kgo.Record, next int64) error {
 	if r.inflight < m.opts.RestoreBatch && r.pos < r.end {
 		return nil
 	}
-	return m.flush(r)
+	return m.flush(a, r)
 }
 
 // reset voids what r read so far and rebuilds it from next, its
 // changelog's new log start: records it had not read yet were deleted.
-func (m *Manager) reset(r *restoring, next int64) error {
-	if err := m.db.wipe(r.p); err != nil {
+// The wipe runs on r's lane, after the batches read before it.
+func (m *Manager) reset(a *appliers, r *restoring, next int64) error {
+	err := a.hand(r, func() error {
+		if err := m.db.wipe(r.p); err != nil {
+			return err
+		}
+		r.st = partState{}
+		if r.seen != nil {
+			r.seen.clear() // wiped again: the rebuild's keys are gone
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	m.log.Warn("state rebuilding from the changelog's start: its start moved past the restore", "topic", r.p.topic,
 		"partition", r.p.partition, "position", r.pos, "start", next)
 	m.met.rebuilds.WithLabelValues(m.storeOf(r.p.topic), "start_moved").Inc()
 	r.pending, r.inflight, r.read = r.pending[:0], 0, 0
-	r.st, r.rebuilt, r.from, r.pos = partState{}, true, next, next
-	if r.seen != nil {
-		r.seen.clear() // wiped again: the rebuild's keys are gone
-	}
+	r.rebuilt, r.from, r.pos = true, next, next
 	if r.pos >= r.end {
-		return m.flush(r) // nothing left to read: the checkpoint alone
+		return m.flush(a, r) // nothing left to read: the checkpoint alone
 	}
 	return nil
 }
 
-// flush writes r's pending writes and its checkpoint in one batch, synced
-// to disk when it is the partition's last.
-func (m *Manager) flush(r *restoring) error {
-	pw := partWrites{p: r.p, cp: checkpoint{next: r.pos, topicID: r.id}, before: r.st, writes: r.pending, seen: r.seen}
-	sts, err := m.db.apply([]partWrites{pw}, r.pos >= r.end)
-	if err != nil {
-		return err
-	}
-	r.st = sts[0]
-	m.met.restored.Add(float64(r.inflight))
-	m.mu.Lock()
-	pi := m.info(r.p)
-	pi.restored, pi.st = r.read, r.st
-	m.mu.Unlock()
-	r.pending = r.pending[:0]
-	r.inflight = 0
-	return nil
+// flush hands r's pending writes to r's lane, which writes them and r's
+// checkpoint in one batch, synced to disk when it is the partition's
+// last; r goes on reading into a batch of its own.
+func (m *Manager) flush(a *appliers, r *restoring) error {
+	writes, cp, read, n := r.pending, checkpoint{next: r.pos, topicID: r.id}, r.read, r.inflight
+	last := r.pos >= r.end
+	r.pending, r.inflight = nil, 0
+	return a.hand(r, func() error {
+		pw := partWrites{p: r.p, cp: cp, before: r.st, writes: writes, seen: r.seen}
+		sts, err := m.db.apply([]partWrites{pw}, last)
+		if err != nil {
+			return err
+		}
+		r.st = sts[0]
+		m.met.restored.Add(float64(n))
+		m.mu.Lock()
+		pi := m.info(r.p)
+		pi.restored, pi.st = read, r.st
+		m.mu.Unlock()
+		if writes != nil {
+			a.recycle(writes)
+		}
+		return nil
+	})
 }
