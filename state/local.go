@@ -277,7 +277,7 @@ func (l *local) apply(parts []partWrites, sync bool) ([]partState, error) {
 func batchSize(parts []partWrites) int {
 	n := 64
 	for _, pw := range parts {
-		pre := prefixLen + 1 // and the kind
+		pre := prefixLen + 1     // and the kind
 		n += 2 * (pre + 24 + 16) // the checkpoint and the counts
 		for _, w := range pw.writes {
 			n += pre + len(w.key) + len(w.enc) + 11 // kind, two varints
