@@ -59,6 +59,18 @@ const (
 	memTableReserve = 3 * memTableBytes
 )
 
+// l0CompactionThreshold is Pebble's L0CompactionThreshold, twice its
+// default: it compacts level 0 once it holds about 4 overlapping
+// sublevels (flushed memtables), not 2. A rebuild of 1,000,000 keys
+// flushes 3 memtables; at Pebble's default the second flush started a
+// compaction of level 0 into the last level (0.4 s of a core) that ran
+// against the end of the restore and the first transactions on 2 cores.
+// Point reads cross at most 2 more sublevels, whose bloom filters answer
+// for absent keys; the stateful drains (aggregate, dedupe) were unchanged
+// side by side (docs/state.md, "A rebuild from empty"). Pebble stops
+// writes at 12 sublevels (L0StopWritesThreshold), well above.
+const l0CompactionThreshold = 8
+
 // The write-ahead log's bound. Pebble flushes a memtable when it is full
 // (memTableBytes); until then its writes live in the write-ahead log,
 // which an open after a crash replays entry by entry: 0.4-0.5 s for a
@@ -98,7 +110,7 @@ func openLocal(dir string, cacheBytes int64, onFatal func(error)) (*local, error
 	defer cache.Unref() // the database holds its own reference
 	l := &local{dir: dir, flushAge: walFlushAge}
 	l.flushed.Store(time.Now().UnixNano())
-	opts := &pebble.Options{Logger: storeLogger{dir: dir, onFatal: onFatal}, Cache: cache, MemTableSize: memTableBytes,
+	opts := &pebble.Options{Logger: storeLogger{dir: dir, onFatal: onFatal}, Cache: cache, MemTableSize: memTableBytes, L0CompactionThreshold: l0CompactionThreshold,
 		EventListener: &pebble.EventListener{FlushEnd: func(pebble.FlushInfo) { l.flushed.Store(time.Now().UnixNano()) }}}
 	for i := range opts.Levels {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
