@@ -27,7 +27,12 @@ func keyOrder(ws []write) []int32 {
 		es[i] = keyEntry{keyWord(ws[i].key, shared), int32(i)}
 	}
 	if len(es) < radixMin {
-		slices.SortStableFunc(es, func(x, y keyEntry) int { return cmp.Compare(x.word, y.word) })
+		slices.SortFunc(es, func(x, y keyEntry) int { // equal words in index order, as radixSort leaves them
+			if c := cmp.Compare(x.word, y.word); c != 0 {
+				return c
+			}
+			return cmp.Compare(x.i, y.i)
+		})
 	} else {
 		es = radixSort(es)
 	}

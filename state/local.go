@@ -67,7 +67,7 @@ const (
 // against the end of the restore and the first transactions on 2 cores.
 // Point reads cross at most 2 more sublevels, whose bloom filters answer
 // for absent keys; the stateful drains (aggregate, dedupe) were unchanged
-// side by side (docs/state.md, "A rebuild from empty"). Pebble stops
+// side by side (docs/state.md, "Writing on lanes"). Pebble stops
 // writes at 12 sublevels (L0StopWritesThreshold), well above.
 const l0CompactionThreshold = 8
 
