@@ -202,9 +202,10 @@ func TestKeyFilterFalsePositives(t *testing.T) {
 // TestRestoreRebuildMatchesLookups holds a whole Restore into an empty
 // directory (the filter skipping lookups) to the lookup path applied in
 // another batching: a changelog of 3 partitions
-// with overwrites, tombstones and expiries, read from kfake over TCP in
-// batches of a few records, leaves every partition's data, expiry index
-// and counts byte for byte as the reference's.
+// with overwrites, tombstones and expiries, in compressed batches small
+// and large, read from kfake over TCP and written in batches of a few
+// records to more than a response's, leaves every partition's data,
+// expiry index and counts byte for byte as the reference's.
 func TestRestoreRebuildMatchesLookups(t *testing.T) {
 	const parts = 3
 	c := kafkatest.NewFake(t, kfake.NumBrokers(1))
@@ -212,14 +213,29 @@ func TestRestoreRebuildMatchesLookups(t *testing.T) {
 	c.CreateTopics(t, parts, map[string]string{"cleanup.policy": "compact"}, topic)
 	rng := rand.New(rand.NewPCG(3, 5))
 	logs := make([][]write, parts)
-	var recs []*kgo.Record
+	var first, second []*kgo.Record
 	for p := range int32(parts) {
 		logs[p] = changelogOf(rng, 3000, 900)
-		for _, w := range logs[p] {
-			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Key: w.key, Value: w.enc})
+		for i, w := range logs[p] {
+			rec := &kgo.Record{Topic: topic, Partition: p, Key: w.key, Value: w.enc}
+			if i < len(logs[p])/2 {
+				first = append(first, rec)
+			} else {
+				second = append(second, rec)
+			}
 		}
 	}
-	c.ProduceSync(t, recs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	// Compressed, the first half in batches of a few dozen records, the
+	// second in one a partition: a response holds many batches, and the
+	// records of one batch, which share its decompressed bytes, fall into
+	// several of the restore's batches.
+	for _, half := range []struct {
+		recs  []*kgo.Record
+		batch int32
+	}{{first, 1 << 10}, {second, 1 << 20}} {
+		c.ProduceSync(t, half.recs, kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerBatchCompression(kgo.SnappyCompression()), kgo.ProducerBatchMaxBytes(half.batch))
+	}
 	for _, batch := range []int{7, 250, 20000} {
 		m, err := Open(Options{Dir: filepath.Join(t.TempDir(), "state"), Group: "g", Stores: []string{"s"},
 			ClientOpts: c.ClientOpts(), RestoreBatch: batch})
