@@ -170,8 +170,9 @@ test-cluster:
 	PROCESSOR_TEST_CLUSTER=$$($(KAFKA) cluster-up | tail -n 1) $(GO) test -count=1 -v -run 'TestCluster' ./integration/eos/
 
 # The short drills of the integration suite, which make test leaves out
-# (docs/testing.md): TestChaosShort (three short chaos runs on kfake, and
-# one against PROCESSOR_TEST_BROKERS when it is set), TestChaosShortAvro
+# (docs/testing.md): TestChaosShort (five short chaos runs on kfake, the
+# http transform's among them, and one against PROCESSOR_TEST_BROKERS when
+# it is set), TestChaosShortAvro
 # (the same with Avro records through the drill's Schema Registry),
 # TestChaosShortStateful (the stateful drill: a count by record key under
 # both orderings, with SIGKILL, a wiped state directory, scaling and

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -58,6 +59,10 @@ type driver struct {
 	reg         schema.Registry
 	inSubjects  []schema.Subject
 	outSubject  schema.Subject
+
+	// With http in the chain: the service the instances call
+	// (httpsvc.go).
+	svc *httpService
 
 	mu         sync.Mutex
 	insts      map[int]*instance
@@ -140,14 +145,12 @@ func (d *driver) run() int {
 		d.log.Error("the join's table", "err", err.Error())
 		return 1
 	}
-	if d.o.valueFormat == "avro" {
-		stop, err := d.setUpSchemas()
-		if err != nil {
-			d.log.Error("Schema Registry", "err", err.Error())
-			return 1
-		}
-		defer stop()
+	stop, err := d.setUpServices()
+	if err != nil {
+		d.log.Error("setting up", "err", err.Error())
+		return 1
 	}
+	defer stop()
 	d.logStart()
 
 	for range d.o.instances {
@@ -170,6 +173,27 @@ func (d *driver) run() int {
 	caughtUp := d.waitCaughtUp()
 	d.stopAll()
 	return d.report(caughtUp)
+}
+
+// setUpServices starts what the instances call besides the brokers: the
+// Schema Registry with -value-format avro, and the http transform's
+// service with http in the chain. stop ends them.
+func (d *driver) setUpServices() (stop func(), err error) {
+	stop = func() {}
+	if d.o.valueFormat == "avro" {
+		if stop, err = d.setUpSchemas(); err != nil {
+			return nil, fmt.Errorf("Schema Registry: %w", err)
+		}
+	}
+	if slices.Contains(d.o.transforms, "http") {
+		if d.svc, err = startHTTPService(); err != nil {
+			stop()
+			return nil, err
+		}
+		stopSchemas := stop
+		stop = func() { d.svc.stop(); stopSchemas() }
+	}
+	return stop, nil
 }
 
 // logStart logs the drill's settings as it starts.

@@ -31,6 +31,8 @@ func (d *driver) apply(fault string) {
 		d.freezePostgres()
 	case "wipe":
 		d.wipe()
+	case "httpdown":
+		d.httpDown()
 	}
 }
 

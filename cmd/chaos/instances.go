@@ -99,6 +99,9 @@ func (d *driver) instance(id int) launch.Instance {
 	if d.o.ordering != "" {
 		in.Extra = append(in.Extra, "PROCESSOR_ORDERING="+d.o.ordering)
 	}
+	if d.svc != nil {
+		d.svc.settings(in.Settings, d.o.ordering)
+	}
 	if d.o.stateful() {
 		d.statefulSettings(&in, id)
 	}

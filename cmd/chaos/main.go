@@ -34,6 +34,10 @@
 //	wipe    with aggregate in the chain: SIGKILL an instance, delete its
 //	        state directory and restart it, so that it rebuilds its
 //	        partitions' state from the changelogs
+//	httpdown  with http in the chain: the drill's HTTP service, which the
+//	        instances call once per record and attempt, answers 503 for
+//	        -pause (at least 1 s): the instances abort and retry their
+//	        transactions until it answers again (httpsvc.go)
 //
 // With "abort" in -faults, every instance also aborts a fraction of its
 // transactions on purpose (PROCESSOR_TEST_ABORT_RATE).

@@ -81,15 +81,16 @@ var statefulTransforms = []string{"aggregate", "wasm", "dedupe", "join"}
 // input record as exactly one output, as eoscheck's one-to-one audit
 // needs; aggregate and wasm (a count by record key, the stateful mode)
 // only last; join (left: every input once, with its row or null) last
-// too.
-var knownTransforms = []string{"identity", "jq", "aggregate", "wasm", "dedupe", "join"}
+// too; http calls the drill's own service (httpsvc.go).
+var knownTransforms = []string{"identity", "jq", "http", "aggregate", "wasm", "dedupe", "join"}
 
 // knownPolicies are the values of PROCESSOR_ON_ERROR.
 var knownPolicies = []string{"fail", "dlq", "skip"}
 
 // knownFaults are the faults -faults takes; pgrestart, pgslow and
-// pgfreeze need -sink postgres, wipe the aggregate transform.
-var knownFaults = []string{"kill", "term", "stop", "scale", "broker", "pgrestart", "pgslow", "pgfreeze", "wipe", "abort"}
+// pgfreeze need -sink postgres, wipe the aggregate transform, httpdown
+// the http transform.
+var knownFaults = []string{"kill", "term", "stop", "scale", "broker", "pgrestart", "pgslow", "pgfreeze", "wipe", "httpdown", "abort"}
 
 // The default faults, of a drill into Kafka, of one into PostgreSQL and
 // of a stateful one (aggregate in the chain).
@@ -149,7 +150,7 @@ func defineFlags(o *options, f *listFlags) {
 	flag.IntVar(&o.records, "records", 100_000, "input records to write")
 	flag.IntVar(&o.rate, "rate", 4000, "input records per second")
 	flag.IntVar(&o.iterations, "iterations", 20, "faults to apply, cycling through -faults")
-	flag.StringVar(&f.faults, "faults", defaultFaults, "faults to apply, comma-separated: kill, term, stop, scale, broker, pgrestart (-sink postgres), wipe (aggregate in -transforms: SIGKILL an instance, delete its state directory, restart it), abort (default with -sink postgres: "+defaultPostgresFaults+"; with aggregate: "+defaultStatefulFaults+")")
+	flag.StringVar(&f.faults, "faults", defaultFaults, "faults to apply, comma-separated: kill, term, stop, scale, broker, pgrestart (-sink postgres), wipe (aggregate in -transforms: SIGKILL an instance, delete its state directory, restart it), httpdown (http in -transforms: the drill's HTTP service answers 503 for -pause, at least 1s; added to the default faults with http), abort (default with -sink postgres: "+defaultPostgresFaults+"; with aggregate: "+defaultStatefulFaults+")")
 	flag.DurationVar(&o.pause, "pause", 2*time.Second, "time between faults")
 	flag.DurationVar(&o.sessionTimeout, "session-timeout", 6*time.Second, "processors' PROCESSOR_SESSION_TIMEOUT")
 	flag.DurationVar(&o.txnTimeout, "transaction-timeout", 5*time.Second, "processors' PROCESSOR_TRANSACTION_TIMEOUT")
@@ -158,12 +159,12 @@ func defineFlags(o *options, f *listFlags) {
 	flag.DurationVar(&o.settle, "settle", 3*time.Minute, "how long the group may take to catch up at the end")
 	flag.StringVar(&o.logDir, "logs", "", "directory for processor logs (default: a new temporary directory)")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock)")
-	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq, aggregate, wasm and dedupe, comma-separated; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate; dedupe (last) dedupes by the inputs' unique seq, so every input must pass exactly once, judged one to one; join (last) joins every input with its key's row in a table topic the drill keeps writing (-join-type, -join-mode), judged by eoscheck -check join")
+	flag.StringVar(&f.transforms, "transforms", "jq", "the processors' transform chain (PROCESSOR_TRANSFORMS): identity, jq, http, aggregate, wasm, dedupe and join, comma-separated; http calls the drill's own HTTP service once per record and attempt (GET /seq/<seq>, answered in about 1ms) and merges its answer into the output as svc, 8 requests a partition in flight with -ordering key, judged one to one like jq; aggregate (last) is the stateful mode: a count by record key in a state store per instance (-state-dir), judged by eoscheck -check aggregate; dedupe (last) dedupes by the inputs' unique seq, so every input must pass exactly once, judged one to one; join (last) joins every input with its key's row in a table topic the drill keeps writing (-join-type, -join-mode), judged by eoscheck -check join")
 	flag.StringVar(&o.jqExpr, "jq-expr", ".seen = true", "the jq program (PROCESSOR_JQ_EXPR); it must turn each JSON input object into exactly one output")
 	flag.StringVar(&f.policies, "policies", defaultPoisonPolicies, "error policies (PROCESSOR_ON_ERROR), one per instance, taken in turn by instance number (default with -poison-every 0: "+defaultPolicies+"); fail does not go with the notjson poison class, which a fail instance exits on by design: with fail in -policies the default classes leave notjson out")
 	flag.IntVar(&o.poisonEvery, "poison-every", 500, "every Nth input is a marked hard one (key poison-<class>-<seq>, judged by eoscheck -poison), the classes of -poison-classes in rounds of each once, in an order drawn by the seed; 0: none, every input an ordinary JSON object")
 	flag.StringVar(&f.poisonClasses, "poison-classes", "", "the classes of the marked inputs, comma-separated: notjson (not JSON: jq fails it, a dead letter or skipped; needs jq in -transforms and no fail policy), nearlimit (JSON of 1,000,000 to 1,048,000 bytes: an ordinary output), jsonb (-sink postgres: JSON that PostgreSQL's jsonb refuses: a row with value NULL and the bytes in value_bytes); default: every class the sink, chain and policies can meet")
-	flag.StringVar(&o.ordering, "ordering", "", "the processors' PROCESSOR_ORDERING: partition or key (default: not set, the processor's default, partition); identity and jq are not ordered, so either shares each partition's records among the workers as without it; aggregate is, so with it key deals each partition's records to the workers by key")
+	flag.StringVar(&o.ordering, "ordering", "", "the processors' PROCESSOR_ORDERING: partition or key (default: not set, the processor's default, partition); identity and jq are not ordered, so either shares each partition's records among the workers as without it; with http, key lets a partition's requests overlap (8 in flight), each key's in order; aggregate is, so with it key deals each partition's records to the workers by key")
 	flag.StringVar(&o.guarantee, "guarantee", "exactly_once", "the processors' PROCESSOR_GUARANTEE: exactly_once, or at_least_once (eoscheck then counts inputs written twice, expected after a crash, and still fails on any lost)")
 	flag.StringVar(&o.sink, "sink", "kafka", "the processors' PROCESSOR_SINK: kafka (an output topic) or postgres (tables in -postgres-url)")
 	flag.StringVar(&o.pgURL, "postgres-url", "", "with -sink postgres: the database the processors write to (PROCESSOR_POSTGRES_URL) and eoscheck reads")
@@ -249,6 +250,11 @@ func (o *options) resolveChain(f listFlags) {
 	if slices.Contains(o.transforms, "jq") && strings.TrimSpace(o.jqExpr) == "" {
 		usage("-jq-expr is empty")
 	}
+	if http := slices.Contains(o.transforms, "http"); !http && slices.Contains(o.faults, "httpdown") {
+		usage("the fault httpdown needs http in -transforms")
+	} else if http && !f.set["faults"] {
+		o.faults = append(o.faults, "httpdown")
+	}
 	if o.guarantee != "exactly_once" && o.guarantee != "at_least_once" {
 		usage("unknown -guarantee %q (exactly_once or at_least_once)", o.guarantee)
 	}
@@ -297,6 +303,9 @@ func (o *options) resolveFormat() {
 	case "avro":
 		if o.sink != "kafka" {
 			usage("-value-format avro needs -sink kafka (rows take the chain's JSON)")
+		}
+		if slices.Contains(o.transforms, "http") {
+			usage("-value-format avro: the output schema has no field for the http transform's svc; use -value-format raw")
 		}
 		if slices.Contains(o.transforms, "jq") && o.jqExpr != avroJQExpr {
 			usage("-value-format avro: the output schema fits -jq-expr %q only (the input's fields and seen), not %q", avroJQExpr, o.jqExpr)

@@ -21,6 +21,7 @@ func (d *driver) report(caughtUp bool) int {
 	d.printFaults()
 	d.printChain()
 	d.printJoin()
+	d.printHTTP()
 	d.printSchemas()
 	d.printTimings()
 	failed := false
@@ -56,7 +57,7 @@ func (d *driver) report(caughtUp bool) int {
 // printFaults prints how often each fault was applied.
 func (d *driver) printFaults() {
 	fmt.Printf("%-10s %s\n", "fault", "applied")
-	for _, f := range []string{"kill", "term", "stop", "scale", "wipe", "broker", "pgrestart", "pgslow", "pgfreeze"} {
+	for _, f := range []string{"kill", "term", "stop", "scale", "wipe", "broker", "httpdown", "pgrestart", "pgslow", "pgfreeze"} {
 		n := d.applied[f]
 		if n == 0 {
 			continue
@@ -92,6 +93,8 @@ func (d *driver) printChain() {
 	switch {
 	case d.o.ordering != "" && d.o.stateful():
 		fmt.Printf("%-10s %s (PROCESSOR_ORDERING; aggregate is ordered: per key, or per partition)\n", "ordering", d.o.ordering)
+	case d.o.ordering == "key" && d.svc != nil:
+		fmt.Printf("%-10s key (PROCESSOR_ORDERING; the http transform keeps up to %d requests of a partition in flight, each key's in order)\n", "ordering", httpInFlight)
 	case d.o.ordering != "":
 		fmt.Printf("%-10s %s (PROCESSOR_ORDERING; the chain is not ordered, so each partition's records are shared among the workers as without it)\n", "ordering", d.o.ordering)
 	}

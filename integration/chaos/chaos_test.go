@@ -87,7 +87,8 @@ func killTree(p *os.Process) error {
 // policy, with jq and the three error policies mixed in one group
 // (instance 1 fails, 2 dead-letters, 3 skips), where any dead letter or
 // missing output is a good record given up on, and with jq under
-// PROCESSOR_ORDERING=key. The broker fault restarts
+// PROCESSOR_ORDERING=key, and with the http transform calling the
+// drill's service (down for a while: httpdown). The broker fault restarts
 // the devbroker process cleanly; against PROCESSOR_TEST_BROKERS (jq and
 // mixed policies) there is no broker fault (the three-node cluster's is in
 // make chaos-kafka). A drill: it runs under make drill, not make test.
@@ -103,6 +104,18 @@ func TestChaosShort(t *testing.T) {
 	// the jq chain is not ordered, so its workers still share runs.
 	t.Run("kfake/jq-ordering-key", func(t *testing.T) {
 		run(t, "-embedded", "-transforms", "jq", "-policies", "dlq,skip", "-ordering", "key")
+	})
+	// The http transform calling the drill's own service, 8 requests a
+	// partition in flight under key ordering, while the service answers
+	// 503 for a while (httpdown), an instance is SIGKILLed and SIGTERMed
+	// and the broker restarts: judged one to one and by key order, as jq.
+	t.Run("kfake/http-ordering-key", func(t *testing.T) {
+		out := run(t, "-embedded", "-transforms", "jq,http", "-policies", "dlq,skip", "-ordering", "key",
+			"-faults", "kill,httpdown,term,broker")
+		m := regexp.MustCompile(`http service: (\d+) requests answered, (\d+) refused while down`).FindStringSubmatch(out)
+		if m == nil || m[1] == "0" || m[2] == "0" {
+			t.Errorf("the service answered no request, or refused none while down: %q", m)
+		}
 	})
 	// At least once under the same faults: eoscheck finds nothing lost,
 	// and inputs written twice (the SIGKILLed and aborted batches), which
