@@ -53,8 +53,9 @@ func startHTTPService() (*httpService, error) {
 
 // serve answers one request.
 func (s *httpService) serve(w http.ResponseWriter, r *http.Request) {
-	n, err := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/seq/"), 10, 64)
-	if err != nil || !strings.HasPrefix(r.URL.Path, "/seq/") {
+	seq, ok := strings.CutPrefix(r.URL.Path, "/seq/")
+	n, err := strconv.ParseInt(seq, 10, 64)
+	if !ok || err != nil {
 		s.bad.Add(1)
 		http.Error(w, "want GET /seq/<the input's seq>", http.StatusBadRequest)
 		return
@@ -110,6 +111,8 @@ func (d *driver) printHTTP() {
 	fmt.Printf("http service: %d requests answered, %d refused while down, %d malformed\n",
 		d.svc.answered.Load(), d.svc.refused.Load(), d.svc.bad.Load())
 	if n := d.svc.bad.Load(); n > 0 {
+		d.mu.Lock()
 		d.unexpected = append(d.unexpected, fmt.Sprintf("%d requests to the http service without an input's seq in their path", n))
+		d.mu.Unlock()
 	}
 }
